@@ -1,0 +1,148 @@
+package rnn
+
+import (
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+)
+
+// MatMulT computes C = A·Wᵀ + beta·C for A [m][k] (leading dimension lda),
+// W [n][k] (ldw) and C [m][n] (ldc). It is the one product the schedules
+// need: a batch of rows times a weight matrix stored as PyTorch stores it.
+// With m == 1 it is a matrix-vector product (Sgemv), else Sgemm.
+func MatMulT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
+	impl := blas32.Implementation()
+	if m == 1 {
+		impl.Sgemv(blas.NoTrans, n, k, 1, w, ldw, a, 1, beta, c, 1)
+		return
+	}
+	impl.Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, a, lda, w, ldw, beta, c, ldc)
+}
+
+// Sigmoid is 1/(1+e^-x) in float32.
+func Sigmoid(x float32) float32 {
+	return float32(1 / (1 + math.Exp(-float64(x))))
+}
+
+// Tanh is tanh(x) in float32.
+func Tanh(x float32) float32 {
+	return float32(math.Tanh(float64(x)))
+}
+
+// LSTMPointwise finishes an LSTM step for B rows of H units:
+// y [B][4H] (leading dimension ldy) holds W_ih x + W_hh h without biases;
+// bias [4H] is b_ih + b_hh; c [B][H] is updated in place; h [B][H]
+// (leading dimension ldh) receives o⊙tanh(c).
+func LSTMPointwise(B, H int, y []float32, ldy int, bias, c, h []float32, ldh int) {
+	bi, bf, bg, bo := bias[:H], bias[H:2*H], bias[2*H:3*H], bias[3*H:4*H]
+	for b := 0; b < B; b++ {
+		yr := y[b*ldy : b*ldy+4*H]
+		yi, yf, yg, yo := yr[:H], yr[H:2*H], yr[2*H:3*H], yr[3*H:4*H]
+		cr := c[b*H : b*H+H]
+		hr := h[b*ldh : b*ldh+H]
+		for j := range cr {
+			i := Sigmoid(yi[j] + bi[j])
+			f := Sigmoid(yf[j] + bf[j])
+			g := Tanh(yg[j] + bg[j])
+			o := Sigmoid(yo[j] + bo[j])
+			cn := f*cr[j] + i*g
+			cr[j] = cn
+			hr[j] = o * Tanh(cn)
+		}
+	}
+}
+
+// GRUPointwise finishes a GRU step for B rows of H units: x [B][3H] (ldx)
+// holds W_ih x and hp [B][3H] (ldp) holds W_hh h, both without biases;
+// h [B][H] (ldh) holds h_{t-1} and is overwritten with h_t.
+func GRUPointwise(B, H int, x []float32, ldx int, hp []float32, ldp int, bih, bhh, h []float32, ldh int) {
+	for b := 0; b < B; b++ {
+		xr := x[b*ldx : b*ldx+3*H]
+		pr := hp[b*ldp : b*ldp+3*H]
+		hr := h[b*ldh : b*ldh+H]
+		for j := range hr {
+			r := Sigmoid(xr[j] + bih[j] + pr[j] + bhh[j])
+			z := Sigmoid(xr[H+j] + bih[H+j] + pr[H+j] + bhh[H+j])
+			n := Tanh(xr[2*H+j] + bih[2*H+j] + r*(pr[2*H+j]+bhh[2*H+j]))
+			hr[j] = (1-z)*n + z*hr[j]
+		}
+	}
+}
+
+// CopyRows copies rows×cols values from src (leading dimension lds) to dst (ldd).
+func CopyRows(rows, cols int, dst []float32, ldd int, src []float32, lds int) {
+	for r := 0; r < rows; r++ {
+		copy(dst[r*ldd:r*ldd+cols], src[r*lds:r*lds+cols])
+	}
+}
+
+// ZeroRows sets rows×cols values of dst (leading dimension ldd) to zero.
+func ZeroRows(rows, cols int, dst []float32, ldd int) {
+	for r := 0; r < rows; r++ {
+		clear(dst[r*ldd : r*ldd+cols])
+	}
+}
+
+// AddBias adds bias [n] to each of the m rows of c [m][n] (leading dimension ldc).
+func AddBias(m, n int, c []float32, ldc int, bias []float32) {
+	for r := 0; r < m; r++ {
+		row := c[r*ldc : r*ldc+n]
+		for j, v := range bias[:n] {
+			row[j] += v
+		}
+	}
+}
+
+// Softmax replaces each of the m rows of c [m][n] by its softmax, computed
+// stably (the row maximum is subtracted first) with float64 accumulation.
+func Softmax(m, n int, c []float32) {
+	for r := 0; r < m; r++ {
+		row := c[r*n : r*n+n]
+		mx := rowMax(row)
+		var sum float64
+		for j, v := range row {
+			e := math.Exp(float64(v - mx))
+			row[j] = float32(e)
+			sum += e
+		}
+		inv := 1 / sum
+		for j, v := range row {
+			row[j] = float32(float64(v) * inv)
+		}
+	}
+}
+
+// LogSoftmax replaces each of the m rows of c [m][n] by its log-softmax.
+func LogSoftmax(m, n int, c []float32) {
+	for r := 0; r < m; r++ {
+		row := c[r*n : r*n+n]
+		mx := rowMax(row)
+		var sum float64
+		for _, v := range row {
+			sum += math.Exp(float64(v - mx))
+		}
+		lse := float32(math.Log(sum))
+		for j, v := range row {
+			row[j] = v - mx - lse
+		}
+	}
+}
+
+func rowMax(row []float32) float32 {
+	mx := float32(math.Inf(-1))
+	for _, v := range row {
+		if v > mx {
+			mx = v
+		}
+	}
+	return mx
+}
+
+// Embed gathers the embedding rows of ids into dst: dst[i] = table[ids[i]]
+// for rows of width dim. The ids must already be checked against the table.
+func Embed(dst []float32, table []float32, dim int, ids []int64) {
+	for i, id := range ids {
+		copy(dst[i*dim:(i+1)*dim], table[int(id)*dim:int(id+1)*dim])
+	}
+}

@@ -1,0 +1,112 @@
+package rnn
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func randSlice(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(2*r.Float64() - 1)
+	}
+	return v
+}
+
+// TestMatMulT compares the BLAS-backed product with a float64 triple loop,
+// on padded leading dimensions, and checks it writes nothing outside C.
+func TestMatMulT(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, s := range []struct{ m, n, k int }{{1, 1, 1}, {1, 7, 5}, {3, 7, 5}, {1, 64, 130}, {5, 33, 17}} {
+		lda, ldw, ldc := s.k+2, s.k+3, s.n+1
+		a, w := randSlice(r, s.m*lda), randSlice(r, s.n*ldw)
+		for _, beta := range []float32{0, 1} {
+			c := randSlice(r, s.m*ldc)
+			orig := append([]float32(nil), c...)
+			MatMulT(s.m, s.n, s.k, a, lda, w, ldw, beta, c, ldc)
+			for i := 0; i < s.m; i++ {
+				for j := 0; j < ldc; j++ {
+					if j >= s.n {
+						if c[i*ldc+j] != orig[i*ldc+j] {
+							t.Fatalf("%v: wrote padding at (%d,%d)", s, i, j)
+						}
+						continue
+					}
+					want := float64(beta) * float64(orig[i*ldc+j])
+					for p := 0; p < s.k; p++ {
+						want += float64(a[i*lda+p]) * float64(w[j*ldw+p])
+					}
+					if math.Abs(float64(c[i*ldc+j])-want) > 1e-5 {
+						t.Fatalf("%v beta %v: C[%d][%d] = %v, want %v", s, beta, i, j, c[i*ldc+j], want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSoftmaxAndLogSoftmax(t *testing.T) {
+	row := []float32{1, 2, 3, 1000, -1000, 0}
+	sm := append([]float32(nil), row...)
+	Softmax(2, 3, sm)
+	lsm := append([]float32(nil), row...)
+	LogSoftmax(2, 3, lsm)
+	e := []float64{math.Exp(-2), math.Exp(-1), 1}
+	z := e[0] + e[1] + e[2]
+	want := []float64{e[0] / z, e[1] / z, e[2] / z, 1, 0, 0}
+	for i, w := range want {
+		if math.Abs(float64(sm[i])-w) > 1e-7 {
+			t.Errorf("softmax[%d] = %v, want %v", i, sm[i], w)
+		}
+		if w > 0 && math.Abs(float64(lsm[i])-math.Log(w)) > 1e-5 {
+			t.Errorf("log_softmax[%d] = %v, want %v", i, lsm[i], math.Log(w))
+		}
+	}
+	if lsm[4] != -2000 {
+		t.Errorf("log_softmax of a far-off value = %v, want -2000", lsm[4])
+	}
+}
+
+func TestEmbedAndCopy(t *testing.T) {
+	table := []float32{0, 1, 10, 11, 20, 21}
+	dst := make([]float32, 6)
+	Embed(dst, table, 2, []int64{2, 0, 1})
+	want := []float32{20, 21, 0, 1, 10, 11}
+	for i := range want {
+		if dst[i] != want[i] {
+			t.Fatalf("embed: %v, want %v", dst, want)
+		}
+	}
+	out := make([]float32, 8)
+	CopyRows(2, 2, out[1:], 4, dst, 3)
+	if out[1] != 20 || out[2] != 21 || out[5] != 1 || out[6] != 10 || out[3] != 0 {
+		t.Errorf("CopyRows: %v", out)
+	}
+	ZeroRows(2, 1, out[1:], 4)
+	if out[1] != 0 || out[2] != 21 || out[5] != 0 {
+		t.Errorf("ZeroRows: %v", out)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{Cell: LSTM, Input: 3, Hidden: 4, Layers: 1}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []Config{
+		{Cell: 0, Input: 3, Hidden: 4, Layers: 1},
+		{Cell: GRU, Input: 0, Hidden: 4, Layers: 1},
+		{Cell: GRU, Input: 3, Hidden: 4, Layers: 0},
+		{Cell: GRU, Input: 3, Hidden: 4, Layers: 1, Proj: 2},
+		{Cell: LSTM, Input: 3, Hidden: 4, Layers: 1, Proj: 4},
+		{Cell: LSTM, Input: 3, Hidden: 4, Layers: 1, Activation: ActSoftmax},
+	} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+	if _, err := ParseCell("rnn"); err == nil {
+		t.Error("ParseCell(rnn): no error")
+	}
+}

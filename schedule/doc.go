@@ -1,0 +1,33 @@
+// Package schedule turns a model run into a Plan: an ordered list of steps,
+// each naming its kernel and the byte regions of named buffers it reads and
+// writes. The same Plan is run by the engine and walked, without arithmetic,
+// by the traffic analysis, so the memory traffic we report is the traffic of
+// the code we run.
+//
+// Two schedules from Thakker et al., "Measuring scheduling efficiency of
+// RNNs for NLP applications" (Arm ML Research):
+//
+//   - Schedule A (their Algorithm 1): W_ih and W_hh are concatenated into
+//     one matrix G [Gates*H][In+Out] per layer and direction, stored as its
+//     own buffer. Each time step copies x_t beside h in a buffer xh = [x_t; h]
+//     and multiplies it by G, so all of G is read at every step. (A GRU
+//     needs W_in x and W_hn h apart, so its step multiplies the two column
+//     blocks of G separately: still one full pass over G per step.)
+//   - Schedule A+ (their Algorithm 2, "split G"): X' = G1·I' for all time
+//     steps at once (G1 = W_ih, one pass over it per layer), then per step
+//     Y = X'[t] + G2·h with G2 = W_hh: only the recurrent half is read at
+//     every step.
+//
+// Both run layer by layer (every time step of a layer before the next
+// layer), both directions of a bidirectional layer in turn, and share the
+// embedding gather and the head, which is one product over all time steps.
+//
+// # Memory layout of a plan
+//
+// Weights come first (they belong to the Program and are shared by its
+// plans), then inputs (time-major features [T][B][In] or token ids [T][B],
+// optional h0/c0), then activations: the embedded input, two ping-pong
+// sequence buffers [T][B][Dirs*Out] between layers, and per-step scratch
+// sized for the widest layer and reused by every layer (A: xh, y; A+: X'
+// [T][B][Gates*H], h; both: c, and h before projection), then outputs.
+package schedule

@@ -1,0 +1,125 @@
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Input is one batch for a Plan. Sequences are time-major, like PyTorch's
+// batch_first=False: element (t, b) of Tokens is Tokens[t*B+b], and row
+// (t, b) of Features starts at (t*B+b)*InputSize. The plan reads these
+// slices in place and never modifies them.
+type Input struct {
+	T, B     int
+	Tokens   []int64   // [T][B], for a network with an embedding
+	Features []float32 // [T][B][InputSize], for a network without one
+	H0       []float32 // optional [Layers*Dirs][B][Out]
+	C0       []float32 // optional [Layers*Dirs][B][Hidden], LSTM only
+}
+
+// PlanOptions selects what a plan computes beyond the recurrent stack.
+type PlanOptions struct {
+	// Head applies the network's head (and its activation) to every time
+	// step. Ignored for a network without a head.
+	Head bool
+}
+
+// Limits on one input, so that every buffer size fits in an int.
+const (
+	MaxSteps = 1 << 20
+	MaxBatch = 1 << 16
+	maxElems = 1 << 31
+)
+
+// ErrInput is matched (errors.Is) by every *InputError.
+var ErrInput = errors.New("schedule: invalid input")
+
+// InputError names the input field that is wrong and why.
+type InputError struct {
+	Field string
+	Msg   string
+}
+
+func (e *InputError) Error() string { return "schedule: invalid input: " + e.Field + ": " + e.Msg }
+
+// Is makes errors.Is(err, ErrInput) true.
+func (e *InputError) Is(target error) bool { return target == ErrInput }
+
+func inputErr(field, format string, a ...any) error {
+	return &InputError{Field: field, Msg: fmt.Sprintf(format, a...)}
+}
+
+// check validates in against the program's network. Dry programs accept
+// nil features (only shapes matter to a walk) but still need token ids,
+// because they decide which embedding rows are read.
+func (p *Program) check(in *Input) error {
+	n := p.Net
+	switch {
+	case in.T < 1:
+		return inputErr("T", "sequence length %d, want at least 1", in.T)
+	case in.B < 1:
+		return inputErr("B", "batch size %d, want at least 1", in.B)
+	case in.T > MaxSteps:
+		return inputErr("T", "sequence length %d exceeds %d", in.T, MaxSteps)
+	case in.B > MaxBatch:
+		return inputErr("B", "batch size %d exceeds %d", in.B, MaxBatch)
+	}
+	tb := in.T * in.B
+	width := max(p.maxIn, n.OutputWidth(), n.Cell.Gates()*n.Hidden, n.HeadOut)
+	if int64(tb)*int64(width) > maxElems {
+		return inputErr("T", "%d steps x batch %d x width %d is more than %d values", in.T, in.B, width, int64(maxElems))
+	}
+	if n.Vocab > 0 {
+		if in.Features != nil {
+			return inputErr("features", "the model takes token ids, not features")
+		}
+		if len(in.Tokens) != tb {
+			return inputErr("tokens", "%d ids, want T*B = %d*%d = %d", len(in.Tokens), in.T, in.B, tb)
+		}
+		for i, id := range in.Tokens {
+			if id < 0 || id >= int64(n.Vocab) {
+				return inputErr("tokens", "id %d at [t=%d][b=%d] is outside the vocabulary [0, %d)", id, i/in.B, i%in.B, n.Vocab)
+			}
+		}
+	} else {
+		if in.Tokens != nil {
+			return inputErr("tokens", "the model takes features, not token ids")
+		}
+		if in.Features == nil && !p.dry {
+			return inputErr("features", "missing")
+		}
+		if in.Features != nil {
+			if err := checkFloats("features", in.Features, tb*n.Input, fmt.Sprintf("T*B*input_size = %d*%d*%d", in.T, in.B, n.Input)); err != nil {
+				return err
+			}
+		}
+	}
+	states := n.NumLayers * n.Dirs() * in.B
+	if in.H0 != nil {
+		if err := checkFloats("h0", in.H0, states*n.Out(), fmt.Sprintf("layers*dirs*B*%d", n.Out())); err != nil {
+			return err
+		}
+	}
+	if in.C0 != nil {
+		if n.Cell != 0 && n.Cell.Gates() != 4 {
+			return inputErr("c0", "a GRU has no cell state")
+		}
+		if err := checkFloats("c0", in.C0, states*n.Hidden, fmt.Sprintf("layers*dirs*B*%d", n.Hidden)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkFloats(field string, v []float32, want int, how string) error {
+	if len(v) != want {
+		return inputErr(field, "%d values, want %s = %d", len(v), how, want)
+	}
+	for i, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return inputErr(field, "value %v at index %d is not finite", x, i)
+		}
+	}
+	return nil
+}

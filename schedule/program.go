@@ -1,0 +1,151 @@
+package schedule
+
+import (
+	"errors"
+	"fmt"
+
+	"rnnserve/rnn"
+)
+
+// Schedule selects how a recurrent layer's products are ordered.
+type Schedule uint8
+
+const (
+	// A is the DRE paper's Algorithm 1: concatenated G, read every step.
+	A Schedule = iota + 1
+	// APlus is Algorithm 2: input projections for all steps first, then
+	// only the recurrent half of G per step.
+	APlus
+)
+
+// ErrUnknownSchedule is returned for a schedule name other than "A" or "A+".
+var ErrUnknownSchedule = errors.New("schedule: unknown schedule")
+
+// Parse returns the schedule named s: "A" or "A+".
+func Parse(s string) (Schedule, error) {
+	switch s {
+	case "A", "a":
+		return A, nil
+	case "A+", "a+":
+		return APlus, nil
+	}
+	return 0, fmt.Errorf("%w %q (want A or A+)", ErrUnknownSchedule, s)
+}
+
+func (s Schedule) String() string {
+	switch s {
+	case A:
+		return "A"
+	case APlus:
+		return "A+"
+	}
+	return fmt.Sprintf("Schedule(%d)", uint8(s))
+}
+
+// Program is a network prepared for one schedule: its weight buffers laid
+// out as that schedule reads them (G concatenated for A, W_ih and W_hh
+// apart for A+). It is immutable and safe for concurrent use; each request
+// gets its own Plan from it.
+type Program struct {
+	Net      *rnn.Network
+	Schedule Schedule
+
+	weights []*Buffer
+	layers  [][]layerWeights
+	emb     *Buffer
+	headW   *Buffer
+	headB   *Buffer
+	maxIn   int // widest layer input
+	dry     bool
+}
+
+type layerWeights struct {
+	l        *rnn.Layer
+	g        *Buffer // A: [Rows][In+Out]
+	wih, whh *Buffer // A+
+	bias     *Buffer // LSTM: b_ih + b_hh
+	bih, bhh *Buffer // GRU
+	whr      *Buffer // LSTM projection
+}
+
+// NewProgram prepares net for schedule s. For Schedule A it builds the
+// concatenated G matrices (a copy of the recurrent weights); A+ uses the
+// network's own slices. A dry network gives a dry Program, whose plans can
+// be walked but not run.
+func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
+	if s != A && s != APlus {
+		return nil, fmt.Errorf("%w %v", ErrUnknownSchedule, s)
+	}
+	p := &Program{Net: net, Schedule: s, dry: net.Dry()}
+	if net.Vocab > 0 {
+		p.emb = p.weight("embedding", net.Vocab*net.Input, net.Embedding)
+	}
+	for k, dirs := range net.Layers {
+		var lws []layerWeights
+		for d, l := range dirs {
+			name := fmt.Sprintf("l%d", k)
+			if d == 1 {
+				name += "_reverse"
+			}
+			lw := layerWeights{l: l}
+			rows, in, out := l.Rows(), l.Input, l.Out()
+			p.maxIn = max(p.maxIn, in)
+			if s == A {
+				lw.g = p.weight(name+".G", rows*(in+out), concatG(l))
+			} else {
+				lw.wih = p.weight(name+".weight_ih", rows*in, l.Wih)
+				lw.whh = p.weight(name+".weight_hh", rows*out, l.Whh)
+			}
+			if l.Cell == rnn.LSTM {
+				lw.bias = p.weight(name+".bias", rows, sumBias(l))
+			} else {
+				lw.bih = p.weight(name+".bias_ih", rows, l.Bih)
+				lw.bhh = p.weight(name+".bias_hh", rows, l.Bhh)
+			}
+			if l.Proj > 0 {
+				lw.whr = p.weight(name+".weight_hr", l.Proj*l.Hidden, l.Whr)
+			}
+			lws = append(lws, lw)
+		}
+		p.layers = append(p.layers, lws)
+	}
+	if net.HeadOut > 0 {
+		p.headW = p.weight("head.weight", net.HeadOut*net.OutputWidth(), net.HeadW)
+		p.headB = p.weight("head.bias", net.HeadOut, net.HeadB)
+	}
+	return p, nil
+}
+
+func (p *Program) weight(name string, elems int, data []float32) *Buffer {
+	b := &Buffer{Name: name, Kind: KindWeight, Elems: elems, ElemSize: 4, F32: data}
+	p.weights = append(p.weights, b)
+	return b
+}
+
+// Weights lists the program's weight buffers in layout order.
+func (p *Program) Weights() []*Buffer { return p.weights }
+
+// concatG builds G = [W_ih W_hh] row by row: G[r] = [W_ih[r]; W_hh[r]].
+func concatG(l *rnn.Layer) []float32 {
+	if l.Wih == nil {
+		return nil
+	}
+	rows, in, out := l.Rows(), l.Input, l.Out()
+	g := make([]float32, rows*(in+out))
+	for r := 0; r < rows; r++ {
+		copy(g[r*(in+out):], l.Wih[r*in:(r+1)*in])
+		copy(g[r*(in+out)+in:], l.Whh[r*out:(r+1)*out])
+	}
+	return g
+}
+
+func sumBias(l *rnn.Layer) []float32 {
+	if l.Bih == nil {
+		return nil
+	}
+	b := make([]float32, len(l.Bih))
+	for i := range b {
+		b[i] = l.Bih[i] + l.Bhh[i]
+	}
+	return b
+}
