@@ -110,3 +110,26 @@ func TestConfigValidate(t *testing.T) {
 		t.Error("ParseCell(rnn): no error")
 	}
 }
+
+func TestSample(t *testing.T) {
+	logp := []float32{float32(math.Log(0.1)), float32(math.Log(0.6)), float32(math.Log(0.3))}
+	r := rand.New(rand.NewPCG(3, 3))
+	if got := Sample(logp, 0, 0, r, nil); got != 1 {
+		t.Errorf("greedy = %d, want 1", got)
+	}
+	counts := make([]int, 3)
+	const n = 30000
+	for i := 0; i < n; i++ {
+		counts[Sample(logp, 1, 0, r, nil)]++
+	}
+	for i, p := range []float64{0.1, 0.6, 0.3} {
+		if f := float64(counts[i]) / n; math.Abs(f-p) > 0.015 {
+			t.Errorf("index %d drawn %.3f of the time, want %.1f", i, f, p)
+		}
+	}
+	for i := 0; i < 1000; i++ {
+		if Sample(logp, 1, 2, r, nil) == 0 {
+			t.Fatal("top-2 sampling drew the least likely index")
+		}
+	}
+}

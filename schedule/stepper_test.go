@@ -1,0 +1,131 @@
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"rnnserve/rnn"
+)
+
+// TestStepperMatchesPlan joins sequences of different lengths at different
+// times, extends some mid-way (as generation does), and checks every
+// sequence's outputs against a Plan run of that sequence alone.
+func TestStepperMatchesPlan(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for i, cfg := range []rnn.Config{
+		{Cell: rnn.LSTM, Input: 5, Hidden: 7, Layers: 3, HeadOut: 4, Activation: rnn.ActLogSoftmax},
+		{Cell: rnn.GRU, Input: 6, Hidden: 5, Layers: 2, Vocab: 11, HeadOut: 11, Activation: rnn.ActSoftmax},
+		{Cell: rnn.LSTM, Input: 4, Hidden: 9, Proj: 3, Layers: 2, Vocab: 13, HeadOut: 13},
+		{Cell: rnn.GRU, Input: 3, Hidden: 4, Layers: 1},
+	} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			net := randomNet(t, cfg, uint64(i))
+			st, err := NewStepper(net, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			type job struct {
+				q      *Sequence
+				in     Input // the whole input, B = 1
+				join   int   // step at which it joins
+				extend int   // steps appended when its first part runs out
+				done   bool
+			}
+			var jobs []*job
+			for j := 0; j < 7; j++ {
+				T := 1 + r.IntN(8)
+				in := randomInput(net, T, 1, j%2 == 0, r)
+				jb := &job{in: in, join: r.IntN(6), q: &Sequence{Head: HeadAll, Outputs: true, H0: in.H0, C0: in.C0}}
+				if j%3 == 1 && T > 1 {
+					jb.extend = 1 + r.IntN(T-1)
+				}
+				first := T - jb.extend
+				if net.Vocab > 0 {
+					jb.q.Tokens = in.Tokens[:first]
+				} else {
+					jb.q.Features = in.Features[:first*net.Input]
+				}
+				jobs = append(jobs, jb)
+			}
+			for tick := 0; tick < 100; tick++ {
+				for _, jb := range jobs {
+					if jb.join <= tick && jb.q.xp == nil && st.Active() < st.Capacity() {
+						if err := st.Add(jb.q); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				for _, q := range st.Step() {
+					for _, jb := range jobs {
+						if jb.q != q {
+							continue
+						}
+						if jb.extend > 0 {
+							T := jb.in.T
+							var err error
+							if net.Vocab > 0 {
+								err = st.Extend(q, jb.in.Tokens[T-jb.extend:], nil)
+							} else {
+								err = st.Extend(q, nil, jb.in.Features[(T-jb.extend)*net.Input:])
+							}
+							if err != nil {
+								t.Fatal(err)
+							}
+							jb.extend = 0
+						} else {
+							st.Remove(q)
+							jb.done = true
+						}
+					}
+				}
+			}
+			for j, jb := range jobs {
+				if !jb.done {
+					t.Fatalf("job %d never finished", j)
+				}
+				want := run(t, net, APlus, jb.in)
+				for _, c := range []struct {
+					name      string
+					got, want []float32
+				}{{"output", jb.q.Output, want.Output}, {"h_n", jb.q.HN, want.HN}, {"c_n", jb.q.CN, want.CN}, {"head", jb.q.HeadOut, want.Head}} {
+					if cfg.HeadOut == 0 && c.name == "head" {
+						continue
+					}
+					if err := closeTo(c.got, c.want, 1e-5); err != nil {
+						t.Errorf("job %d %s: %v", j, c.name, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestStepperErrors(t *testing.T) {
+	net := randomNet(t, rnn.Config{Cell: rnn.LSTM, Input: 2, Hidden: 3, Layers: 1, Vocab: 5}, 1)
+	st, _ := NewStepper(net, 1)
+	for _, q := range []*Sequence{
+		{Tokens: []int64{7}},
+		{Tokens: []int64{}},
+		{Features: []float32{1, 2}},
+		{Tokens: []int64{1}, H0: []float32{1}},
+	} {
+		if err := st.Add(q); !errors.Is(err, ErrInput) {
+			t.Errorf("Add(%+v) = %v, want ErrInput", q, err)
+		}
+	}
+	if st.Active() != 0 {
+		t.Fatalf("failed Adds left %d rows", st.Active())
+	}
+	if err := st.Add(&Sequence{Tokens: []int64{1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Add(&Sequence{Tokens: []int64{1}}); !errors.Is(err, ErrStepper) {
+		t.Errorf("Add to a full stepper: %v", err)
+	}
+	bi := randomNet(t, rnn.Config{Cell: rnn.GRU, Input: 2, Hidden: 3, Layers: 1, Bidirectional: true}, 1)
+	if _, err := NewStepper(bi, 2); !errors.Is(err, ErrStepper) {
+		t.Errorf("bidirectional: %v", err)
+	}
+}
