@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Time PyTorch LSTM/GRU inference over the DRE paper's Table I shapes.
+
+Each shape is an nn.LSTM or nn.GRU with input_size == hidden_size,
+batch_first=False, batch 1 and a float input of T steps, run under
+torch.no_grad(). After a warm-up, the number of calls is calibrated so that
+one repeat takes at least --min-time seconds; the result is the median time
+per call over --repeats repeats. One JSON object per shape goes to stdout:
+
+    {"cell": "lstm", "hidden": 64, "layers": 1, "T": 10, "threads": 1,
+     "ns_per_step": 1234.5, "ns_per_op": 12345.0}
+
+where ns_per_op is the time of one inference over all T steps and
+ns_per_step = ns_per_op / T. Progress and the BLAS in use go to stderr.
+
+PyTorch must be running on OpenBLAS (Debian's torch reaches it through
+libblas.so.3); the script stops otherwise unless --any-blas is given. The
+thread count applies to torch (torch.set_num_threads) and to OpenBLAS's own
+pthread pool, which torch.set_num_threads does not reach.
+
+Exit status: 0 on success, 2 on bad flags, 3 if torch cannot be imported,
+4 if the BLAS is not OpenBLAS.
+
+Usage:
+    /usr/bin/python3 scripts/bench_torch.py --hidden 64,512 --layers 1,2 \\
+        --cells lstm --lengths 1,100 --threads 1
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+
+HIDDEN = [64, 128, 256, 512, 1024]
+LAYERS = [1, 2, 3, 4, 5, 6, 7, 8]
+CELLS = ["lstm", "gru"]
+LENGTHS = [1, 10, 50, 100]
+
+EXIT_NO_TORCH = 3
+EXIT_NOT_OPENBLAS = 4
+
+
+def int_list(text):
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"need positive integers: {text!r}")
+    return values
+
+
+def cell_list(text):
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in values if v not in CELLS]
+    if not values or bad:
+        raise argparse.ArgumentTypeError(f"cells must be among {','.join(CELLS)}: {text!r}")
+    return values
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hidden", type=int_list, default=HIDDEN, help="hidden sizes (default: %(default)s)")
+    ap.add_argument("--layers", type=int_list, default=LAYERS, help="layer counts (default: 1..8)")
+    ap.add_argument("--cells", type=cell_list, default=CELLS, help="lstm,gru (default: both)")
+    ap.add_argument("--lengths", type=int_list, default=LENGTHS, help="input lengths T (default: %(default)s)")
+    ap.add_argument("--threads", type=int, default=1, help="torch and OpenBLAS threads (default: 1)")
+    ap.add_argument("--min-time", type=float, default=0.2, metavar="SECONDS",
+                    help="least duration of one timed repeat (default: %(default)s)")
+    ap.add_argument("--repeats", type=int, default=5, help="timed repeats; the median is reported (default: 5)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed calls before timing (default: 2)")
+    ap.add_argument("--any-blas", action="store_true", help="run even if the BLAS is not OpenBLAS")
+    args = ap.parse_args(argv)
+    if args.threads < 1 or args.repeats < 1 or args.warmup < 0 or args.min_time <= 0:
+        ap.error("--threads and --repeats must be >= 1, --warmup >= 0, --min-time > 0")
+    return args
+
+
+def log(msg):
+    print(f"bench_torch: {msg}", file=sys.stderr, flush=True)
+
+
+def loaded_blas_libraries():
+    """Paths of the shared libraries with 'blas' in their name mapped into this process."""
+    paths = set()
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1]
+                if path.startswith("/") and "blas" in os.path.basename(path).lower():
+                    paths.add(path)
+    except OSError:
+        pass
+    return sorted(paths)
+
+
+def configure_blas(torch, threads):
+    """Pin OpenBLAS's thread count, describe the BLAS on stderr; return whether it is OpenBLAS."""
+    a = torch.randn(64, 64)
+    _ = a @ a  # make sure the BLAS is loaded before looking for it
+
+    settings = ""
+    for line in torch.__config__.show().splitlines():
+        if "Build settings:" in line:
+            settings = line
+        elif line.strip():
+            log(f"torch config: {line.strip()}")
+    for key in ("BLAS_INFO", "LAPACK_INFO"):
+        start = settings.find(key + "=")
+        if start >= 0:
+            log(f"torch build: {settings[start:].split(',')[0]}")
+
+    libs = loaded_blas_libraries()
+    log(f"loaded BLAS libraries: {', '.join(libs) or 'none found'}")
+    openblas = [p for p in libs if "openblas" in os.path.basename(p).lower()]
+    if openblas:
+        lib = ctypes.CDLL(openblas[0])
+        lib.openblas_set_num_threads(ctypes.c_int(threads))
+        lib.openblas_get_config.restype = ctypes.c_char_p
+        log(f"OpenBLAS: {lib.openblas_get_config().decode()}; "
+            f"{lib.openblas_get_num_threads()} thread(s)")
+    log(f"torch {torch.__version__}: get_num_threads()={torch.get_num_threads()}, "
+        f"get_num_interop_threads()={torch.get_num_interop_threads()}")
+    return bool(openblas)
+
+
+def time_shape(torch, cell, hidden, layers, steps, args):
+    """Median seconds per inference for one shape."""
+    torch.manual_seed(0)
+    rnn_class = torch.nn.LSTM if cell == "lstm" else torch.nn.GRU
+    model = rnn_class(hidden, hidden, layers, batch_first=False).eval()
+    x = torch.randn(steps, 1, hidden)
+
+    def run(calls):
+        start = time.perf_counter()
+        for _ in range(calls):
+            model(x)
+        return time.perf_counter() - start
+
+    with torch.no_grad():
+        for _ in range(args.warmup):
+            model(x)
+        calls = 1
+        elapsed = run(calls)
+        while elapsed < args.min_time:
+            # Aim 20% past the target, at most 100x more calls per round.
+            calls = max(calls + 1, min(100 * calls, int(calls * 1.2 * args.min_time / max(elapsed, 1e-9))))
+            elapsed = run(calls)
+        samples = [run(calls) / calls for _ in range(args.repeats)]
+    return statistics.median(samples)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    # OpenBLAS and OpenMP size their thread pools from the environment when
+    # they are loaded, so set it before torch is imported.
+    os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    try:
+        import torch
+    except ImportError as err:
+        log(f"cannot import torch: {err}")
+        return EXIT_NO_TORCH
+    torch.set_num_threads(args.threads)
+    if not configure_blas(torch, args.threads) and not args.any_blas:
+        log("PyTorch is not using OpenBLAS; pass --any-blas to time it anyway")
+        return EXIT_NOT_OPENBLAS
+
+    for cell in args.cells:
+        for hidden in args.hidden:
+            for layers in args.layers:
+                for steps in args.lengths:
+                    seconds = time_shape(torch, cell, hidden, layers, steps, args)
+                    ns_per_op = seconds * 1e9
+                    print(json.dumps({
+                        "cell": cell, "hidden": hidden, "layers": layers, "T": steps,
+                        "threads": args.threads,
+                        "ns_per_step": round(ns_per_op / steps, 1),
+                        "ns_per_op": round(ns_per_op, 1),
+                    }), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Tests for bench_compare.py's parsing and table, on captured output.
+
+Runs without Go benchmarks or torch:  python3 scripts/test_bench_compare.py
+"""
+
+import io
+import re
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_compare  # noqa: E402
+
+# go test output with GOMAXPROCS=2: every name carries the -2 suffix. The
+# lstm/64/1/T=10 A+ benchmark ran twice (-count 2), and there is noise
+# that the parser must skip.
+GO_OUTPUT_2 = """\
+goos: linux
+goarch: amd64
+pkg: rnnserve/schedule
+cpu: Intel(R) Xeon(R) Processor @ 2.90GHz
+BenchmarkTableI/cell=lstm/hidden=64/layers=1/T=10/sched=A-2         	   10000	    120000 ns/op	     12000 ns/step	     66560 B/step	       0 B/op	       0 allocs/op
+BenchmarkTableI/cell=lstm/hidden=64/layers=1/T=10/sched=A+-2        	   20000	     60000 ns/op	      6000 ns/step	      6656 B/step	       0 B/op	       0 allocs/op
+BenchmarkTableI/cell=lstm/hidden=64/layers=1/T=10/sched=A+-2        	   20000	     80000 ns/op	      8000 ns/step	      6656 B/step	       0 B/op	       0 allocs/op
+BenchmarkTableI/cell=lstm/hidden=64/layers=1/T=10/sched=A+-2        	   20000	     70000 ns/op	      7000 ns/step	      6656 B/step	       0 B/op	       0 allocs/op
+BenchmarkTableI/cell=gru/hidden=512/layers=8/T=100/sched=A-2        	       3	 412345678 ns/op	   4123456.78 ns/step	 25165824 B/step
+--- BENCH: BenchmarkTableI/cell=gru/hidden=512/layers=8/T=100/sched=A-2
+    bench_test.go:42: some log line
+BenchmarkOther/hidden=64-2	1000	1000 ns/op
+PASS
+ok  	rnnserve/schedule	12.345s
+"""
+
+# The same benchmark with GOMAXPROCS=1: go test appends no suffix.
+GO_OUTPUT_1 = """\
+BenchmarkTableI/cell=gru/hidden=128/layers=3/T=1/sched=A 	 5000	 250000 ns/op	 250000 ns/step	 589824 B/step
+BenchmarkTableI/cell=gru/hidden=128/layers=3/T=1/sched=A+	 5000	 200000 ns/op	 200000 ns/step	 589824 B/step
+"""
+
+TORCH_OUTPUT = """\
+{"cell": "lstm", "hidden": 64, "layers": 1, "T": 10, "threads": 2, "ns_per_step": 24000.0, "ns_per_op": 240000.0}
+{"cell": "gru", "hidden": 512, "layers": 8, "T": 100, "threads": 2, "ns_per_step": 2061728.39, "ns_per_op": 206172839.0}
+"""
+
+
+def test_go_regex_selects_requested_shapes():
+    pattern = bench_compare.go_bench_regex(["lstm", "gru"], [64, 512], [1, 2], [1, 100])
+    assert pattern == ("^BenchmarkTableI$/^cell=(lstm|gru)$/^hidden=(64|512)$/^layers=(1|2)$"
+                       "/^T=(1|100)$/^sched=(A|A\\+)$"), pattern
+    # go test matches each slash-separated part against one level of the name.
+    levels = pattern.split("/")
+    name = "BenchmarkTableI/cell=lstm/hidden=512/layers=2/T=100/sched=A+".split("/")
+    assert all(re.search(p, n) for p, n in zip(levels, name))
+    for level, wrong in ((2, "hidden=640"), (3, "layers=12"), (4, "T=10"), (5, "sched=AB")):
+        assert not re.search(levels[level], wrong), wrong
+
+
+def test_parse_go_with_procs_suffix_and_count():
+    results, info = bench_compare.parse_go_output(GO_OUTPUT_2)
+    assert info == {"goos": "linux", "goarch": "amd64", "cpu": "Intel(R) Xeon(R) Processor @ 2.90GHz"}
+    assert set(results) == {
+        ("lstm", 64, 1, 10, "A"), ("lstm", 64, 1, 10, "A+"), ("gru", 512, 8, 100, "A")}
+    a = results[("lstm", 64, 1, 10, "A")]
+    assert a["ns/step"] == 12000 and a["B/step"] == 66560 and a["ns/op"] == 120000
+    assert a["allocs/op"] == 0
+    # Three runs of A+: the median.
+    assert results[("lstm", 64, 1, 10, "A+")]["ns/step"] == 7000
+    assert results[("gru", 512, 8, 100, "A")]["ns/step"] == 4123456.78
+
+
+def test_parse_go_without_procs_suffix():
+    results, info = bench_compare.parse_go_output(GO_OUTPUT_1)
+    assert info == {}
+    assert results[("gru", 128, 3, 1, "A")]["ns/step"] == 250000
+    assert results[("gru", 128, 3, 1, "A+")]["B/step"] == 589824
+
+
+def test_parse_torch():
+    torch = bench_compare.parse_torch_output("bench_torch: a log line\n" + TORCH_OUTPUT)
+    assert torch == {("lstm", 64, 1, 10): 24000.0, ("gru", 512, 8, 100): 2061728.39}
+
+
+def test_go_duration():
+    assert bench_compare.go_duration_seconds("200ms") == 0.2
+    assert bench_compare.go_duration_seconds("1.5s") == 1.5
+    assert bench_compare.go_duration_seconds("2m") == 120
+    assert bench_compare.go_duration_seconds("100x") is None
+
+
+def test_table_rows_and_ratios():
+    go, _ = bench_compare.parse_go_output(GO_OUTPUT_2)
+    torch = bench_compare.parse_torch_output(TORCH_OUTPUT)
+    shapes = [("lstm", 64, 1, 10), ("gru", 512, 8, 100), ("gru", 64, 1, 1)]
+    table = bench_compare.render_table(shapes, go, torch, ["a note"])
+    lines = table.splitlines()
+    assert lines[0] == ("| cell | hidden | layers | T | A ns/step | A+ ns/step | PyTorch ns/step | "
+                        "PyTorch/A | PyTorch/A+ | A B/step | A+ B/step |")
+    assert lines[1] == "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    # PyTorch 24000 vs A 12000 and A+ 7000 (median): 2.00 and 3.43.
+    assert lines[2] == "| lstm | 64 | 1 | 10 | 12,000 | 7,000 | 24,000 | 2.00 | 3.43 | 66,560 | 6,656 |", lines[2]
+    # No A+ result for this shape; PyTorch slower than A by half.
+    assert lines[3] == ("| gru | 512 | 8 | 100 | 4,123,457 | n/a | 2,061,728 | 0.50 | n/a | "
+                        "25,165,824 | n/a |"), lines[3]
+    assert lines[4] == "| gru | 64 | 1 | 1 | n/a | n/a | n/a | n/a | n/a | n/a | n/a |", lines[4]
+    assert lines[5:] == ["", "a note"]
+
+
+def test_table_without_torch():
+    go, _ = bench_compare.parse_go_output(GO_OUTPUT_1)
+    table = bench_compare.render_table([("gru", 128, 3, 1)], go, None, [])
+    assert table.splitlines()[2] == ("| gru | 128 | 3 | 1 | 250,000 | 200,000 | n/a | n/a | n/a | "
+                                     "589,824 | 589,824 |")
+
+
+def _main_output(argv):
+    out = io.StringIO()
+    assert bench_compare.main(argv, out=out) == 0
+    return out.getvalue()
+
+
+def test_main_with_captured_outputs():
+    with tempfile.TemporaryDirectory() as d:
+        go_file, torch_file = Path(d, "go.txt"), Path(d, "torch.jsonl")
+        go_file.write_text(GO_OUTPUT_2)
+        torch_file.write_text(TORCH_OUTPUT)
+        text = _main_output(["--cells", "lstm", "--hidden", "64", "--layers", "1", "--lengths", "10",
+                             "--threads", "2", "--go-output", str(go_file), "--torch-output", str(torch_file)])
+        lines = text.splitlines()
+        assert lines[2].startswith("| lstm | 64 | 1 | 10 | 12,000 | 7,000 | 24,000 |"), text
+        assert "unavailable" not in text
+        assert lines[-1].startswith("Threads: 2; Go -benchtime 200ms; goos linux"), text
+
+        go_file.write_text(GO_OUTPUT_1)
+        text = _main_output(["--cells", "gru", "--hidden", "128,256", "--layers", "3", "--lengths", "1",
+                             "--go-output", str(go_file), "--no-torch"])
+        assert "PyTorch was unavailable: skipped with --no-torch;" in text, text
+        assert "1 requested shape(s) had no Go result." in text, text
+        assert "| gru | 256 | 3 | 1 | n/a |" in text, text
+
+
+def test_main_rejects_output_without_results():
+    with tempfile.TemporaryDirectory() as d:
+        empty = Path(d, "go.txt")
+        empty.write_text("PASS\nok  \trnnserve/schedule\t0.01s\n")
+        try:
+            bench_compare.main(["--go-output", str(empty), "--no-torch"], out=io.StringIO())
+        except SystemExit as e:
+            assert "no BenchmarkTableI results" in str(e)
+        else:
+            raise AssertionError("main accepted output without results")
+
+
+def main():
+    tests = [(name, fn) for name, fn in globals().items() if name.startswith("test_") and callable(fn)]
+    failed = 0
+    for name, fn in tests:
+        try:
+            fn()
+        except Exception:
+            failed += 1
+            print(f"FAIL {name}")
+            traceback.print_exc()
+        else:
+            print(f"ok   {name}")
+    print(f"{len(tests) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
