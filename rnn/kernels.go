@@ -20,6 +20,18 @@ func MatMulT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float
 	impl.Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, a, lda, w, ldw, beta, c, ldc)
 }
 
+// MatMul computes C = A·W + beta·C for A [m][k] (lda), W [k][n] (ldw) and
+// C [m][n] (ldc): the product for weights stored input-major, as Schedule
+// A's concatenated G is. With m == 1 it is Sgemv on Wᵀ, else Sgemm.
+func MatMul(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
+	impl := blas32.Implementation()
+	if m == 1 {
+		impl.Sgemv(blas.Trans, k, n, 1, w, ldw, a, 1, beta, c, 1)
+		return
+	}
+	impl.Sgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, a, lda, w, ldw, beta, c, ldc)
+}
+
 // Sigmoid is 1/(1+e^-x) in float32.
 func Sigmoid(x float32) float32 {
 	return float32(1 / (1 + math.Exp(-float64(x))))

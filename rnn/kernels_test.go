@@ -133,3 +133,61 @@ func TestSample(t *testing.T) {
 		}
 	}
 }
+
+func TestTopKAndProbabilities(t *testing.T) {
+	row := []float32{0.1, 0.5, 0.2, 0.5, -1, 0.3}
+	ids := make([]int64, 3)
+	TopK(row, ids)
+	if ids[0] != 1 || ids[1] != 3 || ids[2] != 5 {
+		t.Errorf("TopK = %v, want [1 3 5]", ids)
+	}
+	all := make([]int64, len(row))
+	TopK(row, all)
+	for i := 1; i < len(all); i++ {
+		if row[all[i]] > row[all[i-1]] {
+			t.Errorf("TopK of everything not sorted: %v", all)
+		}
+	}
+	logits := []float32{1, 2, 3}
+	p := make([]float32, 3)
+	Probabilities(ActNone, logits, p)
+	lp := append([]float32(nil), logits...)
+	LogSoftmax(1, 3, lp)
+	q := make([]float32, 3)
+	Probabilities(ActLogSoftmax, lp, q)
+	var sum float32
+	for i := range p {
+		sum += p[i]
+		if math.Abs(float64(p[i]-q[i])) > 1e-6 {
+			t.Errorf("probabilities from logits %v and from log-softmax %v differ", p, q)
+		}
+	}
+	if math.Abs(float64(sum)-1) > 1e-6 {
+		t.Errorf("probabilities sum to %v", sum)
+	}
+}
+
+// TestMatMul checks the input-major product against MatMulT on the
+// transposed weights.
+func TestMatMul(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	for _, s := range []struct{ m, n, k int }{{1, 1, 1}, {1, 9, 4}, {4, 9, 6}, {2, 70, 33}} {
+		lda, ldc := s.k+1, s.n+2
+		a, w := randSlice(r, s.m*lda), randSlice(r, s.k*s.n)
+		wt := make([]float32, s.n*s.k)
+		for i := 0; i < s.k; i++ {
+			for j := 0; j < s.n; j++ {
+				wt[j*s.k+i] = w[i*s.n+j]
+			}
+		}
+		c1, c2 := randSlice(r, s.m*ldc), make([]float32, s.m*ldc)
+		copy(c2, c1)
+		MatMul(s.m, s.n, s.k, a, lda, w, s.n, 1, c1, ldc)
+		MatMulT(s.m, s.n, s.k, a, lda, wt, s.k, 1, c2, ldc)
+		for i := range c1 {
+			if math.Abs(float64(c1[i]-c2[i])) > 1e-5 {
+				t.Fatalf("%v: element %d: %v vs %v", s, i, c1[i], c2[i])
+			}
+		}
+	}
+}

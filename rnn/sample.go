@@ -60,3 +60,42 @@ func Sample(logp []float32, temperature float64, topK int, r *rand.Rand, scratch
 	}
 	return last
 }
+
+// Probabilities writes into dst the probabilities that a head row with
+// activation a stands for: exp of log-probabilities, softmax of raw
+// logits, or the row itself when it already holds probabilities.
+func Probabilities(a Activation, row, dst []float32) {
+	switch a {
+	case ActSoftmax:
+		copy(dst, row)
+	case ActLogSoftmax:
+		for i, v := range row {
+			dst[i] = float32(math.Exp(float64(v)))
+		}
+	default:
+		copy(dst, row)
+		Softmax(1, len(dst), dst)
+	}
+}
+
+// TopK writes into ids the indices of the len(ids) largest values of row,
+// largest first (ties by lower index).
+func TopK(row []float32, ids []int64) {
+	k := len(ids)
+	n := 0
+	for i, v := range row {
+		// Insert i into the sorted prefix ids[:n] if it belongs there.
+		if n == k && v <= row[ids[k-1]] {
+			continue
+		}
+		j := min(n, k-1)
+		for j > 0 && row[ids[j-1]] < v {
+			ids[j] = ids[j-1]
+			j--
+		}
+		ids[j] = int64(i)
+		if n < k {
+			n++
+		}
+	}
+}

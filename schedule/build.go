@@ -234,11 +234,13 @@ func (b *builder) lstmGates(lw *layerWeights, k, d, t int, y *Buffer, yoff int, 
 }
 
 // layerA adds Schedule A's steps for one direction of one layer: per step,
-// xh = [x_t; h], then Y = xh·Gᵀ over the concatenated G.
+// xh = [x_t; h], then Y = xh·G over the concatenated G [In+Out][Rows]. A
+// GRU multiplies x and h by G's two row blocks apart (W_in x and W_hn h
+// must stay apart); both blocks are contiguous, so G is still read whole.
 func (b *builder) layerA(lw *layerWeights, k, d int, x, out *Buffer) {
 	l, B := lw.l, b.B
 	I, O, R := l.Input, l.Out(), l.Rows()
-	ld := I + O // leading dimension of xh and of G
+	ld := I + O // leading dimension of xh
 	xh, y, g := b.xh, b.y, lw.g
 	b.initState(k, d, xh, I, ld)
 	for _, t := range b.times(d) {
@@ -249,18 +251,18 @@ func (b *builder) layerA(lw *layerWeights, k, d int, x, out *Buffer) {
 			b.add(Step{Kernel: KMatMul, Layer: k, Dir: d, T: t,
 				Reads:  []Region{all(g), mat(xh, 0, B, ld, ld)},
 				Writes: []Region{mat(y, 0, B, R, R)},
-				run:    func() { rnn.MatMulT(B, R, ld, xh.F32, ld, g.F32, ld, 0, y.F32, R) }})
+				run:    func() { rnn.MatMul(B, R, ld, xh.F32, ld, g.F32, R, 0, y.F32, R) }})
 			b.lstmGates(lw, k, d, t, y, 0, xh, I, ld)
 		} else {
 			yh, bih, bhh := b.yh, lw.bih, lw.bhh
 			b.add(Step{Kernel: KMatMul, Layer: k, Dir: d, T: t,
-				Reads:  []Region{mat(g, 0, R, I, ld), mat(xh, 0, B, I, ld)},
+				Reads:  []Region{mat(g, 0, I, R, R), mat(xh, 0, B, I, ld)},
 				Writes: []Region{mat(y, 0, B, R, R)},
-				run:    func() { rnn.MatMulT(B, R, I, xh.F32, ld, g.F32, ld, 0, y.F32, R) }})
+				run:    func() { rnn.MatMul(B, R, I, xh.F32, ld, g.F32, R, 0, y.F32, R) }})
 			b.add(Step{Kernel: KMatMul, Layer: k, Dir: d, T: t,
-				Reads:  []Region{mat(g, I, R, O, ld), mat(xh, I, B, O, ld)},
+				Reads:  []Region{mat(g, I*R, O, R, R), mat(xh, I, B, O, ld)},
 				Writes: []Region{mat(yh, 0, B, R, R)},
-				run:    func() { rnn.MatMulT(B, R, O, xh.F32[I:], ld, g.F32[I:], ld, 0, yh.F32, R) }})
+				run:    func() { rnn.MatMul(B, R, O, xh.F32[I:], ld, g.F32[I*R:], R, 0, yh.F32, R) }})
 			b.add(Step{Kernel: KGRU, Layer: k, Dir: d, T: t,
 				Reads:  []Region{mat(y, 0, B, R, R), mat(yh, 0, B, R, R), all(bih), all(bhh), mat(xh, I, B, O, ld)},
 				Writes: []Region{mat(xh, I, B, O, ld)},

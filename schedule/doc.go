@@ -8,11 +8,13 @@
 // RNNs for NLP applications" (Arm ML Research):
 //
 //   - Schedule A (their Algorithm 1): W_ih and W_hh are concatenated into
-//     one matrix G [Gates*H][In+Out] per layer and direction, stored as its
-//     own buffer. Each time step copies x_t beside h in a buffer xh = [x_t; h]
-//     and multiplies it by G, so all of G is read at every step. (A GRU
-//     needs W_in x and W_hn h apart, so its step multiplies the two column
-//     blocks of G separately: still one full pass over G per step.)
+//     one matrix G = [W; U] of shape [In+Out][Gates*H] per layer and
+//     direction (the paper's [2n, 4n]; TensorFlow's LSTM kernel layout),
+//     stored as its own buffer. Each time step copies x_t beside h in a
+//     buffer xh = [x_t; h] and multiplies it by G, so all of G is read at
+//     every step. (A GRU needs W_in x and W_hn h apart, so its step
+//     multiplies x and h by G's two row blocks separately: still one full
+//     pass over G per step.)
 //   - Schedule A+ (their Algorithm 2, "split G"): X' = G1·I' for all time
 //     steps at once (G1 = W_ih, one pass over it per layer), then per step
 //     Y = X'[t] + G2·h with G2 = W_hh: only the recurrent half is read at

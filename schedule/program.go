@@ -61,7 +61,7 @@ type Program struct {
 
 type layerWeights struct {
 	l        *rnn.Layer
-	g        *Buffer // A: [Rows][In+Out]
+	g        *Buffer // A: [In+Out][Rows], input-major
 	wih, whh *Buffer // A+
 	bias     *Buffer // LSTM: b_ih + b_hh
 	bih, bhh *Buffer // GRU
@@ -125,16 +125,22 @@ func (p *Program) weight(name string, elems int, data []float32) *Buffer {
 // Weights lists the program's weight buffers in layout order.
 func (p *Program) Weights() []*Buffer { return p.weights }
 
-// concatG builds G = [W_ih W_hh] row by row: G[r] = [W_ih[r]; W_hh[r]].
+// concatG builds the paper's G = [W; U] with shape [In+Out][Rows]: row j
+// holds the weights every gate gives input element j, W_ih's columns first,
+// then W_hh's (the layout of TensorFlow's LSTM kernel). Y = [x; h]ᵀ·G.
 func concatG(l *rnn.Layer) []float32 {
 	if l.Wih == nil {
 		return nil
 	}
 	rows, in, out := l.Rows(), l.Input, l.Out()
-	g := make([]float32, rows*(in+out))
+	g := make([]float32, (in+out)*rows)
 	for r := 0; r < rows; r++ {
-		copy(g[r*(in+out):], l.Wih[r*in:(r+1)*in])
-		copy(g[r*(in+out)+in:], l.Whh[r*out:(r+1)*out])
+		for j := 0; j < in; j++ {
+			g[j*rows+r] = l.Wih[r*in+j]
+		}
+		for j := 0; j < out; j++ {
+			g[(in+j)*rows+r] = l.Whh[r*out+j]
+		}
 	}
 	return g
 }

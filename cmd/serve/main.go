@@ -1,0 +1,166 @@
+// Command serve runs rnnserve's HTTP server (KServe v2 protocol) on a
+// model repository: by default the bundled models embedded in the binary.
+//
+//	go run ./cmd/serve                       # bundled models on 127.0.0.1:8080
+//	go run ./cmd/serve -config configs/serve.yaml -models ./my-models
+//
+// SIGINT or SIGTERM stops accepting connections, finishes the requests in
+// flight (bounded by the drain timeout) and exits 0.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"rnnserve/models/bundled"
+	"rnnserve/server"
+)
+
+// config is everything serve can be told, from the YAML file and flags.
+type config struct {
+	Listen          string         `yaml:"listen"`
+	ModelRepository string         `yaml:"model_repository"` // empty: the embedded bundled models
+	DrainTimeout    time.Duration  `yaml:"drain_timeout"`
+	ReadTimeout     time.Duration  `yaml:"read_timeout"` // slow clients: the whole request must arrive within this
+	Server          server.Options `yaml:"server"`
+}
+
+func defaultConfig() config {
+	return config{Listen: "127.0.0.1:8080", DrainTimeout: 30 * time.Second, ReadTimeout: 30 * time.Second,
+		Server: server.DefaultOptions()}
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "serve:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stderr *os.File) error {
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	cfg, err := parseConfig(args)
+	if err != nil {
+		return err
+	}
+	if cfg.Server.CacheBytes == 0 {
+		if levels, err := server.HostCaches("/"); err == nil {
+			cfg.Server.CacheBytes = server.LastLevelBytes(levels)
+		} else {
+			cfg.Server.CacheBytes = 12 << 20
+			log.Warn("cannot read the host's cache sizes; modelling a 12 MiB last-level cache", "err", err)
+		}
+	}
+	var repo fs.FS = bundled.FS
+	where := "bundled models"
+	if cfg.ModelRepository != "" {
+		repo, where = os.DirFS(cfg.ModelRepository), cfg.ModelRepository
+	}
+	entries, err := server.LoadRepository(repo)
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	srv, err := server.New(entries, cfg.Server, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout}
+	srv.Start()
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "repository", where, "models", names, "llc_bytes", cfg.Server.CacheBytes)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "drain_timeout", cfg.DrainTimeout)
+	drain, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+	defer cancel()
+	// Refuse new requests first, then let in-flight ones finish.
+	errHTTP := hs.Shutdown(drain)
+	errSrv := srv.Stop(drain)
+	if err := errors.Join(errHTTP, errSrv); err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// parseConfig reads the YAML file named by -config (if any), then applies
+// flags, which win.
+func parseConfig(args []string) (config, error) {
+	cfg := defaultConfig()
+	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
+	path := fl.String("config", "", "YAML config file (see configs/serve.yaml)")
+	listen := fl.String("listen", "", "listen address (default 127.0.0.1:8080; use 0.0.0.0:PORT to expose it)")
+	models := fl.String("models", "", "model repository directory (default: the bundled models)")
+	cache := fl.Int64("cache-bytes", 0, "last-level cache size for the schedule choice (default: read from the host)")
+	batching := fl.String("batching", "", "cellular batching: on or off (default on)")
+	if err := fl.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fl.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q", fl.Args())
+	}
+	if *path != "" {
+		data, err := os.ReadFile(*path)
+		if err != nil {
+			return cfg, err
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil {
+			return cfg, fmt.Errorf("config %s: %w", *path, err)
+		}
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	if *models != "" {
+		cfg.ModelRepository = *models
+	}
+	if *cache != 0 {
+		cfg.Server.CacheBytes = *cache
+	}
+	switch *batching {
+	case "":
+	case "on", "off":
+		on := *batching == "on"
+		cfg.Server.Batching.Enabled = &on
+	default:
+		return cfg, fmt.Errorf("-batching %q: want on or off", *batching)
+	}
+	cfg.Server.EnsureDefaults()
+	if err := cfg.Server.Validate(); err != nil {
+		return cfg, err
+	}
+	if cfg.DrainTimeout <= 0 {
+		return cfg, fmt.Errorf("drain_timeout %v: want > 0", cfg.DrainTimeout)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,241 @@
+package dre
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"rnnserve/cachesim"
+	"rnnserve/rnn"
+	"rnnserve/schedule"
+)
+
+// Report is the memory traffic of a plan run Runs times back to back, and
+// its Data Reuse Efficiency. Byte counts are DRAM traffic per inference.
+type Report struct {
+	Model    Model     `json:"model"`
+	Schedule string    `json:"schedule"`
+	T        int       `json:"t"`
+	B        int       `json:"b"`
+	Cache    CacheInfo `json:"cache"`
+	Runs     int       `json:"runs"`
+
+	AvgReadBytes  float64 `json:"avg_read_bytes"`
+	AvgWriteBytes float64 `json:"avg_write_bytes"`
+	AvgRW         float64 `json:"avg_rw_bytes"` // AvgReadBytes + AvgWriteBytes
+
+	WorkingSet     WorkingSet `json:"working_set"`     // from the network's shape
+	PlanBytes      PlanBytes  `json:"plan_bytes"`      // the plan's buffers
+	FootprintBytes int64      `json:"footprint_bytes"` // distinct lines one run touches
+	DRE            float64    `json:"dre"`             // AvgRW / WorkingSet.Total
+
+	LineAccesses  int64    `json:"line_accesses_per_run"`
+	Cold          RunBytes `json:"cold"`   // run 1, from an empty cache
+	Steady        RunBytes `json:"steady"` // the last run simulated
+	RunsSimulated int      `json:"runs_simulated"`
+	Period        int      `json:"period"` // 1 when the cache reached a steady state; 0 if it found no cycle
+
+	OPT        *Bound `json:"opt,omitempty"`
+	OPTSkipped string `json:"opt_skipped,omitempty"` // why OPT is missing when it was asked for
+}
+
+// Model is the shape of the network a report is about.
+type Model struct {
+	Cell          string `json:"cell"`
+	Input         int    `json:"input_size"`
+	Hidden        int    `json:"hidden_size"`
+	Proj          int    `json:"proj_size,omitempty"`
+	Layers        int    `json:"num_layers"`
+	Bidirectional bool   `json:"bidirectional,omitempty"`
+	Vocab         int    `json:"vocab_size,omitempty"`
+	HeadOut       int    `json:"head_out_features,omitempty"`
+}
+
+// CacheInfo is the simulated cache.
+type CacheInfo struct {
+	Size      int64  `json:"size_bytes"`
+	LineSize  int64  `json:"line_size"`
+	Ways      int    `json:"ways"` // -1: fully associative
+	Simulator string `json:"simulator"`
+}
+
+// RunBytes is the DRAM traffic of one run.
+type RunBytes struct {
+	Read  int64 `json:"read_bytes"`
+	Write int64 `json:"write_bytes"`
+}
+
+// Bound is Belady's MIN for one run, from the best possible cache contents:
+// no cache of the same size misses less in any run.
+type Bound struct {
+	Misses    int64 `json:"misses"`
+	ReadBytes int64 `json:"read_bytes"`
+}
+
+// Analyze replays p, a plan of prog, through the cache of opt and reports
+// its traffic, working set and DRE. It applies opt's defaults and
+// validates them.
+func Analyze(prog *schedule.Program, p *schedule.Plan, opt Options) (*Report, error) {
+	if err := belongs(prog, p); err != nil {
+		return nil, err
+	}
+	opt.EnsureDefaults()
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	l := NewLayout(p.Buffers)
+	if err := check(p, l); err != nil {
+		return nil, err
+	}
+	c, err := NewCache(opt.Cache)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cache: %w", ErrInvalidOptions, err)
+	}
+	tr := simulate(c, opt.Runs, func(s cachesim.Sink) { replay(p, l, s) }, true)
+
+	line := opt.Cache.LineSize
+	net := prog.Net
+	spans := footprint(p, l, line)
+	var foot int64
+	for _, s := range spans {
+		foot += s.last - s.first + 1
+	}
+	r := &Report{
+		Model: Model{
+			Cell: net.Cell.String(), Input: net.Input, Hidden: net.Hidden, Proj: net.Proj,
+			Layers: net.NumLayers, Bidirectional: net.Bidirectional, Vocab: net.Vocab, HeadOut: net.HeadOut,
+		},
+		Schedule:       p.Schedule.String(),
+		T:              p.T,
+		B:              p.B,
+		Cache:          CacheInfo{Size: opt.Cache.Size, LineSize: line, Ways: opt.Cache.Ways, Simulator: "lru"},
+		Runs:           opt.Runs,
+		AvgReadBytes:   float64(tr.Total.ReadBytes()) / float64(opt.Runs),
+		AvgWriteBytes:  float64(tr.Total.WriteBytes()) / float64(opt.Runs),
+		WorkingSet:     WorkingSetOf(net, p.T, p.B),
+		PlanBytes:      PlanBytesOf(p),
+		FootprintBytes: foot * line,
+		LineAccesses:   tr.Cold.Accesses,
+		Cold:           RunBytes{Read: tr.Cold.ReadBytes(), Write: tr.Cold.WriteBytes()},
+		Steady:         RunBytes{Read: tr.Last.ReadBytes(), Write: tr.Last.WriteBytes()},
+		RunsSimulated:  tr.Simulated,
+		Period:         tr.Period,
+	}
+	if _, ok := c.(*cachesim.ExtentLRU); ok {
+		r.Cache.Simulator = "extent-lru"
+	}
+	r.AvgRW = r.AvgReadBytes + r.AvgWriteBytes
+	r.DRE = r.AvgRW / float64(r.WorkingSet.Total)
+
+	if opt.OPT {
+		n := tr.Cold.Accesses + foot
+		if n > opt.OPTMaxAccesses {
+			r.OPTSkipped = fmt.Sprintf("the trace would have %d line accesses (%d per run + %d to choose the starting contents), more than OPTMaxAccesses = %d",
+				n, tr.Cold.Accesses, foot, opt.OPTMaxAccesses)
+		} else {
+			r.OPT = bound(p, l, spans, opt.Cache.Size, line)
+		}
+	}
+	return r, nil
+}
+
+// belongs checks that p is a plan of prog: same schedule, and prog's
+// weights first among its buffers.
+func belongs(prog *schedule.Program, p *schedule.Plan) error {
+	switch {
+	case prog == nil || p == nil:
+		return fmt.Errorf("%w: nil program or plan", ErrPlan)
+	case p.Schedule != prog.Schedule:
+		return fmt.Errorf("%w: plan of schedule %v, program of schedule %v", ErrPlan, p.Schedule, prog.Schedule)
+	}
+	w := prog.Weights()
+	if len(p.Buffers) < len(w) || !slices.Equal(p.Buffers[:len(w)], w) {
+		return fmt.Errorf("%w: the plan was not built by this program (its weights differ)", ErrPlan)
+	}
+	return nil
+}
+
+// bound runs MIN over one replay of p preceded by one read of every line
+// it touches (spans), and returns the misses of the replay.
+func bound(p *schedule.Plan, l *Layout, spans []lineSpan, size, line int64) *Bound {
+	t, err := cachesim.NewTrace(line)
+	if err != nil {
+		panic(err) // the line size was validated
+	}
+	var prefix int64
+	for _, s := range spans {
+		t.Read(s.first*line, (s.last-s.first+1)*line)
+		prefix += s.last - s.first + 1
+	}
+	replay(p, l, t)
+	m := cachesim.OPT(t, size).Misses - prefix
+	return &Bound{Misses: m, ReadBytes: m * line}
+}
+
+// lineSpan is the lines first..last.
+type lineSpan struct{ first, last int64 }
+
+// footprint returns the distinct lines of lineSize bytes that one replay
+// of p touches, as sorted disjoint spans.
+func footprint(p *schedule.Plan, l *Layout, lineSize int64) []lineSpan {
+	// Plans repeat the same regions at every step: expand each once.
+	seen := make(map[schedule.Region]struct{})
+	var spans []lineSpan
+	p.Walk(func(r schedule.Region, _ bool) {
+		if r.Len == 0 || r.Count == 0 {
+			return
+		}
+		if _, ok := seen[r]; ok {
+			return
+		}
+		seen[r] = struct{}{}
+		a := l.addr[r.Buf] + r.Off
+		for range r.Count {
+			spans = append(spans, lineSpan{a / lineSize, (a + r.Len - 1) / lineSize})
+			a += r.Stride
+		}
+	})
+	slices.SortFunc(spans, func(x, y lineSpan) int { return cmp.Compare(x.first, y.first) })
+	merged := spans[:0]
+	for _, s := range spans {
+		if k := len(merged) - 1; k >= 0 && s.first <= merged[k].last+1 {
+			merged[k].last = max(merged[k].last, s.last)
+			continue
+		}
+		merged = append(merged, s)
+	}
+	return merged
+}
+
+// DryPlan builds the Program of net for schedule s and its plan for T steps
+// of batch B, with the head applied. A network with an embedding reads
+// pseudo-random token ids drawn from seed (they decide which embedding rows
+// are read); a network with weights and without an embedding reads zero
+// features. net is usually dry (models.Shape), so that models of any size
+// can be analysed without allocating their weights.
+func DryPlan(net *rnn.Network, s schedule.Schedule, T, B int, seed uint64) (*schedule.Program, *schedule.Plan, error) {
+	prog, err := schedule.NewProgram(net, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	in := schedule.Input{T: T, B: B}
+	// Out-of-range sizes get no inputs; Plan then says what is wrong.
+	if T >= 1 && B >= 1 && int64(T)*int64(B)*int64(max(net.Input, 1)) <= 1<<31 {
+		switch {
+		case net.Vocab > 0:
+			rng := rand.New(rand.NewPCG(seed, 0x5eed))
+			in.Tokens = make([]int64, T*B)
+			for i := range in.Tokens {
+				in.Tokens[i] = rng.Int64N(int64(net.Vocab))
+			}
+		case !net.Dry():
+			in.Features = make([]float32, T*B*net.Input)
+		}
+	}
+	p, err := prog.Plan(in, schedule.PlanOptions{Head: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("dre: plan of %d steps, batch %d: %w", T, B, err)
+	}
+	return prog, p, nil
+}

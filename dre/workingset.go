@@ -1,0 +1,60 @@
+package dre
+
+import (
+	"rnnserve/rnn"
+	"rnnserve/schedule"
+)
+
+// WorkingSet is the working set of T steps of batch B of a network, from
+// its shape alone, in bytes (see the package documentation for the
+// formula).
+type WorkingSet struct {
+	Weights      int64 `json:"weights_bytes"`      // parameters except the embedding
+	Embedding    int64 `json:"embedding_bytes"`    // vocab × input × 4
+	Intermediate int64 `json:"intermediate_bytes"` // input and layer output sequences, final states, head output
+	Total        int64 `json:"total_bytes"`
+}
+
+// WorkingSetOf computes the working set of T steps of batch B of net.
+func WorkingSetOf(net *rnn.Network, T, B int) WorkingSet {
+	tb := int64(T) * int64(B)
+	emb := 4 * int64(net.Vocab) * int64(net.Input)
+	state := int64(net.Out())
+	if net.Cell == rnn.LSTM {
+		state += int64(net.Hidden)
+	}
+	layers, dirs := int64(net.NumLayers), int64(net.Dirs())
+	values := tb*int64(net.Input) +
+		layers*tb*int64(net.OutputWidth()) +
+		layers*dirs*int64(B)*state +
+		tb*int64(net.HeadOut)
+	ws := WorkingSet{
+		Weights:      net.WeightBytes() - emb,
+		Embedding:    emb,
+		Intermediate: 4 * values,
+	}
+	ws.Total = ws.Weights + ws.Embedding + ws.Intermediate
+	return ws
+}
+
+// PlanBytes is the size of a plan's buffers by kind, in bytes: what the
+// schedule actually allocates. Weights include the embedding.
+type PlanBytes struct {
+	Weights     int64 `json:"weights_bytes"`
+	Inputs      int64 `json:"inputs_bytes"`
+	Activations int64 `json:"activations_bytes"`
+	Outputs     int64 `json:"outputs_bytes"`
+	Total       int64 `json:"total_bytes"`
+}
+
+// PlanBytesOf sums the sizes of p's buffers by kind.
+func PlanBytesOf(p *schedule.Plan) PlanBytes {
+	pb := PlanBytes{
+		Weights:     p.BufferBytes(schedule.KindWeight),
+		Inputs:      p.BufferBytes(schedule.KindInput),
+		Activations: p.BufferBytes(schedule.KindActivation),
+		Outputs:     p.BufferBytes(schedule.KindOutput),
+	}
+	pb.Total = pb.Weights + pb.Inputs + pb.Activations + pb.Outputs
+	return pb
+}

@@ -1,0 +1,71 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the server's Prometheus collectors, all named rnnserve_*.
+type metrics struct {
+	reg *prometheus.Registry
+
+	requests   *prometheus.CounterVec   // model, code
+	latency    *prometheus.HistogramVec // model
+	queue      *prometheus.HistogramVec // model
+	compute    *prometheus.HistogramVec // model
+	batchRows  *prometheus.HistogramVec // model
+	inflight   *prometheus.GaugeVec     // model
+	sequences  *prometheus.GaugeVec     // model
+	steps      *prometheus.CounterVec   // model
+	tokens     *prometheus.CounterVec   // model
+	dramBytes  *prometheus.GaugeVec     // model, schedule
+	workingSet *prometheus.GaugeVec     // model, schedule
+	dre        *prometheus.GaugeVec     // model, schedule
+}
+
+func newMetrics() *metrics {
+	latencyBuckets := prometheus.ExponentialBuckets(50e-6, 2, 18) // 50µs .. ~6.5s
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rnnserve_requests_total", Help: "Requests by model and HTTP status code.",
+		}, []string{"model", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "rnnserve_request_duration_seconds", Help: "Time from receiving a request to its response.", Buckets: latencyBuckets,
+		}, []string{"model"}),
+		queue: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "rnnserve_queue_duration_seconds", Help: "Time a request waited before its first step ran.", Buckets: latencyBuckets,
+		}, []string{"model"}),
+		compute: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "rnnserve_compute_duration_seconds", Help: "Time from a request's first step to its last.", Buckets: latencyBuckets,
+		}, []string{"model"}),
+		batchRows: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "rnnserve_batch_rows", Help: "Sequences in the batch at each step.", Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+		}, []string{"model"}),
+		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rnnserve_inflight_requests", Help: "Requests being served.",
+		}, []string{"model"}),
+		sequences: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rnnserve_live_sequences", Help: "Stateful sequences kept between requests.",
+		}, []string{"model"}),
+		steps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rnnserve_steps_total", Help: "Batched time steps run (each may cover many sequences).",
+		}, []string{"model"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rnnserve_tokens_total", Help: "Sequence time steps processed (tokens or feature vectors).",
+		}, []string{"model"}),
+		dramBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rnnserve_model_dram_bytes_per_inference", Help: "Modelled DRAM bytes read+written per inference at the host's cache size, for the reference input length.",
+		}, []string{"model", "schedule"}),
+		workingSet: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rnnserve_model_working_set_bytes", Help: "Working set of one inference: weights, embeddings and intermediate values.",
+		}, []string{"model", "schedule"}),
+		dre: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rnnserve_model_dre", Help: "Data Reuse Efficiency: modelled DRAM bytes per inference / working set (1 is ideal).",
+		}, []string{"model", "schedule"}),
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.queue, m.compute, m.batchRows, m.inflight,
+		m.sequences, m.steps, m.tokens, m.dramBytes, m.workingSet, m.dre,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

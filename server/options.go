@@ -1,0 +1,140 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Options configure a Server. Zero values mean the defaults of
+// DefaultOptions; call EnsureDefaults, then Validate.
+type Options struct {
+	// MaxBodyBytes bounds a request body.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxSteps bounds the time steps of one request (B rows count once).
+	MaxSteps int `yaml:"max_steps"`
+	// MaxRequestRows bounds the batch size B of one request.
+	MaxRequestRows int `yaml:"max_request_rows"`
+	// MaxGenerateTokens bounds max_tokens of a generate request.
+	MaxGenerateTokens int `yaml:"max_generate_tokens"`
+
+	Batching  BatchOptions    `yaml:"batching"`
+	Sequences SequenceOptions `yaml:"sequences"`
+
+	// CacheBytes is the last-level cache size used for the schedule
+	// choice and the modelled traffic; 0 reads it from the host.
+	CacheBytes int64 `yaml:"cache_bytes"`
+	// TrafficSteps is the reference input length for modelled traffic.
+	TrafficSteps int `yaml:"traffic_steps"`
+}
+
+// BatchOptions configure cellular batching.
+type BatchOptions struct {
+	// Enabled turns cellular batching on for unidirectional models; when
+	// off (or for bidirectional models) each request runs its own plan.
+	Enabled *bool `yaml:"enabled"`
+	// MaxRows is the most sequences in one model's running batch.
+	MaxRows int `yaml:"max_rows"`
+	// MaxQueueDelay is how long an empty batch waits for more requests
+	// before its first step; 0 starts at once.
+	MaxQueueDelay time.Duration `yaml:"max_queue_delay"`
+	// QueueLength is how many requests may wait for a place; one more is
+	// refused at once with 503 and Retry-After.
+	QueueLength int `yaml:"queue_length"`
+	// Workers bounds concurrent whole-request plans (unbatched models).
+	Workers int `yaml:"workers"`
+}
+
+// SequenceOptions configure stateful sequences.
+type SequenceOptions struct {
+	// IdleTimeout ends a sequence that has had no request for this long.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxLive caps the number of live sequences per model.
+	MaxLive int `yaml:"max_live"`
+}
+
+// DefaultOptions returns the defaults.
+func DefaultOptions() Options {
+	on := true
+	return Options{
+		MaxBodyBytes:      8 << 20,
+		MaxSteps:          4096,
+		MaxRequestRows:    64,
+		MaxGenerateTokens: 4096,
+		Batching: BatchOptions{
+			Enabled:     &on,
+			MaxRows:     64,
+			QueueLength: 256,
+			Workers:     2,
+		},
+		Sequences:    SequenceOptions{IdleTimeout: 5 * time.Minute, MaxLive: 1024},
+		TrafficSteps: 100,
+	}
+}
+
+// EnsureDefaults fills zero fields from DefaultOptions.
+func (o *Options) EnsureDefaults() {
+	d := DefaultOptions()
+	setInt64(&o.MaxBodyBytes, d.MaxBodyBytes)
+	setInt(&o.MaxSteps, d.MaxSteps)
+	setInt(&o.MaxRequestRows, d.MaxRequestRows)
+	setInt(&o.MaxGenerateTokens, d.MaxGenerateTokens)
+	if o.Batching.Enabled == nil {
+		o.Batching.Enabled = d.Batching.Enabled
+	}
+	setInt(&o.Batching.MaxRows, d.Batching.MaxRows)
+	setInt(&o.Batching.QueueLength, d.Batching.QueueLength)
+	setInt(&o.Batching.Workers, d.Batching.Workers)
+	if o.Sequences.IdleTimeout == 0 {
+		o.Sequences.IdleTimeout = d.Sequences.IdleTimeout
+	}
+	setInt(&o.Sequences.MaxLive, d.Sequences.MaxLive)
+	setInt(&o.TrafficSteps, d.TrafficSteps)
+}
+
+func setInt(p *int, d int) {
+	if *p == 0 {
+		*p = d
+	}
+}
+
+func setInt64(p *int64, d int64) {
+	if *p == 0 {
+		*p = d
+	}
+}
+
+// ErrOptions is wrapped by every error Validate returns.
+var ErrOptions = errors.New("server: invalid options")
+
+// Validate reports the first invalid setting, naming it.
+func (o Options) Validate() error {
+	for _, c := range []struct {
+		name string
+		v    int64
+		lo   int64
+		hi   int64
+	}{
+		{"max_body_bytes", o.MaxBodyBytes, 1 << 10, 1 << 34},
+		{"max_steps", int64(o.MaxSteps), 1, 1 << 20},
+		{"max_request_rows", int64(o.MaxRequestRows), 1, 1 << 16},
+		{"max_generate_tokens", int64(o.MaxGenerateTokens), 1, 1 << 20},
+		{"batching.max_rows", int64(o.Batching.MaxRows), 1, 1 << 16},
+		{"batching.queue_length", int64(o.Batching.QueueLength), 1, 1 << 20},
+		{"batching.workers", int64(o.Batching.Workers), 1, 1024},
+		{"sequences.max_live", int64(o.Sequences.MaxLive), 1, 1 << 24},
+		{"traffic_steps", int64(o.TrafficSteps), 1, 1 << 16},
+		{"cache_bytes", o.CacheBytes, 0, 1 << 40},
+	} {
+		if c.v < c.lo || c.v > c.hi {
+			return fmt.Errorf("%w: %s = %d, want %d..%d", ErrOptions, c.name, c.v, c.lo, c.hi)
+		}
+	}
+	if o.Batching.MaxQueueDelay < 0 || o.Batching.MaxQueueDelay > time.Minute {
+		return fmt.Errorf("%w: batching.max_queue_delay = %v, want 0..1m", ErrOptions, o.Batching.MaxQueueDelay)
+	}
+	if o.Sequences.IdleTimeout < time.Millisecond {
+		return fmt.Errorf("%w: sequences.idle_timeout = %v, want at least 1ms", ErrOptions, o.Sequences.IdleTimeout)
+	}
+	return nil
+}

@@ -1,0 +1,217 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"rnnserve/rnn"
+	"rnnserve/schedule"
+	"rnnserve/server/api"
+)
+
+// Version is reported by GET /v2.
+const Version = "0.1.0"
+
+// Server serves a set of models. Build it with New, start its batchers
+// with Start, serve Handler(), and Stop it to drain.
+type Server struct {
+	opts    Options
+	models  map[string]*model
+	names   []string
+	metrics *metrics
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	draining bool
+	ready    bool
+}
+
+// New loads the given models. It computes each model's modelled traffic
+// and chooses its schedule, which may take a moment for large models.
+func New(entries []Entry, opts Options, log *slog.Logger) (*Server, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{opts: opts, models: map[string]*model{}, metrics: newMetrics(), log: log}
+	for _, e := range entries {
+		m, err := s.newModel(e)
+		if err != nil {
+			return nil, fmt.Errorf("model %q: %w", e.Name, err)
+		}
+		s.models[e.Name] = m
+		s.names = append(s.names, e.Name)
+	}
+	return s, nil
+}
+
+func (s *Server) newModel(e Entry) (*model, error) {
+	net := e.Model.Net
+	m := &model{name: e.Name, entry: e, net: net, metrics: s.metrics,
+		workers: make(chan struct{}, s.opts.Batching.Workers),
+		maxWait: int64(s.opts.Batching.QueueLength),
+		seqs:    newSequenceStore(s.opts.Sequences)}
+	sched, reason, traffic, err := chooseSchedule(net, e.Config.Schedule, s.opts.CacheBytes, s.opts.TrafficSteps)
+	if err != nil {
+		return nil, err
+	}
+	m.reason = reason
+	if m.prog, err = schedule.NewProgram(net, sched); err != nil {
+		return nil, err
+	}
+	m.batching = *s.opts.Batching.Enabled
+	if e.Config.Batching != nil {
+		m.batching = *e.Config.Batching
+	}
+	// Every unidirectional model gets a batcher: generation needs it even
+	// when infer requests run unbatched.
+	if net.Bidirectional {
+		m.batching = false
+	} else if m.batch, err = newBatcher(m, s.opts.Batching); err != nil {
+		return nil, err
+	}
+	m.meta = metadata(m, sched, traffic)
+	for _, t := range traffic {
+		s.metrics.dramBytes.WithLabelValues(m.name, t.Schedule).Set(t.DRAMBytes)
+		s.metrics.workingSet.WithLabelValues(m.name, t.Schedule).Set(float64(t.WorkingSetBytes))
+		s.metrics.dre.WithLabelValues(m.name, t.Schedule).Set(t.DRE)
+	}
+	s.metrics.sequences.WithLabelValues(m.name).Set(0)
+	s.metrics.inflight.WithLabelValues(m.name).Set(0)
+	return m, nil
+}
+
+// Start starts one batcher goroutine per batched model and the sequence
+// janitor. Stop ends them.
+func (s *Server) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		return
+	}
+	s.stop = make(chan struct{})
+	for _, m := range s.models {
+		if m.batch != nil {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				m.batch.run(s.stop)
+			}()
+		}
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.janitor(s.stop)
+	}()
+	s.ready = true
+}
+
+// janitor ends idle sequences and keeps the live-sequence gauge current.
+func (s *Server) janitor(stop <-chan struct{}) {
+	every := min(s.opts.Sequences.IdleTimeout/4, time.Second)
+	t := time.NewTicker(max(every, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			for _, m := range s.models {
+				m.seqs.expire()
+				s.metrics.sequences.WithLabelValues(m.name).Set(float64(m.seqs.count()))
+			}
+		}
+	}
+}
+
+// Stop refuses new requests, lets the batchers finish every admitted and
+// queued request, and waits for them until ctx ends.
+func (s *Server) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	already := s.draining
+	s.draining, s.ready = true, false
+	stop := s.stop
+	s.mu.Unlock()
+	if stop == nil {
+		return nil
+	}
+	if !already {
+		close(stop)
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("server: drain: %w", ctx.Err())
+	}
+}
+
+func (s *Server) isReady() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ready
+}
+
+func (s *Server) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
+func (s *Server) model(name string) (*model, error) {
+	m, ok := s.models[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownModel, name)
+	}
+	return m, nil
+}
+
+// metadata describes a model for GET /v2/models/{name}.
+func metadata(m *model, sched schedule.Schedule, traffic []api.ScheduleTraffic) api.ModelMetadata {
+	n := m.net
+	md := api.ModelMetadata{Name: m.name, Versions: []string{"1"}, Platform: "rnnserve_" + n.Cell.String()}
+	if n.Vocab > 0 {
+		md.Inputs = []api.TensorMetadata{{Name: "tokens", Datatype: "INT64", Shape: []int64{-1, -1}, Doc: fmt.Sprintf("token ids [B, T] in [0, %d)", n.Vocab)}}
+	} else {
+		md.Inputs = []api.TensorMetadata{{Name: "features", Datatype: "FP32", Shape: []int64{-1, -1, int64(n.Input)}, Doc: "feature vectors [B, T, input_size]"}}
+	}
+	W, LD := int64(n.OutputWidth()), int64(n.NumLayers*n.Dirs())
+	if n.HeadOut > 0 {
+		V := int64(n.HeadOut)
+		md.Outputs = append(md.Outputs,
+			api.TensorMetadata{Name: "logits", Datatype: "FP32", Shape: []int64{-1, -1, V}, Doc: outputNames["logits"]},
+			api.TensorMetadata{Name: "probs", Datatype: "FP32", Shape: []int64{-1, -1, V}, Doc: outputNames["probs"]},
+			api.TensorMetadata{Name: "top_k", Datatype: "INT64", Shape: []int64{-1, -1, -1}, Doc: outputNames["top_k"]},
+			api.TensorMetadata{Name: "top_k_probs", Datatype: "FP32", Shape: []int64{-1, -1, -1}, Doc: outputNames["top_k_probs"]})
+	}
+	md.Outputs = append(md.Outputs,
+		api.TensorMetadata{Name: "output", Datatype: "FP32", Shape: []int64{-1, -1, W}, Doc: outputNames["output"]},
+		api.TensorMetadata{Name: "hidden", Datatype: "FP32", Shape: []int64{-1, LD, int64(n.Out())}, Doc: outputNames["hidden"]})
+	if n.Cell == rnn.LSTM {
+		md.Outputs = append(md.Outputs, api.TensorMetadata{Name: "cell", Datatype: "FP32", Shape: []int64{-1, LD, int64(n.Hidden)}, Doc: outputNames["cell"]})
+	}
+	md.RNN = api.RNNMetadata{
+		Cell: n.Cell.String(), InputSize: n.Input, HiddenSize: n.Hidden, NumLayers: n.NumLayers,
+		Bidirectional: n.Bidirectional, ProjSize: n.Proj, VocabSize: n.Vocab, HeadSize: n.HeadOut,
+		WeightBytes: n.WeightBytes(), Schedule: sched.String(), ScheduleReason: m.reason,
+		Batching: m.batching, Traffic: traffic,
+	}
+	if n.HeadOut > 0 {
+		md.RNN.Activation = n.Activation.String()
+	}
+	return md
+}

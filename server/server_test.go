@@ -1,0 +1,584 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"rnnserve/models"
+	"rnnserve/schedule"
+	"rnnserve/server/api"
+)
+
+// A small repository: a byte-level LSTM language model, a GRU on
+// features, and a bidirectional LSTM, all with seeded random weights.
+var testRepo = fstest.MapFS{
+	"lm/model.yaml": {Data: []byte(`
+cell: lstm
+input_size: 8
+hidden_size: 16
+num_layers: 2
+embedding: {vocab_size: 256}
+head: {out_features: 256, activation: log_softmax}
+seed: 7
+`)},
+	"feat/model.yaml": {Data: []byte(`
+cell: gru
+input_size: 3
+hidden_size: 5
+head: {out_features: 4, activation: softmax}
+seed: 3
+`)},
+	"bi/model.yaml": {Data: []byte(`
+cell: lstm
+input_size: 3
+hidden_size: 4
+num_layers: 2
+bidirectional: true
+seed: 5
+`)},
+	"bi/config.yaml": {Data: []byte("schedule: A\n")},
+}
+
+func newTestServer(t testing.TB, mutate func(*Options), start bool) (*Server, *httptest.Server) {
+	t.Helper()
+	entries, err := LoadRepository(testRepo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	o.CacheBytes = 1 << 20
+	o.TrafficSteps = 10
+	if mutate != nil {
+		mutate(&o)
+	}
+	s, err := New(entries, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if start {
+		s.Start()
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		s.Stop(context.Background())
+	})
+	return s, hs
+}
+
+func post(t testing.TB, url, body string) (int, []byte, http.Header) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header
+}
+
+func get(t testing.TB, url string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// decodeOutputs parses an infer response's outputs into float64 slices.
+func parseOutputs(t testing.TB, body []byte) map[string][]float64 {
+	t.Helper()
+	var resp struct {
+		Outputs []struct {
+			Name  string    `json:"name"`
+			Shape []int64   `json:"shape"`
+			Data  []float64 `json:"data"`
+		} `json:"outputs"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil {
+		t.Fatalf("response %s: %v", body, err)
+	}
+	out := map[string][]float64{}
+	for _, o := range resp.Outputs {
+		out[o.Name] = o.Data
+	}
+	return out
+}
+
+// reference runs a model's plan directly on batch-first tokens.
+func reference(t testing.TB, s *Server, name string, tokens [][]int64, h0, c0 []float32) schedule.Result {
+	t.Helper()
+	m := s.models[name]
+	B, T := len(tokens), len(tokens[0])
+	in := schedule.Input{T: T, B: B, Tokens: make([]int64, T*B), H0: h0, C0: c0}
+	for b := range tokens {
+		for tt := range tokens[b] {
+			in.Tokens[tt*B+b] = tokens[b][tt]
+		}
+	}
+	prog, err := schedule.NewProgram(m.net, schedule.APlus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := prog.Plan(in, schedule.PlanOptions{Head: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func tokensJSON(tokens [][]int64) string {
+	b, _ := json.Marshal(tokens)
+	return fmt.Sprintf(`{"name": "tokens", "datatype": "INT64", "shape": [%d, %d], "data": %s}`, len(tokens), len(tokens[0]), b)
+}
+
+func near(t testing.TB, what string, got []float64, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if math.Abs(got[i]-float64(want[i])) > 1e-5*math.Max(1, math.Abs(float64(want[i]))) {
+			t.Fatalf("%s[%d] = %v, want %v", what, i, got[i], want[i])
+		}
+	}
+}
+
+func TestHealthAndMetadata(t *testing.T) {
+	_, hs := newTestServer(t, nil, true)
+	for _, path := range []string{"/v2/health/live", "/v2/health/ready", "/v2", "/v2/models/lm/ready", "/v2/models/lm/stats"} {
+		if code, body := get(t, hs.URL+path); code != 200 {
+			t.Errorf("GET %s: %d %s", path, code, body)
+		}
+	}
+	code, body := get(t, hs.URL+"/v2/models/lm")
+	var md api.ModelMetadata
+	if code != 200 || json.Unmarshal(body, &md) != nil {
+		t.Fatalf("metadata: %d %s", code, body)
+	}
+	if md.Inputs[0].Name != "tokens" || md.RNN.Cell != "lstm" || md.RNN.VocabSize != 256 || len(md.RNN.Traffic) != 2 ||
+		md.RNN.Traffic[0].DRE <= 0 || md.RNN.Traffic[0].WorkingSetBytes <= 0 || md.RNN.ScheduleReason == "" {
+		t.Errorf("metadata: %s", body)
+	}
+	code, body = get(t, hs.URL+"/v2/models/bi")
+	if !strings.Contains(string(body), `"schedule":"A"`) || !strings.Contains(string(body), `"cellular_batching":false`) {
+		t.Errorf("bi metadata: %d %s", code, body)
+	}
+	if code, body := get(t, hs.URL+"/v2/models/nope"); code != 404 || !strings.Contains(string(body), "unknown model") {
+		t.Errorf("unknown model: %d %s", code, body)
+	}
+	if code, _ := get(t, hs.URL+"/v2/nowhere"); code != 404 {
+		t.Errorf("unknown route: %d", code)
+	}
+}
+
+func TestReadyBeforeStart(t *testing.T) {
+	_, hs := newTestServer(t, nil, false)
+	if code, _ := get(t, hs.URL+"/v2/health/ready"); code != 503 {
+		t.Errorf("ready before Start: %d", code)
+	}
+}
+
+// TestInferMatchesPlan checks batched and unbatched inference against a
+// direct plan run, for every output.
+func TestInferMatchesPlan(t *testing.T) {
+	for _, batching := range []bool{true, false} {
+		t.Run(fmt.Sprint("batching=", batching), func(t *testing.T) {
+			s, hs := newTestServer(t, func(o *Options) { o.Batching.Enabled = &batching }, true)
+			tokens := [][]int64{{72, 101, 108, 108, 111}, {0, 255, 3, 9, 10}}
+			body := `{"id": "r1", "inputs": [` + tokensJSON(tokens) + `], "outputs": [{"name": "logits"}, {"name": "output"}, {"name": "hidden"}, {"name": "cell"}, {"name": "probs", "parameters": {"last_step": true}}, {"name": "top_k", "parameters": {"k": 3}}]}`
+			code, resp, _ := post(t, hs.URL+"/v2/models/lm/infer", body)
+			if code != 200 {
+				t.Fatalf("%d %s", code, resp)
+			}
+			got := parseOutputs(t, resp)
+			want := reference(t, s, "lm", tokens, nil, nil)
+			B, T, V := 2, 5, 256
+			// The reference is time-major; the response is batch-first.
+			bf := func(tm []float32, width int) []float32 {
+				out := make([]float32, 0, len(tm))
+				for b := 0; b < B; b++ {
+					for tt := 0; tt < T; tt++ {
+						out = append(out, tm[(tt*B+b)*width:(tt*B+b+1)*width]...)
+					}
+				}
+				return out
+			}
+			near(t, "logits", got["logits"], bf(want.Head, V))
+			near(t, "output", got["output"], bf(want.Output, 16))
+			L := 2
+			hn, cn := make([]float32, 0), make([]float32, 0)
+			for b := 0; b < B; b++ {
+				for l := 0; l < L; l++ {
+					hn = append(hn, want.HN[(l*B+b)*16:(l*B+b+1)*16]...)
+					cn = append(cn, want.CN[(l*B+b)*16:(l*B+b+1)*16]...)
+				}
+			}
+			near(t, "hidden", got["hidden"], hn)
+			near(t, "cell", got["cell"], cn)
+			if len(got["probs"]) != B*V || len(got["top_k"]) != B*T*3 {
+				t.Fatalf("probs %d values, top_k %d", len(got["probs"]), len(got["top_k"]))
+			}
+			// top_k's first id is the argmax of the logits at that step.
+			for b := 0; b < B; b++ {
+				row := want.Head[((T-1)*B+b)*V : ((T-1)*B+b+1)*V]
+				best := 0
+				for i, v := range row {
+					if v > row[best] {
+						best = i
+					}
+				}
+				if int(got["top_k"][(b*T+T-1)*3]) != best {
+					t.Errorf("row %d: top_k[0] = %v, argmax %d", b, got["top_k"][(b*T+T-1)*3], best)
+				}
+				if p := got["probs"][b*V+best]; math.Abs(p-math.Exp(float64(row[best]))) > 1e-6 {
+					t.Errorf("row %d: probs %v, want %v", b, p, math.Exp(float64(row[best])))
+				}
+			}
+		})
+	}
+}
+
+func TestInferFeaturesAndBidirectional(t *testing.T) {
+	_, hs := newTestServer(t, nil, true)
+	feat := `{"inputs": [{"name": "features", "datatype": "FP32", "shape": [1, 2, 3], "data": [[[0.1, 0.2, 0.3], [1, -1, 0.5]]]}]}`
+	code, body, _ := post(t, hs.URL+"/v2/models/feat/infer", feat)
+	if code != 200 {
+		t.Fatalf("feat: %d %s", code, body)
+	}
+	probs := parseOutputs(t, body)["logits"]
+	if len(probs) != 8 || math.Abs(probs[0]+probs[1]+probs[2]+probs[3]-1) > 1e-5 {
+		t.Errorf("softmax head rows should sum to 1: %v", probs)
+	}
+	code, body, _ = post(t, hs.URL+"/v2/models/bi/infer", strings.Replace(feat, `"inputs"`, `"outputs": [{"name": "output"}, {"name": "hidden"}], "inputs"`, 1))
+	got := parseOutputs(t, body)
+	if code != 200 || len(got["output"]) != 2*8 || len(got["hidden"]) != 4*4 {
+		t.Errorf("bi: %d %s", code, body)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	_, hs := newTestServer(t, func(o *Options) { o.MaxBodyBytes = 4096; o.MaxSteps = 50 }, true)
+	ok := tokensJSON([][]int64{{1, 2}})
+	for _, c := range []struct {
+		model, body string
+		code        int
+		want        string
+	}{
+		{"lm", `{"inputs": [`, 400, "malformed JSON"},
+		{"lm", `{"inputs": [], "bogus": 1}`, 400, "unknown field"},
+		{"lm", `{"inputs": []}`, 400, "no input"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]}]}`, 400, "datatype"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [2], "data": [1, 2]}]}`, 400, "rank"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 3], "data": [1, 2]}]}`, 400, "2 values, want 3"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "data": [1, 256]}]}`, 400, "outside the vocabulary"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "data": [1, -1]}]}`, 400, "outside the vocabulary"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "data": [1, 2.5]}]}`, 400, "not a 64-bit integer"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "data": [1, "a"]}]}`, 400, "only numbers"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 0], "data": []}]}`, 400, "want 1..50"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 51], "data": []}]}`, 400, "want 1..50"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 1], "data": [[[[[[[[[1]]]]]]]]]}]}`, 400, "nested deeper"},
+		{"lm", `{"inputs": [` + ok + `], "outputs": [{"name": "attention"}]}`, 400, "unsupported output"},
+		{"lm", `{"inputs": [` + ok + `], "outputs": [{"name": "top_k", "parameters": {"k": 0}}]}`, 400, "parameter k"},
+		{"lm", `{"inputs": [` + ok + `, ` + ok + `]}`, 400, "more than one input"},
+		{"lm", `{"inputs": [{"name": "features", "datatype": "FP32", "shape": [1, 1, 8], "data": [1,1,1,1,1,1,1,1]}]}`, 400, "not \"features\""},
+		{"feat", `{"inputs": [{"name": "features", "datatype": "FP32", "shape": [1, 1, 3], "data": [1, 1e39, 1]}]}`, 400, "finite"},
+		{"feat", `{"inputs": [{"name": "features", "datatype": "FP32", "shape": [1, 1, 4], "data": [1, 1, 1, 1]}]}`, 400, "dimension 2"},
+		{"feat", `{"inputs": [{"name": "features", "datatype": "FP32", "shape": [1, 1, 3], "data": [1, 1, 1]}], "outputs": [{"name": "cell"}]}`, 400, "no cell state"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 1], "data": [1]}], "parameters": {"sequence_start": true}}`, 400, "without sequence_id"},
+		{"lm", `{"inputs": [` + tokensJSON([][]int64{{1}, {2}}) + `], "parameters": {"sequence_id": 5, "sequence_start": true}}`, 400, "batch size 1"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 1], "data": [` + strings.Repeat("1,", 3000) + `1]}]}`, 413, "body over"},
+		{"nope", `{}`, 404, "unknown model"},
+		{"bi", `{"prompt": "hi"}`, 400, "cannot generate"},
+	} {
+		path := "/infer"
+		if strings.Contains(c.body, "prompt") {
+			path = "/generate"
+		}
+		code, body, _ := post(t, hs.URL+"/v2/models/"+c.model+path, c.body)
+		var e api.Error
+		if code != c.code || json.Unmarshal(body, &e) != nil || !strings.Contains(e.Error, c.want) {
+			t.Errorf("%s %.60s: %d %s, want %d mentioning %q", c.model, c.body, code, body, c.code, c.want)
+		}
+	}
+	// The server still serves after all that.
+	if code, body, _ := post(t, hs.URL+"/v2/models/lm/infer", `{"inputs": [`+ok+`]}`); code != 200 {
+		t.Errorf("after bad requests: %d %s", code, body)
+	}
+}
+
+// TestSequences checks that a sequence split over requests gives the same
+// result as one request, and the errors for unknown, ended and busy ids.
+func TestSequences(t *testing.T) {
+	for _, batching := range []bool{true, false} {
+		t.Run(fmt.Sprint("batching=", batching), func(t *testing.T) {
+			s, hs := newTestServer(t, func(o *Options) { o.Batching.Enabled = &batching }, true)
+			url := hs.URL + "/v2/models/lm/infer"
+			all := []int64{5, 6, 7, 8, 9, 10, 11}
+			parts := [][]int64{all[:3], all[3:4], all[4:]}
+			var last map[string][]float64
+			for i, p := range parts {
+				params := `"sequence_id": "abc"`
+				if i == 0 {
+					params += `, "sequence_start": true`
+				}
+				if i == len(parts)-1 {
+					params += `, "sequence_end": true`
+				}
+				code, body, _ := post(t, url, `{"parameters": {`+params+`}, "inputs": [`+tokensJSON([][]int64{p})+`], "outputs": [{"name": "hidden"}, {"name": "logits", "parameters": {"last_step": true}}]}`)
+				if code != 200 {
+					t.Fatalf("part %d: %d %s", i, code, body)
+				}
+				last = parseOutputs(t, body)
+			}
+			want := reference(t, s, "lm", [][]int64{all}, nil, nil)
+			near(t, "hidden", last["hidden"], want.HN)
+			near(t, "logits", last["logits"], want.Head[(len(all)-1)*256:])
+			for _, c := range []struct {
+				params string
+				code   int
+				want   string
+			}{
+				{`"sequence_id": "abc"`, 410, "sequence ended"},
+				{`"sequence_id": 77`, 404, "unknown sequence"},
+				{`"sequence_id": 0`, 400, "must not be empty or 0"},
+				{`"sequence_id": -3`, 400, "unsigned"},
+			} {
+				code, body, _ := post(t, url, `{"parameters": {`+c.params+`}, "inputs": [`+tokensJSON([][]int64{{1}})+`]}`)
+				if code != c.code || !strings.Contains(string(body), c.want) {
+					t.Errorf("%s: %d %s, want %d %q", c.params, code, body, c.code, c.want)
+				}
+			}
+		})
+	}
+}
+
+func TestSequenceStoreLimits(t *testing.T) {
+	now := time.Unix(0, 0)
+	st := newSequenceStore(SequenceOptions{IdleTimeout: time.Minute, MaxLive: 2})
+	st.now = func() time.Time { return now }
+	a, err := st.acquire("a", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.acquire("a", false); statusOf(err) != http.StatusConflict {
+		t.Errorf("busy: %v", err)
+	}
+	st.release("a", a, []float32{1}, nil, false)
+	b, _ := st.acquire("b", true)
+	st.release("b", b, nil, nil, false)
+	if _, err := st.acquire("c", true); statusOf(err) != http.StatusTooManyRequests {
+		t.Errorf("over the cap: %v", err)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, err := st.acquire("a", false); statusOf(err) != http.StatusGone || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("idle: %v", err)
+	}
+	if st.count() != 0 {
+		t.Errorf("%d live after expiry", st.count())
+	}
+}
+
+func TestGenerate(t *testing.T) {
+	s, hs := newTestServer(t, nil, true)
+	stream := func(body string) []api.GenerateEvent {
+		resp, err := http.Post(hs.URL+"/v2/models/lm/generate", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		var evs []api.GenerateEvent
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			var ev api.GenerateEvent
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				t.Fatalf("line %q: %v", sc.Text(), err)
+			}
+			evs = append(evs, ev)
+		}
+		return evs
+	}
+	evs := stream(`{"prompt": "Hello", "max_tokens": 6, "temperature": 0}`)
+	if len(evs) != 7 || !evs[6].Done || evs[6].Reason != "length" {
+		t.Fatalf("events: %+v", evs)
+	}
+	// Greedy generation equals repeated argmax over a plan of the text so far.
+	text := []int64{'H', 'e', 'l', 'l', 'o'}
+	for i := 0; i < 6; i++ {
+		res := reference(t, s, "lm", [][]int64{text}, nil, nil)
+		row := res.Head[(len(text)-1)*256:]
+		best := 0
+		for j, v := range row {
+			if v > row[best] {
+				best = j
+			}
+		}
+		if evs[i].Token != int64(best) {
+			t.Fatalf("token %d = %d, greedy %d", i, evs[i].Token, best)
+		}
+		text = append(text, int64(best))
+	}
+	// Sampling with a seed is repeatable.
+	a := stream(`{"prompt": "Hi", "max_tokens": 10, "temperature": 1, "top_k": 20, "seed": 42}`)
+	b := stream(`{"prompt": "Hi", "max_tokens": 10, "temperature": 1, "top_k": 20, "seed": 42}`)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("same seed, different text:\n%v\n%v", a, b)
+	}
+	for _, bad := range []string{`{"prompt": ""}`, `{"prompt": "x", "max_tokens": -1}`, `{"prompt": "x", "temperature": -1}`, `{"prompt": "x", "top_k": 300}`, `{"prompt_tokens": [300]}`} {
+		if code, body, _ := post(t, hs.URL+"/v2/models/lm/generate", bad); code != 400 {
+			t.Errorf("%s: %d %s", bad, code, body)
+		}
+	}
+}
+
+// TestQueueFull: with the batchers not started, one request fills a queue
+// of one; the next is refused at once with 503 and Retry-After.
+func TestQueueFull(t *testing.T) {
+	s, hs := newTestServer(t, func(o *Options) { o.Batching.QueueLength = 1 }, false)
+	body := `{"inputs": [` + tokensJSON([][]int64{{1, 2}}) + `]}`
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/v2/models/lm/infer", strings.NewReader(body))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	for deadline := time.Now().Add(5 * time.Second); len(s.models["lm"].batch.queue) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first request never reached the queue")
+		}
+	}
+	code, resp, hdr := post(t, hs.URL+"/v2/models/lm/infer", body)
+	if code != 503 || hdr.Get("Retry-After") == "" || !strings.Contains(string(resp), "queue full") {
+		t.Errorf("full queue: %d %v %s, want 503 with Retry-After", code, hdr, resp)
+	}
+}
+
+// TestDisconnectDropsRow: a request whose client has gone is dropped from
+// its batch, and the batch goes on serving others.
+func TestDisconnectDropsRow(t *testing.T) {
+	s, hs := newTestServer(t, nil, false)
+	m := s.models["lm"]
+	ctx, cancel := context.WithCancel(context.Background())
+	j := &job{ctx: ctx, seqs: []*schedule.Sequence{{Tokens: make([]int64, 50)}}}
+	if err := m.batch.submit(j); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	s.Start()
+	select {
+	case err := <-j.done:
+		if err != context.Canceled {
+			t.Errorf("dropped job: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("canceled job never finished")
+	}
+	if code, body, _ := post(t, hs.URL+"/v2/models/lm/infer", `{"inputs": [`+tokensJSON([][]int64{{1}})+`]}`); code != 200 {
+		t.Errorf("after a disconnect: %d %s", code, body)
+	}
+}
+
+// TestDrain: Stop lets a request already queued finish.
+func TestDrain(t *testing.T) {
+	s, hs := newTestServer(t, nil, true)
+	done := make(chan int)
+	go func() {
+		code, _, _ := post(t, hs.URL+"/v2/models/lm/infer", `{"inputs": [`+tokensJSON([][]int64{make([]int64, 2000)})+`]}`)
+		done <- code
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-done; code != 200 && code != 503 {
+		t.Errorf("in-flight request during drain: %d", code)
+	}
+	if code, _, _ := post(t, hs.URL+"/v2/models/lm/infer", `{"inputs": [`+tokensJSON([][]int64{{1}})+`]}`); code != 503 {
+		t.Errorf("after Stop: %d, want 503", code)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	_, hs := newTestServer(t, nil, true)
+	post(t, hs.URL+"/v2/models/lm/infer", `{"inputs": [`+tokensJSON([][]int64{{1, 2, 3}})+`]}`)
+	post(t, hs.URL+"/v2/models/lm/infer", `{"inputs": [`)
+	_, body := get(t, hs.URL+"/metrics")
+	for _, want := range []string{
+		`rnnserve_requests_total{code="200",model="lm"} 1`,
+		`rnnserve_requests_total{code="400",model="lm"} 1`,
+		`rnnserve_request_duration_seconds_bucket`, `rnnserve_queue_duration_seconds_count{model="lm"} 1`,
+		`rnnserve_compute_duration_seconds_count{model="lm"} 1`, `rnnserve_batch_rows_bucket`,
+		`rnnserve_tokens_total{model="lm"} 3`, `rnnserve_steps_total{model="lm"} 3`,
+		`rnnserve_inflight_requests{model="lm"} 0`, `rnnserve_live_sequences{model="lm"} 0`,
+		`rnnserve_model_dram_bytes_per_inference{model="lm",schedule="A+"}`,
+		`rnnserve_model_working_set_bytes{model="lm",schedule="A"}`, `rnnserve_model_dre{model="bi",schedule="A+"}`,
+		`go_goroutines`, `process_cpu_seconds_total`,
+	} {
+		if !bytes.Contains(body, []byte(want)) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func FuzzInferRequest(f *testing.F) {
+	entries, err := LoadRepository(testRepo)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var lm *models.Model
+	for _, e := range entries {
+		if e.Name == "lm" {
+			lm = e.Model
+		}
+	}
+	o := DefaultOptions()
+	o.MaxSteps = 64
+	f.Add([]byte(`{"inputs": [` + tokensJSON([][]int64{{1, 2}}) + `], "outputs": [{"name": "top_k", "parameters": {"k": 2}}]}`))
+	f.Add([]byte(`{"inputs": [{"name": "tokens", "datatype": "INT32", "shape": [1, 1], "data": [[1]]}], "parameters": {"sequence_id": "x", "sequence_start": true}}`))
+	f.Add([]byte(`{"inputs": [{"name": "features", "shape": [1], "data": {}}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req api.InferRequest
+		if json.Unmarshal(body, &req) != nil {
+			return
+		}
+		r, err := decodeRequest(&req, lm.Net, &o)
+		if err != nil {
+			if statusOf(err) != http.StatusBadRequest {
+				t.Fatalf("decode error %v maps to %d", err, statusOf(err))
+			}
+			return
+		}
+		if r.B < 1 || r.T < 1 || r.T > o.MaxSteps || len(r.tokens) != r.B*r.T {
+			t.Fatalf("accepted request B=%d T=%d with %d tokens", r.B, r.T, len(r.tokens))
+		}
+		for _, id := range r.tokens {
+			if id < 0 || id >= 256 {
+				t.Fatalf("accepted token %d", id)
+			}
+		}
+	})
+}
