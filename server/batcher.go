@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"rnnserve/rnn"
@@ -46,6 +47,9 @@ type batcher struct {
 
 	waiting *job // dequeued but not yet admitted: too few free rows
 	owner   map[*schedule.Sequence]*job
+
+	mu     sync.Mutex
+	closed bool // set when the batcher stops taking jobs; guards submit
 }
 
 func newBatcher(m *model, o BatchOptions) (*batcher, error) {
@@ -57,10 +61,16 @@ func newBatcher(m *model, o BatchOptions) (*batcher, error) {
 		owner: map[*schedule.Sequence]*job{}}, nil
 }
 
-// submit queues j, failing at once with ErrBusy when the queue is full.
+// submit queues j, failing at once with ErrBusy when the queue is full
+// and with ErrDraining once the batcher is stopping.
 func (b *batcher) submit(j *job) error {
 	j.enqueued = time.Now()
 	j.done = make(chan error, 1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrDraining
+	}
 	select {
 	case b.queue <- j:
 		return nil
@@ -69,8 +79,8 @@ func (b *batcher) submit(j *job) error {
 	}
 }
 
-// run is the batcher's loop; it returns when stop is closed and every
-// admitted or queued job has finished.
+// run is the batcher's loop; when stop is closed it takes no more jobs and
+// returns once every admitted or queued job has finished.
 func (b *batcher) run(stop <-chan struct{}) {
 	stopping := false
 	for {
@@ -83,6 +93,9 @@ func (b *batcher) run(stop <-chan struct{}) {
 				b.waiting = j
 				b.gather()
 			case <-stop:
+				b.mu.Lock()
+				b.closed = true
+				b.mu.Unlock()
 				stopping, stop = true, nil
 				continue
 			}
