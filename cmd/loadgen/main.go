@@ -1,0 +1,198 @@
+// Command loadgen drives an rnnserve server with concurrent clients and
+// reports throughput and latency, beside the engine's own time for the same
+// work measured in-process on the same model.
+//
+//	go run ./cmd/loadgen -url http://127.0.0.1:8080 -model bytelm -clients 1,8,64 -steps 32
+//
+// Each client sends infer requests of one sequence of -steps random tokens
+// back to back for -duration, asking only for the final hidden state.
+// With -repo (a model repository directory, or "bundled") it also times
+// the same request's plan in-process, with no HTTP, to show what the server
+// adds. Output is one Markdown table row per client count.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"rnnserve/models/bundled"
+	"rnnserve/schedule"
+	"rnnserve/server"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	url := flag.String("url", "http://127.0.0.1:8080", "server address")
+	model := flag.String("model", "bytelm", "model name")
+	clients := flag.String("clients", "1,8,64", "comma-separated client counts")
+	steps := flag.Int("steps", 32, "tokens per request")
+	vocab := flag.Int("vocab", 256, "token ids are drawn from [0, vocab)")
+	dur := flag.Duration("duration", 5*time.Second, "how long each client count runs")
+	repo := flag.String("repo", "", `model repository for the in-process engine time ("bundled" for the embedded one; empty: skip)`)
+	label := flag.String("label", "", "a label for the table's first column (e.g. batching on)")
+	header := flag.Bool("header", true, "print the table header")
+	flag.Parse()
+	var counts []int
+	for _, f := range strings.Split(*clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 4096 {
+			return fmt.Errorf("-clients: bad count %q", f)
+		}
+		counts = append(counts, n)
+	}
+	if *steps < 1 || *vocab < 1 || *dur <= 0 {
+		return errors.New("-steps, -vocab and -duration must be positive")
+	}
+	engine := "-"
+	if *repo != "" {
+		d, err := engineTime(*repo, *model, *steps, *vocab)
+		if err != nil {
+			return err
+		}
+		engine = fmt.Sprintf("%.0f", float64(d.Microseconds()))
+	}
+	if *header {
+		fmt.Println("| setup | model | clients | requests/s | tokens/s | p50 µs | p90 µs | p99 µs | engine µs | p50 - engine µs | errors |")
+		fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	}
+	for _, c := range counts {
+		r := drive(*url, *model, c, *steps, *vocab, *dur)
+		p50 := r.pct(0.5)
+		over := "-"
+		if engine != "-" {
+			e, _ := strconv.ParseFloat(engine, 64)
+			over = fmt.Sprintf("%.0f", float64(p50.Microseconds())-e)
+		}
+		fmt.Printf("| %s | %s | %d | %.1f | %.0f | %d | %d | %d | %s | %s | %d |\n", *label, *model, c,
+			r.rate(), r.rate()*float64(*steps), p50.Microseconds(), r.pct(0.9).Microseconds(), r.pct(0.99).Microseconds(), engine, over, r.errors)
+	}
+	return nil
+}
+
+type result struct {
+	lat     []time.Duration
+	errors  int
+	elapsed time.Duration
+}
+
+func (r *result) rate() float64 { return float64(len(r.lat)) / r.elapsed.Seconds() }
+
+func (r *result) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	return r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]
+}
+
+// drive runs n clients for d and collects every successful request's latency.
+func drive(url, model string, n, steps, vocab int, d time.Duration) *result {
+	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n}
+	client := &http.Client{Transport: tr, Timeout: time.Minute}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var mu sync.Mutex
+	res := &result{}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(seed uint64) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, 1))
+			for ctx.Err() == nil {
+				body := requestBody(rng, steps, vocab)
+				t0 := time.Now()
+				resp, err := client.Post(url+"/v2/models/"+model+"/infer", "application/json", bytes.NewReader(body))
+				ok := err == nil && resp.StatusCode == 200
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				lat := time.Since(t0)
+				mu.Lock()
+				if ok {
+					res.lat = append(res.lat, lat)
+				} else if ctx.Err() == nil {
+					res.errors++
+				}
+				mu.Unlock()
+			}
+		}(uint64(i))
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	slices.Sort(res.lat)
+	return res
+}
+
+func requestBody(rng *rand.Rand, steps, vocab int) []byte {
+	ids := make([]int64, steps)
+	for i := range ids {
+		ids[i] = rng.Int64N(int64(vocab))
+	}
+	data, _ := json.Marshal(ids)
+	return []byte(fmt.Sprintf(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, %d], "data": %s}], "outputs": [{"name": "hidden"}]}`, steps, data))
+}
+
+// engineTime is the median in-process time of the plan a one-sequence
+// request runs (schedule chosen as the server would, no HTTP, no JSON).
+func engineTime(repo, model string, steps, vocab int) (time.Duration, error) {
+	var fsys fs.FS = bundled.FS
+	if repo != "bundled" {
+		fsys = os.DirFS(repo)
+	}
+	entries, err := server.LoadRepository(fsys)
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		if e.Name != model {
+			continue
+		}
+		prog, err := schedule.NewProgram(e.Model.Net, schedule.APlus)
+		if err != nil {
+			return 0, err
+		}
+		rng := rand.New(rand.NewPCG(1, 1))
+		var times []time.Duration
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) || len(times) < 5; {
+			ids := make([]int64, steps)
+			for i := range ids {
+				ids[i] = rng.Int64N(int64(vocab))
+			}
+			t0 := time.Now()
+			p, err := prog.Plan(schedule.Input{T: steps, B: 1, Tokens: ids}, schedule.PlanOptions{})
+			if err != nil {
+				return 0, err
+			}
+			if _, err := p.Run(); err != nil {
+				return 0, err
+			}
+			times = append(times, time.Since(t0))
+		}
+		slices.Sort(times)
+		return times[len(times)/2], nil
+	}
+	return 0, fmt.Errorf("model %q not in %s", model, repo)
+}
