@@ -2,6 +2,9 @@ package main
 
 import (
 	"bufio"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -59,7 +62,9 @@ func TestServeAndSIGTERM(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-cache-bytes", "1048576")
+	cfg := filepath.Join(t.TempDir(), "serve.yaml")
+	os.WriteFile(cfg, []byte("read_timeout: 500ms\n"), 0o644)
+	cmd := exec.Command(bin, "-config", cfg, "-listen", "127.0.0.1:0", "-cache-bytes", "1048576")
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -81,6 +86,19 @@ func TestServeAndSIGTERM(t *testing.T) {
 		base = "http://" + a
 	case <-time.After(60 * time.Second):
 		t.Fatal("server did not start")
+	}
+	// A client that sends its body too slowly gets a 400 once the read
+	// timeout passes, and the server goes on serving.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /v2/models/bytelm/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"inputs\"")
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	slow, _ := io.ReadAll(conn)
+	conn.Close()
+	if !strings.HasPrefix(string(slow), "HTTP/1.1 400") || !strings.Contains(string(slow), "timeout") {
+		t.Errorf("slow client got %q, want a 400 about the timeout", slow)
 	}
 	resp, err := http.Post(base+"/v2/models/bytelm/infer", "application/json",
 		strings.NewReader(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "data": [72, 105]}], "outputs": [{"name": "top_k", "parameters": {"k": 1}}]}`))
