@@ -16,6 +16,10 @@ const (
 	// APlus is Algorithm 2: input projections for all steps first, then
 	// only the recurrent half of G per step.
 	APlus
+	// Cellular names what a Stepper runs (step by step, every layer per
+	// step, layer 0's input projections on arrival). It is not a Program
+	// schedule: only TraceStepper's plans carry it.
+	Cellular
 )
 
 // ErrUnknownSchedule is returned for a schedule name other than "A" or "A+".
@@ -38,6 +42,8 @@ func (s Schedule) String() string {
 		return "A"
 	case APlus:
 		return "A+"
+	case Cellular:
+		return "cellular"
 	}
 	return fmt.Sprintf("Schedule(%d)", uint8(s))
 }

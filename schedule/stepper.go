@@ -34,7 +34,9 @@ type Stepper struct {
 	head    *Buffer   // [max][HeadOut]
 	weights map[*[]float32]*Buffer
 
-	steps []Step
+	steps   []Step
+	tracing bool // keep every step run in trace (TraceStepper)
+	trace   []Step
 }
 
 // HeadMode says which of a sequence's steps get head outputs.
@@ -193,7 +195,6 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 	n := s.net
 	l0 := n.Layers[0][0]
 	I, R := n.Input, l0.Rows()
-	var x []float32
 	var steps int
 	if n.Vocab > 0 {
 		if features != nil {
@@ -205,9 +206,6 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 			}
 		}
 		steps = len(tokens)
-		x = make([]float32, steps*I)
-		rnn.Embed(x, n.Embedding, I, tokens)
-		q.Tokens = append(q.Tokens, tokens...)
 	} else {
 		if tokens != nil {
 			return inputErr("tokens", "the model takes features, not token ids")
@@ -219,8 +217,6 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 		if err := checkFloats("features", features, steps*I, "steps*input_size"); err != nil {
 			return err
 		}
-		x = features
-		q.Features = append(q.Features, features...)
 	}
 	if steps == 0 {
 		return nil
@@ -228,15 +224,40 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 	if q.known+steps > MaxSteps {
 		return inputErr("T", "sequence length %d exceeds %d", q.known+steps, MaxSteps)
 	}
+	if n.Vocab > 0 {
+		q.Tokens = append(q.Tokens, tokens...)
+	} else {
+		q.Features = append(q.Features, features...)
+	}
 	xp := q.xp.F32
 	if need := (q.known + steps) * R; cap(xp) < need {
 		grown := make([]float32, need, max(need, 2*cap(xp)))
 		copy(grown, xp)
 		xp = grown
 	}
-	xp = xp[:(q.known+steps)*R]
-	rnn.MatMulT(steps, R, I, x, I, l0.Wih, I, 0, xp[q.known*R:], R)
-	q.xp.F32, q.xp.Elems = xp, len(xp)
+	q.xp.F32, q.xp.Elems = xp[:(q.known+steps)*R], (q.known+steps)*R
+	// The arrival steps: gather the embedding rows, then X' = x·W_ihᵀ.
+	x := &Buffer{Name: "x", Kind: KindInput, Elems: steps * I, ElemSize: 4, F32: features}
+	var arrival []Step
+	if n.Vocab > 0 {
+		x.Kind, x.F32 = KindActivation, make([]float32, steps*I)
+		emb := s.weight("embedding", &n.Embedding)
+		reads := make([]Region, len(tokens))
+		for i, id := range tokens {
+			reads[i] = mat(emb, int(id)*I, 1, I, I)
+		}
+		arrival = append(arrival, Step{Kernel: KEmbed, Layer: -1, T: -1, Reads: reads, Writes: []Region{all(x)},
+			run: func() { rnn.Embed(x.F32, emb.F32, I, tokens) }})
+	}
+	wih, dst, off := s.weight("l0.weight_ih", &l0.Wih), q.xp, q.known*R
+	arrival = append(arrival, Step{Kernel: KMatMul, Layer: 0, T: -1, Reads: []Region{all(wih), all(x)}, Writes: []Region{mat(dst, off, steps, R, R)},
+		run: func() { rnn.MatMulT(steps, R, I, x.F32, I, wih.F32, I, 0, dst.F32[off:], R) }})
+	for i := range arrival {
+		arrival[i].run()
+	}
+	if s.tracing {
+		s.trace = append(s.trace, arrival...)
+	}
 	q.known += steps
 	return nil
 }
@@ -283,6 +304,9 @@ func (s *Stepper) Step() (done []*Sequence) {
 	s.buildStep()
 	for i := range s.steps {
 		s.steps[i].run()
+	}
+	if s.tracing {
+		s.trace = append(s.trace, s.steps...)
 	}
 	for _, q := range s.seqs {
 		q.t++
@@ -399,4 +423,41 @@ func (s *Stepper) outputs(B int) {
 				}
 			}
 		}})
+}
+
+// TraceStepper runs q alone through a fresh Stepper of net until its input
+// is used up and returns every step that ran, the arrival steps (embedding
+// gather, layer 0's input projections) included, as a walk-only Plan
+// (schedule Cellular): the memory traffic of serving that input through
+// cellular batching, for the traffic analysis. Weights come first in its
+// buffers.
+func TraceStepper(net *rnn.Network, q *Sequence) (*Plan, error) {
+	st, err := NewStepper(net, 1)
+	if err != nil {
+		return nil, err
+	}
+	st.tracing = true
+	if err := st.Add(q); err != nil {
+		return nil, err
+	}
+	for q.Pending() {
+		st.Step()
+	}
+	st.Remove(q)
+	p := &Plan{Schedule: Cellular, B: 1, T: q.known, Steps: st.trace, dry: true}
+	seen := map[*Buffer]bool{}
+	var weights, others []*Buffer
+	p.Walk(func(r Region, _ bool) {
+		if seen[r.Buf] {
+			return
+		}
+		seen[r.Buf] = true
+		if r.Buf.Kind == KindWeight {
+			weights = append(weights, r.Buf)
+		} else {
+			others = append(others, r.Buf)
+		}
+	})
+	p.Buffers = append(weights, others...)
+	return p, nil
 }

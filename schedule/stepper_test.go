@@ -129,3 +129,32 @@ func TestStepperErrors(t *testing.T) {
 		t.Errorf("bidirectional: %v", err)
 	}
 }
+
+// TestTraceStepper checks that a traced cellular run reads W_hh of every
+// layer at every step, W_ih of layer 0 once (on arrival) and one embedding
+// row per token, and that the trace cannot be run.
+func TestTraceStepper(t *testing.T) {
+	net := randomNet(t, rnn.Config{Cell: rnn.LSTM, Input: 3, Hidden: 4, Layers: 2, Vocab: 9, HeadOut: 9}, 1)
+	const T = 6
+	p, err := TraceStepper(net, &Sequence{Tokens: make([]int64, T), Head: HeadAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := map[string]int{}
+	p.Walk(func(r Region, w bool) {
+		if !w && r.Buf.Kind == KindWeight {
+			reads[r.Buf.Name]++
+		}
+	})
+	for name, want := range map[string]int{"l0.weight_hh": T, "l1.weight_hh": T, "l1.weight_ih": T, "head.weight": T, "l0.weight_ih": 1, "embedding": T} {
+		if reads[name] != want {
+			t.Errorf("%s read %d times, want %d (all reads: %v)", name, reads[name], want, reads)
+		}
+	}
+	if p.Buffers[0].Kind != KindWeight || p.Schedule != Cellular || p.T != T {
+		t.Errorf("plan: first buffer %v, schedule %v, T %d", p.Buffers[0].Kind, p.Schedule, p.T)
+	}
+	if _, err := p.Run(); !errors.Is(err, ErrDryPlan) {
+		t.Errorf("Run of a trace: %v", err)
+	}
+}

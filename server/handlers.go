@@ -104,7 +104,7 @@ func (s *Server) readJSON(c *gin.Context, v any) error {
 }
 
 // track counts a request in the metrics and stats when it ends.
-func (s *Server) track(m *model) func(code int) {
+func (s *Server) track(m *model, endpoint string) func(code int) {
 	start := time.Now()
 	m.stats.requests.Add(1)
 	m.stats.inflight.Add(1)
@@ -112,7 +112,7 @@ func (s *Server) track(m *model) func(code int) {
 	return func(code int) {
 		m.stats.inflight.Add(-1)
 		s.metrics.inflight.WithLabelValues(m.name).Dec()
-		s.metrics.requests.WithLabelValues(m.name, strconv.Itoa(code)).Inc()
+		s.metrics.requests.WithLabelValues(m.name, endpoint, strconv.Itoa(code)).Inc()
 		s.metrics.latency.WithLabelValues(m.name).Observe(time.Since(start).Seconds())
 		switch {
 		case code < 400:
@@ -126,7 +126,7 @@ func (s *Server) track(m *model) func(code int) {
 }
 
 func (s *Server) infer(c *gin.Context, m *model) {
-	done := s.track(m)
+	done := s.track(m, "infer")
 	start := time.Now()
 	code, err := s.inferStatus(c, m, start)
 	if err != nil {
@@ -182,7 +182,7 @@ func (s *Server) inferStatus(c *gin.Context, m *model, start time.Time) (int, er
 // generate streams a language model's continuation of a prompt, one NDJSON
 // object per token, ending with a line that has "done": true.
 func (s *Server) generate(c *gin.Context, m *model) {
-	done := s.track(m)
+	done := s.track(m, "generate")
 	code, err := s.generateStatus(c, m)
 	if err != nil {
 		fail(c, err)
@@ -245,7 +245,7 @@ func (s *Server) generateStatus(c *gin.Context, m *model) (int, error) {
 	if err != nil {
 		reason = "canceled"
 	}
-	enc.Encode(api.GenerateEvent{Index: g.produced, Done: true, Reason: reason})
+	enc.Encode(api.GenerateDone{Done: true, Tokens: g.produced, Reason: reason})
 	c.Writer.Flush()
 	m.stats.observe(j.started.Sub(j.enqueued), j.finished.Sub(j.started), time.Since(j.enqueued))
 	return http.StatusOK, nil

@@ -21,6 +21,8 @@ type metrics struct {
 	dramBytes  *prometheus.GaugeVec     // model, schedule
 	workingSet *prometheus.GaugeVec     // model, schedule
 	dre        *prometheus.GaugeVec     // model, schedule
+	info       *prometheus.GaugeVec     // model, schedule, batching
+	steps0     *prometheus.GaugeVec     // model: the reference length of the traffic figures
 }
 
 func newMetrics() *metrics {
@@ -28,8 +30,8 @@ func newMetrics() *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rnnserve_requests_total", Help: "Requests by model and HTTP status code.",
-		}, []string{"model", "code"}),
+			Name: "rnnserve_requests_total", Help: "Requests by model, endpoint (infer, generate) and HTTP status code.",
+		}, []string{"model", "endpoint", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "rnnserve_request_duration_seconds", Help: "Time from receiving a request to its response.", Buckets: latencyBuckets,
 		}, []string{"model"}),
@@ -63,9 +65,15 @@ func newMetrics() *metrics {
 		dre: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rnnserve_model_dre", Help: "Data Reuse Efficiency: modelled DRAM bytes per inference / working set (1 is ideal).",
 		}, []string{"model", "schedule"}),
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rnnserve_model_info", Help: "1 for each served model; schedule is what its infer requests run (cellular when batched).",
+		}, []string{"model", "schedule", "batching"}),
+		steps0: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rnnserve_model_traffic_steps", Help: "Input length (time steps) of one inference in the rnnserve_model_* traffic figures.",
+		}, []string{"model"}),
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.queue, m.compute, m.batchRows, m.inflight,
-		m.sequences, m.steps, m.tokens, m.dramBytes, m.workingSet, m.dre,
+		m.sequences, m.steps, m.tokens, m.dramBytes, m.workingSet, m.dre, m.info, m.steps0,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

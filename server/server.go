@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -78,7 +79,20 @@ func (s *Server) newModel(e Entry) (*model, error) {
 	} else if m.batch, err = newBatcher(m, s.opts.Batching); err != nil {
 		return nil, err
 	}
+	if m.batch != nil {
+		t, err := cellularTraffic(net, llcOrDefault(s.opts.CacheBytes), s.opts.TrafficSteps)
+		if err != nil {
+			return nil, fmt.Errorf("traffic of the cellular batcher: %w", err)
+		}
+		traffic = append(traffic, t)
+	}
 	m.meta = metadata(m, sched, traffic)
+	running := sched.String()
+	if m.batching {
+		running = schedule.Cellular.String()
+	}
+	s.metrics.info.WithLabelValues(m.name, running, strconv.FormatBool(m.batching)).Set(1)
+	s.metrics.steps0.WithLabelValues(m.name).Set(float64(s.opts.TrafficSteps))
 	for _, t := range traffic {
 		s.metrics.dramBytes.WithLabelValues(m.name, t.Schedule).Set(t.DRAMBytes)
 		s.metrics.workingSet.WithLabelValues(m.name, t.Schedule).Set(float64(t.WorkingSetBytes))

@@ -174,7 +174,7 @@ func TestHealthAndMetadata(t *testing.T) {
 	if code != 200 || json.Unmarshal(body, &md) != nil {
 		t.Fatalf("metadata: %d %s", code, body)
 	}
-	if md.Inputs[0].Name != "tokens" || md.RNN.Cell != "lstm" || md.RNN.VocabSize != 256 || len(md.RNN.Traffic) != 2 ||
+	if md.Inputs[0].Name != "tokens" || md.RNN.Cell != "lstm" || md.RNN.VocabSize != 256 || len(md.RNN.Traffic) != 3 ||
 		md.RNN.Traffic[0].DRE <= 0 || md.RNN.Traffic[0].WorkingSetBytes <= 0 || md.RNN.ScheduleReason == "" {
 		t.Errorf("metadata: %s", body)
 	}
@@ -528,15 +528,15 @@ func TestMetrics(t *testing.T) {
 	post(t, hs.URL+"/v2/models/lm/infer", `{"inputs": [`)
 	_, body := get(t, hs.URL+"/metrics")
 	for _, want := range []string{
-		`rnnserve_requests_total{code="200",model="lm"} 1`,
-		`rnnserve_requests_total{code="400",model="lm"} 1`,
+		`rnnserve_requests_total{code="200",endpoint="infer",model="lm"} 1`,
+		`rnnserve_requests_total{code="400",endpoint="infer",model="lm"} 1`,
 		`rnnserve_request_duration_seconds_bucket`, `rnnserve_queue_duration_seconds_count{model="lm"} 1`,
 		`rnnserve_compute_duration_seconds_count{model="lm"} 1`, `rnnserve_batch_rows_bucket`,
 		`rnnserve_tokens_total{model="lm"} 3`, `rnnserve_steps_total{model="lm"} 3`,
 		`rnnserve_inflight_requests{model="lm"} 0`, `rnnserve_live_sequences{model="lm"} 0`,
 		`rnnserve_model_dram_bytes_per_inference{model="lm",schedule="A+"}`,
 		`rnnserve_model_working_set_bytes{model="lm",schedule="A"}`, `rnnserve_model_dre{model="bi",schedule="A+"}`,
-		`go_goroutines`, `process_cpu_seconds_total`,
+		`go_goroutines`, `process_cpu_seconds_total`, `rnnserve_model_info{batching="true",model="lm",schedule="cellular"} 1`, `rnnserve_model_info{batching="false",model="bi",schedule="A"} 1`, `rnnserve_model_traffic_steps{model="lm"} 10`, `rnnserve_model_dre{model="lm",schedule="cellular"}`,
 	} {
 		if !bytes.Contains(body, []byte(want)) {
 			t.Errorf("metrics lack %s", want)

@@ -16,9 +16,7 @@ import (
 // the one that moves fewer bytes (A+ on a tie: it never reads more). The
 // traffic of both is returned for the metadata and metrics.
 func chooseSchedule(net *rnn.Network, want string, cacheBytes int64, steps int) (schedule.Schedule, string, []api.ScheduleTraffic, error) {
-	if cacheBytes == 0 {
-		cacheBytes = 12 << 20
-	}
+	cacheBytes = llcOrDefault(cacheBytes)
 	var traffic []api.ScheduleTraffic
 	for _, s := range []schedule.Schedule{schedule.A, schedule.APlus} {
 		t, err := modelTraffic(net, s, cacheBytes, steps)
@@ -42,6 +40,15 @@ func chooseSchedule(net *rnn.Network, want string, cacheBytes int64, steps int) 
 	return s, "set in the model's config.yaml", traffic, nil
 }
 
+// llcOrDefault is the modelled last-level cache: the configured size, or the
+// DRE paper's 12 MiB when none is known.
+func llcOrDefault(configured int64) int64 {
+	if configured == 0 {
+		return 12 << 20
+	}
+	return configured
+}
+
 // modelTraffic models one schedule's steady-state DRAM traffic for a
 // batch-1 input of the given length, on a dry copy of the network.
 func modelTraffic(net *rnn.Network, s schedule.Schedule, cacheBytes int64, steps int) (api.ScheduleTraffic, error) {
@@ -61,4 +68,36 @@ func modelTraffic(net *rnn.Network, s schedule.Schedule, cacheBytes int64, steps
 	}
 	return api.ScheduleTraffic{Schedule: s.String(), CacheBytes: cacheBytes, Steps: steps,
 		WorkingSetBytes: rep.WorkingSet.Total, DRAMBytes: rep.AvgRW, DRE: rep.DRE}, nil
+}
+
+// cellularTraffic models the DRAM traffic of serving one batch-1 request of
+// the given length through the cellular batcher: it traces a real Stepper
+// run of the model (schedule.TraceStepper) and replays it through the cache.
+func cellularTraffic(net *rnn.Network, cacheBytes int64, steps int) (api.ScheduleTraffic, error) {
+	q := &schedule.Sequence{Head: schedule.HeadLast}
+	if net.Vocab > 0 {
+		q.Tokens = make([]int64, steps) // which rows are read barely matters; id 0 throughout
+	} else {
+		q.Features = make([]float32, steps*net.Input)
+	}
+	if net.HeadOut > 0 {
+		q.Head = schedule.HeadAll
+	}
+	p, err := schedule.TraceStepper(net, q)
+	if err != nil {
+		return api.ScheduleTraffic{}, err
+	}
+	opt := dre.DefaultOptions()
+	c, err := dre.NewCache(cachesim.Config{Size: cacheBytes, Ways: cachesim.FullyAssociative})
+	if err != nil {
+		return api.ScheduleTraffic{}, err
+	}
+	tr, err := dre.Simulate(p, dre.NewLayout(p.Buffers), c, opt.Runs)
+	if err != nil {
+		return api.ScheduleTraffic{}, err
+	}
+	ws := dre.WorkingSetOf(net, steps, 1).Total
+	rw := float64(tr.Total.ReadBytes()+tr.Total.WriteBytes()) / float64(tr.Runs)
+	return api.ScheduleTraffic{Schedule: schedule.Cellular.String(), CacheBytes: cacheBytes, Steps: steps,
+		WorkingSetBytes: ws, DRAMBytes: rw, DRE: rw / float64(ws)}, nil
 }

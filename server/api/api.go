@@ -123,14 +123,22 @@ type GenerateRequest struct {
 }
 
 // GenerateEvent is one line of the NDJSON stream that answers a
-// GenerateRequest: a token, or the final line with Done set.
+// GenerateRequest: a generated token (Done false), or, last, a
+// GenerateDone line.
 type GenerateEvent struct {
 	Index   int     `json:"index"`
 	Token   int64   `json:"token"`
 	Text    string  `json:"text"`
 	LogProb float64 `json:"logprob"`
 	Done    bool    `json:"done,omitempty"`
-	Reason  string  `json:"finish_reason,omitempty"` // length | canceled
+	Reason  string  `json:"finish_reason,omitempty"`
+}
+
+// GenerateDone is the last line of a generate stream.
+type GenerateDone struct {
+	Done   bool   `json:"done"`          // always true
+	Tokens int    `json:"tokens"`        // tokens generated
+	Reason string `json:"finish_reason"` // length: max_tokens reached; canceled: stopped early
 }
 
 // Error is the body of every error response.
