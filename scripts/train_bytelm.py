@@ -90,15 +90,15 @@ L = 2    # LSTM layers
 # Training.
 SEED = 20240521
 THREADS = 2
-SEQ = 64
-BATCH = 64
-STEPS = 1100
+SEQ = 32
+BATCH = 32
+STEPS = 2000
 LR = 4e-3
 LR_MIN = 1e-4
 WARMUP = 30
 CLIP = 1.0
-LOG_EVERY = 20
-HELDOUT_EVERY = 200
+LOG_EVERY = 40
+HELDOUT_EVERY = 400
 
 # Sampling for the README.
 PROMPT = "This program is free software"

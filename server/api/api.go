@@ -148,22 +148,20 @@ type Error struct {
 
 // ModelStats answers GET /v2/models/{name}/stats.
 type ModelStats struct {
-	Name           string         `json:"name"`
-	Requests       int64          `json:"requests"`
-	Success        int64          `json:"success"`
-	Failed         int64          `json:"failed"`
-	Rejected       int64          `json:"rejected"`
-	Steps          int64          `json:"steps"`
-	Tokens         int64          `json:"tokens"`
-	LiveSequences  int            `json:"live_sequences"`
-	InFlight       int64          `json:"in_flight"`
-	QueueLength    int            `json:"queue_length"`
-	BatchRows      int            `json:"batch_rows"`
-	MeanBatchRows  float64        `json:"mean_batch_rows"`
-	QueueSeconds   DurationStats  `json:"queue_seconds"`
-	ComputeSeconds DurationStats  `json:"compute_seconds"`
-	TotalSeconds   DurationStats  `json:"request_seconds"`
-	Extra          map[string]any `json:"extra,omitempty"`
+	Name           string        `json:"name"`
+	Requests       int64         `json:"requests"`
+	Success        int64         `json:"success"`
+	Failed         int64         `json:"failed"`
+	Rejected       int64         `json:"rejected"`
+	Steps          int64         `json:"steps"`
+	Tokens         int64         `json:"tokens"`
+	LiveSequences  int           `json:"live_sequences"`
+	InFlight       int64         `json:"in_flight"`
+	QueueLength    int           `json:"queue_length"`
+	MeanBatchRows  float64       `json:"mean_batch_rows"`
+	QueueSeconds   DurationStats `json:"queue_seconds"`
+	ComputeSeconds DurationStats `json:"compute_seconds"`
+	TotalSeconds   DurationStats `json:"request_seconds"`
 }
 
 // DurationStats summarises durations in seconds.
