@@ -168,7 +168,7 @@ func TestTopKAndProbabilities(t *testing.T) {
 }
 
 // TestMatMul checks the input-major product against MatMulT on the
-// transposed weights.
+// transposed weights; both must leave C's padding (and a tail) untouched.
 func TestMatMul(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 2))
 	for _, s := range []struct{ m, n, k int }{{1, 1, 1}, {1, 9, 4}, {4, 9, 6}, {2, 70, 33}} {
@@ -180,13 +180,23 @@ func TestMatMul(t *testing.T) {
 				wt[j*s.k+i] = w[i*s.n+j]
 			}
 		}
-		c1, c2 := randSlice(r, s.m*ldc), make([]float32, s.m*ldc)
+		c1, c2 := randSlice(r, s.m*ldc+5), make([]float32, s.m*ldc+5)
 		copy(c2, c1)
 		MatMul(s.m, s.n, s.k, a, lda, w, s.n, 1, c1, ldc)
 		MatMulT(s.m, s.n, s.k, a, lda, wt, s.k, 1, c2, ldc)
 		for i := range c1 {
 			if math.Abs(float64(c1[i]-c2[i])) > 1e-5 {
 				t.Fatalf("%v: element %d: %v vs %v", s, i, c1[i], c2[i])
+			}
+		}
+		// beta = 0 must not touch anything past the m rows of n values.
+		tail := randSlice(r, s.n+7)
+		orig := append([]float32(nil), tail...)
+		MatMul(1, s.n, s.k, a, lda, w, s.n, 0, tail, s.n)
+		MatMulT(1, s.n, s.k, a, lda, wt, s.k, 0, tail, s.n)
+		for i := s.n; i < len(tail); i++ {
+			if tail[i] != orig[i] {
+				t.Fatalf("%v: beta=0 product wrote past its %d outputs at %d", s, s.n, i)
 			}
 		}
 	}
