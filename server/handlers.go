@@ -140,6 +140,9 @@ func (s *Server) inferStatus(c *gin.Context, m *model, start time.Time) (int, er
 	if s.isDraining() {
 		return 0, ErrDraining
 	}
+	if m.tree != nil {
+		return s.inferTrees(c, m, start)
+	}
 	var req api.InferRequest
 	if err := s.readJSON(c, &req); err != nil {
 		return 0, err
@@ -196,7 +199,7 @@ func (s *Server) generateStatus(c *gin.Context, m *model) (int, error) {
 		return 0, ErrDraining
 	}
 	n := m.net
-	if n.Vocab == 0 || n.HeadOut != n.Vocab || m.batch == nil {
+	if m.tree != nil || n.Vocab == 0 || n.HeadOut != n.Vocab || m.batch == nil {
 		return 0, fmt.Errorf("%w: %q needs token input, a head over its vocabulary and one direction", ErrNotLanguageModel, m.name)
 	}
 	var req api.GenerateRequest

@@ -30,6 +30,7 @@ type model struct {
 	meta     api.ModelMetadata
 	metrics  *metrics
 	stats    modelStats
+	tree     *treeModel // a tree model: serves trees, has no net, prog or batch
 }
 
 // modelStats are the counters behind GET /v2/models/{name}/stats.

@@ -28,6 +28,7 @@ type ModelConfig struct {
 type Entry struct {
 	Name   string
 	Model  *models.Model
+	Tree   *models.TreeModel // set instead of Model for a tree model (kind: tree)
 	Config ModelConfig
 }
 
@@ -51,11 +52,14 @@ func LoadRepository(fsys fs.FS) ([]Entry, error) {
 		if _, err := fs.Stat(fsys, spec); err != nil {
 			continue
 		}
-		m, err := models.LoadFS(fsys, spec)
-		if err != nil {
+		e := Entry{Name: d.Name()}
+		if data, err := fs.ReadFile(fsys, spec); err == nil && models.IsTreeSpec(data) {
+			if e.Tree, err = models.LoadTreeFS(fsys, spec); err != nil {
+				return nil, fmt.Errorf("%w: model %q: %w", ErrRepository, d.Name(), err)
+			}
+		} else if e.Model, err = models.LoadFS(fsys, spec); err != nil {
 			return nil, fmt.Errorf("%w: model %q: %w", ErrRepository, d.Name(), err)
 		}
-		e := Entry{Name: d.Name(), Model: m}
 		if data, err := fs.ReadFile(fsys, path.Join(d.Name(), "config.yaml")); err == nil {
 			dec := yaml.NewDecoder(bytes.NewReader(data))
 			dec.KnownFields(true)

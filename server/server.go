@@ -55,6 +55,9 @@ func New(entries []Entry, opts Options, log *slog.Logger) (*Server, error) {
 }
 
 func (s *Server) newModel(e Entry) (*model, error) {
+	if e.Tree != nil {
+		return s.newTreeModel(e)
+	}
 	net := e.Model.Net
 	m := &model{name: e.Name, entry: e, net: net, metrics: s.metrics,
 		workers: make(chan struct{}, s.opts.Batching.Workers),
@@ -113,6 +116,13 @@ func (s *Server) Start() {
 	}
 	s.stop = make(chan struct{})
 	for _, m := range s.models {
+		if m.tree != nil {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				m.tree.run(s.stop)
+			}()
+		}
 		if m.batch != nil {
 			s.wg.Add(1)
 			go func() {

@@ -1,0 +1,348 @@
+package models
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+
+	"gopkg.in/yaml.v3"
+
+	"rnnserve/models/safetensors"
+	"rnnserve/rnn/tree"
+)
+
+// TreeSpec is the spec file of a tree model (kind: tree):
+//
+//	kind: tree
+//	cell: binary_treelstm   # tree_rnn | rntn | binary_treelstm | childsum_treelstm | topdown_treelstm
+//	embedding_size: 32
+//	hidden_size: 64
+//	classes: 10             # the vocabulary size for topdown_treelstm
+//	vocab: ["0", "1", "+"]  # or vocab_file: vocab.txt (one word a line)
+//	unk: "<unk>"            # optional: unknown words map to it; else they are errors
+//	executor: depth_batched # optional serving default: recursive | depth_batched
+//	max_nodes: 4096         # optional per-tree limits
+//	max_depth: 256
+//	generate: {max_nodes: 64, max_children: 4, max_depth: 8}   # topdown_treelstm
+//	weights: model.safetensors   # empty: random weights from seed
+//	seed: 1
+//
+// Tensor names are the state_dict names of the module in
+// scripts/torch_tree.py: embedding.weight, cell.W.weight, cell.W.bias,
+// cell.U.weight, cell.U.bias, cell.U_iou.weight, cell.U_f.weight, cell.V,
+// cell.lstm.{weight_ih,weight_hh,bias_ih,bias_hh}, cell.grow.{weight,bias},
+// classifier.weight, classifier.bias (those of the spec's cell).
+type TreeSpec struct {
+	Kind       string       `yaml:"kind"`
+	Cell       string       `yaml:"cell"`
+	EmbedSize  int          `yaml:"embedding_size"`
+	HiddenSize int          `yaml:"hidden_size"`
+	Classes    int          `yaml:"classes"`
+	Vocab      []string     `yaml:"vocab"`
+	VocabFile  string       `yaml:"vocab_file"`
+	UNK        string       `yaml:"unk"`
+	Executor   string       `yaml:"executor"`
+	MaxNodes   int          `yaml:"max_nodes"`
+	MaxDepth   int          `yaml:"max_depth"`
+	Generate   *GenerateCap `yaml:"generate"`
+	Weights    string       `yaml:"weights"`
+	Seed       uint64       `yaml:"seed"`
+}
+
+// GenerateCap bounds a top-down generator's trees.
+type GenerateCap struct {
+	MaxNodes    int `yaml:"max_nodes"`
+	MaxChildren int `yaml:"max_children"`
+	MaxDepth    int `yaml:"max_depth"`
+}
+
+// TreeModel is a loaded tree model: its spec, vocabulary and weights.
+type TreeModel struct {
+	Spec  *TreeSpec
+	Vocab *tree.Vocab
+	Net   *tree.Model
+}
+
+// ParseOptions returns the tree-parser options of the model: its
+// vocabulary, arity, classes and the spec's limits.
+func (m *TreeModel) ParseOptions() tree.Options {
+	o := m.Net.Options(m.Vocab)
+	o.MaxNodes, o.MaxDepth = m.Spec.MaxNodes, m.Spec.MaxDepth
+	return o
+}
+
+// IsTreeSpec reports whether a spec file's bytes declare kind: tree.
+func IsTreeSpec(data []byte) bool {
+	var k struct {
+		Kind string `yaml:"kind"`
+	}
+	return yaml.Unmarshal(data, &k) == nil && k.Kind == "tree"
+}
+
+// ParseTreeSpec decodes a tree spec (YAML or JSON), rejecting unknown keys.
+func ParseTreeSpec(data []byte) (*TreeSpec, error) {
+	if len(data) > MaxSpecBytes {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrSpec, len(data), MaxSpecBytes)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var s TreeSpec
+	if err := dec.Decode(&s); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: empty document", ErrSpec)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrSpec, err)
+	}
+	if s.Kind != "tree" {
+		return nil, fmt.Errorf("%w: kind %q, want tree", ErrSpec, s.Kind)
+	}
+	if s.Vocab != nil && s.VocabFile != "" {
+		return nil, fmt.Errorf("%w: give vocab or vocab_file, not both", ErrSpec)
+	}
+	if s.Vocab == nil && s.VocabFile == "" {
+		return nil, fmt.Errorf("%w: no vocab or vocab_file", ErrSpec)
+	}
+	if s.Vocab != nil {
+		if _, err := s.Config(len(s.Vocab)); err != nil {
+			return nil, err
+		}
+	} else if _, err := tree.ParseCell(s.Cell); err != nil {
+		return nil, fmt.Errorf("%w: cell: %w", ErrSpec, err)
+	}
+	if s.MaxNodes < 0 || s.MaxNodes > tree.MaxNodesLimit || s.MaxDepth < 0 || s.MaxDepth > tree.MaxNodesLimit {
+		return nil, fmt.Errorf("%w: max_nodes %d / max_depth %d, want 0..%d", ErrSpec, s.MaxNodes, s.MaxDepth, tree.MaxNodesLimit)
+	}
+	switch s.Executor {
+	case "", "recursive", "depth_batched":
+	default:
+		return nil, fmt.Errorf("%w: executor %q, want recursive or depth_batched", ErrSpec, s.Executor)
+	}
+	return &s, nil
+}
+
+// Config converts the spec to the model shape for a vocabulary of n words.
+func (s *TreeSpec) Config(n int) (tree.Config, error) {
+	cell, err := tree.ParseCell(s.Cell)
+	if err != nil {
+		return tree.Config{}, fmt.Errorf("%w: cell: %w", ErrSpec, err)
+	}
+	c := tree.Config{Cell: cell, Vocab: n, Embed: s.EmbedSize, Hidden: s.HiddenSize, Classes: s.Classes}
+	if cell == tree.TopDownLSTM && c.Classes == 0 {
+		c.Classes = n
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrSpec, err)
+	}
+	return c, nil
+}
+
+// LoadTree reads a tree spec file, its vocabulary and its weights (or
+// seeded random weights when it names none), relative to the spec.
+func LoadTree(specPath string) (*TreeModel, error) {
+	return loadTree(specPath, func(name string, limit int64) ([]byte, error) {
+		if !filepath.IsAbs(name) && name != specPath {
+			name = filepath.Join(filepath.Dir(specPath), name)
+		}
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		return readLimited(f, limit)
+	})
+}
+
+// LoadTreeFS is LoadTree from a file system, such as an embedded one.
+func LoadTreeFS(fsys fs.FS, specPath string) (*TreeModel, error) {
+	return loadTree(specPath, func(name string, limit int64) ([]byte, error) {
+		if name != specPath {
+			name = path.Join(path.Dir(specPath), name)
+		}
+		f, err := fsys.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		return readLimited(f, limit)
+	})
+}
+
+func loadTree(specPath string, read func(string, int64) ([]byte, error)) (*TreeModel, error) {
+	data, err := read(specPath, MaxSpecBytes)
+	if err != nil {
+		return nil, fmt.Errorf("load spec %s: %w", specPath, err)
+	}
+	s, err := ParseTreeSpec(data)
+	if err != nil {
+		return nil, fmt.Errorf("load spec %s: %w", specPath, err)
+	}
+	words := s.Vocab
+	if s.VocabFile != "" {
+		vb, err := read(s.VocabFile, MaxWeightsBytes)
+		if err != nil {
+			return nil, fmt.Errorf("load vocabulary %s: %w", s.VocabFile, err)
+		}
+		words = splitLines(vb)
+	}
+	var weights []byte
+	if s.Weights != "" {
+		if weights, err = read(s.Weights, MaxWeightsBytes); err != nil {
+			return nil, fmt.Errorf("load weights %s: %w", s.Weights, err)
+		}
+	}
+	m, err := BuildTree(s, words, weights)
+	if err != nil {
+		return nil, fmt.Errorf("load tree model %s: %w", specPath, err)
+	}
+	return m, nil
+}
+
+func splitLines(b []byte) []string {
+	var out []string
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		l = bytes.TrimRight(l, "\r")
+		if len(l) > 0 {
+			out = append(out, string(l))
+		}
+	}
+	return out
+}
+
+// BuildTree makes the tree model of spec s with vocabulary words: with
+// weights (a safetensors file's bytes) bound and checked, or random from
+// s.Seed when weights is nil.
+func BuildTree(s *TreeSpec, words []string, weights []byte) (*TreeModel, error) {
+	v, err := tree.NewVocab(words, s.UNK)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSpec, err)
+	}
+	cfg, err := s.Config(v.Len())
+	if err != nil {
+		return nil, err
+	}
+	net, err := tree.NewModel(cfg, false)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSpec, err)
+	}
+	if weights == nil {
+		RandomizeTree(net, s.Seed)
+	} else if err := bindTreeWeights(net, weights); err != nil {
+		return nil, err
+	}
+	return &TreeModel{Spec: s, Vocab: v, Net: net}, nil
+}
+
+// bindTreeWeights reads a safetensors file into net, checking every
+// tensor's name, dtype, shape and values; the top-down cell's bias_ih and
+// bias_hh are summed into net.B.
+func bindTreeWeights(net *tree.Model, data []byte) error {
+	f, err := safetensors.Read(data)
+	if err != nil {
+		return fmt.Errorf("read weights: %w", err)
+	}
+	want := net.Tensors()
+	var problems []string
+	get := func(name string, shape []int) []float32 {
+		t, ok := f.Tensor(name)
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("tensor %q is missing (shape %v)", name, shape))
+			return nil
+		case t.DType != safetensors.F32:
+			problems = append(problems, fmt.Sprintf("tensor %q has dtype %s, want F32", name, t.DType))
+			return nil
+		case !slices.Equal(t.Shape, shape):
+			problems = append(problems, fmt.Sprintf("tensor %q has shape %v, want %v", name, t.Shape, shape))
+			return nil
+		}
+		v, err := t.Float32s()
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("tensor %q: %v", name, err))
+			return nil
+		}
+		if i := firstNonFinite(v); i >= 0 {
+			problems = append(problems, fmt.Sprintf("tensor %q has non-finite value %v at flat index %d", name, v[i], i))
+			return nil
+		}
+		return v
+	}
+	names := make([]string, 0, len(want))
+	for name := range want {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t := want[name]
+		if v := get(name, t.Shape); v != nil {
+			copy(*t.Data, v)
+		}
+	}
+	expected := map[string]bool{}
+	for name := range want {
+		expected[name] = true
+	}
+	if net.Cell == tree.TopDownLSTM {
+		H := net.Hidden
+		bi := get("cell.lstm.bias_ih", []int{4 * H})
+		bh := get("cell.lstm.bias_hh", []int{4 * H})
+		if bi != nil && bh != nil {
+			for j := range net.B {
+				net.B[j] = bi[j] + bh[j]
+			}
+		}
+		expected["cell.lstm.bias_ih"], expected["cell.lstm.bias_hh"] = true, true
+	}
+	for _, name := range f.Names() {
+		if !expected[name] {
+			problems = append(problems, fmt.Sprintf("unexpected tensor %q", name))
+		}
+	}
+	if problems != nil {
+		return &WeightsError{Problems: problems}
+	}
+	return nil
+}
+
+// RandomizeTree fills a tree model's weights deterministically from seed:
+// uniform in ±1/sqrt(fan-in) (PyTorch's Linear default), the embedding
+// standard normal.
+func RandomizeTree(m *tree.Model, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 0x7ee5eed))
+	names := make([]string, 0)
+	ts := m.Tensors()
+	for name := range ts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t := ts[name]
+		v := *t.Data
+		if name == "embedding.weight" {
+			for i := range v {
+				v[i] = float32(r.NormFloat64())
+			}
+			continue
+		}
+		fan := t.Shape[len(t.Shape)-1]
+		if len(t.Shape) == 1 {
+			fan = m.Hidden
+		}
+		k := 1 / math.Sqrt(float64(fan))
+		for i := range v {
+			v[i] = float32((2*r.Float64() - 1) * k)
+		}
+	}
+	k := 1 / math.Sqrt(float64(m.Hidden))
+	for i := range m.B {
+		if m.Cell == tree.TopDownLSTM {
+			m.B[i] = float32((2*r.Float64() - 1) * k)
+		}
+	}
+}

@@ -1,0 +1,192 @@
+package tree
+
+import (
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+
+	"rnnserve/rnn"
+	"rnnserve/rnn/gemm"
+)
+
+// BLAS is the float32 BLAS (gonum's interface) every tree product goes
+// through. It defaults to rnn/gemm's Implementation: gonum's BLAS with a
+// faster A·Wᵀ kernel whose elements do not depend on the number of rows,
+// so all executors agree bit for bit (docs/trees.md has the benchmarks).
+// Nil means blas32.Implementation(), gonum's unless swapped with
+// blas32.Use. Set it before running plans, not while they run.
+var BLAS blas.Float32 = gemm.Implementation{}
+
+func impl() blas.Float32 {
+	if BLAS != nil {
+		return BLAS
+	}
+	return blas32.Implementation()
+}
+
+// MatMulT computes C = A·Wᵀ + beta·C for A [m][k] (lda), W [n][k] (ldw)
+// and C [m][n] (ldc) with Sgemm, whatever m: one row and many rows go
+// through the same kernel, so an implementation whose elements do not
+// depend on m (rnn/gemm's) gives every executor the same bits.
+func MatMulT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
+	impl().Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, a, lda, w, ldw, beta, c, ldc)
+}
+
+// BinaryLeaf finishes n Binary TreeLSTM leaves: g [n][3H] (leading
+// dimension 3H) holds W x without the bias b [3H]; row r's state goes to
+// h and c at row dst+r (width H):
+//
+//	i, o, u = σ(g_i + b_i), σ(g_o + b_o), tanh(g_u + b_u)
+//	c = i⊙u,  h = o⊙tanh(c)
+func BinaryLeaf(n, H int, g, b, h, c []float32, dst int) {
+	for r := 0; r < n; r++ {
+		gr := g[r*3*H : (r+1)*3*H]
+		hr := h[(dst+r)*H : (dst+r+1)*H]
+		cr := c[(dst+r)*H : (dst+r+1)*H]
+		for j := range hr {
+			i := sigmoid(gr[j] + b[j])
+			o := sigmoid(gr[H+j] + b[H+j])
+			u := tanh(gr[2*H+j] + b[2*H+j])
+			cv := i * u
+			cr[j] = cv
+			hr[j] = o * tanh(cv)
+		}
+	}
+}
+
+// BinaryInner finishes n Binary TreeLSTM inner nodes: g [n][5H] holds
+// U [h_l; h_r] without the bias b [5H]; the children's memories are rows
+// left[r] and right[r] of c; the state goes to row dst+r of h and c:
+//
+//	i, f_l, f_r, o, u = σ, σ, σ, σ, tanh of (g + b)
+//	c = i⊙u + f_l⊙c_l + f_r⊙c_r,  h = o⊙tanh(c)
+func BinaryInner(n, H int, g, b []float32, left, right []int32, h, c []float32, dst int) {
+	for r := 0; r < n; r++ {
+		gr := g[r*5*H : (r+1)*5*H]
+		cl := c[int(left[r])*H : int(left[r]+1)*H]
+		cr := c[int(right[r])*H : int(right[r]+1)*H]
+		ho := h[(dst+r)*H : (dst+r+1)*H]
+		co := c[(dst+r)*H : (dst+r+1)*H]
+		for j := range ho {
+			i := sigmoid(gr[j] + b[j])
+			fl := sigmoid(gr[H+j] + b[H+j])
+			fr := sigmoid(gr[2*H+j] + b[2*H+j])
+			o := sigmoid(gr[3*H+j] + b[3*H+j])
+			u := tanh(gr[4*H+j] + b[4*H+j])
+			cv := i*u + fl*cl[j] + fr*cr[j]
+			co[j] = cv
+			ho[j] = o * tanh(cv)
+		}
+	}
+}
+
+// ChildSum finishes n Child-Sum TreeLSTM nodes. wx [n][4H] holds W x
+// without the bias b [4H] (gates i, o, u, f; zero rows for nodes without a
+// word), iou [n][3H] holds U_iou h̃ (h̃ the sum of the children's h), and
+// uf [K][H] holds U_f h_k for every child of the n nodes in order; node r's
+// children are kids[r] (rows of c). The state goes to row dst+r:
+//
+//	i, o, u = σ, σ, tanh of (wx + b + iou);  f_k = σ(wx_f + b_f + U_f h_k)
+//	c = i⊙u + Σ_k f_k⊙c_k,  h = o⊙tanh(c)
+func ChildSum(n, H int, wx, b, iou, uf []float32, kids [][]int32, h, c []float32, dst int) {
+	k0 := 0
+	for r := 0; r < n; r++ {
+		w := wx[r*4*H : (r+1)*4*H]
+		q := iou[r*3*H : (r+1)*3*H]
+		ho := h[(dst+r)*H : (dst+r+1)*H]
+		co := c[(dst+r)*H : (dst+r+1)*H]
+		for j := range ho {
+			i := sigmoid(w[j] + b[j] + q[j])
+			o := sigmoid(w[H+j] + b[H+j] + q[H+j])
+			u := tanh(w[2*H+j] + b[2*H+j] + q[2*H+j])
+			var fc float32
+			for k, kid := range kids[r] {
+				f := sigmoid(w[3*H+j] + b[3*H+j] + uf[(k0+k)*H+j])
+				fc += f * c[int(kid)*H+j]
+			}
+			cv := i*u + fc
+			co[j] = cv
+			ho[j] = o * tanh(cv)
+		}
+		k0 += len(kids[r])
+	}
+}
+
+// SumRows writes into row r of dst (width H) the sum of the rows rows[r]
+// of src, zero for none.
+func SumRows(H int, dst, src []float32, rows [][]int32) {
+	for r, rs := range rows {
+		d := dst[r*H : (r+1)*H]
+		clear(d)
+		for _, k := range rs {
+			for j, v := range src[int(k)*H : int(k+1)*H] {
+				d[j] += v
+			}
+		}
+	}
+}
+
+// GatherRows copies rows idx of src (width w) into consecutive rows of
+// dst starting at column col of rows of width ldd; a negative index gives
+// a zero row.
+func GatherRows(w int, dst []float32, ldd, col int, src []float32, idx []int32) {
+	for r, k := range idx {
+		d := dst[r*ldd+col : r*ldd+col+w]
+		if k < 0 {
+			clear(d)
+			continue
+		}
+		copy(d, src[int(k)*w:int(k+1)*w])
+	}
+}
+
+// TanhBias writes tanh(g + b) (plus bil when not nil) for n rows of width
+// H into rows dst.. of h: the TreeRNN and RNTN nonlinearity.
+func TanhBias(n, H int, g, b, bil, h []float32, dst int) {
+	for r := 0; r < n; r++ {
+		gr := g[r*H : (r+1)*H]
+		ho := h[(dst+r)*H : (dst+r+1)*H]
+		for j := range ho {
+			v := gr[j] + b[j]
+			if bil != nil {
+				v = bil[r*H+j] + v
+			}
+			ho[j] = tanh(v)
+		}
+	}
+}
+
+// Bilinear computes the RNTN's tensor term for n rows: with v [n][2H] the
+// children's states and u [n][2H·H] = v·V (V as a [2H][2H·H] matrix),
+// out[r][k] = Σ_j v[r][j]·u[r][j·H+k], which is vᵀ V[:, :, k] v.
+func Bilinear(n, H int, v, u, out []float32) {
+	for r := 0; r < n; r++ {
+		vr := v[r*2*H : (r+1)*2*H]
+		ur := u[r*2*H*H : (r+1)*2*H*H]
+		o := out[r*H : (r+1)*H]
+		clear(o)
+		for j, vj := range vr {
+			row := ur[j*H : (j+1)*H]
+			for k, x := range row {
+				o[k] += vj * x
+			}
+		}
+	}
+}
+
+// Classify turns n rows of logits [n][C] (products without the bias b)
+// into class probabilities in place.
+func Classify(n, C int, logits, b []float32) {
+	rnn.AddBias(n, C, logits, C, b)
+	rnn.Softmax(n, C, logits)
+}
+
+// Argmax returns the index of the largest value, the first on ties.
+func Argmax(v []float32) int {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
+}

@@ -1,0 +1,182 @@
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"rnnserve/rnn/tree"
+)
+
+// TreeExecutor selects how a batch of trees is run.
+type TreeExecutor uint8
+
+const (
+	// Recursive runs every node as its own steps; independent subtrees run
+	// in parallel on a bounded pool of workers, a node as soon as its
+	// children are done. It is the only executor that can run a model whose
+	// structure is decided while it runs (TreeProgram.Generate).
+	Recursive TreeExecutor = iota + 1
+	// DepthBatched runs, height by height, all nodes of that height across
+	// the batch as one matrix-matrix product per cell (TensorFlow Fold's
+	// dynamic batching), gathering the children's states into a reused
+	// buffer. It needs the whole structure before it starts.
+	DepthBatched
+)
+
+// ErrUnknownExecutor is returned for an executor name other than
+// "recursive" or "depth_batched".
+var ErrUnknownExecutor = errors.New("schedule: unknown tree executor")
+
+// ErrDynamicTree is returned by TreeProgram.Plan for a model that generates
+// its tree while it runs: only the recursive executor's Generate runs it.
+var ErrDynamicTree = errors.New("schedule: the model decides its tree's structure while it runs; only TreeProgram.Generate (recursive) runs it")
+
+// ParseTreeExecutor returns the executor named s.
+func ParseTreeExecutor(s string) (TreeExecutor, error) {
+	switch s {
+	case "recursive":
+		return Recursive, nil
+	case "depth_batched", "depth-batched", "fold":
+		return DepthBatched, nil
+	}
+	return 0, fmt.Errorf("%w %q (want recursive or depth_batched)", ErrUnknownExecutor, s)
+}
+
+func (e TreeExecutor) String() string {
+	switch e {
+	case Recursive:
+		return "recursive"
+	case DepthBatched:
+		return "depth_batched"
+	}
+	return fmt.Sprintf("TreeExecutor(%d)", uint8(e))
+}
+
+// Kernels of tree plans, beside KCopy (gathers), KEmbed, KMatMul, KLSTM
+// (the top-down generator's cell) and KHead (classifier bias and softmax).
+const (
+	KTreeCell Kernel = 32 + iota // a tree cell's pointwise gates and state update
+	KBilinear                    // the RNTN's tensor term vᵀ V v
+	KArgmax                      // a generator's decision read from logits
+)
+
+// TreeKernelName names the tree kernels, which Kernel.String does not know.
+func TreeKernelName(k Kernel) string {
+	switch k {
+	case KTreeCell:
+		return "tree_cell"
+	case KBilinear:
+		return "bilinear"
+	case KArgmax:
+		return "argmax"
+	}
+	return k.String()
+}
+
+// MaxTreeBatchNodes bounds the nodes of one tree plan, all trees together.
+const MaxTreeBatchNodes = 1 << 22
+
+// TreeProgram is a tree model prepared for plans: its weight buffers. It
+// is immutable and safe for concurrent use; each batch gets its own plan.
+type TreeProgram struct {
+	Model *tree.Model
+
+	weights                      []*Buffer
+	emb, w, b, u, ub, uf, vt     *Buffer
+	grow, growB, clsW, clsB, sum *Buffer
+	dry                          bool
+}
+
+// NewTreeProgram prepares m. An RNTN gets a transposed copy of V
+// ("cell.V^T", [2H·H][2H]) so that its product runs as A·Wᵀ like every
+// other; a dry model gives a dry program, whose plans can only be walked.
+func NewTreeProgram(m *tree.Model) (*TreeProgram, error) {
+	if err := m.Config.Validate(); err != nil {
+		return nil, err
+	}
+	p := &TreeProgram{Model: m, dry: m.Dry()}
+	E, H, C := m.Embed, m.Hidden, m.Classes
+	p.emb = p.weight("embedding.weight", m.Vocab*E, m.Embedding)
+	switch m.Cell {
+	case tree.TreeRNN:
+		p.w = p.weight("cell.W.weight", H*2*H, m.W)
+		p.b = p.weight("cell.W.bias", H, m.B)
+	case tree.RNTN:
+		var vt []float32
+		if !p.dry {
+			vt = make([]float32, 4*H*H*H)
+			for i := 0; i < 2*H; i++ {
+				for j := 0; j < 2*H; j++ {
+					for k := 0; k < H; k++ {
+						vt[(j*H+k)*2*H+i] = m.V[(i*2*H+j)*H+k]
+					}
+				}
+			}
+		}
+		p.vt = p.weight("cell.V^T", 4*H*H*H, vt)
+		p.w = p.weight("cell.W.weight", H*2*H, m.W)
+		p.b = p.weight("cell.W.bias", H, m.B)
+	case tree.BinaryLSTM:
+		p.w = p.weight("cell.W.weight", 3*H*E, m.W)
+		p.b = p.weight("cell.W.bias", 3*H, m.B)
+		p.u = p.weight("cell.U.weight", 5*H*2*H, m.U)
+		p.ub = p.weight("cell.U.bias", 5*H, m.UB)
+	case tree.ChildSumLSTM:
+		p.w = p.weight("cell.W.weight", 4*H*E, m.W)
+		p.b = p.weight("cell.W.bias", 4*H, m.B)
+		p.u = p.weight("cell.U_iou.weight", 3*H*H, m.U)
+		p.uf = p.weight("cell.U_f.weight", H*H, m.UF)
+	case tree.TopDownLSTM:
+		p.w = p.weight("cell.lstm.weight_ih", 4*H*E, m.W)
+		p.u = p.weight("cell.lstm.weight_hh", 4*H*H, m.U)
+		p.b = p.weight("cell.lstm.bias", 4*H, m.B)
+		p.grow = p.weight("cell.grow.weight", 2*H, m.Grow)
+		p.growB = p.weight("cell.grow.bias", 2, m.GrowB)
+	}
+	p.clsW = p.weight("classifier.weight", C*H, m.ClsW)
+	p.clsB = p.weight("classifier.bias", C, m.ClsB)
+	return p, nil
+}
+
+func (p *TreeProgram) weight(name string, elems int, data []float32) *Buffer {
+	b := &Buffer{Name: name, Kind: KindWeight, Elems: elems, ElemSize: 4, F32: data}
+	p.weights = append(p.weights, b)
+	return b
+}
+
+// Weights lists the program's weight buffers in layout order.
+func (p *TreeProgram) Weights() []*Buffer { return p.weights }
+
+// TreeOptions select how a tree plan runs and what it computes.
+type TreeOptions struct {
+	// Executor: Recursive (the default) or DepthBatched.
+	Executor TreeExecutor
+	// Workers bounds the recursive executor's goroutines; 0 means
+	// GOMAXPROCS. The depth-batched executor runs its steps in order.
+	Workers int
+	// AllNodes computes class probabilities at every node; otherwise only
+	// at the roots.
+	AllNodes bool
+}
+
+// EnsureDefaults fills zero fields.
+func (o *TreeOptions) EnsureDefaults() {
+	if o.Executor == 0 {
+		o.Executor = Recursive
+	}
+	if o.Workers == 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+}
+
+// Validate reports an invalid setting.
+func (o TreeOptions) Validate() error {
+	if o.Executor != Recursive && o.Executor != DepthBatched {
+		return fmt.Errorf("%w %v", ErrUnknownExecutor, o.Executor)
+	}
+	if o.Workers < 1 || o.Workers > 1024 {
+		return fmt.Errorf("schedule: tree workers %d, want 1..1024", o.Workers)
+	}
+	return nil
+}

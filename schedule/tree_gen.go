@@ -1,0 +1,287 @@
+package schedule
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"rnnserve/rnn"
+	"rnnserve/rnn/tree"
+)
+
+// GenerateOptions bound a top-down generation.
+type GenerateOptions struct {
+	// MaxNodes caps the tree's nodes, root included (default 64).
+	MaxNodes int
+	// MaxChildren caps each node's children (default 4).
+	MaxChildren int
+	// MaxDepth caps the levels, the root's included (default 8).
+	MaxDepth int
+	// Workers bounds the goroutines (default GOMAXPROCS).
+	Workers int
+}
+
+// EnsureDefaults fills zero fields.
+func (o *GenerateOptions) EnsureDefaults() {
+	if o.MaxNodes == 0 {
+		o.MaxNodes = 64
+	}
+	if o.MaxChildren == 0 {
+		o.MaxChildren = 4
+	}
+	if o.MaxDepth == 0 {
+		o.MaxDepth = 8
+	}
+	if o.Workers == 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+}
+
+// Validate reports an invalid setting.
+func (o GenerateOptions) Validate() error {
+	if o.MaxNodes < 1 || o.MaxNodes > 1<<16 || o.MaxChildren < 1 || o.MaxChildren > 1<<10 ||
+		o.MaxDepth < 1 || o.MaxDepth > 1<<10 || o.Workers < 1 || o.Workers > 1024 {
+		return inputErr("generate", "max_nodes %d (1..65536), max_children %d (1..1024), max_depth %d (1..1024), workers %d (1..1024)",
+			o.MaxNodes, o.MaxChildren, o.MaxDepth, o.Workers)
+	}
+	return nil
+}
+
+// Generated is a tree generated top-down, nodes in creation order
+// (breadth-first: parents before children, siblings left to right).
+type Generated struct {
+	Parents   []int32   // -1 for the root
+	Words     []int32   // each node's word id
+	H, C      []float32 // [nodes][H]: each node's state
+	Truncated bool      // MaxNodes stopped the generation
+	// Plan holds the steps in the order they ran, over the buffers they
+	// used, for the traffic analysis (dre.Simulate); it is dry-run only
+	// in the sense that running it again recomputes the same values.
+	Plan *Plan
+}
+
+// Generate runs the top-down generator (tree.TopDownLSTM) from root, the
+// root's word id. It is the recursive executor's: the structure is decided
+// while it runs, so there is nothing to depth-batch.
+//
+// The root's state is an LSTM step on its word from zeros. A node's
+// children come from a chain: starting from the node's state, while the
+// grow head's argmax on the chain's h is 1 (and MaxChildren, MaxDepth
+// allow), the next child's word is the classifier's argmax on that h and
+// the child's state an LSTM step on that word from the chain's state. The
+// chains of different nodes are independent and run in parallel on the
+// worker pool, wave by wave (all nodes of one depth); MaxNodes is applied
+// at the end of each wave in creation order, so the result does not depend
+// on the number of workers. Every step runs through the same Step type as
+// fixed plans and is recorded as it runs.
+func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, error) {
+	m := p.Model
+	if !m.Cell.Dynamic() {
+		return nil, fmt.Errorf("schedule: Generate needs a %v model, not %v", tree.TopDownLSTM, m.Cell)
+	}
+	if p.dry {
+		return nil, ErrDryPlan
+	}
+	opt.EnsureDefaults()
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	if root < 0 || int(root) >= m.Vocab {
+		return nil, inputErr("root", "word id %d outside the vocabulary of %d", root, m.Vocab)
+	}
+	E, H, V := m.Embed, m.Hidden, m.Vocab
+	// Every computed state gets its own row: at most MaxNodes nodes each
+	// try MaxChildren children, plus the root.
+	rowsCap := 1 + opt.MaxNodes*opt.MaxChildren
+	decCap := opt.MaxNodes * (opt.MaxChildren + 1)
+	g := &generator{prog: p, plan: &Plan{B: 1}, E: E, H: H, V: V}
+	g.plan.Buffers = append(g.plan.Buffers, p.weights...)
+	g.h = g.buffer("h", KindOutput, rowsCap*H)
+	g.c = g.buffer("c", KindActivation, rowsCap*H)
+	g.y = g.buffer("gates", KindActivation, rowsCap*4*H)
+	g.zero = g.buffer("zero", KindActivation, H)
+	g.grow = g.buffer("grow_logits", KindActivation, decCap*2)
+	g.word = g.buffer("word_logits", KindActivation, decCap*V)
+
+	// The root.
+	g.step(0, -1, root)
+	out := &Generated{Parents: []int32{-1}, Words: []int32{root}}
+	rowOf := []int32{0}
+	depth := []int{1}
+	wave := []int{0}
+	next := int32(1) // next state row
+	dec := int32(0)  // next decision row
+	type kid struct {
+		word, row int32
+	}
+	for len(wave) > 0 {
+		if len(out.Words) >= opt.MaxNodes {
+			out.Truncated = true
+			break
+		}
+		chains := make([][]kid, len(wave))
+		// Reserve rows: each chain may add up to MaxChildren states and
+		// take MaxChildren+1 decisions.
+		base := make([]int32, len(wave))
+		dbase := make([]int32, len(wave))
+		for i := range wave {
+			base[i], dbase[i] = next, dec
+			next += int32(opt.MaxChildren)
+			dec += int32(opt.MaxChildren + 1)
+		}
+		work := make(chan int, len(wave))
+		for i := range wave {
+			work <- i
+		}
+		close(work)
+		var wg sync.WaitGroup
+		for range min(opt.Workers, len(wave)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range work {
+					n := wave[i]
+					prev := rowOf[n]
+					if depth[n]+1 > opt.MaxDepth {
+						continue
+					}
+					for k := 0; k < opt.MaxChildren; k++ {
+						d := dbase[i] + int32(k)
+						if g.decide(prev, d) != 1 {
+							break
+						}
+						w := int32(g.predict(prev, d))
+						row := base[i] + int32(k)
+						g.step(row, prev, w)
+						chains[i] = append(chains[i], kid{w, row})
+						prev = row
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		var nextWave []int
+		for i, n := range wave {
+			for _, k := range chains[i] {
+				if len(out.Words) >= opt.MaxNodes {
+					out.Truncated = true
+					break
+				}
+				out.Parents = append(out.Parents, int32(n))
+				out.Words = append(out.Words, k.word)
+				rowOf = append(rowOf, k.row)
+				depth = append(depth, depth[n]+1)
+				nextWave = append(nextWave, len(out.Words)-1)
+			}
+		}
+		wave = nextWave
+	}
+	out.H = make([]float32, len(rowOf)*H)
+	out.C = make([]float32, len(rowOf)*H)
+	for i, r := range rowOf {
+		copy(out.H[i*H:(i+1)*H], g.h.F32[int(r)*H:int(r+1)*H])
+		copy(out.C[i*H:(i+1)*H], g.c.F32[int(r)*H:int(r+1)*H])
+	}
+	// Trim the buffers to the rows used, so the plan's working set is what
+	// ran.
+	g.trim(g.h, int(next)*H)
+	g.trim(g.c, int(next)*H)
+	g.trim(g.y, int(next)*4*H)
+	g.trim(g.grow, int(dec)*2)
+	g.trim(g.word, int(dec)*V)
+	out.Plan = g.plan
+	return out, nil
+}
+
+// generator records and runs a generation's steps.
+type generator struct {
+	prog    *TreeProgram
+	plan    *Plan
+	mu      sync.Mutex
+	E, H, V int
+
+	h, c, y, zero, grow, word *Buffer
+}
+
+func (g *generator) buffer(name string, kind BufferKind, elems int) *Buffer {
+	b := &Buffer{Name: name, Kind: kind, Elems: elems, ElemSize: 4, F32: make([]float32, elems)}
+	g.plan.Buffers = append(g.plan.Buffers, b)
+	return b
+}
+
+func (g *generator) trim(b *Buffer, elems int) {
+	b.Elems = max(elems, 1)
+	b.F32 = b.F32[:b.Elems]
+}
+
+// run records s and runs it.
+func (g *generator) run(s Step) {
+	g.mu.Lock()
+	g.plan.Steps = append(g.plan.Steps, s)
+	g.plan.T = len(g.plan.Steps)
+	g.mu.Unlock()
+	s.run()
+}
+
+// step computes state row from the state prev (-1: zeros) and word w:
+// y = W_ih x + W_hh h_prev, c = c_prev, then the LSTM update.
+func (g *generator) step(row, prev, w int32) {
+	p, E, H := g.prog, g.E, g.H
+	emb, wih, whh, bias := p.emb, p.w, p.u, p.b
+	y, h, c := g.y, g.h, g.c
+	r, yo := int(row), int(row)*4*H
+	hp, hpOff := g.zero, 0
+	if prev >= 0 {
+		hp, hpOff = h, int(prev)*H
+	}
+	x := int(w) * E
+	g.run(Step{Kernel: KMatMul, Layer: -1, T: r, Reads: []Region{all(wih), mat(emb, x, 1, E, E)}, Writes: []Region{mat(y, yo, 1, 4*H, 4*H)},
+		run: func() { tree.MatMulT(1, 4*H, E, emb.F32[x:], E, wih.F32, E, 0, y.F32[yo:], 4*H) }})
+	g.run(Step{Kernel: KMatMul, Layer: -1, T: r, Reads: []Region{all(whh), mat(hp, hpOff, 1, H, H), mat(y, yo, 1, 4*H, 4*H)}, Writes: []Region{mat(y, yo, 1, 4*H, 4*H)},
+		run: func() { tree.MatMulT(1, 4*H, H, hp.F32[hpOff:], H, whh.F32, H, 1, y.F32[yo:], 4*H) }})
+	if prev >= 0 {
+		po := int(prev) * H
+		g.run(Step{Kernel: KCopy, Layer: -1, T: r, Reads: []Region{mat(c, po, 1, H, H)}, Writes: []Region{mat(c, r*H, 1, H, H)},
+			run: func() { copy(c.F32[r*H:(r+1)*H], c.F32[po:po+H]) }})
+	} else {
+		g.run(Step{Kernel: KCopy, Layer: -1, T: r, Writes: []Region{mat(c, r*H, 1, H, H)},
+			run: func() { clear(c.F32[r*H : (r+1)*H]) }})
+	}
+	g.run(Step{Kernel: KLSTM, Layer: -1, T: r, Reads: []Region{mat(y, yo, 1, 4*H, 4*H), all(bias), mat(c, r*H, 1, H, H)},
+		Writes: []Region{mat(c, r*H, 1, H, H), mat(h, r*H, 1, H, H)},
+		run:    func() { rnn.LSTMPointwise(1, H, y.F32[yo:], 4*H, bias.F32, c.F32[r*H:], h.F32[r*H:], H) }})
+}
+
+// decide runs the grow head on state row s into decision row d and
+// returns its argmax (1: another child).
+func (g *generator) decide(s, d int32) int {
+	p, H := g.prog, g.H
+	h, gl, w, b := g.h, g.grow, p.grow, p.growB
+	so, do := int(s)*H, int(d)*2
+	var out int
+	g.run(Step{Kernel: KMatMul, Layer: -1, T: int(s), Reads: []Region{all(w), mat(h, so, 1, H, H)}, Writes: []Region{mat(gl, do, 1, 2, 2)},
+		run: func() { tree.MatMulT(1, 2, H, h.F32[so:], H, w.F32, H, 0, gl.F32[do:], 2) }})
+	g.run(Step{Kernel: KArgmax, Layer: -1, T: int(s), Reads: []Region{mat(gl, do, 1, 2, 2), all(b)},
+		run: func() {
+			rnn.AddBias(1, 2, gl.F32[do:do+2], 2, b.F32)
+			out = tree.Argmax(gl.F32[do : do+2])
+		}})
+	return out
+}
+
+// predict runs the word classifier on state row s into decision row d and
+// returns its argmax.
+func (g *generator) predict(s, d int32) int {
+	p, H, V := g.prog, g.H, g.V
+	h, wl, w, b := g.h, g.word, p.clsW, p.clsB
+	so, do := int(s)*H, int(d)*V
+	var out int
+	g.run(Step{Kernel: KMatMul, Layer: -1, T: int(s), Reads: []Region{all(w), mat(h, so, 1, H, H)}, Writes: []Region{mat(wl, do, 1, V, V)},
+		run: func() { tree.MatMulT(1, V, H, h.F32[so:], H, w.F32, H, 0, wl.F32[do:], V) }})
+	g.run(Step{Kernel: KArgmax, Layer: -1, T: int(s), Reads: []Region{mat(wl, do, 1, V, V), all(b)},
+		run: func() {
+			rnn.AddBias(1, V, wl.F32[do:do+V], V, b.F32)
+			out = tree.Argmax(wl.F32[do : do+V])
+		}})
+	return out
+}
