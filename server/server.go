@@ -24,6 +24,9 @@ type Server struct {
 	names   []string
 	metrics *metrics
 	log     *slog.Logger
+	// measured probes the models' traffic with hardware counters; nil
+	// when the host has none (see counters.go).
+	measured *measuredTraffic
 
 	mu       sync.Mutex
 	stop     chan struct{}
@@ -43,6 +46,7 @@ func New(entries []Entry, opts Options, log *slog.Logger) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{opts: opts, models: map[string]*model{}, metrics: newMetrics(), log: log}
+	s.measured = newMeasuredTraffic(s.metrics.reg, log)
 	for _, e := range entries {
 		m, err := s.newModel(e)
 		if err != nil {
@@ -136,6 +140,17 @@ func (s *Server) Start() {
 		defer s.wg.Done()
 		s.janitor(s.stop)
 	}()
+	if s.measured != nil {
+		ms := make([]*model, 0, len(s.names))
+		for _, n := range s.names {
+			ms = append(ms, s.models[n])
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.measured.run(s.stop, ms, s.opts.TrafficSteps)
+		}()
+	}
 	s.ready = true
 }
 

@@ -31,6 +31,8 @@ Usage:
   dresim plot [flags] DIR          (re)draw the figures of an output directory
   dresim report DIR                print the numbers of docs/dre-reproduction.md (Markdown)
   dresim validate SWEEP            check a sweep file and count its rows, doing no work
+  dresim measure [flags] [SWEEP]   measure real inferences (hardware counters or valgrind)
+                                   beside the model (dresim measure -h; -detect)
   dresim apps                      list the application catalog
 
 Flags may come before or after the other arguments.
@@ -188,6 +190,10 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		return cmdValidate(rest, stdout, stderr)
 	case "report":
 		return cmdReport(rest, stdout, stderr)
+	case "measure":
+		return cmdMeasure(rest, stdout, stderr)
+	case childCommand:
+		return cmdMeasureChild(rest, stdout, stderr)
 	case "apps":
 		for _, a := range models.Apps() {
 			fmt.Fprintf(stdout, "%-12s %s\n", a.Name, a.Title)

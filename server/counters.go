@@ -1,0 +1,197 @@
+package server
+
+import (
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"rnnserve/dre/counters"
+	"rnnserve/schedule"
+)
+
+// Measured traffic: when the host has hardware counters, a probe runs
+// each model's reference inference (batch 1, Options.TrafficSteps steps,
+// the model's whole-request schedule: the input the modelled
+// rnnserve_model_* figures are for) every measureInterval, measureRuns
+// times after one warm-up, on a goroutine locked to its OS thread, and
+// exports what the counters saw. Requests themselves are not counted: the
+// counters are per thread and the probe owns its thread, so the figures
+// are those of the model's own inference (plus what concurrent requests
+// evict from the shared LLC, which is real traffic too).
+const (
+	measureInterval = time.Minute
+	measureRuns     = 5
+	measureLine     = 64 // bytes per LLC miss
+)
+
+// measuredTraffic is the probe and its metrics.
+type measuredTraffic struct {
+	log  *slog.Logger
+	open func() (counters.Counter, error) // on the calling, locked thread
+	llc  bool                             // an LLC-miss event is available
+	dram bool                             // both memory-controller events are
+
+	llcMisses  *prometheus.CounterVec // model
+	dramBytes  *prometheus.CounterVec // model
+	inferences *prometheus.CounterVec // model
+	perInf     *prometheus.GaugeVec   // model, schedule, source
+}
+
+// newMeasuredTraffic detects the host's counters. Without any it logs why,
+// once, registers nothing (the rnnserve_measured_* metrics are absent) and
+// returns nil.
+func newMeasuredTraffic(reg *prometheus.Registry, log *slog.Logger) *measuredTraffic {
+	return newMeasuredTrafficWith(reg, log,
+		func() (*counters.Detection, error) { return counters.Detect(counters.Options{}) },
+		func() (counters.Counter, error) {
+			c, _, err := counters.Open(counters.Options{})
+			return c, err
+		})
+}
+
+func newMeasuredTrafficWith(reg *prometheus.Registry, log *slog.Logger,
+	detect func() (*counters.Detection, error), open func() (counters.Counter, error)) *measuredTraffic {
+	d, err := detect()
+	if err == nil {
+		err = d.Err()
+	}
+	if err != nil {
+		log.Info("measured memory traffic is off: no hardware counters; the rnnserve_measured_* metrics are absent", "reason", err.Error())
+		return nil
+	}
+	mt := &measuredTraffic{log: log, open: open,
+		llc:  d.Has(counters.LLCLoadMisses) || d.Has(counters.CacheMisses),
+		dram: d.Has(counters.DRAMReadBytes) && d.Has(counters.DRAMWriteBytes)}
+	if !mt.llc && !mt.dram {
+		log.Info("measured memory traffic is off: the counters this host has count no LLC misses or DRAM bytes", "counters", d.Summary())
+		return nil
+	}
+	mt.inferences = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rnnserve_measured_inferences_total", Help: "Reference inferences the measured-traffic probe ran with hardware counters.",
+	}, []string{"model"})
+	mt.perInf = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rnnserve_measured_dram_bytes_per_inference",
+		Help: "Measured DRAM bytes of one reference inference (the input of rnnserve_model_dram_bytes_per_inference): source llc_misses is the probe thread's LLC misses x 64 (reads only), source imc the memory controller's bytes (whole machine, idle baseline subtracted).",
+	}, []string{"model", "schedule", "source"})
+	reg.MustRegister(mt.inferences, mt.perInf)
+	if mt.llc {
+		mt.llcMisses = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rnnserve_measured_llc_misses_total", Help: "LLC misses of the measured-traffic probe's reference inferences, per model.",
+		}, []string{"model"})
+		reg.MustRegister(mt.llcMisses)
+	}
+	if mt.dram {
+		mt.dramBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rnnserve_measured_dram_bytes_total", Help: "Memory-controller bytes (read + written, whole machine, idle baseline subtracted) during the probe's reference inferences, per model.",
+		}, []string{"model"})
+		reg.MustRegister(mt.dramBytes)
+	}
+	log.Info("measured memory traffic is on", "counters", d.Summary(), "interval", measureInterval)
+	return mt
+}
+
+// run probes every model now and then every measureInterval, until stop
+// is closed.
+func (mt *measuredTraffic) run(stop <-chan struct{}, models []*model, steps int) {
+	t := time.NewTicker(measureInterval)
+	defer t.Stop()
+	failed := map[string]bool{}
+	for {
+		for _, m := range models {
+			if m.tree != nil {
+				continue
+			}
+			if err := mt.probe(stop, m, steps); err != nil && !failed[m.name] {
+				failed[m.name] = true // logged once per model
+				mt.log.Warn("measured memory traffic: probe failed", "model", m.name, "err", err)
+			}
+		}
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// probe measures one model's reference inference, holding one of its
+// worker slots so that it never adds to the model's concurrency.
+func (mt *measuredTraffic) probe(stop <-chan struct{}, m *model, steps int) error {
+	select {
+	case <-stop:
+		return nil
+	default:
+	}
+	select {
+	case m.workers <- struct{}{}:
+	case <-stop:
+		return nil
+	}
+	defer func() { <-m.workers }()
+	p, err := m.prog.Plan(referenceInput(m, steps), schedule.PlanOptions{Head: true})
+	if err != nil {
+		return err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c, err := mt.open()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := p.Run(); err != nil { // warm-up: the steady state is measured
+		return err
+	}
+	var runErr error
+	meas, err := counters.Run(c, measureRuns, func() {
+		if _, err := p.Run(); err != nil {
+			runErr = err
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if runErr != nil {
+		return runErr
+	}
+	return mt.record(m.name, m.prog.Schedule.String(), meas)
+}
+
+// record exports one measurement.
+func (mt *measuredTraffic) record(name, sched string, meas *counters.Measurement) error {
+	runs := float64(meas.Runs)
+	mt.inferences.WithLabelValues(name).Add(runs)
+	if mt.llc {
+		if v, ok := meas.Counts.LLCMisses(); ok {
+			mt.llcMisses.WithLabelValues(name).Add(v)
+			mt.perInf.WithLabelValues(name, sched, "llc_misses").Set(v / runs * measureLine)
+		}
+	}
+	if mt.dram {
+		if v, ok := meas.Counts.DRAMBytes(); ok {
+			mt.dramBytes.WithLabelValues(name).Add(v)
+			mt.perInf.WithLabelValues(name, sched, "imc").Set(v / runs)
+		}
+	}
+	return nil
+}
+
+// referenceInput is batch 1 of steps steps: token ids drawn as
+// dre.DryPlan draws them for the modelled figures (seed 1), or zero
+// features.
+func referenceInput(m *model, steps int) schedule.Input {
+	in := schedule.Input{T: steps, B: 1}
+	if m.net.Vocab > 0 {
+		rng := rand.New(rand.NewPCG(1, 0x5eed))
+		in.Tokens = make([]int64, steps)
+		for i := range in.Tokens {
+			in.Tokens[i] = rng.Int64N(int64(m.net.Vocab))
+		}
+	} else {
+		in.Features = make([]float32, steps*m.net.Input)
+	}
+	return in
+}
