@@ -33,6 +33,7 @@ Usage:
   dresim validate SWEEP            check a sweep file and count its rows, doing no work
   dresim measure [flags] [SWEEP]   measure real inferences (hardware counters or valgrind)
                                    beside the model (dresim measure -h; -detect)
+  dresim trees [flags]             tree models: DRE per tree shape, batch and executor
   dresim apps                      list the application catalog
 
 Flags may come before or after the other arguments.
@@ -192,6 +193,8 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		return cmdReport(rest, stdout, stderr)
 	case "measure":
 		return cmdMeasure(rest, stdout, stderr)
+	case "trees":
+		return cmdTrees(rest, stdout, stderr)
 	case childCommand:
 		return cmdMeasureChild(rest, stdout, stderr)
 	case "apps":
