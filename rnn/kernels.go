@@ -3,33 +3,24 @@ package rnn
 import (
 	"math"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
+	"rnnserve/internal/f32"
 )
 
 // MatMulT computes C = A·Wᵀ + beta·C for A [m][k] (leading dimension lda),
 // W [n][k] (ldw) and C [m][n] (ldc). It is the one product the schedules
 // need: a batch of rows times a weight matrix stored as PyTorch stores it.
-// With m == 1 it is a matrix-vector product (Sgemv), else Sgemm.
+// With m == 1 it is a matrix-vector product. It runs on the kernels of
+// internal/f32 (AVX2+FMA assembly where the CPU has it).
 func MatMulT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
-	impl := blas32.Implementation()
-	if m == 1 {
-		impl.Sgemv(blas.NoTrans, n, k, 1, w, ldw, a, 1, beta, c[:n], 1)
-		return
-	}
-	impl.Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, a, lda, w, ldw, beta, c, ldc)
+	f32.GemmNT(m, n, k, a, lda, w, ldw, beta, c, ldc)
 }
 
 // MatMul computes C = A·W + beta·C for A [m][k] (lda), W [k][n] (ldw) and
 // C [m][n] (ldc): the product for weights stored input-major, as Schedule
-// A's concatenated G is. With m == 1 it is Sgemv on Wᵀ, else Sgemm.
+// A's concatenated G is. Only the first n values of each row of C are
+// written.
 func MatMul(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
-	impl := blas32.Implementation()
-	if m == 1 {
-		impl.Sgemv(blas.Trans, k, n, 1, w, ldw, a, 1, beta, c[:n], 1)
-		return
-	}
-	impl.Sgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, a, lda, w, ldw, beta, c, ldc)
+	f32.GemmNN(m, n, k, a, lda, w, ldw, beta, c, ldc)
 }
 
 // Sigmoid is 1/(1+e^-x) in float32.
@@ -47,21 +38,8 @@ func Tanh(x float32) float32 {
 // bias [4H] is b_ih + b_hh; c [B][H] is updated in place; h [B][H]
 // (leading dimension ldh) receives o⊙tanh(c).
 func LSTMPointwise(B, H int, y []float32, ldy int, bias, c, h []float32, ldh int) {
-	bi, bf, bg, bo := bias[:H], bias[H:2*H], bias[2*H:3*H], bias[3*H:4*H]
 	for b := 0; b < B; b++ {
-		yr := y[b*ldy : b*ldy+4*H]
-		yi, yf, yg, yo := yr[:H], yr[H:2*H], yr[2*H:3*H], yr[3*H:4*H]
-		cr := c[b*H : b*H+H]
-		hr := h[b*ldh : b*ldh+H]
-		for j := range cr {
-			i := Sigmoid(yi[j] + bi[j])
-			f := Sigmoid(yf[j] + bf[j])
-			g := Tanh(yg[j] + bg[j])
-			o := Sigmoid(yo[j] + bo[j])
-			cn := f*cr[j] + i*g
-			cr[j] = cn
-			hr[j] = o * Tanh(cn)
-		}
+		f32.LSTMGates(H, H, y[b*ldy:b*ldy+4*H], bias, c[b*H:b*H+H], h[b*ldh:b*ldh+H])
 	}
 }
 
@@ -70,15 +48,8 @@ func LSTMPointwise(B, H int, y []float32, ldy int, bias, c, h []float32, ldh int
 // h [B][H] (ldh) holds h_{t-1} and is overwritten with h_t.
 func GRUPointwise(B, H int, x []float32, ldx int, hp []float32, ldp int, bih, bhh, h []float32, ldh int) {
 	for b := 0; b < B; b++ {
-		xr := x[b*ldx : b*ldx+3*H]
-		pr := hp[b*ldp : b*ldp+3*H]
 		hr := h[b*ldh : b*ldh+H]
-		for j := range hr {
-			r := Sigmoid(xr[j] + bih[j] + pr[j] + bhh[j])
-			z := Sigmoid(xr[H+j] + bih[H+j] + pr[H+j] + bhh[H+j])
-			n := Tanh(xr[2*H+j] + bih[2*H+j] + r*(pr[2*H+j]+bhh[2*H+j]))
-			hr[j] = (1-z)*n + z*hr[j]
-		}
+		f32.GRUGates(H, H, x[b*ldx:b*ldx+3*H], hp[b*ldp:b*ldp+3*H], bih, bhh, hr, hr)
 	}
 }
 

@@ -10,6 +10,9 @@ func (p *Program) Plan(in Input, opt PlanOptions) (*Plan, error) {
 	if err := p.check(&in); err != nil {
 		return nil, err
 	}
+	if p.part != nil {
+		return p.part.plan(p, &in, opt), nil
+	}
 	b := &builder{prog: p, net: p.Net, B: in.B, T: in.T}
 	b.plan = &Plan{Schedule: p.Schedule, B: in.B, T: in.T, dry: p.dry}
 	b.plan.Buffers = append(b.plan.Buffers, p.weights...)

@@ -20,20 +20,26 @@ const (
 	// step, layer 0's input projections on arrival). It is not a Program
 	// schedule: only TraceStepper's plans carry it.
 	Cellular
+	// Partitioned is A+ with every layer's hidden units split across the
+	// cores, each core keeping its rows of W_hh in its private cache
+	// (DeepCPU; see NewPartitioned).
+	Partitioned
 )
 
-// ErrUnknownSchedule is returned for a schedule name other than "A" or "A+".
+// ErrUnknownSchedule is returned for a schedule name other than "A", "A+" or "P".
 var ErrUnknownSchedule = errors.New("schedule: unknown schedule")
 
-// Parse returns the schedule named s: "A" or "A+".
+// Parse returns the schedule named s: "A", "A+" or "P" (Partitioned).
 func Parse(s string) (Schedule, error) {
 	switch s {
 	case "A", "a":
 		return A, nil
 	case "A+", "a+":
 		return APlus, nil
+	case "P", "p":
+		return Partitioned, nil
 	}
-	return 0, fmt.Errorf("%w %q (want A or A+)", ErrUnknownSchedule, s)
+	return 0, fmt.Errorf("%w %q (want A, A+ or P)", ErrUnknownSchedule, s)
 }
 
 func (s Schedule) String() string {
@@ -44,6 +50,8 @@ func (s Schedule) String() string {
 		return "A+"
 	case Cellular:
 		return "cellular"
+	case Partitioned:
+		return "P"
 	}
 	return fmt.Sprintf("Schedule(%d)", uint8(s))
 }
@@ -63,6 +71,7 @@ type Program struct {
 	headB   *Buffer
 	maxIn   int // widest layer input
 	dry     bool
+	part    *partProgram // Partitioned only
 }
 
 type layerWeights struct {
@@ -78,7 +87,13 @@ type layerWeights struct {
 // concatenated G matrices (a copy of the recurrent weights); A+ uses the
 // network's own slices. A dry network gives a dry Program, whose plans can
 // be walked but not run.
+//
+// Partitioned uses NewPartitioned's defaults: runtime.GOMAXPROCS(0)
+// workers on DefaultPool, float32 weights.
 func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
+	if s == Partitioned {
+		return NewPartitioned(net, PartitionOptions{})
+	}
 	if s != A && s != APlus {
 		return nil, fmt.Errorf("%w %v", ErrUnknownSchedule, s)
 	}

@@ -8,13 +8,21 @@ Runs, one after the other and with the same number of threads,
 
 over the shapes chosen by --cells, --hidden, --layers and --lengths (the DRE
 paper's Table I by default) and prints, per shape, the Go time per step
-under schedules A and A+, PyTorch's time per step, the ratios
-PyTorch/A and PyTorch/A+ (above 1 the Go code is faster) and the bytes of
-weights each schedule touches per step.
+under schedules A, A+ and P (partitioned over N cores; float32 and bf16
+weights), PyTorch's time per step, the ratios PyTorch/schedule (above 1
+the Go code is faster), the fastest float32 schedule and its ratio, and
+the bytes of weights each schedule touches per step. A summary follows:
+the median and smallest ratio of the best float32 schedule (and of the
+best with bf16 allowed), and the shapes below 2x.
+
+With --rounds R the two benchmarks alternate R times (Go, PyTorch, Go,
+PyTorch, ...) and each figure is the median of its R results, so that a
+noisy neighbour on a shared machine hits both sides alike.
 
 The Go sub-benchmarks are named
 BenchmarkTableI/cell=lstm/hidden=64/layers=1/T=10/sched=A (or sched=A+) and
-report the custom metrics ns/step and B/step.
+BenchmarkTableIP/cell=lstm/hidden=64/layers=1/T=10/sched=P (or sched=Pbf16)
+and report the custom metrics ns/step and B/step.
 
 If PyTorch cannot be run, the Go columns are printed with a note saying so.
 --go-output and --torch-output read captured outputs instead of running the
@@ -39,28 +47,40 @@ REPO = SCRIPTS.parent
 sys.path.insert(0, str(SCRIPTS))
 import bench_torch  # noqa: E402  (flag parsing and defaults only; it imports torch lazily)
 
-SCHEDULES = ("A", "A+")
+SCHEDULES = ("A", "A+", "P", "Pbf16")
+F32_SCHEDULES = ("A", "A+", "P")
 
 # One result line of `go test -bench`, e.g.
 # BenchmarkTableI/cell=gru/hidden=64/layers=2/T=10/sched=A+-4   1000   123456 ns/op   12345 ns/step   98304 B/step
 # The -4 is GOMAXPROCS, appended only when it is not 1.
 GO_RESULT = re.compile(
-    r"^BenchmarkTableI/cell=(?P<cell>[a-z]+)/hidden=(?P<hidden>\d+)/layers=(?P<layers>\d+)"
-    r"/T=(?P<T>\d+)/sched=(?P<sched>A\+?)(?:-(?P<procs>\d+))?\s+(?P<iters>\d+)\s+(?P<metrics>.+)$"
+    r"^BenchmarkTableIP?/cell=(?P<cell>[a-z]+)/hidden=(?P<hidden>\d+)/layers=(?P<layers>\d+)"
+    r"/T=(?P<T>\d+)/sched=(?P<sched>A\+?|Pbf16|P)(?:-(?P<procs>\d+))?\s+(?P<iters>\d+)\s+(?P<metrics>.+)$"
 )
 
 
-def go_bench_regex(cells, hidden, layers, lengths):
-    """The -bench pattern that selects exactly the requested shapes, both schedules."""
+def go_bench_regex(cells, hidden, layers, lengths, schedules=SCHEDULES):
+    """The -bench pattern that selects exactly the requested shapes and schedules.
+
+    A and A+ are sub-benchmarks of BenchmarkTableI, P and Pbf16 of
+    BenchmarkTableIP; a top-level pattern that names only one of them keeps
+    go test from running the other's shapes at all.
+    """
     def alt(values):
         return "(" + "|".join(re.escape(str(v)) for v in values) + ")"
+    tops = []
+    if any(s in ("A", "A+") for s in schedules):
+        tops.append("BenchmarkTableI")
+    if any(s in ("P", "Pbf16") for s in schedules):
+        tops.append("BenchmarkTableIP")
+    top = "^" + tops[0] + "$" if len(tops) == 1 else "^(" + "|".join(tops) + ")$"
     return "/".join([
-        "^BenchmarkTableI$",
+        top,
         f"^cell={alt(cells)}$",
         f"^hidden={alt(hidden)}$",
         f"^layers={alt(layers)}$",
         f"^T={alt(lengths)}$",
-        f"^sched={alt(SCHEDULES)}$",
+        f"^sched={alt(schedules)}$",
     ])
 
 
@@ -99,15 +119,18 @@ def parse_go_output(text):
 
 
 def parse_torch_output(text):
-    """Parse bench_torch.py JSON lines into {(cell, hidden, layers, T): ns_per_step}."""
-    results = {}
+    """Parse bench_torch.py JSON lines into {(cell, hidden, layers, T): ns_per_step}.
+
+    A shape timed more than once (several rounds) gets the median.
+    """
+    samples = {}
     for line in text.splitlines():
         line = line.strip()
         if not line.startswith("{"):
             continue
         rec = json.loads(line)
-        results[(rec["cell"], rec["hidden"], rec["layers"], rec["T"])] = rec["ns_per_step"]
-    return results
+        samples.setdefault((rec["cell"], rec["hidden"], rec["layers"], rec["T"]), []).append(rec["ns_per_step"])
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def go_duration_seconds(text):
@@ -121,7 +144,7 @@ def go_duration_seconds(text):
 
 def run_go(args):
     cmd = ["go", "test", "./schedule/", "-run", "^$",
-           "-bench", go_bench_regex(args.cells, args.hidden, args.layers, args.lengths),
+           "-bench", go_bench_regex(args.cells, args.hidden, args.layers, args.lengths, args.schedules),
            "-benchtime", args.benchtime, "-cpu", str(args.threads), "-count", str(args.count)]
     env = dict(os.environ, GOMAXPROCS=str(args.threads))
     print("bench_compare: GOMAXPROCS=%d %s" % (args.threads, " ".join(_quote(c) for c in cmd)), file=sys.stderr)
@@ -173,26 +196,65 @@ def _ratio(torch_ns, go_ns):
     return f"{torch_ns / go_ns:.2f}"
 
 
+def best(go, shape, schedules):
+    """(name, ns/step) of the fastest of schedules on shape, or (None, None)."""
+    times = [(go[shape + (s,)]["ns/step"], s) for s in schedules
+             if "ns/step" in go.get(shape + (s,), {})]
+    if not times:
+        return None, None
+    ns, name = min(times)
+    return name, ns
+
+
 def render_table(shapes, go, torch, notes):
     """The Markdown table for shapes [(cell, hidden, layers, T)], then notes."""
-    header = ["cell", "hidden", "layers", "T", "A ns/step", "A+ ns/step", "PyTorch ns/step",
-              "PyTorch/A", "PyTorch/A+", "A B/step", "A+ B/step"]
+    label = {"Pbf16": "P bf16"}
+    header = (["cell", "hidden", "layers", "T"]
+              + [f"{label.get(s, s)} ns/step" for s in SCHEDULES] + ["PyTorch ns/step"]
+              + [f"PyTorch/{label.get(s, s)}" for s in SCHEDULES]
+              + ["best f32", "PyTorch/best f32"]
+              + [f"{label.get(s, s)} B/step" for s in SCHEDULES])
     out = ["| " + " | ".join(header) + " |",
            "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for shape in shapes:
-        a = go.get(shape + ("A",), {})
-        ap = go.get(shape + ("A+",), {})
+        res = [go.get(shape + (s,), {}) for s in SCHEDULES]
         t = torch.get(shape) if torch is not None else None
+        name, ns = best(go, shape, F32_SCHEDULES)
         cell, hidden, layers, steps = shape
-        row = [cell, str(hidden), str(layers), str(steps),
-               _num(a.get("ns/step")), _num(ap.get("ns/step")), _num(t),
-               _ratio(t, a.get("ns/step")), _ratio(t, ap.get("ns/step")),
-               _num(a.get("B/step")), _num(ap.get("B/step"))]
+        row = ([cell, str(hidden), str(layers), str(steps)]
+               + [_num(r.get("ns/step")) for r in res] + [_num(t)]
+               + [_ratio(t, r.get("ns/step")) for r in res]
+               + [name or "n/a", _ratio(t, ns)]
+               + [_num(r.get("B/step")) for r in res])
         out.append("| " + " | ".join(row) + " |")
     if notes:
         out.append("")
         out.extend(notes)
     return "\n".join(out) + "\n"
+
+
+def summary(shapes, go, torch, target=2.0):
+    """Notes on PyTorch/best over shapes with both results: median, minimum, misses."""
+    notes = []
+    for label, schedules in (("best float32 schedule", F32_SCHEDULES), ("best schedule, bf16 allowed", SCHEDULES)):
+        ratios = []
+        for shape in shapes:
+            t = torch.get(shape)
+            name, ns = best(go, shape, schedules)
+            if t is not None and ns:
+                ratios.append((t / ns, shape, name))
+        if not ratios:
+            continue
+        ratios.sort()
+        med = statistics.median(r for r, _, _ in ratios)
+        low, shape, name = ratios[0]
+        misses = [r for r in ratios if r[0] < target]
+        notes.append(f"PyTorch/{label}: median {med:.2f}, smallest {low:.2f} "
+                     f"({'/'.join(map(str, shape))}, {name}); {len(misses)} of {len(ratios)} shape(s) below {target:g}x"
+                     + ("" if not misses else ": " + ", ".join(
+                         f"{'/'.join(map(str, s))} {r:.2f}" for r, s, _ in misses[:20])
+                        + (" ..." if len(misses) > 20 else "")) + ".")
+    return notes
 
 
 def parse_args(argv=None):
@@ -205,42 +267,65 @@ def parse_args(argv=None):
     ap.add_argument("--benchtime", default="200ms",
                     help="go test -benchtime; also PyTorch's least time per repeat (default: %(default)s)")
     ap.add_argument("--count", type=int, default=1, help="go test -count; the median is used (default: 1)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternate the Go and PyTorch runs this many times; medians of all rounds (default: 1)")
+    ap.add_argument("--schedules", type=schedule_list, default=list(SCHEDULES),
+                    help="Go schedules to run, among " + ",".join(SCHEDULES) + " (default: all)")
     ap.add_argument("--python", help="interpreter with torch (default: /usr/bin/python3)")
     ap.add_argument("--go-output", type=Path, metavar="FILE", help="parse this go test output instead of running go")
     ap.add_argument("--torch-output", type=Path, metavar="FILE",
                     help="parse these bench_torch.py JSON lines instead of running PyTorch")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch; print the Go columns only")
     args = ap.parse_args(argv)
-    if args.threads < 1 or args.count < 1:
-        ap.error("--threads and --count must be >= 1")
+    if args.threads < 1 or args.count < 1 or args.rounds < 1:
+        ap.error("--threads, --count and --rounds must be >= 1")
     return args
+
+
+def schedule_list(text):
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in values if v not in SCHEDULES]
+    if not values or bad:
+        raise argparse.ArgumentTypeError(f"schedules must be among {','.join(SCHEDULES)}: {text!r}")
+    return values
 
 
 def main(argv=None, out=sys.stdout):
     args = parse_args(argv)
     shapes = [(c, h, l, t) for c in args.cells for h in args.hidden for l in args.layers for t in args.lengths]
 
-    go_text = args.go_output.read_text() if args.go_output else run_go(args)
-    go, info = parse_go_output(go_text)
+    # Alternate Go and PyTorch, round by round; medians over all rounds.
+    go_texts, torch_texts, reason = [], [], None
+    rounds = 1 if args.go_output else args.rounds
+    for r in range(rounds):
+        if rounds > 1:
+            print(f"bench_compare: round {r + 1} of {rounds}", file=sys.stderr)
+        go_texts.append(args.go_output.read_text() if args.go_output else run_go(args))
+        if args.torch_output:
+            torch_texts.append(args.torch_output.read_text())
+        elif args.no_torch:
+            reason = "skipped with --no-torch"
+        elif reason is None:
+            text, reason = run_torch(args)
+            if text is not None:
+                torch_texts.append(text)
+    go, info = parse_go_output("".join(go_texts))
     if not go:
         raise SystemExit("bench_compare: no BenchmarkTableI results in the go test output")
 
     notes = []
-    if args.torch_output:
-        torch, reason = parse_torch_output(args.torch_output.read_text()), None
-    elif args.no_torch:
-        torch, reason = None, "skipped with --no-torch"
-    else:
-        text, reason = run_torch(args)
-        torch = parse_torch_output(text) if text is not None else None
+    torch = parse_torch_output("".join(torch_texts)) if torch_texts else None
     if torch is None:
         notes.append(f"PyTorch was unavailable: {reason}; its columns are n/a.")
+    else:
+        notes.extend(summary(shapes, go, torch))
 
     missing = [s for s in shapes if not any(s + (k,) in go for k in SCHEDULES)]
     if missing:
         notes.append(f"{len(missing)} requested shape(s) had no Go result.")
     machine = ", ".join(f"{k} {info[k]}" for k in ("goos", "goarch", "cpu") if k in info)
     notes.append(f"Threads: {args.threads}; Go -benchtime {args.benchtime}"
+                 + (f"; {rounds} alternating rounds, medians" if rounds > 1 else "")
                  + (f"; {machine}" if machine else "") + ".")
     out.write(render_table(shapes, go, torch, notes))
     return 0

@@ -27,6 +27,8 @@ BenchmarkTableI/cell=lstm/hidden=64/layers=1/T=10/sched=A+-2        	   20000	  
 BenchmarkTableI/cell=lstm/hidden=64/layers=1/T=10/sched=A+-2        	   20000	     80000 ns/op	      8000 ns/step	      6656 B/step	       0 B/op	       0 allocs/op
 BenchmarkTableI/cell=lstm/hidden=64/layers=1/T=10/sched=A+-2        	   20000	     70000 ns/op	      7000 ns/step	      6656 B/step	       0 B/op	       0 allocs/op
 BenchmarkTableI/cell=gru/hidden=512/layers=8/T=100/sched=A-2        	       3	 412345678 ns/op	   4123456.78 ns/step	 25165824 B/step
+BenchmarkTableIP/cell=lstm/hidden=64/layers=1/T=10/sched=P-2        	   20000	     40000 ns/op	      4000 ns/step	      5000 B/step	       0 B/op	       0 allocs/op
+BenchmarkTableIP/cell=lstm/hidden=64/layers=1/T=10/sched=Pbf16-2    	   20000	     30000 ns/op	      3000 ns/step	      2500 B/step	       0 B/op	       0 allocs/op
 --- BENCH: BenchmarkTableI/cell=gru/hidden=512/layers=8/T=100/sched=A-2
     bench_test.go:42: some log line
 BenchmarkOther/hidden=64-2	1000	1000 ns/op
@@ -47,22 +49,33 @@ TORCH_OUTPUT = """\
 
 
 def test_go_regex_selects_requested_shapes():
-    pattern = bench_compare.go_bench_regex(["lstm", "gru"], [64, 512], [1, 2], [1, 100])
+    pattern = bench_compare.go_bench_regex(["lstm", "gru"], [64, 512], [1, 2], [1, 100], ["A", "A+"])
     assert pattern == ("^BenchmarkTableI$/^cell=(lstm|gru)$/^hidden=(64|512)$/^layers=(1|2)$"
                        "/^T=(1|100)$/^sched=(A|A\\+)$"), pattern
     # go test matches each slash-separated part against one level of the name.
     levels = pattern.split("/")
     name = "BenchmarkTableI/cell=lstm/hidden=512/layers=2/T=100/sched=A+".split("/")
     assert all(re.search(p, n) for p, n in zip(levels, name))
-    for level, wrong in ((2, "hidden=640"), (3, "layers=12"), (4, "T=10"), (5, "sched=AB")):
+    for level, wrong in ((0, "BenchmarkTableIP"), (2, "hidden=640"), (3, "layers=12"), (4, "T=10"), (5, "sched=AB")):
         assert not re.search(levels[level], wrong), wrong
+    # All schedules: both benchmarks, and sched=P does not match sched=Pbf16 by prefix.
+    levels = bench_compare.go_bench_regex(["lstm"], [64], [1], [1]).split("/")
+    assert levels[0] == "^(BenchmarkTableI|BenchmarkTableIP)$", levels[0]
+    for top in ("BenchmarkTableI", "BenchmarkTableIP"):
+        assert re.search(levels[0], top)
+    for ok in ("sched=A", "sched=A+", "sched=P", "sched=Pbf16"):
+        assert re.search(levels[5], ok), ok
+    only_p = bench_compare.go_bench_regex(["lstm"], [64], [1], [1], ["P"]).split("/")
+    assert only_p[0] == "^BenchmarkTableIP$" and not re.search(only_p[5], "sched=Pbf16")
 
 
 def test_parse_go_with_procs_suffix_and_count():
     results, info = bench_compare.parse_go_output(GO_OUTPUT_2)
     assert info == {"goos": "linux", "goarch": "amd64", "cpu": "Intel(R) Xeon(R) Processor @ 2.90GHz"}
     assert set(results) == {
-        ("lstm", 64, 1, 10, "A"), ("lstm", 64, 1, 10, "A+"), ("gru", 512, 8, 100, "A")}
+        ("lstm", 64, 1, 10, "A"), ("lstm", 64, 1, 10, "A+"), ("gru", 512, 8, 100, "A"),
+        ("lstm", 64, 1, 10, "P"), ("lstm", 64, 1, 10, "Pbf16")}
+    assert results[("lstm", 64, 1, 10, "Pbf16")]["B/step"] == 2500
     a = results[("lstm", 64, 1, 10, "A")]
     assert a["ns/step"] == 12000 and a["B/step"] == 66560 and a["ns/op"] == 120000
     assert a["allocs/op"] == 0
@@ -81,6 +94,9 @@ def test_parse_go_without_procs_suffix():
 def test_parse_torch():
     torch = bench_compare.parse_torch_output("bench_torch: a log line\n" + TORCH_OUTPUT)
     assert torch == {("lstm", 64, 1, 10): 24000.0, ("gru", 512, 8, 100): 2061728.39}
+    # Three rounds of one shape: the median.
+    rounds = "".join(TORCH_OUTPUT.splitlines(keepends=True)[0].replace("24000.0", v) for v in ("9.0", "30000.0", "20000.0"))
+    assert bench_compare.parse_torch_output(rounds) == {("lstm", 64, 1, 10): 20000.0}
 
 
 def test_go_duration():
@@ -96,23 +112,38 @@ def test_table_rows_and_ratios():
     shapes = [("lstm", 64, 1, 10), ("gru", 512, 8, 100), ("gru", 64, 1, 1)]
     table = bench_compare.render_table(shapes, go, torch, ["a note"])
     lines = table.splitlines()
-    assert lines[0] == ("| cell | hidden | layers | T | A ns/step | A+ ns/step | PyTorch ns/step | "
-                        "PyTorch/A | PyTorch/A+ | A B/step | A+ B/step |")
-    assert lines[1] == "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    # PyTorch 24000 vs A 12000 and A+ 7000 (median): 2.00 and 3.43.
-    assert lines[2] == "| lstm | 64 | 1 | 10 | 12,000 | 7,000 | 24,000 | 2.00 | 3.43 | 66,560 | 6,656 |", lines[2]
-    # No A+ result for this shape; PyTorch slower than A by half.
-    assert lines[3] == ("| gru | 512 | 8 | 100 | 4,123,457 | n/a | 2,061,728 | 0.50 | n/a | "
-                        "25,165,824 | n/a |"), lines[3]
-    assert lines[4] == "| gru | 64 | 1 | 1 | n/a | n/a | n/a | n/a | n/a | n/a | n/a |", lines[4]
+    assert lines[0] == ("| cell | hidden | layers | T | A ns/step | A+ ns/step | P ns/step | P bf16 ns/step | "
+                        "PyTorch ns/step | PyTorch/A | PyTorch/A+ | PyTorch/P | PyTorch/P bf16 | best f32 | "
+                        "PyTorch/best f32 | A B/step | A+ B/step | P B/step | P bf16 B/step |"), lines[0]
+    assert lines[1] == "|---|" + "---:|" * 18, lines[1]
+    # PyTorch 24000 vs A 12000, A+ 7000 (median), P 4000, P bf16 3000:
+    # 2.00, 3.43, 6.00 and 8.00; the best float32 schedule is P.
+    assert lines[2] == ("| lstm | 64 | 1 | 10 | 12,000 | 7,000 | 4,000 | 3,000 | 24,000 | 2.00 | 3.43 | 6.00 | "
+                        "8.00 | P | 6.00 | 66,560 | 6,656 | 5,000 | 2,500 |"), lines[2]
+    # Only A for this shape; PyTorch slower than A by half.
+    assert lines[3] == ("| gru | 512 | 8 | 100 | 4,123,457 | n/a | n/a | n/a | 2,061,728 | 0.50 | n/a | n/a | "
+                        "n/a | A | 0.50 | 25,165,824 | n/a | n/a | n/a |"), lines[3]
+    assert lines[4] == "| gru | 64 | 1 | 1 |" + " n/a |" * 15, lines[4]
     assert lines[5:] == ["", "a note"]
+
+
+def test_summary():
+    go, _ = bench_compare.parse_go_output(GO_OUTPUT_2)
+    torch = bench_compare.parse_torch_output(TORCH_OUTPUT)
+    notes = bench_compare.summary([("lstm", 64, 1, 10), ("gru", 512, 8, 100), ("gru", 64, 1, 1)], go, torch)
+    assert notes == [
+        "PyTorch/best float32 schedule: median 3.25, smallest 0.50 (gru/512/8/100, A); "
+        "1 of 2 shape(s) below 2x: gru/512/8/100 0.50.",
+        "PyTorch/best schedule, bf16 allowed: median 4.25, smallest 0.50 (gru/512/8/100, A); "
+        "1 of 2 shape(s) below 2x: gru/512/8/100 0.50.",
+    ], notes
 
 
 def test_table_without_torch():
     go, _ = bench_compare.parse_go_output(GO_OUTPUT_1)
     table = bench_compare.render_table([("gru", 128, 3, 1)], go, None, [])
-    assert table.splitlines()[2] == ("| gru | 128 | 3 | 1 | 250,000 | 200,000 | n/a | n/a | n/a | "
-                                     "589,824 | 589,824 |")
+    assert table.splitlines()[2] == ("| gru | 128 | 3 | 1 | 250,000 | 200,000 | n/a | n/a | n/a | n/a | n/a | "
+                                     "n/a | n/a | A+ | n/a | 589,824 | 589,824 | n/a | n/a |"), table
 
 
 def _main_output(argv):
@@ -129,8 +160,9 @@ def test_main_with_captured_outputs():
         text = _main_output(["--cells", "lstm", "--hidden", "64", "--layers", "1", "--lengths", "10",
                              "--threads", "2", "--go-output", str(go_file), "--torch-output", str(torch_file)])
         lines = text.splitlines()
-        assert lines[2].startswith("| lstm | 64 | 1 | 10 | 12,000 | 7,000 | 24,000 |"), text
+        assert lines[2].startswith("| lstm | 64 | 1 | 10 | 12,000 | 7,000 | 4,000 | 3,000 | 24,000 |"), text
         assert "unavailable" not in text
+        assert "PyTorch/best float32 schedule: median 6.00, smallest 6.00 (lstm/64/1/10, P); 0 of 1" in text, text
         assert lines[-1].startswith("Threads: 2; Go -benchtime 200ms; goos linux"), text
 
         go_file.write_text(GO_OUTPUT_1)

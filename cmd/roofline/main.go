@@ -1,0 +1,487 @@
+// Command roofline measures this machine's read bandwidth from each level
+// of the memory hierarchy, on one core and on all of them, and then how
+// close the partitioned schedule comes to it: for every Table I shape
+// (batch 1, input size = hidden size) the weight bytes it streams per
+// second, beside the bandwidth of the level its weights live in.
+//
+//	go run ./cmd/roofline                       # everything, Markdown to stdout
+//	go run ./cmd/roofline -hidden 512,1024 -layers 1 -lengths 100 -precision f32,bf16
+//
+// # Bandwidth
+//
+// One worker per core (schedule.Pool, pinned) sums its own buffer with the
+// assembly of internal/f32, which does nothing but load and add, over and
+// over for -time; the rate is bytes summed per second, all workers
+// together. Buffer sizes per worker: 16 KiB (L1), 512 KiB (L2), 8 MiB
+// (L3; 8 MiB per worker, so all workers together stay inside the shared
+// L3), 512 MiB (DRAM), and with -sweep a sweep from 16 KiB to 64 MiB that
+// shows where each level ends on this host. A measurement is repeated
+// -reps times and the best and median rates are reported: on a shared
+// machine the best is the hardware and the median what other tenants left.
+//
+// # Split matrix
+//
+// The private-cache effect on its own: an LSTM's recurrent matrix W_hh
+// (4H×H) split by rows across the workers, each worker multiplying its
+// own rows (allocated on its thread) by x over and over for -time, with
+// no barrier between them, so the rate is what the caches deliver and not
+// how well the OS co-schedules the workers. At H = 256 the matrix is 1
+// MiB: one core streams it from L3, two cores hold 512 KiB each in L2, and
+// the speed-up exceeds the core count.
+//
+// # Weight streaming
+//
+// For each shape the plan of one inference is run back to back. Its
+// weight reads (from the plan itself) fall in two classes: W_hh slices,
+// re-read at every step, whose footprint is one worker's slice of one
+// layer per worker (it fits a core's private L2 up to 1 MiB); and
+// everything else (W_ih, read once per layer, and W_hh too when T = 1),
+// whose footprint is the whole model, re-read only by the next inference.
+// Each class's bandwidth is measured as above with every worker summing a
+// buffer of that class's footprint: the bandwidth of wherever data of that
+// size lives on this host, whatever the nominal cache sizes. The roofline
+// time is each class's bytes over its bandwidth (the best one measured);
+// the fraction is roofline time / best measured time, 1.0 being the
+// hardware's limit for that traffic.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"rnnserve/internal/f32"
+	"rnnserve/models"
+	"rnnserve/rnn"
+	"rnnserve/schedule"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "roofline:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command's flags.
+type options struct {
+	cores     []int
+	hidden    []int
+	layers    []int
+	lengths   []int
+	cells     []rnn.CellKind
+	precision []schedule.Precision
+	time      time.Duration
+	reps      int
+	sweep     bool
+	noShapes  bool
+	l2, l3    int64 // private L2 per core and shared L3, bytes
+	dram      int64 // buffer per worker for the DRAM row
+}
+
+func parseFlags(args []string) (*options, error) {
+	fs := flag.NewFlagSet("roofline", flag.ContinueOnError)
+	cores := fs.String("cores", "", "core counts to measure (default: 1 and GOMAXPROCS)")
+	hidden := fs.String("hidden", "64,128,256,512,1024", "hidden sizes")
+	layers := fs.String("layers", "1,2,3,4,5,6,7,8", "layer counts")
+	lengths := fs.String("lengths", "1,10,50,100", "input lengths T")
+	cells := fs.String("cells", "lstm,gru", "cell types")
+	prec := fs.String("precision", "f32", "weight precisions (f32, bf16)")
+	t := fs.Duration("time", 100*time.Millisecond, "time per repetition of one measurement")
+	reps := fs.Int("reps", 5, "repetitions of each measurement (best and median reported)")
+	sweep := fs.Bool("sweep", false, "also sweep buffer sizes from 16 KiB to 64 MiB")
+	noShapes := fs.Bool("no-shapes", false, "measure bandwidth only")
+	l2 := fs.Int64("l2", 1<<20, "private L2 bytes per core")
+	l3 := fs.Int64("l3", 32<<20, "shared L3 bytes")
+	dram := fs.Int64("dram", 512<<20, "bytes per worker for the DRAM measurement")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	o := &options{time: *t, reps: *reps, sweep: *sweep, noShapes: *noShapes, l2: *l2, l3: *l3, dram: *dram}
+	var err error
+	procs := runtime.GOMAXPROCS(0)
+	if *cores == "" {
+		o.cores = []int{1}
+		if procs > 1 {
+			o.cores = append(o.cores, procs)
+		}
+	} else if o.cores, err = ints("cores", *cores); err != nil {
+		return nil, err
+	}
+	for _, c := range o.cores {
+		if c > procs {
+			return nil, fmt.Errorf("-cores %d exceeds GOMAXPROCS %d", c, procs)
+		}
+	}
+	if o.hidden, err = ints("hidden", *hidden); err != nil {
+		return nil, err
+	}
+	if o.layers, err = ints("layers", *layers); err != nil {
+		return nil, err
+	}
+	if o.lengths, err = ints("lengths", *lengths); err != nil {
+		return nil, err
+	}
+	for _, s := range strings.Split(*cells, ",") {
+		c, err := rnn.ParseCell(strings.TrimSpace(s))
+		if err != nil {
+			return nil, err
+		}
+		o.cells = append(o.cells, c)
+	}
+	for _, s := range strings.Split(*prec, ",") {
+		p, err := schedule.ParsePrecision(strings.TrimSpace(s))
+		if err != nil {
+			return nil, err
+		}
+		o.precision = append(o.precision, p)
+	}
+	if o.reps < 1 || o.time <= 0 || o.l2 <= 0 || o.l3 <= 0 || o.dram < 1<<10 {
+		return nil, errors.New("-reps, -time, -l2 and -l3 must be positive, -dram at least 1 KiB")
+	}
+	return o, nil
+}
+
+func ints(name, s string) ([]int, error) {
+	var v []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-%s: %q is not a positive integer", name, f)
+		}
+		v = append(v, n)
+	}
+	return v, nil
+}
+
+func run(args []string, out io.Writer) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "# Roofline\n\n%s/%s, GOMAXPROCS %d, kernels %s; L2 %s per core, L3 %s (nominal).\n\n",
+		runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), rnn.KernelImpl(), size(o.l2), size(o.l3))
+	fmt.Fprintln(out, "## Read bandwidth (GB/s, all workers together; best / median)")
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| level | bytes per worker | "+joinCores(o.cores, " cores")+" |")
+	fmt.Fprintln(out, "|---|---:|"+strings.Repeat("---:|", len(o.cores)))
+	levels := []struct {
+		name  string
+		bytes int64
+	}{{"L1", 16 << 10}, {"L2", 512 << 10}, {"L3", 8 << 20}, {"DRAM", o.dram &^ 255}}
+	if o.sweep {
+		for b := int64(16 << 10); b <= 64<<20; b *= 2 {
+			levels = append(levels, struct {
+				name  string
+				bytes int64
+			}{"sweep", b})
+		}
+	}
+	pools := map[int]*schedule.Pool{}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	for _, c := range o.cores {
+		p, err := schedule.NewPool(schedule.PoolOptions{Workers: c})
+		if err != nil {
+			return err
+		}
+		pools[c] = p
+	}
+	for _, lv := range levels {
+		row := fmt.Sprintf("| %s | %s |", lv.name, size(lv.bytes))
+		for _, c := range o.cores {
+			r := readBandwidth(pools[c], lv.bytes, o.time, o.reps)
+			row += fmt.Sprintf(" %.1f / %.1f |", r.best/1e9, r.median/1e9)
+		}
+		fmt.Fprintln(out, row)
+	}
+	fmt.Fprintln(out)
+	if len(o.cores) > 1 {
+		fmt.Fprintln(out, "## Split matrix: W_hh of an LSTM split by rows, no barrier (GB/s of weights, best / median)")
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "| hidden | W_hh | "+joinCores(o.cores, " cores")+" | speed-up (best) |")
+		fmt.Fprintln(out, "|---:|---:|"+strings.Repeat("---:|", len(o.cores))+"---:|")
+		for _, h := range o.hidden {
+			row := fmt.Sprintf("| %d | %s |", h, size(int64(16*h*h)))
+			var rs []rate
+			for _, c := range o.cores {
+				r := splitGemv(pools[c], h, o.time, o.reps)
+				rs = append(rs, r)
+				row += fmt.Sprintf(" %.1f / %.1f |", r.best/1e9, r.median/1e9)
+			}
+			row += fmt.Sprintf(" %.2f |", rs[len(rs)-1].best/rs[0].best)
+			fmt.Fprintln(out, row)
+		}
+		fmt.Fprintln(out)
+	}
+	if o.noShapes {
+		return nil
+	}
+	memo := map[[2]int64]float64{}
+	at := func(cores int, bytesPerWorker int64) float64 {
+		bytesPerWorker = max(bytesPerWorker, 16<<10) &^ 255
+		k := [2]int64{int64(cores), bytesPerWorker}
+		if v, ok := memo[k]; ok {
+			return v
+		}
+		v := readBandwidth(pools[cores], bytesPerWorker, o.time, o.reps).best
+		memo[k] = v
+		return v
+	}
+	fmt.Fprintln(out, "## Weight streaming, partitioned schedule, batch 1")
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "W_hh/worker: one worker's W_hh slice of one layer, and the level that holds the re-read weights (the whole model at T = 1); GB/s: weight bytes read per second (best run); level GB/s: read bandwidth measured at that footprint; roofline: the time the weight bytes need at the bandwidths of their footprints over the best measured time.")
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | level | µs/inference (best / median) | GB/s | level GB/s | roofline |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|")
+	for _, cell := range o.cells {
+		for _, h := range o.hidden {
+			for _, L := range o.layers {
+				net, err := rnn.NewNetwork(rnn.Config{Cell: cell, Input: h, Hidden: h, Layers: L}, false)
+				if err != nil {
+					return err
+				}
+				models.Randomize(net, 1)
+				for _, T := range o.lengths {
+					for _, prec := range o.precision {
+						for _, c := range o.cores {
+							s, err := measureShape(net, pools[c], prec, T, o)
+							if err != nil {
+								return err
+							}
+							hhBW := at(c, s.sliceBytes)
+							otherBW := at(c, s.modelBytes/int64(c))
+							model := float64(s.otherBytes) / otherBW
+							levelBW := otherBW
+							if s.hhBytes > 0 {
+								model += float64(s.hhBytes) / hhBW
+								levelBW = hhBW
+							}
+							fmt.Fprintf(out, "| %v | %d | %d | %d | %v | %d | %s | %s | %.1f / %.1f | %.1f | %.1f | %.2f |\n",
+								cell, h, L, T, prec, c, size(s.sliceBytes), s.level(c, o), s.best*1e6, s.median*1e6,
+								float64(s.hhBytes+s.otherBytes)/s.best/1e9, levelBW/1e9, model/s.best)
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func joinCores(cores []int, suffix string) string {
+	var s []string
+	for _, c := range cores {
+		s = append(s, strconv.Itoa(c)+suffix)
+	}
+	return strings.Join(s, " | ")
+}
+
+func size(b int64) string {
+	switch {
+	case b >= 1<<20 && b%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", b>>20)
+	case b >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%d KiB", b>>10)
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// rate is a measured rate in bytes (or inferences) per second.
+type rate struct{ best, median float64 }
+
+// readBandwidth has every worker of p sum its own buffer of the given size
+// for about d, reps times, and returns the total bytes per second.
+func readBandwidth(p *schedule.Pool, bytes int64, d time.Duration, reps int) rate {
+	n := p.Workers()
+	bufs := make([][]float32, n)
+	p.Each(func(w int) { // allocated and first touched by the worker that reads it
+		bufs[w] = make([]float32, bytes/4)
+		for i := range bufs[w] {
+			bufs[w][i] = 1
+		}
+	})
+	// Passes per repetition: calibrated on worker 0 alone.
+	passes := 1
+	for {
+		start := time.Now()
+		for i := 0; i < passes; i++ {
+			f32.Sum(bufs[0])
+		}
+		if time.Since(start) >= d/4 || passes >= 1<<30 {
+			break
+		}
+		passes *= 2
+	}
+	passes *= 4
+	sink := make([]float32, n)
+	var rates []float64
+	for r := 0; r < reps; r++ {
+		start := time.Now()
+		p.Each(func(w int) {
+			var s float32
+			for i := 0; i < passes; i++ {
+				s += f32.Sum(bufs[w])
+			}
+			sink[w] = s
+		})
+		rates = append(rates, float64(n)*float64(passes)*float64(bytes)/time.Since(start).Seconds())
+	}
+	return summarize(rates)
+}
+
+// splitGemv has each worker of p multiply its share of the rows of a
+// 4h×h matrix by a vector for about d, independently, reps times, and
+// returns the weight bytes read per second by all workers together.
+func splitGemv(p *schedule.Pool, h int, d time.Duration, reps int) rate {
+	n := p.Workers()
+	rows := make([]int, n)
+	for w := range rows {
+		rows[w] = 4*h*(w+1)/n - 4*h*w/n
+	}
+	ws := make([][]float32, n)
+	xs := make([][]float32, n)
+	ys := make([][]float32, n)
+	p.Each(func(w int) {
+		ws[w] = make([]float32, rows[w]*h)
+		for i := range ws[w] {
+			ws[w][i] = float32(i%7) - 3
+		}
+		xs[w] = make([]float32, h)
+		ys[w] = make([]float32, rows[w])
+	})
+	passes := make([]int, n)
+	var rates []float64
+	for r := 0; r < reps; r++ {
+		start := time.Now()
+		p.Each(func(w int) {
+			k := 0
+			for deadline := start.Add(d); time.Now().Before(deadline); k++ {
+				for i := 0; i < 8; i++ {
+					f32.GemvN(rows[w], h, ws[w], h, xs[w], 0, ys[w])
+				}
+			}
+			passes[w] = 8 * k
+		})
+		el := time.Since(start).Seconds()
+		var bytes float64
+		for w := range passes {
+			bytes += float64(passes[w]) * float64(4*rows[w]*h)
+		}
+		rates = append(rates, bytes/el)
+	}
+	return summarize(rates)
+}
+
+func summarize(v []float64) rate {
+	slices.Sort(v)
+	return rate{best: v[len(v)-1], median: v[len(v)/2]}
+}
+
+// shapeResult is one shape's measurement.
+type shapeResult struct {
+	best, median float64 // seconds per inference
+	hhBytes      int64   // W_hh bytes read per inference
+	otherBytes   int64   // all other weight bytes read per inference
+	sliceBytes   int64   // the largest W_hh slice of one worker and layer
+	modelBytes   int64   // all weight buffers
+}
+
+// level names the nominal level that holds the weights re-read most
+// often: one worker's W_hh slice (per core) and all workers' slices of a
+// layer (shared L3), or at T = 1 the whole model.
+func (s shapeResult) level(cores int, o *options) string {
+	if s.hhBytes == 0 {
+		return levelOf(s.modelBytes/int64(cores), s.modelBytes, o)
+	}
+	return levelOf(s.sliceBytes, s.sliceBytes*int64(cores), o)
+}
+
+// levelOf is the smallest level that holds perCore bytes in every core
+// (total together), leaving room for the activations: L2 up to 7/8 of a
+// core's L2, the shared L3 below half its size (other tenants use the rest
+// on a shared host, and measured bandwidth falls by half at 16 MiB on the
+// 32 MiB L3 of our benchmark machine), else DRAM.
+func levelOf(perCore, total int64, o *options) string {
+	switch {
+	case perCore <= o.l2*7/8:
+		return "L2"
+	case total < o.l3/2:
+		return "L3"
+	}
+	return "DRAM"
+}
+
+func measureShape(net *rnn.Network, pool *schedule.Pool, prec schedule.Precision, T int, o *options) (shapeResult, error) {
+	prog, err := schedule.NewPartitioned(net, schedule.PartitionOptions{Pool: pool, Precision: prec})
+	if err != nil {
+		return shapeResult{}, err
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	in := schedule.Input{T: T, B: 1, Features: make([]float32, T*net.Input)}
+	for i := range in.Features {
+		in.Features[i] = float32(2*r.Float64() - 1)
+	}
+	p, err := prog.Plan(in, schedule.PlanOptions{})
+	if err != nil {
+		return shapeResult{}, err
+	}
+	var s shapeResult
+	for _, st := range p.Steps {
+		for _, reg := range st.Reads {
+			if reg.Buf.Kind != schedule.KindWeight {
+				continue
+			}
+			if strings.HasSuffix(reg.Buf.Name, ".weight_hh") {
+				s.hhBytes += reg.Bytes()
+				s.sliceBytes = max(s.sliceBytes, reg.Buf.Bytes())
+			} else {
+				s.otherBytes += reg.Bytes()
+			}
+		}
+	}
+	s.modelBytes = p.BufferBytes(schedule.KindWeight)
+	if T == 1 {
+		// Each worker's W_hh is read once per inference: it lives where the model does.
+		s.otherBytes += s.hhBytes
+		s.hhBytes = 0
+	}
+	runs := 1
+	for {
+		start := time.Now()
+		for i := 0; i < runs; i++ {
+			if _, err := p.Run(); err != nil {
+				return shapeResult{}, err
+			}
+		}
+		if el := time.Since(start); el >= o.time || runs >= 1<<20 {
+			var v []float64
+			for rep := 0; rep < o.reps; rep++ {
+				start := time.Now()
+				for i := 0; i < runs; i++ {
+					if _, err := p.Run(); err != nil {
+						return shapeResult{}, err
+					}
+				}
+				v = append(v, float64(runs)/time.Since(start).Seconds())
+			}
+			rt := summarize(v)
+			s.best, s.median = 1/rt.best, 1/rt.median
+			return s, nil
+		}
+		runs *= 2
+	}
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestLevelOf(t *testing.T) {
+	o := &options{l2: 1 << 20, l3: 32 << 20}
+	for _, c := range []struct {
+		perCore, total int64
+		want           string
+	}{
+		{64 << 10, 128 << 10, "L2"},
+		{512 << 10, 1 << 20, "L2"},  // LSTM 256 on two cores: the superlinear case
+		{1 << 20, 1 << 20, "L3"},    // the same on one core
+		{8 << 20, 16 << 20, "DRAM"}, // LSTM 1024: more than half the shared L3
+		{4 << 20, 8 << 20, "L3"},
+	} {
+		if got := levelOf(c.perCore, c.total, o); got != c.want {
+			t.Errorf("levelOf(%d, %d) = %s, want %s", c.perCore, c.total, got, c.want)
+		}
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, bad := range [][]string{{"-hidden", "0"}, {"-cells", "rnn"}, {"-precision", "int4"}, {"-reps", "0"}, {"-cores", "1000"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("parseFlags(%q) accepted", bad)
+		}
+	}
+	o, err := parseFlags([]string{"-hidden", "8,16", "-cells", "gru", "-precision", "f32,bf16", "-cores", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.hidden) != 2 || len(o.cells) != 1 || len(o.precision) != 2 || len(o.cores) != 1 {
+		t.Errorf("parsed %+v", o)
+	}
+}
+
+// TestRunSmall runs the whole command on tiny buffers and one tiny shape
+// and checks the tables it prints.
+func TestRunSmall(t *testing.T) {
+	var out strings.Builder
+	err := run([]string{"-cores", "1", "-hidden", "16", "-layers", "2", "-lengths", "1,3", "-cells", "lstm",
+		"-precision", "f32,bf16", "-time", "1ms", "-reps", "2", "-dram", "65536"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{"| L1 | 16 KiB |", "| DRAM | 64 KiB |", "| lstm | 16 | 2 | 1 | f32 | 1 |", "| lstm | 16 | 2 | 3 | bf16 | 1 |"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+}

@@ -1,0 +1,131 @@
+//go:build !purego
+
+package f32
+
+import "golang.org/x/sys/cpu"
+
+// useAsm selects the AVX2+FMA assembly; tests clear it to run the pure-Go
+// path in the same binary.
+var useAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+//go:noescape
+func gemmNTAVX2(m, n, k int, a *float32, lda int, w *float32, ldw int, c *float32, ldc int, beta float32)
+
+//go:noescape
+func gemvTAVX2(k, n int, w *float32, ldw int, x *float32, y *float32, beta float32)
+
+//go:noescape
+func lstmAVX2(n int, stride int, y *float32, bias *float32, c *float32, h *float32)
+
+//go:noescape
+func gruAVX2(n int, stride int, x *float32, p *float32, bih *float32, bhh *float32, hprev *float32, hout *float32)
+
+//go:noescape
+func sigmoidAVX2(n int, x *float32, y *float32)
+
+//go:noescape
+func tanhAVX2(n int, x *float32, y *float32)
+
+//go:noescape
+func gemvBF16AVX2(n, k8 int, w *uint16, ldw int, x *float32, y *float32, beta float32)
+
+//go:noescape
+func bf16ToF32AVX2(n int, src *uint16, dst *float32)
+
+//go:noescape
+func sumAVX2(x *float32, n int) float32
+
+// The kernels below take arguments already checked by the exported
+// functions: sizes positive and slices long enough.
+
+func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
+	if !useAsm {
+		gemmNTGo(m, n, k, a, lda, w, ldw, beta, c, ldc)
+		return
+	}
+	gemmNTAVX2(m, n, k, &a[0], lda, &w[0], ldw, &c[0], ldc, beta)
+}
+
+func gemvTKernel(k, n int, w []float32, ldw int, x []float32, beta float32, y []float32) {
+	if !useAsm {
+		gemvTGo(k, n, w, ldw, x, beta, y)
+		return
+	}
+	gemvTAVX2(k, n, &w[0], ldw, &x[0], &y[0], beta)
+}
+
+// lstmKernel handles the first n&^7 units in assembly, the rest in Go.
+func lstmKernel(n, stride int, y, bias, c, h []float32) {
+	from := 0
+	if n8 := n &^ 7; useAsm && n8 > 0 {
+		lstmAVX2(n8, stride, &y[0], &bias[0], &c[0], &h[0])
+		from = n8
+	}
+	lstmGo(from, n, stride, y, bias, c, h)
+}
+
+func gruKernel(n, stride int, x, p, bih, bhh, hprev, hout []float32) {
+	from := 0
+	if n8 := n &^ 7; useAsm && n8 > 0 {
+		gruAVX2(n8, stride, &x[0], &p[0], &bih[0], &bhh[0], &hprev[0], &hout[0])
+		from = n8
+	}
+	gruGo(from, n, stride, x, p, bih, bhh, hprev, hout)
+}
+
+// sigmoidVec and tanhVec do the first len(src)&^7 values and return how
+// many they did.
+func sigmoidVec(dst, src []float32) int {
+	n8 := len(src) &^ 7
+	if !useAsm || n8 == 0 {
+		return 0
+	}
+	sigmoidAVX2(n8, &src[0], &dst[0])
+	return n8
+}
+
+func tanhVec(dst, src []float32) int {
+	n8 := len(src) &^ 7
+	if !useAsm || n8 == 0 {
+		return 0
+	}
+	tanhAVX2(n8, &src[0], &dst[0])
+	return n8
+}
+
+// gemvBF16Kernel does the first k&^7 columns in assembly, the rest in Go.
+func gemvBF16Kernel(n, k int, w []uint16, ldw int, x []float32, beta float32, y []float32) {
+	k8 := k &^ 7
+	if !useAsm || k8 == 0 {
+		gemvBF16Go(n, k, w, ldw, x, beta, y)
+		return
+	}
+	gemvBF16AVX2(n, k8, &w[0], ldw, &x[0], &y[0], beta)
+	if k8 < k {
+		gemvBF16Go(n, k-k8, w[k8:], ldw, x[k8:], 1, y)
+	}
+}
+
+func bf16Kernel(dst []float32, src []uint16) int {
+	n8 := len(src) &^ 7
+	if !useAsm || n8 == 0 {
+		return 0
+	}
+	bf16ToF32AVX2(n8, &src[0], &dst[0])
+	return n8
+}
+
+func sumKernel(x []float32) float32 {
+	n64 := len(x) &^ 63
+	if !useAsm || n64 == 0 {
+		return sumGo(x)
+	}
+	return sumAVX2(&x[0], n64) + sumGo(x[n64:])
+}
+
+func implName() string {
+	if useAsm {
+		return "avx2+fma"
+	}
+	return "go"
+}

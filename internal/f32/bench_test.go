@@ -1,0 +1,90 @@
+package f32
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+)
+
+// BenchmarkGemv times y = W·x for an LSTM's recurrent matrix (4H×H) with
+// our kernels and with gonum's Sgemv (what rnn used before), reporting the
+// weight bytes streamed per second. W is re-read every iteration, so the
+// rate is that of the cache level W fits in (64 KiB at H=64 up to 16 MiB
+// at H=1024).
+//
+//	go test ./internal/f32/ -run '^$' -bench 'BenchmarkGemv' -count 5
+func BenchmarkGemv(b *testing.B) {
+	for _, h := range []int{64, 128, 256, 512, 1024} {
+		n, k := 4*h, h
+		r := rand.New(rand.NewPCG(1, 1))
+		w := newGuarded(r, n, k, k, 0, 0).s()
+		x := newGuarded(r, 1, k, k, 0, 0).s()
+		y := make([]float32, n)
+		wb := make([]uint16, len(w))
+		ToBF16(wb, w)
+		run := func(name string, bytes int, f func()) {
+			b.Run(fmt.Sprintf("H=%d/%s", h, name), func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(bytes))
+				for b.Loop() {
+					f()
+				}
+			})
+		}
+		run("gonum", 4*n*k, func() { blas32.Implementation().Sgemv(blas.NoTrans, n, k, 1, w, k, x, 1, 0, y, 1) })
+		run("f32", 4*n*k, func() { GemvN(n, k, w, k, x, 0, y) })
+		run("bf16", 2*n*k, func() { GemmNTBF16(1, n, k, x, k, wb, k, 0, y, n) })
+		run("gonumT", 4*n*k, func() { blas32.Implementation().Sgemv(blas.Trans, k, n, 1, w, n, x, 1, 0, y, 1) })
+		run("f32T", 4*n*k, func() { GemvT(k, n, w, n, x, 0, y) })
+	}
+}
+
+// BenchmarkGemm times C = A·Wᵀ for m rows against a 4H×H matrix: the
+// batched recurrent product and the input projections of m time steps,
+// reporting multiply-adds per second as GFLOP/s (2 flops each).
+//
+//	go test ./internal/f32/ -run '^$' -bench 'BenchmarkGemm' -count 5
+func BenchmarkGemm(b *testing.B) {
+	for _, h := range []int{256, 1024} {
+		for _, m := range []int{4, 16, 64, 100} {
+			n, k := 4*h, h
+			r := rand.New(rand.NewPCG(1, 1))
+			w := newGuarded(r, n, k, k, 0, 0).s()
+			a := newGuarded(r, m, k, k, 0, 0).s()
+			c := make([]float32, m*n)
+			flops := 2 * float64(m) * float64(n) * float64(k)
+			b.Run(fmt.Sprintf("H=%d/m=%d/gonum", h, m), func(b *testing.B) {
+				for b.Loop() {
+					blas32.Implementation().Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, a, k, w, k, 0, c, n)
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+			b.Run(fmt.Sprintf("H=%d/m=%d/f32", h, m), func(b *testing.B) {
+				for b.Loop() {
+					GemmNT(m, n, k, a, k, w, k, 0, c, n)
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkLSTMGates times the fused gate kernel on one row of H units.
+func BenchmarkLSTMGates(b *testing.B) {
+	for _, h := range []int{64, 1024} {
+		r := rand.New(rand.NewPCG(1, 1))
+		y := newGuarded(r, 1, 4*h, 4*h, 0, 0).s()
+		bias := newGuarded(r, 1, 4*h, 4*h, 0, 0).s()
+		c := newGuarded(r, 1, h, h, 0, 0).s()
+		out := make([]float32, h)
+		b.Run(fmt.Sprintf("H=%d", h), func(b *testing.B) {
+			for b.Loop() {
+				LSTMGates(h, h, y, bias, c, out)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(h), "ns/unit")
+		})
+	}
+}

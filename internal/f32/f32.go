@@ -1,0 +1,259 @@
+package f32
+
+import "math"
+
+// Panic messages for programmer errors: sizes that do not match the slices.
+const (
+	errNegative = "f32: negative dimension"
+	errLd       = "f32: leading dimension smaller than the row"
+	errShortA   = "f32: A too short"
+	errShortW   = "f32: W too short"
+	errShortC   = "f32: C too short"
+	errShortX   = "f32: x too short"
+	errShortY   = "f32: y too short"
+	errShortDst = "f32: destination too short"
+	errShortGat = "f32: gate slice too short"
+)
+
+// Blocking of GemmNT with more than two rows: a k-block of four W rows
+// (4·kc·4 bytes) stays in L1 while mc rows of A (mc·kc·4 bytes) stream
+// from L2.
+const (
+	kc = 512
+	mc = 128
+)
+
+// Impl names the kernels in use: "avx2+fma" or "go".
+func Impl() string { return implName() }
+
+// checkMat panics unless s holds a rows×cols matrix with leading dimension ld.
+func checkMat(s []float32, rows, cols, ld int, short string) {
+	if ld < max(cols, 1) {
+		panic(errLd)
+	}
+	if rows > 0 && cols > 0 && len(s) < (rows-1)*ld+cols {
+		panic(short)
+	}
+}
+
+// GemmNT computes C = A·Wᵀ + beta·C for A [m][k] (leading dimension lda),
+// W [n][k] (ldw) and C [m][n] (ldc). With beta == 0, C is only written.
+func GemmNT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(errNegative)
+	}
+	checkMat(a, m, k, lda, errShortA)
+	checkMat(w, n, k, ldw, errShortW)
+	checkMat(c, m, n, ldc, errShortC)
+	if m == 0 || n == 0 {
+		return
+	}
+	if beta == 0 {
+		beta = 0 // -0 too: C is not read
+	}
+	if k == 0 {
+		for i := 0; i < m; i++ {
+			scaleGo(beta, c[i*ldc:i*ldc+n])
+		}
+		return
+	}
+	if m <= 2 {
+		gemmNTKernel(m, n, k, a, lda, w, ldw, beta, c, ldc)
+		return
+	}
+	for p0 := 0; p0 < k; p0 += kc {
+		kb := min(kc, k-p0)
+		b := beta
+		if p0 > 0 {
+			b = 1
+		}
+		for i0 := 0; i0 < m; i0 += mc {
+			mb := min(mc, m-i0)
+			gemmNTKernel(mb, n, kb, a[i0*lda+p0:], lda, w[p0:], ldw, b, c[i0*ldc:], ldc)
+		}
+	}
+}
+
+// GemvN computes y = W·x + beta·y for W [n][k] (leading dimension ldw):
+// y[i] = beta*y[i] + Σ_j W[i][j]*x[j]. It is GemmNT with one row.
+func GemvN(n, k int, w []float32, ldw int, x []float32, beta float32, y []float32) {
+	if n < 0 || k < 0 {
+		panic(errNegative)
+	}
+	if len(x) < k {
+		panic(errShortX)
+	}
+	if len(y) < n {
+		panic(errShortY)
+	}
+	GemmNT(1, n, k, x, max(k, 1), w, ldw, beta, y, max(n, 1))
+}
+
+// GemmNN computes C = A·W + beta·C for A [m][k] (lda), W [k][n] (ldw) and
+// C [m][n] (ldc): one GemvT per row of A.
+func GemmNN(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(errNegative)
+	}
+	checkMat(a, m, k, lda, errShortA)
+	checkMat(w, k, n, ldw, errShortW)
+	checkMat(c, m, n, ldc, errShortC)
+	for i := 0; i < m; i++ {
+		GemvT(k, n, w, ldw, a[i*lda:], beta, c[i*ldc:])
+	}
+}
+
+// GemvT computes y = xᵀ·W + beta·y for W [k][n] (leading dimension ldw):
+// y[j] = beta*y[j] + Σ_i x[i]*W[i][j].
+func GemvT(k, n int, w []float32, ldw int, x []float32, beta float32, y []float32) {
+	if n < 0 || k < 0 {
+		panic(errNegative)
+	}
+	checkMat(w, k, n, ldw, errShortW)
+	if len(x) < k {
+		panic(errShortX)
+	}
+	if len(y) < n {
+		panic(errShortY)
+	}
+	if n == 0 {
+		return
+	}
+	if beta == 0 {
+		beta = 0
+	}
+	if k == 0 {
+		scaleGo(beta, y[:n])
+		return
+	}
+	gemvTKernel(k, n, w, ldw, x, beta, y)
+}
+
+// LSTMGates finishes one LSTM row of n units. y and bias hold the gate
+// pre-activations and biases in four blocks i, f, g, o, the block of gate
+// q starting at q*stride (stride >= n); c [n] is updated in place and h
+// [n] receives the output:
+//
+//	c = σ(y_f+b_f)⊙c + σ(y_i+b_i)⊙tanh(y_g+b_g),  h = σ(y_o+b_o)⊙tanh(c)
+func LSTMGates(n, stride int, y, bias, c, h []float32) {
+	if n <= 0 {
+		return
+	}
+	if stride < n || len(y) < 3*stride+n || len(bias) < 3*stride+n || len(c) < n || len(h) < n {
+		panic(errShortGat)
+	}
+	lstmKernel(n, stride, y, bias, c, h)
+}
+
+// GRUGates finishes one GRU row of n units. x (W_ih x), p (W_hh h), bih
+// and bhh hold three blocks r, z, n, the block of gate q starting at
+// q*stride; hprev [n] is h_{t-1} and hout [n] receives h_t (they may be
+// the same slice):
+//
+//	r = σ(x_r+b_ir+p_r+b_hr), z = σ(x_z+b_iz+p_z+b_hz)
+//	n = tanh(x_n+b_in + r⊙(p_n+b_hn)),  hout = (1-z)⊙n + z⊙hprev
+func GRUGates(n, stride int, x, p, bih, bhh, hprev, hout []float32) {
+	if n <= 0 {
+		return
+	}
+	if stride < n || len(x) < 2*stride+n || len(p) < 2*stride+n || len(bih) < 2*stride+n ||
+		len(bhh) < 2*stride+n || len(hprev) < n || len(hout) < n {
+		panic(errShortGat)
+	}
+	gruKernel(n, stride, x, p, bih, bhh, hprev, hout)
+}
+
+// Sum returns Σ x[i]. The assembly keeps eight partial sums and does
+// nothing but load and add, so timing it over a buffer measures the read
+// bandwidth of the level the buffer lives in (cmd/roofline).
+func Sum(x []float32) float32 { return sumKernel(x) }
+
+// ToBF16 stores src as bf16 in dst, rounding to nearest even; NaNs stay
+// NaNs.
+func ToBF16(dst []uint16, src []float32) {
+	if len(dst) < len(src) {
+		panic(errShortDst)
+	}
+	for i, v := range src {
+		dst[i] = bf16Round(v)
+	}
+}
+
+func bf16Round(v float32) uint16 {
+	b := math.Float32bits(v)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x40 // quiet NaN
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// bf16 widens one bf16 value to float32, exactly.
+func bf16(v uint16) float32 { return math.Float32frombits(uint32(v) << 16) }
+
+// FromBF16 widens src to float32 in dst, exactly.
+func FromBF16(dst []float32, src []uint16) {
+	if len(dst) < len(src) {
+		panic(errShortDst)
+	}
+	n8 := bf16Kernel(dst, src)
+	for i, v := range src[n8:] {
+		dst[n8+i] = bf16(v)
+	}
+}
+
+// bfPanel is the number of bf16 W rows GemmNTBF16 widens at a time when A
+// has more than one row.
+const bfPanel = 8
+
+// GemmNTBF16 is GemmNT with W stored as bf16 (leading dimension ldw, in
+// elements), computed in float32. With one row of A it streams W once,
+// widening in registers; with more it widens panels of 8 rows × kc columns
+// into a float32 scratch in L1 and runs the float32 kernel on them.
+func GemmNTBF16(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta float32, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(errNegative)
+	}
+	checkMat(a, m, k, lda, errShortA)
+	if ldw < max(k, 1) {
+		panic(errLd)
+	}
+	if n > 0 && k > 0 && len(w) < (n-1)*ldw+k {
+		panic(errShortW)
+	}
+	checkMat(c, m, n, ldc, errShortC)
+	if m == 0 || n == 0 {
+		return
+	}
+	if beta == 0 {
+		beta = 0
+	}
+	if k == 0 {
+		for i := 0; i < m; i++ {
+			scaleGo(beta, c[i*ldc:i*ldc+n])
+		}
+		return
+	}
+	if m == 1 {
+		gemvBF16Kernel(n, k, w, ldw, a, beta, c)
+		return
+	}
+	var panel [bfPanel * kc]float32
+	for p0 := 0; p0 < k; p0 += kc {
+		kb := min(kc, k-p0)
+		b := beta
+		if p0 > 0 {
+			b = 1
+		}
+		for j0 := 0; j0 < n; j0 += bfPanel {
+			nb := min(bfPanel, n-j0)
+			for r := 0; r < nb; r++ {
+				FromBF16(panel[r*kb:(r+1)*kb], w[(j0+r)*ldw+p0:(j0+r)*ldw+p0+kb])
+			}
+			for i0 := 0; i0 < m; i0 += mc {
+				mb := min(mc, m-i0)
+				gemmNTKernel(mb, nb, kb, a[i0*lda+p0:], lda, panel[:], kb, b, c[i0*ldc+j0:], ldc)
+			}
+		}
+	}
+}

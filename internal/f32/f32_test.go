@@ -1,0 +1,457 @@
+package f32
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// impls runs f once per kernel path: the assembly (where the CPU has it)
+// and pure Go, restoring the selection afterwards.
+func impls(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	saved := useAsm
+	defer func() { useAsm = saved }()
+	paths := []bool{false}
+	if saved {
+		paths = append(paths, true)
+	}
+	for _, asm := range paths {
+		useAsm = asm
+		t.Run(implName(), f)
+	}
+}
+
+const sentinel = 12345.5
+
+// guarded is a matrix of rows×cols with leading dimension ld inside a
+// larger slice: off elements before it, gap elements after each row's cols
+// (ld-cols) and guard elements after it all hold pad, so a kernel that
+// reads them (pad = NaN poisons any sum) or writes them (pad = sentinel is
+// checked afterwards) is caught.
+type guarded struct {
+	all                 []float32
+	off, rows, cols, ld int
+	guard               int
+	pad                 float32
+}
+
+func newGuarded(r *rand.Rand, rows, cols, ld, off int, pad float32) *guarded {
+	const guard = 19
+	n := off + guard
+	if rows > 0 {
+		n += (rows-1)*ld + cols
+	}
+	g := &guarded{all: make([]float32, n), off: off, rows: rows, cols: cols, ld: ld, guard: guard, pad: pad}
+	for i := range g.all {
+		g.all[i] = pad
+	}
+	for i := 0; i < rows; i++ {
+		for j := 0; j < cols; j++ {
+			g.all[off+i*ld+j] = float32(2*r.Float64() - 1)
+		}
+	}
+	return g
+}
+
+// s is the slice the kernel gets: from the matrix's first element to its
+// last (the guard after it is outside the slice, as a caller's next data
+// would be).
+func (g *guarded) s() []float32 { return g.all[g.off : len(g.all)-g.guard] }
+
+func (g *guarded) at(i, j int) float32 { return g.all[g.off+i*g.ld+j] }
+
+// checkPads fails if any element outside the matrix changed.
+func (g *guarded) checkPads(t *testing.T, what string) {
+	t.Helper()
+	inside := func(idx int) bool {
+		if idx < g.off {
+			return false
+		}
+		idx -= g.off
+		i, j := idx/g.ld, idx%g.ld
+		return i < g.rows && j < g.cols
+	}
+	for idx, v := range g.all {
+		if !inside(idx) && v != g.pad && !(math.IsNaN(float64(v)) && math.IsNaN(float64(g.pad))) {
+			t.Fatalf("%s: element %d outside the matrix changed from %v to %v", what, idx, g.pad, v)
+		}
+	}
+}
+
+var nan = float32(math.NaN())
+
+// sizes are the odd and round dimensions the kernel tests sweep.
+var sizes = []int{0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 129}
+
+func TestGemmNT(t *testing.T) {
+	impls(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(1, 1))
+		ms := []int{0, 1, 2, 3, 4, 5, 7, 130}
+		for _, m := range ms {
+			for _, n := range sizes {
+				for _, k := range sizes {
+					if m == 130 && (n > 17 || k < 63) {
+						continue // the blocking over m needs m > 128; keep it cheap
+					}
+					testGemmNT(t, r, m, n, k)
+				}
+			}
+		}
+		// k beyond one block of kc.
+		testGemmNT(t, r, 5, 9, kc+37)
+		testGemmNT(t, r, 1, 6, 2*kc+3)
+	})
+}
+
+func testGemmNT(t *testing.T, r *rand.Rand, m, n, k int) {
+	t.Helper()
+	off := r.IntN(8)
+	lda, ldw, ldc := k+r.IntN(3), k+r.IntN(3), n+r.IntN(3)
+	lda, ldw, ldc = max(lda, 1), max(ldw, 1), max(ldc, 1)
+	beta := []float32{0, 1, -0.5, float32(math.Copysign(0, -1))}[r.IntN(4)]
+	a := newGuarded(r, m, k, lda, off, nan)
+	w := newGuarded(r, n, k, ldw, r.IntN(8), nan)
+	c := newGuarded(r, m, n, ldc, r.IntN(8), sentinel)
+	if beta == 0 {
+		for i := 0; i < m; i++ {
+			for j := 0; j < n; j++ {
+				c.all[c.off+i*ldc+j] = nan // beta == 0 must not read C
+			}
+		}
+	}
+	c0 := append([]float32(nil), c.all...)
+	GemmNT(m, n, k, a.s(), lda, w.s(), ldw, beta, c.s(), ldc)
+	name := fmt.Sprintf("m=%d n=%d k=%d lda=%d ldw=%d ldc=%d beta=%v", m, n, k, lda, ldw, ldc, beta)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var want, mag float64
+			for p := 0; p < k; p++ {
+				v := float64(a.at(i, p)) * float64(w.at(j, p))
+				want += v
+				mag += math.Abs(v)
+			}
+			if beta != 0 {
+				old := float64(c0[c.off+i*ldc+j])
+				want += float64(beta) * old
+				mag += math.Abs(float64(beta) * old)
+			}
+			got := float64(c.at(i, j))
+			if math.IsNaN(got) || math.Abs(got-want) > 1e-6*(mag+1) {
+				t.Fatalf("%s: C[%d][%d] = %v, want %v", name, i, j, got, want)
+			}
+		}
+	}
+	c.checkPads(t, name)
+}
+
+func TestGemvN(t *testing.T) {
+	impls(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(2, 2))
+		for _, n := range sizes {
+			for _, k := range sizes {
+				for _, beta := range []float32{0, 1} {
+					ldw := max(k+r.IntN(5), 1)
+					w := newGuarded(r, n, k, ldw, r.IntN(8), nan)
+					x := newGuarded(r, 1, k, max(k, 1), r.IntN(8), nan)
+					y := newGuarded(r, 1, n, max(n, 1), r.IntN(8), sentinel)
+					y0 := append([]float32(nil), y.all...)
+					GemvN(n, k, w.s(), ldw, x.s(), beta, y.s())
+					for i := 0; i < n; i++ {
+						want := float64(beta) * float64(y0[y.off+i])
+						for p := 0; p < k; p++ {
+							want += float64(w.at(i, p)) * float64(x.at(0, p))
+						}
+						if got := float64(y.at(0, i)); math.Abs(got-want) > 1e-5 {
+							t.Fatalf("n=%d k=%d beta=%v: y[%d] = %v, want %v", n, k, beta, i, got, want)
+						}
+					}
+					y.checkPads(t, fmt.Sprintf("n=%d k=%d", n, k))
+				}
+			}
+		}
+	})
+}
+
+func TestGemvTAndGemmNN(t *testing.T) {
+	impls(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(3, 3))
+		for _, m := range []int{0, 1, 3} {
+			for _, n := range append(sizes, 72, 200) {
+				for _, k := range sizes {
+					beta := []float32{0, 1, 2}[r.IntN(3)]
+					lda, ldw, ldc := max(k+r.IntN(3), 1), max(n+r.IntN(3), 1), max(n+r.IntN(3), 1)
+					a := newGuarded(r, m, k, lda, r.IntN(8), nan)
+					w := newGuarded(r, k, n, ldw, r.IntN(8), nan)
+					c := newGuarded(r, m, n, ldc, r.IntN(8), sentinel)
+					if beta == 0 {
+						for i := 0; i < m; i++ {
+							for j := 0; j < n; j++ {
+								c.all[c.off+i*ldc+j] = nan
+							}
+						}
+					}
+					c0 := append([]float32(nil), c.all...)
+					if m == 1 && r.IntN(2) == 0 {
+						GemvT(k, n, w.s(), ldw, a.s(), beta, c.s())
+					} else {
+						GemmNN(m, n, k, a.s(), lda, w.s(), ldw, beta, c.s(), ldc)
+					}
+					name := fmt.Sprintf("m=%d n=%d k=%d beta=%v", m, n, k, beta)
+					for i := 0; i < m; i++ {
+						for j := 0; j < n; j++ {
+							var want float64
+							if beta != 0 {
+								want = float64(beta) * float64(c0[c.off+i*ldc+j])
+							}
+							for p := 0; p < k; p++ {
+								want += float64(a.at(i, p)) * float64(w.at(p, j))
+							}
+							if got := float64(c.at(i, j)); math.IsNaN(got) || math.Abs(got-want) > 1e-5 {
+								t.Fatalf("%s: C[%d][%d] = %v, want %v", name, i, j, got, want)
+							}
+						}
+					}
+					c.checkPads(t, name)
+				}
+			}
+		}
+	})
+}
+
+func sigmoid64(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+// TestApproximations bounds the error of Sigmoid and Tanh against float64
+// over a dense sweep and the edges, and checks the vector forms agree.
+func TestApproximations(t *testing.T) {
+	var xs []float32
+	for x := -30.0; x <= 30; x += 0.000731 {
+		xs = append(xs, float32(x))
+	}
+	xs = append(xs, 0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 1e-8, 0.625, -0.625,
+		math.Nextafter32(0.625, 0), 87, -87, 88, -88, 100, -100, 1e6, -1e6, math.MaxFloat32, -math.MaxFloat32)
+	var worstS, worstT, worstTRel float64
+	for _, x := range xs {
+		s, ts := float64(Sigmoid(x)), float64(Tanh(x))
+		ws, wt := sigmoid64(float64(x)), math.Tanh(float64(x))
+		worstS = max(worstS, math.Abs(s-ws))
+		worstT = max(worstT, math.Abs(ts-wt))
+		if wt != 0 {
+			worstTRel = max(worstTRel, math.Abs(ts-wt)/math.Abs(wt))
+		}
+		if math.Signbit(ts) != math.Signbit(float64(x)) && ts != 0 {
+			t.Fatalf("Tanh(%v) = %v has the wrong sign", x, ts)
+		}
+	}
+	t.Logf("max |error|: sigmoid %.3g, tanh %.3g; max relative tanh error %.3g", worstS, worstT, worstTRel)
+	if worstS > 3e-7 || worstT > 3e-7 || worstTRel > 5e-7 {
+		t.Fatalf("approximation error too large: sigmoid %.3g, tanh %.3g (relative %.3g)", worstS, worstT, worstTRel)
+	}
+	impls(t, func(t *testing.T) {
+		for _, off := range []int{0, 1, 3} {
+			src := xs[off:]
+			ds := make([]float32, len(src)+1)
+			dt := make([]float32, len(src)+1)
+			ds[len(src)], dt[len(src)] = sentinel, sentinel
+			SigmoidTo(ds, src)
+			TanhTo(dt, src)
+			for i, x := range src {
+				if d := math.Abs(float64(ds[i]) - sigmoid64(float64(x))); d > 3e-7 {
+					t.Fatalf("SigmoidTo(%v) = %v, off by %.3g", x, ds[i], d)
+				}
+				if d := math.Abs(float64(dt[i]) - math.Tanh(float64(x))); d > 3e-7 {
+					t.Fatalf("TanhTo(%v) = %v, off by %.3g", x, dt[i], d)
+				}
+			}
+			if ds[len(src)] != sentinel || dt[len(src)] != sentinel {
+				t.Fatal("vector sigmoid/tanh wrote past its destination")
+			}
+		}
+	})
+}
+
+// TestGates checks the fused LSTM and GRU kernels against float64 versions
+// of PyTorch's equations for many widths and strides, with guard bands
+// around every output.
+func TestGates(t *testing.T) {
+	impls(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(4, 4))
+		for _, n := range append(sizes[1:], 200, 1024) {
+			stride := n + r.IntN(4)
+			rnd := func(k int, scale float64) []float32 {
+				v := make([]float32, k)
+				for i := range v {
+					v[i] = float32(scale * (2*r.Float64() - 1))
+				}
+				return v
+			}
+			// LSTM, pre-activations spread wide enough to saturate.
+			y, bias := rnd(4*stride, 6), rnd(4*stride, 1)
+			c := append(rnd(n, 2), sentinel, sentinel)
+			h := append(make([]float32, n), sentinel, sentinel)
+			cOld := append([]float32(nil), c...)
+			LSTMGates(n, stride, y, bias, c[:n], h[:n])
+			for j := 0; j < n; j++ {
+				g := func(q int) float64 { return float64(y[q*stride+j]) + float64(bias[q*stride+j]) }
+				cn := sigmoid64(g(1))*float64(cOld[j]) + sigmoid64(g(0))*math.Tanh(g(2))
+				hn := sigmoid64(g(3)) * math.Tanh(cn)
+				if math.Abs(float64(c[j])-cn) > 1e-6*max(1, math.Abs(cn)) || math.Abs(float64(h[j])-hn) > 1e-6 {
+					t.Fatalf("LSTM n=%d unit %d: c=%v h=%v, want %v %v", n, j, c[j], h[j], cn, hn)
+				}
+			}
+			if c[n] != sentinel || c[n+1] != sentinel || h[n] != sentinel || h[n+1] != sentinel {
+				t.Fatalf("LSTM n=%d wrote past c or h", n)
+			}
+			// GRU, once with hout separate and once in place.
+			x, p, bih, bhh := rnd(3*stride, 4), rnd(3*stride, 4), rnd(3*stride, 1), rnd(3*stride, 1)
+			hprev := rnd(n, 1)
+			for _, inPlace := range []bool{false, true} {
+				out := append(make([]float32, n), sentinel)
+				src := hprev
+				if inPlace {
+					copy(out, hprev)
+					src = out[:n]
+				}
+				GRUGates(n, stride, x, p, bih, bhh, src, out[:n])
+				for j := 0; j < n; j++ {
+					g := func(a []float32, q int) float64 { return float64(a[q*stride+j]) }
+					rr := sigmoid64(g(x, 0) + g(bih, 0) + g(p, 0) + g(bhh, 0))
+					z := sigmoid64(g(x, 1) + g(bih, 1) + g(p, 1) + g(bhh, 1))
+					nn := math.Tanh(g(x, 2) + g(bih, 2) + rr*(g(p, 2)+g(bhh, 2)))
+					want := (1-z)*nn + z*float64(hprev[j])
+					if math.Abs(float64(out[j])-want) > 1e-6 {
+						t.Fatalf("GRU n=%d in place %v unit %d: %v, want %v", n, inPlace, j, out[j], want)
+					}
+				}
+				if out[n] != sentinel {
+					t.Fatalf("GRU n=%d wrote past hout", n)
+				}
+			}
+		}
+	})
+}
+
+// TestAsmMatchesGo runs both paths on the same inputs and compares them
+// directly, so a difference that the float64 checks would tolerate in both
+// still shows.
+func TestAsmMatchesGo(t *testing.T) {
+	if !useAsm {
+		t.Skip("no assembly on this CPU or build")
+	}
+	defer func() { useAsm = true }()
+	r := rand.New(rand.NewPCG(5, 5))
+	for _, s := range []struct{ m, n, k int }{{1, 256, 64}, {1, 37, 29}, {3, 64, 100}, {8, 33, 515}, {64, 40, 64}} {
+		a := newGuarded(r, s.m, s.k, s.k, 0, 0).s()
+		w := newGuarded(r, s.n, s.k, s.k, 0, 0).s()
+		var out [2][]float32
+		for i, asm := range []bool{false, true} {
+			useAsm = asm
+			out[i] = make([]float32, s.m*s.n)
+			GemmNT(s.m, s.n, s.k, a, s.k, w, s.k, 0, out[i], s.n)
+		}
+		for i := range out[0] {
+			if d := math.Abs(float64(out[0][i] - out[1][i])); d > 1e-5 {
+				t.Fatalf("%+v: element %d: go %v, asm %v", s, i, out[0][i], out[1][i])
+			}
+		}
+	}
+}
+
+func TestBF16(t *testing.T) {
+	// Rounding: to nearest, ties to even, NaN stays NaN.
+	for _, c := range []struct {
+		in   float32
+		want uint16
+	}{
+		{1, 0x3f80}, {-2, 0xc000}, {math.Float32frombits(0x3f808000), 0x3f80}, {math.Float32frombits(0x3f818000), 0x3f82},
+		{math.Float32frombits(0x3f808001), 0x3f81}, {float32(math.Inf(1)), 0x7f80},
+	} {
+		var got [1]uint16
+		ToBF16(got[:], []float32{c.in})
+		if got[0] != c.want {
+			t.Errorf("ToBF16(%v) = %#x, want %#x", c.in, got[0], c.want)
+		}
+	}
+	var q [1]uint16
+	ToBF16(q[:], []float32{nan})
+	if back := bf16(q[0]); !math.IsNaN(float64(back)) {
+		t.Errorf("ToBF16(NaN) widened to %v", back)
+	}
+	impls(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(6, 6))
+		for _, m := range []int{1, 2, 3, 9} {
+			for _, n := range []int{1, 3, 4, 5, 8, 13, 64} {
+				for _, k := range []int{1, 7, 8, 9, 16, 23, 100, kc + 9} {
+					ldw := k + r.IntN(3)
+					wf := newGuarded(r, n, k, ldw, 0, 0)
+					w := make([]uint16, len(wf.all)+5)
+					ToBF16(w, wf.all)
+					for i := len(wf.all); i < len(w); i++ {
+						w[i] = 0x7fc0 // NaN guard after W
+					}
+					wide := make([]float32, len(w))
+					FromBF16(wide, w)
+					a := newGuarded(r, m, k, k, r.IntN(4), nan)
+					c := newGuarded(r, m, n, n+1, r.IntN(4), sentinel)
+					c0 := append([]float32(nil), c.all...)
+					beta := []float32{0, 1}[r.IntN(2)]
+					GemmNTBF16(m, n, k, a.s(), k, w[:(n-1)*ldw+k], ldw, beta, c.s(), n+1)
+					for i := 0; i < m; i++ {
+						for j := 0; j < n; j++ {
+							want := float64(beta) * float64(c0[c.off+i*(n+1)+j])
+							for p := 0; p < k; p++ {
+								want += float64(a.at(i, p)) * float64(wide[j*ldw+p])
+							}
+							if got := float64(c.at(i, j)); math.IsNaN(got) || math.Abs(got-want) > 1e-5 {
+								t.Fatalf("m=%d n=%d k=%d: C[%d][%d] = %v, want %v", m, n, k, i, j, got, want)
+							}
+						}
+					}
+					c.checkPads(t, fmt.Sprintf("bf16 m=%d n=%d k=%d", m, n, k))
+				}
+			}
+		}
+	})
+}
+
+func TestSum(t *testing.T) {
+	impls(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(7, 7))
+		for _, n := range []int{0, 1, 63, 64, 65, 1000, 4096} {
+			x := newGuarded(r, 1, n, max(n, 1), r.IntN(8), nan).s()
+			var want float64
+			for _, v := range x {
+				want += float64(v)
+			}
+			if got := Sum(x); math.Abs(float64(got)-want) > 1e-4 {
+				t.Fatalf("Sum of %d = %v, want %v", n, got, want)
+			}
+		}
+	})
+}
+
+func TestShapePanics(t *testing.T) {
+	x := make([]float32, 10)
+	for name, f := range map[string]func(){
+		"short A":     func() { GemmNT(3, 2, 4, x[:11-3], 4, x, 4, 0, x, 2) },
+		"short W":     func() { GemmNT(1, 3, 4, x, 4, x, 4, 0, x, 3) },
+		"short C":     func() { GemmNT(2, 3, 1, x, 1, x, 1, 0, x[:5], 3) },
+		"small ld":    func() { GemmNT(1, 1, 4, x, 3, x, 4, 0, x, 1) },
+		"negative":    func() { GemmNT(-1, 1, 1, x, 1, x, 1, 0, x, 1) },
+		"short y":     func() { GemvN(4, 2, x, 2, x, 0, x[:3]) },
+		"short x T":   func() { GemvT(4, 2, x, 2, x[:3], 0, x) },
+		"short gates": func() { LSTMGates(3, 3, x, x, x, x) },
+		"short gru":   func() { GRUGates(4, 4, x, x, x, x, x, x) },
+		"short bf16":  func() { GemmNTBF16(1, 3, 4, x, 4, make([]uint16, 11), 4, 0, x, 3) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}

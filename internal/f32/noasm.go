@@ -1,0 +1,35 @@
+//go:build purego || !amd64
+
+package f32
+
+// useAsm is always false without the assembly; the tests that compare the
+// two paths then compare the pure-Go path with itself.
+var useAsm = false
+
+func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
+	gemmNTGo(m, n, k, a, lda, w, ldw, beta, c, ldc)
+}
+
+func gemvTKernel(k, n int, w []float32, ldw int, x []float32, beta float32, y []float32) {
+	gemvTGo(k, n, w, ldw, x, beta, y)
+}
+
+func lstmKernel(n, stride int, y, bias, c, h []float32) { lstmGo(0, n, stride, y, bias, c, h) }
+
+func gruKernel(n, stride int, x, p, bih, bhh, hprev, hout []float32) {
+	gruGo(0, n, stride, x, p, bih, bhh, hprev, hout)
+}
+
+func sigmoidVec(dst, src []float32) int { return 0 }
+
+func tanhVec(dst, src []float32) int { return 0 }
+
+func gemvBF16Kernel(n, k int, w []uint16, ldw int, x []float32, beta float32, y []float32) {
+	gemvBF16Go(n, k, w, ldw, x, beta, y)
+}
+
+func bf16Kernel(dst []float32, src []uint16) int { return 0 }
+
+func sumKernel(x []float32) float32 { return sumGo(x) }
+
+func implName() string { return "go" }

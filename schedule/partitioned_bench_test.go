@@ -1,0 +1,76 @@
+package schedule
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"rnnserve/rnn"
+)
+
+// BenchmarkTableIP is BenchmarkTableI for the partitioned schedule: every
+// Table I shape at batch 1, on GOMAXPROCS workers (set it with -cpu), with
+// float32 (sched=P) and bf16 (sched=Pbf16) weights. Like BenchmarkTableI it
+// builds the plan inside the loop and reports ns/step and the weight bytes
+// read per step (half for bf16's matrices).
+//
+//	go test ./schedule/ -run '^$' -bench 'BenchmarkTableIP/' -benchtime 200ms -cpu 1,2
+//
+// scripts/bench_compare.py runs it beside BenchmarkTableI and PyTorch.
+func BenchmarkTableIP(b *testing.B) {
+	for _, cell := range []rnn.CellKind{rnn.LSTM, rnn.GRU} {
+		for _, hidden := range []int{64, 128, 256, 512, 1024} {
+			for _, layers := range []int{1, 2, 3, 4, 5, 6, 7, 8} {
+				var net *rnn.Network
+				for _, T := range []int{1, 10, 50, 100} {
+					for _, prec := range []Precision{F32, BF16} {
+						sched := "P"
+						if prec == BF16 {
+							sched = "Pbf16"
+						}
+						name := fmt.Sprintf("cell=%v/hidden=%d/layers=%d/T=%d/sched=%s", cell, hidden, layers, T, sched)
+						b.Run(name, func(b *testing.B) {
+							if net == nil {
+								net = randomNet(b, rnn.Config{Cell: cell, Input: hidden, Hidden: hidden, Layers: layers}, 1)
+							}
+							prog, err := NewPartitioned(net, PartitionOptions{Workers: runtime.GOMAXPROCS(0), Precision: prec})
+							if err != nil {
+								b.Fatal(err)
+							}
+							benchProgram(b, prog, T)
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// benchProgram times plan building and running for T steps of batch 1.
+func benchProgram(b *testing.B, prog *Program, T int) {
+	in := randomInput(prog.Net, T, 1, false, rand.New(rand.NewPCG(1, 1)))
+	p, err := prog.Plan(in, PlanOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var weightBytes int64
+	p.Walk(func(r Region, w bool) {
+		if r.Buf.Kind == KindWeight && !w {
+			weightBytes += r.Bytes()
+		}
+	})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		p, err := prog.Plan(in, PlanOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(T), "ns/step")
+	b.ReportMetric(float64(weightBytes)/float64(T), "B/step")
+}

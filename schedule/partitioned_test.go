@@ -1,0 +1,410 @@
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"rnnserve/models"
+	"rnnserve/models/safetensors"
+	"rnnserve/rnn"
+)
+
+// testPool starts an unpinned pool of n workers for one test, raising
+// GOMAXPROCS for it if needed.
+func testPool(t *testing.T, n int) *Pool {
+	t.Helper()
+	if runtime.GOMAXPROCS(0) < n {
+		old := runtime.GOMAXPROCS(n)
+		t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+	}
+	p, err := NewPool(PoolOptions{Workers: n, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func runProgram(t testing.TB, prog *Program, in Input) Result {
+	t.Helper()
+	p, err := prog.Plan(in, PlanOptions{Head: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestPartitionedAgreesWithAPlus runs the partitioned schedule on 1, 2 and
+// 3 workers over random shapes of every cell type, direction, projection,
+// embedding and head, at batch 1 and > 1, and compares every output with
+// Schedule A+ (itself checked against PyTorch by TestGolden).
+func TestPartitionedAgreesWithAPlus(t *testing.T) {
+	pools := map[int]*Pool{2: testPool(t, 2), 3: testPool(t, 3)}
+	r := rand.New(rand.NewPCG(7, 11))
+	for i := 0; i < 48; i++ {
+		cfg := rnn.Config{
+			Cell:          []rnn.CellKind{rnn.LSTM, rnn.GRU}[i%2],
+			Input:         1 + r.IntN(40),
+			Hidden:        1 + r.IntN(70),
+			Layers:        1 + r.IntN(3),
+			Bidirectional: r.IntN(2) == 1,
+		}
+		if cfg.Cell == rnn.LSTM && cfg.Hidden > 1 && r.IntN(3) == 0 {
+			cfg.Proj = 1 + r.IntN(cfg.Hidden-1)
+		}
+		if r.IntN(3) == 0 {
+			cfg.Vocab = 1 + r.IntN(60)
+		}
+		if r.IntN(2) == 0 {
+			cfg.HeadOut = 1 + r.IntN(30)
+			cfg.Activation = rnn.Activation(r.IntN(3))
+		}
+		T := 1 + r.IntN(12)
+		B := []int{1, 1 + r.IntN(5)}[r.IntN(2)]
+		states := r.IntN(2) == 0
+		workers := 1 + i%3
+		name := fmt.Sprintf("%d/%v/in=%d/h=%d/p=%d/L=%d/bi=%v/V=%d/head=%d/T=%d/B=%d/states=%v/workers=%d",
+			i, cfg.Cell, cfg.Input, cfg.Hidden, cfg.Proj, cfg.Layers, cfg.Bidirectional, cfg.Vocab, cfg.HeadOut, T, B, states, workers)
+		t.Run(name, func(t *testing.T) {
+			net := randomNet(t, cfg, uint64(i))
+			in := randomInput(net, T, B, states, r)
+			prog, err := NewPartitioned(net, PartitionOptions{Workers: workers, Pool: pools[workers]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := run(t, net, APlus, in)
+			// Twice: a plan must run again from the same inputs, and a
+			// second plan of the program must not disturb the first.
+			for rep := 0; rep < 2; rep++ {
+				got := runProgram(t, prog, in)
+				compareResults(t, got, want, 1e-5)
+			}
+		})
+	}
+}
+
+func compareResults(t *testing.T, got, want Result, tol float64) {
+	t.Helper()
+	for _, c := range []struct {
+		name      string
+		got, want []float32
+	}{{"output", got.Output, want.Output}, {"h_n", got.HN, want.HN}, {"c_n", got.CN, want.CN}, {"head", got.Head, want.Head}} {
+		if err := closeTo(c.got, c.want, tol); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}
+
+// maxRelErr is the largest |got-want| / max(1, |want|).
+func maxRelErr(got, want []float32) float64 {
+	var m float64
+	for i := range got {
+		m = max(m, math.Abs(float64(got[i])-float64(want[i]))/math.Max(1, math.Abs(float64(want[i]))))
+	}
+	return m
+}
+
+// TestPartitionedGolden runs the PyTorch golden cases under the
+// partitioned schedule on two workers: float32 weights within the 1e-5
+// the other schedules meet, bf16 weights within 5e-2 (each weight is off
+// by up to 2^-9 relative), with the largest error of each logged.
+func TestPartitionedGolden(t *testing.T) {
+	pool := testPool(t, 2)
+	dirs, err := filepath.Glob("testdata/golden/*/model.yaml")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no golden cases: %v", err)
+	}
+	var worstBF16 float64
+	for _, spec := range dirs {
+		dir := filepath.Dir(spec)
+		m, err := models.Load(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io, err := safetensors.ReadFile(filepath.Join(dir, "io.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f32 := func(name string) []float32 {
+			tn, ok := io.Tensor(name)
+			if !ok {
+				return nil
+			}
+			v, err := tn.Float32s()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		var in Input
+		if tn, ok := io.Tensor("tokens"); ok {
+			in.T, in.B = tn.Shape[0], tn.Shape[1]
+			if in.Tokens, err = tn.Int64s(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			tn, _ := io.Tensor("features")
+			in.T, in.B = tn.Shape[0], tn.Shape[1]
+			in.Features = f32("features")
+		}
+		in.H0, in.C0 = f32("h0"), f32("c0")
+		want := Result{Output: f32("output"), HN: f32("h_n"), CN: f32("c_n"), Head: f32("head")}
+		for _, prec := range []Precision{F32, BF16} {
+			prog, err := NewPartitioned(m.Net, PartitionOptions{Pool: pool, Precision: prec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := runProgram(t, prog, in)
+			if prec == F32 {
+				t.Run(filepath.Base(dir), func(t *testing.T) { compareResults(t, got, want, 1e-5) })
+				continue
+			}
+			e := max(maxRelErr(got.Output, want.Output), maxRelErr(got.HN, want.HN))
+			if want.Head != nil {
+				e = max(e, maxRelErr(got.Head, want.Head))
+			}
+			t.Logf("%s: bf16 max error %.3g", filepath.Base(dir), e)
+			worstBF16 = max(worstBF16, e)
+		}
+	}
+	t.Logf("bf16 weights: largest error against PyTorch's float32 outputs %.3g (relative to max(1,|want|))", worstBF16)
+	if worstBF16 > 5e-2 || worstBF16 == 0 {
+		t.Errorf("bf16 error %.3g, want in (0, 5e-2]", worstBF16)
+	}
+}
+
+// TestPartitionedBF16 checks that bf16 storage changes nothing but the
+// weights: the partitioned schedule with bf16 weights must equal A+ in
+// float32 on a network whose W_ih, W_hh and W_hr were rounded to bf16.
+func TestPartitionedBF16(t *testing.T) {
+	pool := testPool(t, 2)
+	r := rand.New(rand.NewPCG(3, 5))
+	for i, cfg := range []rnn.Config{
+		{Cell: rnn.LSTM, Input: 13, Hidden: 37, Layers: 2},
+		{Cell: rnn.LSTM, Input: 8, Hidden: 40, Proj: 9, Layers: 2, Bidirectional: true},
+		{Cell: rnn.GRU, Input: 21, Hidden: 64, Layers: 3, Vocab: 30, HeadOut: 30, Activation: rnn.ActLogSoftmax},
+	} {
+		net := randomNet(t, cfg, uint64(i+100))
+		in := randomInput(net, 9, 1+i, i%2 == 0, r)
+		prog, err := NewPartitioned(net, PartitionOptions{Pool: pool, Precision: BF16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := runProgram(t, prog, in)
+		rounded := randomNet(t, cfg, uint64(i+100))
+		for _, dirs := range rounded.Layers {
+			for _, l := range dirs {
+				for _, w := range [][]float32{l.Wih, l.Whh, l.Whr} {
+					b := make([]uint16, len(w))
+					rnn.ToBF16(b, w)
+					rnn.FromBF16(w, b)
+				}
+			}
+		}
+		want := run(t, rounded, APlus, in)
+		t.Run(fmt.Sprint(i), func(t *testing.T) { compareResults(t, got, want, 1e-5) })
+		if maxRelErr(got.Output, run(t, net, APlus, in).Output) == 0 {
+			t.Errorf("%d: bf16 output equals float32 output exactly: weights not rounded?", i)
+		}
+	}
+}
+
+// TestPartitionedPlanRegions checks a dry plan's bookkeeping: every region
+// inside its buffer, each worker's W_hh read once per step (so all of W_hh
+// once per step), W_hh skipped at the first step from a zero state, and
+// bf16 weight buffers half the bytes of float32 ones.
+func TestPartitionedPlanRegions(t *testing.T) {
+	for _, cell := range []rnn.CellKind{rnn.LSTM, rnn.GRU} {
+		net, err := rnn.NewNetwork(rnn.Config{Cell: cell, Input: 24, Hidden: 40, Layers: 2}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const T = 5
+		bytes := map[Precision]int64{}
+		for _, prec := range []Precision{F32, BF16} {
+			prog, err := NewPartitioned(net, PartitionOptions{Workers: 3, Precision: prec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !prog.dry || prog.part.pool != nil {
+				t.Fatal("a dry program must not use a pool")
+			}
+			p, err := prog.Plan(Input{T: T, B: 2}, PlanOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			whh := map[int]int64{} // time step -> W_hh bytes read
+			p.Walk(func(r Region, _ bool) {
+				end := r.Off + int64(max(r.Count-1, 0))*r.Stride + r.Len
+				if r.Off < 0 || end > r.Buf.Bytes() {
+					t.Fatalf("%v %v: region of %q ends at %d, past %d", cell, prec, r.Buf.Name, end, r.Buf.Bytes())
+				}
+			})
+			for _, s := range p.Steps {
+				for _, r := range s.Reads {
+					if r.Buf.Kind == KindWeight && filepath.Ext(r.Buf.Name) == ".weight_hh" {
+						whh[s.T] += r.Bytes()
+					}
+				}
+			}
+			G := int64(cell.Gates())
+			full := 2 * G * 40 * 40 * int64(prec.elemSize()) // two layers' W_hh
+			if whh[0] != 0 || whh[1] != full || whh[T-1] != full {
+				t.Errorf("%v %v: W_hh bytes read at t=0,1,T-1 = %d, %d, %d; want 0, %d, %d", cell, prec, whh[0], whh[1], whh[T-1], full, full)
+			}
+			bytes[prec] = p.BufferBytes(KindWeight)
+			for _, b := range prog.Weights() {
+				if filepath.Ext(b.Name) == ".weight_hh" && b.ElemSize != prec.elemSize() {
+					t.Errorf("%s: element size %d under %v", b.Name, b.ElemSize, prec)
+				}
+			}
+		}
+		// Biases stay float32, so bf16 is a little over half.
+		if ratio := float64(bytes[BF16]) / float64(bytes[F32]); ratio < 0.5 || ratio > 0.53 {
+			t.Errorf("%v: bf16/f32 weight bytes %.3f, want just over 0.5", cell, ratio)
+		}
+	}
+}
+
+func TestSplit(t *testing.T) {
+	for _, c := range []struct {
+		n, parts int
+		want     []span
+	}{
+		{64, 2, []span{{0, 32}, {32, 64}}},
+		{100, 2, []span{{0, 48}, {48, 100}}},
+		{5, 2, []span{{0, 2}, {2, 5}}},
+		{1, 3, []span{{0, 0}, {0, 0}, {0, 1}}},
+		{1024, 3, []span{{0, 344}, {344, 680}, {680, 1024}}},
+	} {
+		got := split(c.n, c.parts)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("split(%d, %d) = %v, want %v", c.n, c.parts, got, c.want)
+		}
+	}
+}
+
+// TestChunks checks the backward pass over W_hh: whole 4-row blocks, at
+// most snakeChunks of them, covering every row once, last rows first.
+func TestChunks(t *testing.T) {
+	for _, rows := range []int{1, 3, 4, 10, 64, 100, 1024, 4096} {
+		c := chunks(rows)
+		if len(c) > snakeChunks || c[0].hi != rows || c[len(c)-1].lo != 0 {
+			t.Fatalf("chunks(%d) = %v", rows, c)
+		}
+		for i := 1; i < len(c); i++ {
+			if c[i].hi != c[i-1].lo || c[i].lo%4 != 0 {
+				t.Fatalf("chunks(%d) = %v: not contiguous 4-row blocks in reverse", rows, c)
+			}
+		}
+	}
+}
+
+func TestPartitionedOptions(t *testing.T) {
+	net := randomNet(t, rnn.Config{Cell: rnn.GRU, Input: 3, Hidden: 4, Layers: 1}, 1)
+	pool := testPool(t, 2)
+	for _, opt := range []PartitionOptions{
+		{Workers: -1}, {Workers: MaxWorkers + 1}, {Workers: 3, Pool: pool}, {Precision: 9},
+	} {
+		if _, err := NewPartitioned(net, opt); err == nil {
+			t.Errorf("NewPartitioned(%+v) succeeded", opt)
+		}
+	}
+	if _, err := NewPool(PoolOptions{Workers: runtime.GOMAXPROCS(0) + 1}); !errors.Is(err, ErrPool) {
+		t.Errorf("NewPool beyond GOMAXPROCS: %v, want ErrPool", err)
+	}
+	for s, want := range map[string]Schedule{"P": Partitioned, "p": Partitioned, "A+": APlus} {
+		if got, err := Parse(s); err != nil || got != want {
+			t.Errorf("Parse(%q) = %v, %v", s, got, err)
+		}
+	}
+	if Partitioned.String() != "P" {
+		t.Errorf("Partitioned.String() = %q", Partitioned.String())
+	}
+	for s, want := range map[string]Precision{"": F32, "f32": F32, "bf16": BF16, "bfloat16": BF16} {
+		if got, err := ParsePrecision(s); err != nil || got != want {
+			t.Errorf("ParsePrecision(%q) = %v, %v", s, got, err)
+		}
+	}
+	if _, err := ParsePrecision("int4"); !errors.Is(err, ErrUnknownPrecision) {
+		t.Errorf("ParsePrecision(int4) = %v", err)
+	}
+}
+
+// TestPool runs many short phases on three workers and checks every
+// worker ran every phase in order, with the barrier keeping them in step.
+func TestPool(t *testing.T) {
+	p := testPool(t, 3)
+	const phases = 2000
+	var seen [3][]int
+	var inPhase atomic.Int64
+	fs := make([]func(w int), phases)
+	for i := range fs {
+		fs[i] = func(w int) {
+			seen[w] = append(seen[w], i)
+			// Every worker of phase i must see the others' phase i-1
+			// increments done: the counter is exactly 3*i + (0..2).
+			if v := inPhase.Add(1) - 1; v/3 != int64(i) {
+				panic(fmt.Sprintf("worker %d in phase %d saw count %d", w, i, v))
+			}
+		}
+	}
+	for rep := 0; rep < 3; rep++ {
+		inPhase.Store(0)
+		for w := range seen {
+			seen[w] = seen[w][:0]
+		}
+		p.Run(fs)
+		for w := range seen {
+			if len(seen[w]) != phases || seen[w][phases-1] != phases-1 {
+				t.Fatalf("worker %d ran %d phases", w, len(seen[w]))
+			}
+		}
+	}
+	var ran [3]atomic.Bool
+	p.Each(func(w int) { ran[w].Store(true) })
+	for w := range ran {
+		if !ran[w].Load() {
+			t.Errorf("Each skipped worker %d", w)
+		}
+	}
+	if err := p.PinError(); err != nil {
+		t.Errorf("unpinned pool reports %v", err)
+	}
+}
+
+// TestPoolParksAndPins uses a pool that never spins, so every barrier and
+// job start goes through the parking path, and pins its workers.
+func TestPoolParksAndPins(t *testing.T) {
+	p, err := NewPool(PoolOptions{Workers: runtime.GOMAXPROCS(0), Spin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var n atomic.Int64
+	fs := make([]func(w int), 50)
+	for i := range fs {
+		fs[i] = func(int) { n.Add(1) }
+	}
+	for rep := 0; rep < 5; rep++ {
+		p.Run(fs)
+	}
+	if want := int64(5 * 50 * p.Workers()); n.Load() != want {
+		t.Errorf("ran %d phase parts, want %d", n.Load(), want)
+	}
+	if err := p.PinError(); err != nil {
+		t.Logf("pinning unavailable here: %v", err)
+	}
+	p.Close()
+	p.Close() // a second Close is a no-op
+}
