@@ -121,8 +121,20 @@ type Model struct {
 
 // Load reads a spec file and its weights (or makes seeded random weights
 // when the spec names none). A relative weights path is relative to the spec.
-func Load(specPath string) (*Model, error) {
-	return load(specPath, func(name string, limit int64) ([]byte, error) {
+func Load(specPath string) (*Model, error) { return load(specPath, osReader(specPath)) }
+
+// LoadFS is Load from a file system, such as an embedded one.
+func LoadFS(fsys fs.FS, specPath string) (*Model, error) {
+	return load(specPath, fsReader(fsys, specPath))
+}
+
+// reader reads a file named in a spec (or the spec itself), refusing more
+// than limit bytes.
+type reader func(name string, limit int64) ([]byte, error)
+
+// osReader reads from the file system, relative paths relative to the spec.
+func osReader(specPath string) reader {
+	return func(name string, limit int64) ([]byte, error) {
 		if !filepath.IsAbs(name) && name != specPath {
 			name = filepath.Join(filepath.Dir(specPath), name)
 		}
@@ -131,12 +143,12 @@ func Load(specPath string) (*Model, error) {
 			return nil, err
 		}
 		return readLimited(f, limit)
-	})
+	}
 }
 
-// LoadFS is Load from a file system, such as an embedded one.
-func LoadFS(fsys fs.FS, specPath string) (*Model, error) {
-	return load(specPath, func(name string, limit int64) ([]byte, error) {
+// fsReader reads from fsys, paths relative to the spec's directory.
+func fsReader(fsys fs.FS, specPath string) reader {
+	return func(name string, limit int64) ([]byte, error) {
 		if name != specPath {
 			name = path.Join(path.Dir(specPath), name)
 		}
@@ -145,13 +157,13 @@ func LoadFS(fsys fs.FS, specPath string) (*Model, error) {
 			return nil, err
 		}
 		return readLimited(f, limit)
-	})
+	}
 }
 
 // MaxWeightsBytes bounds a weights file.
 const MaxWeightsBytes = 1 << 34
 
-func load(specPath string, read func(name string, limit int64) ([]byte, error)) (*Model, error) {
+func load(specPath string, read reader) (*Model, error) {
 	data, err := read(specPath, MaxSpecBytes)
 	if err != nil {
 		return nil, fmt.Errorf("load spec %s: %w", specPath, err)

@@ -8,9 +8,6 @@ import (
 	"io/fs"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path"
-	"path/filepath"
 	"slices"
 	"sort"
 
@@ -147,34 +144,14 @@ func (s *TreeSpec) Config(n int) (tree.Config, error) {
 
 // LoadTree reads a tree spec file, its vocabulary and its weights (or
 // seeded random weights when it names none), relative to the spec.
-func LoadTree(specPath string) (*TreeModel, error) {
-	return loadTree(specPath, func(name string, limit int64) ([]byte, error) {
-		if !filepath.IsAbs(name) && name != specPath {
-			name = filepath.Join(filepath.Dir(specPath), name)
-		}
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, err
-		}
-		return readLimited(f, limit)
-	})
-}
+func LoadTree(specPath string) (*TreeModel, error) { return loadTree(specPath, osReader(specPath)) }
 
 // LoadTreeFS is LoadTree from a file system, such as an embedded one.
 func LoadTreeFS(fsys fs.FS, specPath string) (*TreeModel, error) {
-	return loadTree(specPath, func(name string, limit int64) ([]byte, error) {
-		if name != specPath {
-			name = path.Join(path.Dir(specPath), name)
-		}
-		f, err := fsys.Open(name)
-		if err != nil {
-			return nil, err
-		}
-		return readLimited(f, limit)
-	})
+	return loadTree(specPath, fsReader(fsys, specPath))
 }
 
-func loadTree(specPath string, read func(string, int64) ([]byte, error)) (*TreeModel, error) {
+func loadTree(specPath string, read reader) (*TreeModel, error) {
 	data, err := read(specPath, MaxSpecBytes)
 	if err != nil {
 		return nil, fmt.Errorf("load spec %s: %w", specPath, err)
