@@ -14,9 +14,10 @@
 //   - sequences are time-major: [T][B][F], so the B rows of one time step are
 //     contiguous; every activation has a batch dimension B >= 1.
 //
-// Matrix products go through gonum's BLAS interface (blas32.Implementation),
-// so a faster float32 BLAS can be swapped in with blas32.Use. The pointwise
-// gate kernels follow PyTorch's equations exactly:
+// Matrix products and the fused gate kernels run on internal/f32 (AVX2+FMA
+// assembly chosen at run time, a pure-Go fallback under -tags purego),
+// which replaced gonum's pure-Go Sgemv/Sgemm when benchmarks showed it 2-4x
+// faster (docs/performance.md). The gates follow PyTorch's equations:
 //
 //	LSTM: i = σ(y_i), f = σ(y_f), g = tanh(y_g), o = σ(y_o)
 //	      c' = f⊙c + i⊙g,  h' = o⊙tanh(c')          (then h' = W_hr h' with projection)

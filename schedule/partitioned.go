@@ -29,11 +29,6 @@ import (
 //	       [p0,p1) of h = W_hr·hfull, split like the units)
 //
 // With a zero initial state the first step skips the recurrent product.
-// Every other step walks W_hh backwards, in snakeChunks chunks of rows: an
-// LRU-like cache a little smaller than the slice then keeps the part the
-// previous step read last, instead of evicting each line just before it
-// is needed again (a cyclic scan of 1.01 MiB through a 1 MiB L2 misses on
-// every line; this way it misses on about 1%).
 // The embedding gather, the head product (split by output rows) and its
 // softmax (split by time steps) are phases too.
 //
@@ -255,54 +250,6 @@ func matMulT(m, n, k int, a []float32, lda int, w []float32, w16 []uint16, beta 
 	rnn.MatMulT(m, n, k, a, lda, w, k, beta, c, ldc)
 }
 
-// snakeChunks is the number of row chunks a backward pass over W_hh takes.
-const snakeChunks = 16
-
-// chunks splits rows into at most snakeChunks spans of whole 4-row
-// blocks, last span first.
-func chunks(rows int) []span {
-	size := max((rows+snakeChunks-1)/snakeChunks, 4)
-	size = (size + 3) &^ 3
-	var s []span
-	for lo := (rows - 1) / size * size; lo >= 0; lo -= size {
-		s = append(s, span{lo, min(lo+size, rows)})
-	}
-	return s
-}
-
-// recurrent is matMulT over W_hh [n][k], forwards, or backwards in the
-// chunks given.
-func recurrent(back []span, m, n, k int, a []float32, lda int, w []float32, w16 []uint16, beta float32, c []float32, ldc int) {
-	if back == nil {
-		matMulT(m, n, k, a, lda, w, w16, beta, c, ldc)
-		return
-	}
-	for _, r := range back {
-		var wr []float32
-		var wr16 []uint16
-		if w16 != nil {
-			wr16 = w16[r.lo*k:]
-		} else {
-			wr = w[r.lo*k:]
-		}
-		matMulT(m, r.n(), k, a, lda, wr, wr16, beta, c[r.lo:], ldc)
-	}
-}
-
-// whhReads is the region list of one pass over s's W_hh: the whole buffer
-// forwards, or its chunks in the backward order.
-func whhReads(s *partSlice, back []span, cols int) []Region {
-	if back == nil {
-		return []Region{all(s.whh)}
-	}
-	es := int64(s.whh.ElemSize)
-	r := make([]Region, len(back))
-	for i, c := range back {
-		r[i] = Region{Buf: s.whh, Off: es * int64(c.lo*cols), Len: es * int64(c.n()*cols), Count: 1}
-	}
-	return r
-}
-
 func (pp *partProgram) run(phases []func(w int)) {
 	if pp.pool == nil {
 		for _, f := range phases {
@@ -518,15 +465,13 @@ func (b *pbuilder) layer(k, d int, x, out *Buffer) {
 			hb, hoff, ldh = b.h0, idx*O, O
 		}
 		last := i == T-1
-		b.stepPhase(pl, k, d, t, hb, hoff, ldh, out, last, i%2 == 1)
+		b.stepPhase(pl, k, d, t, hb, hoff, ldh, out, last)
 	}
 }
 
 // stepPhase adds time step t of layer k, direction d. hb (at hoff, leading
 // dimension ldh) holds h_{t-1} for all units, or is nil for a zero state.
-//
-// On a backward step the W_hh product runs over row chunks in reverse.
-func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hb *Buffer, hoff, ldh int, out *Buffer, last, backward bool) {
+func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hb *Buffer, hoff, ldh int, out *Buffer, last bool) {
 	n, pp, B := b.net, b.pp, b.B
 	l := pl.l
 	O, H, W := l.Out(), l.Hidden, n.OutputWidth()
@@ -534,17 +479,13 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hb *Buffer, hoff, ldh i
 	lstm, proj := l.Cell == rnn.LSTM, l.Proj > 0
 	idx := (k*n.Dirs() + d) * B
 	ooff := t*B*W + d*O // this step's h in out
-	back := make([][]span, len(pl.w))
 	for w := range pl.w {
 		u, s := pp.units[w], &pl.w[w]
 		rows := G * u.n()
-		if backward && rows > 0 {
-			back[w] = chunks(rows)
-		}
 		xp := mat(b.xp[w], t*B*rows, B, rows, rows)
 		if lstm {
 			if hb != nil {
-				b.step(KMatMul, k, d, t, append(whhReads(s, back[w], O), mat(hb, hoff, B, O, ldh), xp), []Region{xp})
+				b.step(KMatMul, k, d, t, []Region{all(s.whh), mat(hb, hoff, B, O, ldh), xp}, []Region{xp})
 			}
 			hdst := mat(out, ooff+u.lo, B, u.n(), W)
 			if proj {
@@ -561,7 +502,7 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hb *Buffer, hoff, ldh i
 			yh := all(b.yh[w])
 			var hprev Region
 			if hb != nil {
-				b.step(KMatMul, k, d, t, append(whhReads(s, back[w], O), mat(hb, hoff, B, O, ldh)), []Region{yh})
+				b.step(KMatMul, k, d, t, []Region{all(s.whh), mat(hb, hoff, B, O, ldh)}, []Region{yh})
 				hprev = mat(hb, hoff+u.lo, B, u.n(), ldh)
 			} else {
 				b.step(KCopy, k, d, t, nil, []Region{yh})
@@ -589,7 +530,7 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hb *Buffer, hoff, ldh i
 		}
 		if lstm {
 			if h != nil {
-				recurrent(back[w], B, rows, O, h, ldh, s.whh.F32, s.whh16, 1, xp, rows)
+				matMulT(B, rows, O, h, ldh, s.whh.F32, s.whh16, 1, xp, rows)
 			}
 			var dst []float32
 			ldd := W
@@ -610,7 +551,7 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hb *Buffer, hoff, ldh i
 		y := yh[w].F32
 		hp, ldp := h, ldh
 		if h != nil {
-			recurrent(back[w], B, rows, O, h, ldh, s.whh.F32, s.whh16, 0, y, rows)
+			matMulT(B, rows, O, h, ldh, s.whh.F32, s.whh16, 0, y, rows)
 		} else {
 			clear(y)
 			hp, ldp = zero.F32, O

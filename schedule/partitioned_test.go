@@ -294,22 +294,6 @@ func TestSplit(t *testing.T) {
 	}
 }
 
-// TestChunks checks the backward pass over W_hh: whole 4-row blocks, at
-// most snakeChunks of them, covering every row once, last rows first.
-func TestChunks(t *testing.T) {
-	for _, rows := range []int{1, 3, 4, 10, 64, 100, 1024, 4096} {
-		c := chunks(rows)
-		if len(c) > snakeChunks || c[0].hi != rows || c[len(c)-1].lo != 0 {
-			t.Fatalf("chunks(%d) = %v", rows, c)
-		}
-		for i := 1; i < len(c); i++ {
-			if c[i].hi != c[i-1].lo || c[i].lo%4 != 0 {
-				t.Fatalf("chunks(%d) = %v: not contiguous 4-row blocks in reverse", rows, c)
-			}
-		}
-	}
-}
-
 func TestPartitionedOptions(t *testing.T) {
 	net := randomNet(t, rnn.Config{Cell: rnn.GRU, Input: 3, Hidden: 4, Layers: 1}, 1)
 	pool := testPool(t, 2)
