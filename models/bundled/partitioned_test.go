@@ -1,12 +1,9 @@
 package bundled
 
 import (
-	"encoding/json"
 	"math"
-	"os"
 	"testing"
 
-	"rnnserve/models"
 	"rnnserve/schedule"
 )
 
@@ -17,28 +14,7 @@ import (
 // perplexity is logged beside PyTorch's float32 one and must stay within
 // 1% of it, and differ from it: bf16 rounding must show.
 func TestByteLMPartitionedBF16(t *testing.T) {
-	m, err := models.LoadFS(FS, "bytelm/model.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, err := os.ReadFile("bytelm/heldout.bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref struct {
-		Perplexity float64 `json:"perplexity"`
-	}
-	data, err := os.ReadFile("bytelm/eval.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &ref); err != nil {
-		t.Fatal(err)
-	}
-	tokens := make([]int64, len(text))
-	for i, b := range text {
-		tokens[i] = int64(b)
-	}
+	m, tokens, ref := loadByteLM(t)
 	prog, err := schedule.NewPartitioned(m.Net, schedule.PartitionOptions{Workers: 1, Precision: schedule.BF16})
 	if err != nil {
 		t.Fatal(err)
@@ -51,12 +27,7 @@ func TestByteLMPartitionedBF16(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const V = 256
-	var nll float64
-	for i := 0; i+1 < len(tokens); i++ {
-		nll -= float64(res.Head[i*V+int(tokens[i+1])])
-	}
-	ppl := math.Exp(nll / float64(len(tokens)-1))
+	ppl := perplexity(res.Head, tokens)
 	change := ppl/ref.Perplexity - 1
 	t.Logf("P with bf16 weights: held-out perplexity %.5f (PyTorch float32 %.5f, change %+.4f%%)", ppl, ref.Perplexity, 100*change)
 	if math.Abs(change) > 1e-2 || change == 0 {
