@@ -74,7 +74,9 @@ type Bound struct {
 }
 
 // Analyze replays p, a plan of prog, through the cache of opt and reports
-// its traffic, working set and DRE. It applies opt's defaults and
+// its traffic, working set and DRE. The working set counts the recurrent
+// weights at the size prog stores them (2 bytes for a bf16 Partitioned
+// program, see WorkingSetOfPrecision). It applies opt's defaults and
 // validates them.
 func Analyze(prog *schedule.Program, p *schedule.Plan, opt Options) (*Report, error) {
 	if err := belongs(prog, p); err != nil {
@@ -113,7 +115,7 @@ func Analyze(prog *schedule.Program, p *schedule.Plan, opt Options) (*Report, er
 		Runs:           opt.Runs,
 		AvgReadBytes:   float64(tr.Total.ReadBytes()) / float64(opt.Runs),
 		AvgWriteBytes:  float64(tr.Total.WriteBytes()) / float64(opt.Runs),
-		WorkingSet:     WorkingSetOf(net, p.T, p.B),
+		WorkingSet:     WorkingSetOfPrecision(net, p.T, p.B, prog.Precision()),
 		PlanBytes:      PlanBytesOf(p),
 		FootprintBytes: foot * line,
 		LineAccesses:   tr.Cold.Accesses,
@@ -219,6 +221,19 @@ func DryPlan(net *rnn.Network, s schedule.Schedule, T, B int, seed uint64) (*sch
 	if err != nil {
 		return nil, nil, err
 	}
+	p, err := prog.Plan(DryInput(net, T, B, seed), schedule.PlanOptions{Head: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("dre: plan of %d steps, batch %d: %w", T, B, err)
+	}
+	return prog, p, nil
+}
+
+// DryInput is the input DryPlan gives net's plans: for a network with an
+// embedding, T·B pseudo-random token ids drawn from seed; for one with
+// weights and without an embedding, zero features; for a dry one without
+// an embedding, no data. Use it to analyse a Program built some other way
+// (schedule.NewPartitioned with its own workers or precision).
+func DryInput(net *rnn.Network, T, B int, seed uint64) schedule.Input {
 	in := schedule.Input{T: T, B: B}
 	// Out-of-range sizes get no inputs; Plan then says what is wrong.
 	if T >= 1 && B >= 1 && int64(T)*int64(B)*int64(max(net.Input, 1)) <= 1<<31 {
@@ -233,9 +248,5 @@ func DryPlan(net *rnn.Network, s schedule.Schedule, T, B int, seed uint64) (*sch
 			in.Features = make([]float32, T*B*net.Input)
 		}
 	}
-	p, err := prog.Plan(in, schedule.PlanOptions{Head: true})
-	if err != nil {
-		return nil, nil, fmt.Errorf("dre: plan of %d steps, batch %d: %w", T, B, err)
-	}
-	return prog, p, nil
+	return in
 }

@@ -49,7 +49,10 @@
 //	                   + T·B·head_out )              the head's output
 //
 // where out is the projection size if any, else the hidden size. Token ids
-// are not counted. This is the network's data, whatever the schedule; the
+// are not counted. A Partitioned program may store the recurrent weights
+// (W_ih, W_hh, W_hr) as bf16: WorkingSetOfPrecision counts those at 2
+// bytes (biases, embedding and head stay 4), and Analyze uses the
+// program's precision. This is the network's data, whatever the schedule; the
 // report also gives the plan's own buffer sizes by kind (Schedule A's G is
 // W_ih and W_hh side by side with the two LSTM biases summed; A+ keeps the
 // gate pre-activations of all steps; layers share two sequence buffers),
@@ -73,6 +76,19 @@
 // at its first touch, so it is dirty after either run when the trace
 // writes it at all. The comparison still runs, so that any other Cache is
 // handled exactly, cycles longer than one run included.
+//
+// # Per-core traffic
+//
+// The replay above is one serial trace through one shared cache. Each step
+// of a plan also names the worker (core) that runs it; ReplayWorker,
+// SimulateWorker and SimulateWorkers replay one worker's steps alone,
+// through a cache the size of a core's private cache, for the bytes that
+// core moves to and from the shared cache. A and A+ plans run on one core;
+// a Partitioned plan's workers run in parallel, so its busiest worker is
+// its critical path. The private caches are not kept coherent: a line
+// another worker writes stays valid here. Traffic.WarmBytes and
+// Report.WarmRW leave out the cold run, as a server that has already
+// answered a request does.
 //
 // # The optimal bound
 //

@@ -79,15 +79,18 @@ func check(p *schedule.Plan, l *Layout) error {
 
 // replay is Replay for a plan already checked against l.
 func replay(p *schedule.Plan, l *Layout, s cachesim.Sink) {
-	p.Walk(func(r schedule.Region, write bool) {
-		a := l.addr[r.Buf] + r.Off
-		for range r.Count {
-			if write {
-				s.Write(a, r.Len)
-			} else {
-				s.Read(a, r.Len)
-			}
-			a += r.Stride
+	p.Walk(func(r schedule.Region, write bool) { replayRegion(l, r, write, s) })
+}
+
+// replayRegion sends one Read or Write per block of r to s.
+func replayRegion(l *Layout, r schedule.Region, write bool, s cachesim.Sink) {
+	a := l.addr[r.Buf] + r.Off
+	for range r.Count {
+		if write {
+			s.Write(a, r.Len)
+		} else {
+			s.Read(a, r.Len)
 		}
-	})
+		a += r.Stride
+	}
 }

@@ -9,14 +9,23 @@ import (
 // its shape alone, in bytes (see the package documentation for the
 // formula).
 type WorkingSet struct {
-	Weights      int64 `json:"weights_bytes"`      // parameters except the embedding
+	Weights      int64 `json:"weights_bytes"`      // parameters except the embedding, at their stored size
 	Embedding    int64 `json:"embedding_bytes"`    // vocab × input × 4
 	Intermediate int64 `json:"intermediate_bytes"` // input and layer output sequences, final states, head output
 	Total        int64 `json:"total_bytes"`
 }
 
-// WorkingSetOf computes the working set of T steps of batch B of net.
+// WorkingSetOf computes the working set of T steps of batch B of net,
+// every parameter float32.
 func WorkingSetOf(net *rnn.Network, T, B int) WorkingSet {
+	return WorkingSetOfPrecision(net, T, B, schedule.F32)
+}
+
+// WorkingSetOfPrecision is WorkingSetOf for a network whose recurrent
+// weights (W_ih, W_hh and W_hr of every layer and direction) are stored
+// at precision prec, as a Partitioned program stores them: 2 bytes each
+// for schedule.BF16. Biases, embedding and head stay 4 bytes.
+func WorkingSetOfPrecision(net *rnn.Network, T, B int, prec schedule.Precision) WorkingSet {
 	tb := int64(T) * int64(B)
 	emb := 4 * int64(net.Vocab) * int64(net.Input)
 	state := int64(net.Out())
@@ -28,13 +37,29 @@ func WorkingSetOf(net *rnn.Network, T, B int) WorkingSet {
 		layers*tb*int64(net.OutputWidth()) +
 		layers*dirs*int64(B)*state +
 		tb*int64(net.HeadOut)
+	weights := net.WeightBytes() - emb
+	if prec == schedule.BF16 {
+		weights -= 2 * recurrentElems(net)
+	}
 	ws := WorkingSet{
-		Weights:      net.WeightBytes() - emb,
+		Weights:      weights,
 		Embedding:    emb,
 		Intermediate: 4 * values,
 	}
 	ws.Total = ws.Weights + ws.Embedding + ws.Intermediate
 	return ws
+}
+
+// recurrentElems counts the elements of every layer's W_ih, W_hh and W_hr.
+func recurrentElems(net *rnn.Network) int64 {
+	var e int64
+	for _, dirs := range net.Layers {
+		for _, l := range dirs {
+			rows := int64(l.Rows())
+			e += rows*int64(l.Input) + rows*int64(l.Out()) + int64(l.Proj)*int64(l.Hidden)
+		}
+	}
+	return e
 }
 
 // PlanBytes is the size of a plan's buffers by kind, in bytes: what the

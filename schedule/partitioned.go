@@ -34,8 +34,10 @@ import (
 //
 // The plan lists every worker's steps with the regions it touches, phase
 // by phase and worker by worker within a phase, so the traffic analysis
-// replays them as one serial trace. Its first step runs the whole job on
-// the pool; the others' run functions do nothing.
+// replays them as one serial trace; each step's Worker says whose it is,
+// so one worker's part can also be replayed alone (through one core's
+// private cache). Its first step runs the whole job on the pool; the
+// others' run functions do nothing.
 
 // PartitionOptions configure NewPartitioned. Zero values mean defaults.
 type PartitionOptions struct {
@@ -186,6 +188,24 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 	return p, nil
 }
 
+// Workers is the number of workers a Partitioned program splits every
+// layer over; 1 for the other schedules, which run on one core.
+func (p *Program) Workers() int {
+	if p.part == nil {
+		return 1
+	}
+	return p.part.workers
+}
+
+// Precision is how the program stores its recurrent weights: F32 except
+// for a Partitioned program built with BF16.
+func (p *Program) Precision() Precision {
+	if p.part == nil {
+		return F32
+	}
+	return p.part.prec
+}
+
 func (p *Program) addWeight(name string, elems, elemSize int) *Buffer {
 	b := &Buffer{Name: name, Kind: KindWeight, Elems: elems, ElemSize: elemSize}
 	p.weights = append(p.weights, b)
@@ -293,14 +313,14 @@ func (b *pbuilder) input(name string, data []float32, elems int) *Buffer {
 	return buf
 }
 
-// step records one worker's kernel call with its regions.
-func (b *pbuilder) step(k Kernel, layer, dir, t int, reads, writes []Region) {
+// step records worker w's kernel call with its regions.
+func (b *pbuilder) step(w int, k Kernel, layer, dir, t int, reads, writes []Region) {
 	at := len(b.regs)
 	b.regs = append(b.regs, reads...)
 	b.regs = append(b.regs, writes...)
-	r := b.regs[at : at+len(reads) : at+len(reads)]
-	w := b.regs[at+len(reads) : len(b.regs) : len(b.regs)]
-	b.plan.Steps = append(b.plan.Steps, Step{Kernel: k, Layer: layer, Dir: dir, T: t, Reads: r, Writes: w, run: nop})
+	rs := b.regs[at : at+len(reads) : at+len(reads)]
+	ws := b.regs[at+len(reads) : len(b.regs) : len(b.regs)]
+	b.plan.Steps = append(b.plan.Steps, Step{Kernel: k, Layer: layer, Dir: dir, T: t, Worker: w, Reads: rs, Writes: ws, run: nop})
 }
 
 // phase adds the code of one phase; a dry plan keeps none.
@@ -392,7 +412,7 @@ func (pp *partProgram) plan(prog *Program, in *Input, opt PlanOptions) *Plan {
 func (b *pbuilder) embed(tok, x *Buffer) {
 	emb, dim := b.prog.emb, b.net.Input
 	parts := split(b.T*b.B, b.pp.workers)
-	for _, s := range parts {
+	for w, s := range parts {
 		var reads []Region
 		if s.n() > 0 {
 			reads = append(reads, Region{Buf: tok, Off: 8 * int64(s.lo), Len: 8 * int64(s.n()), Count: 1})
@@ -400,7 +420,7 @@ func (b *pbuilder) embed(tok, x *Buffer) {
 		for _, id := range tok.I64[s.lo:s.hi] {
 			reads = append(reads, mat(emb, int(id)*dim, 1, dim, dim))
 		}
-		b.step(KEmbed, -1, 0, -1, reads, []Region{mat(x, s.lo*dim, s.n(), dim, dim)})
+		b.step(w, KEmbed, -1, 0, -1, reads, []Region{mat(x, s.lo*dim, s.n(), dim, dim)})
 	}
 	b.phase(func(w int) {
 		s := parts[w]
@@ -423,12 +443,12 @@ func (b *pbuilder) layer(k, d int, x, out *Buffer) {
 	for w := range pl.w {
 		u, s := pp.units[w], &pl.w[w]
 		rows := G * u.n()
-		b.step(KMatMul, k, d, -1, []Region{all(s.wih), mat(x, 0, T*B, I, I)}, []Region{mat(b.xp[w], 0, T*B, rows, rows)})
+		b.step(w, KMatMul, k, d, -1, []Region{all(s.wih), mat(x, 0, T*B, I, I)}, []Region{mat(b.xp[w], 0, T*B, rows, rows)})
 		if lstm {
 			if b.c0 != nil {
-				b.step(KCopy, k, d, -1, []Region{mat(b.c0, idx*H+u.lo, B, u.n(), H)}, []Region{all(b.c[w])})
+				b.step(w, KCopy, k, d, -1, []Region{mat(b.c0, idx*H+u.lo, B, u.n(), H)}, []Region{all(b.c[w])})
 			} else {
-				b.step(KCopy, k, d, -1, nil, []Region{all(b.c[w])})
+				b.step(w, KCopy, k, d, -1, nil, []Region{all(b.c[w])})
 			}
 		}
 	}
@@ -485,33 +505,33 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hb *Buffer, hoff, ldh i
 		xp := mat(b.xp[w], t*B*rows, B, rows, rows)
 		if lstm {
 			if hb != nil {
-				b.step(KMatMul, k, d, t, []Region{all(s.whh), mat(hb, hoff, B, O, ldh), xp}, []Region{xp})
+				b.step(w, KMatMul, k, d, t, []Region{all(s.whh), mat(hb, hoff, B, O, ldh), xp}, []Region{xp})
 			}
 			hdst := mat(out, ooff+u.lo, B, u.n(), W)
 			if proj {
 				hdst = mat(b.hfull, u.lo, B, u.n(), H)
 			}
-			b.step(KLSTM, k, d, t, []Region{xp, all(s.bias), all(b.c[w])}, []Region{all(b.c[w]), hdst})
+			b.step(w, KLSTM, k, d, t, []Region{xp, all(s.bias), all(b.c[w])}, []Region{all(b.c[w]), hdst})
 			if last {
-				b.step(KCopy, k, d, -1, []Region{all(b.c[w])}, []Region{mat(b.cn, idx*H+u.lo, B, u.n(), H)})
+				b.step(w, KCopy, k, d, -1, []Region{all(b.c[w])}, []Region{mat(b.cn, idx*H+u.lo, B, u.n(), H)})
 				if !proj {
-					b.step(KCopy, k, d, -1, []Region{hdst}, []Region{mat(b.hn, idx*O+u.lo, B, u.n(), O)})
+					b.step(w, KCopy, k, d, -1, []Region{hdst}, []Region{mat(b.hn, idx*O+u.lo, B, u.n(), O)})
 				}
 			}
 		} else {
 			yh := all(b.yh[w])
 			var hprev Region
 			if hb != nil {
-				b.step(KMatMul, k, d, t, []Region{all(s.whh), mat(hb, hoff, B, O, ldh)}, []Region{yh})
+				b.step(w, KMatMul, k, d, t, []Region{all(s.whh), mat(hb, hoff, B, O, ldh)}, []Region{yh})
 				hprev = mat(hb, hoff+u.lo, B, u.n(), ldh)
 			} else {
-				b.step(KCopy, k, d, t, nil, []Region{yh})
+				b.step(w, KCopy, k, d, t, nil, []Region{yh})
 				hprev = mat(b.zero, u.lo, B, u.n(), O)
 			}
 			hdst := mat(out, ooff+u.lo, B, u.n(), W)
-			b.step(KGRU, k, d, t, []Region{xp, yh, all(s.bih), all(s.bhh), hprev}, []Region{hdst})
+			b.step(w, KGRU, k, d, t, []Region{xp, yh, all(s.bih), all(s.bhh), hprev}, []Region{hdst})
 			if last {
-				b.step(KCopy, k, d, -1, []Region{hdst}, []Region{mat(b.hn, idx*O+u.lo, B, u.n(), O)})
+				b.step(w, KCopy, k, d, -1, []Region{hdst}, []Region{mat(b.hn, idx*O+u.lo, B, u.n(), O)})
 			}
 		}
 	}
@@ -568,9 +588,9 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hb *Buffer, hoff, ldh i
 	for w := range pl.w {
 		r, s := pp.prow[w], &pl.w[w]
 		hdst := mat(out, ooff+r.lo, B, r.n(), W)
-		b.step(KMatMul, k, d, t, []Region{all(s.whr), all(b.hfull)}, []Region{hdst})
+		b.step(w, KMatMul, k, d, t, []Region{all(s.whr), all(b.hfull)}, []Region{hdst})
 		if last {
-			b.step(KCopy, k, d, -1, []Region{hdst}, []Region{mat(b.hn, idx*O+r.lo, B, r.n(), O)})
+			b.step(w, KCopy, k, d, -1, []Region{hdst}, []Region{mat(b.hn, idx*O+r.lo, B, r.n(), O)})
 		}
 	}
 	b.phase(func(w int) {
@@ -593,8 +613,8 @@ func (b *pbuilder) head(out *Buffer) *Buffer {
 	head := b.buffer("head", KindOutput, rows*V)
 	hw, hb, act := b.prog.headW, b.prog.headB, n.Activation
 	cols, parts := split(V, N), split(rows, N)
-	for _, v := range cols {
-		b.step(KMatMul, -1, 0, -1, []Region{mat(hw, v.lo*W, v.n(), W, W), all(out)}, []Region{mat(head, v.lo, rows, v.n(), V)})
+	for w, v := range cols {
+		b.step(w, KMatMul, -1, 0, -1, []Region{mat(hw, v.lo*W, v.n(), W, W), all(out)}, []Region{mat(head, v.lo, rows, v.n(), V)})
 	}
 	b.phase(func(w int) {
 		v := cols[w]
@@ -602,9 +622,9 @@ func (b *pbuilder) head(out *Buffer) *Buffer {
 			rnn.MatMulT(rows, v.n(), W, out.F32, W, hw.F32[v.lo*W:], W, 0, head.F32[v.lo:], V)
 		}
 	})
-	for _, r := range parts {
+	for w, r := range parts {
 		reg := mat(head, r.lo*V, r.n(), V, V)
-		b.step(KHead, -1, 0, -1, []Region{reg, all(hb)}, []Region{reg})
+		b.step(w, KHead, -1, 0, -1, []Region{reg, all(hb)}, []Region{reg})
 	}
 	b.phase(func(w int) {
 		r := parts[w]

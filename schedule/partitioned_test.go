@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -273,6 +274,72 @@ func TestPartitionedPlanRegions(t *testing.T) {
 		if ratio := float64(bytes[BF16]) / float64(bytes[F32]); ratio < 0.5 || ratio > 0.53 {
 			t.Errorf("%v: bf16/f32 weight bytes %.3f, want just over 0.5", cell, ratio)
 		}
+	}
+}
+
+// TestPartitionedStepWorkers checks that every step of a partitioned plan
+// names the worker that runs it: each per-worker buffer (l0.w1.weight_hh,
+// xp.w2, ...) is touched only by steps of its own worker, every worker has
+// steps, and a plan on one core has worker 0 throughout.
+func TestPartitionedStepWorkers(t *testing.T) {
+	for _, cfg := range []rnn.Config{
+		{Cell: rnn.LSTM, Input: 12, Hidden: 40, Proj: 10, Layers: 2, Vocab: 9, HeadOut: 7},
+		{Cell: rnn.GRU, Input: 5, Hidden: 33, Layers: 3, Bidirectional: true, HeadOut: 4},
+	} {
+		net, err := rnn.NewNetwork(cfg, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const T, B, N = 4, 2, 3
+		in := Input{T: T, B: B}
+		if cfg.Vocab > 0 {
+			in.Tokens = make([]int64, T*B)
+		}
+		prog, err := NewPartitioned(net, PartitionOptions{Workers: N})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prog.Workers() != N || prog.Precision() != F32 {
+			t.Errorf("%+v: program has %d workers, precision %v", cfg, prog.Workers(), prog.Precision())
+		}
+		p, err := prog.Plan(in, PlanOptions{Head: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Workers() != N {
+			t.Errorf("%+v: plan has %d workers, want %d", cfg, p.Workers(), N)
+		}
+		steps := make([]int, N)
+		for _, s := range p.Steps {
+			if s.Worker < 0 || s.Worker >= N {
+				t.Fatalf("%+v: step %v of layer %d at t=%d has worker %d", cfg, s.Kernel, s.Layer, s.T, s.Worker)
+			}
+			steps[s.Worker]++
+			for _, r := range append(append([]Region(nil), s.Reads...), s.Writes...) {
+				for _, part := range strings.Split(r.Buf.Name, ".") {
+					var w int
+					if _, err := fmt.Sscanf(part, "w%d", &w); err == nil && w != s.Worker {
+						t.Errorf("%+v: worker %d's %v step touches %s", cfg, s.Worker, s.Kernel, r.Buf.Name)
+					}
+				}
+			}
+		}
+		for w, n := range steps {
+			if n == 0 {
+				t.Errorf("%+v: worker %d has no steps", cfg, w)
+			}
+		}
+		aplus, err := NewProgram(net, APlus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err := aplus.Plan(in, PlanOptions{Head: true}); err != nil || p.Workers() != 1 || aplus.Workers() != 1 {
+			t.Errorf("%+v: A+ plan on %d workers (%v)", cfg, p.Workers(), err)
+		}
+	}
+	bf, err := NewPartitioned(randomNet(t, rnn.Config{Cell: rnn.GRU, Input: 3, Hidden: 4, Layers: 1}, 1), PartitionOptions{Workers: 1, Precision: BF16})
+	if err != nil || bf.Precision() != BF16 || bf.Workers() != 1 {
+		t.Errorf("bf16 program: precision %v, %d workers (%v)", bf.Precision(), bf.Workers(), err)
 	}
 }
 

@@ -87,6 +87,10 @@ type Step struct {
 	Layer  int // -1 outside the recurrent stack (embedding, head)
 	Dir    int // 0 forward, 1 reverse
 	T      int // time step, -1 for a step that covers every time step
+	// Worker is the worker of a Partitioned plan's Pool that runs the
+	// step (0 is the goroutine that calls Run). Every step of a plan that
+	// runs on one core, as A and A+ do, has Worker 0.
+	Worker int
 	Reads  []Region
 	Writes []Region
 	run    func()
@@ -153,6 +157,16 @@ func (p *Plan) Walk(fn func(r Region, write bool)) {
 			fn(r, true)
 		}
 	}
+}
+
+// Workers is the number of workers the plan's steps run on: one more than
+// the largest Step.Worker, so 1 for a plan that runs on one core.
+func (p *Plan) Workers() int {
+	n := 0
+	for i := range p.Steps {
+		n = max(n, p.Steps[i].Worker)
+	}
+	return n + 1
 }
 
 // BufferBytes sums the sizes of the plan's buffers of the given kind.

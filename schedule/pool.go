@@ -21,6 +21,10 @@ import (
 // the platform has it). Between jobs they spin for PoolOptions.Spin, so a
 // request that follows closely starts at once, then park.
 //
+// Run leaves the caller as it found it: its thread's CPU set restored and
+// the thread unlocked. The helpers' threads end with them at Close, so no
+// pinned thread goes back to the Go runtime.
+//
 // A Pool runs one job at a time; Run serialises concurrent callers. Close
 // stops the workers; a Pool must not be used after Close.
 type Pool struct {
@@ -117,8 +121,10 @@ func (p *Pool) Close() {
 
 func (p *Pool) worker(w int) {
 	defer p.done.Done()
+	// The goroutine exits still locked, so the runtime ends its thread:
+	// unlocked, the thread would go back to the runtime still pinned to
+	// one CPU and confine whatever goroutine it ran next.
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	if p.cpus != nil {
 		p.notePinErr(pinThread(p.cpus[w]))
 	}

@@ -22,6 +22,10 @@ type job struct {
 	started   time.Time // first step
 	finished  time.Time
 	gen       *generation
+	// plan, when set, runs the job as one whole-request plan instead of
+	// step by step (see lane.solo); its rows' results go to res.
+	plan func() ([]rowResult, error)
+	res  []rowResult
 }
 
 // generation is the sampling state of a generate request.
@@ -36,29 +40,45 @@ type generation struct {
 	scratch     []float64
 }
 
-// batcher runs one model's cellular batch: a single goroutine owns the
+// batcher runs one model's cellular batches. Its lanes (one goroutine
+// each, batching.workers of them) share one queue; each lane owns a
 // Stepper, admits queued jobs between steps while rows are free, steps
-// every active sequence together, and hands finished jobs back.
+// every active sequence together and hands finished jobs back. Lanes run
+// on different cores, so a busy model keeps every core doing batched
+// steps; an idle lane blocks on the queue, so a new job goes to it first.
+//
+// A job that finds its lane idle and nobody waiting behind it runs as one
+// whole-request plan of the model's schedule (A+ or P reads the input
+// weights once, not per step): batching has nothing to gain then, and the
+// request pays no step-by-step overhead.
 type batcher struct {
 	model *model
-	st    *schedule.Stepper
 	queue chan *job
 	delay time.Duration
-
-	waiting *job // dequeued but not yet admitted: too few free rows
-	owner   map[*schedule.Sequence]*job
+	lanes []*lane
 
 	mu     sync.Mutex
 	closed bool // set when the batcher stops taking jobs; guards submit
 }
 
+// lane is one cellular batch and the goroutine that runs it.
+type lane struct {
+	b       *batcher
+	st      *schedule.Stepper
+	waiting *job // dequeued but not yet admitted: too few free rows
+	owner   map[*schedule.Sequence]*job
+}
+
 func newBatcher(m *model, o BatchOptions) (*batcher, error) {
-	st, err := schedule.NewStepper(m.net, o.MaxRows)
-	if err != nil {
-		return nil, err
+	b := &batcher{model: m, queue: make(chan *job, o.QueueLength), delay: o.MaxQueueDelay}
+	for range max(o.Workers, 1) {
+		st, err := schedule.NewStepper(m.net, o.MaxRows)
+		if err != nil {
+			return nil, err
+		}
+		b.lanes = append(b.lanes, &lane{b: b, st: st, owner: map[*schedule.Sequence]*job{}})
 	}
-	return &batcher{model: m, st: st, queue: make(chan *job, o.QueueLength), delay: o.MaxQueueDelay,
-		owner: map[*schedule.Sequence]*job{}}, nil
+	return b, nil
 }
 
 // submit queues j, failing at once with ErrBusy when the queue is full
@@ -79,19 +99,35 @@ func (b *batcher) submit(j *job) error {
 	}
 }
 
-// run is the batcher's loop; when stop is closed it takes no more jobs and
+// run runs every lane; when stop is closed they take no more jobs, and run
 // returns once every admitted or queued job has finished.
 func (b *batcher) run(stop <-chan struct{}) {
+	var wg sync.WaitGroup
+	for _, l := range b.lanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.run(stop)
+		}()
+	}
+	wg.Wait()
+}
+
+func (l *lane) run(stop <-chan struct{}) {
+	b := l.b
 	stopping := false
 	for {
-		if b.st.Active() == 0 && b.waiting == nil {
+		if l.st.Active() == 0 && l.waiting == nil {
 			if stopping && len(b.queue) == 0 {
 				return
 			}
 			select {
 			case j := <-b.queue:
-				b.waiting = j
+				l.waiting = j
 				b.gather()
+				if l.solo() {
+					continue
+				}
 			case <-stop:
 				b.mu.Lock()
 				b.closed = true
@@ -100,12 +136,12 @@ func (b *batcher) run(stop <-chan struct{}) {
 				continue
 			}
 		}
-		b.admit()
-		b.reap()
-		if b.st.Active() == 0 {
+		l.admit()
+		l.reap()
+		if l.st.Active() == 0 {
 			continue
 		}
-		b.step()
+		l.step()
 	}
 }
 
@@ -119,38 +155,56 @@ func (b *batcher) gather() {
 	<-t.C
 }
 
+// solo runs the waiting job as a whole plan when it is alone: the lane is
+// idle, nothing else is queued and the job can run as a plan.
+func (l *lane) solo() bool {
+	j := l.waiting
+	if j.plan == nil || len(l.b.queue) > 0 || j.ctx.Err() != nil {
+		return false
+	}
+	l.waiting = nil
+	j.started = time.Now()
+	l.b.model.metrics.queue.WithLabelValues(l.b.model.name).Observe(j.started.Sub(j.enqueued).Seconds())
+	var err error
+	j.res, err = j.plan()
+	l.b.model.metrics.solo.WithLabelValues(l.b.model.name).Inc()
+	l.b.finish(j, err)
+	return true
+}
+
 // admit adds the waiting job and then queued jobs while their rows fit.
-func (b *batcher) admit() {
+func (l *lane) admit() {
+	b := l.b
 	for {
-		if b.waiting == nil {
+		if l.waiting == nil {
 			select {
 			case j := <-b.queue:
-				b.waiting = j
+				l.waiting = j
 			default:
 				return
 			}
 		}
-		j := b.waiting
+		j := l.waiting
 		if j.ctx.Err() != nil {
-			b.waiting = nil
+			l.waiting = nil
 			b.finish(j, j.ctx.Err())
 			continue
 		}
-		if b.st.Active()+len(j.seqs) > b.st.Capacity() {
+		if l.st.Active()+len(j.seqs) > l.st.Capacity() {
 			return
 		}
-		b.waiting = nil
+		l.waiting = nil
 		for i, q := range j.seqs {
-			if err := b.st.Add(q); err != nil {
+			if err := l.st.Add(q); err != nil {
 				for _, added := range j.seqs[:i] {
-					b.st.Remove(added)
-					delete(b.owner, added)
+					l.st.Remove(added)
+					delete(l.owner, added)
 				}
 				b.finish(j, err)
 				j = nil
 				break
 			}
-			b.owner[q] = j
+			l.owner[q] = j
 		}
 		if j != nil {
 			j.remaining = len(j.seqs)
@@ -161,43 +215,43 @@ func (b *batcher) admit() {
 }
 
 // reap drops the rows of jobs whose client has gone.
-func (b *batcher) reap() {
-	for q, j := range b.owner {
+func (l *lane) reap() {
+	for q, j := range l.owner {
 		if j.ctx.Err() != nil {
-			b.st.Remove(q)
-			delete(b.owner, q)
+			l.st.Remove(q)
+			delete(l.owner, q)
 			if j.remaining--; j.remaining == 0 {
-				b.finish(j, j.ctx.Err())
+				l.b.finish(j, j.ctx.Err())
 			}
 		}
 	}
 }
 
-func (b *batcher) step() {
-	m := b.model
-	rows := b.st.Active()
-	done := b.st.Step()
+func (l *lane) step() {
+	m := l.b.model
+	rows := l.st.Active()
+	done := l.st.Step()
 	m.metrics.steps.WithLabelValues(m.name).Inc()
 	m.metrics.tokens.WithLabelValues(m.name).Add(float64(rows))
 	m.metrics.batchRows.WithLabelValues(m.name).Observe(float64(rows))
 	m.stats.step(rows)
 	for _, q := range done {
-		j := b.owner[q]
-		if j.gen != nil && b.generate(j, q) {
+		j := l.owner[q]
+		if j.gen != nil && l.generate(j, q) {
 			continue
 		}
-		b.st.Remove(q)
-		delete(b.owner, q)
+		l.st.Remove(q)
+		delete(l.owner, q)
 		if j.remaining--; j.remaining == 0 {
-			b.finish(j, nil)
+			l.b.finish(j, nil)
 		}
 	}
 }
 
 // generate samples the next token of a generation row and feeds it back;
 // it reports whether the row goes on.
-func (b *batcher) generate(j *job, q *schedule.Sequence) bool {
-	g, n := j.gen, b.model.net
+func (l *lane) generate(j *job, q *schedule.Sequence) bool {
+	g, n := j.gen, l.b.model.net
 	V := n.HeadOut
 	logp := q.HeadOut[len(q.HeadOut)-V:]
 	tok := rnn.Sample(logp, g.temperature, g.topK, g.rng, g.scratch)
@@ -209,7 +263,7 @@ func (b *batcher) generate(j *job, q *schedule.Sequence) bool {
 	if g.produced >= g.maxTokens {
 		return false
 	}
-	if err := b.st.Extend(q, []int64{int64(tok)}, nil); err != nil {
+	if err := l.st.Extend(q, []int64{int64(tok)}, nil); err != nil {
 		return false
 	}
 	return true

@@ -157,7 +157,7 @@ func (mt *measuredTraffic) probe(stop <-chan struct{}, m *model, steps int) erro
 	if runErr != nil {
 		return runErr
 	}
-	return mt.record(m.name, m.prog.Schedule.String(), meas)
+	return mt.record(m.name, candidateOf(m.prog).String(), meas)
 }
 
 // record exports one measurement.

@@ -126,7 +126,7 @@ func TestMeasuredTrafficProbe(t *testing.T) {
 	if !fc.closed {
 		t.Error("the counters were not closed")
 	}
-	sched := m.prog.Schedule.String()
+	sched := candidateOf(m.prog).String()
 	for _, c := range []struct {
 		c    prometheus.Collector
 		want float64

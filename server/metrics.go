@@ -17,6 +17,7 @@ type metrics struct {
 	inflight   *prometheus.GaugeVec     // model
 	sequences  *prometheus.GaugeVec     // model
 	steps      *prometheus.CounterVec   // model
+	solo       *prometheus.CounterVec   // model
 	tokens     *prometheus.CounterVec   // model
 	dramBytes  *prometheus.GaugeVec     // model, schedule
 	workingSet *prometheus.GaugeVec     // model, schedule
@@ -53,6 +54,9 @@ func newMetrics() *metrics {
 		steps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rnnserve_steps_total", Help: "Batched time steps run (each may cover many sequences).",
 		}, []string{"model"}),
+		solo: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rnnserve_solo_plans_total", Help: "Requests the batcher ran as one whole-request plan because they arrived alone.",
+		}, []string{"model"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rnnserve_tokens_total", Help: "Sequence time steps processed (tokens or feature vectors).",
 		}, []string{"model"}),
@@ -73,7 +77,7 @@ func newMetrics() *metrics {
 		}, []string{"model"}),
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.queue, m.compute, m.batchRows, m.inflight,
-		m.sequences, m.steps, m.tokens, m.dramBytes, m.workingSet, m.dre, m.info, m.steps0,
+		m.sequences, m.steps, m.solo, m.tokens, m.dramBytes, m.workingSet, m.dre, m.info, m.steps0,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

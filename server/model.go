@@ -21,16 +21,19 @@ type model struct {
 	net      *rnn.Network
 	prog     *schedule.Program
 	reason   string
-	batch    *batcher      // nil for a bidirectional model
-	batching bool          // infer requests go through batch
-	workers  chan struct{} // bounds concurrent unbatched plans
-	queued   atomic.Int64  // unbatched requests waiting for a worker
-	maxWait  int64
-	seqs     *sequenceStore
-	meta     api.ModelMetadata
-	metrics  *metrics
-	stats    modelStats
-	tree     *treeModel // a tree model: serves trees, has no net, prog or batch
+	batch    *batcher // nil for a bidirectional model
+	batching bool     // infer requests go through batch
+	// alwaysStep keeps a lone request in the step-by-step batch instead of
+	// running it as a whole plan (tests of the batched path set it).
+	alwaysStep bool
+	workers    chan struct{} // bounds concurrent unbatched plans
+	queued     atomic.Int64  // unbatched requests waiting for a worker
+	maxWait    int64
+	seqs       *sequenceStore
+	meta       api.ModelMetadata
+	metrics    *metrics
+	stats      modelStats
+	tree       *treeModel // a tree model: serves trees, has no net, prog or batch
 }
 
 // modelStats are the counters behind GET /v2/models/{name}/stats.
@@ -105,6 +108,9 @@ func (m *model) inferBatched(ctx context.Context, r *request, state *seqState, w
 		}
 		j.seqs = append(j.seqs, q)
 	}
+	if !m.alwaysStep {
+		j.plan = func() ([]rowResult, error) { return m.runPlan(r, state, wantHead) }
+	}
 	if err := m.batch.submit(j); err != nil {
 		return nil, 0, 0, err
 	}
@@ -118,9 +124,12 @@ func (m *model) inferBatched(ctx context.Context, r *request, state *seqState, w
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	res := make([]rowResult, r.B)
-	for b, q := range j.seqs {
-		res[b] = rowResult{head: q.HeadOut, output: q.Output, hn: q.HN, cn: q.CN}
+	res := j.res
+	if res == nil {
+		res = make([]rowResult, r.B)
+		for b, q := range j.seqs {
+			res[b] = rowResult{head: q.HeadOut, output: q.Output, hn: q.HN, cn: q.CN}
+		}
 	}
 	return res, j.started.Sub(j.enqueued), j.finished.Sub(j.started), nil
 }
@@ -140,6 +149,15 @@ func (m *model) inferPlan(ctx context.Context, r *request, state *seqState, want
 	}
 	defer func() { <-m.workers }()
 	started := time.Now()
+	res, err := m.runPlan(r, state, wantHead)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return res, started.Sub(enqueued), time.Since(started), nil
+}
+
+// runPlan runs a request as one whole plan of the model's schedule.
+func (m *model) runPlan(r *request, state *seqState, wantHead bool) ([]rowResult, error) {
 	n, B, T := m.net, r.B, r.T
 	in := schedule.Input{T: T, B: B}
 	if r.tokens != nil {
@@ -163,11 +181,11 @@ func (m *model) inferPlan(ctx context.Context, r *request, state *seqState, want
 	}
 	p, err := m.prog.Plan(in, schedule.PlanOptions{Head: wantHead})
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, err
 	}
 	out, err := p.Run()
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, err
 	}
 	m.stats.step(T * B)
 	m.metrics.tokens.WithLabelValues(m.name).Add(float64(T * B))
@@ -190,7 +208,7 @@ func (m *model) inferPlan(ctx context.Context, r *request, state *seqState, want
 			}
 		}
 	}
-	return res, started.Sub(enqueued), time.Since(started), nil
+	return res, nil
 }
 
 // encode builds the response tensors a request asked for, batch-first.

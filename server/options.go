@@ -3,7 +3,10 @@ package server
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
+
+	"rnnserve/cachesim"
 )
 
 // Options configure a Server. Zero values mean the defaults of
@@ -24,6 +27,9 @@ type Options struct {
 	// CacheBytes is the last-level cache size used for the schedule
 	// choice and the modelled traffic; 0 reads it from the host.
 	CacheBytes int64 `yaml:"cache_bytes"`
+	// PrivateCacheBytes is one core's private cache (its L2) for the
+	// schedule choice's per-core traffic; 0 reads it from the host.
+	PrivateCacheBytes int64 `yaml:"private_cache_bytes"`
 	// TrafficSteps is the reference input length for modelled traffic.
 	TrafficSteps int `yaml:"traffic_steps"`
 }
@@ -41,7 +47,10 @@ type BatchOptions struct {
 	// QueueLength is how many requests may wait for a place; one more is
 	// refused at once with 503 and Retry-After.
 	QueueLength int `yaml:"queue_length"`
-	// Workers bounds concurrent whole-request plans (unbatched models).
+	// Workers is how many requests of one model run at once: the number
+	// of cellular batches (lanes, one goroutine and so one core each) of a
+	// batched model, and of concurrent whole-request plans of an unbatched
+	// one. Default: GOMAXPROCS, the cores the process may use.
 	Workers int `yaml:"workers"`
 }
 
@@ -65,7 +74,7 @@ func DefaultOptions() Options {
 			Enabled:     &on,
 			MaxRows:     64,
 			QueueLength: 256,
-			Workers:     2,
+			Workers:     runtime.GOMAXPROCS(0),
 		},
 		Sequences:    SequenceOptions{IdleTimeout: 5 * time.Minute, MaxLive: 1024},
 		TrafficSteps: 100,
@@ -125,9 +134,18 @@ func (o Options) Validate() error {
 		{"sequences.max_live", int64(o.Sequences.MaxLive), 1, 1 << 24},
 		{"traffic_steps", int64(o.TrafficSteps), 1, 1 << 16},
 		{"cache_bytes", o.CacheBytes, 0, 1 << 40},
+		{"private_cache_bytes", o.PrivateCacheBytes, 0, 1 << 40},
 	} {
 		if c.v < c.lo || c.v > c.hi {
 			return fmt.Errorf("%w: %s = %d, want %d..%d", ErrOptions, c.name, c.v, c.lo, c.hi)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{{"cache_bytes", o.CacheBytes}, {"private_cache_bytes", o.PrivateCacheBytes}} {
+		if c.v%cachesim.DefaultLineSize != 0 {
+			return fmt.Errorf("%w: %s = %d, want a multiple of the %d-byte cache line", ErrOptions, c.name, c.v, cachesim.DefaultLineSize)
 		}
 	}
 	if o.Batching.MaxQueueDelay < 0 || o.Batching.MaxQueueDelay > time.Minute {

@@ -67,12 +67,12 @@ func (s *Server) newModel(e Entry) (*model, error) {
 		workers: make(chan struct{}, s.opts.Batching.Workers),
 		maxWait: int64(s.opts.Batching.QueueLength),
 		seqs:    newSequenceStore(s.opts.Sequences)}
-	sched, reason, traffic, err := chooseSchedule(net, e.Config.Schedule, s.opts.CacheBytes, s.opts.TrafficSteps)
+	sched, reason, traffic, err := chooseSchedule(net, e.Config, s.trafficModel())
 	if err != nil {
 		return nil, err
 	}
 	m.reason = reason
-	if m.prog, err = schedule.NewProgram(net, sched); err != nil {
+	if m.prog, err = sched.program(net); err != nil {
 		return nil, err
 	}
 	m.batching = *s.opts.Batching.Enabled
@@ -107,6 +107,9 @@ func (s *Server) newModel(e Entry) (*model, error) {
 	}
 	s.metrics.sequences.WithLabelValues(m.name).Set(0)
 	s.metrics.inflight.WithLabelValues(m.name).Set(0)
+	if m.batch != nil {
+		s.metrics.solo.WithLabelValues(m.name).Add(0)
+	}
 	return m, nil
 }
 
@@ -220,7 +223,7 @@ func (s *Server) model(name string) (*model, error) {
 }
 
 // metadata describes a model for GET /v2/models/{name}.
-func metadata(m *model, sched schedule.Schedule, traffic []api.ScheduleTraffic) api.ModelMetadata {
+func metadata(m *model, sched candidate, traffic []api.ScheduleTraffic) api.ModelMetadata {
 	n := m.net
 	md := api.ModelMetadata{Name: m.name, Versions: []string{"1"}, Platform: "rnnserve_" + n.Cell.String()}
 	if n.Vocab > 0 {

@@ -7,13 +7,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"rnnserve/models"
 	"rnnserve/schedule"
@@ -62,9 +66,14 @@ func newTestServer(t testing.TB, mutate func(*Options), start bool) (*Server, *h
 	if mutate != nil {
 		mutate(&o)
 	}
-	s, err := New(entries, o, nil)
+	s, err := New(entries, o, quietLog)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Tests of the batched path step every request; TestInferMatchesPlan
+	// and TestSoloPlan cover lone requests run as whole plans.
+	for _, m := range s.models {
+		m.alwaysStep = true
 	}
 	if start {
 		s.Start()
@@ -174,7 +183,7 @@ func TestHealthAndMetadata(t *testing.T) {
 	if code != 200 || json.Unmarshal(body, &md) != nil {
 		t.Fatalf("metadata: %d %s", code, body)
 	}
-	if md.Inputs[0].Name != "tokens" || md.RNN.Cell != "lstm" || md.RNN.VocabSize != 256 || len(md.RNN.Traffic) != 3 ||
+	if md.Inputs[0].Name != "tokens" || md.RNN.Cell != "lstm" || md.RNN.VocabSize != 256 || len(md.RNN.Traffic) != 4 ||
 		md.RNN.Traffic[0].DRE <= 0 || md.RNN.Traffic[0].WorkingSetBytes <= 0 || md.RNN.ScheduleReason == "" {
 		t.Errorf("metadata: %s", body)
 	}
@@ -197,12 +206,17 @@ func TestReadyBeforeStart(t *testing.T) {
 	}
 }
 
-// TestInferMatchesPlan checks batched and unbatched inference against a
-// direct plan run, for every output.
+// TestInferMatchesPlan checks batched inference (stepped, and a lone
+// request run as a whole plan) and unbatched inference against a direct
+// plan run, for every output.
 func TestInferMatchesPlan(t *testing.T) {
-	for _, batching := range []bool{true, false} {
-		t.Run(fmt.Sprint("batching=", batching), func(t *testing.T) {
-			s, hs := newTestServer(t, func(o *Options) { o.Batching.Enabled = &batching }, true)
+	for _, mode := range []struct {
+		batching, solo bool
+	}{{true, false}, {true, true}, {false, false}} {
+		t.Run(fmt.Sprintf("batching=%v,solo=%v", mode.batching, mode.solo), func(t *testing.T) {
+			s, hs := newTestServer(t, func(o *Options) { o.Batching.Enabled = &mode.batching }, false)
+			s.models["lm"].alwaysStep = !mode.solo
+			s.Start()
 			tokens := [][]int64{{72, 101, 108, 108, 111}, {0, 255, 3, 9, 10}}
 			body := `{"id": "r1", "inputs": [` + tokensJSON(tokens) + `], "outputs": [{"name": "logits"}, {"name": "output"}, {"name": "hidden"}, {"name": "cell"}, {"name": "probs", "parameters": {"last_step": true}}, {"name": "top_k", "parameters": {"k": 3}}]}`
 			code, resp, _ := post(t, hs.URL+"/v2/models/lm/infer", body)
@@ -234,6 +248,14 @@ func TestInferMatchesPlan(t *testing.T) {
 			}
 			near(t, "hidden", got["hidden"], hn)
 			near(t, "cell", got["cell"], cn)
+			steps := testutil.ToFloat64(s.metrics.steps.WithLabelValues("lm"))
+			solo := testutil.ToFloat64(s.metrics.solo.WithLabelValues("lm"))
+			switch {
+			case mode.batching && mode.solo && (steps != 0 || solo != 1):
+				t.Errorf("a lone request ran %v batched steps and %v solo plans, want 0 and 1", steps, solo)
+			case mode.batching && !mode.solo && (steps != float64(T) || solo != 0):
+				t.Errorf("a stepped request ran %v batched steps and %v solo plans, want %d and 0", steps, solo, T)
+			}
 			if len(got["probs"]) != B*V || len(got["top_k"]) != B*T*3 {
 				t.Fatalf("probs %d values, top_k %d", len(got["probs"]), len(got["top_k"]))
 			}
@@ -582,3 +604,21 @@ func FuzzInferRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestLoadtestRepository: the load test's models (configs/loadtest) load.
+func TestLoadtestRepository(t *testing.T) {
+	entries, err := LoadRepository(os.DirFS("../configs/loadtest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden := map[string]int{}
+	for _, e := range entries {
+		hidden[e.Name] = e.Model.Net.Hidden
+	}
+	if hidden["lstm512"] != 512 || hidden["lstm1024"] != 1024 {
+		t.Errorf("load test models %v", hidden)
+	}
+}
+
+// quietLog keeps the servers of tests from logging.
+var quietLog = slog.New(slog.DiscardHandler)

@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"runtime"
+	"strings"
 
 	"rnnserve/cachesim"
 	"rnnserve/dre"
@@ -10,34 +12,184 @@ import (
 	"rnnserve/server/api"
 )
 
-// chooseSchedule picks the schedule of a model's whole-request plans. With
-// "auto" (or "") it models the DRAM traffic of A and A+ for a reference
-// input of steps time steps at the host's last-level cache size and takes
-// the one that moves fewer bytes (A+ on a tie: it never reads more). The
-// traffic of both is returned for the metadata and metrics.
-func chooseSchedule(net *rnn.Network, want string, cacheBytes int64, steps int) (schedule.Schedule, string, []api.ScheduleTraffic, error) {
-	cacheBytes = llcOrDefault(cacheBytes)
-	var traffic []api.ScheduleTraffic
-	for _, s := range []schedule.Schedule{schedule.A, schedule.APlus} {
-		t, err := modelTraffic(net, s, cacheBytes, steps)
+// candidate is one way to run a model's whole-request plans: a schedule,
+// the precision of its stored weights (bf16 only with P) and the cores it
+// runs on (1 except for P).
+type candidate struct {
+	sched   schedule.Schedule
+	prec    schedule.Precision
+	workers int
+}
+
+// String is the candidate's name in metadata and metric labels: A, A+, P
+// or P-bf16.
+func (c candidate) String() string {
+	if c.prec == schedule.BF16 {
+		return c.sched.String() + "-bf16"
+	}
+	return c.sched.String()
+}
+
+// preference is the last tie-break of the choice: lower wins. P first,
+// float32 before bf16 (bf16 loses accuracy for nothing on a tie), then
+// A+, then A.
+func (c candidate) preference() int {
+	switch {
+	case c.sched == schedule.Partitioned && c.prec == schedule.F32:
+		return 0
+	case c.sched == schedule.Partitioned:
+		return 1
+	case c.sched == schedule.APlus:
+		return 2
+	}
+	return 3
+}
+
+// program prepares net for c. P splits over c.workers cores on the
+// process-wide pool of that many workers (one worker runs inline).
+func (c candidate) program(net *rnn.Network) (*schedule.Program, error) {
+	if c.sched != schedule.Partitioned {
+		return schedule.NewProgram(net, c.sched)
+	}
+	opt := schedule.PartitionOptions{Workers: c.workers, Precision: c.prec}
+	if c.workers > 1 && !net.Dry() {
+		pool, err := schedule.DefaultPool(c.workers)
 		if err != nil {
-			return 0, "", nil, fmt.Errorf("traffic of schedule %v: %w", s, err)
+			return nil, err
 		}
-		traffic = append(traffic, t)
+		opt.Pool = pool
 	}
-	a, ap := traffic[0], traffic[1]
-	switch want {
-	case "", "auto":
-		if a.DRAMBytes < ap.DRAMBytes {
-			return schedule.A, fmt.Sprintf("auto: A moves %.4g DRAM bytes per %d-step inference at a %d-byte LLC, A+ %.4g", a.DRAMBytes, steps, cacheBytes, ap.DRAMBytes), traffic, nil
-		}
-		return schedule.APlus, fmt.Sprintf("auto: A+ moves %.4g DRAM bytes per %d-step inference at a %d-byte LLC, A %.4g", ap.DRAMBytes, steps, cacheBytes, a.DRAMBytes), traffic, nil
+	return schedule.NewPartitioned(net, opt)
+}
+
+// candidateOf is the candidate prog runs.
+func candidateOf(prog *schedule.Program) candidate {
+	return candidate{sched: prog.Schedule, prec: prog.Precision(), workers: prog.Workers()}
+}
+
+// trafficModel is the host the schedule choice models.
+type trafficModel struct {
+	llc     int64 // last-level cache bytes, shared by every core
+	private int64 // one core's private cache bytes
+	workers int   // cores P splits over
+	steps   int   // reference input length
+}
+
+// trafficModel is the host as the options and GOMAXPROCS describe it.
+func (s *Server) trafficModel() trafficModel {
+	return trafficModel{
+		llc:     llcOrDefault(s.opts.CacheBytes),
+		private: privateOrDefault(s.opts.PrivateCacheBytes),
+		workers: min(runtime.GOMAXPROCS(0), schedule.MaxWorkers),
+		steps:   s.opts.TrafficSteps,
 	}
-	s, err := schedule.Parse(want)
+}
+
+// dramSlack is how far above the least warm DRAM traffic a candidate may
+// be and still compete on per-core traffic.
+const dramSlack = 0.02
+
+// chooseSchedule picks the schedule of a model's whole-request plans and
+// returns it, the reason, and the modelled traffic of every candidate (for
+// the metadata and metrics). The candidates are A, A+ and P (on tm.workers
+// cores), and P-bf16 when cfg allows bf16 weights. For each it models, for
+// a batch-1 input of tm.steps steps,
+//
+//   - the warm DRAM bytes per inference: the plan's trace through an LRU
+//     the size of the last-level cache, 100 inferences back to back, the
+//     cold first one left out (a serving process pays it once);
+//   - the per-core bytes: each worker's own steps through an LRU the size
+//     of one core's private cache, warm likewise; the largest worker's
+//     figure counts, as the cores run in parallel (A and A+ run on one).
+//
+// With schedule auto (or "") the rule is: least warm DRAM bytes; among the
+// candidates within 2% of that least, least per-core bytes; on a tie, P
+// before P-bf16 before A+ before A. A schedule set in config.yaml is
+// taken as it is (P with precision bf16 is P-bf16).
+func chooseSchedule(net *rnn.Network, cfg ModelConfig, tm trafficModel) (candidate, string, []api.ScheduleTraffic, error) {
+	want, prec, err := cfg.parseSchedule()
 	if err != nil {
-		return 0, "", nil, fmt.Errorf("config.yaml schedule: %w (or auto)", err)
+		return candidate{}, "", nil, err
 	}
-	return s, "set in the model's config.yaml", traffic, nil
+	cands := []candidate{
+		{sched: schedule.A, workers: 1},
+		{sched: schedule.APlus, workers: 1},
+		{sched: schedule.Partitioned, workers: tm.workers},
+	}
+	if prec == schedule.BF16 {
+		cands = append(cands, candidate{sched: schedule.Partitioned, prec: schedule.BF16, workers: tm.workers})
+	}
+	traffic := make([]api.ScheduleTraffic, len(cands))
+	for i, c := range cands {
+		if traffic[i], err = modelTraffic(net, c, tm); err != nil {
+			return candidate{}, "", nil, fmt.Errorf("traffic of schedule %v: %w", c, err)
+		}
+	}
+	if want != 0 {
+		c := candidate{sched: want, prec: prec, workers: 1}
+		if want == schedule.Partitioned {
+			c.workers = tm.workers
+		}
+		return c, "set in the model's config.yaml", traffic, nil
+	}
+	best := pick(cands, traffic)
+	return cands[best], reason(cands, traffic, best, tm), traffic, nil
+}
+
+// pick applies chooseSchedule's rule to the candidates' modelled traffic
+// and returns the index of the one chosen.
+func pick(cands []candidate, traffic []api.ScheduleTraffic) int {
+	least := traffic[0].WarmDRAMBytes
+	for _, t := range traffic {
+		least = min(least, t.WarmDRAMBytes)
+	}
+	best := -1
+	for i, t := range traffic {
+		if t.WarmDRAMBytes > least*(1+dramSlack) {
+			continue
+		}
+		if best < 0 {
+			best = i
+			continue
+		}
+		c, b := *t.CoreBytes, *traffic[best].CoreBytes
+		if c < b || c == b && cands[i].preference() < cands[best].preference() {
+			best = i
+		}
+	}
+	return best
+}
+
+// reason says what auto chose, by which part of the rule, and the figures.
+func reason(cands []candidate, traffic []api.ScheduleTraffic, best int, tm trafficModel) string {
+	least := traffic[best].WarmDRAMBytes
+	for _, t := range traffic {
+		least = min(least, t.WarmDRAMBytes)
+	}
+	var band, tied []string
+	var dram, core []string
+	for i, t := range traffic {
+		dram = append(dram, fmt.Sprintf("%v %.4g", cands[i], t.WarmDRAMBytes))
+		core = append(core, fmt.Sprintf("%v %.4g", cands[i], *t.CoreBytes))
+		if t.WarmDRAMBytes <= least*(1+dramSlack) {
+			band = append(band, cands[i].String())
+			if i != best && *t.CoreBytes == *traffic[best].CoreBytes {
+				tied = append(tied, cands[i].String())
+			}
+		}
+	}
+	var why string
+	switch {
+	case len(band) == 1:
+		why = "the least warm DRAM bytes, no other schedule within 2%"
+	case len(tied) > 0:
+		why = fmt.Sprintf("least per-core bytes among %s (within 2%% of the least warm DRAM bytes), tied with %s: P, P-bf16, A+, A in that order",
+			strings.Join(band, ", "), strings.Join(tied, ", "))
+	default:
+		why = fmt.Sprintf("least per-core bytes among %s (within 2%% of the least warm DRAM bytes)", strings.Join(band, ", "))
+	}
+	return fmt.Sprintf("auto: %v on %d core(s): %s. Per warm %d-step inference, DRAM bytes at a %d-byte LLC: %s; bytes the busiest core moves beyond its %d-byte private cache: %s",
+		cands[best], cands[best].workers, why, tm.steps, tm.llc, strings.Join(dram, ", "), tm.private, strings.Join(core, ", "))
 }
 
 // llcOrDefault is the modelled last-level cache: the configured size, or the
@@ -49,25 +201,48 @@ func llcOrDefault(configured int64) int64 {
 	return configured
 }
 
-// modelTraffic models one schedule's steady-state DRAM traffic for a
-// batch-1 input of the given length, on a dry copy of the network.
-func modelTraffic(net *rnn.Network, s schedule.Schedule, cacheBytes int64, steps int) (api.ScheduleTraffic, error) {
+// privateOrDefault is the modelled private cache of one core: the
+// configured size, or 1 MiB (a current server core's L2) when none is
+// known.
+func privateOrDefault(configured int64) int64 {
+	if configured == 0 {
+		return 1 << 20
+	}
+	return configured
+}
+
+// modelTraffic models one candidate's traffic for a batch-1 input of
+// tm.steps steps, on a dry copy of the network: DRAM traffic at the LLC
+// size, and the busiest core's traffic beyond its private cache.
+func modelTraffic(net *rnn.Network, c candidate, tm trafficModel) (api.ScheduleTraffic, error) {
 	dry, err := rnn.NewNetwork(net.Config(), true)
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}
-	prog, p, err := dre.DryPlan(dry, s, steps, 1, 1)
+	prog, err := c.program(dry)
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}
-	opt := dre.DefaultOptions()
-	opt.Cache = cachesim.Config{Size: cacheBytes, Ways: cachesim.FullyAssociative}
+	p, err := prog.Plan(dre.DryInput(dry, tm.steps, 1, 1), schedule.PlanOptions{Head: true})
+	if err != nil {
+		return api.ScheduleTraffic{}, err
+	}
+	opt := dre.Options{Cache: cachesim.Config{Size: tm.llc, Ways: cachesim.FullyAssociative}, Runs: dre.DefaultRuns}
 	rep, err := dre.Analyze(prog, p, opt)
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}
-	return api.ScheduleTraffic{Schedule: s.String(), CacheBytes: cacheBytes, Steps: steps,
-		WorkingSetBytes: rep.WorkingSet.Total, DRAMBytes: rep.AvgRW, DRE: rep.DRE}, nil
+	workers, err := dre.SimulateWorkers(p, dre.NewLayout(p.Buffers), cachesim.Config{Size: tm.private, Ways: cachesim.FullyAssociative}, opt.Runs)
+	if err != nil {
+		return api.ScheduleTraffic{}, err
+	}
+	var core float64
+	for _, w := range workers {
+		core = max(core, w.WarmBytes())
+	}
+	return api.ScheduleTraffic{Schedule: c.String(), Precision: c.prec.String(), Workers: c.workers,
+		CacheBytes: tm.llc, Steps: tm.steps, WorkingSetBytes: rep.WorkingSet.Total, DRAMBytes: rep.AvgRW, DRE: rep.DRE,
+		WarmDRAMBytes: rep.WarmRW(), PrivateCacheBytes: tm.private, CoreBytes: &core}, nil
 }
 
 // cellularTraffic models the DRAM traffic of serving one batch-1 request of
@@ -98,6 +273,29 @@ func cellularTraffic(net *rnn.Network, cacheBytes int64, steps int) (api.Schedul
 	}
 	ws := dre.WorkingSetOf(net, steps, 1).Total
 	rw := float64(tr.Total.ReadBytes()+tr.Total.WriteBytes()) / float64(tr.Runs)
-	return api.ScheduleTraffic{Schedule: schedule.Cellular.String(), CacheBytes: cacheBytes, Steps: steps,
-		WorkingSetBytes: ws, DRAMBytes: rw, DRE: rw / float64(ws)}, nil
+	return api.ScheduleTraffic{Schedule: schedule.Cellular.String(), Precision: schedule.F32.String(), Workers: 1,
+		CacheBytes: cacheBytes, Steps: steps, WorkingSetBytes: ws, DRAMBytes: rw, DRE: rw / float64(ws),
+		WarmDRAMBytes: tr.WarmBytes()}, nil
+}
+
+// ProgramFor prepares net to run whole-request plans under the schedule a
+// model's metadata names (A, A+, P or P-bf16), P on GOMAXPROCS cores as
+// the server runs it: for tools that time what the server runs, such as
+// cmd/loadgen.
+func ProgramFor(net *rnn.Network, name string) (*schedule.Program, error) {
+	c := candidate{workers: 1}
+	if base, ok := strings.CutSuffix(name, "-bf16"); ok {
+		name, c.prec = base, schedule.BF16
+	}
+	s, err := schedule.Parse(name)
+	if err != nil {
+		return nil, err
+	}
+	c.sched = s
+	if s == schedule.Partitioned {
+		c.workers = runtime.GOMAXPROCS(0)
+	} else if c.prec == schedule.BF16 {
+		return nil, fmt.Errorf("server: schedule %q: only P stores bf16 weights", name+"-bf16")
+	}
+	return c.program(net)
 }

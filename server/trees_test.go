@@ -22,7 +22,7 @@ func newTreeServer(t *testing.T, delay time.Duration) (*Server, *httptest.Server
 	}
 	o := DefaultOptions()
 	o.Batching.MaxQueueDelay = delay
-	s, err := New(entries, o, nil)
+	s, err := New(entries, o, quietLog)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,9 @@
 // back to back for -duration, asking only for the final hidden state.
 // With -repo (a model repository directory, or "bundled") it also times
 // the same request's plan in-process, with no HTTP, to show what the server
-// adds. Output is one Markdown table row per client count.
+// adds, and the HTTP floor: the median round trip of the cheapest request
+// there is (GET /v2/health/live) on the same machine, which no server can
+// go below. Output is one Markdown table row per client count.
 package main
 
 import (
@@ -64,16 +66,24 @@ func run() error {
 		return errors.New("-steps, -vocab and -duration must be positive")
 	}
 	engine := "-"
+	sched, err := servedSchedule(*url, *model)
+	if err != nil {
+		return err
+	}
 	if *repo != "" {
-		d, err := engineTime(*repo, *model, *steps, *vocab)
+		d, err := engineTime(*repo, *model, sched, *steps, *vocab)
 		if err != nil {
 			return err
 		}
 		engine = fmt.Sprintf("%.0f", float64(d.Microseconds()))
 	}
+	fl, err := httpFloor(*url, min(*dur, 2*time.Second))
+	if err != nil {
+		return err
+	}
 	if *header {
-		fmt.Println("| setup | model | clients | requests/s | tokens/s | p50 µs | p90 µs | p99 µs | engine µs | p50 - engine µs | errors |")
-		fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+		fmt.Println("| setup | model | plan schedule | clients | requests/s | tokens/s | p50 µs | p90 µs | p99 µs | engine µs | HTTP floor µs | p50 - engine - floor µs | errors |")
+		fmt.Println("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	}
 	for _, c := range counts {
 		r := drive(*url, *model, c, *steps, *vocab, *dur)
@@ -81,12 +91,35 @@ func run() error {
 		over := "-"
 		if engine != "-" {
 			e, _ := strconv.ParseFloat(engine, 64)
-			over = fmt.Sprintf("%.0f", float64(p50.Microseconds())-e)
+			over = fmt.Sprintf("%.0f", float64(p50.Microseconds()-fl.Microseconds())-e)
 		}
-		fmt.Printf("| %s | %s | %d | %.1f | %.0f | %d | %d | %d | %s | %s | %d |\n", *label, *model, c,
-			r.rate(), r.rate()*float64(*steps), p50.Microseconds(), r.pct(0.9).Microseconds(), r.pct(0.99).Microseconds(), engine, over, r.errors)
+		fmt.Printf("| %s | %s | %s | %d | %.1f | %.0f | %d | %d | %d | %s | %d | %s | %d |\n", *label, *model, sched, c,
+			r.rate(), r.rate()*float64(*steps), p50.Microseconds(), r.pct(0.9).Microseconds(), r.pct(0.99).Microseconds(), engine, fl.Microseconds(), over, r.errors)
 	}
 	return nil
+}
+
+// httpFloor is the median time of GET /v2/health/live, one client, back to
+// back for d: the round trip every request pays (loopback, wake-ups, HTTP
+// parsing) before the server does any work.
+func httpFloor(url string, d time.Duration) (time.Duration, error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	var lat []time.Duration
+	for end := time.Now().Add(d); time.Now().Before(end) || len(lat) < 5; {
+		t0 := time.Now()
+		resp, err := client.Get(url + "/v2/health/live")
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return 0, fmt.Errorf("GET /v2/health/live: %s", resp.Status)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], nil
 }
 
 type result struct {
@@ -155,9 +188,31 @@ func requestBody(rng *rand.Rand, steps, vocab int) []byte {
 	return []byte(fmt.Sprintf(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, %d], "data": %s}], "outputs": [{"name": "hidden"}]}`, steps, data))
 }
 
+// servedSchedule is the schedule the server runs the model's whole-request
+// plans with, from its metadata.
+func servedSchedule(url, model string) (string, error) {
+	resp, err := http.Get(url + "/v2/models/" + model)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var meta struct {
+		RNN struct {
+			Schedule string `json:"schedule"`
+		} `json:"rnn"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /v2/models/%s: %s", model, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&meta); err != nil || meta.RNN.Schedule == "" {
+		return "", fmt.Errorf("GET /v2/models/%s: no rnn.schedule in the metadata (%v)", model, err)
+	}
+	return meta.RNN.Schedule, nil
+}
+
 // engineTime is the median in-process time of the plan a one-sequence
-// request runs (schedule chosen as the server would, no HTTP, no JSON).
-func engineTime(repo, model string, steps, vocab int) (time.Duration, error) {
+// request runs under the schedule the server uses (no HTTP, no JSON).
+func engineTime(repo, model, sched string, steps, vocab int) (time.Duration, error) {
 	var fsys fs.FS = bundled.FS
 	if repo != "bundled" {
 		fsys = os.DirFS(repo)
@@ -170,7 +225,7 @@ func engineTime(repo, model string, steps, vocab int) (time.Duration, error) {
 		if e.Name != model {
 			continue
 		}
-		prog, err := schedule.NewProgram(e.Model.Net, schedule.APlus)
+		prog, err := server.ProgramFor(e.Model.Net, sched)
 		if err != nil {
 			return 0, err
 		}

@@ -59,3 +59,25 @@ func TestDrive(t *testing.T) {
 		t.Errorf("p50 %v p99 %v rate %v", r.pct(0.5), r.pct(0.99), r.rate())
 	}
 }
+
+// TestHTTPFloor: the floor is the health endpoint's median round trip, and
+// a failing server is an error.
+func TestHTTPFloor(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v2/health/live" {
+			http.NotFound(w, r)
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}))
+	defer hs.Close()
+	d, err := httpFloor(hs.URL, 50*time.Millisecond)
+	if err != nil || d < 2*time.Millisecond || d > time.Second {
+		t.Errorf("floor %v, %v; want at least the handler's 2ms", d, err)
+	}
+	bad := httptest.NewServer(http.NotFoundHandler())
+	defer bad.Close()
+	if _, err := httpFloor(bad.URL, 10*time.Millisecond); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("404 health: %v", err)
+	}
+}

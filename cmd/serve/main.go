@@ -10,6 +10,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -57,12 +58,16 @@ func run(args []string, stderr *os.File) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Server.CacheBytes == 0 {
-		if levels, err := server.HostCaches("/"); err == nil {
-			cfg.Server.CacheBytes = server.LastLevelBytes(levels)
-		} else {
-			cfg.Server.CacheBytes = 12 << 20
-			log.Warn("cannot read the host's cache sizes; modelling a 12 MiB last-level cache", "err", err)
+	if cfg.Server.CacheBytes == 0 || cfg.Server.PrivateCacheBytes == 0 {
+		levels, err := server.HostCaches("/")
+		if err != nil {
+			log.Warn("cannot read the host's cache sizes; modelling a 12 MiB last-level cache and 1 MiB private caches", "err", err)
+		}
+		if cfg.Server.CacheBytes == 0 {
+			cfg.Server.CacheBytes = cmp.Or(server.LastLevelBytes(levels), 12<<20)
+		}
+		if cfg.Server.PrivateCacheBytes == 0 {
+			cfg.Server.PrivateCacheBytes = cmp.Or(server.PrivateBytes(levels), 1<<20)
 		}
 	}
 	var repo fs.FS = bundled.FS
@@ -88,7 +93,8 @@ func run(args []string, stderr *os.File) error {
 	for i, e := range entries {
 		names[i] = e.Name
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "repository", where, "models", names, "llc_bytes", cfg.Server.CacheBytes)
+	log.Info("serving", "addr", ln.Addr().String(), "repository", where, "models", names,
+		"llc_bytes", cfg.Server.CacheBytes, "private_cache_bytes", cfg.Server.PrivateCacheBytes)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -121,6 +127,7 @@ func parseConfig(args []string) (config, error) {
 	listen := fl.String("listen", "", "listen address (default 127.0.0.1:8080; use 0.0.0.0:PORT to expose it)")
 	models := fl.String("models", "", "model repository directory (default: the bundled models)")
 	cache := fl.Int64("cache-bytes", 0, "last-level cache size for the schedule choice (default: read from the host)")
+	private := fl.Int64("private-cache-bytes", 0, "one core's private (L2) cache size for the schedule choice (default: read from the host)")
 	batching := fl.String("batching", "", "cellular batching: on or off (default on)")
 	if err := fl.Parse(args); err != nil {
 		return cfg, err
@@ -147,6 +154,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if *cache != 0 {
 		cfg.Server.CacheBytes = *cache
+	}
+	if *private != 0 {
+		cfg.Server.PrivateCacheBytes = *private
 	}
 	switch *batching {
 	case "":

@@ -48,8 +48,8 @@ func BenchmarkGemv(b *testing.B) {
 //
 //	go test ./internal/f32/ -run '^$' -bench 'BenchmarkGemm' -count 5
 func BenchmarkGemm(b *testing.B) {
-	for _, h := range []int{256, 1024} {
-		for _, m := range []int{4, 16, 64, 100} {
+	for _, h := range []int{256, 512, 1024} {
+		for _, m := range []int{4, 16, 32, 64, 100} {
 			n, k := 4*h, h
 			r := rand.New(rand.NewPCG(1, 1))
 			w := newGuarded(r, n, k, k, 0, 0).s()

@@ -46,7 +46,7 @@ type RNNMetadata struct {
 	Activation    string `json:"activation,omitempty"`
 	WeightBytes   int64  `json:"weight_bytes"`
 
-	Schedule       string `json:"schedule"`        // A or A+: for whole-request plans
+	Schedule       string `json:"schedule"`        // A, A+, P or P-bf16: for whole-request plans
 	ScheduleReason string `json:"schedule_reason"` // why that schedule
 	Batching       bool   `json:"cellular_batching"`
 
@@ -54,14 +54,28 @@ type RNNMetadata struct {
 }
 
 // ScheduleTraffic is the modelled memory traffic of one schedule at the
-// host's last-level cache size, for a reference input length.
+// host's cache sizes, for a batch-1 reference input of Steps steps.
 type ScheduleTraffic struct {
-	Schedule        string  `json:"schedule"`
-	CacheBytes      int64   `json:"cache_bytes"`
+	Schedule  string `json:"schedule"`            // A, A+, P, P-bf16 or cellular
+	Precision string `json:"precision,omitempty"` // of the stored recurrent weights: f32 or bf16
+	Workers   int    `json:"workers,omitempty"`   // cores one inference runs on
+
+	CacheBytes      int64   `json:"cache_bytes"` // the last-level cache modelled
 	Steps           int     `json:"steps"`
 	WorkingSetBytes int64   `json:"working_set_bytes"`
-	DRAMBytes       float64 `json:"dram_bytes_per_inference"`
-	DRE             float64 `json:"dre"`
+	DRAMBytes       float64 `json:"dram_bytes_per_inference"` // averaged over 100 back-to-back inferences, the first cold
+	DRE             float64 `json:"dre"`                      // DRAMBytes / WorkingSetBytes
+	// WarmDRAMBytes is DRAMBytes without the cold first inference: what
+	// each request costs a server that has served one before.
+	WarmDRAMBytes float64 `json:"warm_dram_bytes_per_inference"`
+
+	// PrivateCacheBytes is the size of one core's private cache (L2)
+	// modelled, and CoreBytes the bytes the busiest core reads and writes
+	// beyond it per warm inference (each core replays its own steps; A
+	// and A+ run on one). Absent for cellular, which is not modelled per
+	// core.
+	PrivateCacheBytes int64    `json:"private_cache_bytes,omitempty"`
+	CoreBytes         *float64 `json:"core_bytes_per_inference,omitempty"`
 }
 
 // Tensor is an input or output tensor. Data is a flat (or nested) JSON

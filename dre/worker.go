@@ -1,0 +1,110 @@
+package dre
+
+import (
+	"fmt"
+	"math"
+
+	"rnnserve/cachesim"
+	"rnnserve/schedule"
+)
+
+// Per-core traffic. A plan is one serial trace, which is what a shared
+// last-level cache sees; but a Partitioned plan runs on several cores at
+// once, each with a private cache (L2) of its own, and each step says which
+// worker runs it (schedule.Step.Worker). Replaying only one worker's steps
+// through a cache the size of a private cache gives the bytes that core
+// fetches from, and writes back to, the shared cache or DRAM. A plan that
+// runs on one core (A, A+, a one-worker P) is all worker 0's.
+//
+// Caches are not kept coherent with each other: a line another worker
+// writes stays valid in this worker's cache. Partitioned plans write each
+// step's h to a fresh part of the layer's output sequence, so this misses
+// only the re-reads of scratch every worker shares (hfull, with a
+// projection).
+
+// ReplayWorker is Replay restricted to the steps of worker w: it sends
+// their regions, in plan order, to s at the addresses of l.
+func ReplayWorker(p *schedule.Plan, l *Layout, w int, s cachesim.Sink) error {
+	if err := check(p, l); err != nil {
+		return err
+	}
+	replayWorker(p, l, w, s)
+	return nil
+}
+
+func replayWorker(p *schedule.Plan, l *Layout, w int, s cachesim.Sink) {
+	for i := range p.Steps {
+		st := &p.Steps[i]
+		if st.Worker != w {
+			continue
+		}
+		for _, r := range st.Reads {
+			replayRegion(l, r, false, s)
+		}
+		for _, r := range st.Writes {
+			replayRegion(l, r, true, s)
+		}
+	}
+}
+
+// SimulateWorker is Simulate restricted to the steps of worker w: runs
+// back-to-back replays of that worker's part of p through c.
+func SimulateWorker(p *schedule.Plan, l *Layout, w int, c Cache, runs int) (Traffic, error) {
+	if runs < 1 {
+		return Traffic{}, fmt.Errorf("%w: runs = %d, want at least 1", ErrInvalidOptions, runs)
+	}
+	if w < 0 || w >= p.Workers() {
+		return Traffic{}, fmt.Errorf("%w: worker %d of a plan on %d", ErrPlan, w, p.Workers())
+	}
+	if err := check(p, l); err != nil {
+		return Traffic{}, err
+	}
+	return simulate(c, runs, func(s cachesim.Sink) { replayWorker(p, l, w, s) }, true), nil
+}
+
+// SimulateWorkers simulates every worker of p (p.Workers() of them) in a
+// cache of its own, each an empty cache made from cfg (a core's private
+// cache), and returns their traffic by worker. The workers run in
+// parallel, so the largest of them is the plan's critical path.
+func SimulateWorkers(p *schedule.Plan, l *Layout, cfg cachesim.Config, runs int) ([]Traffic, error) {
+	if runs < 1 {
+		return nil, fmt.Errorf("%w: runs = %d, want at least 1", ErrInvalidOptions, runs)
+	}
+	if err := check(p, l); err != nil {
+		return nil, err
+	}
+	tr := make([]Traffic, p.Workers())
+	for w := range tr {
+		c, err := NewCache(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cache: %w", ErrInvalidOptions, err)
+		}
+		tr[w] = simulate(c, runs, func(s cachesim.Sink) { replayWorker(p, l, w, s) }, true)
+	}
+	return tr, nil
+}
+
+// WarmRW is AvgRW once the cache is warm: the bytes read and written per
+// inference averaged over every run after the first (cold) one, or the
+// cold run's when Runs is 1.
+func (r *Report) WarmRW() float64 {
+	cold := r.Cold.Read + r.Cold.Write
+	if r.Runs <= 1 {
+		return float64(cold)
+	}
+	total := math.Round(r.AvgRW * float64(r.Runs)) // an integer byte count
+	return max(total-float64(cold), 0) / float64(r.Runs-1)
+}
+
+// WarmBytes is the bytes read and written per run once the cache is warm:
+// the average over every run after the first (cold) one, or the cold run's
+// when there was only one. A server that has answered a request before
+// pays this per request.
+func (t Traffic) WarmBytes() float64 {
+	cold := t.Cold.ReadBytes() + t.Cold.WriteBytes()
+	if t.Runs <= 1 {
+		return float64(cold)
+	}
+	total := t.Total.ReadBytes() + t.Total.WriteBytes()
+	return float64(total-cold) / float64(t.Runs-1)
+}

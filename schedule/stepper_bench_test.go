@@ -1,0 +1,44 @@
+package schedule
+
+import (
+	"fmt"
+	"testing"
+
+	"rnnserve/rnn"
+)
+
+// BenchmarkStepper times one batched time step of the server load test's
+// lstm512 (embedding 128, 2 LSTM layers of 512) at several batch sizes,
+// with the floating-point rate of its three products per layer pair. Run
+//
+//	go test ./schedule/ -run '^$' -bench Stepper -cpu 1
+func BenchmarkStepper(b *testing.B) {
+	net := randomNet(b, rnn.Config{Cell: rnn.LSTM, Input: 128, Hidden: 512, Layers: 2, Vocab: 256}, 512)
+	for _, rows := range []int{1, 8, 32, 64} {
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+			st, err := NewStepper(net, rows)
+			if err != nil {
+				b.Fatal(err)
+			}
+			// Sequences of 256 steps, restarted when done (their input
+			// projections, computed on Add, are part of the time).
+			for range rows {
+				if err := st.Add(&Sequence{Tokens: make([]int64, 256)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				for _, q := range st.Step() {
+					st.Remove(q)
+					if err := st.Add(&Sequence{Tokens: make([]int64, 256)}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			// Per row and step: x·W_ihᵀ of layer 1 and h·W_hhᵀ of both layers.
+			flops := 2 * float64(rows) * 4 * 512 * (512 + 512 + 512)
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows), "ns/row-step")
+		})
+	}
+}
