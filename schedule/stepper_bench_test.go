@@ -8,14 +8,20 @@ import (
 )
 
 // BenchmarkStepper times one batched time step of the server load test's
-// lstm512 (embedding 128, 2 LSTM layers of 512) at several batch sizes,
+// lstm512 and lstm2048 (embedding 128, 2 LSTM layers) at several batch sizes,
 // with the floating-point rate of its three products per layer pair. Run
 //
 //	go test ./schedule/ -run '^$' -bench Stepper -cpu 1
 func BenchmarkStepper(b *testing.B) {
-	net := randomNet(b, rnn.Config{Cell: rnn.LSTM, Input: 128, Hidden: 512, Layers: 2, Vocab: 256}, 512)
+	for _, H := range []int{512, 2048} {
+		benchStepper(b, H)
+	}
+}
+
+func benchStepper(b *testing.B, H int) {
+	net := randomNet(b, rnn.Config{Cell: rnn.LSTM, Input: 128, Hidden: H, Layers: 2, Vocab: 256}, uint64(H))
 	for _, rows := range []int{1, 8, 32, 64} {
-		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+		b.Run(fmt.Sprintf("H=%d/rows=%d", H, rows), func(b *testing.B) {
 			st, err := NewStepper(net, rows)
 			if err != nil {
 				b.Fatal(err)
@@ -36,7 +42,7 @@ func BenchmarkStepper(b *testing.B) {
 				}
 			}
 			// Per row and step: x·W_ihᵀ of layer 1 and h·W_hhᵀ of both layers.
-			flops := 2 * float64(rows) * 4 * 512 * (512 + 512 + 512)
+			flops := 2 * float64(rows) * 4 * float64(H) * float64(3*H)
 			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows), "ns/row-step")
 		})

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"rnnserve/rnn"
@@ -67,6 +69,9 @@ type lane struct {
 	st      *schedule.Stepper
 	waiting *job // dequeued but not yet admitted: too few free rows
 	owner   map[*schedule.Sequence]*job
+	// rows is the lane's active rows for the other lanes to see, or -1
+	// while it runs a solo plan (it takes no jobs until that ends).
+	rows atomic.Int64
 }
 
 func newBatcher(m *model, o BatchOptions) (*batcher, error) {
@@ -142,6 +147,10 @@ func (l *lane) run(stop <-chan struct{}) {
 			continue
 		}
 		l.step()
+		// A step can take milliseconds and the lanes keep every P busy:
+		// let the handlers waiting to decode requests and write responses
+		// run between steps rather than at the next forced preemption.
+		runtime.Gosched()
 	}
 }
 
@@ -162,6 +171,8 @@ func (l *lane) solo() bool {
 	if j.plan == nil || len(l.b.queue) > 0 || j.ctx.Err() != nil {
 		return false
 	}
+	l.rows.Store(-1)
+	defer l.rows.Store(0)
 	l.waiting = nil
 	j.started = time.Now()
 	l.b.model.metrics.queue.WithLabelValues(l.b.model.name).Observe(j.started.Sub(j.enqueued).Seconds())
@@ -172,11 +183,17 @@ func (l *lane) solo() bool {
 	return true
 }
 
-// admit adds the waiting job and then queued jobs while their rows fit.
+// admit adds the waiting job and then queued jobs while their rows fit
+// and no other lane that takes jobs has fewer rows: queued work goes to
+// the least loaded lane, so the lanes' batches, and cores, stay even.
 func (l *lane) admit() {
 	b := l.b
+	defer func() { l.rows.Store(int64(l.st.Active())) }()
 	for {
 		if l.waiting == nil {
+			if !l.least() {
+				return
+			}
 			select {
 			case j := <-b.queue:
 				l.waiting = j
@@ -214,6 +231,17 @@ func (l *lane) admit() {
 	}
 }
 
+// least reports whether no other lane taking jobs has fewer rows than l.
+func (l *lane) least() bool {
+	mine := int64(l.st.Active())
+	for _, o := range l.b.lanes {
+		if n := o.rows.Load(); o != l && n >= 0 && n < mine {
+			return false
+		}
+	}
+	return true
+}
+
 // reap drops the rows of jobs whose client has gone.
 func (l *lane) reap() {
 	for q, j := range l.owner {
@@ -246,6 +274,7 @@ func (l *lane) step() {
 			l.b.finish(j, nil)
 		}
 	}
+	l.rows.Store(int64(l.st.Active()))
 }
 
 // generate samples the next token of a generation row and feeds it back;

@@ -615,10 +615,44 @@ func TestLoadtestRepository(t *testing.T) {
 	for _, e := range entries {
 		hidden[e.Name] = e.Model.Net.Hidden
 	}
-	if hidden["lstm512"] != 512 || hidden["lstm1024"] != 1024 {
+	if hidden["lstm512"] != 512 || hidden["lstm2048"] != 2048 {
 		t.Errorf("load test models %v", hidden)
 	}
 }
 
 // quietLog keeps the servers of tests from logging.
 var quietLog = slog.New(slog.DiscardHandler)
+
+// TestLanesShareWork: jobs queued together spread over the lanes (each
+// admits only while no other lane has fewer rows), so both batches, and
+// cores, work at once.
+func TestLanesShareWork(t *testing.T) {
+	s, _ := newTestServer(t, func(o *Options) { o.Batching.Workers = 2 }, false)
+	m := s.models["lm"]
+	var jobs []*job
+	for range 20 {
+		j := &job{ctx: context.Background(), seqs: []*schedule.Sequence{{Tokens: make([]int64, 400)}}}
+		if err := m.batch.submit(j); err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, j)
+	}
+	s.Start()
+	var most [2]int64
+	for done := 0; done < len(jobs); {
+		for i, l := range m.batch.lanes {
+			most[i] = max(most[i], l.rows.Load())
+		}
+		select {
+		case err := <-jobs[done].done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			done++
+		default:
+		}
+	}
+	if most[0] < 5 || most[1] < 5 || most[0]+most[1] < 20 {
+		t.Errorf("lanes carried at most %v rows, want the 20 jobs split between them", most)
+	}
+}

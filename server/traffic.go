@@ -75,14 +75,26 @@ type trafficModel struct {
 	steps   int   // reference input length
 }
 
-// trafficModel is the host as the options and GOMAXPROCS describe it.
+// trafficModel is the host as the options and GOMAXPROCS describe it. P
+// gets the cores one request may use: all of them divided by how many
+// requests of a model run at once (batching.workers lanes or plans), so
+// concurrent requests never fight over cores. With the default of one
+// worker per core, P runs on one core (A+ with its output written in
+// place and no product at a zero initial state); with workers: 1 it
+// spreads one request at a time over every core.
 func (s *Server) trafficModel() trafficModel {
 	return trafficModel{
 		llc:     llcOrDefault(s.opts.CacheBytes),
 		private: privateOrDefault(s.opts.PrivateCacheBytes),
-		workers: min(runtime.GOMAXPROCS(0), schedule.MaxWorkers),
+		workers: coresPerRequest(runtime.GOMAXPROCS(0), s.opts.Batching.Workers),
 		steps:   s.opts.TrafficSteps,
 	}
+}
+
+// coresPerRequest divides cores among concurrent requests, at least one
+// each and at most schedule.MaxWorkers.
+func coresPerRequest(cores, concurrent int) int {
+	return min(max(1, cores/max(1, concurrent)), schedule.MaxWorkers)
 }
 
 // dramSlack is how far above the least warm DRAM traffic a candidate may
@@ -279,10 +291,10 @@ func cellularTraffic(net *rnn.Network, cacheBytes int64, steps int) (api.Schedul
 }
 
 // ProgramFor prepares net to run whole-request plans under the schedule a
-// model's metadata names (A, A+, P or P-bf16), P on GOMAXPROCS cores as
-// the server runs it: for tools that time what the server runs, such as
-// cmd/loadgen.
-func ProgramFor(net *rnn.Network, name string) (*schedule.Program, error) {
+// model's metadata names (A, A+, P or P-bf16), P on the given number of
+// cores (the metadata's traffic entry for it says how many): for tools
+// that time what the server runs, such as cmd/loadgen.
+func ProgramFor(net *rnn.Network, name string, workers int) (*schedule.Program, error) {
 	c := candidate{workers: 1}
 	if base, ok := strings.CutSuffix(name, "-bf16"); ok {
 		name, c.prec = base, schedule.BF16
@@ -293,7 +305,7 @@ func ProgramFor(net *rnn.Network, name string) (*schedule.Program, error) {
 	}
 	c.sched = s
 	if s == schedule.Partitioned {
-		c.workers = runtime.GOMAXPROCS(0)
+		c.workers = coresPerRequest(workers, 1)
 	} else if c.prec == schedule.BF16 {
 		return nil, fmt.Errorf("server: schedule %q: only P stores bf16 weights", name+"-bf16")
 	}

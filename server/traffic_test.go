@@ -247,7 +247,7 @@ func TestModelConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries[0].Config.Schedule = "Q"
-	if _, err := New(entries, DefaultOptions(), nil); !errors.Is(err, ErrModelConfig) {
+	if _, err := New(entries, DefaultOptions(), quietLog); !errors.Is(err, ErrModelConfig) {
 		t.Errorf("New: %v", err)
 	}
 }
@@ -272,8 +272,8 @@ func TestServeChosenSchedule(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.CacheBytes, o.PrivateCacheBytes, o.TrafficSteps = 8<<20, 16<<10, 10
-	o.Batching.Workers = 4
-	s, err := New(entries, o, nil)
+	o.Batching.Workers = 1 // one request at a time: P spreads over every core
+	s, err := New(entries, o, quietLog)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,17 +359,28 @@ func TestProgramFor(t *testing.T) {
 	}
 	net := entries[slices.IndexFunc(entries, func(e Entry) bool { return e.Name == "lm" })].Model.Net
 	for _, name := range []string{"A", "A+", "P", "P-bf16"} {
-		prog, err := ProgramFor(net, name)
+		prog, err := ProgramFor(net, name, 2)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if got := candidateOf(prog).String(); got != name {
-			t.Errorf("ProgramFor(%q) runs %s", name, got)
+		c := candidateOf(prog)
+		if c.String() != name || c.sched == schedule.Partitioned && c.workers != 2 {
+			t.Errorf("ProgramFor(%q, 2) runs %s on %d cores", name, c, c.workers)
 		}
 	}
 	for _, name := range []string{"", "B", "A+-bf16", "cellular"} {
-		if _, err := ProgramFor(net, name); err == nil {
+		if _, err := ProgramFor(net, name, 1); err == nil {
 			t.Errorf("ProgramFor(%q): no error", name)
+		}
+	}
+}
+
+func TestCoresPerRequest(t *testing.T) {
+	for _, c := range []struct{ cores, concurrent, want int }{
+		{2, 2, 1}, {2, 1, 2}, {8, 2, 4}, {1, 4, 1}, {3, 2, 1}, {4, 0, 4}, {1 << 20, 1, schedule.MaxWorkers},
+	} {
+		if got := coresPerRequest(c.cores, c.concurrent); got != c.want {
+			t.Errorf("coresPerRequest(%d, %d) = %d, want %d", c.cores, c.concurrent, got, c.want)
 		}
 	}
 }

@@ -66,12 +66,15 @@ func run() error {
 		return errors.New("-steps, -vocab and -duration must be positive")
 	}
 	engine := "-"
-	sched, err := servedSchedule(*url, *model)
+	sched, workers, err := servedSchedule(*url, *model)
 	if err != nil {
 		return err
 	}
+	if workers > 1 {
+		sched = fmt.Sprintf("%s (%d cores)", sched, workers)
+	}
 	if *repo != "" {
-		d, err := engineTime(*repo, *model, sched, *steps, *vocab)
+		d, err := engineTime(*repo, *model, sched, workers, *steps, *vocab)
 		if err != nil {
 			return err
 		}
@@ -189,30 +192,40 @@ func requestBody(rng *rand.Rand, steps, vocab int) []byte {
 }
 
 // servedSchedule is the schedule the server runs the model's whole-request
-// plans with, from its metadata.
-func servedSchedule(url, model string) (string, error) {
+// plans with, and on how many cores, from its metadata.
+func servedSchedule(url, model string) (string, int, error) {
 	resp, err := http.Get(url + "/v2/models/" + model)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer resp.Body.Close()
 	var meta struct {
 		RNN struct {
 			Schedule string `json:"schedule"`
+			Traffic  []struct {
+				Schedule string `json:"schedule"`
+				Workers  int    `json:"workers"`
+			} `json:"traffic"`
 		} `json:"rnn"`
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET /v2/models/%s: %s", model, resp.Status)
+		return "", 0, fmt.Errorf("GET /v2/models/%s: %s", model, resp.Status)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&meta); err != nil || meta.RNN.Schedule == "" {
-		return "", fmt.Errorf("GET /v2/models/%s: no rnn.schedule in the metadata (%v)", model, err)
+		return "", 0, fmt.Errorf("GET /v2/models/%s: no rnn.schedule in the metadata (%v)", model, err)
 	}
-	return meta.RNN.Schedule, nil
+	workers := 1
+	for _, t := range meta.RNN.Traffic {
+		if t.Schedule == meta.RNN.Schedule {
+			workers = max(t.Workers, 1)
+		}
+	}
+	return meta.RNN.Schedule, workers, nil
 }
 
 // engineTime is the median in-process time of the plan a one-sequence
 // request runs under the schedule the server uses (no HTTP, no JSON).
-func engineTime(repo, model, sched string, steps, vocab int) (time.Duration, error) {
+func engineTime(repo, model, sched string, workers, steps, vocab int) (time.Duration, error) {
 	var fsys fs.FS = bundled.FS
 	if repo != "bundled" {
 		fsys = os.DirFS(repo)
@@ -225,7 +238,7 @@ func engineTime(repo, model, sched string, steps, vocab int) (time.Duration, err
 		if e.Name != model {
 			continue
 		}
-		prog, err := server.ProgramFor(e.Model.Net, sched)
+		prog, err := server.ProgramFor(e.Model.Net, strings.Fields(sched)[0], workers)
 		if err != nil {
 			return 0, err
 		}

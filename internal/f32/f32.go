@@ -15,13 +15,23 @@ const (
 	errShortGat = "f32: gate slice too short"
 )
 
-// Blocking of GemmNT with more than two rows: a k-block of four W rows
-// (4·kc·4 bytes) stays in L1 while mc rows of A (mc·kc·4 bytes) stream
-// from L2.
+// Blocking of GemmNT with more than two rows: mc rows of A at a time, and
+// k in blocks as long as fit aBlock floats of A (256 KiB, a quarter of a
+// typical L2) but at least kc. A block of four W rows stays in L1 while the
+// A rows stream from L2; the longer the k-block, the longer each W row's
+// sequential run, which is what lets the hardware prefetcher keep up when
+// W streams from L3 or DRAM (hidden 1024, 32 rows: 61 to 73 GFLOP/s
+// against a fixed 512).
 const (
-	kc = 512
-	mc = 128
+	kc     = 512
+	mc     = 128
+	aBlock = 64 << 10
 )
+
+// kBlock is the k-block length GemmNT uses for mb rows of A.
+func kBlock(mb, k int) int {
+	return min(k, max(kc, aBlock/mb&^7))
+}
 
 // Impl names the kernels in use: "avx2+fma" or "go".
 func Impl() string { return implName() }
@@ -61,14 +71,15 @@ func GemmNT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float3
 		gemmNTKernel(m, n, k, a, lda, w, ldw, beta, c, ldc)
 		return
 	}
-	for p0 := 0; p0 < k; p0 += kc {
-		kb := min(kc, k-p0)
-		b := beta
-		if p0 > 0 {
-			b = 1
-		}
-		for i0 := 0; i0 < m; i0 += mc {
-			mb := min(mc, m-i0)
+	for i0 := 0; i0 < m; i0 += mc {
+		mb := min(mc, m-i0)
+		kcb := kBlock(mb, k)
+		for p0 := 0; p0 < k; p0 += kcb {
+			kb := min(kcb, k-p0)
+			b := beta
+			if p0 > 0 {
+				b = 1
+			}
 			gemmNTKernel(mb, n, kb, a[i0*lda+p0:], lda, w[p0:], ldw, b, c[i0*ldc:], ldc)
 		}
 	}

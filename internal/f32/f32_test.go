@@ -99,9 +99,16 @@ func TestGemmNT(t *testing.T) {
 				}
 			}
 		}
-		// k beyond one block of kc.
+		// k beyond one k-block: at 40 rows the block is aBlock/40 rounded
+		// down to 8 (1632); at 128 rows it is kc; the 2 rows left after
+		// one m-block of 130 take k whole.
 		testGemmNT(t, r, 5, 9, kc+37)
+		testGemmNT(t, r, 40, 9, kBlock(40, 1<<20)+37)
+		testGemmNT(t, r, 130, 5, kc+37)
 		testGemmNT(t, r, 1, 6, 2*kc+3)
+		if kBlock(40, 1<<20) != 1632 || kBlock(128, 4096) != kc || kBlock(5, 100) != 100 {
+			t.Errorf("kBlock: %d %d %d", kBlock(40, 1<<20), kBlock(128, 4096), kBlock(5, 100))
+		}
 	})
 }
 
