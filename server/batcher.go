@@ -25,9 +25,8 @@ type job struct {
 	finished  time.Time
 	gen       *generation
 	// plan, when set, runs the job as one whole-request plan instead of
-	// step by step (see lane.solo); its rows' results go to res.
+	// step by step when it arrives alone (see batcher.solo).
 	plan func() ([]rowResult, error)
-	res  []rowResult
 }
 
 // generation is the sampling state of a generate request.
@@ -49,15 +48,21 @@ type generation struct {
 // on different cores, so a busy model keeps every core doing batched
 // steps; an idle lane blocks on the queue, so a new job goes to it first.
 //
-// A job that finds its lane idle and nobody waiting behind it runs as one
-// whole-request plan of the model's schedule (A+ or P reads the input
-// weights once, not per step): batching has nothing to gain then, and the
-// request pays no step-by-step overhead.
+// A job that arrives alone (nothing queued, a core free) runs as one
+// whole-request plan of the model's schedule in the request's own
+// goroutine (A+ or P reads the input weights once, not per step):
+// batching has nothing to gain then, and the request pays neither the
+// step-by-step overhead nor a hand-off to another goroutine.
+//
+// cores holds one token per lane: a lane holds one while it has rows, a
+// solo plan while it runs, so solo plans and batches never oversubscribe
+// the cores the lanes stand for.
 type batcher struct {
 	model *model
 	queue chan *job
 	delay time.Duration
 	lanes []*lane
+	cores chan struct{}
 
 	mu     sync.Mutex
 	closed bool // set when the batcher stops taking jobs; guards submit
@@ -69,13 +74,13 @@ type lane struct {
 	st      *schedule.Stepper
 	waiting *job // dequeued but not yet admitted: too few free rows
 	owner   map[*schedule.Sequence]*job
-	// rows is the lane's active rows for the other lanes to see, or -1
-	// while it runs a solo plan (it takes no jobs until that ends).
+	// rows is the lane's active rows, for the other lanes to see.
 	rows atomic.Int64
 }
 
 func newBatcher(m *model, o BatchOptions) (*batcher, error) {
-	b := &batcher{model: m, queue: make(chan *job, o.QueueLength), delay: o.MaxQueueDelay}
+	b := &batcher{model: m, queue: make(chan *job, o.QueueLength), delay: o.MaxQueueDelay,
+		cores: make(chan struct{}, max(o.Workers, 1))}
 	for range max(o.Workers, 1) {
 		st, err := schedule.NewStepper(m.net, o.MaxRows)
 		if err != nil {
@@ -104,6 +109,29 @@ func (b *batcher) submit(j *job) error {
 	}
 }
 
+// solo runs j's plan now, in the caller's goroutine, if j can run as a
+// plan, nothing is queued and a core is free; it reports whether it did.
+func (b *batcher) solo(j *job) (res []rowResult, ran bool, err error) {
+	if j.plan == nil || len(b.queue) > 0 {
+		return nil, false, nil
+	}
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return nil, false, nil
+	}
+	select {
+	case b.cores <- struct{}{}:
+	default:
+		return nil, false, nil
+	}
+	defer func() { <-b.cores }()
+	b.model.metrics.solo.WithLabelValues(b.model.name).Inc()
+	res, err = j.plan()
+	return res, true, err
+}
+
 // run runs every lane; when stop is closed they take no more jobs, and run
 // returns once every admitted or queued job has finished.
 func (b *batcher) run(stop <-chan struct{}) {
@@ -121,18 +149,22 @@ func (b *batcher) run(stop <-chan struct{}) {
 func (l *lane) run(stop <-chan struct{}) {
 	b := l.b
 	stopping := false
+	busy := false // holding a core token
 	for {
 		if l.st.Active() == 0 && l.waiting == nil {
+			if busy {
+				<-b.cores
+				busy = false
+			}
 			if stopping && len(b.queue) == 0 {
 				return
 			}
 			select {
 			case j := <-b.queue:
+				b.cores <- struct{}{} // waits out a solo plan holding the last core
+				busy = true
 				l.waiting = j
 				b.gather()
-				if l.solo() {
-					continue
-				}
 			case <-stop:
 				b.mu.Lock()
 				b.closed = true
@@ -162,25 +194,6 @@ func (b *batcher) gather() {
 	t := time.NewTimer(b.delay)
 	defer t.Stop()
 	<-t.C
-}
-
-// solo runs the waiting job as a whole plan when it is alone: the lane is
-// idle, nothing else is queued and the job can run as a plan.
-func (l *lane) solo() bool {
-	j := l.waiting
-	if j.plan == nil || len(l.b.queue) > 0 || j.ctx.Err() != nil {
-		return false
-	}
-	l.rows.Store(-1)
-	defer l.rows.Store(0)
-	l.waiting = nil
-	j.started = time.Now()
-	l.b.model.metrics.queue.WithLabelValues(l.b.model.name).Observe(j.started.Sub(j.enqueued).Seconds())
-	var err error
-	j.res, err = j.plan()
-	l.b.model.metrics.solo.WithLabelValues(l.b.model.name).Inc()
-	l.b.finish(j, err)
-	return true
 }
 
 // admit adds the waiting job and then queued jobs while their rows fit
@@ -235,7 +248,7 @@ func (l *lane) admit() {
 func (l *lane) least() bool {
 	mine := int64(l.st.Active())
 	for _, o := range l.b.lanes {
-		if n := o.rows.Load(); o != l && n >= 0 && n < mine {
+		if o != l && o.rows.Load() < mine {
 			return false
 		}
 	}

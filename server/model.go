@@ -81,7 +81,8 @@ func (m *model) infer(ctx context.Context, r *request, state *seqState) ([]rowRe
 			lastOnly = lastOnly && o.last
 		}
 	}
-	if m.batching {
+	// A request with more rows than a batch holds runs as its own plan.
+	if m.batching && r.B <= m.batch.lanes[0].st.Capacity() {
 		return m.inferBatched(ctx, r, state, wantHead, lastOnly)
 	}
 	return m.inferPlan(ctx, r, state, wantHead)
@@ -111,6 +112,15 @@ func (m *model) inferBatched(ctx context.Context, r *request, state *seqState, w
 	if !m.alwaysStep {
 		j.plan = func() ([]rowResult, error) { return m.runPlan(r, state, wantHead) }
 	}
+	start := time.Now()
+	if res, ran, err := m.batch.solo(j); ran {
+		compute := time.Since(start)
+		if err == nil {
+			m.metrics.queue.WithLabelValues(m.name).Observe(0)
+			m.metrics.compute.WithLabelValues(m.name).Observe(compute.Seconds())
+		}
+		return res, 0, compute, err
+	}
 	if err := m.batch.submit(j); err != nil {
 		return nil, 0, 0, err
 	}
@@ -124,12 +134,9 @@ func (m *model) inferBatched(ctx context.Context, r *request, state *seqState, w
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	res := j.res
-	if res == nil {
-		res = make([]rowResult, r.B)
-		for b, q := range j.seqs {
-			res[b] = rowResult{head: q.HeadOut, output: q.Output, hn: q.HN, cn: q.CN}
-		}
+	res := make([]rowResult, r.B)
+	for b, q := range j.seqs {
+		res[b] = rowResult{head: q.HeadOut, output: q.Output, hn: q.HN, cn: q.CN}
 	}
 	return res, j.started.Sub(j.enqueued), j.finished.Sub(j.started), nil
 }

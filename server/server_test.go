@@ -9,10 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -654,5 +656,88 @@ func TestLanesShareWork(t *testing.T) {
 	}
 	if most[0] < 5 || most[1] < 5 || most[0]+most[1] < 20 {
 		t.Errorf("lanes carried at most %v rows, want the 20 jobs split between them", most)
+	}
+}
+
+// TestSoloAndBatchedTogether: concurrent requests, some run as solo plans
+// in their handlers and some stepped in lanes, all get the reference
+// final state, with one lane (a solo plan and the lane share one core
+// token) and with two.
+func TestSoloAndBatchedTogether(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprint("workers=", workers), func(t *testing.T) {
+			s, hs := newTestServer(t, func(o *Options) { o.Batching.Workers = workers }, false)
+			s.models["lm"].alwaysStep = false
+			s.Start()
+			r := rand.New(rand.NewPCG(uint64(workers), 9))
+			var wg sync.WaitGroup
+			errs := make(chan string, 40)
+			for i := range 40 {
+				toks := make([]int64, 1+r.IntN(60))
+				for k := range toks {
+					toks[k] = r.Int64N(256)
+				}
+				want := reference(t, s, "lm", [][]int64{toks}, nil, nil).HN
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					resp, err := http.Post(hs.URL+"/v2/models/lm/infer", "application/json",
+						strings.NewReader(`{"inputs": [`+tokensJSON([][]int64{toks})+`], "outputs": [{"name": "hidden"}]}`))
+					if err != nil {
+						errs <- err.Error()
+						return
+					}
+					defer resp.Body.Close()
+					var out struct {
+						Outputs []struct {
+							Data []float64 `json:"data"`
+						} `json:"outputs"`
+					}
+					if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Outputs) != 1 {
+						errs <- fmt.Sprintf("request %d: status %d, %v", i, resp.StatusCode, err)
+						return
+					}
+					for k, v := range out.Outputs[0].Data {
+						if math.Abs(v-float64(want[k])) > 1e-5 {
+							errs <- fmt.Sprintf("request %d: hidden[%d] = %v, want %v", i, k, v, want[k])
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for e := range errs {
+				t.Error(e)
+			}
+			m := s.models["lm"]
+			solo := testutil.ToFloat64(m.metrics.solo.WithLabelValues("lm"))
+			steps := testutil.ToFloat64(m.metrics.steps.WithLabelValues("lm"))
+			t.Logf("%v solo plans, %v batched steps", solo, steps)
+			// A lane gives its core back when it next finds itself idle.
+			for deadline := time.Now().Add(5 * time.Second); len(m.batch.cores) != 0; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d core tokens still held after every request finished", len(m.batch.cores))
+				}
+			}
+		})
+	}
+}
+
+// TestRequestLargerThanBatch: a request with more rows than a batch holds
+// runs as its own plan instead of waiting for room that never comes.
+func TestRequestLargerThanBatch(t *testing.T) {
+	s, hs := newTestServer(t, func(o *Options) { o.Batching.MaxRows = 2 }, true)
+	tokens := [][]int64{{1, 2, 3}, {4, 5, 6}, {7, 8, 9}}
+	code, resp, _ := post(t, hs.URL+"/v2/models/lm/infer", `{"inputs": [`+tokensJSON(tokens)+`], "outputs": [{"name": "hidden"}]}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, resp)
+	}
+	want := reference(t, s, "lm", tokens, nil, nil).HN // [layer][b][16]
+	got := parseOutputs(t, resp)["hidden"]             // [b][layer][16]
+	for b := range 3 {
+		for l := range 2 {
+			near(t, "hidden", got[(b*2+l)*16:(b*2+l+1)*16], want[(l*3+b)*16:(l*3+b+1)*16])
+		}
 	}
 }
