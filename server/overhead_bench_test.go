@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"rnnserve/models/bundled"
 	"rnnserve/schedule"
@@ -16,8 +17,8 @@ import (
 
 // BenchmarkOverhead compares one 32-token request through the server's
 // handler (JSON in and out, the batcher or the worker pool, no network)
-// with the same work as a plan of the same program run in-process: the
-// server's own overhead is the difference. Models: the bundled byte LM
+// with the same work as a plan of the same program run in-process, the
+// two alternating: the server's own overhead is the difference. Models: the bundled byte LM
 // and the load test's lstm512. Run with
 //
 //	go test ./server/ -run '^$' -bench Overhead -benchtime 2s
@@ -47,23 +48,21 @@ func BenchmarkOverhead(b *testing.B) {
 			}
 			m := s.models[repo.name]
 			s.Start()
-			b.Run(fmt.Sprintf("%s/%s/server/batching=%v", repo.name, candidateOf(m.prog), batching), func(b *testing.B) {
-				h := s.Handler()
+			h := s.Handler()
+			// Alternate the two so both see the same machine: each
+			// iteration runs one request through the handler and the same
+			// plan directly, and the metrics are their mean times.
+			b.Run(fmt.Sprintf("%s/%s/batching=%v", repo.name, candidateOf(m.prog), batching), func(b *testing.B) {
+				var server, engine time.Duration
 				for b.Loop() {
+					t0 := time.Now()
 					req := httptest.NewRequest(http.MethodPost, "/v2/models/"+repo.name+"/infer", strings.NewReader(body))
 					w := httptest.NewRecorder()
 					h.ServeHTTP(w, req)
 					if w.Code != http.StatusOK {
 						b.Fatalf("status %d: %s", w.Code, w.Body)
 					}
-				}
-			})
-			s.Stop(b.Context())
-			if batching {
-				continue
-			}
-			b.Run(fmt.Sprintf("%s/%s/engine", repo.name, candidateOf(m.prog)), func(b *testing.B) {
-				for b.Loop() {
+					t1 := time.Now()
 					p, err := m.prog.Plan(schedule.Input{T: steps, B: 1, Tokens: ids}, schedule.PlanOptions{})
 					if err != nil {
 						b.Fatal(err)
@@ -71,8 +70,14 @@ func BenchmarkOverhead(b *testing.B) {
 					if _, err := p.Run(); err != nil {
 						b.Fatal(err)
 					}
+					server, engine = server+t1.Sub(t0), engine+time.Since(t1)
 				}
+				n := float64(b.N)
+				b.ReportMetric(float64(server.Microseconds())/n, "server-µs")
+				b.ReportMetric(float64(engine.Microseconds())/n, "engine-µs")
+				b.ReportMetric(float64((server-engine).Microseconds())/n, "overhead-µs")
 			})
+			s.Stop(b.Context())
 		}
 	}
 }
