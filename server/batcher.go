@@ -25,8 +25,9 @@ type job struct {
 	finished  time.Time
 	gen       *generation
 	// plan, when set, runs the job as one whole-request plan instead of
-	// step by step when it arrives alone (see batcher.solo).
-	plan func() ([]rowResult, error)
+	// step by step when it arrives alone (see batcher.solo), across every
+	// core when wide.
+	plan func(wide bool) ([]rowResult, error)
 }
 
 // generation is the sampling state of a generate request.
@@ -128,7 +129,9 @@ func (b *batcher) solo(j *job) (res []rowResult, ran bool, err error) {
 	}
 	defer func() { <-b.cores }()
 	b.model.metrics.solo.WithLabelValues(b.model.name).Inc()
-	res, err = j.plan()
+	wide, release := b.model.widen(b.cores)
+	defer release()
+	res, err = j.plan(wide)
 	return res, true, err
 }
 

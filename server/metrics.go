@@ -18,6 +18,7 @@ type metrics struct {
 	sequences  *prometheus.GaugeVec     // model
 	steps      *prometheus.CounterVec   // model
 	solo       *prometheus.CounterVec   // model
+	wide       *prometheus.CounterVec   // model
 	tokens     *prometheus.CounterVec   // model
 	dramBytes  *prometheus.GaugeVec     // model, schedule
 	workingSet *prometheus.GaugeVec     // model, schedule
@@ -57,6 +58,9 @@ func newMetrics() *metrics {
 		solo: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rnnserve_solo_plans_total", Help: "Requests the batcher ran as one whole-request plan because they arrived alone.",
 		}, []string{"model"}),
+		wide: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rnnserve_wide_plans_total", Help: "Whole-request plans that found every core of the model free and ran across all of them.",
+		}, []string{"model"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rnnserve_tokens_total", Help: "Sequence time steps processed (tokens or feature vectors).",
 		}, []string{"model"}),
@@ -77,7 +81,7 @@ func newMetrics() *metrics {
 		}, []string{"model"}),
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.queue, m.compute, m.batchRows, m.inflight,
-		m.sequences, m.steps, m.solo, m.tokens, m.dramBytes, m.workingSet, m.dre, m.info, m.steps0,
+		m.sequences, m.steps, m.solo, m.wide, m.tokens, m.dramBytes, m.workingSet, m.dre, m.info, m.steps0,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -20,6 +20,7 @@ type model struct {
 	entry    Entry
 	net      *rnn.Network
 	prog     *schedule.Program
+	wide     *schedule.Program // prog across every core, when prog is P on fewer; else nil
 	reason   string
 	batch    *batcher // nil for a bidirectional model
 	batching bool     // infer requests go through batch
@@ -110,7 +111,7 @@ func (m *model) inferBatched(ctx context.Context, r *request, state *seqState, w
 		j.seqs = append(j.seqs, q)
 	}
 	if !m.alwaysStep {
-		j.plan = func() ([]rowResult, error) { return m.runPlan(r, state, wantHead) }
+		j.plan = func(wide bool) ([]rowResult, error) { return m.runPlan(r, state, wantHead, wide) }
 	}
 	start := time.Now()
 	if res, ran, err := m.batch.solo(j); ran {
@@ -156,15 +157,47 @@ func (m *model) inferPlan(ctx context.Context, r *request, state *seqState, want
 	}
 	defer func() { <-m.workers }()
 	started := time.Now()
-	res, err := m.runPlan(r, state, wantHead)
+	wide, release := m.widen(m.workers)
+	res, err := m.runPlan(r, state, wantHead, wide)
+	release()
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	return res, started.Sub(enqueued), time.Since(started), nil
 }
 
+// widen is called holding one of tokens, the model's per-core slots.
+// When the model has a wide program and every other slot is free too, it
+// takes them all and reports true: the request runs across every core,
+// and release gives the slots back. Otherwise it takes none.
+func (m *model) widen(tokens chan struct{}) (wide bool, release func()) {
+	if m.wide == nil {
+		return false, func() {}
+	}
+	taken := 0
+	for free := true; free && taken < cap(tokens)-1; {
+		select {
+		case tokens <- struct{}{}:
+			taken++
+		default:
+			free = false
+		}
+	}
+	release = func() {
+		for range taken {
+			<-tokens
+		}
+	}
+	if taken < cap(tokens)-1 {
+		release()
+		return false, func() {}
+	}
+	m.metrics.wide.WithLabelValues(m.name).Inc()
+	return true, release
+}
+
 // runPlan runs a request as one whole plan of the model's schedule.
-func (m *model) runPlan(r *request, state *seqState, wantHead bool) ([]rowResult, error) {
+func (m *model) runPlan(r *request, state *seqState, wantHead, wide bool) ([]rowResult, error) {
 	n, B, T := m.net, r.B, r.T
 	in := schedule.Input{T: T, B: B}
 	if r.tokens != nil {
@@ -186,7 +219,11 @@ func (m *model) runPlan(r *request, state *seqState, wantHead bool) ([]rowResult
 	if state != nil {
 		in.H0, in.C0 = state.h, state.c
 	}
-	p, err := m.prog.Plan(in, schedule.PlanOptions{Head: wantHead})
+	prog := m.prog
+	if wide && m.wide != nil {
+		prog = m.wide
+	}
+	p, err := prog.Plan(in, schedule.PlanOptions{Head: wantHead})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -75,6 +76,16 @@ func (s *Server) newModel(e Entry) (*model, error) {
 	if m.prog, err = sched.program(net); err != nil {
 		return nil, err
 	}
+	// P on one core per request also gets a form across every core, for a
+	// request that finds every core of the model free (see model.widen).
+	if cores := coresPerRequest(runtime.GOMAXPROCS(0), 1); sched.sched == schedule.Partitioned && sched.workers < cores {
+		wide := sched
+		wide.workers = cores
+		if m.wide, err = wide.program(net); err != nil {
+			return nil, err
+		}
+		m.reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
+	}
 	m.batching = *s.opts.Batching.Enabled
 	if e.Config.Batching != nil {
 		m.batching = *e.Config.Batching
@@ -109,6 +120,9 @@ func (s *Server) newModel(e Entry) (*model, error) {
 	s.metrics.inflight.WithLabelValues(m.name).Set(0)
 	if m.batch != nil {
 		s.metrics.solo.WithLabelValues(m.name).Add(0)
+	}
+	if m.wide != nil {
+		s.metrics.wide.WithLabelValues(m.name).Add(0)
 	}
 	return m, nil
 }
@@ -249,11 +263,19 @@ func metadata(m *model, sched candidate, traffic []api.ScheduleTraffic) api.Mode
 	md.RNN = api.RNNMetadata{
 		Cell: n.Cell.String(), InputSize: n.Input, HiddenSize: n.Hidden, NumLayers: n.NumLayers,
 		Bidirectional: n.Bidirectional, ProjSize: n.Proj, VocabSize: n.Vocab, HeadSize: n.HeadOut,
-		WeightBytes: n.WeightBytes(), Schedule: sched.String(), ScheduleReason: m.reason,
+		WeightBytes: n.WeightBytes(), Schedule: sched.String(), ScheduleReason: m.reason, WideCores: wideCores(m),
 		Batching: m.batching, Traffic: traffic,
 	}
 	if n.HeadOut > 0 {
 		md.RNN.Activation = n.Activation.String()
 	}
 	return md
+}
+
+// wideCores is the number of cores m's wide program runs on, 0 for none.
+func wideCores(m *model) int {
+	if m.wide == nil {
+		return 0
+	}
+	return m.wide.Workers()
 }

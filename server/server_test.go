@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -257,6 +258,15 @@ func TestInferMatchesPlan(t *testing.T) {
 				t.Errorf("a lone request ran %v batched steps and %v solo plans, want 0 and 1", steps, solo)
 			case mode.batching && !mode.solo && (steps != float64(T) || solo != 0):
 				t.Errorf("a stepped request ran %v batched steps and %v solo plans, want %d and 0", steps, solo, T)
+			}
+			// A lone plan on an idle model runs across every core when the
+			// schedule has a wide form (P with more than one core).
+			wantWide := 0.0
+			if m := s.models["lm"]; m.wide != nil && (mode.solo || !mode.batching) {
+				wantWide = 1
+			}
+			if got := testutil.ToFloat64(s.metrics.wide.WithLabelValues("lm")); got != wantWide {
+				t.Errorf("%v wide plans, want %v (%s)", got, wantWide, s.models["lm"].reason)
 			}
 			if len(got["probs"]) != B*V || len(got["top_k"]) != B*T*3 {
 				t.Fatalf("probs %d values, top_k %d", len(got["probs"]), len(got["top_k"]))
@@ -739,5 +749,34 @@ func TestRequestLargerThanBatch(t *testing.T) {
 		for l := range 2 {
 			near(t, "hidden", got[(b*2+l)*16:(b*2+l+1)*16], want[(l*3+b)*16:(l*3+b+1)*16])
 		}
+	}
+}
+
+// TestWiden: a plan goes wide only when every other core slot is free, and
+// gives the slots back.
+func TestWiden(t *testing.T) {
+	s, _ := newTestServer(t, nil, false)
+	m := s.models["lm"]
+	if m.wide == nil {
+		t.Skipf("lm runs %v: no wide form on %d core(s)", candidateOf(m.prog), runtime.GOMAXPROCS(0))
+	}
+	tokens := make(chan struct{}, 3)
+	tokens <- struct{}{} // the caller's own
+	wide, release := m.widen(tokens)
+	if !wide || len(tokens) != 3 {
+		t.Fatalf("all free: wide %v, %d slots held", wide, len(tokens))
+	}
+	release()
+	if len(tokens) != 1 {
+		t.Fatalf("after release %d slots held, want 1", len(tokens))
+	}
+	tokens <- struct{}{} // another request holds a core
+	if wide, release := m.widen(tokens); wide || len(tokens) != 2 {
+		t.Fatalf("one busy: wide %v, %d slots held", wide, len(tokens))
+	} else {
+		release()
+	}
+	if len(tokens) != 2 {
+		t.Fatalf("a narrow release took slots: %d held", len(tokens))
 	}
 }

@@ -191,8 +191,8 @@ func requestBody(rng *rand.Rand, steps, vocab int) []byte {
 	return []byte(fmt.Sprintf(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, %d], "data": %s}], "outputs": [{"name": "hidden"}]}`, steps, data))
 }
 
-// servedSchedule is the schedule the server runs the model's whole-request
-// plans with, and on how many cores, from its metadata.
+// servedSchedule is the schedule the server runs a lone request's
+// whole-request plan with, and on how many cores, from its metadata.
 func servedSchedule(url, model string) (string, int, error) {
 	resp, err := http.Get(url + "/v2/models/" + model)
 	if err != nil {
@@ -201,8 +201,9 @@ func servedSchedule(url, model string) (string, int, error) {
 	defer resp.Body.Close()
 	var meta struct {
 		RNN struct {
-			Schedule string `json:"schedule"`
-			Traffic  []struct {
+			Schedule  string `json:"schedule"`
+			WideCores int    `json:"wide_cores"`
+			Traffic   []struct {
 				Schedule string `json:"schedule"`
 				Workers  int    `json:"workers"`
 			} `json:"traffic"`
@@ -220,6 +221,9 @@ func servedSchedule(url, model string) (string, int, error) {
 			workers = max(t.Workers, 1)
 		}
 	}
+	// A lone request (the engine column's case) runs across every core
+	// when the model has a wide form.
+	workers = max(workers, meta.RNN.WideCores)
 	return meta.RNN.Schedule, workers, nil
 }
 

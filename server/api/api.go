@@ -48,7 +48,10 @@ type RNNMetadata struct {
 
 	Schedule       string `json:"schedule"`        // A, A+, P or P-bf16: for whole-request plans
 	ScheduleReason string `json:"schedule_reason"` // why that schedule
-	Batching       bool   `json:"cellular_batching"`
+	// WideCores, when set, is how many cores a request that finds every
+	// core of the model free runs the schedule across (P only).
+	WideCores int  `json:"wide_cores,omitempty"`
+	Batching  bool `json:"cellular_batching"`
 
 	Traffic []ScheduleTraffic `json:"traffic,omitempty"` // modelled per candidate schedule
 }
