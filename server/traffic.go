@@ -292,8 +292,8 @@ func cellularTraffic(net *rnn.Network, cacheBytes int64, steps int) (api.Schedul
 
 // ProgramFor prepares net to run whole-request plans under the schedule a
 // model's metadata names (A, A+, P or P-bf16), P on the given number of
-// cores (the metadata's traffic entry for it says how many): for tools
-// that time what the server runs, such as cmd/loadgen.
+// cores (the metadata says how many), at most GOMAXPROCS: for tools that
+// time what the server runs, such as cmd/loadgen.
 func ProgramFor(net *rnn.Network, name string, workers int) (*schedule.Program, error) {
 	c := candidate{workers: 1}
 	if base, ok := strings.CutSuffix(name, "-bf16"); ok {
@@ -305,7 +305,7 @@ func ProgramFor(net *rnn.Network, name string, workers int) (*schedule.Program, 
 	}
 	c.sched = s
 	if s == schedule.Partitioned {
-		c.workers = coresPerRequest(workers, 1)
+		c.workers = coresPerRequest(min(workers, runtime.GOMAXPROCS(0)), 1)
 	} else if c.prec == schedule.BF16 {
 		return nil, fmt.Errorf("server: schedule %q: only P stores bf16 weights", name+"-bf16")
 	}

@@ -364,7 +364,7 @@ func TestProgramFor(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		c := candidateOf(prog)
-		if c.String() != name || c.sched == schedule.Partitioned && c.workers != 2 {
+		if c.String() != name || c.sched == schedule.Partitioned && c.workers != min(2, runtime.GOMAXPROCS(0)) {
 			t.Errorf("ProgramFor(%q, 2) runs %s on %d cores", name, c, c.workers)
 		}
 	}
