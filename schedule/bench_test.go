@@ -2,7 +2,6 @@ package schedule
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"rnnserve/rnn"
@@ -43,28 +42,5 @@ func benchPlan(b *testing.B, net *rnn.Network, s Schedule, T int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	in := randomInput(net, T, 1, false, rand.New(rand.NewPCG(1, 1)))
-	p, err := prog.Plan(in, PlanOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var weightBytes int64
-	p.Walk(func(r Region, w bool) {
-		if r.Buf.Kind == KindWeight && !w {
-			weightBytes += r.Bytes()
-		}
-	})
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		p, err := prog.Plan(in, PlanOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := p.Run(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(T), "ns/step")
-	b.ReportMetric(float64(weightBytes)/float64(T), "B/step")
+	benchProgram(b, prog, T)
 }
