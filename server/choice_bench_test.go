@@ -2,12 +2,8 @@ package server
 
 import (
 	"fmt"
-	"io/fs"
-	"math/rand/v2"
-	"os"
 	"testing"
 
-	"rnnserve/models/bundled"
 	"rnnserve/schedule"
 )
 
@@ -18,32 +14,13 @@ import (
 //
 //	go test ./server/ -run '^$' -bench Schedules -benchtime 1s -count 3
 func BenchmarkSchedules(b *testing.B) {
-	for _, repo := range []struct {
-		name string
-		fsys fs.FS
-	}{{"bytelm", bundled.FS}, {"lstm512", os.DirFS("../configs/loadtest")}} {
-		entries, err := LoadRepository(repo.fsys)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var e Entry
-		for _, x := range entries {
-			if x.Name == repo.name {
-				e = x
-			}
-		}
-		net := e.Model.Net
-		const steps = 32
-		ids := make([]int64, steps)
-		rng := rand.New(rand.NewPCG(3, 4))
-		for i := range ids {
-			ids[i] = rng.Int64N(int64(net.Vocab))
-		}
+	for _, bm := range benchModels(b) {
+		e, ids, net := bm.entry, bm.ids, bm.entry.Model.Net
 		s, err := New([]Entry{e}, DefaultOptions(), quietLog)
 		if err != nil {
 			b.Fatal(err)
 		}
-		chosen := candidateOf(s.models[repo.name].prog)
+		chosen := candidateOf(s.models[e.Name].prog)
 		for _, c := range []struct {
 			name    string
 			workers int
@@ -52,10 +29,10 @@ func BenchmarkSchedules(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Run(fmt.Sprintf("%s/%s/cores=%d", repo.name, c.name, c.workers), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/%s/cores=%d", e.Name, c.name, c.workers), func(b *testing.B) {
 				b.Logf("auto chose %v on %d core(s)", chosen, chosen.workers)
 				for b.Loop() {
-					p, err := prog.Plan(schedule.Input{T: steps, B: 1, Tokens: ids}, schedule.PlanOptions{})
+					p, err := prog.Plan(schedule.Input{T: len(ids), B: 1, Tokens: ids}, schedule.PlanOptions{})
 					if err != nil {
 						b.Fatal(err)
 					}
