@@ -55,9 +55,11 @@ type generation struct {
 // batching has nothing to gain then, and the request pays neither the
 // step-by-step overhead nor a hand-off to another goroutine.
 //
-// cores holds one token per lane: a lane holds one while it has rows, a
-// solo plan while it runs, so solo plans and batches never oversubscribe
-// the cores the lanes stand for.
+// cores is the model's core slots (model.workers, one per lane): a lane
+// holds one while it has rows, a whole-request plan while it runs, so
+// plans (solo, unbatched or wide) and batches never oversubscribe the
+// cores the lanes stand for, generation included when infer runs
+// unbatched.
 type batcher struct {
 	model *model
 	queue chan *job
@@ -80,9 +82,8 @@ type lane struct {
 }
 
 func newBatcher(m *model, o BatchOptions) (*batcher, error) {
-	b := &batcher{model: m, queue: make(chan *job, o.QueueLength), delay: o.MaxQueueDelay,
-		cores: make(chan struct{}, max(o.Workers, 1))}
-	for range max(o.Workers, 1) {
+	b := &batcher{model: m, queue: make(chan *job, o.QueueLength), delay: o.MaxQueueDelay, cores: m.workers}
+	for range cap(m.workers) {
 		st, err := schedule.NewStepper(m.net, o.MaxRows)
 		if err != nil {
 			return nil, err

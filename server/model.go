@@ -27,7 +27,7 @@ type model struct {
 	// alwaysStep keeps a lone request in the step-by-step batch instead of
 	// running it as a whole plan (tests of the batched path set it).
 	alwaysStep bool
-	workers    chan struct{} // bounds concurrent unbatched plans
+	workers    chan struct{} // core slots: one per plan running or lane stepping (batching.workers)
 	queued     atomic.Int64  // unbatched requests waiting for a worker
 	maxWait    int64
 	seqs       *sequenceStore
