@@ -201,3 +201,62 @@ func TestMatMul(t *testing.T) {
 		}
 	}
 }
+
+func TestMixedStack(t *testing.T) {
+	cfg := Config{Input: 5, Stack: []LayerConfig{
+		{Cell: LSTM, Hidden: 8, Proj: 3, Bidirectional: true},
+		{Cell: GRU, Hidden: 4},
+		{Cell: LSTM, Hidden: 6, Bidirectional: true},
+	}, HeadOut: 2}
+	n, err := NewNetwork(cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Uniform() || n.NumLayers != 3 || n.Cell != LSTM || n.Hidden != 6 || !n.Bidirectional || n.OutputWidth() != 12 {
+		t.Fatalf("network %+v", n)
+	}
+	if got := n.Layers[1][0].Input; got != 6 {
+		t.Errorf("layer 1 input %d, want 2*3", got)
+	}
+	if got := n.Layers[2][1].Input; got != 4 {
+		t.Errorf("layer 2 input %d, want 4", got)
+	}
+	if len(n.HeadW) != 2*12 {
+		t.Errorf("head weights %d, want 24", len(n.HeadW))
+	}
+	const B = 3
+	// h: layer 0 has 2 dirs of [B][3], layer 1 one of [B][4], layer 2 two of [B][6].
+	for _, c := range []struct{ k, d, want int }{{0, 0, 0}, {0, 1, 9}, {1, 0, 18}, {2, 0, 30}, {2, 1, 48}, {3, 0, 66}} {
+		if got := n.StateOffset(c.k, c.d, B); got != c.want {
+			t.Errorf("StateOffset(%d, %d) = %d, want %d", c.k, c.d, got, c.want)
+		}
+	}
+	// c: layer 0 two of [B][8], the GRU none, layer 2 two of [B][6].
+	for _, c := range []struct{ k, d, want int }{{0, 1, 24}, {1, 0, 48}, {2, 0, 48}, {2, 1, 66}, {3, 0, 84}} {
+		if got := n.CellOffset(c.k, c.d, B); got != c.want {
+			t.Errorf("CellOffset(%d, %d) = %d, want %d", c.k, c.d, got, c.want)
+		}
+	}
+	back := n.Config()
+	if len(back.Stack) != 3 || back.Stack[0] != cfg.Stack[0] || back.Stack[2] != cfg.Stack[2] {
+		t.Errorf("Config() = %+v", back)
+	}
+	// A uniform network keeps the uniform form and PyTorch's state layout.
+	u, err := NewNetwork(Config{Cell: GRU, Input: 2, Hidden: 5, Layers: 2, Bidirectional: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !u.Uniform() || u.Config().Stack != nil || u.StateOffset(1, 1, B) != 3*B*5 || u.StateSize(B) != 4*B*5 || u.HasCell() {
+		t.Errorf("uniform network: offsets %d, size %d, config %+v", u.StateOffset(1, 1, B), u.StateSize(B), u.Config())
+	}
+	for _, bad := range []Config{
+		{Input: 5, Stack: []LayerConfig{{Cell: GRU, Hidden: 4, Proj: 2}}},
+		{Input: 5, Stack: []LayerConfig{{Cell: LSTM, Hidden: 0}}},
+		{Input: 5, Cell: LSTM, Stack: []LayerConfig{{Cell: LSTM, Hidden: 3}}},
+		{Input: 5, Stack: []LayerConfig{{Hidden: 3}}},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("Validate(%+v) accepted", bad)
+		}
+	}
+}

@@ -106,6 +106,14 @@ func (l *Layer) Rows() int { return l.Cell.Gates() * l.Hidden }
 
 // Network is an embedding (optional), a stack of recurrent layers (each one
 // or two directions) and a linear head (optional).
+//
+// Layers is the truth about the stack: every layer carries its own cell,
+// sizes and (through the length of its slice) direction count, so the
+// layers of a mixed stack (several RNN modules in sequence, see
+// Config.Stack) may differ. Cell, Hidden, Proj and Bidirectional describe
+// the last layer, which is what the head reads; for a uniform stack they
+// describe every layer. Code that lays out per-layer state must use the
+// layer's own fields or StateOffset/CellOffset, never these.
 type Network struct {
 	Cell          CellKind
 	Input         int // features per step (the embedding width when Vocab > 0)
@@ -120,12 +128,12 @@ type Network struct {
 	Layers [][]*Layer // [layer][direction]
 
 	HeadOut    int       // 0: no head
-	HeadW      []float32 // [HeadOut][Dirs()*Out()]
+	HeadW      []float32 // [HeadOut][OutputWidth()]
 	HeadB      []float32 // [HeadOut]
 	Activation Activation
 }
 
-// Dirs is 2 for a bidirectional network, else 1.
+// Dirs is 2 when the last layer is bidirectional, else 1.
 func (n *Network) Dirs() int {
 	if n.Bidirectional {
 		return 2
@@ -133,7 +141,7 @@ func (n *Network) Dirs() int {
 	return 1
 }
 
-// Out is the per-direction output size (Proj if set, else Hidden).
+// Out is the last layer's per-direction output size (Proj if set, else Hidden).
 func (n *Network) Out() int {
 	if n.Proj > 0 {
 		return n.Proj
@@ -147,6 +155,71 @@ func (n *Network) OutputWidth() int { return n.Dirs() * n.Out() }
 // Dry reports whether the network has shapes but no weights.
 func (n *Network) Dry() bool { return n.Layers[0][0].Wih == nil }
 
+// Uniform reports whether every layer has the same cell, sizes and
+// directions (one nn.LSTM or nn.GRU module), as opposed to a mixed stack.
+func (n *Network) Uniform() bool {
+	first := n.Layers[0]
+	for _, dirs := range n.Layers[1:] {
+		if len(dirs) != len(first) || !dirs[0].sameShape(first[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (l *Layer) sameShape(o *Layer) bool {
+	return l.Cell == o.Cell && l.Hidden == o.Hidden && l.Proj == o.Proj
+}
+
+// Stack lists the shape of every layer, bottom first.
+func (n *Network) Stack() []LayerConfig {
+	s := make([]LayerConfig, len(n.Layers))
+	for k, dirs := range n.Layers {
+		l := dirs[0]
+		s[k] = LayerConfig{Cell: l.Cell, Hidden: l.Hidden, Proj: l.Proj, Bidirectional: len(dirs) == 2}
+	}
+	return s
+}
+
+// StateOffset is where the hidden state of layer k, direction d starts in
+// a state tensor of batch B: layer by layer, direction by direction, each
+// [B][Out] of that layer (PyTorch's h_n [Layers*Dirs][B][Out] for a
+// uniform stack; for a mixed stack, each module's h_n in turn, flattened).
+// StateOffset(len(Layers), 0, B) is the size of the whole tensor.
+func (n *Network) StateOffset(k, d, B int) int {
+	off := 0
+	for _, dirs := range n.Layers[:k] {
+		off += len(dirs) * B * dirs[0].Out()
+	}
+	if k < len(n.Layers) {
+		off += d * B * n.Layers[k][0].Out()
+	}
+	return off
+}
+
+// CellOffset is StateOffset for the cell state c of layer k, direction d:
+// [B][Hidden] per LSTM layer and direction; GRU layers have none.
+// CellOffset(len(Layers), 0, B) is the size of the whole tensor.
+func (n *Network) CellOffset(k, d, B int) int {
+	off := 0
+	for _, dirs := range n.Layers[:k] {
+		if dirs[0].Cell == LSTM {
+			off += len(dirs) * B * dirs[0].Hidden
+		}
+	}
+	if k < len(n.Layers) {
+		off += d * B * n.Layers[k][0].Hidden
+	}
+	return off
+}
+
+// StateSize and CellSize are the sizes of the whole h and c tensors for batch B.
+func (n *Network) StateSize(B int) int { return n.StateOffset(len(n.Layers), 0, B) }
+func (n *Network) CellSize(B int) int  { return n.CellOffset(len(n.Layers), 0, B) }
+
+// HasCell reports whether any layer is an LSTM (so the network has a cell state).
+func (n *Network) HasCell() bool { return n.CellSize(1) > 0 }
+
 // NewNetwork builds a network of the given shape with every weight slice
 // allocated (zero) unless dry is set, in which case only shapes are kept.
 // Callers fill the weights (from a file or at random).
@@ -154,9 +227,11 @@ func NewNetwork(cfg Config, dry bool) (*Network, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	stack := cfg.LayerConfigs()
+	top := stack[len(stack)-1]
 	n := &Network{
-		Cell: cfg.Cell, Input: cfg.Input, Hidden: cfg.Hidden, Proj: cfg.Proj,
-		NumLayers: cfg.Layers, Bidirectional: cfg.Bidirectional,
+		Cell: top.Cell, Input: cfg.Input, Hidden: top.Hidden, Proj: top.Proj,
+		NumLayers: len(stack), Bidirectional: top.Bidirectional,
 		Vocab: cfg.Vocab, HeadOut: cfg.HeadOut, Activation: cfg.Activation,
 	}
 	alloc := func(k int) []float32 {
@@ -169,22 +244,22 @@ func NewNetwork(cfg Config, dry bool) (*Network, error) {
 		n.Embedding = alloc(n.Vocab * n.Input)
 	}
 	in := n.Input
-	for k := 0; k < n.NumLayers; k++ {
-		dirs := make([]*Layer, n.Dirs())
+	for _, lc := range stack {
+		dirs := make([]*Layer, lc.dirs())
 		for d := range dirs {
-			l := &Layer{Cell: n.Cell, Input: in, Hidden: n.Hidden, Proj: n.Proj}
+			l := &Layer{Cell: lc.Cell, Input: in, Hidden: lc.Hidden, Proj: lc.Proj}
 			rows := l.Rows()
 			l.Wih = alloc(rows * in)
 			l.Whh = alloc(rows * l.Out())
 			l.Bih = alloc(rows)
 			l.Bhh = alloc(rows)
-			if n.Proj > 0 {
-				l.Whr = alloc(n.Proj * n.Hidden)
+			if lc.Proj > 0 {
+				l.Whr = alloc(lc.Proj * lc.Hidden)
 			}
 			dirs[d] = l
 		}
 		n.Layers = append(n.Layers, dirs)
-		in = n.OutputWidth()
+		in = lc.width()
 	}
 	if n.HeadOut > 0 {
 		n.HeadW = alloc(n.HeadOut * n.OutputWidth())
@@ -193,7 +268,9 @@ func NewNetwork(cfg Config, dry bool) (*Network, error) {
 	return n, nil
 }
 
-// Config is the shape of a Network.
+// Config is the shape of a Network. A uniform stack (one nn.LSTM or
+// nn.GRU module) sets Cell, Hidden, Proj, Layers and Bidirectional; a
+// mixed stack sets Stack instead and leaves those five zero.
 type Config struct {
 	Cell          CellKind
 	Input         int
@@ -201,9 +278,52 @@ type Config struct {
 	Proj          int
 	Layers        int
 	Bidirectional bool
-	Vocab         int
-	HeadOut       int
-	Activation    Activation
+	// Stack lists every layer's shape, bottom first, for a stack whose
+	// layers differ: several RNN modules in sequence, each with its own
+	// cell, size, projection and direction. Layer k's input is layer
+	// k-1's output (Dirs*Out wide).
+	Stack      []LayerConfig
+	Vocab      int
+	HeadOut    int
+	Activation Activation
+}
+
+// LayerConfig is the shape of one layer of a stack.
+type LayerConfig struct {
+	Cell          CellKind
+	Hidden        int
+	Proj          int // LSTM only; 0 means no projection
+	Bidirectional bool
+}
+
+func (l LayerConfig) dirs() int {
+	if l.Bidirectional {
+		return 2
+	}
+	return 1
+}
+
+func (l LayerConfig) out() int {
+	if l.Proj > 0 {
+		return l.Proj
+	}
+	return l.Hidden
+}
+
+// width is the layer's output width: Dirs*Out.
+func (l LayerConfig) width() int { return l.dirs() * l.out() }
+
+// LayerConfigs lists the shape of every layer, bottom first, for either
+// form of Config.
+func (c Config) LayerConfigs() []LayerConfig {
+	if len(c.Stack) > 0 {
+		return c.Stack
+	}
+	s := make([]LayerConfig, max(c.Layers, 0))
+	for k := range s {
+		s[k] = LayerConfig{Cell: c.Cell, Hidden: c.Hidden, Proj: c.Proj, Bidirectional: c.Bidirectional}
+	}
+	return s
 }
 
 // ErrShape is wrapped by every error about an impossible network shape.
@@ -217,19 +337,19 @@ func (c Config) Validate() error {
 	bad := func(field string, v int, want string) error {
 		return fmt.Errorf("%w: %s = %d, want %s", ErrShape, field, v, want)
 	}
+	if len(c.Stack) > 0 {
+		switch {
+		case c.Cell != 0 || c.Hidden != 0 || c.Proj != 0 || c.Layers != 0 || c.Bidirectional:
+			return fmt.Errorf("%w: a stack of layers sets cell, sizes and directions per layer, not for the whole network", ErrShape)
+		case len(c.Stack) > 1024:
+			return bad("layers", len(c.Stack), "1..1024")
+		}
+	}
 	switch {
-	case c.Cell != LSTM && c.Cell != GRU:
-		return fmt.Errorf("%w: cell %v", ErrUnknownCell, c.Cell)
 	case c.Input < 1 || c.Input > maxDim:
 		return bad("input_size", c.Input, "1..16777216")
-	case c.Hidden < 1 || c.Hidden > maxDim:
-		return bad("hidden_size", c.Hidden, "1..16777216")
-	case c.Layers < 1 || c.Layers > 1024:
+	case len(c.Stack) == 0 && (c.Layers < 1 || c.Layers > 1024):
 		return bad("num_layers", c.Layers, "1..1024")
-	case c.Proj < 0 || c.Proj >= c.Hidden && c.Proj != 0:
-		return bad("proj_size", c.Proj, "0 or 1..hidden_size-1")
-	case c.Proj > 0 && c.Cell != LSTM:
-		return bad("proj_size", c.Proj, "0 for gru")
 	case c.Vocab < 0 || c.Vocab > maxDim:
 		return bad("vocab_size", c.Vocab, "0..16777216")
 	case c.HeadOut < 0 || c.HeadOut > maxDim:
@@ -240,27 +360,48 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: activation %v needs a head", ErrShape, c.Activation)
 	}
 	// Bound the largest matrix so element counts fit comfortably in an int.
-	out := c.Hidden
-	if c.Proj > 0 {
-		out = c.Proj
+	in := c.Input
+	for k, l := range c.LayerConfigs() {
+		field := func(name string) string {
+			if len(c.Stack) == 0 {
+				return name
+			}
+			return fmt.Sprintf("layers[%d].%s", k, name)
+		}
+		switch {
+		case l.Cell != LSTM && l.Cell != GRU:
+			if len(c.Stack) == 0 {
+				return fmt.Errorf("%w: cell %v", ErrUnknownCell, l.Cell)
+			}
+			return fmt.Errorf("%w: %s %v", ErrUnknownCell, field("cell"), l.Cell)
+		case l.Hidden < 1 || l.Hidden > maxDim:
+			return bad(field("hidden_size"), l.Hidden, "1..16777216")
+		case l.Proj < 0 || l.Proj >= l.Hidden && l.Proj != 0:
+			return bad(field("proj_size"), l.Proj, "0 or 1..hidden_size-1")
+		case l.Proj > 0 && l.Cell != LSTM:
+			return bad(field("proj_size"), l.Proj, "0 for gru")
+		}
+		if int64(l.Cell.Gates())*int64(l.Hidden)*int64(in+l.out()) > 1<<34 {
+			return fmt.Errorf("%w: a weight matrix of %s has more than 2^34 elements", ErrShape, field("layer"))
+		}
+		in = l.width()
 	}
-	width := out
-	if c.Bidirectional {
-		width *= 2
-	}
-	in := max(c.Input, width)
-	if int64(c.Cell.Gates())*int64(c.Hidden)*int64(in+out) > 1<<34 ||
-		int64(c.Vocab)*int64(c.Input) > 1<<34 || int64(c.HeadOut)*int64(width) > 1<<34 {
+	if int64(c.Vocab)*int64(c.Input) > 1<<34 || int64(c.HeadOut)*int64(in) > 1<<34 {
 		return fmt.Errorf("%w: a weight matrix has more than 2^34 elements", ErrShape)
 	}
 	return nil
 }
 
-// Config returns the shape of n.
+// Config returns the shape of n: the uniform form for a uniform stack,
+// else Stack.
 func (n *Network) Config() Config {
-	return Config{Cell: n.Cell, Input: n.Input, Hidden: n.Hidden, Proj: n.Proj,
-		Layers: n.NumLayers, Bidirectional: n.Bidirectional, Vocab: n.Vocab,
-		HeadOut: n.HeadOut, Activation: n.Activation}
+	c := Config{Input: n.Input, Vocab: n.Vocab, HeadOut: n.HeadOut, Activation: n.Activation}
+	if n.Uniform() {
+		c.Cell, c.Hidden, c.Proj, c.Layers, c.Bidirectional = n.Cell, n.Hidden, n.Proj, n.NumLayers, n.Bidirectional
+	} else {
+		c.Stack = n.Stack()
+	}
+	return c
 }
 
 // WeightBytes is the size of all of n's parameters in bytes (float32).

@@ -109,6 +109,9 @@ func split(n, parts int) []span {
 // and more than one worker it copies every worker's share of the weights
 // on that worker's thread, through the pool.
 func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
+	if !net.Uniform() {
+		return nil, ErrMixedStack
+	}
 	dry := net.Dry()
 	n := opt.Workers
 	if n == 0 {

@@ -56,6 +56,10 @@ func (s Schedule) String() string {
 	return fmt.Sprintf("Schedule(%d)", uint8(s))
 }
 
+// ErrMixedStack is returned for a network whose layers differ in cell,
+// size or direction, which these builders do not lay out yet.
+var ErrMixedStack = errors.New("schedule: a stack of layers of different shapes is not supported by this builder")
+
 // Program is a network prepared for one schedule: its weight buffers laid
 // out as that schedule reads them (G concatenated for A, W_ih and W_hh
 // apart for A+). It is immutable and safe for concurrent use; each request
@@ -91,6 +95,9 @@ type layerWeights struct {
 // Partitioned uses NewPartitioned's defaults: runtime.GOMAXPROCS(0)
 // workers on DefaultPool, float32 weights.
 func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
+	if !net.Uniform() {
+		return nil, ErrMixedStack
+	}
 	if s == Partitioned {
 		return NewPartitioned(net, PartitionOptions{})
 	}

@@ -80,6 +80,9 @@ var ErrStepper = errors.New("schedule: stepper")
 
 // NewStepper prepares net for cellular batching of up to maxRows sequences.
 func NewStepper(net *rnn.Network, maxRows int) (*Stepper, error) {
+	if !net.Uniform() {
+		return nil, ErrMixedStack
+	}
 	if net.Bidirectional {
 		return nil, fmt.Errorf("%w: a bidirectional network needs its whole input; run it as a Plan", ErrStepper)
 	}
