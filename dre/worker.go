@@ -38,12 +38,7 @@ func replayWorker(p *schedule.Plan, l *Layout, w int, s cachesim.Sink) {
 		if st.Worker != w {
 			continue
 		}
-		for _, r := range st.Reads {
-			replayRegion(l, r, false, s)
-		}
-		for _, r := range st.Writes {
-			replayRegion(l, r, true, s)
-		}
+		st.Regions(func(r schedule.Region, write bool) { replayRegion(l, r, write, s) })
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"rnnserve/rnn"
 )
 
 // Input is one batch for a Plan. Sequences are time-major, like PyTorch's
@@ -14,8 +16,8 @@ type Input struct {
 	T, B     int
 	Tokens   []int64   // [T][B], for a network with an embedding
 	Features []float32 // [T][B][InputSize], for a network without one
-	H0       []float32 // optional [Layers*Dirs][B][Out]
-	C0       []float32 // optional [Layers*Dirs][B][Hidden], LSTM only
+	H0       []float32 // optional [Layers*Dirs][B][Out] (see rnn.Network.StateOffset for a mixed stack)
+	C0       []float32 // optional [Layers*Dirs][B][Hidden] of the LSTM layers (rnn.Network.CellOffset)
 }
 
 // PlanOptions selects what a plan computes beyond the recurrent stack.
@@ -66,7 +68,8 @@ func (p *Program) check(in *Input) error {
 		return inputErr("B", "batch size %d exceeds %d", in.B, MaxBatch)
 	}
 	tb := in.T * in.B
-	width := max(p.maxIn, n.OutputWidth(), n.Cell.Gates()*n.Hidden, n.HeadOut)
+	w := stackWidths(n)
+	width := max(w.in+w.out, w.seq, w.rows, n.OutputWidth(), n.HeadOut)
 	if int64(tb)*int64(width) > maxElems {
 		return inputErr("T", "%d steps x batch %d x width %d is more than %d values", in.T, in.B, width, int64(maxElems))
 	}
@@ -95,17 +98,16 @@ func (p *Program) check(in *Input) error {
 			}
 		}
 	}
-	states := n.NumLayers * n.Dirs() * in.B
 	if in.H0 != nil {
-		if err := checkFloats("h0", in.H0, states*n.Out(), fmt.Sprintf("layers*dirs*B*%d", n.Out())); err != nil {
+		if err := checkFloats("h0", in.H0, n.StateSize(in.B), stateHow(n, n.Out(), "h")); err != nil {
 			return err
 		}
 	}
 	if in.C0 != nil {
-		if n.Cell != 0 && n.Cell.Gates() != 4 {
+		if !n.HasCell() {
 			return inputErr("c0", "a GRU has no cell state")
 		}
-		if err := checkFloats("c0", in.C0, states*n.Hidden, fmt.Sprintf("layers*dirs*B*%d", n.Hidden)); err != nil {
+		if err := checkFloats("c0", in.C0, n.CellSize(in.B), stateHow(n, n.Hidden, "c")); err != nil {
 			return err
 		}
 	}
@@ -122,4 +124,12 @@ func checkFloats(field string, v []float32, want int, how string) error {
 		}
 	}
 	return nil
+}
+
+// stateHow says how the size of an initial state is made, for errors.
+func stateHow(n *rnn.Network, width int, what string) string {
+	if n.Uniform() {
+		return fmt.Sprintf("layers*dirs*B*%d", width)
+	}
+	return "the sum over layers of dirs*B*" + map[string]string{"h": "out", "c": "hidden (LSTM layers)"}[what]
 }

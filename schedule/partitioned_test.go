@@ -252,7 +252,7 @@ func TestPartitionedPlanRegions(t *testing.T) {
 				}
 			})
 			for _, s := range p.Steps {
-				for _, r := range s.Reads {
+				for _, r := range s.Reads() {
 					if r.Buf.Kind == KindWeight && filepath.Ext(r.Buf.Name) == ".weight_hh" {
 						whh[s.T] += r.Bytes()
 					}
@@ -315,7 +315,7 @@ func TestPartitionedStepWorkers(t *testing.T) {
 				t.Fatalf("%+v: step %v of layer %d at t=%d has worker %d", cfg, s.Kernel, s.Layer, s.T, s.Worker)
 			}
 			steps[s.Worker]++
-			for _, r := range append(append([]Region(nil), s.Reads...), s.Writes...) {
+			for _, r := range append(s.Reads(), s.Writes()...) {
 				for _, part := range strings.Split(r.Buf.Name, ".") {
 					var w int
 					if _, err := fmt.Sscanf(part, "w%d", &w); err == nil && w != s.Worker {

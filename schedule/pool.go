@@ -33,7 +33,8 @@ type Pool struct {
 	mu     sync.Mutex
 	start  barrier // job start: helpers wait here between jobs
 	step   barrier // end of every phase
-	job    []func(w int)
+	job    func(phase, w int)
+	njob   int // phases of the job
 	quit   bool
 	done   sync.WaitGroup
 	pinErr atomic.Pointer[error]
@@ -145,24 +146,24 @@ func (p *Pool) worker(w int) {
 // phases runs worker w's part of every phase of the current job, each
 // followed by the barrier.
 func (p *Pool) phases(w int) {
-	for _, f := range p.job {
-		f(w)
+	for ph := range p.njob {
+		p.job(ph, w)
 		p.step.wait()
 	}
 }
 
-// Run runs the phases on all workers: f(w) for every worker w of each
-// phase, a barrier between phases. It returns when every worker has
-// finished the last phase. The phases must not call Run.
-func (p *Pool) Run(phases []func(w int)) {
+// Phases runs a job of n phases on all workers: f(ph, w) for every worker
+// w of phase ph, a barrier between phases. It returns when every worker
+// has finished the last phase. f must not call Phases or Run.
+func (p *Pool) Phases(n int, f func(phase, w int)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.quit {
 		panic("schedule: Run on a closed Pool")
 	}
 	if p.n == 1 {
-		for _, f := range phases {
-			f(0)
+		for ph := range n {
+			f(ph, 0)
 		}
 		return
 	}
@@ -173,39 +174,22 @@ func (p *Pool) Run(phases []func(w int)) {
 		p.notePinErr(err)
 		defer restore()
 	}
-	p.job = phases
+	p.job, p.njob = f, n
 	p.start.wait()
 	p.phases(0)
-	p.job = nil
+	p.job, p.njob = nil, 0
+}
+
+// Run runs the phases on all workers: phases[ph](w) for every worker w,
+// a barrier between phases (Phases with one function per phase).
+func (p *Pool) Run(phases []func(w int)) {
+	p.Phases(len(phases), func(ph, w int) { phases[ph](w) })
 }
 
 // Each runs f(w) once on every worker, on that worker's thread: how a
 // Partitioned program copies each worker's weights into memory that worker
 // touches first.
-func (p *Pool) Each(f func(w int)) { p.Run([]func(w int){f}) }
-
-var (
-	defaultPoolsMu sync.Mutex
-	defaultPools   = map[int]*Pool{}
-)
-
-// DefaultPool returns the process-wide pool of n pinned workers, starting
-// it on first use. It is never closed: it is for programs that do not
-// manage a Pool of their own (NewProgram with Partitioned). It returns an
-// error if n exceeds GOMAXPROCS.
-func DefaultPool(n int) (*Pool, error) {
-	defaultPoolsMu.Lock()
-	defer defaultPoolsMu.Unlock()
-	if p, ok := defaultPools[n]; ok {
-		return p, nil
-	}
-	p, err := NewPool(PoolOptions{Workers: n})
-	if err != nil {
-		return nil, err
-	}
-	defaultPools[n] = p
-	return p, nil
-}
+func (p *Pool) Each(f func(w int)) { p.Phases(1, func(_, w int) { f(w) }) }
 
 // barrier is a reusable barrier for n goroutines: the last to arrive
 // releases the others by bumping a generation counter. Waiters spin on
