@@ -86,9 +86,8 @@ func bytesOf(b *Buffer) []byte {
 	return nil
 }
 
-// checkStep checks one step over the buffers its regions name: an op
-// reaches memory only through its operands, so a buffer it names nothing
-// of is one it cannot touch. bufs is unused but documents the plan's.
+// checkStep checks one step over bufs (the plan's buffers) and any other
+// buffer its regions name.
 func checkStep(s *Step, index int, bufs []*Buffer) (err error) {
 	states := map[*Buffer]*bufState{}
 	var order []*bufState
@@ -102,6 +101,11 @@ func checkStep(s *Step, index int, bufs []*Buffer) (err error) {
 		states[b] = st
 		order = append(order, st)
 		return st
+	}
+	for _, b := range bufs {
+		if bytesOf(b) != nil {
+			add(b)
+		}
 	}
 	fail := func(st *bufState, elem int, how string) error {
 		return &RegionError{Step: index, Kernel: s.Kernel, Buffer: st.buf.Name, Elem: elem, How: how}

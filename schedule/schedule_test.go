@@ -34,10 +34,9 @@ func randomInput(net *rnn.Network, T, B int, states bool, r *rand.Rand) Input {
 		in.Features = randFloats(T*B*net.Input, r)
 	}
 	if states {
-		n := net.NumLayers * net.Dirs() * B
-		in.H0 = randFloats(n*net.Out(), r)
-		if net.Cell == rnn.LSTM {
-			in.C0 = randFloats(n*net.Hidden, r)
+		in.H0 = randFloats(net.StateSize(B), r)
+		if net.HasCell() {
+			in.C0 = randFloats(net.CellSize(B), r)
 		}
 	}
 	return in

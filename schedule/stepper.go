@@ -35,6 +35,7 @@ type Stepper struct {
 	weights map[*[]float32]*Buffer
 
 	steps   []Step
+	checked bool // check every step against its regions (tests; always with the invariants build tag)
 	tracing bool // keep every step run in trace (TraceStepper)
 	trace   []Step
 }
@@ -266,7 +267,7 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 // runSteps runs steps in order; with the invariants build tag it checks
 // each against its regions.
 func (s *Stepper) runSteps(steps []Step) error {
-	if invariants {
+	if invariants || s.checked {
 		return checkSteps(steps, 0, s.buffers())
 	}
 	for i := range steps {
