@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -34,7 +35,7 @@ func TestParseSpec(t *testing.T) {
 	}
 	cfg, _ := s.Config()
 	want := rnn.Config{Cell: rnn.LSTM, Input: 3, Hidden: 4, Proj: 2, Layers: 2, Bidirectional: true, Vocab: 7, HeadOut: 5, Activation: rnn.ActLogSoftmax}
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("config %+v, want %+v", cfg, want)
 	}
 	// JSON is YAML too.

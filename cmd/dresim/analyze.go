@@ -17,9 +17,9 @@ type built struct {
 	plan *schedule.Plan
 	net  *rnn.Network
 	dec  *rnn.Decoder // GNMT: the decoder; its steps are part of plan
-	// workingSet overrides dre's (encoder-only) working set for an
-	// encoder-decoder plan; 0 for the others.
-	workingSet int64
+	// workingSet is the plan's working set: the program's, or for an
+	// encoder-decoder plan the encoder's and the decoder's together.
+	workingSet dre.WorkingSet
 	note       string
 }
 
@@ -35,7 +35,7 @@ func build(u *unit, B int, seed uint64) (*built, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &built{prog: prog, plan: plan, net: net}
+	b := &built{prog: prog, plan: plan, net: net, workingSet: dre.WorkingSetOfProgram(prog, u.T, B)}
 	if u.App == nil || u.App.Decoder == nil {
 		return b, nil
 	}
@@ -60,7 +60,7 @@ func build(u *unit, B int, seed uint64) (*built, error) {
 		return nil, err
 	}
 	b.plan, b.dec = dplan.Plan, dec
-	b.workingSet = dre.WorkingSetOf(net, u.T, B).Total + decoderWorkingSet(dec, S, u.T, B)
+	b.workingSet = addWorkingSets(b.workingSet, decoderWorkingSet(dec, S, u.T, B))
 	a := "A"
 	if u.Schedule == schedule.APlus {
 		a = "A+ on the encoder only"
@@ -77,12 +77,18 @@ func build(u *unit, B int, seed uint64) (*built, error) {
 // states, S steps of head output), plus the target embedding, the
 // attention's weights, and its weights over the T inputs and contexts at
 // every step.
-func decoderWorkingSet(dec *rnn.Decoder, S, T, B int) int64 {
-	ws := dre.WorkingSetOf(dec.Stack, S, B).Total
-	ws += 4 * int64(dec.Vocab) * int64(dec.Embed)
-	ws += dec.Attn.WeightBytes()
-	ws += 4 * int64(S) * int64(B) * int64(T+dec.Attn.Memory)
+func decoderWorkingSet(dec *rnn.Decoder, S, T, B int) dre.WorkingSet {
+	ws := dre.WorkingSetOf(dec.Stack, S, B)
+	ws.Embedding += 4 * int64(dec.Vocab) * int64(dec.Embed)
+	ws.Weights += dec.Attn.WeightBytes()
+	ws.Intermediate += 4 * int64(S) * int64(B) * int64(T+dec.Attn.Memory)
+	ws.Total = ws.Weights + ws.Embedding + ws.Intermediate
 	return ws
+}
+
+func addWorkingSets(a, b dre.WorkingSet) dre.WorkingSet {
+	return dre.WorkingSet{Weights: a.Weights + b.Weights, Embedding: a.Embedding + b.Embedding,
+		Intermediate: a.Intermediate + b.Intermediate, Total: a.Total + b.Total}
 }
 
 // analyze replays b's plan through every cache of the sweep and returns
@@ -98,7 +104,7 @@ func analyze(u *unit, b *built, sw *Sweep) ([]Row, error) {
 	for c, cs := range sw.Caches {
 		opt := dre.Options{Cache: cs.config(), Runs: sw.Runs, OPT: sw.OPT, OPTMaxAccesses: sw.OPTMaxAccesses}
 		start := time.Now()
-		r, err := dre.Analyze(b.prog, b.plan, opt)
+		r, err := dre.Analyze(b.plan, b.workingSet, opt)
 		if err != nil {
 			return nil, fmt.Errorf("%s T=%d %v cache %s: %w", u.Model, u.T, u.Schedule, cs.Name, err)
 		}
@@ -110,10 +116,6 @@ func analyze(u *unit, b *built, sw *Sweep) ([]Row, error) {
 			AvgReadBytes: r.AvgReadBytes, AvgWriteBytes: r.AvgWriteBytes, AvgRW: r.AvgRW,
 			WorkingSetBytes: r.WorkingSet.Total, DRE: r.DRE, FootprintBytes: r.FootprintBytes,
 			OPTSkipped: r.OPTSkipped, Note: b.note,
-		}
-		if b.workingSet > 0 {
-			row.WorkingSetBytes = b.workingSet
-			row.DRE = r.AvgRW / float64(b.workingSet)
 		}
 		if r.OPT != nil {
 			v := r.OPT.ReadBytes

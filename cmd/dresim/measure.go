@@ -243,7 +243,7 @@ func measureOne(ctx context.Context, it *measureItem, opt *MeasureOptions, info 
 		return nil, err
 	}
 	cfg := it.Cache.config()
-	rep, err := dre.Analyze(prog, plan, dre.Options{Cache: cfg, Runs: it.Runs})
+	rep, err := dre.Analyze(plan, dre.WorkingSetOfProgram(prog, it.T, it.B), dre.Options{Cache: cfg, Runs: it.Runs})
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +274,7 @@ func measureOne(ctx context.Context, it *measureItem, opt *MeasureOptions, info 
 			info.Caches[it.Cache.Name] = note
 		}
 		row.MeasuredCache = "valgrind LL " + describeCache(ll)
-		steadyModel, err := dre.Analyze(prog, plan, dre.Options{Cache: ll, Runs: 2})
+		steadyModel, err := dre.Analyze(plan, dre.WorkingSetOfProgram(prog, it.T, it.B), dre.Options{Cache: ll, Runs: 2})
 		if err != nil {
 			return nil, err
 		}

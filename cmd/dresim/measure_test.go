@@ -70,7 +70,7 @@ func TestMeasureNone(t *testing.T) {
 	r := rows[0]
 	shape, _ := models.Shape(&it.Spec)
 	prog, plan, _ := dre.DryPlan(shape, schedule.A, 4, 1, 1)
-	rep, err := dre.Analyze(prog, plan, dre.Options{Cache: cache.config(), Runs: 100})
+	rep, err := dre.Analyze(plan, dre.WorkingSetOfProgram(prog, plan.T, plan.B), dre.Options{Cache: cache.config(), Runs: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

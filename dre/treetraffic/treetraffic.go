@@ -1,7 +1,7 @@
 // Package treetraffic reports the memory traffic of tree-model plans: it
-// replays a tree plan (package schedule's TreeProgram.Plan, or the steps a
-// top-down generation recorded while it ran) through dre's simulated
-// last-level cache, and sweeps the tree shapes of Jeong et al.'s Table 1
+// hands a tree plan (package schedule's TreeProgram.Plan, or the steps a
+// top-down generation recorded while it ran) to dre.Analyze with the
+// working set of its batch, and sweeps the tree shapes of Jeong et al.'s Table 1
 // (balanced, moderately balanced and linear trees) over executors and
 // batch sizes, reporting DRE per shape.
 //
@@ -28,34 +28,15 @@ import (
 	"rnnserve/schedule"
 )
 
-// WorkingSet is a tree batch's working set in bytes.
-type WorkingSet struct {
-	Weights      int64 `json:"weights_bytes"`
-	Embedding    int64 `json:"embedding_bytes"`
-	Intermediate int64 `json:"intermediate_bytes"`
-	Total        int64 `json:"total_bytes"`
-}
-
-// Report is the traffic of a tree plan replayed Runs times back to back.
+// Report is the traffic of a tree plan replayed Runs times back to back:
+// dre's report, with the batch it describes.
 type Report struct {
-	Cell     string        `json:"cell"`
-	Executor string        `json:"executor"`
-	Trees    int           `json:"trees"`
-	Nodes    int           `json:"nodes"`
-	Steps    int           `json:"steps"`
-	Cache    dre.CacheInfo `json:"cache"`
-	Runs     int           `json:"runs"`
-
-	AvgReadBytes  float64 `json:"avg_read_bytes"`
-	AvgWriteBytes float64 `json:"avg_write_bytes"`
-	AvgRW         float64 `json:"avg_rw_bytes"`
-
-	WorkingSet WorkingSet    `json:"working_set"`
-	PlanBytes  dre.PlanBytes `json:"plan_bytes"`
-	DRE        float64       `json:"dre"` // AvgRW / WorkingSet.Total
-
-	Cold   dre.RunBytes `json:"cold"`
-	Steady dre.RunBytes `json:"steady"`
+	Cell     string `json:"cell"`
+	Executor string `json:"executor"`
+	Trees    int    `json:"trees"`
+	Nodes    int    `json:"nodes"`
+	Steps    int    `json:"steps"`
+	dre.Report
 }
 
 // Batch describes what a plan computed, for the working set.
@@ -70,48 +51,25 @@ type Batch struct {
 // ErrOptions is wrapped by invalid sweep options.
 var ErrOptions = errors.New("treetraffic: invalid options")
 
-// Analyze replays p, a plan over m's weights, through the cache of opt.
+// Analyze replays p, a plan over m's weights, through the cache of opt
+// (dre.Analyze with the tree batch's working set).
 func Analyze(m *tree.Model, p *schedule.Plan, b Batch, opt dre.Options) (*Report, error) {
-	opt.EnsureDefaults()
-	if err := opt.Validate(); err != nil {
-		return nil, err
-	}
-	c, err := dre.NewCache(opt.Cache)
-	if err != nil {
-		return nil, fmt.Errorf("%w: cache: %w", dre.ErrInvalidOptions, err)
-	}
-	tr, err := dre.Simulate(p, dre.NewLayout(p.Buffers), c, opt.Runs)
+	r, err := dre.Analyze(p, WorkingSetOf(m, b), opt)
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{
-		Cell: m.Cell.String(), Executor: b.Executor, Trees: b.Trees, Nodes: b.Nodes, Steps: len(p.Steps),
-		Cache:         dre.CacheInfo{Size: opt.Cache.Size, LineSize: opt.Cache.LineSize, Ways: opt.Cache.Ways, Simulator: "lru"},
-		Runs:          opt.Runs,
-		AvgReadBytes:  float64(tr.Total.ReadBytes()) / float64(opt.Runs),
-		AvgWriteBytes: float64(tr.Total.WriteBytes()) / float64(opt.Runs),
-		WorkingSet:    WorkingSetOf(m, b),
-		PlanBytes:     dre.PlanBytesOf(p),
-		Cold:          dre.RunBytes{Read: tr.Cold.ReadBytes(), Write: tr.Cold.WriteBytes()},
-		Steady:        dre.RunBytes{Read: tr.Last.ReadBytes(), Write: tr.Last.WriteBytes()},
-	}
-	if opt.Cache.Sets() == 1 {
-		r.Cache.Simulator = "extent-lru"
-	}
-	r.AvgRW = r.AvgReadBytes + r.AvgWriteBytes
-	r.DRE = r.AvgRW / float64(r.WorkingSet.Total)
-	return r, nil
+	return &Report{Cell: m.Cell.String(), Executor: b.Executor, Trees: b.Trees, Nodes: b.Nodes, Steps: len(p.Steps), Report: *r}, nil
 }
 
 // WorkingSetOf computes the working set of batch b on m (see the package
 // documentation).
-func WorkingSetOf(m *tree.Model, b Batch) WorkingSet {
+func WorkingSetOf(m *tree.Model, b Batch) dre.WorkingSet {
 	emb := 4 * int64(m.Vocab) * int64(m.Embed)
 	state := int64(1)
 	if m.Cell.HasMemory() {
 		state = 2
 	}
-	ws := WorkingSet{
+	ws := dre.WorkingSet{
 		Weights:   m.WeightBytes() - emb,
 		Embedding: emb,
 		Intermediate: 4 * (int64(b.Words)*int64(m.Embed) + int64(b.Nodes)*int64(m.Hidden)*state +

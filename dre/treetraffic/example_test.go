@@ -5,7 +5,7 @@ import (
 
 	"rnnserve/cachesim"
 	"rnnserve/dre"
-	"rnnserve/schedule/treetraffic"
+	"rnnserve/dre/treetraffic"
 )
 
 // ExampleSweep reports the DRE of a Binary TreeLSTM (embeddings 300,
