@@ -52,7 +52,7 @@ func runProgram(t testing.TB, prog *Program, in Input) Result {
 func TestPartitionedAgreesWithAPlus(t *testing.T) {
 	pools := map[int]*Pool{2: testPool(t, 2), 3: testPool(t, 3)}
 	r := rand.New(rand.NewPCG(7, 11))
-	for i := 0; i < 48; i++ {
+	for i := 0; i < cases(48); i++ {
 		cfg := rnn.Config{
 			Cell:          []rnn.CellKind{rnn.LSTM, rnn.GRU}[i%2],
 			Input:         1 + r.IntN(40),

@@ -86,7 +86,7 @@ func closeTo(got, want []float32, tol float64) error {
 // cell type, direction, projection, embedding and head, at batch 1 and > 1.
 func TestScheduleAAgreesWithAPlus(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 60; i++ {
+	for i := 0; i < cases(60); i++ {
 		cfg := rnn.Config{
 			Cell:          []rnn.CellKind{rnn.LSTM, rnn.GRU}[i%2],
 			Input:         1 + r.IntN(40),
@@ -295,4 +295,14 @@ func TestWeightBytesPerStep(t *testing.T) {
 			t.Errorf("%v: matrix weight bytes read = %d, want %d", c.s, got, c.want)
 		}
 	}
+}
+
+// cases scales a randomized test's case count down under the invariants
+// build tag, where every step runs the region checker (the conformance
+// suite covers every kernel there).
+func cases(n int) int {
+	if invariants {
+		return max(n/6, 1)
+	}
+	return n
 }
