@@ -13,7 +13,7 @@ func (p *Program) Plan(in Input, opt PlanOptions) (*Plan, error) {
 	if p.part != nil {
 		return p.part.plan(p, &in, opt), nil
 	}
-	b := &builder{prog: p, net: p.Net, B: in.B, T: in.T}
+	b := &builder{prog: p, net: p.Net, B: in.B, T: in.T, in: &in}
 	b.plan = &Plan{Schedule: p.Schedule, B: in.B, T: in.T, dry: p.dry}
 	b.plan.Buffers = append(b.plan.Buffers, p.weights...)
 	b.build(&in, opt)
@@ -72,6 +72,7 @@ type builder struct {
 	prog *Program
 	net  *rnn.Network
 	B, T int
+	in   *Input // for the rows each step runs (Input.Lengths)
 
 	// Inputs and scratch shared by all layers, sized for the widest.
 	h0, c0 *Buffer
@@ -236,12 +237,12 @@ func seqRows(out *Buffer, t, d, B, O, dirs int) Mat {
 // lstmGates adds the pointwise LSTM step reading pre-activations y and
 // writing h, through W_hr when the layer has a projection.
 func (b *builder) lstmGates(lw *layerWeights, y, h Mat) {
-	l, B := lw.l, b.B
+	l, n := lw.l, h.Rows
 	H := l.Hidden
-	c := Dense(b.c, 0, B, H)
+	c := Dense(b.c, 0, n, H)
 	dst := h
 	if l.Proj > 0 {
-		dst = Dense(b.hfull, 0, B, H)
+		dst = Dense(b.hfull, 0, n, H)
 	}
 	b.add(newLSTM(y, Whole(lw.bias), c, dst))
 	if l.Proj > 0 {
@@ -266,17 +267,19 @@ func (b *builder) layerA(lw *layerWeights, k, d int, x, out *Buffer) {
 	b.initState(l, k, d, hs)
 	for _, t := range times(T, d) {
 		b.pos(k, d, t)
-		b.add(newCopy(xin, Dense(x, t*B*I, B, I)))
+		n := b.in.active(t)
+		xin, hs, xh, y := xin.RowRange(0, n), hs.RowRange(0, n), xh.RowRange(0, n), y.RowRange(0, n)
+		b.add(newCopy(xin, Dense(x, t*B*I, n, I)))
 		if l.Cell == rnn.LSTM {
 			b.add(newGemmNN(y, xh, g, 0))
 			b.lstmGates(lw, y, hs)
 		} else {
-			yh := Dense(b.yh, 0, B, R)
+			yh := Dense(b.yh, 0, n, R)
 			b.add(newGemmNN(y, xin, g.RowRange(0, I), 0))
 			b.add(newGemmNN(yh, hs, g.RowRange(I, I+O), 0))
 			b.add(newGRU(y, yh, Whole(lw.bih), Whole(lw.bhh), hs, hs))
 		}
-		b.add(newCopy(seqRows(out, t, d, B, O, dirs), hs))
+		b.add(newCopy(seqRows(out, t, d, B, O, dirs).RowRange(0, n), hs))
 	}
 	b.finalState(l, k, d, hs)
 }
@@ -294,16 +297,17 @@ func (b *builder) layerAPlus(lw *layerWeights, k, d int, x, out *Buffer) {
 	b.initState(l, k, d, h)
 	for _, t := range times(T, d) {
 		b.pos(k, d, t)
-		xp := Dense(b.xp, t*B*R, B, R)
+		n := b.in.active(t)
+		xp, h := Dense(b.xp, t*B*R, n, R), h.RowRange(0, n)
 		if l.Cell == rnn.LSTM {
 			b.add(newGemmNT(xp, h, whh, 1))
 			b.lstmGates(lw, xp, h)
 		} else {
-			yh := Dense(b.yh, 0, B, R)
+			yh := Dense(b.yh, 0, n, R)
 			b.add(newGemmNT(yh, h, whh, 0))
 			b.add(newGRU(xp, yh, Whole(lw.bih), Whole(lw.bhh), h, h))
 		}
-		b.add(newCopy(seqRows(out, t, d, B, O, dirs), h))
+		b.add(newCopy(seqRows(out, t, d, B, O, dirs).RowRange(0, n), h))
 	}
 	b.finalState(l, k, d, h)
 }

@@ -169,13 +169,20 @@ func TestConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, states := range []bool{false, true} {
+		for _, v := range []struct{ states, lengths bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			states := v.states
 			T, B := 1+r.IntN(6), 1+r.IntN(3)
+			if v.lengths {
+				T, B = 3+r.IntN(5), 3+r.IntN(2)
+			}
 			in := randomInput(net, T, B, states, r)
+			if v.lengths {
+				in.Lengths = randomLengths(T, B, r)
+			}
 			out, hn, cn, head := refStack(net, in)
 			want := want64("output", out, "h_n", hn, "c_n", cn, "head", head)
 			for _, s := range sequenceSchedules(pool) {
-				t.Run(fmt.Sprintf("%d/states=%v/%s", i, states, s.name), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%d/states=%v/lengths=%v/%s", i, states, v.lengths, s.name), func(t *testing.T) {
 					if s.prog == nil {
 						prog, err := NewPartitioned(dryNet, PartitionOptions{Workers: 3})
 						if err != nil {
@@ -226,7 +233,21 @@ func TestConformance(t *testing.T) {
 // dryInput is in as a dry plan takes it: the same shape, token ids and
 // initial states (their presence decides steps), no features.
 func dryInput(in Input) Input {
-	return Input{T: in.T, B: in.B, Tokens: in.Tokens, H0: in.H0, C0: in.C0}
+	return Input{T: in.T, B: in.B, Tokens: in.Tokens, H0: in.H0, C0: in.C0, Lengths: in.Lengths}
+}
+
+// randomLengths draws B lengths in 1..T, longest first, the longest T and
+// at least two rows of different lengths.
+func randomLengths(T, B int, r *rand.Rand) []int {
+	ls := make([]int, B)
+	ls[0] = T
+	for b := 1; b < B; b++ {
+		ls[b] = 1 + r.IntN(ls[b-1])
+	}
+	if ls[B-1] == T {
+		ls[B-1] = 1
+	}
+	return ls
 }
 
 // conformStepper serves three sequences of different lengths together

@@ -18,6 +18,26 @@ type Input struct {
 	Features []float32 // [T][B][InputSize], for a network without one
 	H0       []float32 // optional [Layers*Dirs][B][Out] (see rnn.Network.StateOffset for a mixed stack)
 	C0       []float32 // optional [Layers*Dirs][B][Hidden] of the LSTM layers (rnn.Network.CellOffset)
+	// Lengths, optional, gives each row's length (1..T), longest first,
+	// as PyTorch's pack_padded_sequence: row b's steps t >= Lengths[b]
+	// are padding. Its outputs there are zero, its final state is the
+	// state after its last real step, and a reverse direction starts at
+	// that step. Rows of other lengths must be sorted by the caller (the
+	// server sorts them and puts the results back in order).
+	Lengths []int
+}
+
+// active is the number of rows with a real step t: all B without
+// lengths, else those whose length exceeds t (a prefix: longest first).
+func (in *Input) active(t int) int {
+	if in.Lengths == nil {
+		return in.B
+	}
+	n := 0
+	for n < len(in.Lengths) && in.Lengths[n] > t {
+		n++
+	}
+	return n
 }
 
 // PlanOptions selects what a plan computes beyond the recurrent stack.
@@ -95,6 +115,19 @@ func (p *Program) check(in *Input) error {
 		if in.Features != nil {
 			if err := checkFloats("features", in.Features, tb*n.Input, fmt.Sprintf("T*B*input_size = %d*%d*%d", in.T, in.B, n.Input)); err != nil {
 				return err
+			}
+		}
+	}
+	if in.Lengths != nil {
+		if len(in.Lengths) != in.B {
+			return inputErr("lengths", "%d lengths for a batch of %d", len(in.Lengths), in.B)
+		}
+		for b, l := range in.Lengths {
+			switch {
+			case l < 1 || l > in.T:
+				return inputErr("lengths", "row %d has length %d, want 1..T = %d", b, l, in.T)
+			case b > 0 && l > in.Lengths[b-1]:
+				return inputErr("lengths", "row %d (length %d) is longer than row %d (length %d): rows must be sorted longest first", b, l, b-1, in.Lengths[b-1])
 			}
 		}
 	}

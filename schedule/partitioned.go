@@ -252,6 +252,7 @@ type pbuilder struct {
 	prog *Program
 	net  *rnn.Network
 	B, T int
+	in   *Input // for the rows each step runs (Input.Lengths)
 
 	h0, c0, hn, cn *Buffer
 	xp, c, yh      []*Buffer // per worker, sized for the widest layer
@@ -266,7 +267,7 @@ func (b *pbuilder) next() { b.at.Phase++ }
 
 func (pp *partProgram) plan(prog *Program, in *Input, opt PlanOptions) *Plan {
 	n := prog.Net
-	b := &pbuilder{pp: pp, prog: prog, net: n, B: in.B, T: in.T}
+	b := &pbuilder{pp: pp, prog: prog, net: n, B: in.B, T: in.T, in: in}
 	b.plan = &Plan{Schedule: Partitioned, B: in.B, T: in.T, dry: prog.dry, pool: pp.pool}
 	b.plan.Buffers = append(b.plan.Buffers, prog.weights...)
 	b.plan.Steps = make([]Step, 0, 3*pp.workers*n.NumLayers*n.Dirs()*(in.T+2)+8)
@@ -392,69 +393,120 @@ func (b *pbuilder) layer(k, d int, x, out *Buffer) {
 		if d == 1 {
 			t, tprev = T-1-i, T-i
 		}
-		// h_{t-1}: the previous step's output, h0, or nothing (zero).
-		var hprev Mat
-		switch {
-		case i > 0:
-			hprev = seqRows(out, tprev, d, B, O, dirs)
-		case b.h0 != nil:
-			hprev = Dense(b.h0, n.StateOffset(k, d, B), B, O)
+		// h_{t-1} of the rows that ran the step before, from the previous
+		// step's output; the rows that start here (all at the first step,
+		// and with Lengths the shorter rows of a reverse direction) from
+		// h0 or zero.
+		rows, carried := b.in.active(t), 0
+		if i > 0 {
+			carried = min(b.in.active(tprev), rows)
 		}
-		b.stepPhase(pl, k, d, t, hprev, seqRows(out, t, d, B, O, dirs), i == T-1)
+		var from, start Mat
+		if carried > 0 {
+			from = seqRows(out, tprev, d, B, O, dirs).RowRange(0, carried)
+		}
+		if rows > carried && b.h0 != nil {
+			start = Dense(b.h0, n.StateOffset(k, d, B), B, O).RowRange(carried, rows)
+		}
+		// The rows whose last step this is: the rows the next step does not
+		// run (all of them at the last step).
+		done := 0
+		if i < T-1 {
+			next := t + 1
+			if d == 1 {
+				next = t - 1
+			}
+			done = min(b.in.active(next), rows)
+		}
+		b.stepPhase(pl, k, d, t, stateRows{carried: from, start: start, n: rows, first: carried, done: done},
+			seqRows(out, t, d, B, O, dirs).RowRange(0, rows))
 	}
 }
 
-// stepPhase adds time step t of layer k, direction d. hprev holds h_{t-1}
-// for all units, or has no buffer for a zero state; hout is where h_t goes.
-func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hprev, hout Mat, last bool) {
+// stateRows is h_{t-1} for the n rows of a step: rows [0, first) carried
+// from the previous step (carried), rows [first, n) starting at this step
+// from h0 (start), or from zero when start has no buffer.
+// Rows [done, n) end at this step: their final state is copied out.
+type stateRows struct {
+	carried, start Mat
+	n, first, done int
+}
+
+// stepPhase adds time step t of layer k, direction d, for the rows and
+// initial states hp describes; hout is where h_t goes.
+func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat) {
 	n, B := b.net, b.B
 	l := pl.l
-	H := l.Hidden
+	H, O := l.Hidden, l.Out()
 	G := l.Cell.Gates()
 	proj := l.Proj > 0
-	hn := Dense(b.hn, n.StateOffset(k, d, B), B, l.Out())
+	rows := hp.n
+	hn := Dense(b.hn, n.StateOffset(k, d, B), B, O)
+	var cn Mat
+	if l.Cell == rnn.LSTM {
+		cn = Dense(b.cn, n.CellOffset(k, d, B), B, H)
+	}
 	b.pos(k, d, t)
 	for w, u := range pl.units {
 		if u.n() == 0 {
 			continue
 		}
 		s, nu := &pl.w[w], u.n()
-		rows := G * nu
+		G := G * nu
 		b.on(w)
-		xp := Dense(b.xp[w], t*B*rows, B, rows)
+		xp := Dense(b.xp[w], t*B*G, rows, G)
+		whh := Dense(s.whh, 0, G, O)
+		hdst := hout.ColRange(u.lo, u.hi)
+		if proj {
+			hdst = M(b.hfull, u.lo, rows, nu, H)
+		}
 		if l.Cell == rnn.LSTM {
-			if hprev.Buf != nil {
-				b.add(newGemmNT(xp, hprev, Dense(s.whh, 0, rows, hprev.Cols), 1))
+			// The recurrent product of the rows with a previous state.
+			if hp.first > 0 {
+				b.add(newGemmNT(xp.RowRange(0, hp.first), hp.carried, whh, 1))
 			}
-			c := Dense(b.c[w], 0, B, nu)
-			hdst := hout.ColRange(u.lo, u.hi)
-			if proj {
-				hdst = M(b.hfull, u.lo, B, nu, H)
+			if hp.start.Buf != nil {
+				b.add(newGemmNT(xp.RowRange(hp.first, rows), hp.start, whh, 1))
 			}
+			c := Dense(b.c[w], 0, rows, nu)
 			b.add(newLSTM(xp, Whole(s.bias), c, hdst))
-			if last {
+			if hp.done < rows {
 				b.pos(k, d, -1)
-				b.add(newCopy(M(b.cn, n.CellOffset(k, d, B)+u.lo, B, nu, H), c))
+				b.add(newCopy(cn.RowRange(hp.done, rows).ColRange(u.lo, u.hi), c.RowRange(hp.done, rows)))
 				if !proj {
-					b.add(newCopy(hn.ColRange(u.lo, u.hi), hdst))
+					b.add(newCopy(hn.RowRange(hp.done, rows).ColRange(u.lo, u.hi), hdst.RowRange(hp.done, rows)))
 				}
 				b.pos(k, d, t)
 			}
 			continue
 		}
-		yh := Dense(b.yh[w], 0, B, rows)
-		hp := M(b.zero, u.lo, B, nu, l.Out())
-		if hprev.Buf != nil {
-			b.add(newGemmNT(yh, hprev, Dense(s.whh, 0, rows, hprev.Cols), 0))
-			hp = hprev.ColRange(u.lo, u.hi)
-		} else {
-			b.add(&zeroOp{yh})
+		yh := Dense(b.yh[w], 0, rows, G)
+		bih, bhh := Whole(s.bih), Whole(s.bhh)
+		if hp.first > 0 {
+			r := yh.RowRange(0, hp.first)
+			b.add(newGemmNT(r, hp.carried, whh, 0))
 		}
-		hdst := hout.ColRange(u.lo, u.hi)
-		b.add(newGRU(xp, yh, Whole(s.bih), Whole(s.bhh), hp, hdst))
-		if last {
+		start := hp.start
+		if hp.first < rows {
+			r := yh.RowRange(hp.first, rows)
+			if start.Buf != nil {
+				b.add(newGemmNT(r, start, whh, 0))
+			} else {
+				b.add(&zeroOp{r})
+				start = M(b.zero, 0, rows-hp.first, O, O)
+			}
+		}
+		if hp.first > 0 {
+			b.add(newGRU(xp.RowRange(0, hp.first), yh.RowRange(0, hp.first), bih, bhh,
+				hp.carried.ColRange(u.lo, u.hi), hdst.RowRange(0, hp.first)))
+		}
+		if hp.first < rows {
+			b.add(newGRU(xp.RowRange(hp.first, rows), yh.RowRange(hp.first, rows), bih, bhh,
+				start.ColRange(u.lo, u.hi), hdst.RowRange(hp.first, rows)))
+		}
+		if hp.done < rows {
 			b.pos(k, d, -1)
-			b.add(newCopy(hn.ColRange(u.lo, u.hi), hdst))
+			b.add(newCopy(hn.RowRange(hp.done, rows).ColRange(u.lo, u.hi), hdst.RowRange(hp.done, rows)))
 			b.pos(k, d, t)
 		}
 	}
@@ -463,7 +515,7 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hprev, hout Mat, last b
 		return
 	}
 	// h = W_hr·hfull, rows [p0, p1) per worker, once every unit's hfull is in.
-	hfull := Dense(b.hfull, 0, B, H)
+	hfull := Dense(b.hfull, 0, rows, H)
 	for w, r := range pl.prow {
 		if r.n() == 0 {
 			continue
@@ -471,9 +523,9 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hprev, hout Mat, last b
 		b.on(w)
 		hdst := hout.ColRange(r.lo, r.hi)
 		b.add(newGemmNT(hdst, hfull, Dense(pl.w[w].whr, 0, r.n(), H), 0))
-		if last {
+		if hp.done < rows {
 			b.pos(k, d, -1)
-			b.add(newCopy(hn.ColRange(r.lo, r.hi), hdst))
+			b.add(newCopy(hn.RowRange(hp.done, rows).ColRange(r.lo, r.hi), hdst.RowRange(hp.done, rows)))
 			b.pos(k, d, t)
 		}
 	}

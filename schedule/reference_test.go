@@ -10,8 +10,10 @@ import (
 // LSTM and GRU equations in float64, one batch row and one direction at a
 // time, from the weights as PyTorch lays them out (W_ih, W_hh, b_ih, b_hh,
 // W_hr; gate orders i,f,g,o and r,z,n), for any stack (mixed layers,
-// bidirectional, projection), with h0/c0, embedding and head. It shares no
-// code with the schedules. Outputs are time-major like Result's.
+// bidirectional, projection), with h0/c0, embedding, head and per-row
+// lengths (steps past a row's length are padding: zero outputs, and the
+// row's final state is the one after its last real step, as PyTorch's
+// packed sequences give). It shares no code with the schedules. Outputs are time-major like Result's.
 func refStack(net *rnn.Network, in Input) (out, hn, cn, head []float64) {
 	T, B := in.T, in.B
 	sig := func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
@@ -59,10 +61,14 @@ func refStack(net *rnn.Network, in Input) (out, hn, cn, head []float64) {
 						c[j] = float64(in.C0[off+j])
 					}
 				}
-				for i := range T {
+				L := T
+				if in.Lengths != nil {
+					L = in.Lengths[b]
+				}
+				for i := range L {
 					t := i
 					if d == 1 {
-						t = T - 1 - i
+						t = L - 1 - i
 					}
 					gi, gh := make([]float64, G*H), make([]float64, G*H)
 					for r := range G * H {

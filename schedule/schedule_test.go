@@ -184,6 +184,10 @@ func TestBadInput(t *testing.T) {
 		{"wrong token count", tok, Input{T: 2, B: 2, Tokens: []int64{1, 2, 3}}, "tokens"},
 		{"c0 for GRU", tok, Input{T: 1, B: 1, Tokens: []int64{1}, C0: make([]float32, 4)}, "c0"},
 		{"huge", feat, Input{T: MaxSteps, B: MaxBatch, Features: nil}, "T"},
+		{"lengths count", tok, Input{T: 2, B: 2, Tokens: []int64{1, 2, 3, 4}, Lengths: []int{2}}, "lengths"},
+		{"length zero", tok, Input{T: 2, B: 2, Tokens: []int64{1, 2, 3, 4}, Lengths: []int{2, 0}}, "lengths"},
+		{"length past T", tok, Input{T: 2, B: 2, Tokens: []int64{1, 2, 3, 4}, Lengths: []int{3, 1}}, "lengths"},
+		{"lengths unsorted", tok, Input{T: 2, B: 2, Tokens: []int64{1, 2, 3, 4}, Lengths: []int{1, 2}}, "lengths"},
 	}
 	for _, c := range cases {
 		for _, s := range []Schedule{A, APlus} {
