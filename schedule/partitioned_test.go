@@ -459,3 +459,26 @@ func TestPoolParksAndPins(t *testing.T) {
 	p.Close()
 	p.Close() // a second Close is a no-op
 }
+
+// TestPoolTakesOverAbsentWorkers runs jobs on a pool whose helpers never
+// come (as when their cores are busy with other processes): the caller
+// must run every part itself, each once and phase by phase, and count
+// the parts it took over.
+func TestPoolTakesOverAbsentWorkers(t *testing.T) {
+	p := &Pool{n: 3}
+	p.wake.init()
+	const phases = 50
+	var order []int
+	p.Phases(phases, func(ph, w int) { order = append(order, ph*3+w) })
+	if len(order) != 3*phases {
+		t.Fatalf("ran %d parts, want %d", len(order), 3*phases)
+	}
+	for i, v := range order {
+		if v != i {
+			t.Fatalf("part %d ran as number %d: parts must run once each, phase by phase", v, i)
+		}
+	}
+	if got := p.Stolen(); got != 2*phases {
+		t.Errorf("Stolen() = %d, want %d (the absent workers' parts)", got, 2*phases)
+	}
+}
