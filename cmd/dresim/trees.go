@@ -7,8 +7,8 @@ import (
 
 	"rnnserve/cachesim"
 	"rnnserve/dre"
-	"rnnserve/rnn/tree"
 	"rnnserve/dre/treetraffic"
+	"rnnserve/rnn/tree"
 )
 
 // cmdTrees runs the tree sweep: for balanced, moderately balanced and
