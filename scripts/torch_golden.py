@@ -870,6 +870,80 @@ def write_user_cases(out, check):
 
 
 # ---------------------------------------------------------------------------
+# the Go checkpoint reader's fixtures (models/pytorch/testdata)
+
+PT_FIXTURES = REPO / "models" / "pytorch" / "testdata"
+
+
+def pt_fixture_tensors():
+    """A state_dict-like OrderedDict exercising dtypes, views and sharing."""
+    from collections import OrderedDict
+    g = torch.Generator().manual_seed(7)
+    base = torch.randn(4, 6, generator=g)
+    sd = OrderedDict()
+    sd["lstm.weight_ih_l0"] = base  # contiguous F32
+    sd["lstm.weight_hh_l0"] = base.t()  # transposed view of the same storage
+    sd["fc.bias"] = base[1, 2:5]  # slice: storage offset 8
+    sd["half"] = torch.randn(3, 2, generator=g).to(torch.float16)
+    sd["bf16"] = torch.randn(5, generator=g).to(torch.bfloat16)
+    sd["double"] = torch.randn(2, 2, dtype=torch.float64, generator=g)
+    sd["steps"] = torch.tensor([3, -1, 2**40], dtype=torch.int64)
+    sd["mask"] = torch.tensor([True, False, True])
+    sd["scalar"] = torch.tensor(0.5)
+    sd["empty"] = torch.zeros(0, 3)
+    sd["every_other"] = torch.arange(12, dtype=torch.float32)[::2]  # stride 2
+    return sd
+
+
+def pt_fixture_files():
+    import io as _io
+    import warnings
+    sd = pt_fixture_tensors()
+
+    def save(obj, **kw):
+        buf = _io.BytesIO()
+        torch.save(obj, buf, **kw)
+        return buf.getvalue()
+
+    files = {
+        "state_dict.pt": save(sd),
+        "legacy.pt": save(sd, _use_new_zipfile_serialization=False),
+        "training.pt": save({"epoch": 3, "model_state_dict": sd,
+                             "optimizer_state_dict": {"state": {}, "param_groups": [{"lr": 0.1}]}}),
+        "whole_module.pt": save(nn.Linear(2, 2)),
+        "reference.safetensors": encode_safetensors({k: v.contiguous() for k, v in sd.items()}),
+    }
+    buf = _io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.jit.save(torch.jit.script(nn.Linear(2, 2)), buf)
+    files["torchscript.pt"] = buf.getvalue()
+    # torch's own reader agrees with the reference.
+    for name in ("state_dict.pt", "legacy.pt"):
+        back = torch.load(_io.BytesIO(files[name]))
+        if list(back) != list(sd) or not all(torch.equal(back[k], sd[k]) for k in sd):
+            raise AssertionError(f"{name} does not round-trip")
+    return files
+
+
+def write_pt_fixtures(check):
+    stale = []
+    for fname, data in pt_fixture_files().items():
+        path = PT_FIXTURES / fname
+        # legacy.pt and torchscript.pt are not byte-reproducible (object ids,
+        # code archive details): only their presence is checked.
+        volatile = fname in ("legacy.pt", "torchscript.pt")
+        same = path.is_file() and (volatile or path.read_bytes() == data)
+        if check:
+            if not same:
+                stale.append(str(path))
+        elif not same:
+            PT_FIXTURES.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+    return stale
+
+
+# ---------------------------------------------------------------------------
 
 
 def remove_stale(out, keep):
@@ -912,6 +986,7 @@ def main():
                 d.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
     user_stale, user_total = write_user_cases(USER_OUT, args.check)
+    user_stale += write_pt_fixtures(args.check)
     readme = readme_text().encode()
     if args.check:
         stale += user_stale
