@@ -357,9 +357,9 @@ func (g *graph) walk(gp *pb.GraphProto) (*Model, error) {
 	default:
 		return nil, fmt.Errorf("%w: graph input %q of type %v, want int64 token ids or float features", ErrUnsupported, cur, elem)
 	}
-	timeAxis := ""  // axA or axB once an RNN has said which is time
-	stage := 0      // 0 before embedding, 1 RNN layers, 2 head added, 3 activation
-	width := 0      // feature width of cur
+	timeAxis := "" // axA or axB once an RNN has said which is time
+	stage := 0     // 0 before embedding, 1 RNN layers, 2 head added, 3 activation
+	width := 0     // feature width of cur
 	lastFromRNN := false
 	for {
 		var next *pb.NodeProto

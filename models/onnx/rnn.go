@@ -241,4 +241,3 @@ func (g *graph) sweep(gp *pb.GraphProto) error {
 	}
 	return nil
 }
-
