@@ -291,7 +291,11 @@ func findModules(shapes map[string][]int) (mods []*module, used map[string]bool,
 		for layers[key{n, false}] != nil {
 			n++
 		}
-		if n == 0 || len(layers) != n && len(layers) != 2*n {
+		beyond := false
+		for k := range layers {
+			beyond = beyond || k.layer >= n
+		}
+		if n == 0 || beyond || len(layers) != n && len(layers) != 2*n {
 			bad("layers are not numbered 0..L-1 with both or no directions in each")
 			continue
 		}

@@ -399,6 +399,9 @@ func (g *graph) walk(gp *pb.GraphProto) (*Model, error) {
 				return nil, bad(n, "axis %d, want 0", a.GetI())
 			}
 			w, shape, err := g.floats(ins[0])
+			if errors.Is(err, ErrExternalData) {
+				return nil, nodeErr(n, err)
+			}
 			if err != nil || len(shape) != 2 {
 				return nil, bad(n, "the table %q is not a constant 2-D float tensor (%v)", ins[0], err)
 			}
@@ -488,6 +491,9 @@ func (g *graph) walk(gp *pb.GraphProto) (*Model, error) {
 				return nil, bad(n, "a MatMul that is not the head after the RNN layers")
 			}
 			w, shape, err := g.floats(ins[1])
+			if errors.Is(err, ErrExternalData) {
+				return nil, nodeErr(n, err)
+			}
 			if err != nil || len(shape) != 2 || shape[0] != width {
 				return nil, bad(n, "the weight %q is not a constant [%d][out] float matrix (%v, %v)", ins[1], width, shape, err)
 			}
@@ -498,6 +504,9 @@ func (g *graph) walk(gp *pb.GraphProto) (*Model, error) {
 				return nil, bad(n, "an Add that is not the head's bias")
 			}
 			b, shape, err := g.floats(ins[1-mainIn])
+			if errors.Is(err, ErrExternalData) {
+				return nil, nodeErr(n, err)
+			}
 			if err != nil || len(shape) != 1 || shape[0] != m.HeadOut {
 				return nil, bad(n, "the bias %q is not a constant [%d] float vector", ins[1-mainIn], m.HeadOut)
 			}
@@ -515,6 +524,9 @@ func (g *graph) walk(gp *pb.GraphProto) (*Model, error) {
 				}
 			}
 			w, shape, err := g.floats(ins[1])
+			if errors.Is(err, ErrExternalData) {
+				return nil, nodeErr(n, err)
+			}
 			if err != nil || len(shape) != 2 {
 				return nil, bad(n, "the weight %q is not a constant float matrix", ins[1])
 			}
@@ -531,6 +543,9 @@ func (g *graph) walk(gp *pb.GraphProto) (*Model, error) {
 			}
 			if len(ins) > 2 && ins[2] != "" {
 				b, bs, err := g.floats(ins[2])
+				if errors.Is(err, ErrExternalData) {
+					return nil, nodeErr(n, err)
+				}
 				if err != nil || len(bs) != 1 || bs[0] != m.HeadOut {
 					return nil, bad(n, "the bias %q is not a constant [%d] float vector", ins[2], m.HeadOut)
 				}

@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"fmt"
 	"slices"
 
 	pb "github.com/advancedclimatesystems/gonnx/onnx"
@@ -70,18 +71,27 @@ func (g *graph) rnn(n *pb.NodeProto) (*Layer, error) {
 	H := l.Hidden
 	rows := gates * H
 	W, ws, err := g.floats(ins[1])
-	if err != nil || len(ws) != 3 || ws[0] != dirs || ws[1] != rows || H < 1 {
+	if err != nil {
+		return nil, nodeErr(n, err)
+	}
+	if len(ws) != 3 || ws[0] != dirs || ws[1] != rows || H < 1 {
 		return nil, bad(n, "W %q has shape %v, want [%d][%d][input] for hidden_size %d (%v)", ins[1], ws, dirs, rows, H, err)
 	}
 	l.Input = ws[2]
 	R, rs, err := g.floats(ins[2])
-	if err != nil || !slices.Equal(rs, []int{dirs, rows, H}) {
+	if err != nil {
+		return nil, nodeErr(n, err)
+	}
+	if !slices.Equal(rs, []int{dirs, rows, H}) {
 		return nil, bad(n, "R %q has shape %v, want [%d][%d][%d] (%v)", ins[2], rs, dirs, rows, H, err)
 	}
 	var B []float32
 	if len(ins) > 3 && ins[3] != "" {
 		b, bs, err := g.floats(ins[3])
-		if err != nil || !slices.Equal(bs, []int{dirs, 2 * rows}) {
+		if err != nil {
+			return nil, nodeErr(n, err)
+		}
+		if !slices.Equal(bs, []int{dirs, 2 * rows}) {
 			return nil, bad(n, "B %q has shape %v, want [%d][%d] (%v)", ins[3], bs, dirs, 2*rows, err)
 		}
 		B = b
@@ -240,4 +250,10 @@ func (g *graph) sweep(gp *pb.GraphProto) error {
 		}
 	}
 	return nil
+}
+
+// nodeErr puts a node's name in front of an error about its inputs,
+// keeping the error's sentinel.
+func nodeErr(n *pb.NodeProto, err error) error {
+	return fmt.Errorf("node %q (%s): %w", nodeName(n), n.GetOpType(), err)
 }
