@@ -309,3 +309,37 @@ func encodeTensors(t *testing.T, ts []safetensors.Tensor) []byte {
 	}
 	return buf.Bytes()
 }
+
+// FuzzWeights feeds the whole weights path (format sniffing, the three
+// readers, inference and binding) arbitrary bytes: an error or a model,
+// never a panic. Seeds are the user goldens' weights files.
+//
+//	go test -run '^$' -fuzz FuzzWeights -fuzztime 60s ./models
+func FuzzWeights(f *testing.F) {
+	for _, p := range []string{"ckpt_emb_lstm_fc_batchfirst/model.pt", "f16_safetensors_lstm/model.safetensors",
+		"f64_legacy_ckpt_lstm/model.bin", "onnx_gru_bidir/model.onnx"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "golden", p))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ts, _, err := readWeights(data, "model", nil)
+		if err != nil {
+			return
+		}
+		var s *Spec
+		if o, ok := ts.(*onnxModel); ok {
+			s = o.spec
+		} else if s, err = Infer(ts); err != nil {
+			if !errors.Is(err, ErrInfer) {
+				t.Fatalf("Infer error %v does not match ErrInfer", err)
+			}
+			return
+		}
+		if _, err := buildFrom(s, ts); err != nil && !errors.Is(err, ErrWeights) && !errors.Is(err, ErrSpec) {
+			t.Fatalf("binding an inferred spec: %v", err)
+		}
+	})
+}
