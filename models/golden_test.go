@@ -1,7 +1,6 @@
 package models_test
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -52,12 +51,6 @@ func TestUserGoldens(t *testing.T) {
 					prog, err = schedule.NewPartitioned(m.Net, schedule.PartitionOptions{Workers: 1})
 				} else {
 					prog, err = schedule.NewProgram(m.Net, s)
-				}
-				if errors.Is(err, schedule.ErrMixedStack) {
-					// Remove this guard when the schedule builders lay out
-					// mixed stacks: the loading side is checked in
-					// TestMixedStackBinding, the reference outputs are here.
-					t.Skipf("%v: %v (the engine does not run mixed stacks yet)", s, err)
 				}
 				if err != nil {
 					t.Fatal(err)
