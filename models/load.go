@@ -147,11 +147,7 @@ func readWeights(data []byte, name string, read reader) (Tensors, sniff.Format, 
 // from s.Seed when weights is nil.
 func Build(s *Spec, weights []byte) (*Model, error) {
 	if weights == nil {
-		cfg, err := s.Config()
-		if err != nil {
-			return nil, err
-		}
-		net, err := rnn.NewNetwork(cfg, false)
+		net, err := network(s, false)
 		if err != nil {
 			return nil, err
 		}
@@ -172,11 +168,7 @@ func Build(s *Spec, weights []byte) (*Model, error) {
 
 // buildFrom binds ts to spec s, finding the prefixes s leaves unset.
 func buildFrom(s *Spec, ts Tensors) (*Model, error) {
-	cfg, err := s.Config()
-	if err != nil {
-		return nil, err
-	}
-	net, err := rnn.NewNetwork(cfg, false)
+	net, err := network(s, false)
 	if err != nil {
 		return nil, err
 	}
@@ -192,10 +184,13 @@ func buildFrom(s *Spec, ts Tensors) (*Model, error) {
 
 // Shape makes a dry network of spec s: shapes only, no weights, for
 // traffic analysis of models too big to allocate.
-func Shape(s *Spec) (*rnn.Network, error) {
+func Shape(s *Spec) (*rnn.Network, error) { return network(s, true) }
+
+// network makes the network of spec s, dry or with zero weights.
+func network(s *Spec, dry bool) (*rnn.Network, error) {
 	cfg, err := s.Config()
 	if err != nil {
 		return nil, err
 	}
-	return rnn.NewNetwork(cfg, true)
+	return rnn.NewNetwork(cfg, dry)
 }
