@@ -80,15 +80,17 @@ var legacyMagic = []byte{0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0
 
 // Detect returns the format of data.
 func Detect(data []byte) Format {
+	// Safetensors goes first: its header length is any number, and one
+	// whose low bytes read 0x80 0x02 would look like a pickle.
 	switch {
+	case isSafetensors(data):
+		return Safetensors
 	case bytes.HasPrefix(data, []byte("PK\x03\x04")) || bytes.HasPrefix(data, []byte("PK\x05\x06")):
 		return zipKind(data)
 	case bytes.HasPrefix(data, legacyMagic):
 		return TorchLegacy
 	case len(data) >= 2 && data[0] == 0x80 && data[1] >= 2 && data[1] <= 5:
 		return Pickle
-	case isSafetensors(data):
-		return Safetensors
 	case isONNX(data):
 		return ONNX
 	}

@@ -32,6 +32,8 @@ func TestDetect(t *testing.T) {
 		{"empty", nil, Unknown},
 		{"text", []byte("cell: lstm\n"), Unknown},
 		{"safetensors", append([]byte{2, 0, 0, 0, 0, 0, 0, 0}, "{}"...), Safetensors},
+		{"safetensors with a header of 0x280 bytes (0x80 0x02 first)", append(append([]byte{0x80, 0x02, 0, 0, 0, 0, 0, 0}, '{'), make([]byte, 0x280)...), Safetensors},
+		{"safetensors with a header of 8 bytes (0x08 first)", append([]byte{8, 0, 0, 0, 0, 0, 0, 0}, "{}      "...), Safetensors},
 		{"safetensors header past end", append([]byte{9, 0, 0, 0, 0, 0, 0, 0}, "{}"...), Unknown},
 		{"torch zip", zipOf(t, "archive/data.pkl", "archive/data/0", "archive/version"), TorchZip},
 		{"torchscript", zipOf(t, "m/data.pkl", "m/constants.pkl", "m/code/m.py"), TorchScript},
