@@ -159,6 +159,7 @@ class Case:
     head_out: int = 0  # > 0: nn.Linear head with this many outputs
     activation: str = "none"  # head activation: none | softmax | log_softmax
     given_state: bool = False  # pass h0 (and c0) instead of zeros
+    packed: bool = False  # rows of different lengths through pack_padded_sequence
 
     @property
     def directions(self):
@@ -191,6 +192,11 @@ def _cases():
         Case("lstm_proj11_l2_bidir_b1_t23_h0", "lstm", num_layers=2, bidirectional=True,
              proj_size=11, given_state=True),
         Case("gru_softmax_head_b1_t23", "gru", head_out=7, activation="softmax"),
+        Case("lstm_l2_bidir_b4_t9_h0_packed", "lstm", num_layers=2, bidirectional=True,
+             batch=4, steps=9, given_state=True, packed=True),
+        Case("gru_l2_b4_t9_packed", "gru", num_layers=2, batch=4, steps=9, packed=True),
+        Case("lstm_proj5_embed_head_b3_t7_packed", "lstm", proj_size=5, batch=3, steps=7,
+             vocab_size=40, head_out=40, activation="log_softmax", packed=True),
     ]
     return cases
 
@@ -220,10 +226,15 @@ class GoldenModel(nn.Module):
             self.head = nn.Linear(case.directions * case.hout, case.head_out)
         self.case = case
 
-    def forward(self, x, state):
+    def forward(self, x, state, lengths=None):
         if self.case.vocab_size:
             x = self.embedding(x)
-        output, state = self.rnn(x, state)
+        if lengths is None:
+            output, state = self.rnn(x, state)
+        else:
+            packed = nn.utils.rnn.pack_padded_sequence(x, lengths, enforce_sorted=True)
+            output, state = self.rnn(packed, state)
+            output, _ = nn.utils.rnn.pad_packed_sequence(output, total_length=x.shape[0])
         head = None
         if self.case.head_out:
             head = self.head(output)
@@ -281,8 +292,15 @@ def run_case(case):
             io["c0"] = c0
             state = (h0, c0)
 
+    lengths = None
+    if case.packed:
+        # Longest first, as pack_padded_sequence(enforce_sorted=True) wants;
+        # the longest row uses every step, the shortest one.
+        rest = sorted(torch.randint(1, T + 1, (B - 2,)).tolist(), reverse=True)
+        lengths = torch.tensor([T] + rest + [1], dtype=torch.int64)
+        io["lengths"] = lengths
     with torch.no_grad():
-        output, state, head = model(x, state)
+        output, state, head = model(x, state, lengths)
     io["output"] = output
     if case.cell == "lstm":
         io["h_n"], io["c_n"] = state
@@ -333,6 +351,8 @@ def readme_text():
         state = "h0, c0" if c.given_state and c.cell == "lstm" else ("h0" if c.given_state else "zeros")
         head = f"{c.head_out}, {c.activation}" if c.head_out else "-"
         inputs = f"tokens (vocab {c.vocab_size})" if c.vocab_size else "features"
+        if c.packed:
+            state += ", packed"
         rows.append(f"| {c.name} | {c.cell} | {c.num_layers} | {'yes' if c.bidirectional else 'no'} "
                     f"| {c.proj_size or '-'} | {c.batch} | {c.steps} | {inputs} | {state} | {head} |")
     sizes = sorted({(c.input_size, c.hidden_size) for c in CASES})
@@ -379,7 +399,11 @@ reproduces every file byte for byte.
   states, when given, `h0` F32 [L*D, B, Hout] and `c0` F32 [L*D, B,
   hidden_size] (LSTM); outputs `output` F32 [T, B, D*Hout] (the last layer),
   `h_n` F32 [L*D, B, Hout], `c_n` F32 [L*D, B, hidden_size] (LSTM) and, with
-  a head, `head` F32 [T, B, out_features] after the activation. Without
+  a head, `head` F32 [T, B, out_features] after the activation; for the
+  `_packed` cases, `lengths` I64 [B] (longest first): the input went through
+  `pack_padded_sequence(enforce_sorted=True)` and the output back through
+  `pad_packed_sequence`, so `output` is zero past each row's length and
+  `h_n`/`c_n` are each row's state after its last real step. Without
   `h0` the initial states are zeros.
 
 Both safetensors files carry `__metadata__` with the case name, seed and
@@ -424,6 +448,8 @@ def verify_case(case, files):
             want["c0"] = ((L * D, B, H), torch.float32)
     if case.head_out:
         want["head"] = ((T, B, case.head_out), torch.float32)
+    if case.packed:
+        want["lengths"] = ((B,), torch.int64)
     got = {k: (tuple(v.shape), v.dtype) for k, v in io.items()}
     if got != want:
         raise AssertionError(f"{case.name}: io tensors {got}, want {want}")
@@ -438,7 +464,7 @@ def verify_case(case, files):
     if case.given_state:
         state = (io["h0"], io["c0"]) if case.cell == "lstm" else io["h0"]
     with torch.no_grad():
-        output, state, head = model(x, state)
+        output, state, head = model(x, state, io.get("lengths"))
     outs = {"output": output, "head": head}
     if case.cell == "lstm":
         outs["h_n"], outs["c_n"] = state
