@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"rnnserve/dre/sweep"
 	"rnnserve/models"
 )
 
@@ -98,10 +99,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.Is(err, ErrInterrupted):
+	case errors.Is(err, sweep.ErrInterrupted):
 		fmt.Fprintln(stderr, err)
 		return 130
-	case errors.Is(err, errUsage), errors.Is(err, ErrSweep):
+	case errors.Is(err, errUsage), errors.Is(err, sweep.ErrSweep), errors.Is(err, sweep.ErrInvalidOption):
 		msg := strings.TrimPrefix(err.Error(), "usage: ")
 		if !strings.HasPrefix(msg, "dresim: ") {
 			msg = "dresim: " + msg
@@ -195,8 +196,8 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		return cmdMeasure(rest, stdout, stderr)
 	case "trees":
 		return cmdTrees(rest, stdout, stderr)
-	case childCommand:
-		return cmdMeasureChild(rest, stdout, stderr)
+	case sweep.ChildCommand:
+		return sweep.RunChild(rest, stdout, stderr)
 	case "apps":
 		for _, a := range models.Apps() {
 			fmt.Fprintf(stdout, "%-12s %s\n", a.Name, a.Title)
@@ -230,7 +231,7 @@ func printUsage(w io.Writer) {
 }
 
 // loadSweep reads a sweep file, or configs/sweeps/NAME.yaml for a bare name.
-func loadSweep(arg, dir string) (*Sweep, string, error) {
+func loadSweep(arg, dir string) (*sweep.Sweep, string, error) {
 	path := arg
 	if _, err := os.Stat(path); err != nil && !strings.ContainsAny(arg, `/\.`) {
 		path = filepath.Join(dir, arg+".yaml")
@@ -242,7 +243,7 @@ func loadSweep(arg, dir string) (*Sweep, string, error) {
 		}
 		return nil, "", err
 	}
-	sw, err := ParseSweep(path, data)
+	sw, err := sweep.ParseSweep(path, data)
 	return sw, path, err
 }
 
@@ -262,9 +263,9 @@ func cmdRun(name string, args []string, stderr io.Writer) error {
 		return usageErr("run needs exactly one sweep file, got %d arguments", len(pos))
 	}
 	// Everything is checked before any work starts.
-	var sh Shard
+	var sh sweep.Shard
 	if f.shard != "" {
-		if sh, err = ParseShard(f.shard); err != nil {
+		if sh, err = sweep.ParseShard(f.shard); err != nil {
 			return usageErr("%v", err)
 		}
 	}
@@ -294,9 +295,9 @@ func cmdRun(name string, args []string, stderr io.Writer) error {
 		<-ctx.Done()
 		stop() // a second Ctrl-C kills the process at once
 	}()
-	sum, err := Run(ctx, sw, RunOptions{Out: f.out, File: path, Shard: sh, Jobs: f.jobs, Figures: f.figures, Progress: bar})
-	if errors.Is(err, ErrInterrupted) {
-		return fmt.Errorf("%w after %.1fs: %d of %d rows written to %s", ErrInterrupted, sum.Wall.Seconds(), sum.Rows, sum.Want, f.out)
+	sum, err := sweep.Run(ctx, sw, sweep.RunOptions{Out: f.out, File: path, Shard: sh, Jobs: f.jobs, Figures: f.figures, Progress: bar})
+	if errors.Is(err, sweep.ErrInterrupted) {
+		return fmt.Errorf("%w after %.1fs: %d of %d rows written to %s", sweep.ErrInterrupted, sum.Wall.Seconds(), sum.Rows, sum.Want, f.out)
 	}
 	if err != nil {
 		return err
@@ -335,18 +336,18 @@ func cmdMerge(args []string, stderr io.Writer) error {
 		fs.Usage()
 		return usageErr("merge needs -o and at least one directory")
 	}
-	res, err := Merge(dirs, f.partial)
+	res, err := sweep.Merge(dirs, f.partial)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return err
 	}
-	if err := writeAll(f.out, res); err != nil {
+	if err := sweep.WriteDir(f.out, res); err != nil {
 		return err
 	}
 	if f.figures && len(res.Rows) > 0 {
-		if _, err := Plot(res.Sweep, res.Rows, filepath.Join(f.out, figuresDir)); err != nil {
+		if _, err := sweep.Plot(res.Sweep, res.Rows, filepath.Join(f.out, sweep.FiguresDir)); err != nil {
 			return fmt.Errorf("figures: %w", err)
 		}
 	}
@@ -365,18 +366,18 @@ func cmdPlot(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return usageErr("plot needs exactly one directory")
 	}
-	m, err := readManifest(pos[0])
+	m, err := sweep.ReadManifest(pos[0])
 	if err != nil {
 		return err
 	}
-	rows, err := readRowsDir(pos[0])
+	rows, err := sweep.ReadRows(pos[0])
 	if err != nil {
 		return err
 	}
 	if *out == "" {
-		*out = filepath.Join(pos[0], figuresDir)
+		*out = filepath.Join(pos[0], sweep.FiguresDir)
 	}
-	files, err := Plot(m.Sweep, rows, *out)
+	files, err := sweep.Plot(m.Sweep, rows, *out)
 	for _, f := range files {
 		fmt.Fprintln(stdout, f)
 	}
@@ -393,15 +394,15 @@ func cmdReport(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return usageErr("report needs exactly one directory")
 	}
-	m, err := readManifest(pos[0])
+	m, err := sweep.ReadManifest(pos[0])
 	if err != nil {
 		return err
 	}
-	rows, err := readRowsDir(pos[0])
+	rows, err := sweep.ReadRows(pos[0])
 	if err != nil {
 		return err
 	}
-	Report(stdout, m.Sweep, rows)
+	sweep.Report(stdout, m.Sweep, rows)
 	return nil
 }
 
