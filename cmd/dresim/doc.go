@@ -13,7 +13,13 @@
 //
 // The sweeps, their analysis and their output are package dre/sweep (its
 // documentation says why a sweep is fast and what the output directory
-// holds); this command turns flags into that package's options.
+// holds); this command turns flags into that package's options. It is
+// also the only place that reads the environment: without --shard,
+// `dresim run` takes its shard from an indexed batch job, a Kubernetes
+// Indexed Job (JOB_COMPLETION_INDEX, with the count from --shard-count or
+// DRESIM_SHARD_COUNT) or a Slurm job array (SLURM_ARRAY_TASK_ID, _COUNT,
+// _MIN, _STEP, _MAX); flags override the environment, and a bad or
+// out-of-range value is refused by name (shardenv.go; docs/deploy.md).
 //
 // On Ctrl-C (or SIGTERM) a run stops handing out work, writes the rows
 // finished by then, results.json and the figures, and exits with status

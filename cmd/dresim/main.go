@@ -86,14 +86,14 @@ Exit status: 0 done, 1 error, 2 bad usage or sweep file, 130 interrupted
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
 
 // errUsage marks errors for which the usage is printed and the exit status is 2.
 var errUsage = errors.New("usage")
 
-func run(args []string, stdout, stderr io.Writer) int {
-	err := dispatch(args, stdout, stderr)
+func run(args []string, env lookupEnv, stdout, stderr io.Writer) int {
+	err := dispatch(args, env, stdout, stderr)
 	switch {
 	case err == nil:
 		return 0
@@ -141,6 +141,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 type runFlags struct {
 	out      string
 	shard    string
+	count    int
 	jobs     int
 	progress string
 	figures  bool
@@ -151,6 +152,7 @@ type runFlags struct {
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.out, "o", "dresim-out", "output `directory`")
 	fs.StringVar(&f.shard, "shard", "", "run only shard `k/N` of the sweep (units i with i mod N == k, k from 0)")
+	fs.IntVar(&f.count, "shard-count", 0, "number of shards `N` when the shard index comes from the environment (below)")
 	fs.IntVar(&f.jobs, "j", runtime.NumCPU(), "parallel workers")
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on stderr: auto (when it is a terminal), always or never")
 	fs.BoolVar(&f.figures, "figures", true, "write the figures when the run ends")
@@ -172,7 +174,7 @@ func newFlagSet(name, args, help string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-func dispatch(args []string, stdout, stderr io.Writer) error {
+func dispatch(args []string, env lookupEnv, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		printUsage(stderr)
 		return usageErr("no command")
@@ -183,7 +185,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		printUsage(stdout)
 		return nil
 	case "run":
-		return cmdRun("", rest, stderr)
+		return cmdRun("", rest, env, stderr)
 	case "merge":
 		return cmdMerge(rest, stderr)
 	case "plot":
@@ -208,7 +210,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		printUsage(stderr)
 		return usageErr("unknown flag %s before a command", cmd)
 	}
-	return cmdRun(cmd, rest, stderr)
+	return cmdRun(cmd, rest, env, stderr)
 }
 
 func printUsage(w io.Writer) {
@@ -227,6 +229,7 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "\nFlags of %s:\n", c.name)
 		fs.PrintDefaults()
 	}
+	fmt.Fprint(w, shardUsage)
 	fmt.Fprint(w, usageTail)
 }
 
@@ -247,9 +250,9 @@ func loadSweep(arg, dir string) (*sweep.Sweep, string, error) {
 	return sw, path, err
 }
 
-func cmdRun(name string, args []string, stderr io.Writer) error {
+func cmdRun(name string, args []string, env lookupEnv, stderr io.Writer) error {
 	var f runFlags
-	fs := newFlagSet("run", "[flags] SWEEP", "Runs the sweep file SWEEP (or configs/sweeps/SWEEP.yaml) on all cores and writes rows, results and figures to -o.", stderr)
+	fs := newFlagSet("run", "[flags] SWEEP", "Runs the sweep file SWEEP (or configs/sweeps/SWEEP.yaml) on all cores and writes rows, results and figures to -o.\nWithout --shard, a Kubernetes Indexed Job or a Slurm array task runs its shard (JOB_COMPLETION_INDEX with\n--shard-count or DRESIM_SHARD_COUNT; SLURM_ARRAY_TASK_*; dresim -h says more).", stderr)
 	f.register(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -263,11 +266,9 @@ func cmdRun(name string, args []string, stderr io.Writer) error {
 		return usageErr("run needs exactly one sweep file, got %d arguments", len(pos))
 	}
 	// Everything is checked before any work starts.
-	var sh sweep.Shard
-	if f.shard != "" {
-		if sh, err = sweep.ParseShard(f.shard); err != nil {
-			return usageErr("%v", err)
-		}
+	sh, shardFrom, err := resolveShard(f.shard, f.count, env)
+	if err != nil {
+		return err
 	}
 	if f.jobs < 1 {
 		return usageErr("-j %d: want at least 1", f.jobs)
@@ -306,6 +307,9 @@ func cmdRun(name string, args []string, stderr io.Writer) error {
 		shard := ""
 		if sh.N > 1 {
 			shard = " (shard " + sh.String() + ")"
+			if shardFrom != "" {
+				shard = " (shard " + sh.String() + " from " + shardFrom + ")"
+			}
 		}
 		fmt.Fprintf(stderr, "dresim: %s%s: %d rows in %.1fs on %d workers -> %s\n", sw.Name, shard, sum.Rows, sum.Wall.Seconds(), f.jobs, f.out)
 	}

@@ -46,14 +46,14 @@ func readRows(t testing.TB, dir string) []sweep.Row {
 func TestRunCommand(t *testing.T) {
 	out := t.TempDir()
 	var stderr bytes.Buffer
-	if code := run([]string{"run", tinySweep, "-o", out, "-j", "2", "-progress", "always"}, &stderr, &stderr); code != 0 {
+	if code := run([]string{"run", tinySweep, "-o", out, "-j", "2", "-progress", "always"}, noEnv, &stderr, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if msg := stderr.String(); !strings.Contains(msg, "72/72 rows 100%") || !strings.Contains(msg, "tiny: 72 rows in") {
 		t.Errorf("progress and summary: %q", msg)
 	}
 	var report bytes.Buffer
-	if code := run([]string{"report", out}, &report, &stderr); code != 0 {
+	if code := run([]string{"report", out}, noEnv, &report, &stderr); code != 0 {
 		t.Fatalf("report: exit %d: %s", code, stderr.String())
 	}
 	for _, want := range []string{"A+ savings, A / A+ traffic (1MiB cache)", "| gnmt | 1.", "Section III-C", "| input length | 16KiB |"} {
@@ -66,7 +66,7 @@ func TestRunCommand(t *testing.T) {
 	for k := range 3 {
 		dir := filepath.Join(t.TempDir(), "shard")
 		stderr.Reset()
-		if code := run([]string{"run", tinySweep, "--shard", sweep.Shard{K: k, N: 3}.String(), "-o", dir, "-figures=false"}, &stderr, &stderr); code != 0 {
+		if code := run([]string{"run", tinySweep, "--shard", sweep.Shard{K: k, N: 3}.String(), "-o", dir, "-figures=false"}, noEnv, &stderr, &stderr); code != 0 {
 			t.Fatalf("shard %d: exit %d: %s", k, code, stderr.String())
 		}
 		if !strings.Contains(stderr.String(), "(shard "+sweep.Shard{K: k, N: 3}.String()+")") {
@@ -75,7 +75,7 @@ func TestRunCommand(t *testing.T) {
 		dirs = append(dirs, dir)
 	}
 	merged := t.TempDir()
-	if code := run(append([]string{"merge", "-o", merged}, dirs[2], dirs[0], dirs[1]), &stderr, &stderr); code != 0 {
+	if code := run(append([]string{"merge", "-o", merged}, dirs[2], dirs[0], dirs[1]), noEnv, &stderr, &stderr); code != 0 {
 		t.Fatalf("merge: exit %d: %s", code, stderr.String())
 	}
 	if !sameRows(readRows(t, merged), whole) {
@@ -121,7 +121,7 @@ func TestCommandLine(t *testing.T) {
 			}
 		}
 		var stdout, stderr bytes.Buffer
-		code := run(args, &stdout, &stderr)
+		code := run(args, noEnv, &stdout, &stderr)
 		got := stdout.String() + stderr.String()
 		if code != tc.code || !strings.Contains(got, tc.want) {
 			t.Errorf("%v: exit %d, output %q; want exit %d and %q", tc.args, code, got, tc.code, tc.want)

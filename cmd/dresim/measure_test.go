@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"math"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,7 +23,7 @@ func table1Item(hidden int, s schedule.Schedule, T int, cache sweep.CacheSpec) s
 
 func TestMeasureCommand(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := run([]string{"measure", "-detect"}, &out, &errOut); code != 0 && code != 1 {
+	if code := run([]string{"measure", "-detect"}, noEnv, &out, &errOut); code != 0 && code != 1 {
 		t.Fatalf("measure -detect: exit %d: %s", code, errOut.String())
 	}
 	for _, e := range append(counters.CoreEvents, counters.UncoreEvents...) {
@@ -37,7 +36,7 @@ func TestMeasureCommand(t *testing.T) {
 	}
 	out.Reset()
 	errOut.Reset()
-	code := run([]string{"measure", "--counters", "none", "-hidden", "32", "-t", "2", "-cache", "64KiB", "-schedules", "A+", "-format", "markdown"}, &out, &errOut)
+	code := run([]string{"measure", "--counters", "none", "-hidden", "32", "-t", "2", "-cache", "64KiB", "-schedules", "A+", "-format", "markdown"}, noEnv, &out, &errOut)
 	if code != 0 || !strings.Contains(out.String(), "| table1 | lstm | 32 | 1 | 60 | 2 | A+ | 64KiB |") ||
 		!strings.Contains(out.String(), "measured traffic: none") {
 		t.Errorf("exit %d:\n%s\n%s", code, out.String(), errOut.String())
@@ -52,7 +51,7 @@ func TestMeasureCommand(t *testing.T) {
 		{"measure", "--counters", "none", "--valgrind-runs", "1"},
 		{"measure", "--counters", "none", "--tool", "massif"},
 	} {
-		if code := run(bad, &bytes.Buffer{}, &bytes.Buffer{}); code != 2 {
+		if code := run(bad, noEnv, &bytes.Buffer{}, &bytes.Buffer{}); code != 2 {
 			t.Errorf("%q: exit %d, want 2", bad, code)
 		}
 	}
@@ -87,14 +86,7 @@ func TestMeasureCachegrindAgrees(t *testing.T) {
 	if _, err := counters.LookValgrind(""); err != nil {
 		t.Skipf("%v: install valgrind to run this test", err)
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go tool is needed to build dresim: %v", err)
-	}
-	exe := filepath.Join(t.TempDir(), "dresim")
-	if out, err := exec.Command(goTool, "build", "-o", exe, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	exe := buildDresim(t)
 	items := []sweep.MeasureItem{
 		// G (1 MiB) streams through a 1 MiB LL at every step.
 		table1Item(256, schedule.A, 10, sweep.CacheSpec{Name: "1MiB-16way", Size: 1 << 20, LineSize: 64, Ways: 16}),
