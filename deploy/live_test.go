@@ -225,7 +225,9 @@ func TestSweepJobAsDeployed(t *testing.T) {
 	if !strings.Contains(string(out), "72 of 72 rows") {
 		t.Errorf("merge says %q, want every one of the tiny sweep's 72 rows", out)
 	}
-	if _, err := os.Stat(filepath.Join(margs[2], "results.json")); err != nil {
-		t.Error(err)
+	for _, f := range []string{"results.json", "rows.csv", filepath.Join("figures", "fig3_dre_share.svg")} {
+		if _, err := os.Stat(filepath.Join(margs[2], f)); err != nil {
+			t.Errorf("the merge wrote no %s: %v", f, err)
+		}
 	}
 }

@@ -135,8 +135,9 @@ func environ(set ...string) []string {
 // TestShardsFromEnvironment runs the dresim binary as the processes of an
 // indexed batch job would: three at once, each given only its index (and
 // the count) in the environment, as a Kubernetes Indexed Job and as a
-// Slurm array 1-5:2; merges their directories with dresim merge, and
-// compares the rows with an unsharded run. A bad environment is refused
+// Slurm array 1-5:2, and, for comparison, by --shard k/3; merges their
+// directories with dresim merge (in another order), and compares the rows
+// with an unsharded run. A bad environment is refused
 // before anything is written, naming the variable.
 func TestShardsFromEnvironment(t *testing.T) {
 	exe := buildDresim(t)
@@ -158,13 +159,16 @@ func TestShardsFromEnvironment(t *testing.T) {
 	for _, job := range []struct {
 		name string
 		env  func(k int) []string
+		flag func(k int) []string
+		from string // in the summary line
 	}{
+		{"flag", func(int) []string { return environ() }, func(k int) []string { return []string{"--shard", fmt.Sprintf("%d/3", k)} }, ")"},
 		{"kubernetes", func(k int) []string {
 			return environ(fmt.Sprintf("%s=%d", envK8sIndex, k), envShardCount+"=3")
-		}},
+		}, nil, " from " + envK8sIndex + ")"},
 		{"slurm", func(k int) []string {
 			return environ(fmt.Sprintf("%s=%d", envSlurmID, 1+2*k), envSlurmMin+"=1", envSlurmStep+"=2", envSlurmMax+"=5", envSlurmCount+"=3")
-		}},
+		}, nil, " from " + envSlurmID + ")"},
 	} {
 		t.Run(job.name, func(t *testing.T) {
 			var wg sync.WaitGroup
@@ -173,16 +177,18 @@ func TestShardsFromEnvironment(t *testing.T) {
 			for k := range 3 {
 				d := filepath.Join(dir, job.name, fmt.Sprint(k))
 				dirs = append(dirs, d)
-				wg.Go(func() {
-					outs[k], errs[k] = dresim(job.env(k), "run", tinySweep, "-o", d, "-j", "1", "-figures=false")
-				})
+				args := []string{"run", tinySweep, "-o", d, "-j", "1", "-figures=false"}
+				if job.flag != nil {
+					args = append(args, job.flag(k)...)
+				}
+				wg.Go(func() { outs[k], errs[k] = dresim(job.env(k), args...) })
 			}
 			wg.Wait()
 			for k := range 3 {
 				if errs[k] != nil {
 					t.Fatalf("shard %d: %v\n%s", k, errs[k], outs[k])
 				}
-				if !strings.Contains(outs[k], fmt.Sprintf("(shard %d/3 from ", k)) {
+				if !strings.Contains(outs[k], fmt.Sprintf("(shard %d/3%s", k, job.from)) {
 					t.Errorf("shard %d says %q", k, outs[k])
 				}
 				m, err := sweep.ReadManifest(dirs[k])
@@ -191,7 +197,7 @@ func TestShardsFromEnvironment(t *testing.T) {
 				}
 			}
 			merged := filepath.Join(dir, job.name, "merged")
-			if out, err := dresim(environ(), append([]string{"merge", "-o", merged, "-figures=false"}, dirs...)...); err != nil {
+			if out, err := dresim(environ(), "merge", "-o", merged, "-figures=false", dirs[2], dirs[0], dirs[1]); err != nil {
 				t.Fatalf("merge: %v\n%s", err, out)
 			}
 			if got := readRows(t, merged); !sameRows(got, want) {
