@@ -7,6 +7,7 @@ import (
 
 	"rnnserve/cachesim"
 	"rnnserve/dre"
+	"rnnserve/dre/sweep"
 	"rnnserve/dre/treetraffic"
 	"rnnserve/rnn/tree"
 )
@@ -37,7 +38,7 @@ func cmdTrees(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	size, err := ParseSize(*cache)
+	size, err := sweep.ParseSize(*cache)
 	if err != nil || size <= 0 {
 		return usageErr("-cache %q: want a size such as 12MiB", *cache)
 	}

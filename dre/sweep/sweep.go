@@ -1,4 +1,4 @@
-package main
+package sweep
 
 import (
 	"bytes"
@@ -557,6 +557,16 @@ func (s *Sweep) validate() *SweepError {
 	return s.Plots.validate(s)
 }
 
+// Validate reports the first invalid setting of a cache, naming it as
+// key. Every field must be set as Sweep.EnsureDefaults leaves them: Ways
+// is cachesim.FullyAssociative or the associativity, never 0.
+func (c CacheSpec) Validate(key string) error {
+	if e := c.validate(key); e != nil {
+		return e
+	}
+	return nil
+}
+
 func (c CacheSpec) validate(key string) *SweepError {
 	size := int64(c.Size)
 	switch {
@@ -574,6 +584,8 @@ func (c CacheSpec) validate(key string) *SweepError {
 	lines := size / c.LineSize
 	switch {
 	case c.Ways == cachesim.FullyAssociative:
+	case c.Ways == 0:
+		return sweepErr(key+".ways", c.Ways, "unset: want %d (fully associative) or the associativity", cachesim.FullyAssociative)
 	case c.Ways < 0:
 		return sweepErr(key+".ways", c.Ways, "want 0 (fully associative) or a positive associativity")
 	case int64(c.Ways) > lines:
@@ -648,6 +660,20 @@ func (s *Sweep) Fingerprint() string {
 	return hex.EncodeToString(h[:8])
 }
 
+// TableISpec is a model of the paper's Table I: a stack of layers cells
+// of width hidden with, for a vocabulary above 0, an embedding of width
+// hidden on the input and a head over the vocabulary (activation head) on
+// every step; with vocabulary 0 the stack reads float features of width
+// hidden.
+func TableISpec(cell string, hidden, layers, vocab int, head string) models.Spec {
+	spec := models.Spec{Cell: cell, InputSize: hidden, HiddenSize: hidden, NumLayers: layers}
+	if vocab > 0 {
+		spec.Embedding = &models.Embedding{VocabSize: vocab}
+		spec.Head = &models.Head{OutFeatures: vocab, Activation: head}
+	}
+	return spec
+}
+
 // unit is one model at one input length under one schedule: a plan, which
 // is analysed through every cache of the sweep, one row per cache.
 type unit struct {
@@ -685,12 +711,7 @@ func (s *Sweep) units() []unit {
 				for _, l := range g.Layers {
 					for _, v := range g.Vocab {
 						for _, t := range g.InputLengths {
-							spec := models.Spec{Cell: cell, InputSize: h, HiddenSize: h, NumLayers: l}
-							if v > 0 {
-								spec.Embedding = &models.Embedding{VocabSize: v}
-								spec.Head = &models.Head{OutFeatures: v, Activation: g.HeadActivation}
-							}
-							add(unit{Kind: "grid", Model: g.Name, T: t, Spec: spec})
+							add(unit{Kind: "grid", Model: g.Name, T: t, Spec: TableISpec(cell, h, l, v, g.HeadActivation)})
 						}
 					}
 				}

@@ -1,7 +1,8 @@
-package main
+package sweep
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -14,26 +15,27 @@ import (
 	"rnnserve/schedule"
 )
 
-// childCommand is the hidden subcommand dresim runs itself as under
-// valgrind: it builds one model with random weights and runs its plan a
-// given number of times, nothing else.
-const childCommand = "measure-child"
+// ChildCommand is the hidden subcommand dresim runs itself as under
+// valgrind (RunChild): it builds one model with random weights and runs
+// its plan a given number of times, nothing else.
+const ChildCommand = "measure-child"
 
-// target is one model, input and schedule to run for real.
-type target struct {
+// Target is one model, input and schedule to run for real.
+type Target struct {
 	Spec     models.Spec
 	T, B     int
 	Schedule schedule.Schedule
 	Seed     uint64 // weights and token ids
 }
 
-// childArgs are the arguments that make dresim run t runs times.
-func (t *target) childArgs(runs int) ([]string, error) {
+// ChildArgs are the arguments (after the executable) that make dresim
+// run t runs times: ChildCommand, then what RunChild reads.
+func (t *Target) ChildArgs(runs int) ([]string, error) {
 	spec, err := yaml.Marshal(&t.Spec)
 	if err != nil {
 		return nil, err
 	}
-	return []string{childCommand, "-spec", string(spec), "-t", fmt.Sprint(t.T), "-b", fmt.Sprint(t.B),
+	return []string{ChildCommand, "-spec", string(spec), "-t", fmt.Sprint(t.T), "-b", fmt.Sprint(t.B),
 		"-schedule", t.Schedule.String(), "-seed", fmt.Sprint(t.Seed), "-runs", fmt.Sprint(runs)}, nil
 }
 
@@ -41,7 +43,7 @@ func (t *target) childArgs(runs int) ([]string, error) {
 // default initialisation, models.Randomize) and its plan for T steps of
 // batch B, reading the token ids dre.DryPlan draws from the same seed, so
 // that the plan run is the plan the model walks.
-func (t *target) realPlan() (*schedule.Plan, error) {
+func (t *Target) realPlan() (*schedule.Plan, error) {
 	shape, err := models.Shape(&t.Spec)
 	if err != nil {
 		return nil, err
@@ -55,26 +57,34 @@ func (t *target) realPlan() (*schedule.Plan, error) {
 	return p, err
 }
 
-// cmdMeasureChild is `dresim measure-child`: build the plan, run it -runs
-// times, print a checksum of the output (which keeps the work from being
-// optimised away and lets the parent see it ran). The garbage collector
-// is off: the plan allocates nothing while it runs, and a collection
-// would add traffic that differs between the parent's two runs.
-func cmdMeasureChild(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet(childCommand, "[flags]", "Internal: what dresim measure --counters cachegrind runs under valgrind.", stderr)
+// RunChild is `dresim measure-child ARGS`, args being what ChildArgs
+// returns after ChildCommand: it builds the plan, runs it -runs times and
+// prints a checksum of the output (which keeps the work from being
+// optimised away and lets the parent see it ran). It turns the garbage
+// collector off for the rest of the process: the plan allocates nothing
+// while it runs, and a collection would add traffic that differs between
+// the parent's two runs. Bad arguments are an *OptionError.
+func RunChild(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet(ChildCommand, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	specText := fs.String("spec", "", "model spec (YAML)")
-	var t target
+	var t Target
 	fs.IntVar(&t.T, "t", 1, "input length")
 	fs.IntVar(&t.B, "b", 1, "batch")
 	sched := fs.String("schedule", "A", "A or A+")
 	fs.Uint64Var(&t.Seed, "seed", 1, "seed of the weights and token ids")
 	runs := fs.Int("runs", 1, "inferences")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "Usage: dresim %s [flags]: what dresim measure --counters cachegrind runs under valgrind.\n", ChildCommand)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return err
+		}
+		return optionErr("%v", err)
 	}
-	if len(pos) != 0 || *specText == "" || *runs < 1 {
-		return usageErr("%s needs -spec and -runs >= 1, and no arguments", childCommand)
+	if fs.NArg() != 0 || *specText == "" || *runs < 1 {
+		return optionErr("%s needs -spec and -runs >= 1, and no arguments", ChildCommand)
 	}
 	spec, err := models.ParseSpec([]byte(*specText))
 	if err != nil {
@@ -82,7 +92,7 @@ func cmdMeasureChild(args []string, stdout, stderr io.Writer) error {
 	}
 	t.Spec = *spec
 	if t.Schedule, err = schedule.Parse(*sched); err != nil {
-		return usageErr("%v", err)
+		return optionErr("%v", err)
 	}
 	debug.SetGCPercent(-1)
 	p, err := t.realPlan()

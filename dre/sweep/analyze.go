@@ -1,4 +1,4 @@
-package main
+package sweep
 
 import (
 	"fmt"
@@ -91,6 +91,12 @@ func addWorkingSets(a, b dre.WorkingSet) dre.WorkingSet {
 		Intermediate: a.Intermediate + b.Intermediate, Total: a.Total + b.Total}
 }
 
+// analyzePlan is the one place this package asks dre for a plan's
+// traffic; every row, modelled or measured, comes through it.
+func analyzePlan(plan *schedule.Plan, ws dre.WorkingSet, opt dre.Options) (*dre.Report, error) {
+	return dre.Analyze(plan, ws, opt)
+}
+
 // analyze replays b's plan through every cache of the sweep and returns
 // one row per cache.
 func analyze(u *unit, b *built, sw *Sweep) ([]Row, error) {
@@ -104,7 +110,7 @@ func analyze(u *unit, b *built, sw *Sweep) ([]Row, error) {
 	for c, cs := range sw.Caches {
 		opt := dre.Options{Cache: cs.config(), Runs: sw.Runs, OPT: sw.OPT, OPTMaxAccesses: sw.OPTMaxAccesses}
 		start := time.Now()
-		r, err := dre.Analyze(b.plan, b.workingSet, opt)
+		r, err := analyzePlan(b.plan, b.workingSet, opt)
 		if err != nil {
 			return nil, fmt.Errorf("%s T=%d %v cache %s: %w", u.Model, u.T, u.Schedule, cs.Name, err)
 		}

@@ -1,4 +1,4 @@
-package main
+package sweep
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func readFile(t testing.TB, dir, name string) string {
 func readResults(t testing.TB, dir string) Results {
 	t.Helper()
 	var r Results
-	if err := json.Unmarshal([]byte(readFile(t, dir, resultsFile)), &r); err != nil {
+	if err := json.Unmarshal([]byte(readFile(t, dir, ResultsFile)), &r); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -53,36 +53,36 @@ func runSweep(t testing.TB, sw *Sweep, opt RunOptions) []Row {
 	if _, err := Run(context.Background(), sw, opt); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := readRowsDir(opt.Out)
+	rows, err := ReadRows(opt.Out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rows
 }
 
-// TestRunEndToEnd runs the tiny sweep through the command line and checks
-// every output: rows in order, CSV equal to JSON, results.json complete,
-// the figures, and numbers that must hold in any correct model.
+// TestRunEndToEnd runs the tiny sweep and checks every output: the
+// progress bar, rows in order, CSV equal to JSON, results.json complete,
+// the figures, the report, and numbers that must hold in any correct
+// model.
 func TestRunEndToEnd(t *testing.T) {
 	out := t.TempDir()
-	var stderr bytes.Buffer
-	if code := run([]string{"run", filepath.Join("testdata", "tiny.yaml"), "-o", out, "-j", "2", "-progress", "always"}, &stderr, &stderr); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
+	sw := loadTestSweep(t, "tiny.yaml")
+	var bar bytes.Buffer
+	sum, err := Run(context.Background(), sw, RunOptions{Out: out, Jobs: 2, Figures: true, Progress: &bar})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if msg := stderr.String(); !strings.Contains(msg, "72/72 rows 100%") || !strings.Contains(msg, "tiny: 72 rows in") {
-		t.Errorf("progress and summary: %q", msg)
+	if msg := bar.String(); !strings.Contains(msg, "72/72 rows 100%") || sum.Rows != 72 || sum.Want != 72 || sum.Interrupted {
+		t.Errorf("progress %q, summary %+v", msg, sum)
 	}
 	var report bytes.Buffer
-	if code := run([]string{"report", out}, &report, &stderr); code != 0 {
-		t.Fatalf("report: exit %d: %s", code, stderr.String())
-	}
+	Report(&report, sw, readResults(t, out).Rows)
 	for _, want := range []string{"A+ savings, A / A+ traffic (1MiB cache)", "| gnmt | 1.", "Section III-C", "| input length | 16KiB |"} {
 		if !strings.Contains(report.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, report.String())
 		}
 	}
-	sw := loadTestSweep(t, "tiny.yaml")
-	rows, err := readRowsDir(out)
+	rows, err := ReadRows(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Fatalf("row %d has index %d", i, r.Index)
 		}
 	}
-	csvRows, err := ReadCSV(strings.NewReader(readFile(t, out, csvFile)))
+	csvRows, err := ReadCSV(strings.NewReader(readFile(t, out, CSVFile)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	for _, f := range []string{fig3, fig4, fig5, fig6} {
 		for _, ext := range []string{".png", ".svg"} {
-			if st, err := os.Stat(filepath.Join(out, figuresDir, f+ext)); err != nil || st.Size() < 1000 {
+			if st, err := os.Stat(filepath.Join(out, FiguresDir, f+ext)); err != nil || st.Size() < 1000 {
 				t.Errorf("figure %s%s: %v", f, ext, err)
 			}
 		}
@@ -157,18 +157,21 @@ func TestMergeEqualsUnsharded(t *testing.T) {
 	}
 	// Shards in any order.
 	out := t.TempDir()
-	var stderr bytes.Buffer
-	if code := run(append([]string{"merge", "-o", out}, dirs[2], dirs[0], dirs[1]), &stderr, &stderr); code != 0 {
-		t.Fatalf("merge: exit %d: %s", code, stderr.String())
+	res, err := Merge([]string{dirs[2], dirs[0], dirs[1]}, false)
+	if err != nil {
+		t.Fatal(err)
 	}
-	merged, err := readRowsDir(out)
+	if err := WriteDir(out, res); err != nil {
+		t.Fatal(err)
+	}
+	merged, err := ReadRows(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !sameRows(merged, whole) {
 		t.Fatal("merged shards differ from the unsharded run")
 	}
-	csvRows, err := ReadCSV(strings.NewReader(readFile(t, out, csvFile)))
+	csvRows, err := ReadCSV(strings.NewReader(readFile(t, out, CSVFile)))
 	if err != nil || !sameRows(csvRows, whole) {
 		t.Fatalf("merged CSV differs: %v", err)
 	}
@@ -213,11 +216,11 @@ func TestInterrupt(t *testing.T) {
 	if sum.Rows == 0 || sum.Rows >= len(full) || !sum.Interrupted {
 		t.Fatalf("summary %+v: want some rows, not all %d", sum, len(full))
 	}
-	rows, err := ReadCSV(strings.NewReader(readFile(t, dir, csvFile)))
+	rows, err := ReadCSV(strings.NewReader(readFile(t, dir, CSVFile)))
 	if err != nil {
 		t.Fatalf("rows.csv after interrupt: %v", err)
 	}
-	jrows, err := readRowsDir(dir)
+	jrows, err := ReadRows(dir)
 	if err != nil {
 		t.Fatalf("rows.jsonl after interrupt: %v", err)
 	}
@@ -236,7 +239,7 @@ func TestInterrupt(t *testing.T) {
 	if !res.Interrupted || res.Complete || len(res.Rows) != len(rows) {
 		t.Errorf("results.json: interrupted %v complete %v rows %d", res.Interrupted, res.Complete, len(res.Rows))
 	}
-	if _, err := os.Stat(filepath.Join(dir, figuresDir, fig3+".svg")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, FiguresDir, fig3+".svg")); err != nil {
 		t.Errorf("no figures after interrupt: %v", err)
 	}
 }
@@ -293,53 +296,5 @@ func TestExtentMatchesLineLRU(t *testing.T) {
 	}
 	if checked < 3*32 {
 		t.Fatalf("checked %d rows", checked)
-	}
-}
-
-// TestCommandLine checks flag handling and that bad input is refused
-// before any output is written.
-func TestCommandLine(t *testing.T) {
-	tiny := filepath.Join("testdata", "tiny.yaml")
-	for _, tc := range []struct {
-		args []string // OUT stands for a new directory
-		code int
-		want string
-	}{
-		{[]string{"run", tiny, "--shard", "3/3", "-o", "OUT"}, 2, "k = 3 is out of range"},
-		{[]string{"run", tiny, "--shard", "x", "-o", "OUT"}, 2, "want k/N"},
-		{[]string{"run", tiny, "-j", "0", "-o", "OUT"}, 2, "-j 0"},
-		{[]string{"run", tiny, "-progress", "sometimes", "-o", "OUT"}, 2, "auto, always or never"},
-		{[]string{"run", "-o", "OUT"}, 2, "exactly one sweep"},
-		{[]string{"run", "nosuch", "-o", "OUT"}, 2, "no sweep file nosuch"},
-		{[]string{"frobnicate", "-o", "OUT"}, 2, "no sweep file frobnicate"},
-		{[]string{"run", tiny, "-o", "OUT", "-bogus"}, 2, "flag provided but not defined: -bogus"},
-		{[]string{"--bogus"}, 2, "unknown flag"},
-		{[]string{"merge", "-o"}, 2, "flag needs an argument"},
-		{[]string{"merge", "x"}, 2, "needs -o"},
-		{[]string{"merge", "-o", "OUT", "nosuchdir"}, 1, "nosuchdir"},
-		{[]string{"plot"}, 2, "exactly one directory"},
-		{[]string{"validate", tiny}, 0, "36 units x 2 caches = 72 rows"},
-		{[]string{"apps"}, 0, "9.3 MiB"},
-		{[]string{"-h"}, 0, "Flags of merge"},
-		{[]string{"run", "-h"}, 0, "-shard k/N"},
-	} {
-		out := filepath.Join(t.TempDir(), "out")
-		args := slices.Clone(tc.args)
-		for i, a := range args {
-			if a == "OUT" {
-				args[i] = out
-			}
-		}
-		var stdout, stderr bytes.Buffer
-		code := run(args, &stdout, &stderr)
-		got := stdout.String() + stderr.String()
-		if code != tc.code || !strings.Contains(got, tc.want) {
-			t.Errorf("%v: exit %d, output %q; want exit %d and %q", tc.args, code, got, tc.code, tc.want)
-		}
-		if tc.code != 0 {
-			if _, err := os.Stat(out); err == nil {
-				t.Errorf("%v: wrote %s before failing", tc.args, out)
-			}
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package sweep
 
 import (
 	"errors"
@@ -23,7 +23,7 @@ func Merge(dirs []string, partial bool) (*Results, error) {
 	seen := map[int]string{}
 	shards := map[int]string{}
 	for _, dir := range dirs {
-		m, err := readManifest(dir)
+		m, err := ReadManifest(dir)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrMerge, err)
 		}
@@ -42,7 +42,7 @@ func Merge(dirs []string, partial bool) (*Results, error) {
 			}
 			shards[m.Shard.K] = dir
 		}
-		rs, err := readRowsDir(dir)
+		rs, err := ReadRows(dir)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrMerge, err)
 		}

@@ -1,4 +1,4 @@
-package main
+package sweep
 
 import (
 	"bytes"
@@ -41,14 +41,14 @@ func TestCSVAndJSONRoundTrip(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := readRowsDir(dir)
+	got, err := ReadRows(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, rows) {
 		t.Errorf("JSON lines:\n got %+v\nwant %+v", got, rows)
 	}
-	f := readFile(t, dir, csvFile)
+	f := readFile(t, dir, CSVFile)
 	got, err = ReadCSV(strings.NewReader(f))
 	if err != nil {
 		t.Fatal(err)

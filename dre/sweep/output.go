@@ -1,4 +1,4 @@
-package main
+package sweep
 
 import (
 	"bufio"
@@ -200,11 +200,11 @@ func ReadJSONL(r io.Reader) ([]Row, error) {
 
 // Output file names inside an output directory.
 const (
-	manifestFile = "sweep.json"   // the sweep and the shard, written first
-	csvFile      = "rows.csv"     // rows, appended and flushed as they complete, in order
-	jsonlFile    = "rows.jsonl"   // the same rows, one JSON object per line
-	resultsFile  = "results.json" // everything, written at the end or on interrupt
-	figuresDir   = "figures"
+	ManifestFile = "sweep.json"   // the sweep and the shard, written first
+	CSVFile      = "rows.csv"     // rows, appended and flushed as they complete, in order
+	JSONLFile    = "rows.jsonl"   // the same rows, one JSON object per line
+	ResultsFile  = "results.json" // everything, written at the end or on interrupt
+	FiguresDir   = "figures"
 )
 
 // Manifest says which sweep (and which shard of it) an output directory holds.
@@ -240,23 +240,25 @@ func writeJSONFile(path string, v any) error {
 	return os.Rename(tmp, path)
 }
 
-func readManifest(dir string) (*Manifest, error) {
-	b, err := os.ReadFile(filepath.Join(dir, manifestFile))
+// ReadManifest reads the manifest of an output directory.
+func ReadManifest(dir string) (*Manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if err != nil {
 		return nil, err
 	}
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, manifestFile), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ManifestFile), err)
 	}
 	if m.Sweep == nil {
-		return nil, fmt.Errorf("%s: no sweep", filepath.Join(dir, manifestFile))
+		return nil, fmt.Errorf("%s: no sweep", filepath.Join(dir, ManifestFile))
 	}
 	return &m, nil
 }
 
-func readRowsDir(dir string) ([]Row, error) {
-	f, err := os.Open(filepath.Join(dir, jsonlFile))
+// ReadRows reads the rows of an output directory (its JSONLFile).
+func ReadRows(dir string) ([]Row, error) {
+	f, err := os.Open(filepath.Join(dir, JSONLFile))
 	if err != nil {
 		return nil, err
 	}
@@ -278,11 +280,11 @@ type rowWriter struct {
 }
 
 func newRowWriter(dir string) (*rowWriter, error) {
-	cf, err := os.Create(filepath.Join(dir, csvFile))
+	cf, err := os.Create(filepath.Join(dir, CSVFile))
 	if err != nil {
 		return nil, err
 	}
-	jf, err := os.Create(filepath.Join(dir, jsonlFile))
+	jf, err := os.Create(filepath.Join(dir, JSONLFile))
 	if err != nil {
 		cf.Close()
 		return nil, err
@@ -323,9 +325,10 @@ func (w *rowWriter) Close() error {
 	return errors.Join(err, w.csvF.Close(), w.jsonF.Close())
 }
 
-// writeAll writes rows (in order) as a complete output directory: CSV,
-// JSON lines and results.json.
-func writeAll(dir string, res *Results) error {
+// WriteDir writes res (its rows in order) as a complete output directory
+// without figures: CSV, JSON lines, the manifest and results.json. dir
+// must exist.
+func WriteDir(dir string, res *Results) error {
 	w, err := newRowWriter(dir)
 	if err != nil {
 		return err
@@ -337,10 +340,10 @@ func writeAll(dir string, res *Results) error {
 	if err := w.Close(); err != nil {
 		return err
 	}
-	if err := writeJSONFile(filepath.Join(dir, manifestFile), &res.Manifest); err != nil {
+	if err := writeJSONFile(filepath.Join(dir, ManifestFile), &res.Manifest); err != nil {
 		return err
 	}
-	return writeJSONFile(filepath.Join(dir, resultsFile), res)
+	return writeJSONFile(filepath.Join(dir, ResultsFile), res)
 }
 
 func now() string { return time.Now().UTC().Format(time.RFC3339) }

@@ -1,4 +1,4 @@
-package main
+package sweep
 
 import (
 	"context"
@@ -82,8 +82,8 @@ func Run(ctx context.Context, sw *Sweep, opt RunOptions) (Summary, error) {
 		sh := opt.Shard
 		m.Shard = &sh
 	}
-	os.Remove(filepath.Join(opt.Out, resultsFile)) // a stale one would describe another run
-	if err := writeJSONFile(filepath.Join(opt.Out, manifestFile), &m); err != nil {
+	os.Remove(filepath.Join(opt.Out, ResultsFile)) // a stale one would describe another run
+	if err := writeJSONFile(filepath.Join(opt.Out, ManifestFile), &m); err != nil {
 		return Summary{}, err
 	}
 	w, err := newRowWriter(opt.Out)
@@ -172,11 +172,11 @@ func Run(ctx context.Context, sw *Sweep, opt RunOptions) (Summary, error) {
 	if firstErr != nil {
 		res.Error = firstErr.Error()
 	}
-	if err := writeJSONFile(filepath.Join(opt.Out, resultsFile), &res); err != nil && firstErr == nil {
+	if err := writeJSONFile(filepath.Join(opt.Out, ResultsFile), &res); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	if opt.Figures && len(w.rows) > 0 {
-		if _, err := Plot(sw, w.rows, filepath.Join(opt.Out, figuresDir)); err != nil && firstErr == nil {
+		if _, err := Plot(sw, w.rows, filepath.Join(opt.Out, FiguresDir)); err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("figures: %w", err)
 		}
 	}

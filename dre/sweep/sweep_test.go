@@ -1,4 +1,4 @@
-package main
+package sweep
 
 import (
 	"errors"
@@ -200,7 +200,7 @@ func loadTestSweep(t testing.TB, name string) *Sweep {
 // FuzzParseSweep checks that no input makes the parser panic, and that an
 // accepted sweep can be expanded into units and fingerprinted.
 //
-//	go test ./cmd/dresim/ -run '^$' -fuzz FuzzParseSweep -fuzztime 30s
+//	go test ./dre/sweep/ -run '^$' -fuzz FuzzParseSweep -fuzztime 30s
 func FuzzParseSweep(f *testing.F) {
 	f.Add([]byte(validSweep))
 	for _, glob := range []string{"testdata/*.yaml", "../../configs/sweeps/*.yaml"} {
