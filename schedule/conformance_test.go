@@ -313,7 +313,8 @@ func conformStepper(t *testing.T, net *rnn.Network, r *rand.Rand) {
 }
 
 // conformDecoder checks encoder + attention decoder plans (encoder A and
-// A+) against refDecode.
+// A+) against refDecode, a float64 greedy decoder written from the
+// equations.
 func conformDecoder(t *testing.T) {
 	for i, tc := range decoderCases() {
 		t.Run(tc.name, func(t *testing.T) {
@@ -366,6 +367,9 @@ func conformDecoder(t *testing.T) {
 					_ = att
 					if !slices.Equal(wet.tokens.I64, tokens) {
 						t.Errorf("tokens %v, want %v", wet.tokens.I64, tokens)
+					}
+					if distinct := len(slices.Compact(slices.Sorted(slices.Values(tokens)))); distinct < 2 {
+						t.Errorf("only %d distinct token(s) %v: the case does not exercise feedback", distinct, tokens)
 					}
 					out := map[string][]float32{"attentional": wet.att.F32, "log-probs": wet.logits.F32, "h_n": wet.hn.F32}
 					c := conformance{want: want64("attentional", att, "log-probs", logp, "h_n", hn)}

@@ -219,68 +219,6 @@ func closeTo64(got []float32, want []float64, tol float64) error {
 	return nil
 }
 
-// TestDecoderMatchesReference runs encoder + decoder plans and compares
-// every output with refDecode, and the encoder's part with the encoder
-// plan run alone.
-func TestDecoderMatchesReference(t *testing.T) {
-	for i, tc := range decoderCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			r := rand.New(rand.NewPCG(uint64(i), 11))
-			encNet := randomNet(t, tc.enc, uint64(i)+1)
-			dec := randomDecoder(t, tc.dec, uint64(i)+2)
-			encPlan, encIn := encoderPlan(t, encNet, tc.s, tc.T, tc.B, r)
-			want := run(t, encNet, tc.s, encIn)
-			dp, err := NewDecoderProgram(dec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			const start = 1
-			plan, err := dp.Plan(encPlan, DecodeInput{Steps: tc.S, Start: start})
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := plan.Run()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := closeTo(res.Encoder.Output, want.Output, 1e-6); err != nil {
-				t.Fatalf("encoder output: %v", err)
-			}
-			tokens, att, logp, hn, cn := refDecode(dec, res.Encoder.Output, tc.T, tc.B, tc.S, start)
-			if !slices.Equal(res.Tokens, tokens) {
-				t.Fatalf("tokens %v, want %v", res.Tokens, tokens)
-			}
-			if distinct := len(slices.Compact(slices.Sorted(slices.Values(tokens)))); distinct < 2 {
-				t.Errorf("only %d distinct token(s) %v: the test does not exercise feedback", distinct, tokens)
-			}
-			for name, c := range map[string]struct {
-				got  []float32
-				want []float64
-			}{"attentional": {res.Attentional, att}, "log-probs": {res.LogProbs, logp}, "h_n": {res.HN, hn}} {
-				if err := closeTo64(c.got, c.want, 1e-4); err != nil {
-					t.Errorf("%s: %v", name, err)
-				}
-			}
-			if tc.dec.Cell == rnn.LSTM {
-				if err := closeTo64(res.CN, cn, 1e-4); err != nil {
-					t.Errorf("c_n: %v", err)
-				}
-			} else if res.CN != nil {
-				t.Error("GRU decoder returned c_n")
-			}
-			// Running again recomputes the same outputs from scratch.
-			first := slices.Clone(res.Attentional)
-			res, err = plan.Run()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(first, res.Attentional) || !slices.Equal(res.Tokens, tokens) {
-				t.Error("second run differs from the first")
-			}
-		})
-	}
-}
-
 type walked struct {
 	buf                  string
 	kind                 BufferKind
