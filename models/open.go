@@ -75,15 +75,9 @@ func OpenFS(fsys fs.FS, name string) (*Model, error) {
 		if _, err := fs.Stat(fsys, path.Join(name, SpecFile)); err == nil {
 			return LoadFS(fsys, path.Join(name, SpecFile))
 		}
-		entries, err := fs.ReadDir(fsys, name)
+		found, err := weightFiles(fsys, name)
 		if err != nil {
 			return nil, fmt.Errorf("open model %s: %w", name, err)
-		}
-		var found []string
-		for _, e := range entries {
-			if !e.IsDir() && slices.Contains(weightExts, strings.ToLower(path.Ext(e.Name()))) {
-				found = append(found, e.Name())
-			}
 		}
 		if len(found) != 1 {
 			return nil, fmt.Errorf("%w: %s holds no %s and %d weights files %q (want one, ending %s)",
@@ -117,6 +111,33 @@ func OpenFS(fsys fs.FS, name string) (*Model, error) {
 	}
 	m.Source.Weights, m.Source.Format, m.Source.Inferred = name, format, true
 	return m, nil
+}
+
+// weightFiles lists the files of folder dir whose names end like a
+// weights file's.
+func weightFiles(fsys fs.FS, dir string) ([]string, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	var found []string
+	for _, e := range entries {
+		if !e.IsDir() && slices.Contains(weightExts, strings.ToLower(path.Ext(e.Name()))) {
+			found = append(found, e.Name())
+		}
+	}
+	return found, nil
+}
+
+// IsModelFolder reports whether OpenFS would take folder dir of fsys as a
+// model without reading it: it holds a spec file, or exactly one weights
+// file.
+func IsModelFolder(fsys fs.FS, dir string) bool {
+	if _, err := fs.Stat(fsys, path.Join(dir, SpecFile)); err == nil {
+		return true
+	}
+	found, err := weightFiles(fsys, dir)
+	return err == nil && len(found) == 1
 }
 
 // FormatSpec renders s as a spec file (YAML, keys in the order of Spec,

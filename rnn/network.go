@@ -171,6 +171,17 @@ func (l *Layer) sameShape(o *Layer) bool {
 	return l.Cell == o.Cell && l.Hidden == o.Hidden && l.Proj == o.Proj
 }
 
+// Unidirectional reports whether every layer runs forward only, so the
+// stack can be run one step at a time (cellular batching, generation).
+func (n *Network) Unidirectional() bool {
+	for _, dirs := range n.Layers {
+		if len(dirs) > 1 {
+			return false
+		}
+	}
+	return true
+}
+
 // Stack lists the shape of every layer, bottom first.
 func (n *Network) Stack() []LayerConfig {
 	s := make([]LayerConfig, len(n.Layers))

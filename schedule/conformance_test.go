@@ -220,7 +220,7 @@ func TestConformance(t *testing.T) {
 				})
 			}
 		}
-		if bidirectional(net) {
+		if !net.Unidirectional() {
 			continue
 		}
 		t.Run(fmt.Sprintf("%d/cellular", i), func(t *testing.T) { conformStepper(t, net, r) })

@@ -81,7 +81,7 @@ var ErrStepper = errors.New("schedule: stepper")
 
 // NewStepper prepares net for cellular batching of up to maxRows sequences.
 func NewStepper(net *rnn.Network, maxRows int) (*Stepper, error) {
-	if bidirectional(net) {
+	if !net.Unidirectional() {
 		return nil, fmt.Errorf("%w: a bidirectional network needs its whole input; run it as a Plan", ErrStepper)
 	}
 	if net.Dry() {
@@ -480,14 +480,4 @@ func TraceStepper(net *rnn.Network, q *Sequence) (*Plan, error) {
 	})
 	p.Buffers = append(weights, others...)
 	return p, nil
-}
-
-// bidirectional reports whether any layer of net has two directions.
-func bidirectional(net *rnn.Network) bool {
-	for _, dirs := range net.Layers {
-		if len(dirs) > 1 {
-			return true
-		}
-	}
-	return false
 }

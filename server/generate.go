@@ -128,7 +128,7 @@ func (g *generation) nucleus(logp []float32) []float32 {
 // and returns its prompt as token ids.
 func (m *seqModel) checkGenerate(g *GenerateRequest) ([]int64, error) {
 	n := m.net
-	if n.Vocab == 0 || n.HeadOut != n.Vocab || n.Bidirectional {
+	if n.Vocab == 0 || n.HeadOut != n.Vocab || !n.Unidirectional() {
 		return nil, fmt.Errorf("%w: %q needs token input, a head over its vocabulary and one direction", ErrNotLanguageModel, m.name)
 	}
 	var ids []int64

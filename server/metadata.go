@@ -5,7 +5,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"rnnserve/rnn"
 	"rnnserve/server/api"
 )
 
@@ -18,7 +17,9 @@ func seqMetadata(m *seqModel, sched candidate, traffic []api.ScheduleTraffic) ap
 	} else {
 		md.Inputs = []api.TensorMetadata{{Name: "features", Datatype: "FP32", Shape: []int64{-1, -1, int64(n.Input)}, Doc: "feature vectors [B, T, input_size]"}}
 	}
-	W, LD := int64(n.OutputWidth()), int64(n.NumLayers*n.Dirs())
+	md.Inputs = append(md.Inputs, api.TensorMetadata{Name: "lengths", Datatype: "INT64", Shape: []int64{-1},
+		Doc: "optional [B]: each row's real steps in 1..T, any order; steps past a row's length are padding (zero output, the head of zero), as pack_padded_sequence gives"})
+	W := int64(n.OutputWidth())
 	if n.HeadOut > 0 {
 		V := int64(n.HeadOut)
 		md.Outputs = append(md.Outputs,
@@ -29,9 +30,9 @@ func seqMetadata(m *seqModel, sched candidate, traffic []api.ScheduleTraffic) ap
 	}
 	md.Outputs = append(md.Outputs,
 		api.TensorMetadata{Name: "output", Datatype: "FP32", Shape: []int64{-1, -1, W}, Doc: outputNames["output"]},
-		api.TensorMetadata{Name: "hidden", Datatype: "FP32", Shape: []int64{-1, LD, int64(n.Out())}, Doc: outputNames["hidden"]})
-	if n.Cell == rnn.LSTM {
-		md.Outputs = append(md.Outputs, api.TensorMetadata{Name: "cell", Datatype: "FP32", Shape: []int64{-1, LD, int64(n.Hidden)}, Doc: outputNames["cell"]})
+		api.TensorMetadata{Name: "hidden", Datatype: "FP32", Shape: append([]int64{-1}, stateShape(n, false)...), Doc: outputNames["hidden"]})
+	if n.HasCell() {
+		md.Outputs = append(md.Outputs, api.TensorMetadata{Name: "cell", Datatype: "FP32", Shape: append([]int64{-1}, stateShape(n, true)...), Doc: outputNames["cell"]})
 	}
 	wide := 0
 	if m.wide != nil {
@@ -45,6 +46,13 @@ func seqMetadata(m *seqModel, sched candidate, traffic []api.ScheduleTraffic) ap
 	}
 	if n.HeadOut > 0 {
 		md.RNN.Activation = n.Activation.String()
+	}
+	if !n.Uniform() {
+		// A mixed stack: cell, sizes and direction above are the last
+		// layer's; every layer's are here.
+		for _, l := range n.Stack() {
+			md.RNN.Layers = append(md.RNN.Layers, api.LayerMetadata{Cell: l.Cell.String(), HiddenSize: l.Hidden, ProjSize: l.Proj, Bidirectional: l.Bidirectional})
+		}
 	}
 	return md
 }
@@ -102,6 +110,9 @@ func seqConfig(m *seqModel, o *Options) api.ModelConfig {
 	// has sequence_batching (whether its infer requests are batched is in
 	// the metadata's rnn.cellular_batching).
 	c := baseConfig(&m.modelBase, "sequence", o, m.entry.Model.Spec)
+	for i := range c.Input {
+		c.Input[i].Optional = c.Input[i].Name == "lengths"
+	}
 	c.SequenceBatching = &api.SequenceBatching{MaxSequenceIdleMicroseconds: uint64(o.Sequences.IdleTimeout.Microseconds())}
 	return c
 }

@@ -95,7 +95,7 @@ func RepositoryModels(fsys fs.FS) ([]string, error) {
 		if !d.IsDir() || checkModelName(d.Name()) != nil {
 			continue
 		}
-		if _, err := fs.Stat(fsys, path.Join(d.Name(), specFile)); err == nil {
+		if models.IsModelFolder(fsys, d.Name()) {
 			names = append(names, d.Name())
 		}
 	}
@@ -127,17 +127,19 @@ func LoadModel(fsys fs.FS, name string) (Entry, error) {
 	}
 	spec := path.Join(name, specFile)
 	data, err := fs.ReadFile(fsys, spec)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Entry{}, fmt.Errorf("%w: no %s in directory %q", ErrNotInRepository, specFile, clip(name))
-	}
-	if err != nil {
-		return Entry{}, err
-	}
 	e := Entry{Name: name}
-	if models.IsTreeSpec(data) {
+	switch {
+	case err == nil && models.IsTreeSpec(data):
 		e.Tree, err = models.LoadTreeFS(fsys, spec)
-	} else {
+	case err == nil:
 		e.Model, err = models.LoadFS(fsys, spec)
+	case !errors.Is(err, fs.ErrNotExist):
+	case !models.IsModelFolder(fsys, name):
+		err = fmt.Errorf("%w: directory %q holds no %s and not exactly one weights file (safetensors, PyTorch checkpoint or ONNX)",
+			ErrNotInRepository, clip(name), specFile)
+	default:
+		// A folder holding only a weights file: its spec is inferred.
+		e.Model, err = models.OpenFS(fsys, name)
 	}
 	if err != nil {
 		return Entry{}, err
@@ -164,7 +166,7 @@ func LoadRepository(fsys fs.FS) ([]Entry, error) {
 		return nil, err
 	}
 	if len(names) == 0 {
-		return nil, fmt.Errorf("%w: no model directories with a %s", ErrRepository, specFile)
+		return nil, fmt.Errorf("%w: no model directories (a %s or one weights file each)", ErrRepository, specFile)
 	}
 	entries := make([]Entry, 0, len(names))
 	for _, name := range names {
@@ -332,5 +334,5 @@ func sameState(a, b model) bool {
 		return false
 	}
 	n, o := x.net, y.net
-	return n.Cell == o.Cell && n.NumLayers == o.NumLayers && n.Dirs() == o.Dirs() && n.Out() == o.Out() && n.Hidden == o.Hidden
+	return slices.Equal(n.Stack(), o.Stack())
 }

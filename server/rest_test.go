@@ -444,11 +444,11 @@ func TestModelConfig(t *testing.T) {
 	for _, c := range []struct {
 		model, want string
 	}{
-		{"lm", `"input":[{"name":"tokens","data_type":"TYPE_INT64","dims":[-1]}]`},
+		{"lm", `"input":[{"name":"tokens","data_type":"TYPE_INT64","dims":[-1]},{"name":"lengths","data_type":"TYPE_INT64","dims":[1],"reshape":{"shape":[]},"optional":true}]`},
 		{"lm", `{"name":"hidden","data_type":"TYPE_FP32","dims":[2,16]}`},
 		{"lm", `"sequence_batching":{"max_sequence_idle_microseconds":300000000}`},
 		{"lm", `"rnnserve":{"kind":"sequence","spec":{`},
-		{"feat", `"input":[{"name":"features","data_type":"TYPE_FP32","dims":[-1,3]}]`},
+		{"feat", `"input":[{"name":"features","data_type":"TYPE_FP32","dims":[-1,3]},{"name":"lengths","data_type":"TYPE_INT64","dims":[1],"reshape":{"shape":[]},"optional":true}]`},
 		{"bi", `"config":{"schedule":"A"}`},
 	} {
 		code, body := get(t, hs.URL+"/v2/models/"+c.model+"/config")

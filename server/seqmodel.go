@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -51,7 +52,16 @@ type seqInput struct {
 	B, T     int
 	tokens   []int64   // [B][T]
 	features []float32 // [B][T][F]
+	lengths  []int     // [B] each row's real steps; nil: all T
 	outputs  []outputSpec
+}
+
+// steps is row b's number of real steps.
+func (r *seqInput) steps(b int) int {
+	if r.lengths == nil {
+		return r.T
+	}
+	return r.lengths[b]
 }
 
 type outputSpec struct {
@@ -76,8 +86,8 @@ var outputNames = map[string]string{
 	"top_k":       "INT64 [B, T, k]: the k most likely ids (parameter k, default 5)",
 	"top_k_probs": "FP32 [B, T, k]: their probabilities",
 	"output":      "FP32 [B, T, W]: the last layer's output at each step",
-	"hidden":      "FP32 [B, layers*dirs, Out]: the final h",
-	"cell":        "FP32 [B, layers*dirs, H]: the final c (LSTM)",
+	"hidden":      "FP32 [B, layers*dirs, Out]: the final h ([B, total] for a stack of layers of different sizes)",
+	"cell":        "FP32 [B, layers*dirs, H]: the final c of the LSTM layers ([B, total] for a mixed stack)",
 }
 
 // decodeSeq validates a request against a sequence model's network.
@@ -87,10 +97,22 @@ func decodeSeq(r *Request, net *rnn.Network, o *Options) (*seqInput, error) {
 	if len(r.Inputs) == 0 {
 		return nil, badRequest("no input: send %q", want)
 	}
-	if len(r.Inputs) > 1 {
-		return nil, badRequest("more than one input (%q and %q)", clip(r.Inputs[0].Name), clip(r.Inputs[1].Name))
+	var lengths *Tensor
+	inputs := r.Inputs
+	for i := range inputs {
+		if inputs[i].Name == "lengths" {
+			lengths = &inputs[i]
+			inputs = append(append([]Tensor(nil), inputs[:i]...), inputs[i+1:]...)
+			break
+		}
 	}
-	t := &r.Inputs[0]
+	if len(inputs) == 0 {
+		return nil, badRequest("no input besides %q: send %q", "lengths", want)
+	}
+	if len(inputs) > 1 {
+		return nil, badRequest("more inputs than %q and %q (%q and %q)", want, "lengths", clip(inputs[0].Name), clip(inputs[1].Name))
+	}
+	t := &inputs[0]
 	switch t.Name {
 	case "tokens":
 		if net.Vocab == 0 {
@@ -128,6 +150,11 @@ func decodeSeq(r *Request, net *rnn.Network, o *Options) (*seqInput, error) {
 		return nil, badRequest("unknown input %q (want %q)", clip(t.Name), want)
 	}
 	in.B, in.T = int(t.Shape[0]), int(t.Shape[1])
+	if lengths != nil {
+		if err := decodeLengths(in, lengths); err != nil {
+			return nil, err
+		}
+	}
 	if err := decodeOutputs(in, r.Outputs, net); err != nil {
 		return nil, err
 	}
@@ -135,6 +162,26 @@ func decodeSeq(r *Request, net *rnn.Network, o *Options) (*seqInput, error) {
 		return nil, badRequest("a sequence request must have batch size 1, got %d", in.B)
 	}
 	return in, nil
+}
+
+// decodeLengths takes the optional "lengths" input: INT64 or INT32 [B],
+// each row's real steps in 1..T, in any order (pack_padded_sequence with
+// enforce_sorted=False).
+func decodeLengths(in *seqInput, t *Tensor) error {
+	if t.Datatype != "INT64" && t.Datatype != "INT32" {
+		return badRequest(`input "lengths": datatype %q, want INT64 or INT32`, clip(t.Datatype))
+	}
+	if len(t.Shape) != 1 || t.Shape[0] != int64(in.B) {
+		return badRequest(`input "lengths": shape %v, want [%d] (one length per row)`, clipShape(t.Shape), in.B)
+	}
+	in.lengths = make([]int, in.B)
+	for b, l := range t.Int64 {
+		if l < 1 || l > int64(in.T) {
+			return badRequest(`input "lengths": row %d has length %d, want 1..%d`, b, l, in.T)
+		}
+		in.lengths[b] = int(l)
+	}
+	return nil
 }
 
 // checkShape checks a tensor's shape against the rank and limits wanted
@@ -168,7 +215,7 @@ func decodeOutputs(in *seqInput, outs []RequestedOutput, net *rnn.Network) error
 				return fmt.Errorf("%w %q: the model has no head", ErrUnsupportedOutput, o.Name)
 			}
 		case "cell":
-			if net.Cell != rnn.LSTM {
+			if !net.HasCell() {
 				return fmt.Errorf("%w %q: a GRU has no cell state", ErrUnsupportedOutput, o.Name)
 			}
 		}
@@ -197,12 +244,13 @@ func decodeOutputs(in *seqInput, outs []RequestedOutput, net *rnn.Network) error
 	return nil
 }
 
-// rowResult holds one batch row's outputs: per step (or last step only)
-// head rows and last-layer outputs, and the final state.
+// rowResult holds one batch row's outputs: per real step (or its last
+// real step only) head rows and last-layer outputs, and the final state.
+// Steps past a row's length are padding; encode fills them in.
 type rowResult struct {
 	head   []float32 // [steps][V]
 	output []float32 // [steps][W]
-	hn, cn []float32 // [layers*dirs][Out], [layers*dirs][H]
+	hn, cn []float32 // the row's h and c, layer by layer (rnn.Network.StateOffset for B = 1)
 }
 
 func (m *seqModel) infer(ctx context.Context, r *Request, tm *timing) ([]OutputTensor, int, error) {
@@ -267,10 +315,11 @@ func (m *seqModel) inferBatched(ctx context.Context, in *seqInput, state *seqSta
 				q.Head = schedule.HeadLast
 			}
 		}
+		L := in.steps(b)
 		if in.tokens != nil {
-			q.Tokens = in.tokens[b*in.T : (b+1)*in.T]
+			q.Tokens = in.tokens[b*in.T : b*in.T+L]
 		} else {
-			q.Features = in.features[b*in.T*n.Input : (b+1)*in.T*n.Input]
+			q.Features = in.features[b*in.T*n.Input : (b*in.T+L)*n.Input]
 		}
 		if state != nil {
 			q.H0, q.C0 = state.h, state.c
@@ -346,23 +395,36 @@ func (m *seqModel) widen(cores coreSlots) (release func()) {
 }
 
 // runPlan runs a request as one whole plan of the model's schedule, across
-// every core when release is not nil (and then calls it).
+// every core when release is not nil (and then calls it). Rows of
+// different lengths go into the plan longest first, as the schedules
+// want them, and come back in the request's order.
 func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, release func()) ([]rowResult, error) {
 	n, B, T := m.net, in.B, in.T
+	order := make([]int, B) // plan row -> request row
+	for i := range order {
+		order[i] = i
+	}
 	pin := schedule.Input{T: T, B: B}
+	if in.lengths != nil {
+		slices.SortStableFunc(order, func(a, b int) int { return in.lengths[b] - in.lengths[a] })
+		pin.Lengths = make([]int, B)
+		for i, b := range order {
+			pin.Lengths[i] = in.lengths[b]
+		}
+	}
 	if in.tokens != nil {
 		pin.Tokens = make([]int64, T*B)
-		for b := 0; b < B; b++ {
+		for i, b := range order {
 			for t := 0; t < T; t++ {
-				pin.Tokens[t*B+b] = in.tokens[b*T+t]
+				pin.Tokens[t*B+i] = in.tokens[b*T+t]
 			}
 		}
 	} else {
 		F := n.Input
 		pin.Features = make([]float32, T*B*F)
-		for b := 0; b < B; b++ {
+		for i, b := range order {
 			for t := 0; t < T; t++ {
-				copy(pin.Features[(t*B+b)*F:(t*B+b+1)*F], in.features[(b*T+t)*F:])
+				copy(pin.Features[(t*B+i)*F:(t*B+i+1)*F], in.features[(b*T+t)*F:])
 			}
 		}
 	}
@@ -384,33 +446,39 @@ func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, release
 	}
 	m.stats.executed(T * B)
 	m.metrics.tokens.Add(float64(T * B))
-	W, V, O, H, LD := n.OutputWidth(), n.HeadOut, n.Out(), n.Hidden, n.NumLayers*n.Dirs()
+	W, V := n.OutputWidth(), n.HeadOut
 	res := make([]rowResult, B)
-	for b := range res {
+	if B == 1 && in.lengths == nil {
+		// One row: the plan's buffers are already batch-first.
+		rr := &res[0]
+		if in.wants("output") {
+			rr.output = out.Output
+		}
+		if wantHead {
+			rr.head = out.Head
+		}
+		rr.hn, rr.cn = out.HN, out.CN
+		return res, nil
+	}
+	for i, b := range order {
 		rr := &res[b]
-		if B == 1 {
-			// One row: the plan's buffers are already batch-first.
+		for t := 0; t < in.steps(b); t++ {
 			if in.wants("output") {
-				rr.output = out.Output
+				rr.output = append(rr.output, out.Output[(t*B+i)*W:(t*B+i+1)*W]...)
 			}
 			if wantHead {
-				rr.head = out.Head
-			}
-			rr.hn, rr.cn = out.HN, out.CN
-			break
-		}
-		for t := 0; t < T; t++ {
-			if in.wants("output") {
-				rr.output = append(rr.output, out.Output[(t*B+b)*W:(t*B+b+1)*W]...)
-			}
-			if wantHead {
-				rr.head = append(rr.head, out.Head[(t*B+b)*V:(t*B+b+1)*V]...)
+				rr.head = append(rr.head, out.Head[(t*B+i)*V:(t*B+i+1)*V]...)
 			}
 		}
-		for l := 0; l < LD; l++ {
-			rr.hn = append(rr.hn, out.HN[(l*B+b)*O:(l*B+b+1)*O]...)
-			if out.CN != nil {
-				rr.cn = append(rr.cn, out.CN[(l*B+b)*H:(l*B+b+1)*H]...)
+		for k, dirs := range n.Layers {
+			for d, l := range dirs {
+				O, H := l.Out(), l.Hidden
+				off := n.StateOffset(k, d, B) + i*O
+				rr.hn = append(rr.hn, out.HN[off:off+O]...)
+				if out.CN != nil && l.Cell == rnn.LSTM {
+					off := n.CellOffset(k, d, B) + i*H
+					rr.cn = append(rr.cn, out.CN[off:off+H]...)
+				}
 			}
 		}
 	}
@@ -433,10 +501,14 @@ func (m *seqModel) encode(in *seqInput, res []rowResult) ([]OutputTensor, error)
 			var f []float32
 			var ids []int64
 			probs := make([]float32, V)
-			for _, rr := range res {
+			for b, rr := range res {
 				rows := rr.head
 				if o.last {
 					rows = rows[len(rows)-V:]
+				} else if pad := in.T - in.steps(b); pad > 0 {
+					// Padding steps: the head of a zero output, as PyTorch
+					// gives for pad_packed_sequence's zeros.
+					rows = append(rows[:len(rows):len(rows)], m.headOfZero(pad)...)
 				}
 				if len(rows) != int(steps)*V {
 					return nil, fmt.Errorf("server: head rows %d, want %d", len(rows)/V, steps)
@@ -474,29 +546,62 @@ func (m *seqModel) encode(in *seqInput, res []rowResult) ([]OutputTensor, error)
 		case "output":
 			W := n.OutputWidth()
 			var f []float32
-			for _, rr := range res {
+			for b, rr := range res {
 				rows := rr.output
 				if o.last {
 					rows = rows[len(rows)-W:]
+				} else if pad := in.T - in.steps(b); pad > 0 {
+					rows = append(rows[:len(rows):len(rows)], make([]float32, pad*W)...)
 				}
 				f = appendOrAlias(f, rows, len(res))
 			}
 			outs = append(outs, OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(W)}, Datatype: "FP32", Float32: f})
 		case "hidden", "cell":
 			var f []float32
-			width := n.Out()
 			for _, rr := range res {
 				if o.name == "hidden" {
 					f = appendOrAlias(f, rr.hn, len(res))
 				} else {
 					f = appendOrAlias(f, rr.cn, len(res))
-					width = n.Hidden
 				}
 			}
-			outs = append(outs, OutputTensor{Name: o.name, Shape: []int64{B, int64(n.NumLayers * n.Dirs()), int64(width)}, Datatype: "FP32", Float32: f})
+			outs = append(outs, OutputTensor{Name: o.name, Shape: append([]int64{B}, stateShape(n, o.name == "cell")...), Datatype: "FP32", Float32: f})
 		}
 	}
 	return outs, nil
+}
+
+// stateShape is the shape of one row's final h (or c): [layers*dirs, Out]
+// (or Hidden) for a uniform stack, [total] for a mixed one.
+func stateShape(n *rnn.Network, cell bool) []int64 {
+	switch {
+	case !n.Uniform() && cell:
+		return []int64{int64(n.CellSize(1))}
+	case !n.Uniform():
+		return []int64{int64(n.StateSize(1))}
+	case cell:
+		return []int64{int64(n.NumLayers * n.Dirs()), int64(n.Hidden)}
+	}
+	return []int64{int64(n.NumLayers * n.Dirs()), int64(n.Out())}
+}
+
+// headOfZero is pad rows of the head applied to a zero output: its bias
+// through the model's activation.
+func (m *seqModel) headOfZero(pad int) []float32 {
+	V := m.net.HeadOut
+	row := make([]float32, V)
+	copy(row, m.net.HeadB)
+	switch m.net.Activation {
+	case rnn.ActSoftmax:
+		rnn.Softmax(1, V, row)
+	case rnn.ActLogSoftmax:
+		rnn.LogSoftmax(1, V, row)
+	}
+	rows := make([]float32, 0, pad*V)
+	for range pad {
+		rows = append(rows, row...)
+	}
+	return rows
 }
 
 // appendOrAlias appends rows to f, or returns rows itself when it is the
@@ -630,7 +735,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	// Every unidirectional model gets lanes: generation needs them even
 	// when infer requests run unbatched. A bidirectional one has none.
 	var batches []batch[*seqWork]
-	if net.Bidirectional {
+	if !net.Unidirectional() {
 		m.batching = false
 	} else {
 		for range cap(m.cores) {

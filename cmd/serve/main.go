@@ -32,11 +32,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"rnnserve/models"
 	"rnnserve/models/bundled"
 	"rnnserve/schedule"
 	"rnnserve/server"
@@ -44,11 +47,18 @@ import (
 
 // config is everything serve can be told, from the YAML file and flags.
 type config struct {
-	Listen          string         `yaml:"listen"`
-	ModelRepository string         `yaml:"model_repository"` // empty: the embedded bundled models
-	DrainTimeout    time.Duration  `yaml:"drain_timeout"`
-	ReadTimeout     time.Duration  `yaml:"read_timeout"` // slow clients: the whole request must arrive within this
-	Server          server.Options `yaml:"server"`
+	Listen          string `yaml:"listen"`
+	ModelRepository string `yaml:"model_repository"` // empty: the embedded bundled models
+	// Models are single models to serve instead of a repository: a model
+	// folder or a lone weights file each (safetensors, PyTorch checkpoint
+	// or ONNX), named after the file or folder.
+	Models []string `yaml:"models"`
+	// PrintSpec prints the spec of every model (inferred where the folder
+	// had none) and exits instead of serving.
+	PrintSpec    bool           `yaml:"-"`
+	DrainTimeout time.Duration  `yaml:"drain_timeout"`
+	ReadTimeout  time.Duration  `yaml:"read_timeout"` // slow clients: the whole request must arrive within this
+	Server       server.Options `yaml:"server"`
 }
 
 func defaultConfig() config {
@@ -57,13 +67,13 @@ func defaultConfig() config {
 }
 
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "serve:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string, stderr *os.File) error {
+func run(args []string, stdout io.Writer, stderr *os.File) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg, err := parseConfig(args)
 	if err != nil {
@@ -83,7 +93,17 @@ func run(args []string, stderr *os.File) error {
 	}
 	var repo fs.FS = bundled.FS
 	where := "bundled models"
-	if cfg.ModelRepository != "" {
+	var entries []server.Entry
+	if len(cfg.Models) > 0 {
+		repo, where = nil, "models given on the command line"
+		for _, p := range cfg.Models {
+			e, err := openModel(p)
+			if err != nil {
+				return err
+			}
+			entries = append(entries, e)
+		}
+	} else if cfg.ModelRepository != "" {
 		// os.Root keeps every read inside the directory, symlinks included.
 		root, err := os.OpenRoot(cfg.ModelRepository)
 		if err != nil {
@@ -92,9 +112,13 @@ func run(args []string, stderr *os.File) error {
 		defer root.Close()
 		repo, where = root.FS(), cfg.ModelRepository
 	}
-	entries, err := server.LoadRepository(repo)
-	if err != nil {
-		return fmt.Errorf("%s: %w", where, err)
+	if entries == nil {
+		if entries, err = server.LoadRepository(repo); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	if cfg.PrintSpec {
+		return printSpecs(stdout, entries)
 	}
 	// The pools close last, once nothing can run on them: after a clean
 	// drain, or when the server never started. After a failed drain the
@@ -175,6 +199,11 @@ func parseConfig(args []string) (config, error) {
 	cache := fl.Int64("cache-bytes", 0, "last-level cache size for the schedule choice (default: read from the host)")
 	private := fl.Int64("private-cache-bytes", 0, "one core's private (L2) cache size for the schedule choice (default: read from the host)")
 	batching := fl.String("batching", "", "cellular batching: on or off (default on)")
+	fl.Func("model", "serve this model folder or weights file (safetensors, PyTorch checkpoint, ONNX) instead of a repository; repeatable", func(v string) error {
+		cfg.Models = append(cfg.Models, v)
+		return nil
+	})
+	fl.BoolVar(&cfg.PrintSpec, "print-spec", false, "print every model's spec (inferred from the weights where the folder has none) as YAML and exit")
 	if err := fl.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -198,6 +227,9 @@ func parseConfig(args []string) (config, error) {
 	if repository != "" {
 		cfg.ModelRepository = repository
 	}
+	if len(cfg.Models) > 0 && cfg.ModelRepository != "" {
+		return cfg, errors.New("-model and -repository (model_repository) exclude each other")
+	}
 	if *cache != 0 {
 		cfg.Server.CacheBytes = *cache
 	}
@@ -220,4 +252,60 @@ func parseConfig(args []string) (config, error) {
 		return cfg, fmt.Errorf("drain_timeout %v: want > 0", cfg.DrainTimeout)
 	}
 	return cfg, nil
+}
+
+// openModel loads one model named on the command line: a model folder (a
+// spec, or one weights file whose spec is inferred) or a weights file,
+// read only from inside its directory. It is served under the folder's or
+// the file's name without its extension.
+func openModel(p string) (server.Entry, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return server.Entry{}, fmt.Errorf("-model: %w", err)
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return server.Entry{}, fmt.Errorf("-model: %w", err)
+	}
+	dir, base := filepath.Split(abs)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return server.Entry{}, fmt.Errorf("-model %s: %w", p, err)
+	}
+	defer root.Close()
+	if fi.IsDir() {
+		e, err := server.LoadModel(root.FS(), base)
+		if err != nil {
+			return server.Entry{}, fmt.Errorf("-model %s: %w", p, err)
+		}
+		return e, nil
+	}
+	m, err := models.OpenFS(root.FS(), base)
+	if err != nil {
+		return server.Entry{}, fmt.Errorf("-model %s: %w", p, err)
+	}
+	return server.Entry{Name: strings.TrimSuffix(base, filepath.Ext(base)), Model: m}, nil
+}
+
+// printSpecs writes every sequence model's spec, each under a comment
+// naming the model.
+func printSpecs(w io.Writer, entries []server.Entry) error {
+	for i, e := range entries {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "# model %s\n", e.Name)
+		if e.Model == nil {
+			fmt.Fprintln(w, "# a tree model: its spec is its model.yaml")
+			continue
+		}
+		spec, err := models.FormatSpec(e.Model)
+		if err != nil {
+			return fmt.Errorf("model %s: %w", e.Name, err)
+		}
+		if _, err := w.Write(spec); err != nil {
+			return err
+		}
+	}
+	return nil
 }

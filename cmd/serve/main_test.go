@@ -2,8 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"rnnserve/models/safetensors"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -58,35 +63,10 @@ func TestServeAndSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server binary")
 	}
-	bin := filepath.Join(t.TempDir(), "serve")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildServe(t)
 	cfg := filepath.Join(t.TempDir(), "serve.yaml")
 	os.WriteFile(cfg, []byte("read_timeout: 500ms\n"), 0o644)
-	cmd := exec.Command(bin, "-config", cfg, "-listen", "127.0.0.1:0", "-cache-bytes", "1048576")
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	addr := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`msg=serving addr=(\S+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-	}()
-	var base string
-	select {
-	case a := <-addr:
-		base = "http://" + a
-	case <-time.After(60 * time.Second):
-		t.Fatal("server did not start")
-	}
+	cmd, base := startServe(t, bin, "-config", cfg, "-listen", "127.0.0.1:0", "-cache-bytes", "1048576")
 	// A client that sends its body too slowly gets a 400 once the read
 	// timeout passes, and the server goes on serving.
 	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
@@ -116,5 +96,115 @@ func TestServeAndSIGTERM(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("server did not exit after SIGTERM")
+	}
+}
+
+// buildServe builds the server binary into a temporary directory.
+func buildServe(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "serve")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startServe runs bin with args and returns it and its base URL once it
+// serves; the process is killed when the test ends.
+func startServe(t *testing.T, bin string, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`msg=serving addr=(\S+)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return cmd, "http://" + a
+	case <-time.After(60 * time.Second):
+		t.Fatal("server did not start")
+	}
+	return nil, ""
+}
+
+// TestServeCheckpoint serves a model the way a PyTorch user has it, in
+// one command: torch.save(model.state_dict()) of a module with its own
+// names (emb, lstm, fc; batch_first=True), no spec. -print-spec shows the
+// inferred spec, and the served logits equal PyTorch's.
+func TestServeCheckpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	const dir = "../../models/testdata/golden/ckpt_emb_lstm_fc_batchfirst"
+	bin := buildServe(t)
+	out, err := exec.Command(bin, "-model", dir+"/model.pt", "-print-spec").Output()
+	if err != nil {
+		t.Fatalf("-print-spec: %v", err)
+	}
+	for _, want := range []string{"# model model", "# Inferred by rnnserve from model.pt", "cell: lstm", "hidden_size: 20", "vocab_size: 50", "rnn: lstm"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("-print-spec output lacks %q:\n%s", want, out)
+		}
+	}
+
+	_, base := startServe(t, bin, "-model", dir+"/model.pt", "-listen", "127.0.0.1:0", "-cache-bytes", "1048576")
+	gold, err := safetensors.ReadFile(dir + "/io.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := gold.Tensor("tokens")
+	ids, _ := tok.Int64s()
+	head, _ := gold.Tensor("head")
+	want, _ := head.Float32s()
+	T, B, V := tok.Shape[0], tok.Shape[1], head.Shape[2]
+	// The golden input is time-major; the request is batch-first.
+	rows := make([]int64, 0, T*B)
+	for b := range B {
+		for t := range T {
+			rows = append(rows, ids[t*B+b])
+		}
+	}
+	body, _ := json.Marshal(map[string]any{
+		"inputs":  []any{map[string]any{"name": "tokens", "datatype": "INT64", "shape": []int{B, T}, "data": rows}},
+		"outputs": []any{map[string]any{"name": "logits"}},
+	})
+	resp, err := http.Post(base+"/v2/models/model/infer", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Outputs []struct {
+			Shape []int     `json:"shape"`
+			Data  []float64 `json:"data"`
+		} `json:"outputs"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 || len(got.Outputs) != 1 {
+		t.Fatalf("infer: status %d, %v, %+v", resp.StatusCode, err, got)
+	}
+	data := got.Outputs[0].Data
+	if len(data) != B*T*V {
+		t.Fatalf("logits of %d values, want %d", len(data), B*T*V)
+	}
+	for b := range B {
+		for t2 := range T {
+			for v := range V {
+				g, w := data[(b*T+t2)*V+v], float64(want[(t2*B+b)*V+v])
+				if math.Abs(g-w) > 1e-4*math.Max(1, math.Abs(w)) {
+					t.Fatalf("logit [%d][%d][%d] = %v, PyTorch %v", b, t2, v, g, w)
+				}
+			}
+		}
 	}
 }

@@ -47,6 +47,10 @@ type RNNMetadata struct {
 	HeadSize      int    `json:"head_size,omitempty"`
 	Activation    string `json:"activation,omitempty"`
 	WeightBytes   int64  `json:"weight_bytes"`
+	// Layers, for a stack of layers that differ (several RNN modules in
+	// sequence), lists every layer bottom first; Cell through ProjSize
+	// above are then the last layer's.
+	Layers []LayerMetadata `json:"layers,omitempty"`
 
 	Schedule       string `json:"schedule"`        // A, A+, P or P-bf16: for whole-request plans
 	ScheduleReason string `json:"schedule_reason"` // why that schedule
@@ -56,6 +60,14 @@ type RNNMetadata struct {
 	Batching  bool `json:"cellular_batching"`
 
 	Traffic []ScheduleTraffic `json:"traffic,omitempty"` // modelled per candidate schedule
+}
+
+// LayerMetadata is one layer of a mixed stack.
+type LayerMetadata struct {
+	Cell          string `json:"cell"`
+	HiddenSize    int    `json:"hidden_size"`
+	ProjSize      int    `json:"proj_size,omitempty"`
+	Bidirectional bool   `json:"bidirectional"`
 }
 
 // ScheduleTraffic is the modelled memory traffic of one schedule at the
@@ -336,6 +348,7 @@ type ConfigTensor struct {
 	DataType string   `json:"data_type"` // TYPE_FP32, TYPE_INT64, TYPE_STRING, ...
 	Dims     []int64  `json:"dims"`
 	Reshape  *Reshape `json:"reshape,omitempty"`
+	Optional bool     `json:"optional,omitempty"` // an input a request may leave out
 }
 
 // Reshape is the shape a tensor has for the model when it differs from
