@@ -34,6 +34,13 @@ import (
 // and the thread unlocked. The helpers' threads end with them at Close,
 // so no pinned thread goes back to the Go runtime.
 //
+// A part that panics does not take the process down: its worker recovers,
+// the job's remaining parts are skipped (every phase still completes, so
+// no worker is left waiting), and once the job is over Phases panics in
+// its caller's goroutine with a *PanicError holding the value and the
+// panicking worker's stack, for the caller to recover. The pool stays
+// usable.
+//
 // A Pool runs one job at a time; Phases serialises concurrent callers.
 // Close stops the workers; a Pool must not be used after Close.
 type Pool struct {
@@ -54,10 +61,11 @@ type Pool struct {
 type poolJob struct {
 	f      func(phase, w int)
 	phases int
-	own    bool           // every part on its own worker (Each)
-	claim  []atomic.Bool  // [phase][part]
-	done   []atomic.Int32 // parts done, per phase
-	finish waiter         // workers waiting for a phase's parts
+	own    bool                       // every part on its own worker (Each)
+	claim  []atomic.Bool              // [phase][part]
+	done   []atomic.Int32             // parts done, per phase
+	finish waiter                     // workers waiting for a phase's parts
+	failed atomic.Pointer[PanicError] // the first part that panicked
 }
 
 // PoolOptions configure NewPool. Zero values mean defaults.
@@ -175,7 +183,7 @@ func (p *Pool) worker(w int) {
 func (p *Pool) run(j *poolJob, w int) {
 	for ph := range j.phases {
 		if j.own {
-			j.f(ph, w)
+			j.call(ph, w)
 			j.complete(ph, p.n)
 		} else {
 			for k := range p.n {
@@ -184,13 +192,27 @@ func (p *Pool) run(j *poolJob, w int) {
 					if part != w {
 						p.stolen.Add(1)
 					}
-					j.f(ph, part)
+					j.call(ph, part)
 					j.complete(ph, p.n)
 				}
 			}
 		}
 		j.finish.wait(p.spins, func() bool { return j.done[ph].Load() == int32(p.n) })
 	}
+}
+
+// call runs part of phase ph, unless a part has panicked already; a panic
+// is recorded (the first one wins) and the part counts as done.
+func (j *poolJob) call(ph, part int) {
+	if j.failed.Load() != nil {
+		return
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			j.failed.CompareAndSwap(nil, panicked(v, ph, part))
+		}
+	}()
+	j.f(ph, part)
 }
 
 // complete counts one part of phase ph done, waking the waiters when it
@@ -204,7 +226,8 @@ func (j *poolJob) complete(ph, n int) {
 // Phases runs a job of n phases on all workers: f(ph, w) for every part w
 // of phase ph, each part once, the next phase only when every part of
 // this one is done. It returns when the last phase is done. A part may
-// run on any worker's thread (see Pool). f must not call Phases.
+// run on any worker's thread (see Pool). f must not call Phases. If a
+// part panics, Phases panics with a *PanicError once the job is over.
 func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(n, f, false) }
 
 // Run runs the phases on all workers: phases[ph](w) for every part w
@@ -243,6 +266,9 @@ func (p *Pool) start(n int, f func(phase, w int), own bool) {
 	p.gen.Add(1)
 	p.wake.broadcast()
 	p.run(j, 0)
+	if pe := j.failed.Load(); pe != nil {
+		panic(pe)
+	}
 }
 
 // waiter lets goroutines wait for a condition: they spin on it for a

@@ -433,7 +433,9 @@ func (b *treeBuilder) gatherRoots(roots map[int32]int) {
 // order; the recursive one runs each node's steps on a pool of Workers
 // goroutines, a leaf whenever a worker is free and an inner node as soon
 // as its last child is done (by the worker that finished that child). With
-// one worker it runs the steps in plan order.
+// one worker it runs the steps in plan order. A panic on a worker stops
+// the workers and Run returns it as a *PanicError (Part is the node group
+// it was running); on the calling goroutine it propagates.
 func (tp *TreePlan) Run() error {
 	p := tp.Plan
 	if p.dry {
@@ -459,11 +461,21 @@ func (tp *TreePlan) Run() error {
 	}
 	close(ready)
 	var wg sync.WaitGroup
+	var failed atomic.Pointer[PanicError]
 	for range min(tp.Workers, len(tp.leaves)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for g := range ready {
+			g := int32(-1)
+			defer func() {
+				if v := recover(); v != nil {
+					failed.CompareAndSwap(nil, panicked(v, 0, int(g)))
+				}
+			}()
+			for g = range ready {
+				if failed.Load() != nil {
+					return
+				}
 				for {
 					start := int32(0)
 					if g > 0 {
@@ -482,6 +494,9 @@ func (tp *TreePlan) Run() error {
 		}()
 	}
 	wg.Wait()
+	if pe := failed.Load(); pe != nil {
+		return pe
+	}
 	return nil
 }
 

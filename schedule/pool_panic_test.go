@@ -1,0 +1,184 @@
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"rnnserve/models"
+	"rnnserve/rnn/tree"
+)
+
+// phasesPanic runs p.Phases and returns the *PanicError it panicked with,
+// or nil when it returned normally.
+func phasesPanic(t *testing.T, p *Pool, n int, f func(ph, w int)) (pe *PanicError) {
+	t.Helper()
+	defer func() {
+		if v := recover(); v != nil {
+			var ok bool
+			if pe, ok = v.(*PanicError); !ok {
+				t.Fatalf("Phases panicked with %T %v, want *PanicError", v, v)
+			}
+		}
+	}()
+	p.Phases(n, f)
+	return nil
+}
+
+// TestPoolPanic injects a panicking part on each worker in turn (a helper,
+// the caller's own worker 0, and a runtime error) and checks that Phases
+// hands the panic to its caller with the value and the panicking stack,
+// that no phase after the panic runs, and that the pool then runs jobs as
+// before.
+func TestPoolPanic(t *testing.T) {
+	p := testPool(t, 3)
+	const phases = 6
+	for _, c := range []struct {
+		name    string
+		ph, w   int
+		explode func()
+	}{
+		{"helper", 2, 1, func() { panic("kernel blew up") }},
+		{"caller", 3, 0, func() { panic(fmt.Errorf("kernel error")) }},
+		{"runtime error", 1, 2, func() {
+			var s []float32
+			_ = s[len(s)+5] // index out of range
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var after atomic.Int64 // parts run in a phase after the panicking one
+			var ran atomic.Int64
+			pe := phasesPanic(t, p, phases, func(ph, w int) {
+				ran.Add(1)
+				if ph > c.ph {
+					after.Add(1)
+				}
+				if ph == c.ph && w == c.w {
+					c.explode()
+				}
+			})
+			if pe == nil {
+				t.Fatal("Phases returned normally after a part panicked")
+			}
+			if pe.Phase != c.ph || pe.Part != c.w {
+				t.Errorf("panic reported in phase %d part %d, want %d %d", pe.Phase, pe.Part, c.ph, c.w)
+			}
+			if !strings.Contains(string(pe.Stack), "TestPoolPanic") {
+				t.Errorf("stack does not show the panicking part:\n%s", pe.Stack)
+			}
+			if after.Load() != 0 {
+				t.Errorf("%d parts ran in phases after the panic", after.Load())
+			}
+			if got, most := ran.Load(), int64((c.ph+1)*3); got < int64(c.ph*3+1) || got > most {
+				t.Errorf("%d parts ran, want the %d before the panicking phase and at most all of it (%d)", got, c.ph*3, most)
+			}
+			if c.name == "runtime error" {
+				var re runtime.Error
+				if !errors.As(pe, &re) {
+					t.Errorf("a runtime error is not reachable with errors.As: %v", pe)
+				}
+			}
+			// The pool runs the next job in full.
+			var n atomic.Int64
+			if pe := phasesPanic(t, p, phases, func(int, int) { n.Add(1) }); pe != nil || n.Load() != phases*3 {
+				t.Errorf("after the panic: %d parts ran, panic %v; want %d", n.Load(), pe, phases*3)
+			}
+		})
+	}
+	// Each (every part on its own thread) hands its panic over too.
+	var pe *PanicError
+	func() {
+		defer func() { pe, _ = recover().(*PanicError) }()
+		p.Each(func(w int) {
+			if w == 2 {
+				panic("first touch failed")
+			}
+		})
+	}()
+	if pe == nil || pe.Value != "first touch failed" {
+		t.Errorf("Each: %v, want the part's panic", pe)
+	}
+}
+
+// TestPoolPanicAbsentWorkers: with the helpers absent the caller runs
+// every part itself, the panicking one included, and still gets the panic
+// as a *PanicError after the job.
+func TestPoolPanicAbsentWorkers(t *testing.T) {
+	p := &Pool{n: 2}
+	p.wake.init()
+	var ran atomic.Int64
+	pe := phasesPanic(t, p, 4, func(ph, w int) {
+		ran.Add(1)
+		if ph == 1 && w == 1 {
+			panic("stolen part panics")
+		}
+	})
+	if pe == nil || pe.Value != "stolen part panics" || ran.Load() != 4 {
+		t.Errorf("panic %v after %d parts, want the stolen part's panic after 4", pe, ran.Load())
+	}
+}
+
+// panicOp is a step whose kernel panics: the injected fault.
+type panicOp struct{ op }
+
+func (panicOp) run() { panic("tree kernel blew up") }
+
+// TestTreePlanPanic injects a panicking kernel into a tree plan run by the
+// recursive executor on several goroutines: Run returns the panic as a
+// *PanicError instead of taking the process down, and a new plan of the
+// same program runs and matches a clean run.
+func TestTreePlanPanic(t *testing.T) {
+	if invariants {
+		t.Skip("the region checker runs a tree plan's steps serially, on the calling goroutine")
+	}
+	m, err := models.LoadTree(filepath.Join("testdata/trees/golden/binary_treelstm", "model.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trees []*tree.Tree
+	for _, s := range []string{"(((1) (2)) ((3) ((4) (5))))", "(((1) (1)) ((2) (2)))", "((1) ((2) ((3) (4))))", "(((5) (4)) (3))"} {
+		tr, err := tree.ParseBracketed(s, m.ParseOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		trees = append(trees, tr)
+	}
+	prog, err := NewTreeProgram(m.Net)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := TreeOptions{Executor: Recursive, Workers: 3}
+	clean, err := prog.Plan(trees, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clean.Run(); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]float32(nil), clean.Probs(0, trees[0].Root())...)
+	faulty, err := prog.Plan(trees, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := len(faulty.Plan.Steps) / 3
+	faulty.Plan.Steps[k].op = panicOp{faulty.Plan.Steps[k].op}
+	var pe *PanicError
+	if err := faulty.Run(); !errors.As(err, &pe) || pe.Value != "tree kernel blew up" || len(pe.Stack) == 0 {
+		t.Fatalf("Run with a panicking kernel: %v, want its *PanicError", err)
+	}
+	again, err := prog.Plan(trees, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if got := again.Probs(0, trees[0].Root()); !slices.Equal(got, want) {
+		t.Errorf("after the panic: probs %v, want %v", got, want)
+	}
+}
