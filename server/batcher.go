@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +71,8 @@ type batcher[W any] struct {
 	queue chan *job[W]
 	delay time.Duration
 	lanes []*lane[W]
+	// newBatch makes a lane's batch (see newBatcher).
+	newBatch func() (batch[W], error)
 
 	mu     sync.Mutex
 	closed bool // set when the batcher stops taking jobs; guards submit
@@ -78,18 +82,25 @@ type batcher[W any] struct {
 type lane[W any] struct {
 	b       *batcher[W]
 	batch   batch[W]
-	waiting *job[W] // dequeued but not yet admitted: it did not fit
+	waiting *job[W]   // dequeued but not yet admitted: it did not fit
+	running []*job[W] // admitted and not finished: what a panic fails
 	// rows is the lane's rows, for the other lanes to see.
 	rows atomic.Int64
 }
 
-// newBatcher makes a batcher with one lane per batch.
-func newBatcher[W any](m *modelBase, o BatchOptions, batches []batch[W]) *batcher[W] {
-	b := &batcher[W]{m: m, queue: make(chan *job[W], o.QueueLength), delay: o.MaxQueueDelay}
-	for _, bt := range batches {
+// newBatcher makes a batcher with lanes lanes, each with a batch from
+// newBatch, which also replaces a lane's batch after a panic in it (see
+// lane.run). newBatch may fail only on the first call.
+func newBatcher[W any](m *modelBase, o BatchOptions, lanes int, newBatch func() (batch[W], error)) (*batcher[W], error) {
+	b := &batcher[W]{m: m, queue: make(chan *job[W], o.QueueLength), delay: o.MaxQueueDelay, newBatch: newBatch}
+	for range lanes {
+		bt, err := newBatch()
+		if err != nil {
+			return nil, err
+		}
 		b.lanes = append(b.lanes, &lane[W]{b: b, batch: bt})
 	}
-	return b
+	return b, nil
 }
 
 // submit queues j, failing at once with ErrBusy when the queue is full
@@ -117,7 +128,7 @@ func (b *batcher[W]) wait(ctx context.Context, j *job[W]) error {
 	case err := <-j.done:
 		return err
 	case <-ctx.Done():
-		return ctx.Err()
+		return context.Cause(ctx)
 	}
 }
 
@@ -149,52 +160,103 @@ func (b *batcher[W]) run(stop <-chan struct{}) {
 }
 
 func (l *lane[W]) run(stop <-chan struct{}) {
-	b := l.b
-	stopping := false
-	busy := false // holding a core slot
-	for {
-		if l.batch.rows() == 0 && l.waiting == nil {
-			if busy {
-				b.m.cores.give()
-				busy = false
-			}
-			if stopping && len(b.queue) == 0 {
-				return
-			}
-			select {
-			case j := <-b.queue:
-				b.m.cores <- struct{}{} // waits out a solo plan holding the last core
-				busy = true
-				l.waiting = j
-				b.gather()
-			case <-stop:
-				b.mu.Lock()
-				b.closed = true
-				b.mu.Unlock()
-				stopping, stop = true, nil
-				continue
-			}
-		}
-		l.admit()
-		for _, j := range l.batch.reap() {
-			b.finish(j, j.ctx.Err())
-		}
-		rows := l.batch.rows()
-		if rows == 0 {
-			l.rows.Store(0)
-			continue
-		}
-		done := l.batch.step()
-		b.m.observeStep(rows)
-		for _, f := range done {
-			b.finish(f.j, f.err)
-		}
-		l.rows.Store(int64(l.batch.rows()))
-		// A step can take milliseconds and the lanes keep every P busy:
-		// let the handlers waiting to decode requests and write responses
-		// run between steps rather than at the next forced preemption.
-		runtime.Gosched()
+	st := laneState{stop: stop}
+	for !l.cycle(&st) {
 	}
+}
+
+// laneState is what a lane's loop carries from one cycle to the next.
+type laneState struct {
+	stop     <-chan struct{} // nil once stopping
+	stopping bool
+	busy     bool // holding a core slot
+}
+
+// cycle waits for work if the lane is idle, admits queued jobs and runs
+// one step; it reports whether the lane is done (stopping, nothing left).
+// A panic in the batch (a kernel, the model's bookkeeping) fails every
+// job the lane holds with ErrInternal, logs the stack and gives the lane
+// a new batch: the state of the old one cannot be trusted. Jobs in the
+// queue and on other lanes are untouched.
+func (l *lane[W]) cycle(st *laneState) (done bool) {
+	b := l.b
+	defer func() {
+		if v := recover(); v != nil {
+			l.replace(b.m.panicked("batch lane", v))
+		}
+	}()
+	if l.batch.rows() == 0 && l.waiting == nil {
+		if st.busy {
+			b.m.cores.give()
+			st.busy = false
+		}
+		if st.stopping && len(b.queue) == 0 {
+			return true
+		}
+		select {
+		case j := <-b.queue:
+			b.m.cores <- struct{}{} // waits out a solo plan holding the last core
+			st.busy = true
+			l.waiting = j
+			b.gather()
+		case <-st.stop:
+			b.mu.Lock()
+			b.closed = true
+			b.mu.Unlock()
+			st.stopping, st.stop = true, nil
+			return false
+		}
+	}
+	l.admit()
+	for _, j := range l.batch.reap() {
+		l.finish(j, context.Cause(j.ctx))
+	}
+	rows := l.batch.rows()
+	if rows == 0 {
+		l.rows.Store(0)
+		return false
+	}
+	fin := l.batch.step()
+	b.m.observeStep(rows)
+	for _, f := range fin {
+		l.finish(f.j, f.err)
+	}
+	l.rows.Store(int64(l.batch.rows()))
+	// A step can take milliseconds and the lanes keep every P busy:
+	// let the handlers waiting to decode requests and write responses
+	// run between steps rather than at the next forced preemption.
+	runtime.Gosched()
+	return false
+}
+
+// replace fails every job the lane holds with err and gives it a new,
+// empty batch.
+func (l *lane[W]) replace(err error) {
+	b := l.b
+	for _, j := range l.running {
+		b.finish(j, err)
+	}
+	l.running = l.running[:0]
+	if j := l.waiting; j != nil {
+		l.waiting = nil
+		b.finish(j, err)
+	}
+	nb, nerr := b.newBatch()
+	if nerr != nil {
+		// newBatch succeeded with the same arguments when the model
+		// loaded; failing now is a bug of its own.
+		panic(fmt.Sprintf("server: model %q: a new batch after a panic: %v", b.m.name, nerr))
+	}
+	l.batch = nb
+	l.rows.Store(0)
+}
+
+// finish hands a job the lane admitted back to its submitter.
+func (l *lane[W]) finish(j *job[W], err error) {
+	if i := slices.Index(l.running, j); i >= 0 {
+		l.running = slices.Delete(l.running, i, i+1)
+	}
+	l.b.finish(j, err)
 }
 
 // gather waits up to the queue delay for more jobs to start a batch with.
@@ -228,17 +290,19 @@ func (l *lane[W]) admit() {
 		j := l.waiting
 		if j.ctx.Err() != nil {
 			l.waiting = nil
-			b.finish(j, j.ctx.Err())
+			b.finish(j, context.Cause(j.ctx))
 			continue
 		}
 		if !l.batch.fits(j) {
 			return
 		}
+		err := l.batch.add(j) // j stays waiting until then, for a panic to fail
 		l.waiting = nil
-		if err := l.batch.add(j); err != nil {
+		if err != nil {
 			b.finish(j, err)
 			continue
 		}
+		l.running = append(l.running, j)
 		j.started = time.Now()
 		b.m.metrics.queue.Observe(j.started.Sub(j.enqueued).Seconds())
 	}

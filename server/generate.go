@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -49,9 +50,13 @@ type GenerateToken struct {
 type GenerateResult struct {
 	Tokens int
 	// Reason is "length" (MaxTokens reached), "stop" (a stop string was
-	// generated) or "canceled" (the client went away after the first
-	// token).
+	// generated), "canceled" (the client went away after the first
+	// token) or "error" (Err cut it short after the first token).
 	Reason string
+	// Err is what cut the generation short after its first token: ErrCut
+	// (the drain timeout), ErrInternal (a panic). A transport streaming
+	// the tokens ends the stream with it.
+	Err error
 }
 
 // defaultMaxTokens is MaxTokens when a request leaves it 0.
@@ -248,6 +253,9 @@ func (m *seqModel) generate(ctx context.Context, g *GenerateRequest, emit func(G
 	}
 	if done != nil && res.Reason == "length" {
 		res.Reason = "canceled"
+		if !errors.Is(done, context.Canceled) { // not the client going away
+			res.Reason, res.Err = "error", done
+		}
 	}
 	return res, nil
 }

@@ -30,6 +30,12 @@ type metrics struct {
 	dre        *prometheus.GaugeVec     // model, schedule
 	info       *prometheus.GaugeVec     // model, schedule, batching
 	steps0     *prometheus.GaugeVec     // model: the reference length of the traffic figures
+	panics     *prometheus.CounterVec   // model ("" outside any model)
+
+	budgetSize, budgetUsed prometheus.Gauge
+	budgetRefused          prometheus.Counter
+	connections            prometheus.Gauge
+	connectionsLimit       prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -84,9 +90,28 @@ func newMetrics() *metrics {
 		steps0: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rnnserve_model_traffic_steps", Help: "Input length (time steps) of one inference in the rnnserve_model_* traffic figures.",
 		}, []string{"model"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rnnserve_panics_total", Help: "Panics contained: each failed the requests it hit with 500 (gRPC Internal) and was logged with its stack; the server kept serving. model is empty for a panic outside any model's work.",
+		}, []string{"model"}),
+		budgetSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rnnserve_request_budget_bytes", Help: "The memory budget: request body bytes that may be in flight at once.",
+		}),
+		budgetUsed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rnnserve_request_budget_used_bytes", Help: "Request body bytes in flight (taken from the memory budget).",
+		}),
+		budgetRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rnnserve_request_budget_refused_total", Help: "Requests refused with 503 because the memory budget had no room within the budget wait.",
+		}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rnnserve_open_connections", Help: "Client connections open (REST and gRPC listeners together).",
+		}),
+		connectionsLimit: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rnnserve_open_connections_limit", Help: "The cap on open client connections (max_connections).",
+		}),
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.queue, m.compute, m.batchRows, m.inflight,
-		m.sequences, m.steps, m.solo, m.wide, m.tokens, m.dramBytes, m.workingSet, m.dre, m.info, m.steps0,
+		m.sequences, m.steps, m.solo, m.wide, m.tokens, m.dramBytes, m.workingSet, m.dre, m.info, m.steps0, m.panics,
+		m.budgetSize, m.budgetUsed, m.budgetRefused, m.connections, m.connectionsLimit,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

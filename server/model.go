@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,7 @@ type timing struct {
 // modelBase is the part every kind of model shares.
 type modelBase struct {
 	name    string
+	log     *slog.Logger
 	entry   Entry
 	meta    api.ModelMetadata
 	config  api.ModelConfig
@@ -141,6 +143,7 @@ type modelMetrics struct {
 	queue, compute, batchRows prometheus.Observer
 	inflight, sequences       prometheus.Gauge
 	steps, solo, wide, tokens prometheus.Counter
+	panics                    prometheus.Counter
 }
 
 func (m *metrics) forModel(name string) modelMetrics {
@@ -150,6 +153,7 @@ func (m *metrics) forModel(name string) modelMetrics {
 		inflight:  m.inflight.WithLabelValues(name), sequences: m.sequences.WithLabelValues(name),
 		steps: m.steps.WithLabelValues(name), solo: m.solo.WithLabelValues(name),
 		wide: m.wide.WithLabelValues(name), tokens: m.tokens.WithLabelValues(name),
+		panics: m.panics.WithLabelValues(name),
 	}
 }
 
@@ -173,7 +177,7 @@ func (c coreSlots) take(ctx context.Context) error {
 	case c <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return context.Cause(ctx)
 	}
 }
 

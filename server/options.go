@@ -21,6 +21,13 @@ type Options struct {
 	// MaxGenerateTokens bounds max_tokens of a generate request.
 	MaxGenerateTokens int `yaml:"max_generate_tokens"`
 
+	// Budget bounds the request bytes in flight across the server.
+	Budget BudgetOptions `yaml:"budget"`
+	// MaxConnections caps the connections open at once over every
+	// listener wrapped by Server.Listener; more wait in the kernel's
+	// accept queue until one closes.
+	MaxConnections int `yaml:"max_connections"`
+
 	Batching  BatchOptions    `yaml:"batching"`
 	Sequences SequenceOptions `yaml:"sequences"`
 
@@ -54,6 +61,32 @@ type BatchOptions struct {
 	Workers int `yaml:"workers"`
 }
 
+// BudgetOptions configure the memory budget (budget.go).
+type BudgetOptions struct {
+	// Bytes is how many request body bytes may be in flight at once, all
+	// requests and protocols together; at least MaxBodyBytes. The
+	// default, DefaultBudgetBytes, suits a machine of 4 GiB or more; an
+	// owner that knows the machine's memory sets BudgetFor(memory)
+	// (cmd/serve does).
+	Bytes int64 `yaml:"bytes"`
+	// Wait is how long a request waits for room in the budget before it
+	// is refused with 503 and Retry-After.
+	Wait time.Duration `yaml:"wait"`
+}
+
+// DefaultBudgetBytes is BudgetOptions.Bytes when nothing sets it.
+const DefaultBudgetBytes = 256 << 20
+
+// BudgetFor is the default memory budget on a machine (or container) with
+// mem bytes of memory: an eighth of it, at most DefaultBudgetBytes and at
+// least one request at the body limit maxBody. Each budget byte costs
+// about two bytes of heap at the peak and Go's collector lets the heap
+// grow to twice what is live, so the requests in flight take about half
+// the memory at most, leaving the rest for models, sequences and outputs.
+func BudgetFor(mem, maxBody int64) int64 {
+	return max(min(mem/8, DefaultBudgetBytes), maxBody)
+}
+
 // SequenceOptions configure stateful sequences.
 type SequenceOptions struct {
 	// IdleTimeout ends a sequence that has had no request for this long.
@@ -70,6 +103,8 @@ func DefaultOptions() Options {
 		MaxSteps:          4096,
 		MaxRequestRows:    64,
 		MaxGenerateTokens: 4096,
+		Budget:            BudgetOptions{Bytes: DefaultBudgetBytes, Wait: time.Second},
+		MaxConnections:    4096,
 		Batching: BatchOptions{
 			Enabled:     &on,
 			MaxRows:     64,
@@ -88,6 +123,11 @@ func (o *Options) EnsureDefaults() {
 	setInt(&o.MaxSteps, d.MaxSteps)
 	setInt(&o.MaxRequestRows, d.MaxRequestRows)
 	setInt(&o.MaxGenerateTokens, d.MaxGenerateTokens)
+	setInt64(&o.Budget.Bytes, d.Budget.Bytes)
+	if o.Budget.Wait == 0 {
+		o.Budget.Wait = d.Budget.Wait
+	}
+	setInt(&o.MaxConnections, d.MaxConnections)
 	if o.Batching.Enabled == nil {
 		o.Batching.Enabled = d.Batching.Enabled
 	}
@@ -128,6 +168,8 @@ func (o Options) Validate() error {
 		{"max_steps", int64(o.MaxSteps), 1, 1 << 20},
 		{"max_request_rows", int64(o.MaxRequestRows), 1, 1 << 16},
 		{"max_generate_tokens", int64(o.MaxGenerateTokens), 1, 1 << 20},
+		{"budget.bytes", o.Budget.Bytes, o.MaxBodyBytes, 1 << 50},
+		{"max_connections", int64(o.MaxConnections), 1, 1 << 24},
 		{"batching.max_rows", int64(o.Batching.MaxRows), 1, 1 << 16},
 		{"batching.queue_length", int64(o.Batching.QueueLength), 1, 1 << 20},
 		{"batching.workers", int64(o.Batching.Workers), 1, 1024},
@@ -150,6 +192,9 @@ func (o Options) Validate() error {
 	}
 	if o.Batching.MaxQueueDelay < 0 || o.Batching.MaxQueueDelay > time.Minute {
 		return fmt.Errorf("%w: batching.max_queue_delay = %v, want 0..1m", ErrOptions, o.Batching.MaxQueueDelay)
+	}
+	if o.Budget.Wait < time.Millisecond || o.Budget.Wait > time.Minute {
+		return fmt.Errorf("%w: budget.wait = %v, want 1ms..1m", ErrOptions, o.Budget.Wait)
 	}
 	if o.Sequences.IdleTimeout < time.Millisecond {
 		return fmt.Errorf("%w: sequences.idle_timeout = %v, want at least 1ms", ErrOptions, o.Sequences.IdleTimeout)

@@ -29,9 +29,17 @@ func (s *Server) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.CustomRecovery(func(c *gin.Context, v any) {
-		s.log.Error("panic serving request", "path", c.Request.URL.Path, "panic", v)
-		c.AbortWithStatusJSON(http.StatusInternalServerError, api.Error{Error: "internal error"})
-	}))
+		logPanic(s.log, "REST handler "+c.Request.URL.Path, v)
+		s.metrics.panics.WithLabelValues("").Inc()
+		c.AbortWithStatusJSON(http.StatusInternalServerError, api.Error{Error: "internal error (the stack is in the server log)"})
+	}), func(c *gin.Context) {
+		// In the lame-duck period every response closes its connection:
+		// a keep-alive client reconnects, to another replica once the load
+		// balancer has seen this one's readiness fail.
+		if s.lameDuck.Load() {
+			c.Header("Connection", "close")
+		}
+	})
 	r.GET("/v2/health/live", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"live": s.Live()}) })
 	r.GET("/v2/health/ready", func(c *gin.Context) {
 		code := http.StatusOK
@@ -77,41 +85,44 @@ func (s *Server) Metadata() api.ServerMetadata {
 // maxErrorBytes bounds an error message in a response.
 const maxErrorBytes = 512
 
-// fail answers with err's status and a JSON error body.
-func fail(c *gin.Context, err error) {
+// fail answers with err's status and a JSON error body. What is left of
+// a body within the body limit is read and dropped first (see drainBody),
+// so the answer reaches a client still sending it.
+func (s *Server) fail(c *gin.Context, err error) {
 	code := StatusOf(err)
 	if code == http.StatusServiceUnavailable {
 		c.Header("Retry-After", "1")
 	}
-	msg := err.Error()
-	if len(msg) > maxErrorBytes {
-		msg = msg[:maxErrorBytes] + "..."
+	if code != http.StatusRequestEntityTooLarge && c.Request.ContentLength <= s.opts.MaxBodyBytes {
+		drainBody(c.Request, s.opts.MaxBodyBytes)
 	}
-	c.AbortWithStatusJSON(code, api.Error{Error: msg})
+	c.AbortWithStatusJSON(code, api.Error{Error: errorText(err)})
 }
 
 // readJSON decodes a size-limited (and maybe compressed) JSON body into
-// v, strictly; an empty body leaves v as it is when empty is allowed.
-func (s *Server) readJSON(c *gin.Context, v any, emptyOK bool) error {
+// v, strictly; an empty body leaves v as it is when empty is allowed. The
+// caller calls done, which gives back the body's memory budget, once it
+// no longer holds what it decoded (at the end of the request).
+func (s *Server) readJSON(c *gin.Context, v any, emptyOK bool) (done func(), err error) {
+	done = func() {}
 	if emptyOK && c.Request.ContentLength == 0 {
-		return nil
+		return done, nil
 	}
-	rd, done, err := body(c.Writer, c.Request, s.opts.MaxBodyBytes)
+	rd, done, err := s.body(c)
 	if err != nil {
-		return err
+		return done, err
 	}
-	defer done()
 	err = decodeJSON(rd, v, s.opts.MaxBodyBytes, nil)
 	if emptyOK && errors.Is(err, errEmptyBody) {
-		return nil
+		return done, nil
 	}
-	return err
+	return done, err
 }
 
 func (s *Server) modelMetadata(c *gin.Context) {
 	m, err := s.lookup(c.Param("name"), c.Param("version"))
 	if err != nil {
-		fail(c, err)
+		s.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, m.base().meta)
@@ -120,7 +131,7 @@ func (s *Server) modelMetadata(c *gin.Context) {
 func (s *Server) modelReady(c *gin.Context) {
 	m, err := s.lookup(c.Param("name"), c.Param("version"))
 	if err != nil {
-		fail(c, err)
+		s.fail(c, err)
 		return
 	}
 	code := http.StatusOK
@@ -133,7 +144,7 @@ func (s *Server) modelReady(c *gin.Context) {
 func (s *Server) modelConfig(c *gin.Context) {
 	m, err := s.lookup(c.Param("name"), c.Param("version"))
 	if err != nil {
-		fail(c, err)
+		s.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, m.base().config)
@@ -142,7 +153,7 @@ func (s *Server) modelConfig(c *gin.Context) {
 func (s *Server) stats(c *gin.Context, name string) {
 	st, err := s.Statistics(name, c.Param("version"))
 	if err != nil {
-		fail(c, err)
+		s.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, st)
@@ -153,34 +164,37 @@ func (s *Server) stats(c *gin.Context, name string) {
 func (s *Server) infer(c *gin.Context) {
 	received := time.Now()
 	r := &Request{Model: c.Param("name"), Version: c.Param("version"), Protocol: protocolREST, Received: received}
-	if err := s.decodeInferBody(c, r); err != nil {
+	done, err := s.decodeInferBody(c, r)
+	defer done()
+	if err != nil {
 		s.Rejected(r.Model, c.Param("version"), "infer", protocolREST, received, err)
-		fail(c, err)
+		s.fail(c, err)
 		return
 	}
 	resp, err := s.Infer(c.Request.Context(), r)
 	if err != nil {
-		fail(c, err)
+		s.fail(c, err)
 		return
 	}
 	writeInfer(c.Writer, c.Request, resp)
 }
 
-func (s *Server) decodeInferBody(c *gin.Context, r *Request) error {
+// decodeInferBody reads an infer request body into r; done gives back its
+// memory budget (see readJSON).
+func (s *Server) decodeInferBody(c *gin.Context, r *Request) (done func(), err error) {
 	hdrLen := int64(-1)
 	if h := c.GetHeader(headerLength); h != "" {
 		n, err := strconv.ParseInt(strings.TrimSpace(h), 10, 64)
 		if err != nil || n < 0 {
-			return badRequest("%s %q is not a byte count", headerLength, clip(h))
+			return func() {}, badRequest("%s %q is not a byte count", headerLength, clip(h))
 		}
 		hdrLen = n
 	}
-	rd, done, err := body(c.Writer, c.Request, s.opts.MaxBodyBytes)
+	rd, done, err := s.body(c)
 	if err != nil {
-		return err
+		return done, err
 	}
-	defer done()
-	return decodeInfer(rd, hdrLen, s.opts.MaxBodyBytes, r)
+	return done, decodeInfer(rd, hdrLen, s.opts.MaxBodyBytes, r)
 }
 
 // generate answers generate (one JSON object) and generate_stream
@@ -190,13 +204,14 @@ func (s *Server) generate(c *gin.Context, stream bool) {
 	received := time.Now()
 	g := &GenerateRequest{Model: c.Param("name"), Version: c.Param("version"), Protocol: protocolREST, Received: received}
 	var w api.GenerateRequest
-	err := s.readJSON(c, &w, false)
+	done, err := s.readJSON(c, &w, false)
+	defer done()
 	if err == nil {
 		err = fromGenerateWire(&w, g)
 	}
 	if err != nil {
 		s.Rejected(g.Model, g.Version, "generate", protocolREST, received, err)
-		fail(c, err)
+		s.fail(c, err)
 		return
 	}
 	var out generateWriter
@@ -209,11 +224,16 @@ func (s *Server) generate(c *gin.Context, stream bool) {
 		out = &wholeWriter{c: c, model: g.Model}
 	}
 	res, err := s.Generate(c.Request.Context(), g, out.token)
-	if err != nil {
-		fail(c, err)
-		return
+	switch {
+	case err != nil && out.cut(err):
+	case err != nil:
+		s.fail(c, err)
+	case res.Err != nil && out.cut(res.Err):
+	case res.Err != nil:
+		s.fail(c, res.Err)
+	default:
+		out.done(res)
 	}
-	out.done(res)
 }
 
 // fromGenerateWire converts a generate request body, taking each
@@ -293,6 +313,19 @@ func firstOf[T any](a, b *T) *T {
 type generateWriter interface {
 	token(GenerateToken) error
 	done(GenerateResult)
+	// cut ends a stream already started with a final error line and
+	// reports true; false when nothing was written yet (the caller answers
+	// with an error status instead).
+	cut(err error) bool
+}
+
+// errorText is err's message for a response, cut to maxErrorBytes.
+func errorText(err error) string {
+	msg := err.Error()
+	if len(msg) > maxErrorBytes {
+		msg = msg[:maxErrorBytes] + "..."
+	}
+	return msg
 }
 
 // wholeWriter gathers the tokens into one JSON response (generate).
@@ -309,6 +342,10 @@ func (w *wholeWriter) token(t GenerateToken) error {
 	w.resp.RNNServe.LogProbs = append(w.resp.RNNServe.LogProbs, t.LogProb)
 	return w.c.Request.Context().Err()
 }
+
+// cut is false: the whole response is written at the end, so an error
+// still gets its own status.
+func (w *wholeWriter) cut(error) bool { return false }
 
 func (w *wholeWriter) done(res GenerateResult) {
 	w.resp.ModelName, w.resp.ModelVersion, w.resp.TextOutput = w.model, version, string(w.text)
@@ -357,6 +394,16 @@ func (w *sseWriter) token(t GenerateToken) error {
 		RNNServe: api.GenerateRNNServe{Tokens: []int64{t.Token}, LogProbs: []float64{t.LogProb}}})
 }
 
+// cut ends the stream with an event holding Triton's error object,
+// {"error": "..."}, as its generate extension has a failed response.
+func (w *sseWriter) cut(err error) bool {
+	if !w.started {
+		return false
+	}
+	w.event(api.Error{Error: errorText(err)})
+	return true
+}
+
 func (w *sseWriter) done(res GenerateResult) {
 	w.event(api.GenerateResponse{ModelName: w.model, ModelVersion: version,
 		RNNServe: api.GenerateRNNServe{Tokens: []int64{}, LogProbs: []float64{}, FinishReason: res.Reason}})
@@ -367,6 +414,7 @@ func (w *sseWriter) done(res GenerateResult) {
 type ndjsonWriter struct {
 	c       *gin.Context
 	started bool
+	tokens  int // tokens written
 }
 
 func (w *ndjsonWriter) line(v any) error {
@@ -387,6 +435,7 @@ func (w *ndjsonWriter) line(v any) error {
 }
 
 func (w *ndjsonWriter) token(t GenerateToken) error {
+	w.tokens++
 	return w.line(api.GenerateEvent{Index: t.Index, Token: t.Token, Text: string(t.Text), LogProb: t.LogProb})
 }
 
@@ -394,19 +443,31 @@ func (w *ndjsonWriter) done(res GenerateResult) {
 	w.line(api.GenerateDone{Done: true, Tokens: res.Tokens, Reason: res.Reason})
 }
 
+// cut ends the stream with a last line that has "error" and
+// finish_reason "error".
+func (w *ndjsonWriter) cut(err error) bool {
+	if !w.started {
+		return false
+	}
+	w.line(api.GenerateDone{Done: true, Tokens: w.tokens, Reason: "error", Error: errorText(err)})
+	return true
+}
+
 func (s *Server) repositoryIndex(c *gin.Context) {
 	var req api.RepositoryIndexRequest
-	if err := s.readJSON(c, &req, true); err != nil {
-		fail(c, err)
+	done, err := s.readJSON(c, &req, true)
+	defer done()
+	if err != nil {
+		s.fail(c, err)
 		return
 	}
 	if req.RepositoryName != "" && req.RepositoryName != "models" {
-		fail(c, fmt.Errorf("%w: repository %q (the server has one, \"models\")", ErrBadRequest, clip(req.RepositoryName)))
+		s.fail(c, fmt.Errorf("%w: repository %q (the server has one, \"models\")", ErrBadRequest, clip(req.RepositoryName)))
 		return
 	}
 	idx, err := s.RepositoryIndex(req.Ready)
 	if err != nil {
-		fail(c, err)
+		s.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, idx)
@@ -414,16 +475,18 @@ func (s *Server) repositoryIndex(c *gin.Context) {
 
 func (s *Server) repositoryLoad(c *gin.Context) {
 	var req api.RepositoryLoadRequest
-	if err := s.readJSON(c, &req, true); err != nil {
-		fail(c, err)
+	done, err := s.readJSON(c, &req, true)
+	defer done()
+	if err != nil {
+		s.fail(c, err)
 		return
 	}
 	if len(req.Parameters) > 0 {
-		fail(c, badRequest("load parameters (config override, file upload) are not supported: the model loads from the repository as it is"))
+		s.fail(c, badRequest("load parameters (config override, file upload) are not supported: the model loads from the repository as it is"))
 		return
 	}
 	if err := s.Load(c.Param("name")); err != nil {
-		fail(c, err)
+		s.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{})
@@ -431,8 +494,10 @@ func (s *Server) repositoryLoad(c *gin.Context) {
 
 func (s *Server) repositoryUnload(c *gin.Context) {
 	var req api.RepositoryLoadRequest
-	if err := s.readJSON(c, &req, true); err != nil {
-		fail(c, err)
+	done, err := s.readJSON(c, &req, true)
+	defer done()
+	if err != nil {
+		s.fail(c, err)
 		return
 	}
 	p, err := paramsOf(req.Parameters)
@@ -445,7 +510,7 @@ func (s *Server) repositoryUnload(c *gin.Context) {
 		err = s.Unload(c.Param("name"))
 	}
 	if err != nil {
-		fail(c, err)
+		s.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{})

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/gin-gonic/gin"
+
 	"rnnserve/server/api"
 )
 
@@ -36,34 +38,54 @@ const headerLength = "Inference-Header-Content-Length"
 // maxNesting bounds the depth of nested JSON arrays in tensor data.
 const maxNesting = 8
 
-// body returns a reader of r's body, inflated when the client compressed
-// it (Content-Encoding gzip or deflate), that fails with ErrTooLarge past
-// limit bytes (inflated bytes count): a compression bomb gets 413 without
-// being inflated past the limit. A Content-Length over the limit fails at
-// once, before any byte is read.
-func body(w http.ResponseWriter, r *http.Request, limit int64) (io.Reader, func(), error) {
+// body returns a reader of the request's body, inflated when the client
+// compressed it (Content-Encoding gzip or deflate), that fails with
+// ErrTooLarge past the body limit (inflated bytes count): a compression
+// bomb gets 413 without being inflated past the limit. A Content-Length
+// over the limit fails at once, before any byte is read. The body's bytes
+// are taken from the memory budget (budget.go): its Content-Length before
+// it is read, and what a chunked body or the inflated form of a
+// compressed one holds beyond that as it streams. done gives them back
+// (and closes the inflater); call it, even after an error, once the
+// request no longer holds what was decoded.
+func (s *Server) body(c *gin.Context) (rd io.Reader, done func(), err error) {
+	r, limit := c.Request, s.opts.MaxBodyBytes
 	if r.ContentLength > limit {
-		return nil, nil, fmt.Errorf("%w: body of %d bytes, over %d", ErrTooLarge, r.ContentLength, limit)
+		return nil, func() {}, fmt.Errorf("%w: body of %d bytes, over %d", ErrTooLarge, r.ContentLength, limit)
 	}
-	raw := &limited{r: http.MaxBytesReader(w, r.Body, limit), n: limit}
+	res := s.budget.reserve(r.Context())
+	done = res.release
+	if err := res.grow(r.ContentLength); err != nil {
+		return nil, done, err
+	}
+	// The body itself is limited too, so that fail drains at most the
+	// limit.
+	r.Body = http.MaxBytesReader(c.Writer, r.Body, limit)
+	raw := &limited{r: r.Body, n: limit}
+	var zr io.ReadCloser
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
-		return raw, func() {}, nil
+		if r.ContentLength >= 0 {
+			return raw, done, nil
+		}
+		return &charged{r: raw, res: res}, done, nil
 	case "gzip", "x-gzip":
-		zr, err := gzip.NewReader(raw)
+		zr, err = gzip.NewReader(raw)
 		if err != nil {
-			return nil, nil, readError("gzip body", err, limit)
+			return nil, done, readError("gzip body", err, limit)
 		}
-		return &limited{r: zr, n: limit}, func() { zr.Close() }, nil
 	case "deflate":
-		zr, err := zlib.NewReader(raw)
+		zr, err = zlib.NewReader(raw)
 		if err != nil {
-			return nil, nil, readError("deflate (zlib) body", err, limit)
+			return nil, done, readError("deflate (zlib) body", err, limit)
 		}
-		return &limited{r: zr, n: limit}, func() { zr.Close() }, nil
 	default:
-		return nil, nil, fmt.Errorf("%w %q (want gzip, deflate or none)", ErrUnsupportedMedia, clip(enc))
+		return nil, done, fmt.Errorf("%w %q (want gzip, deflate or none)", ErrUnsupportedMedia, clip(enc))
 	}
+	// The inflated bytes are what the decoder holds: they are charged
+	// beyond the compressed ones already taken (the compressed stream
+	// passes through the inflater's small buffer).
+	return &charged{r: &limited{r: zr, n: limit}, res: res}, func() { zr.Close(); res.release() }, nil
 }
 
 // limited fails with ErrTooLarge once more than n bytes have been read.
@@ -95,6 +117,9 @@ func readError(what string, err error, limit int64) error {
 	if errors.Is(err, ErrTooLarge) {
 		return fmt.Errorf("%w: body over %d bytes", ErrTooLarge, limit)
 	}
+	if errors.Is(err, ErrBadRequest) || errors.Is(err, ErrOverBudget) || errors.Is(err, ErrDraining) {
+		return err // said already: bad text, no room in the budget
+	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return badRequest("%s: the body ended early", what)
 	}
@@ -109,15 +134,20 @@ var (
 )
 
 // decodeJSON decodes one JSON object from rd into v, rejecting unknown
-// fields and anything but white space after it. then runs before the
+// fields, text that is not UTF-8 or has a lone surrogate escape (see
+// textChecker), and anything but white space after it. then runs before the
 // decoder reads past the object (values of api.RawData point into its
 // buffer).
 func decodeJSON(rd io.Reader, v any, limit int64, then func() error) error {
+	rd = newTextChecker(rd)
 	dec := json.NewDecoder(rd)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, ErrTooLarge) {
 			return readError("", err, limit)
+		}
+		if errors.Is(err, ErrBadRequest) { // the text checker's
+			return err
 		}
 		if err == io.EOF {
 			return fmt.Errorf("%w: %w", ErrBadRequest, errEmptyBody)
@@ -461,13 +491,9 @@ func scanNumbers(name string, raw []byte, want int, each func(i int, tok []byte)
 	return nil
 }
 
-// jsonStrings reads BYTES data: a flat or nested array of strings. A
-// string with a lone UTF-16 surrogate escape is refused (encoding/json
-// would quietly replace it).
+// jsonStrings reads BYTES data: a flat or nested array of strings (the
+// text already checked by decodeJSON).
 func jsonStrings(t *Tensor, raw []byte, want int) error {
-	if i := loneSurrogate(raw); i >= 0 {
-		return badRequest("input %q: data holds a lone UTF-16 surrogate escape at byte %d", clip(t.Name), i)
-	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	depth := 0
 	for {
@@ -699,38 +725,4 @@ func writeJSON(w http.ResponseWriter, r *http.Request, code int, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	writeBody(w, r, code, data)
-}
-
-// loneSurrogate returns the offset of the first \u escape in JSON text
-// that is a UTF-16 surrogate without its pair, or -1.
-func loneSurrogate(raw []byte) int {
-	hex4 := func(i int) (rune, bool) {
-		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
-			return 0, false
-		}
-		v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
-		return rune(v), err == nil
-	}
-	for i := 0; i < len(raw); i++ {
-		if raw[i] != '\\' {
-			continue
-		}
-		r, ok := hex4(i)
-		if !ok {
-			i++ // another escape: skip its character
-			continue
-		}
-		switch {
-		case r >= 0xD800 && r < 0xDC00:
-			if lo, ok := hex4(i + 6); !ok || lo < 0xDC00 || lo > 0xDFFF {
-				return i
-			}
-			i += 11
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return i
-		default:
-			i += 5
-		}
-	}
-	return -1
 }

@@ -734,24 +734,27 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	}
 	// Every unidirectional model gets lanes: generation needs them even
 	// when infer requests run unbatched. A bidirectional one has none.
-	var batches []batch[*seqWork]
+	lanes := 0
 	if !net.Unidirectional() {
 		m.batching = false
 	} else {
-		for range cap(m.cores) {
-			st, err := schedule.NewStepper(net, s.opts.Batching.MaxRows)
-			if err != nil {
-				return nil, err
-			}
-			batches = append(batches, &seqBatch{m: m, st: st, owner: map[*schedule.Sequence]*job[*seqWork]{}})
-		}
+		lanes = cap(m.cores)
 		t, err := cellularTraffic(net, llcOrDefault(s.opts.CacheBytes), s.opts.TrafficSteps)
 		if err != nil {
 			return nil, fmt.Errorf("traffic of the cellular batcher: %w", err)
 		}
 		traffic = append(traffic, t)
 	}
-	m.batch = newBatcher(&m.modelBase, s.opts.Batching, batches)
+	maxRows := s.opts.Batching.MaxRows
+	if m.batch, err = newBatcher(&m.modelBase, s.opts.Batching, lanes, func() (batch[*seqWork], error) {
+		st, err := schedule.NewStepper(net, maxRows)
+		if err != nil {
+			return nil, err
+		}
+		return &seqBatch{m: m, st: st, owner: map[*schedule.Sequence]*job[*seqWork]{}}, nil
+	}); err != nil {
+		return nil, err
+	}
 	m.meta = seqMetadata(m, sched, traffic)
 	m.config = seqConfig(m, &s.opts)
 	running := sched.String()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -75,6 +76,11 @@ type Server struct {
 	wg       sync.WaitGroup
 	draining atomic.Bool
 	ready    atomic.Bool
+	lameDuck atomic.Bool
+
+	budget   *budget       // request bytes in flight (budget.go)
+	conns    chan struct{} // open connections' slots (connlimit.go)
+	inflight inflight      // requests being served, for Cut (lameduck.go)
 }
 
 // New loads the given models. It computes each model's modelled traffic
@@ -91,6 +97,9 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	s := &Server{opts: opts, log: log, metrics: newMetrics(), pools: deps.Pools, repo: deps.Repository,
 		stops: map[model]chan struct{}{}, gone: map[string]*sequenceStore{}, failed: map[string]string{}}
 	s.measured = newMeasuredTraffic(s.metrics.reg, log)
+	s.budget = newBudget(opts.Budget, s.metrics)
+	s.conns = make(chan struct{}, opts.MaxConnections)
+	s.metrics.connectionsLimit.Set(float64(opts.MaxConnections))
 	table := map[string]model{}
 	for _, e := range entries {
 		if _, dup := table[e.Name]; dup {
@@ -117,7 +126,7 @@ func (s *Server) newModel(e Entry) (model, error) {
 
 // initBase sets up the part every model kind shares.
 func (s *Server) initBase(b *modelBase, e Entry) {
-	b.name, b.entry, b.metrics = e.Name, e, s.metrics.forModel(e.Name)
+	b.name, b.entry, b.metrics, b.log = e.Name, e, s.metrics.forModel(e.Name), s.log
 	b.cores, b.seqs = newCoreSlots(s.opts.Batching.Workers), newSequenceStore(s.opts.Sequences)
 }
 
@@ -308,8 +317,14 @@ func (s *Server) Infer(ctx context.Context, r *Request) (*Response, error) {
 	}
 	b := m.base()
 	defer b.leave()
+	ctx, untrack := s.track(ctx, r.Model, "infer", r.Protocol)
+	defer untrack()
 	c := s.begin(b, "infer", r.Protocol, r.Received)
-	resp, err := s.run(ctx, m, r, c.start)
+	var resp *Response
+	err = b.protect("request", func() (err error) {
+		resp, err = s.run(ctx, m, r, c.start)
+		return err
+	})
 	c.end(err)
 	return resp, err
 }
@@ -370,8 +385,12 @@ func findOutput(outs []RequestedOutput, name string) *RequestedOutput {
 
 // Generate runs a generate request on its model, calling emit for each
 // token in order from the caller's goroutine; an error from emit (the
-// client went away) stops the generation. It returns an error only when
-// it failed before the first token.
+// client went away) stops the generation. It returns an error when it
+// failed before the first token; a failure after it (a panic in a lane,
+// the drain timeout) ends the generation with GenerateResult.Err set. A
+// panic in the caller's own goroutine returns an error whenever it
+// happens: a transport that has started streaming ends its stream with
+// it.
 func (s *Server) Generate(ctx context.Context, g *GenerateRequest, emit func(GenerateToken) error) (GenerateResult, error) {
 	m, err := s.acquire(g.Model, g.Version)
 	if err != nil {
@@ -379,13 +398,19 @@ func (s *Server) Generate(ctx context.Context, g *GenerateRequest, emit func(Gen
 	}
 	b := m.base()
 	defer b.leave()
+	ctx, untrack := s.track(ctx, g.Model, "generate", g.Protocol)
+	defer untrack()
 	c := s.begin(b, "generate", g.Protocol, g.Received)
 	if s.draining.Load() {
 		c.end(ErrDraining)
 		return GenerateResult{}, ErrDraining
 	}
-	res, err := m.generate(ctx, g, emit)
-	c.end(err)
+	var res GenerateResult
+	err = b.protect("generation", func() (err error) {
+		res, err = m.generate(ctx, g, emit)
+		return err
+	})
+	c.end(cmp.Or(err, res.Err))
 	if err == nil {
 		b.stats.inferences.Add(1)
 		b.stats.lastInference.Store(time.Now().UnixMilli())

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -220,6 +221,9 @@ func (b *treeBatch) step() []finishedJob[*treeWork] {
 	if err == nil {
 		err = tp.Run()
 	}
+	if pe, ok := errors.AsType[*schedule.PanicError](err); ok {
+		panic(pe) // a worker of the plan panicked: the lane fails the batch and replaces it
+	}
 	fin := make([]finishedJob[*treeWork], 0, len(b.jobs))
 	k := 0
 	for _, j := range b.jobs {
@@ -264,7 +268,12 @@ func (s *Server) newTreeModel(e Entry) (*treeModel, error) {
 	s.initBase(&m.modelBase, e)
 	// One lane, one core slot: the plan spreads over the workers itself.
 	m.cores = newCoreSlots(1)
-	m.batch = newBatcher(&m.modelBase, s.opts.Batching, []batch[*treeWork]{&treeBatch{m: m, max: s.opts.Batching.MaxRows}})
+	maxRows := s.opts.Batching.MaxRows
+	if m.batch, err = newBatcher(&m.modelBase, s.opts.Batching, 1, func() (batch[*treeWork], error) {
+		return &treeBatch{m: m, max: maxRows}, nil
+	}); err != nil {
+		return nil, err
+	}
 	m.meta = treeMetadata(m)
 	m.config = treeConfig(m, &s.opts)
 	m.describe = func() { s.metrics.describe(m.name, exec.String(), true, 0, nil) }

@@ -212,7 +212,8 @@ type GenerateRNNServe struct {
 	LogProbs []float64 `json:"logprobs"`
 	// FinishReason is set on the whole response and on a stream's last
 	// event: length (max_tokens reached), stop (a stop string was
-	// generated) or canceled.
+	// generated) or canceled. A stream cut short by an error ends with an
+	// event holding {"error": "..."} instead.
 	FinishReason string `json:"finish_reason,omitempty"`
 }
 
@@ -230,7 +231,10 @@ type GenerateEvent struct {
 type GenerateDone struct {
 	Done   bool   `json:"done"`          // always true
 	Tokens int    `json:"tokens"`        // tokens generated
-	Reason string `json:"finish_reason"` // length, stop or canceled
+	Reason string `json:"finish_reason"` // length, stop, canceled or error
+	// Error says what cut the stream short (finish_reason error): the
+	// server's drain timeout, an internal error.
+	Error string `json:"error,omitempty"`
 }
 
 // Error is the body of every error response.

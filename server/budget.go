@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
+)
+
+// The memory budget: one server-wide bound on the request body bytes in
+// flight, whatever the protocol. A request takes its share before its body
+// is read: its Content-Length when the body is sent as it is, and, as the
+// bytes stream, whatever a chunked body or the inflated form of a
+// compressed one holds beyond that. It keeps its share until its response
+// is written, since its decoded tensors live that long. A request that
+// finds too little room waits at most BudgetOptions.Wait (in arrival
+// order: semaphore.Weighted is first-in first-out) and is then refused
+// with ErrOverBudget (503 with Retry-After). Decoded tensors are no
+// larger than the text they came from for FP32 and for JSON integers of
+// two digits or more, so the body bytes bound a request's memory within a
+// small factor; docs/load.md measures it.
+
+// ErrOverBudget refuses a request that found no room in the memory budget
+// within BudgetOptions.Wait.
+var ErrOverBudget = errors.New("server busy: request bytes in flight are at the memory budget")
+
+// budgetChunk is the step in which a streamed body takes more budget.
+const budgetChunk = 64 << 10
+
+// budget is the server's memory budget.
+type budget struct {
+	sem     *semaphore.Weighted
+	size    int64
+	wait    time.Duration
+	used    prometheus.Gauge
+	refused prometheus.Counter
+}
+
+func newBudget(o BudgetOptions, m *metrics) *budget {
+	m.budgetSize.Set(float64(o.Bytes))
+	return &budget{sem: semaphore.NewWeighted(o.Bytes), size: o.Bytes, wait: o.Wait, used: m.budgetUsed, refused: m.budgetRefused}
+}
+
+// reservation is one request's share of the budget. The zero
+// reservation's methods are no-ops (a request without a body).
+type reservation struct {
+	b        *budget
+	ctx      context.Context
+	held     int64
+	deadline time.Time // the request waits for room until then
+}
+
+// reserve starts a request's reservation; its waits for room end at most
+// b.wait from now, or when ctx ends.
+func (b *budget) reserve(ctx context.Context) *reservation {
+	return &reservation{b: b, ctx: ctx, deadline: time.Now().Add(b.wait)}
+}
+
+// grow takes n more bytes, waiting for room until the deadline.
+func (r *reservation) grow(n int64) error {
+	if r == nil || r.b == nil || n <= 0 {
+		return nil
+	}
+	b := r.b
+	if r.held+n > b.size {
+		n = b.size - r.held // a body larger than the budget fails the body limit first
+		if n <= 0 {
+			return nil
+		}
+	}
+	if !b.sem.TryAcquire(n) {
+		ctx, cancel := context.WithDeadline(r.ctx, r.deadline)
+		err := b.sem.Acquire(ctx, n)
+		cancel()
+		if err != nil {
+			if r.ctx.Err() != nil {
+				return context.Cause(r.ctx)
+			}
+			b.refused.Inc()
+			return fmt.Errorf("%w (%d bytes; waited %v)", ErrOverBudget, b.size, b.wait)
+		}
+	}
+	r.held += n
+	b.used.Add(float64(n))
+	return nil
+}
+
+// release gives the reservation's bytes back.
+func (r *reservation) release() {
+	if r == nil || r.b == nil || r.held == 0 {
+		return
+	}
+	r.b.sem.Release(r.held)
+	r.b.used.Sub(float64(r.held))
+	r.held = 0
+}
+
+// charged counts the bytes read from r against a reservation, taking more
+// budget in budgetChunk steps once they pass what it holds.
+type charged struct {
+	r    io.Reader
+	res  *reservation
+	read int64
+}
+
+func (c *charged) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.read += int64(n)
+	if over := c.read - c.res.held; over > 0 {
+		if gerr := c.res.grow((over + budgetChunk - 1) / budgetChunk * budgetChunk); gerr != nil {
+			return n, gerr
+		}
+	}
+	return n, err
+}
+
+// drainBody reads and discards what is left of a request body, up to
+// limit bytes, so that an error answered before the body was read (a full
+// budget, malformed JSON early in a large body) reaches a client still
+// sending it, on a connection that stays open, instead of a reset. A body
+// over limit is left: the server closes that connection after answering.
+// The http.Server's ReadTimeout bounds how long a slow client can make
+// this take.
+func drainBody(r *http.Request, limit int64) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	io.CopyN(io.Discard, r.Body, limit+1)
+}

@@ -1,0 +1,134 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strconv"
+	"testing"
+	"testing/iotest"
+	"unicode/utf8"
+)
+
+// referenceText is the text check done the slow way, on the whole text at
+// once: the offset of the first byte that is not UTF-8 or of the first \u
+// escape of a surrogate without its pair, or -1.
+func referenceText(raw []byte) int {
+	hex := func(i int) (rune, bool) {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(raw); {
+		if raw[i] == '\\' {
+			r, ok := hex(i)
+			switch {
+			case !ok:
+				i += 2
+			case r >= 0xD800 && r < 0xDC00:
+				if lo, ok := hex(i + 6); !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return i
+				}
+				i += 12
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return i
+			default:
+				i += 6
+			}
+			continue
+		}
+		r, size := utf8.DecodeRune(raw[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
+}
+
+// readChecked reads raw through a textChecker fed by rd and returns what
+// came through and the error.
+func readChecked(rd io.Reader) ([]byte, error) {
+	return io.ReadAll(newTextChecker(rd))
+}
+
+func TestTextChecker(t *testing.T) {
+	long := bytes.Repeat([]byte("héllo wörld € 😀 "), 4000) // over the checker's buffer
+	for _, c := range []struct {
+		text string
+		bad  int // offset of the error, -1 for none
+	}{
+		{`{"text_input": "plain"}`, -1},
+		{`{"a": "h\u00e9 \ud83d\ude00 \\ud800 \"q\" \n"}`, -1},
+		{`{"a": "\ud800"}`, 7},
+		{`{"a": "\udc00x"}`, 7},
+		{`{"a": "\ud800\ud800"}`, 7},
+		{`{"a": "\ud800\u0041"}`, 7},
+		{`{"a": "\uD83D\uDE00"}`, -1},
+		{"{\"a\": \"\xff\"}", 7},
+		{"{\"a\": \"\xc3\"}", 7},
+		{"{\"a\": \"\xe2\x82\"}", 7},
+		{"{\"a\": \"\xed\xa0\x80\"}", 7}, // a surrogate encoded as UTF-8
+		{"{\"a\": \"ok\"}\xc3", 11},
+		{string(long), -1},
+		{string(long) + "\xff", len(long)},
+		{string(long) + `\udfff`, len(long)},
+	} {
+		raw := []byte(c.text)
+		if ref := referenceText(raw); ref != c.bad {
+			t.Fatalf("%.40q: reference finds %d, the table says %d", c.text, ref, c.bad)
+		}
+		for name, rd := range map[string]func() io.Reader{
+			"whole":    func() io.Reader { return bytes.NewReader(raw) },
+			"one byte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(raw)) },
+			"halves":   func() io.Reader { return iotest.HalfReader(bytes.NewReader(raw)) },
+		} {
+			got, err := readChecked(rd())
+			switch {
+			case c.bad < 0 && (err != nil || !bytes.Equal(got, raw)):
+				t.Errorf("%.40q %s: %d bytes, %v; want it all through", c.text, name, len(got), err)
+			case c.bad >= 0 && (!errors.Is(err, ErrBadRequest) || !bytes.Equal(got, raw[:c.bad]) ||
+				!bytes.Contains([]byte(err.Error()), []byte("byte "+strconv.Itoa(c.bad)))):
+				t.Errorf("%.40q %s: %d bytes through, %v; want the %d before the bad text and an error naming it", c.text, name, len(got), err, c.bad)
+			}
+		}
+	}
+}
+
+// FuzzTextChecker: whatever the text and however it arrives, the checker
+// agrees with the whole-text reference, passes the good bytes through
+// unchanged and stops exactly at the bad one.
+func FuzzTextChecker(f *testing.F) {
+	f.Add([]byte(`{"a": "\ud83d\ude00"}`), uint8(3))
+	f.Add([]byte("{\"a\": \"\xe2\x82\xac\"}"), uint8(1))
+	f.Add([]byte(`\ud800\`), uint8(2))
+	f.Fuzz(func(t *testing.T, raw []byte, chunk uint8) {
+		bad := referenceText(raw)
+		rd := io.Reader(bytes.NewReader(raw))
+		if chunk > 0 {
+			rd = &chunkReader{r: rd, n: int(chunk)}
+		}
+		got, err := readChecked(rd)
+		if bad < 0 {
+			if err != nil || !bytes.Equal(got, raw) {
+				t.Fatalf("good text: %d of %d bytes, %v", len(got), len(raw), err)
+			}
+			return
+		}
+		if !errors.Is(err, ErrBadRequest) || !bytes.Equal(got, raw[:bad]) {
+			t.Fatalf("bad at %d: %d bytes through, %v", bad, len(got), err)
+		}
+	})
+}
+
+// chunkReader reads at most n bytes at a time.
+type chunkReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	return c.r.Read(p[:min(len(p), c.n)])
+}
