@@ -52,7 +52,8 @@ type reservation struct {
 	b        *budget
 	ctx      context.Context
 	held     int64
-	deadline time.Time // the request waits for room until then
+	deadline time.Time     // the request waits for room until then
+	closer   io.ReadCloser // closed by release: the body's inflater
 }
 
 // reserve starts a request's reservation; its waits for room end at most
@@ -90,9 +91,16 @@ func (r *reservation) grow(n int64) error {
 	return nil
 }
 
-// release gives the reservation's bytes back.
+// release gives the reservation's bytes back and closes its closer.
 func (r *reservation) release() {
-	if r == nil || r.b == nil || r.held == 0 {
+	if r == nil {
+		return
+	}
+	if r.closer != nil {
+		r.closer.Close()
+		r.closer = nil
+	}
+	if r.b == nil || r.held == 0 {
 		return
 	}
 	r.b.sem.Release(r.held)

@@ -58,10 +58,12 @@ func StatusOf(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, ErrTooManySequences):
 		return http.StatusTooManyRequests
-	case errors.Is(err, ErrBusy), errors.Is(err, ErrDraining):
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrDraining), errors.Is(err, ErrOverBudget):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return 499 // client closed request (nginx's convention)
+	case errors.Is(err, ErrInternal):
+		return http.StatusInternalServerError
 	}
 	return http.StatusInternalServerError
 }

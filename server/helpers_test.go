@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"testing"
 
@@ -89,7 +90,7 @@ func splitResponse(body []byte, hdr string) ([]parsedOutput, error) {
 				return nil, err
 			}
 			rest, p.Binary = rest[size:], true
-		} else if err := jsonData(&t, api.RawData(o.Data)); err != nil {
+		} else if err := jsonData(&t, api.RawData(o.Data), &tensorMemory{limit: math.MaxInt64}); err != nil {
 			return nil, err
 		}
 		p.Float32, p.Int64, p.Bytes = t.Float32, t.Int64, t.Bytes

@@ -108,15 +108,15 @@ func (s *Server) readJSON(c *gin.Context, v any, emptyOK bool) (done func(), err
 	if emptyOK && c.Request.ContentLength == 0 {
 		return done, nil
 	}
-	rd, done, err := s.body(c)
+	rd, res, err := s.body(c)
 	if err != nil {
-		return done, err
+		return res.release, err
 	}
 	err = decodeJSON(rd, v, s.opts.MaxBodyBytes, nil)
 	if emptyOK && errors.Is(err, errEmptyBody) {
-		return done, nil
+		return res.release, nil
 	}
-	return done, err
+	return res.release, err
 }
 
 func (s *Server) modelMetadata(c *gin.Context) {
@@ -190,11 +190,11 @@ func (s *Server) decodeInferBody(c *gin.Context, r *Request) (done func(), err e
 		}
 		hdrLen = n
 	}
-	rd, done, err := s.body(c)
+	rd, res, err := s.body(c)
 	if err != nil {
-		return done, err
+		return res.release, err
 	}
-	return done, decodeInfer(rd, hdrLen, s.opts.MaxBodyBytes, r)
+	return res.release, decodeInfer(rd, hdrLen, s.opts.MaxBodyBytes, res.grow, r)
 }
 
 // generate answers generate (one JSON object) and generate_stream

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"compress/zlib"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,47 +46,47 @@ const maxNesting = 8
 // over the limit fails at once, before any byte is read. The body's bytes
 // are taken from the memory budget (budget.go): its Content-Length before
 // it is read, and what a chunked body or the inflated form of a
-// compressed one holds beyond that as it streams. done gives them back
-// (and closes the inflater); call it, even after an error, once the
-// request no longer holds what was decoded.
-func (s *Server) body(c *gin.Context) (rd io.Reader, done func(), err error) {
+// compressed one holds beyond that as it streams. The reservation's
+// release gives them back (and closes the inflater); call it, even after
+// an error, once the request no longer holds what was decoded.
+func (s *Server) body(c *gin.Context) (rd io.Reader, res *reservation, err error) {
 	r, limit := c.Request, s.opts.MaxBodyBytes
+	res = s.budget.reserve(r.Context())
 	if r.ContentLength > limit {
-		return nil, func() {}, fmt.Errorf("%w: body of %d bytes, over %d", ErrTooLarge, r.ContentLength, limit)
+		return nil, res, fmt.Errorf("%w: body of %d bytes, over %d", ErrTooLarge, r.ContentLength, limit)
 	}
-	res := s.budget.reserve(r.Context())
-	done = res.release
 	if err := res.grow(r.ContentLength); err != nil {
-		return nil, done, err
+		return nil, res, err
 	}
 	// The body itself is limited too, so that fail drains at most the
 	// limit.
 	r.Body = http.MaxBytesReader(c.Writer, r.Body, limit)
 	raw := &limited{r: r.Body, n: limit}
-	var zr io.ReadCloser
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
 		if r.ContentLength >= 0 {
-			return raw, done, nil
+			return raw, res, nil
 		}
-		return &charged{r: raw, res: res}, done, nil
+		return &charged{r: raw, res: res}, res, nil
 	case "gzip", "x-gzip":
-		zr, err = gzip.NewReader(raw)
+		zr, err := gzip.NewReader(raw)
 		if err != nil {
-			return nil, done, readError("gzip body", err, limit)
+			return nil, res, readError("gzip body", err, limit)
 		}
+		res.closer = zr
 	case "deflate":
-		zr, err = zlib.NewReader(raw)
+		zr, err := zlib.NewReader(raw)
 		if err != nil {
-			return nil, done, readError("deflate (zlib) body", err, limit)
+			return nil, res, readError("deflate (zlib) body", err, limit)
 		}
+		res.closer = zr
 	default:
-		return nil, done, fmt.Errorf("%w %q (want gzip, deflate or none)", ErrUnsupportedMedia, clip(enc))
+		return nil, res, fmt.Errorf("%w %q (want gzip, deflate or none)", ErrUnsupportedMedia, clip(enc))
 	}
 	// The inflated bytes are what the decoder holds: they are charged
 	// beyond the compressed ones already taken (the compressed stream
 	// passes through the inflater's small buffer).
-	return &charged{r: &limited{r: zr, n: limit}, res: res}, func() { zr.Close(); res.release() }, nil
+	return &charged{r: &limited{r: res.closer, n: limit}, res: res}, res, nil
 }
 
 // limited fails with ErrTooLarge once more than n bytes have been read.
@@ -112,13 +113,21 @@ func (l *limited) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// settled reports whether an error met reading a body says already what
+// went wrong: bad text (the text checker), no room in the budget, the
+// request cut or canceled.
+func settled(err error) bool {
+	return errors.Is(err, ErrBadRequest) || errors.Is(err, ErrOverBudget) || errors.Is(err, ErrDraining) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
 // readError wraps an error met reading a body: too large, or malformed.
 func readError(what string, err error, limit int64) error {
 	if errors.Is(err, ErrTooLarge) {
 		return fmt.Errorf("%w: body over %d bytes", ErrTooLarge, limit)
 	}
-	if errors.Is(err, ErrBadRequest) || errors.Is(err, ErrOverBudget) || errors.Is(err, ErrDraining) {
-		return err // said already: bad text, no room in the budget
+	if settled(err) {
+		return err
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return badRequest("%s: the body ended early", what)
@@ -143,11 +152,8 @@ func decodeJSON(rd io.Reader, v any, limit int64, then func() error) error {
 	dec := json.NewDecoder(rd)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, ErrTooLarge) {
+		if errors.Is(err, ErrTooLarge) || settled(err) {
 			return readError("", err, limit)
-		}
-		if errors.Is(err, ErrBadRequest) { // the text checker's
-			return err
 		}
 		if err == io.EOF {
 			return fmt.Errorf("%w: %w", ErrBadRequest, errEmptyBody)
@@ -188,11 +194,52 @@ func onlySpace(rd io.Reader, limit int64) error {
 	}
 }
 
+// tensorMemory bounds and charges the memory one request's decoded
+// tensors take. Decoded data can be larger than its text or raw bytes
+// (the JSON "1," is an 8-byte int64; an INT8 takes 8 bytes as int64; an
+// empty BYTES element is a 24-byte slice header), so a request's tensors
+// may hold at most limit bytes (413 beyond; twice the body limit, which
+// any request within the model limits meets), and charge takes them from
+// the memory budget beside the body's bytes.
+type tensorMemory struct {
+	limit  int64
+	used   int64
+	charge func(n int64) error // nil: not charged (tests)
+}
+
+// take counts n more bytes of input name's decoded data.
+func (m *tensorMemory) take(name string, n int64) error {
+	if m.used+n > m.limit {
+		return fmt.Errorf("%w: input %q: the decoded tensors would take %d bytes, over the %d-byte limit", ErrTooLarge, clip(name), m.used+n, m.limit)
+	}
+	m.used += n
+	if m.charge != nil {
+		return m.charge(n)
+	}
+	return nil
+}
+
+// decodedSize is the memory n decoded elements of kind take, holding
+// text bytes of BYTES data at most.
+func decodedSize(kind Kind, n, text int64) int64 {
+	switch kind {
+	case KindInt:
+		return 8 * n
+	case KindFloat:
+		return 4 * n
+	case KindBytes:
+		return 24*n + text // a slice header each, and the bytes
+	}
+	return 0
+}
+
 // decodeInfer reads an infer request body: a JSON object, or with
 // hdrLen >= 0 (Inference-Header-Content-Length) a JSON object of that
 // length followed by the binary data of the inputs that have
-// binary_data_size, in order.
-func decodeInfer(rd io.Reader, hdrLen, limit int64, r *Request) error {
+// binary_data_size, in order. charge (nil: none) takes the decoded
+// tensors' memory from the budget (see tensorMemory).
+func decodeInfer(rd io.Reader, hdrLen, limit int64, charge func(int64) error, r *Request) error {
+	mem := &tensorMemory{limit: 2 * limit, charge: charge}
 	var w api.InferRequest
 	jsonPart := rd
 	if hdrLen >= 0 {
@@ -203,7 +250,7 @@ func decodeInfer(rd io.Reader, hdrLen, limit int64, r *Request) error {
 	}
 	var binary []binaryInput // inputs whose data follows the JSON, in order
 	err := decodeJSON(jsonPart, &w, limit, func() (err error) {
-		binary, err = fromWire(&w, r)
+		binary, err = fromWire(&w, r, mem)
 		return err
 	})
 	if err != nil {
@@ -223,7 +270,7 @@ func decodeInfer(rd io.Reader, hdrLen, limit int64, r *Request) error {
 	}
 	budget := limit - hdrLen
 	for _, b := range binary {
-		if err := readBinary(rd, &r.Inputs[b.index], b.size, &budget, limit); err != nil {
+		if err := readBinary(rd, &r.Inputs[b.index], b.size, &budget, limit, mem); err != nil {
 			return err
 		}
 	}
@@ -237,7 +284,7 @@ func decodeInfer(rd io.Reader, hdrLen, limit int64, r *Request) error {
 }
 
 // readBinary reads one input's binary data from rd.
-func readBinary(rd io.Reader, t *Tensor, size int64, budget *int64, limit int64) error {
+func readBinary(rd io.Reader, t *Tensor, size int64, budget *int64, limit int64, mem *tensorMemory) error {
 	kind, elem := DatatypeKind(t.Datatype)
 	n, err := Elements(t.Shape)
 	if err != nil {
@@ -252,9 +299,16 @@ func readBinary(rd io.Reader, t *Tensor, size int64, budget *int64, limit int64)
 		return fmt.Errorf("%w: input %q: binary_data_size %d is more than the %d bytes the body limit leaves", ErrTooLarge, clip(t.Name), size, *budget)
 	}
 	*budget -= size
+	dec := int64(n)
+	if kind == KindBytes {
+		dec = min(dec, size/4) // each element has a 4-byte length; the bytes stay in raw
+	}
+	if err := mem.take(t.Name, decodedSize(kind, dec, 0)); err != nil {
+		return err
+	}
 	raw := make([]byte, size)
 	if got, err := io.ReadFull(rd, raw); err != nil {
-		if errors.Is(err, ErrTooLarge) {
+		if errors.Is(err, ErrTooLarge) || settled(err) {
 			return readError("body", err, limit)
 		}
 		return badRequest("input %q: the body ends after %d of its %d bytes of binary data", clip(t.Name), got, size)
@@ -271,7 +325,7 @@ type binaryInput struct {
 // fromWire converts a decoded JSON request into r, converting JSON tensor
 // data to typed values, and returns the inputs whose data is binary (set
 // to come after the JSON), in order.
-func fromWire(w *api.InferRequest, r *Request) (binary []binaryInput, err error) {
+func fromWire(w *api.InferRequest, r *Request, mem *tensorMemory) (binary []binaryInput, err error) {
 	if w.ModelName != "" && w.ModelName != r.Model {
 		return nil, badRequest("model_name %q in the body, but the URL names %q", clip(w.ModelName), clip(r.Model))
 	}
@@ -321,7 +375,7 @@ func fromWire(w *api.InferRequest, r *Request) (binary []binaryInput, err error)
 			binary = append(binary, binaryInput{index: i, size: size})
 			continue
 		}
-		if err := jsonData(t, in.Data); err != nil {
+		if err := jsonData(t, in.Data, mem); err != nil {
 			return nil, err
 		}
 	}
@@ -396,8 +450,9 @@ func paramValue(raw json.RawMessage) (any, error) {
 	return nil, errors.New("want a string, number or boolean")
 }
 
-// jsonData converts a tensor's JSON data to typed values by its datatype.
-func jsonData(t *Tensor, raw api.RawData) error {
+// jsonData converts a tensor's JSON data to typed values by its datatype,
+// taking their memory from mem.
+func jsonData(t *Tensor, raw api.RawData, mem *tensorMemory) error {
 	if len(raw) == 0 {
 		return badRequest("input %q: missing data", clip(t.Name))
 	}
@@ -405,6 +460,10 @@ func jsonData(t *Tensor, raw api.RawData) error {
 	n, err := Elements(t.Shape)
 	if err != nil {
 		return fmt.Errorf("input %q: %w", clip(t.Name), err)
+	}
+	// At most one value per two bytes of text ("1,"): what is allocated.
+	if err := mem.take(t.Name, decodedSize(kind, int64(min(n, len(raw)/2+1)), int64(len(raw)))); err != nil {
+		return err
 	}
 	switch kind {
 	case KindInt:

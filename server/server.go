@@ -287,7 +287,7 @@ func (c *call) end(err error) {
 	case err == nil:
 		m.stats.success.Add(1)
 		m.stats.okDur.add(took)
-	case errors.Is(err, ErrBusy), errors.Is(err, ErrDraining), errors.Is(err, ErrTooManySequences):
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrDraining), errors.Is(err, ErrOverBudget), errors.Is(err, ErrTooManySequences):
 		m.stats.rejected.Add(1)
 		m.stats.failDur.add(took)
 	default:
