@@ -162,8 +162,9 @@ func caseMetadata(ctx context.Context, t *testing.T, tr transport, _ *conformanc
 		t.Errorf("server metadata: %+v %v", md, err)
 	}
 	mm, err := c.ModelMetadataRequest(ctx, "bytelm", "1")
-	if err != nil || mm.Name != "bytelm" || !slices.Contains(mm.Versions, "1") || len(mm.Inputs) != 1 ||
-		mm.Inputs[0].Name != "tokens" || mm.Inputs[0].Datatype != "INT64" || fmt.Sprint(mm.Inputs[0].Shape) != "[-1 -1]" {
+	if err != nil || mm.Name != "bytelm" || !slices.Contains(mm.Versions, "1") || len(mm.Inputs) != 2 ||
+		mm.Inputs[0].Name != "tokens" || mm.Inputs[0].Datatype != "INT64" || fmt.Sprint(mm.Inputs[0].Shape) != "[-1 -1]" ||
+		mm.Inputs[1].Name != "lengths" || fmt.Sprint(mm.Inputs[1].Shape) != "[-1]" {
 		t.Fatalf("model metadata: %+v %v", mm, err)
 	}
 	outs := map[string]string{}
@@ -364,8 +365,13 @@ func caseConfig(ctx context.Context, t *testing.T, tr transport, _ *conformanceE
 		}) {
 			return
 		}
-		if cfg.Name != c.model || cfg.Backend != "rnnserve" || cfg.MaxBatchSize < 1 || len(cfg.Input) != 1 ||
-			cfg.Input[0].Name != c.input || cfg.Input[0].DataType.String() != c.dtype {
+		inputs := 1
+		if c.model == "bytelm" {
+			inputs = 2 // and the optional lengths
+		}
+		if cfg.Name != c.model || cfg.Backend != "rnnserve" || cfg.MaxBatchSize < 1 || len(cfg.Input) != inputs ||
+			cfg.Input[0].Name != c.input || cfg.Input[0].DataType.String() != c.dtype ||
+			inputs == 2 && (cfg.Input[1].Name != "lengths" || !cfg.Input[1].Optional) {
 			t.Errorf("%s: config %v", c.model, &cfg)
 		}
 		if c.model == "bytelm" && cfg.GetSequenceBatching() == nil {

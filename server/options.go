@@ -32,6 +32,11 @@ type Options struct {
 	PrivateCacheBytes int64 `yaml:"private_cache_bytes"`
 	// TrafficSteps is the reference input length for modelled traffic.
 	TrafficSteps int `yaml:"traffic_steps"`
+	// ScheduleTiming is how long, per model, schedule auto may spend at
+	// load timing its best-modelled candidates on this host (a batch-1
+	// input of TrafficSteps steps) before it picks the fastest; 0 turns
+	// the timing off, and the modelled traffic alone decides.
+	ScheduleTiming time.Duration `yaml:"schedule_timing"`
 }
 
 // BatchOptions configure cellular batching.
@@ -76,8 +81,9 @@ func DefaultOptions() Options {
 			QueueLength: 256,
 			Workers:     runtime.GOMAXPROCS(0),
 		},
-		Sequences:    SequenceOptions{IdleTimeout: 5 * time.Minute, MaxLive: 1024},
-		TrafficSteps: 100,
+		Sequences:      SequenceOptions{IdleTimeout: 5 * time.Minute, MaxLive: 1024},
+		TrafficSteps:   100,
+		ScheduleTiming: 300 * time.Millisecond,
 	}
 }
 
@@ -150,6 +156,9 @@ func (o Options) Validate() error {
 	}
 	if o.Batching.MaxQueueDelay < 0 || o.Batching.MaxQueueDelay > time.Minute {
 		return fmt.Errorf("%w: batching.max_queue_delay = %v, want 0..1m", ErrOptions, o.Batching.MaxQueueDelay)
+	}
+	if o.ScheduleTiming < 0 || o.ScheduleTiming > time.Minute {
+		return fmt.Errorf("%w: schedule_timing = %v, want 0 (off)..1m", ErrOptions, o.ScheduleTiming)
 	}
 	if o.Sequences.IdleTimeout < time.Millisecond {
 		return fmt.Errorf("%w: sequences.idle_timeout = %v, want at least 1ms", ErrOptions, o.Sequences.IdleTimeout)

@@ -32,7 +32,7 @@ func BenchmarkOverhead(b *testing.B) {
 		for _, out := range []string{"json", "binary"} {
 			body := fmt.Sprintf(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, %d], "data": [%s]}], "outputs": [{"name": "hidden", "parameters": {"binary_data": %v}}]}`, len(bm.ids), toks, out == "binary")
 			for _, batching := range []bool{false, true} {
-				o := DefaultOptions()
+				o := testOptions()
 				o.Batching.Enabled = &batching
 				s, err := New([]Entry{e}, o, testDeps(b, o))
 				if err != nil {
@@ -150,7 +150,7 @@ func (m *stubModel) infer(ctx context.Context, r *Request, tm *timing) ([]Output
 //	go test ./server/ -run '^$' -bench RESTOverhead -benchtime 2s -count 5
 func BenchmarkRESTOverhead(b *testing.B) {
 	bm := benchModels(b)[1]
-	o := DefaultOptions()
+	o := testOptions()
 	o.TrafficSteps = 2 // the engine is stubbed out: its modelled traffic does not matter
 	s, err := New([]Entry{bm.entry}, o, testDeps(b, o))
 	if err != nil {
