@@ -156,12 +156,20 @@ func prometheusConfig(t *testing.T, root, addr string) []byte {
 // requests in the model's statistics.
 func waitScraped(ctx context.Context, t *testing.T, srv *client, prom *promClient) {
 	t.Helper()
-	var stats struct {
-		Requests int64 `json:"requests"`
+	var resp struct {
+		ModelStats []struct {
+			RNNServe struct {
+				Requests int64 `json:"requests"`
+			} `json:"rnnserve"`
+		} `json:"model_stats"`
 	}
-	if err := srv.getJSON(ctx, "/v2/models/"+testModel+"/stats", &stats); err != nil {
+	if err := srv.getJSON(ctx, "/v2/models/"+testModel+"/stats", &resp); err != nil {
 		t.Fatal(err)
 	}
+	if len(resp.ModelStats) != 1 {
+		t.Fatalf("stats of %s: %+v", testModel, resp)
+	}
+	stats := resp.ModelStats[0].RNNServe
 	expr := fmt.Sprintf(`sum(rnnserve_requests_total{job=%q, model=%q})`, jobName, testModel)
 	var got float64
 	err := poll(ctx, 200*time.Millisecond, func() (bool, error) {
@@ -208,7 +216,7 @@ var httpClient = &http.Client{Timeout: 20 * time.Second}
 
 // post sends body (JSON-encoded unless it is []byte) and returns the
 // status and response body.
-func (c *client) post(ctx context.Context, path string, body any) (int, []byte, error) {
+func (c *client) post(ctx context.Context, path string, body any, header ...string) (int, []byte, error) {
 	data, ok := body.([]byte)
 	if !ok {
 		var err error
@@ -221,6 +229,9 @@ func (c *client) post(ctx context.Context, path string, body any) (int, []byte, 
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -323,12 +334,14 @@ func (c *client) round(ctx context.Context, t *testing.T, round string) {
 	c.generate(ctx, t, round)
 }
 
-// generate streams a generation of a few tokens and checks the stream.
+// generate streams a generation of a few tokens (as NDJSON, which the
+// client asks for) and checks the stream.
 func (c *client) generate(ctx context.Context, t *testing.T, round string) {
 	t.Helper()
 	const n = 16
-	code, body, err := c.post(ctx, "/v2/models/"+testModel+"/generate",
-		map[string]any{"prompt": "This program is ", "max_tokens": n, "temperature": 0.8, "top_k": 40, "seed": 1})
+	code, body, err := c.post(ctx, "/v2/models/"+testModel+"/generate_stream",
+		map[string]any{"text_input": "This program is ", "max_tokens": n, "temperature": 0.8, "top_k": 40, "seed": 1},
+		"Accept", "application/x-ndjson")
 	if err != nil {
 		t.Fatalf("%s round, generate: %v", round, err)
 	}

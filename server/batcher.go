@@ -2,100 +2,99 @@ package server
 
 import (
 	"context"
-	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"rnnserve/rnn"
-	"rnnserve/schedule"
-	"rnnserve/server/api"
 )
 
-// job is one request's rows in a batcher. The batcher goroutine owns it
-// from enqueue until it sends on done; the handler reads it only after.
-type job struct {
-	ctx       context.Context
-	seqs      []*schedule.Sequence
-	remaining int
-	done      chan error // buffered; receives exactly once
-	enqueued  time.Time
-	started   time.Time // first step
-	finished  time.Time
-	gen       *generation
-	// plan, when set, runs the job as one whole-request plan instead of
-	// step by step when it arrives alone (see batcher.solo), across every
-	// core when wide.
-	plan func(wide bool) ([]rowResult, error)
+// job is one request's rows in a batcher. W is the model kind's own part
+// of it (a sequence model's sequences, a tree model's trees). The batcher
+// owns a job from submit until it sends on done; the submitter reads the
+// job only after receiving from done.
+type job[W any] struct {
+	ctx      context.Context
+	rows     int // rows it takes in a batch
+	work     W
+	done     chan error // buffered; receives exactly once
+	enqueued time.Time
+	started  time.Time // admitted to a batch
+	finished time.Time
+	// solo, when set, runs the job by itself as one whole-request plan in
+	// the submitter's goroutine when it arrives alone (see batcher.solo),
+	// holding one of cores and free to take the rest.
+	solo func(cores coreSlots) error
 }
 
-// generation is the sampling state of a generate request.
-type generation struct {
-	maxTokens   int
-	temperature float64
-	topK        int
-	rng         *rand.Rand
-	produced    int
-	events      chan api.GenerateEvent // buffered for maxTokens+1: never blocks
-	text        func(tok int64) string
-	scratch     []float64
+// batch is a lane's model-specific half: the rows it is running. The
+// lane goroutine alone calls it.
+type batch[W any] interface {
+	// fits reports whether j may join the batch now. An empty batch must
+	// take any job.
+	fits(j *job[W]) bool
+	// add admits j's rows; an error fails j alone.
+	add(j *job[W]) error
+	// reap drops the rows of jobs whose context has ended and returns
+	// those jobs, whose rows are all gone.
+	reap() []*job[W]
+	// step runs one step of every row and returns the jobs it finished,
+	// each with its error.
+	step() []finishedJob[W]
+	// rows is the number of rows in the batch.
+	rows() int
 }
 
-// batcher runs one model's cellular batches. Its lanes (one goroutine
-// each, batching.workers of them) share one queue; each lane owns a
-// Stepper, admits queued jobs between steps while rows are free, steps
-// every active sequence together and hands finished jobs back. Lanes run
-// on different cores, so a busy model keeps every core doing batched
-// steps; an idle lane blocks on the queue, so a new job goes to it first.
+type finishedJob[W any] struct {
+	j   *job[W]
+	err error
+}
+
+// batcher runs one model's batches, for every kind of model. Its lanes
+// (one goroutine each) share one queue; each lane owns a batch, admits
+// queued jobs between steps while they fit, steps its rows together and
+// hands finished jobs back. Lanes run on different cores, so a busy model
+// keeps every core working; an idle lane blocks on the queue, so a new
+// job goes to it first.
 //
-// A job that arrives alone (nothing queued, a core free) runs as one
-// whole-request plan of the model's schedule in the request's own
-// goroutine (A+ or P reads the input weights once, not per step):
-// batching has nothing to gain then, and the request pays neither the
-// step-by-step overhead nor a hand-off to another goroutine.
+// A job that arrives alone (nothing queued, a core free) and can run as
+// a whole plan runs at once in the submitter's goroutine (solo): batching
+// has nothing to gain then, and the request pays neither the step-by-step
+// overhead nor a hand-off to another goroutine.
 //
-// cores is the model's core slots (model.workers, one per lane): a lane
-// holds one while it has rows, a whole-request plan while it runs, so
-// plans (solo, unbatched or wide) and batches never oversubscribe the
-// cores the lanes stand for, generation included when infer runs
-// unbatched.
-type batcher struct {
-	model *model
-	queue chan *job
+// cores are the model's core slots: a lane holds one while it has rows, a
+// solo plan while it runs, so plans and batches never run more work at
+// once than the model has cores.
+type batcher[W any] struct {
+	m     *modelBase
+	queue chan *job[W]
 	delay time.Duration
-	lanes []*lane
-	cores chan struct{}
+	lanes []*lane[W]
 
 	mu     sync.Mutex
 	closed bool // set when the batcher stops taking jobs; guards submit
 }
 
-// lane is one cellular batch and the goroutine that runs it.
-type lane struct {
-	b       *batcher
-	st      *schedule.Stepper
-	waiting *job // dequeued but not yet admitted: too few free rows
-	owner   map[*schedule.Sequence]*job
-	// rows is the lane's active rows, for the other lanes to see.
+// lane is one batch and the goroutine that runs it.
+type lane[W any] struct {
+	b       *batcher[W]
+	batch   batch[W]
+	waiting *job[W] // dequeued but not yet admitted: it did not fit
+	// rows is the lane's rows, for the other lanes to see.
 	rows atomic.Int64
 }
 
-func newBatcher(m *model, o BatchOptions) (*batcher, error) {
-	b := &batcher{model: m, queue: make(chan *job, o.QueueLength), delay: o.MaxQueueDelay, cores: m.workers}
-	for range cap(m.workers) {
-		st, err := schedule.NewStepper(m.net, o.MaxRows)
-		if err != nil {
-			return nil, err
-		}
-		b.lanes = append(b.lanes, &lane{b: b, st: st, owner: map[*schedule.Sequence]*job{}})
+// newBatcher makes a batcher with one lane per batch.
+func newBatcher[W any](m *modelBase, o BatchOptions, batches []batch[W]) *batcher[W] {
+	b := &batcher[W]{m: m, queue: make(chan *job[W], o.QueueLength), delay: o.MaxQueueDelay}
+	for _, bt := range batches {
+		b.lanes = append(b.lanes, &lane[W]{b: b, batch: bt})
 	}
-	return b, nil
+	return b
 }
 
 // submit queues j, failing at once with ErrBusy when the queue is full
 // and with ErrDraining once the batcher is stopping.
-func (b *batcher) submit(j *job) error {
+func (b *batcher[W]) submit(j *job[W]) error {
 	j.enqueued = time.Now()
 	j.done = make(chan error, 1)
 	b.mu.Lock()
@@ -111,53 +110,52 @@ func (b *batcher) submit(j *job) error {
 	}
 }
 
+// wait waits for a submitted job until ctx ends; on ctx's end the lane
+// drops the job's rows at its next step (and still sends on done).
+func (b *batcher[W]) wait(ctx context.Context, j *job[W]) error {
+	select {
+	case err := <-j.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // solo runs j's plan now, in the caller's goroutine, if j can run as a
 // plan, nothing is queued and a core is free; it reports whether it did.
-func (b *batcher) solo(j *job) (res []rowResult, ran bool, err error) {
-	if j.plan == nil || len(b.queue) > 0 {
-		return nil, false, nil
+func (b *batcher[W]) solo(j *job[W]) (ran bool, err error) {
+	if j.solo == nil || len(b.queue) > 0 {
+		return false, nil
 	}
 	b.mu.Lock()
 	closed := b.closed
 	b.mu.Unlock()
-	if closed {
-		return nil, false, nil
+	if closed || !b.m.cores.tryTake() {
+		return false, nil
 	}
-	select {
-	case b.cores <- struct{}{}:
-	default:
-		return nil, false, nil
-	}
-	defer func() { <-b.cores }()
-	b.model.metrics.solo.WithLabelValues(b.model.name).Inc()
-	wide, release := b.model.widen(b.cores)
-	defer release()
-	res, err = j.plan(wide)
-	return res, true, err
+	defer b.m.cores.give()
+	b.m.metrics.solo.Inc()
+	return true, j.solo(b.m.cores)
 }
 
 // run runs every lane; when stop is closed they take no more jobs, and run
 // returns once every admitted or queued job has finished.
-func (b *batcher) run(stop <-chan struct{}) {
+func (b *batcher[W]) run(stop <-chan struct{}) {
 	var wg sync.WaitGroup
 	for _, l := range b.lanes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.run(stop)
-		}()
+		wg.Go(func() { l.run(stop) })
 	}
 	wg.Wait()
 }
 
-func (l *lane) run(stop <-chan struct{}) {
+func (l *lane[W]) run(stop <-chan struct{}) {
 	b := l.b
 	stopping := false
-	busy := false // holding a core token
+	busy := false // holding a core slot
 	for {
-		if l.st.Active() == 0 && l.waiting == nil {
+		if l.batch.rows() == 0 && l.waiting == nil {
 			if busy {
-				<-b.cores
+				b.m.cores.give()
 				busy = false
 			}
 			if stopping && len(b.queue) == 0 {
@@ -165,7 +163,7 @@ func (l *lane) run(stop <-chan struct{}) {
 			}
 			select {
 			case j := <-b.queue:
-				b.cores <- struct{}{} // waits out a solo plan holding the last core
+				b.m.cores <- struct{}{} // waits out a solo plan holding the last core
 				busy = true
 				l.waiting = j
 				b.gather()
@@ -178,11 +176,20 @@ func (l *lane) run(stop <-chan struct{}) {
 			}
 		}
 		l.admit()
-		l.reap()
-		if l.st.Active() == 0 {
+		for _, j := range l.batch.reap() {
+			b.finish(j, j.ctx.Err())
+		}
+		rows := l.batch.rows()
+		if rows == 0 {
+			l.rows.Store(0)
 			continue
 		}
-		l.step()
+		done := l.batch.step()
+		b.m.observeStep(rows)
+		for _, f := range done {
+			b.finish(f.j, f.err)
+		}
+		l.rows.Store(int64(l.batch.rows()))
 		// A step can take milliseconds and the lanes keep every P busy:
 		// let the handlers waiting to decode requests and write responses
 		// run between steps rather than at the next forced preemption.
@@ -191,7 +198,7 @@ func (l *lane) run(stop <-chan struct{}) {
 }
 
 // gather waits up to the queue delay for more jobs to start a batch with.
-func (b *batcher) gather() {
+func (b *batcher[W]) gather() {
 	if b.delay <= 0 {
 		return
 	}
@@ -200,12 +207,12 @@ func (b *batcher) gather() {
 	<-t.C
 }
 
-// admit adds the waiting job and then queued jobs while their rows fit
-// and no other lane that takes jobs has fewer rows: queued work goes to
-// the least loaded lane, so the lanes' batches, and cores, stay even.
-func (l *lane) admit() {
+// admit adds the waiting job and then queued jobs while they fit and no
+// other lane has fewer rows: queued work goes to the least loaded lane,
+// so the lanes' batches, and cores, stay even.
+func (l *lane[W]) admit() {
 	b := l.b
-	defer func() { l.rows.Store(int64(l.st.Active())) }()
+	defer func() { l.rows.Store(int64(l.batch.rows())) }()
 	for {
 		if l.waiting == nil {
 			if !l.least() {
@@ -224,33 +231,22 @@ func (l *lane) admit() {
 			b.finish(j, j.ctx.Err())
 			continue
 		}
-		if l.st.Active()+len(j.seqs) > l.st.Capacity() {
+		if !l.batch.fits(j) {
 			return
 		}
 		l.waiting = nil
-		for i, q := range j.seqs {
-			if err := l.st.Add(q); err != nil {
-				for _, added := range j.seqs[:i] {
-					l.st.Remove(added)
-					delete(l.owner, added)
-				}
-				b.finish(j, err)
-				j = nil
-				break
-			}
-			l.owner[q] = j
+		if err := l.batch.add(j); err != nil {
+			b.finish(j, err)
+			continue
 		}
-		if j != nil {
-			j.remaining = len(j.seqs)
-			j.started = time.Now()
-			b.model.metrics.queue.WithLabelValues(b.model.name).Observe(j.started.Sub(j.enqueued).Seconds())
-		}
+		j.started = time.Now()
+		b.m.metrics.queue.Observe(j.started.Sub(j.enqueued).Seconds())
 	}
 }
 
-// least reports whether no other lane taking jobs has fewer rows than l.
-func (l *lane) least() bool {
-	mine := int64(l.st.Active())
+// least reports whether no other lane has fewer rows than l.
+func (l *lane[W]) least() bool {
+	mine := int64(l.batch.rows())
 	for _, o := range l.b.lanes {
 		if o != l && o.rows.Load() < mine {
 			return false
@@ -259,69 +255,13 @@ func (l *lane) least() bool {
 	return true
 }
 
-// reap drops the rows of jobs whose client has gone.
-func (l *lane) reap() {
-	for q, j := range l.owner {
-		if j.ctx.Err() != nil {
-			l.st.Remove(q)
-			delete(l.owner, q)
-			if j.remaining--; j.remaining == 0 {
-				l.b.finish(j, j.ctx.Err())
-			}
-		}
-	}
-}
-
-func (l *lane) step() {
-	m := l.b.model
-	rows := l.st.Active()
-	done := l.st.Step()
-	m.metrics.steps.WithLabelValues(m.name).Inc()
-	m.metrics.tokens.WithLabelValues(m.name).Add(float64(rows))
-	m.metrics.batchRows.WithLabelValues(m.name).Observe(float64(rows))
-	m.stats.step(rows)
-	for _, q := range done {
-		j := l.owner[q]
-		if j.gen != nil && l.generate(j, q) {
-			continue
-		}
-		l.st.Remove(q)
-		delete(l.owner, q)
-		if j.remaining--; j.remaining == 0 {
-			l.b.finish(j, nil)
-		}
-	}
-	l.rows.Store(int64(l.st.Active()))
-}
-
-// generate samples the next token of a generation row and feeds it back;
-// it reports whether the row goes on.
-func (l *lane) generate(j *job, q *schedule.Sequence) bool {
-	g, n := j.gen, l.b.model.net
-	V := n.HeadOut
-	logp := q.HeadOut[len(q.HeadOut)-V:]
-	tok := rnn.Sample(logp, g.temperature, g.topK, g.rng, g.scratch)
-	probs := make([]float32, V)
-	rnn.Probabilities(n.Activation, logp, probs)
-	q.HeadOut = q.HeadOut[:0]
-	g.events <- api.GenerateEvent{Index: g.produced, Token: int64(tok), Text: g.text(int64(tok)), LogProb: logOf(probs[tok])}
-	g.produced++
-	if g.produced >= g.maxTokens {
-		return false
-	}
-	if err := l.st.Extend(q, []int64{int64(tok)}, nil); err != nil {
-		return false
-	}
-	return true
-}
-
-func (b *batcher) finish(j *job, err error) {
+func (b *batcher[W]) finish(j *job[W], err error) {
 	j.finished = time.Now()
 	if err == nil && !j.started.IsZero() {
-		b.model.metrics.compute.WithLabelValues(b.model.name).Observe(j.finished.Sub(j.started).Seconds())
-	}
-	if j.gen != nil {
-		close(j.gen.events)
+		b.m.metrics.compute.Observe(j.finished.Sub(j.started).Seconds())
 	}
 	j.done <- err
 }
+
+// queued is the number of jobs waiting in the queue.
+func (b *batcher[W]) queued() int { return len(b.queue) }

@@ -16,16 +16,16 @@ import (
 func BenchmarkSchedules(b *testing.B) {
 	for _, bm := range benchModels(b) {
 		e, ids, net := bm.entry, bm.ids, bm.entry.Model.Net
-		s, err := New([]Entry{e}, DefaultOptions(), quietLog)
+		s, err := New([]Entry{e}, DefaultOptions(), testDeps(b, DefaultOptions()))
 		if err != nil {
 			b.Fatal(err)
 		}
-		chosen := candidateOf(s.models[e.Name].prog)
+		chosen := candidateOf(seqOf(b, s, e.Name).prog)
 		for _, c := range []struct {
 			name    string
 			workers int
 		}{{"A", 1}, {"A+", 1}, {"P", 1}, {"P", 2}, {"P-bf16", 1}} {
-			prog, err := ProgramFor(net, c.name, c.workers)
+			prog, err := ProgramFor(net, c.name, c.workers, s.pools)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -95,18 +95,20 @@ func newMeasuredTrafficWith(reg *prometheus.Registry, log *slog.Logger,
 
 // run probes every model now and then every measureInterval, until stop
 // is closed.
-func (mt *measuredTraffic) run(stop <-chan struct{}, models []*model, steps int) {
+// Only models with a whole-request program are probed (not tree models).
+func (mt *measuredTraffic) run(stop <-chan struct{}, table func() map[string]model, steps int) {
 	t := time.NewTicker(measureInterval)
 	defer t.Stop()
 	failed := map[string]bool{}
 	for {
-		for _, m := range models {
-			if m.tree != nil {
+		for _, m := range table() {
+			sm, ok := m.(*seqModel)
+			if !ok {
 				continue
 			}
-			if err := mt.probe(stop, m, steps); err != nil && !failed[m.name] {
-				failed[m.name] = true // logged once per model
-				mt.log.Warn("measured memory traffic: probe failed", "model", m.name, "err", err)
+			if err := mt.probe(stop, sm, steps); err != nil && !failed[sm.name] {
+				failed[sm.name] = true // logged once per model
+				mt.log.Warn("measured memory traffic: probe failed", "model", sm.name, "err", err)
 			}
 		}
 		select {
@@ -119,18 +121,18 @@ func (mt *measuredTraffic) run(stop <-chan struct{}, models []*model, steps int)
 
 // probe measures one model's reference inference, holding one of its
 // worker slots so that it never adds to the model's concurrency.
-func (mt *measuredTraffic) probe(stop <-chan struct{}, m *model, steps int) error {
+func (mt *measuredTraffic) probe(stop <-chan struct{}, m *seqModel, steps int) error {
 	select {
 	case <-stop:
 		return nil
 	default:
 	}
 	select {
-	case m.workers <- struct{}{}:
+	case m.cores <- struct{}{}:
 	case <-stop:
 		return nil
 	}
-	defer func() { <-m.workers }()
+	defer m.cores.give()
 	p, err := m.prog.Plan(referenceInput(m, steps), schedule.PlanOptions{Head: true})
 	if err != nil {
 		return err
@@ -182,7 +184,7 @@ func (mt *measuredTraffic) record(name, sched string, meas *counters.Measurement
 // referenceInput is batch 1 of steps steps: token ids drawn as
 // dre.DryPlan draws them for the modelled figures (seed 1), or zero
 // features.
-func referenceInput(m *model, steps int) schedule.Input {
+func referenceInput(m *seqModel, steps int) schedule.Input {
 	in := schedule.Input{T: steps, B: 1}
 	if m.net.Vocab > 0 {
 		rng := rand.New(rand.NewPCG(1, 0x5eed))

@@ -118,7 +118,7 @@ func TestMeasuredTrafficProbe(t *testing.T) {
 	if mt == nil {
 		t.Fatalf("no probe: %s", logs.String())
 	}
-	m := s.models["lm"]
+	m := seqOf(t, s, "lm")
 	stop := make(chan struct{})
 	if err := mt.probe(stop, m, 4); err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestMeasuredTrafficProbe(t *testing.T) {
 	}
 	// run stops when told to, after probing every model once.
 	close(stop)
-	mt.run(stop, []*model{m, s.models["feat"]}, 3)
+	mt.run(stop, s.table, 3)
 	if got := testutil.ToFloat64(mt.inferences.WithLabelValues("feat")); got != 0 {
 		t.Errorf("probed after stop: %v", got)
 	}

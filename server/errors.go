@@ -3,16 +3,20 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"rnnserve/schedule"
 )
 
-// Errors a request can meet; statusOf maps each to its HTTP status.
+// Errors a request can meet. StatusOf maps each to its HTTP status; a
+// gRPC front end maps the same sentinels to its codes with errors.Is.
 var (
 	ErrBadRequest        = errors.New("bad request")
 	ErrTooLarge          = errors.New("request too large")
+	ErrUnsupportedMedia  = errors.New("unsupported content encoding")
 	ErrUnknownModel      = errors.New("unknown model")
+	ErrUnknownVersion    = errors.New("unknown model version")
 	ErrUnknownSequence   = errors.New("unknown sequence")
 	ErrSequenceEnded     = errors.New("sequence ended")
 	ErrSequenceExpired   = errors.New("sequence expired")
@@ -22,17 +26,31 @@ var (
 	ErrDraining          = errors.New("server shutting down")
 	ErrNotLanguageModel  = errors.New("model cannot generate text")
 	ErrUnsupportedOutput = errors.New("unsupported output")
+	// ErrLoad is wrapped by every failed model load: a bad name, a model
+	// the repository does not have, or files that do not load. The model
+	// served before (if any) keeps serving.
+	ErrLoad = errors.New("model load failed")
+	// ErrNoRepository answers load and unload on a server started without
+	// a model repository.
+	ErrNoRepository = errors.New("no model repository: load and unload are off")
 )
 
-// statusOf maps an error to the HTTP status that answers it.
-func statusOf(err error) int {
+// StatusOf maps an error to the HTTP status that answers it.
+func StatusOf(err error) int {
 	switch {
+	case err == nil:
+		return http.StatusOK
+	case errors.Is(err, ErrLoad) && (errors.Is(err, ErrUnknownModel) || errors.Is(err, ErrNotInRepository)):
+		return http.StatusNotFound
 	case errors.Is(err, ErrBadRequest), errors.Is(err, schedule.ErrInput),
-		errors.Is(err, ErrNotLanguageModel), errors.Is(err, ErrUnsupportedOutput):
+		errors.Is(err, ErrNotLanguageModel), errors.Is(err, ErrUnsupportedOutput),
+		errors.Is(err, ErrLoad), errors.Is(err, ErrNoRepository):
 		return http.StatusBadRequest
 	case errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrUnknownModel), errors.Is(err, ErrUnknownSequence):
+	case errors.Is(err, ErrUnsupportedMedia):
+		return http.StatusUnsupportedMediaType
+	case errors.Is(err, ErrUnknownModel), errors.Is(err, ErrUnknownVersion), errors.Is(err, ErrUnknownSequence):
 		return http.StatusNotFound
 	case errors.Is(err, ErrSequenceEnded), errors.Is(err, ErrSequenceExpired):
 		return http.StatusGone
@@ -46,4 +64,18 @@ func statusOf(err error) int {
 		return 499 // client closed request (nginx's convention)
 	}
 	return http.StatusInternalServerError
+}
+
+// ErrNotInRepository is wrapped by a load of a name the repository has no
+// model directory for.
+var ErrNotInRepository = errors.New("not in the model repository")
+
+// badRequest is an ErrBadRequest with a message.
+func badRequest(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, a...))
+}
+
+// loadError wraps a load failure of model name.
+func loadError(name string, err error) error {
+	return fmt.Errorf("%w: model %q: %w", ErrLoad, clip(name), err)
 }

@@ -1,16 +1,21 @@
 package server
 
 import (
+	"strconv"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"rnnserve/server/api"
 )
 
 // metrics are the server's Prometheus collectors, all named rnnserve_*.
 type metrics struct {
 	reg *prometheus.Registry
 
-	requests   *prometheus.CounterVec   // model, code
-	latency    *prometheus.HistogramVec // model
+	requests   *prometheus.CounterVec   // model, endpoint, protocol, code
+	latency    *prometheus.HistogramVec // model, protocol
 	queue      *prometheus.HistogramVec // model
 	compute    *prometheus.HistogramVec // model
 	batchRows  *prometheus.HistogramVec // model
@@ -32,11 +37,11 @@ func newMetrics() *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rnnserve_requests_total", Help: "Requests by model, endpoint (infer, generate) and HTTP status code.",
-		}, []string{"model", "endpoint", "code"}),
+			Name: "rnnserve_requests_total", Help: "Requests by model, endpoint (infer, generate), protocol (rest, grpc) and HTTP status code (the status the error maps to, whatever the protocol).",
+		}, []string{"model", "endpoint", "protocol", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "rnnserve_request_duration_seconds", Help: "Time from receiving a request to its response.", Buckets: latencyBuckets,
-		}, []string{"model"}),
+		}, []string{"model", "protocol"}),
 		queue: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "rnnserve_queue_duration_seconds", Help: "Time a request waited before its first step ran.", Buckets: latencyBuckets,
 		}, []string{"model"}),
@@ -84,4 +89,38 @@ func newMetrics() *metrics {
 		m.sequences, m.steps, m.solo, m.wide, m.tokens, m.dramBytes, m.workingSet, m.dre, m.info, m.steps0,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// observe counts one finished request.
+func (m *metrics) observe(model, endpoint, protocol string, code int, d time.Duration) {
+	if protocol == "" {
+		protocol = "rest"
+	}
+	m.requests.WithLabelValues(model, endpoint, protocol, strconv.Itoa(code)).Inc()
+	m.latency.WithLabelValues(model, protocol).Observe(d.Seconds())
+}
+
+// describe sets a model's descriptive series: what it runs and its
+// modelled traffic (steps is the traffic's reference length; 0 and no
+// traffic for a tree model).
+func (m *metrics) describe(model, running string, batching bool, steps int, traffic []api.ScheduleTraffic) {
+	m.info.WithLabelValues(model, running, strconv.FormatBool(batching)).Set(1)
+	if steps > 0 {
+		m.steps0.WithLabelValues(model).Set(float64(steps))
+	}
+	for _, t := range traffic {
+		m.dramBytes.WithLabelValues(model, t.Schedule).Set(t.DRAMBytes)
+		m.workingSet.WithLabelValues(model, t.Schedule).Set(float64(t.WorkingSetBytes))
+		m.dre.WithLabelValues(model, t.Schedule).Set(t.DRE)
+	}
+	m.sequences.WithLabelValues(model).Set(0)
+	m.inflight.WithLabelValues(model).Set(0)
+}
+
+// forget removes an unloaded model's descriptive series (its counters
+// stay: they count what it served).
+func (m *metrics) forget(model string) {
+	for _, v := range []*prometheus.GaugeVec{m.info, m.steps0, m.dramBytes, m.workingSet, m.dre, m.sequences, m.inflight} {
+		v.DeletePartialMatch(prometheus.Labels{"model": model})
+	}
 }

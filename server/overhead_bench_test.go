@@ -31,11 +31,11 @@ func BenchmarkOverhead(b *testing.B) {
 		for _, batching := range []bool{false, true} {
 			o := DefaultOptions()
 			o.Batching.Enabled = &batching
-			s, err := New([]Entry{e}, o, quietLog)
+			s, err := New([]Entry{e}, o, testDeps(b, o))
 			if err != nil {
 				b.Fatal(err)
 			}
-			m := s.models[e.Name]
+			m := seqOf(b, s, e.Name)
 			// A lone request on an idle model runs the wide program when
 			// there is one: time that.
 			engine := m.prog

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 )
@@ -28,7 +29,7 @@ type seqState struct {
 }
 
 type goneState struct {
-	err error // ErrSequenceEnded or ErrSequenceExpired
+	err error // wraps ErrSequenceEnded or ErrSequenceExpired
 	at  time.Time
 }
 
@@ -47,7 +48,7 @@ func (s *sequenceStore) acquire(id string, start bool) (*seqState, error) {
 	st, ok := s.live[id]
 	switch {
 	case ok && st.busy:
-		return nil, fmt.Errorf("%w: %q", ErrSequenceBusy, id)
+		return nil, fmt.Errorf("%w: %q", ErrSequenceBusy, clip(id))
 	case start:
 		if !ok && len(s.live) >= s.maxLive {
 			return nil, fmt.Errorf("%w: %d live, limit %d", ErrTooManySequences, len(s.live), s.maxLive)
@@ -57,9 +58,9 @@ func (s *sequenceStore) acquire(id string, start bool) (*seqState, error) {
 		delete(s.gone, id)
 	case !ok:
 		if g, ok := s.gone[id]; ok {
-			return nil, fmt.Errorf("%w: %q", g.err, id)
+			return nil, fmt.Errorf("%w: %q", g.err, clip(id))
 		}
-		return nil, fmt.Errorf("%w: %q (start it with sequence_start)", ErrUnknownSequence, id)
+		return nil, fmt.Errorf("%w: %q (start it with sequence_start)", ErrUnknownSequence, clip(id))
 	}
 	st.busy, st.lastUsed = true, now
 	return st, nil
@@ -118,4 +119,37 @@ func (s *sequenceStore) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.live)
+}
+
+// endAll ends every live sequence with err (wrapping ErrSequenceEnded) and
+// returns how many there were: a later request for one gets err. A
+// request in flight finishes, but its state is not kept.
+func (s *sequenceStore) endAll(err error) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.live)
+	now := s.now()
+	for id := range s.live {
+		delete(s.live, id)
+		s.bury(id, err, now)
+	}
+	return n
+}
+
+// adoptGone copies o's tombstones, so that a request for a sequence that
+// ended with an earlier version of the model is told why.
+func (s *sequenceStore) adoptGone(o *sequenceStore) {
+	if s == o {
+		return
+	}
+	o.mu.Lock()
+	gone := maps.Clone(o.gone)
+	o.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, g := range gone {
+		if _, live := s.live[id]; !live {
+			s.gone[id] = g
+		}
+	}
 }

@@ -2,133 +2,127 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"maps"
 	"runtime"
-	"strconv"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"rnnserve/rnn"
 	"rnnserve/schedule"
-	"rnnserve/server/api"
 )
 
 // Version is reported by GET /v2.
-const Version = "0.1.0"
+const Version = "0.2.0"
+
+// Deps are what a Server is handed by its owner, which keeps them alive
+// until after Stop.
+type Deps struct {
+	Log *slog.Logger
+	// Pools run P programs of more than one core, one pool per size that
+	// PoolSizes lists. The owner makes them with schedule.NewPool and
+	// closes them after Stop; the server never starts or closes a pool.
+	Pools Pools
+	// Repository is the model repository the load endpoint reads models
+	// from by name and the index lists: one directory per model. nil
+	// refuses load and unload.
+	Repository fs.FS
+}
+
+// Pools are worker pools by their number of workers.
+type Pools map[int]*schedule.Pool
+
+// PoolSizes are the pool sizes a server with options o needs: P on the
+// cores one request may use and, for a lone request, on every core, when
+// either is more than one core.
+func PoolSizes(o Options) []int {
+	o.EnsureDefaults()
+	var sizes []int
+	for _, n := range []int{coresPerRequest(runtime.GOMAXPROCS(0), o.Batching.Workers), coresPerRequest(runtime.GOMAXPROCS(0), 1)} {
+		if n > 1 && !slices.Contains(sizes, n) {
+			sizes = append(sizes, n)
+		}
+	}
+	return sizes
+}
 
 // Server serves a set of models. Build it with New, start its batchers
-// with Start, serve Handler(), and Stop it to drain.
+// with Start, serve Handler() (or call Infer and the other methods from
+// another transport), and Stop it to drain.
 type Server struct {
 	opts    Options
-	models  map[string]*model
-	names   []string
-	metrics *metrics
 	log     *slog.Logger
+	metrics *metrics
+	pools   Pools
+	repo    fs.FS
 	// measured probes the models' traffic with hardware counters; nil
 	// when the host has none (see counters.go).
 	measured *measuredTraffic
 
+	// models is the table requests look models up in; load and unload
+	// replace it whole (copy on write) under mu.
+	models atomic.Pointer[map[string]model]
+
 	mu       sync.Mutex
+	stops    map[model]chan struct{} // each running model's stop
+	gone     map[string]*sequenceStore
+	failed   map[string]string // the last failed load of each name, for the index
 	stop     chan struct{}
 	wg       sync.WaitGroup
-	draining bool
-	ready    bool
+	draining atomic.Bool
+	ready    atomic.Bool
 }
 
 // New loads the given models. It computes each model's modelled traffic
 // and chooses its schedule, which may take a moment for large models.
-func New(entries []Entry, opts Options, log *slog.Logger) (*Server, error) {
+func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	log := deps.Log
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{opts: opts, models: map[string]*model{}, metrics: newMetrics(), log: log}
+	s := &Server{opts: opts, log: log, metrics: newMetrics(), pools: deps.Pools, repo: deps.Repository,
+		stops: map[model]chan struct{}{}, gone: map[string]*sequenceStore{}, failed: map[string]string{}}
 	s.measured = newMeasuredTraffic(s.metrics.reg, log)
+	table := map[string]model{}
 	for _, e := range entries {
+		if _, dup := table[e.Name]; dup {
+			return nil, fmt.Errorf("%w: model %q twice", ErrRepository, e.Name)
+		}
 		m, err := s.newModel(e)
 		if err != nil {
 			return nil, fmt.Errorf("model %q: %w", e.Name, err)
 		}
-		s.models[e.Name] = m
-		s.names = append(s.names, e.Name)
+		table[e.Name] = m
+		m.base().describe()
 	}
+	s.models.Store(&table)
 	return s, nil
 }
 
-func (s *Server) newModel(e Entry) (*model, error) {
+// newModel builds a model of the entry's kind.
+func (s *Server) newModel(e Entry) (model, error) {
 	if e.Tree != nil {
 		return s.newTreeModel(e)
 	}
-	net := e.Model.Net
-	m := &model{name: e.Name, entry: e, net: net, metrics: s.metrics,
-		workers: make(chan struct{}, s.opts.Batching.Workers),
-		maxWait: int64(s.opts.Batching.QueueLength),
-		seqs:    newSequenceStore(s.opts.Sequences)}
-	sched, reason, traffic, err := chooseSchedule(net, e.Config, s.trafficModel())
-	if err != nil {
-		return nil, err
-	}
-	m.reason = reason
-	if m.prog, err = sched.program(net); err != nil {
-		return nil, err
-	}
-	// P on one core per request also gets a form across every core, for a
-	// request that finds every core of the model free (see model.widen).
-	if cores := coresPerRequest(runtime.GOMAXPROCS(0), 1); sched.sched == schedule.Partitioned && sched.workers < cores {
-		wide := sched
-		wide.workers = cores
-		if m.wide, err = wide.program(net); err != nil {
-			return nil, err
-		}
-		m.reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
-	}
-	m.batching = *s.opts.Batching.Enabled
-	if e.Config.Batching != nil {
-		m.batching = *e.Config.Batching
-	}
-	// Every unidirectional model gets a batcher: generation needs it even
-	// when infer requests run unbatched.
-	if net.Bidirectional {
-		m.batching = false
-	} else if m.batch, err = newBatcher(m, s.opts.Batching); err != nil {
-		return nil, err
-	}
-	if m.batch != nil {
-		t, err := cellularTraffic(net, llcOrDefault(s.opts.CacheBytes), s.opts.TrafficSteps)
-		if err != nil {
-			return nil, fmt.Errorf("traffic of the cellular batcher: %w", err)
-		}
-		traffic = append(traffic, t)
-	}
-	m.meta = metadata(m, sched, traffic)
-	running := sched.String()
-	if m.batching {
-		running = schedule.Cellular.String()
-	}
-	s.metrics.info.WithLabelValues(m.name, running, strconv.FormatBool(m.batching)).Set(1)
-	s.metrics.steps0.WithLabelValues(m.name).Set(float64(s.opts.TrafficSteps))
-	for _, t := range traffic {
-		s.metrics.dramBytes.WithLabelValues(m.name, t.Schedule).Set(t.DRAMBytes)
-		s.metrics.workingSet.WithLabelValues(m.name, t.Schedule).Set(float64(t.WorkingSetBytes))
-		s.metrics.dre.WithLabelValues(m.name, t.Schedule).Set(t.DRE)
-	}
-	s.metrics.sequences.WithLabelValues(m.name).Set(0)
-	s.metrics.inflight.WithLabelValues(m.name).Set(0)
-	if m.batch != nil {
-		s.metrics.solo.WithLabelValues(m.name).Add(0)
-	}
-	if m.wide != nil {
-		s.metrics.wide.WithLabelValues(m.name).Add(0)
-	}
-	return m, nil
+	return s.newSeqModel(e)
 }
 
-// Start starts one batcher goroutine per batched model and the sequence
-// janitor. Stop ends them.
+// initBase sets up the part every model kind shares.
+func (s *Server) initBase(b *modelBase, e Entry) {
+	b.name, b.entry, b.metrics = e.Name, e, s.metrics.forModel(e.Name)
+	b.cores, b.seqs = newCoreSlots(s.opts.Batching.Workers), newSequenceStore(s.opts.Sequences)
+}
+
+// Start starts every model's batcher, the sequence janitor and the
+// traffic probe. Stop ends them.
 func (s *Server) Start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -136,39 +130,21 @@ func (s *Server) Start() {
 		return
 	}
 	s.stop = make(chan struct{})
-	for _, m := range s.models {
-		if m.tree != nil {
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
-				m.tree.run(s.stop)
-			}()
-		}
-		if m.batch != nil {
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
-				m.batch.run(s.stop)
-			}()
-		}
+	for _, m := range s.table() {
+		s.startLocked(m)
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.janitor(s.stop)
-	}()
+	s.wg.Go(func() { s.janitor(s.stop) })
 	if s.measured != nil {
-		ms := make([]*model, 0, len(s.names))
-		for _, n := range s.names {
-			ms = append(ms, s.models[n])
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.measured.run(s.stop, ms, s.opts.TrafficSteps)
-		}()
+		s.wg.Go(func() { s.measured.run(s.stop, s.table, s.opts.TrafficSteps) })
 	}
-	s.ready = true
+	s.ready.Store(true)
+}
+
+// startLocked starts m's batcher; s.mu is held and the server started.
+func (s *Server) startLocked(m model) {
+	stop := make(chan struct{})
+	s.stops[m] = stop
+	s.wg.Go(func() { m.run(stop) })
 }
 
 // janitor ends idle sequences and keeps the live-sequence gauge current.
@@ -181,9 +157,10 @@ func (s *Server) janitor(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			for _, m := range s.models {
-				m.seqs.expire()
-				s.metrics.sequences.WithLabelValues(m.name).Set(float64(m.seqs.count()))
+			for _, m := range s.table() {
+				b := m.base()
+				b.seqs.expire()
+				b.metrics.sequences.Set(float64(b.seqs.count()))
 			}
 		}
 	}
@@ -192,16 +169,24 @@ func (s *Server) janitor(stop <-chan struct{}) {
 // Stop refuses new requests, lets the batchers finish every admitted and
 // queued request, and waits for them until ctx ends.
 func (s *Server) Stop(ctx context.Context) error {
+	s.draining.Store(true)
+	s.ready.Store(false)
 	s.mu.Lock()
-	already := s.draining
-	s.draining, s.ready = true, false
 	stop := s.stop
+	if stop != nil {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+			for m, st := range s.stops {
+				close(st)
+				delete(s.stops, m)
+			}
+		}
+	}
 	s.mu.Unlock()
 	if stop == nil {
 		return nil
-	}
-	if !already {
-		close(stop)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -216,66 +201,194 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 }
 
-func (s *Server) isReady() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ready
+// Live reports whether the server is running (it always is while it
+// answers).
+func (s *Server) Live() bool { return true }
+
+// Ready reports whether the server has started and is not draining.
+func (s *Server) Ready() bool { return s.ready.Load() }
+
+// table is the current model table; callers must not change it.
+func (s *Server) table() map[string]model { return *s.models.Load() }
+
+// names are the loaded models' names, sorted.
+func (s *Server) names() []string {
+	return slices.Sorted(maps.Keys(s.table()))
 }
 
-func (s *Server) isDraining() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.draining
-}
-
-func (s *Server) model(name string) (*model, error) {
-	m, ok := s.models[name]
-	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownModel, name)
+// acquire finds a model by name and version and counts a request in; the
+// caller must call leave on the model's base when done. A model being
+// swapped out is never handed out: the lookup retries and finds its
+// successor.
+func (s *Server) acquire(name, ver string) (model, error) {
+	for {
+		m, ok := s.table()[name]
+		if !ok {
+			return nil, fmt.Errorf("%w %q", ErrUnknownModel, clip(name))
+		}
+		if ver != "" && ver != version {
+			return nil, fmt.Errorf("%w: model %q has no version %q (versions served: [%s])", ErrUnknownVersion, clip(name), clip(ver), version)
+		}
+		if m.base().enter() {
+			return m, nil
+		}
+		runtime.Gosched()
 	}
+}
+
+// lookup finds a model without counting a request (metadata, statistics).
+func (s *Server) lookup(name, ver string) (model, error) {
+	m, err := s.acquire(name, ver)
+	if err != nil {
+		return nil, err
+	}
+	m.base().leave()
 	return m, nil
 }
 
-// metadata describes a model for GET /v2/models/{name}.
-func metadata(m *model, sched candidate, traffic []api.ScheduleTraffic) api.ModelMetadata {
-	n := m.net
-	md := api.ModelMetadata{Name: m.name, Versions: []string{"1"}, Platform: "rnnserve_" + n.Cell.String()}
-	if n.Vocab > 0 {
-		md.Inputs = []api.TensorMetadata{{Name: "tokens", Datatype: "INT64", Shape: []int64{-1, -1}, Doc: fmt.Sprintf("token ids [B, T] in [0, %d)", n.Vocab)}}
-	} else {
-		md.Inputs = []api.TensorMetadata{{Name: "features", Datatype: "FP32", Shape: []int64{-1, -1, int64(n.Input)}, Doc: "feature vectors [B, T, input_size]"}}
-	}
-	W, LD := int64(n.OutputWidth()), int64(n.NumLayers*n.Dirs())
-	if n.HeadOut > 0 {
-		V := int64(n.HeadOut)
-		md.Outputs = append(md.Outputs,
-			api.TensorMetadata{Name: "logits", Datatype: "FP32", Shape: []int64{-1, -1, V}, Doc: outputNames["logits"]},
-			api.TensorMetadata{Name: "probs", Datatype: "FP32", Shape: []int64{-1, -1, V}, Doc: outputNames["probs"]},
-			api.TensorMetadata{Name: "top_k", Datatype: "INT64", Shape: []int64{-1, -1, -1}, Doc: outputNames["top_k"]},
-			api.TensorMetadata{Name: "top_k_probs", Datatype: "FP32", Shape: []int64{-1, -1, -1}, Doc: outputNames["top_k_probs"]})
-	}
-	md.Outputs = append(md.Outputs,
-		api.TensorMetadata{Name: "output", Datatype: "FP32", Shape: []int64{-1, -1, W}, Doc: outputNames["output"]},
-		api.TensorMetadata{Name: "hidden", Datatype: "FP32", Shape: []int64{-1, LD, int64(n.Out())}, Doc: outputNames["hidden"]})
-	if n.Cell == rnn.LSTM {
-		md.Outputs = append(md.Outputs, api.TensorMetadata{Name: "cell", Datatype: "FP32", Shape: []int64{-1, LD, int64(n.Hidden)}, Doc: outputNames["cell"]})
-	}
-	md.RNN = api.RNNMetadata{
-		Cell: n.Cell.String(), InputSize: n.Input, HiddenSize: n.Hidden, NumLayers: n.NumLayers,
-		Bidirectional: n.Bidirectional, ProjSize: n.Proj, VocabSize: n.Vocab, HeadSize: n.HeadOut,
-		WeightBytes: n.WeightBytes(), Schedule: sched.String(), ScheduleReason: m.reason, WideCores: wideCores(m),
-		Batching: m.batching, Traffic: traffic,
-	}
-	if n.HeadOut > 0 {
-		md.RNN.Activation = n.Activation.String()
-	}
-	return md
+// call is one request being served: it counts the request in the model's
+// statistics and metrics when it starts and when it ends.
+type call struct {
+	s        *Server
+	m        *modelBase
+	endpoint string
+	protocol string
+	start    time.Time
 }
 
-// wideCores is the number of cores m's wide program runs on, 0 for none.
-func wideCores(m *model) int {
-	if m.wide == nil {
-		return 0
+func (s *Server) begin(m *modelBase, endpoint, protocol string, start time.Time) *call {
+	if start.IsZero() {
+		start = time.Now()
 	}
-	return m.wide.Workers()
+	m.stats.requests.Add(1)
+	m.stats.inflight.Add(1)
+	m.metrics.inflight.Inc()
+	return &call{s: s, m: m, endpoint: endpoint, protocol: protocol, start: start}
+}
+
+// end counts the request's outcome.
+func (c *call) end(err error) {
+	m := c.m
+	m.stats.inflight.Add(-1)
+	m.metrics.inflight.Dec()
+	code := StatusOf(err)
+	c.s.metrics.observe(m.name, c.endpoint, c.protocol, code, time.Since(c.start))
+	took := time.Since(c.start)
+	switch {
+	case err == nil:
+		m.stats.success.Add(1)
+		m.stats.okDur.add(took)
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrDraining), errors.Is(err, ErrTooManySequences):
+		m.stats.rejected.Add(1)
+		m.stats.failDur.add(took)
+	default:
+		m.stats.failed.Add(1)
+		m.stats.failDur.add(took)
+	}
+}
+
+// Rejected counts a request a transport refused before it could build a
+// Request (an unparsable or oversized body): it shows in the model's
+// statistics and metrics like any failed request. An unknown model is not
+// counted.
+func (s *Server) Rejected(modelName, ver, endpoint, protocol string, received time.Time, err error) {
+	m, lerr := s.lookup(modelName, ver)
+	if lerr != nil {
+		return
+	}
+	s.begin(m.base(), endpoint, protocol, received).end(err)
+}
+
+// Infer runs an inference request on its model: the one path every
+// transport's requests take (see Request).
+func (s *Server) Infer(ctx context.Context, r *Request) (*Response, error) {
+	m, err := s.acquire(r.Model, r.Version)
+	if err != nil {
+		return nil, err
+	}
+	b := m.base()
+	defer b.leave()
+	c := s.begin(b, "infer", r.Protocol, r.Received)
+	resp, err := s.run(ctx, m, r, c.start)
+	c.end(err)
+	return resp, err
+}
+
+func (s *Server) run(ctx context.Context, m model, r *Request, start time.Time) (*Response, error) {
+	if s.draining.Load() {
+		return nil, ErrDraining
+	}
+	b := m.base()
+	for i := range r.Inputs {
+		if err := r.Inputs[i].check(); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkClassification(r.Outputs); err != nil {
+		return nil, err
+	}
+	decoded := time.Now()
+	var t timing
+	outs, rows, err := m.infer(ctx, r, &t)
+	if err != nil {
+		return nil, err
+	}
+	computed := time.Now()
+	for i := range outs {
+		o := &outs[i]
+		want := findOutput(r.Outputs, o.Name)
+		o.Binary = r.BinaryOutput
+		if want != nil && want.Binary != nil {
+			o.Binary = *want.Binary
+		}
+		if want != nil && want.Classification > 0 {
+			if err := classify(o, want.Classification); err != nil {
+				return nil, err
+			}
+		}
+	}
+	st := &b.stats
+	st.inferences.Add(int64(rows))
+	st.lastInference.Store(time.Now().UnixMilli())
+	st.queue.add(t.queue)
+	st.input.add(decoded.Sub(start))
+	st.infer.add(t.compute)
+	st.output.add(time.Since(computed))
+	return &Response{Model: b.name, Version: version, ID: r.ID, Outputs: outs}, nil
+}
+
+// findOutput is the requested output named name, or nil (a default
+// output).
+func findOutput(outs []RequestedOutput, name string) *RequestedOutput {
+	for i := range outs {
+		if outs[i].Name == name {
+			return &outs[i]
+		}
+	}
+	return nil
+}
+
+// Generate runs a generate request on its model, calling emit for each
+// token in order from the caller's goroutine; an error from emit (the
+// client went away) stops the generation. It returns an error only when
+// it failed before the first token.
+func (s *Server) Generate(ctx context.Context, g *GenerateRequest, emit func(GenerateToken) error) (GenerateResult, error) {
+	m, err := s.acquire(g.Model, g.Version)
+	if err != nil {
+		return GenerateResult{}, err
+	}
+	b := m.base()
+	defer b.leave()
+	c := s.begin(b, "generate", g.Protocol, g.Received)
+	if s.draining.Load() {
+		c.end(ErrDraining)
+		return GenerateResult{}, ErrDraining
+	}
+	res, err := m.generate(ctx, g, emit)
+	c.end(err)
+	if err == nil {
+		b.stats.inferences.Add(1)
+		b.stats.lastInference.Store(time.Now().UnixMilli())
+	}
+	return res, err
 }

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"rnnserve/models"
 	"rnnserve/schedule"
 	"rnnserve/server/api"
 )
@@ -69,14 +69,16 @@ func newTestServer(t testing.TB, mutate func(*Options), start bool) (*Server, *h
 	if mutate != nil {
 		mutate(&o)
 	}
-	s, err := New(entries, o, quietLog)
+	s, err := New(entries, o, testDeps(t, o))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Tests of the batched path step every request; TestInferMatchesPlan
 	// and TestSoloPlan cover lone requests run as whole plans.
-	for _, m := range s.models {
-		m.alwaysStep = true
+	for _, m := range s.table() {
+		if sm, ok := m.(*seqModel); ok {
+			sm.alwaysStep = true
+		}
 	}
 	if start {
 		s.Start()
@@ -134,7 +136,7 @@ func parseOutputs(t testing.TB, body []byte) map[string][]float64 {
 // reference runs a model's plan directly on batch-first tokens.
 func reference(t testing.TB, s *Server, name string, tokens [][]int64, h0, c0 []float32) schedule.Result {
 	t.Helper()
-	m := s.models[name]
+	m := seqOf(t, s, name)
 	B, T := len(tokens), len(tokens[0])
 	in := schedule.Input{T: T, B: B, Tokens: make([]int64, T*B), H0: h0, C0: c0}
 	for b := range tokens {
@@ -176,7 +178,9 @@ func near(t testing.TB, what string, got []float64, want []float32) {
 
 func TestHealthAndMetadata(t *testing.T) {
 	_, hs := newTestServer(t, nil, true)
-	for _, path := range []string{"/v2/health/live", "/v2/health/ready", "/v2", "/v2/models/lm/ready", "/v2/models/lm/stats"} {
+	for _, path := range []string{"/v2/health/live", "/v2/health/ready", "/v2", "/v2/models/lm/ready", "/v2/models/lm/stats",
+		"/v2/models/lm/versions/1", "/v2/models/lm/versions/1/ready", "/v2/models/lm/versions/1/stats", "/v2/models/lm/config",
+		"/v2/models/lm/versions/1/config", "/v2/models/stats", "/v2/openapi.yaml"} {
 		if code, body := get(t, hs.URL+path); code != 200 {
 			t.Errorf("GET %s: %d %s", path, code, body)
 		}
@@ -196,6 +200,14 @@ func TestHealthAndMetadata(t *testing.T) {
 	}
 	if code, body := get(t, hs.URL+"/v2/models/nope"); code != 404 || !strings.Contains(string(body), "unknown model") {
 		t.Errorf("unknown model: %d %s", code, body)
+	}
+	for _, path := range []string{"/v2/models/lm/versions/2", "/v2/models/lm/versions/2/ready", "/v2/models/lm/versions/x/stats", "/v2/models/lm/versions/0/config"} {
+		if code, body := get(t, hs.URL+path); code != 404 || !strings.Contains(string(body), `versions served: [1]`) {
+			t.Errorf("GET %s: %d %s, want 404 naming the versions served", path, code, body)
+		}
+	}
+	if code, body, _ := post(t, hs.URL+"/v2/models/lm/versions/3/infer", `{"inputs": []}`); code != 404 || !strings.Contains(string(body), `versions served: [1]`) {
+		t.Errorf("infer on version 3: %d %s", code, body)
 	}
 	if code, _ := get(t, hs.URL+"/v2/nowhere"); code != 404 {
 		t.Errorf("unknown route: %d", code)
@@ -218,7 +230,7 @@ func TestInferMatchesPlan(t *testing.T) {
 	}{{true, false}, {true, true}, {false, false}} {
 		t.Run(fmt.Sprintf("batching=%v,solo=%v", mode.batching, mode.solo), func(t *testing.T) {
 			s, hs := newTestServer(t, func(o *Options) { o.Batching.Enabled = &mode.batching }, false)
-			s.models["lm"].alwaysStep = !mode.solo
+			seqOf(t, s, "lm").alwaysStep = !mode.solo
 			s.Start()
 			tokens := [][]int64{{72, 101, 108, 108, 111}, {0, 255, 3, 9, 10}}
 			body := `{"id": "r1", "inputs": [` + tokensJSON(tokens) + `], "outputs": [{"name": "logits"}, {"name": "output"}, {"name": "hidden"}, {"name": "cell"}, {"name": "probs", "parameters": {"last_step": true}}, {"name": "top_k", "parameters": {"k": 3}}]}`
@@ -262,11 +274,11 @@ func TestInferMatchesPlan(t *testing.T) {
 			// A lone plan on an idle model runs across every core when the
 			// schedule has a wide form (P with more than one core).
 			wantWide := 0.0
-			if m := s.models["lm"]; m.wide != nil && (mode.solo || !mode.batching) {
+			if m := seqOf(t, s, "lm"); m.wide != nil && (mode.solo || !mode.batching) {
 				wantWide = 1
 			}
 			if got := testutil.ToFloat64(s.metrics.wide.WithLabelValues("lm")); got != wantWide {
-				t.Errorf("%v wide plans, want %v (%s)", got, wantWide, s.models["lm"].reason)
+				t.Errorf("%v wide plans, want %v (%s)", got, wantWide, seqOf(t, s, "lm").reason)
 			}
 			if len(got["probs"]) != B*V || len(got["top_k"]) != B*T*3 {
 				t.Fatalf("probs %d values, top_k %d", len(got["probs"]), len(got["top_k"]))
@@ -328,7 +340,8 @@ func TestBadRequests(t *testing.T) {
 		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "data": [1, 2.5]}]}`, 400, "not a 64-bit integer"},
 		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "data": [1, "a"]}]}`, 400, "only numbers"},
 		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 0], "data": []}]}`, 400, "want 1..50"},
-		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 51], "data": []}]}`, 400, "want 1..50"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 51], "data": []}]}`, 400, "0 values, want 51"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 51], "data": [` + strings.Repeat("1,", 50) + `1]}]}`, 400, "want 1..50"},
 		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 1], "data": [[[[[[[[[1]]]]]]]]]}]}`, 400, "nested deeper"},
 		{"lm", `{"inputs": [` + ok + `], "outputs": [{"name": "attention"}]}`, 400, "unsupported output"},
 		{"lm", `{"inputs": [` + ok + `], "outputs": [{"name": "top_k", "parameters": {"k": 0}}]}`, 400, "parameter k"},
@@ -339,7 +352,7 @@ func TestBadRequests(t *testing.T) {
 		{"feat", `{"inputs": [{"name": "features", "datatype": "FP32", "shape": [1, 1, 3], "data": [1, 1, 1]}], "outputs": [{"name": "cell"}]}`, 400, "no cell state"},
 		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 1], "data": [1]}], "parameters": {"sequence_start": true}}`, 400, "without sequence_id"},
 		{"lm", `{"inputs": [` + tokensJSON([][]int64{{1}, {2}}) + `], "parameters": {"sequence_id": 5, "sequence_start": true}}`, 400, "batch size 1"},
-		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 1], "data": [` + strings.Repeat("1,", 3000) + `1]}]}`, 413, "body over"},
+		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 1], "data": [` + strings.Repeat("1,", 3000) + `1]}]}`, 413, "over 4096"},
 		{"nope", `{}`, 404, "unknown model"},
 		{"bi", `{"prompt": "hi"}`, 400, "cannot generate"},
 	} {
@@ -413,17 +426,17 @@ func TestSequenceStoreLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.acquire("a", false); statusOf(err) != http.StatusConflict {
+	if _, err := st.acquire("a", false); StatusOf(err) != http.StatusConflict {
 		t.Errorf("busy: %v", err)
 	}
 	st.release("a", a, []float32{1}, nil, false)
 	b, _ := st.acquire("b", true)
 	st.release("b", b, nil, nil, false)
-	if _, err := st.acquire("c", true); statusOf(err) != http.StatusTooManyRequests {
+	if _, err := st.acquire("c", true); StatusOf(err) != http.StatusTooManyRequests {
 		t.Errorf("over the cap: %v", err)
 	}
 	now = now.Add(2 * time.Minute)
-	if _, err := st.acquire("a", false); statusOf(err) != http.StatusGone || !strings.Contains(err.Error(), "expired") {
+	if _, err := st.acquire("a", false); StatusOf(err) != http.StatusGone || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("idle: %v", err)
 	}
 	if st.count() != 0 {
@@ -433,8 +446,12 @@ func TestSequenceStoreLimits(t *testing.T) {
 
 func TestGenerate(t *testing.T) {
 	s, hs := newTestServer(t, nil, true)
-	stream := func(body string) []api.GenerateEvent {
-		resp, err := http.Post(hs.URL+"/v2/models/lm/generate", "application/json", strings.NewReader(body))
+	// stream reads an NDJSON stream (rnnserve's own, on Accept:
+	// application/x-ndjson) from generate or generate_stream.
+	stream := func(path, body string) ([]api.GenerateEvent, api.GenerateDone) {
+		req, _ := http.NewRequest("POST", hs.URL+"/v2/models/lm/"+path, strings.NewReader(body))
+		req.Header.Set("Accept", "application/x-ndjson")
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -444,19 +461,26 @@ func TestGenerate(t *testing.T) {
 			t.Fatalf("%d %s", resp.StatusCode, b)
 		}
 		var evs []api.GenerateEvent
+		var done api.GenerateDone
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
+			if bytes.Contains(sc.Bytes(), []byte(`"done"`)) {
+				if err := json.Unmarshal(sc.Bytes(), &done); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
 			var ev api.GenerateEvent
 			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 				t.Fatalf("line %q: %v", sc.Text(), err)
 			}
 			evs = append(evs, ev)
 		}
-		return evs
+		return evs, done
 	}
-	evs := stream(`{"prompt": "Hello", "max_tokens": 6, "temperature": 0}`)
-	if len(evs) != 7 || !evs[6].Done || evs[6].Reason != "length" {
-		t.Fatalf("events: %+v", evs)
+	evs, done := stream("generate", `{"prompt": "Hello", "max_tokens": 6, "temperature": 0}`)
+	if len(evs) != 6 || !done.Done || done.Reason != "length" || done.Tokens != 6 {
+		t.Fatalf("events: %+v %+v", evs, done)
 	}
 	// Greedy generation equals repeated argmax over a plan of the text so far.
 	text := []int64{'H', 'e', 'l', 'l', 'o'}
@@ -474,13 +498,65 @@ func TestGenerate(t *testing.T) {
 		}
 		text = append(text, int64(best))
 	}
-	// Sampling with a seed is repeatable.
-	a := stream(`{"prompt": "Hi", "max_tokens": 10, "temperature": 1, "top_k": 20, "seed": 42}`)
-	b := stream(`{"prompt": "Hi", "max_tokens": 10, "temperature": 1, "top_k": 20, "seed": 42}`)
-	if fmt.Sprint(a) != fmt.Sprint(b) {
+	// Sampling with a seed is repeatable, in Triton's schema too.
+	a, _ := stream("generate_stream", `{"text_input": "Hi", "parameters": {"max_tokens": 10, "temperature": 1, "top_k": 20, "top_p": 0.9, "seed": 42}}`)
+	b, _ := stream("generate", `{"text_input": "Hi", "max_tokens": 10, "temperature": 1, "top_k": 20, "top_p": 0.9, "seed": 42}`)
+	if fmt.Sprint(a) != fmt.Sprint(b) || len(a) != 10 {
 		t.Errorf("same seed, different text:\n%v\n%v", a, b)
 	}
-	for _, bad := range []string{`{"prompt": ""}`, `{"prompt": "x", "max_tokens": -1}`, `{"prompt": "x", "temperature": -1}`, `{"prompt": "x", "top_k": 300}`, `{"prompt_tokens": [300]}`} {
+	// generate answers one JSON object whose text is the streamed tokens'.
+	code, body, hdr := post(t, hs.URL+"/v2/models/lm/generate", `{"text_input": "Hi", "parameters": {"max_tokens": 10, "temperature": 1, "top_k": 20, "top_p": 0.9, "seed": 42}}`)
+	var whole api.GenerateResponse
+	if code != 200 || hdr.Get("Content-Type") != "application/json" || json.Unmarshal(body, &whole) != nil {
+		t.Fatalf("generate: %d %v %s", code, hdr, body)
+	}
+	var want []byte
+	for _, ev := range a {
+		want = append(want, byte(ev.Token))
+	}
+	var wantText string
+	if data, err := json.Marshal(string(want)); err != nil || json.Unmarshal(data, &wantText) != nil {
+		t.Fatal(err)
+	}
+	if whole.ModelName != "lm" || whole.ModelVersion != "1" || len(whole.RNNServe.Tokens) != 10 || whole.RNNServe.FinishReason != "length" ||
+		whole.TextOutput != wantText {
+		t.Errorf("generate: %s, want the text of %v", body, a)
+	}
+	// generate_stream sends Server-Sent Events, one per token, then one
+	// with the finish reason.
+	resp, err := http.Post(hs.URL+"/v2/models/lm/versions/1/generate_stream", "application/json",
+		strings.NewReader(`{"text_input": "Hi", "parameters": {"max_tokens": 4, "temperature": 0}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sse, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	events := strings.Split(strings.TrimSuffix(string(sse), "\n\n"), "\n\n")
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || len(events) != 5 {
+		t.Fatalf("generate_stream: %d %v %q", resp.StatusCode, resp.Header, sse)
+	}
+	for i, ev := range events {
+		var g api.GenerateResponse
+		if !strings.HasPrefix(ev, "data: ") || json.Unmarshal([]byte(ev[len("data: "):]), &g) != nil {
+			t.Fatalf("event %d: %q", i, ev)
+		}
+		if i < 4 && (len(g.RNNServe.Tokens) != 1 || g.RNNServe.Tokens[0] != evs[i].Token) || i == 4 && g.RNNServe.FinishReason != "length" {
+			t.Errorf("event %d: %q (greedy tokens %v)", i, ev, evs[:4])
+		}
+	}
+	// A stop string ends the generation after it: take the first
+	// printable ASCII byte generated.
+	at := slices.IndexFunc(want, func(c byte) bool { return c > ' ' && c < 0x7f && c != '"' && c != '\\' })
+	if at < 0 {
+		t.Fatalf("no printable byte in %q to stop at", want)
+	}
+	code, body, _ = post(t, hs.URL+"/v2/models/lm/generate", fmt.Sprintf(`{"text_input": "Hi", "parameters": {"max_tokens": 10, "temperature": 1, "top_k": 20, "top_p": 0.9, "seed": 42, "stop": ["%c"]}}`, want[at]))
+	if json.Unmarshal(body, &whole) != nil || code != 200 || whole.RNNServe.FinishReason != "stop" || len(whole.RNNServe.Tokens) != at+1 {
+		t.Errorf("stop %q: %d %s, want %d tokens", want[at], code, body, at+1)
+	}
+	for _, bad := range []string{`{"prompt": ""}`, `{"prompt": "x", "max_tokens": -1}`, `{"prompt": "x", "temperature": -1}`, `{"prompt": "x", "top_k": 300}`,
+		`{"prompt_tokens": [300]}`, `{"text_input": "x", "top_p": 2}`, `{"text_input": "x", "prompt": "y"}`, `{"text_input": "x", "max_tokens": 2, "parameters": {"max_tokens": 3}}`,
+		`{"text_input": "x", "stop": 5}`, `{"text_input": "x", "colour": 1}`, `{"text_input": "x"}]`} {
 		if code, body, _ := post(t, hs.URL+"/v2/models/lm/generate", bad); code != 400 {
 			t.Errorf("%s: %d %s", bad, code, body)
 		}
@@ -500,7 +576,7 @@ func TestQueueFull(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	for deadline := time.Now().Add(5 * time.Second); len(s.models["lm"].batch.queue) == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); len(seqOf(t, s, "lm").batch.queue) == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the first request never reached the queue")
 		}
@@ -515,9 +591,9 @@ func TestQueueFull(t *testing.T) {
 // its batch, and the batch goes on serving others.
 func TestDisconnectDropsRow(t *testing.T) {
 	s, hs := newTestServer(t, nil, false)
-	m := s.models["lm"]
+	m := seqOf(t, s, "lm")
 	ctx, cancel := context.WithCancel(context.Background())
-	j := &job{ctx: ctx, seqs: []*schedule.Sequence{{Tokens: make([]int64, 50)}}}
+	j := &job[*seqWork]{ctx: ctx, rows: 1, work: &seqWork{seqs: []*schedule.Sequence{{Tokens: make([]int64, 50)}}}}
 	if err := m.batch.submit(j); err != nil {
 		t.Fatal(err)
 	}
@@ -562,8 +638,8 @@ func TestMetrics(t *testing.T) {
 	post(t, hs.URL+"/v2/models/lm/infer", `{"inputs": [`)
 	_, body := get(t, hs.URL+"/metrics")
 	for _, want := range []string{
-		`rnnserve_requests_total{code="200",endpoint="infer",model="lm"} 1`,
-		`rnnserve_requests_total{code="400",endpoint="infer",model="lm"} 1`,
+		`rnnserve_requests_total{code="200",endpoint="infer",model="lm",protocol="rest"} 1`,
+		`rnnserve_requests_total{code="400",endpoint="infer",model="lm",protocol="rest"} 1`,
 		`rnnserve_request_duration_seconds_bucket`, `rnnserve_queue_duration_seconds_count{model="lm"} 1`,
 		`rnnserve_compute_duration_seconds_count{model="lm"} 1`, `rnnserve_batch_rows_bucket`,
 		`rnnserve_tokens_total{model="lm"} 3`, `rnnserve_steps_total{model="lm"} 3`,
@@ -576,45 +652,6 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-}
-
-func FuzzInferRequest(f *testing.F) {
-	entries, err := LoadRepository(testRepo)
-	if err != nil {
-		f.Fatal(err)
-	}
-	var lm *models.Model
-	for _, e := range entries {
-		if e.Name == "lm" {
-			lm = e.Model
-		}
-	}
-	o := DefaultOptions()
-	o.MaxSteps = 64
-	f.Add([]byte(`{"inputs": [` + tokensJSON([][]int64{{1, 2}}) + `], "outputs": [{"name": "top_k", "parameters": {"k": 2}}]}`))
-	f.Add([]byte(`{"inputs": [{"name": "tokens", "datatype": "INT32", "shape": [1, 1], "data": [[1]]}], "parameters": {"sequence_id": "x", "sequence_start": true}}`))
-	f.Add([]byte(`{"inputs": [{"name": "features", "shape": [1], "data": {}}]}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req api.InferRequest
-		if json.Unmarshal(body, &req) != nil {
-			return
-		}
-		r, err := decodeRequest(&req, lm.Net, &o)
-		if err != nil {
-			if statusOf(err) != http.StatusBadRequest {
-				t.Fatalf("decode error %v maps to %d", err, statusOf(err))
-			}
-			return
-		}
-		if r.B < 1 || r.T < 1 || r.T > o.MaxSteps || len(r.tokens) != r.B*r.T {
-			t.Fatalf("accepted request B=%d T=%d with %d tokens", r.B, r.T, len(r.tokens))
-		}
-		for _, id := range r.tokens {
-			if id < 0 || id >= 256 {
-				t.Fatalf("accepted token %d", id)
-			}
-		}
-	})
 }
 
 // TestLoadtestRepository: the load test's models (configs/loadtest) load.
@@ -640,10 +677,10 @@ var quietLog = slog.New(slog.DiscardHandler)
 // cores, work at once.
 func TestLanesShareWork(t *testing.T) {
 	s, _ := newTestServer(t, func(o *Options) { o.Batching.Workers = 2 }, false)
-	m := s.models["lm"]
-	var jobs []*job
+	m := seqOf(t, s, "lm")
+	var jobs []*job[*seqWork]
 	for range 20 {
-		j := &job{ctx: context.Background(), seqs: []*schedule.Sequence{{Tokens: make([]int64, 400)}}}
+		j := &job[*seqWork]{ctx: context.Background(), rows: 1, work: &seqWork{seqs: []*schedule.Sequence{{Tokens: make([]int64, 400)}}}}
 		if err := m.batch.submit(j); err != nil {
 			t.Fatal(err)
 		}
@@ -677,7 +714,7 @@ func TestSoloAndBatchedTogether(t *testing.T) {
 	for _, workers := range []int{1, 2} {
 		t.Run(fmt.Sprint("workers=", workers), func(t *testing.T) {
 			s, hs := newTestServer(t, func(o *Options) { o.Batching.Workers = workers }, false)
-			s.models["lm"].alwaysStep = false
+			seqOf(t, s, "lm").alwaysStep = false
 			s.Start()
 			r := rand.New(rand.NewPCG(uint64(workers), 9))
 			var wg sync.WaitGroup
@@ -720,14 +757,14 @@ func TestSoloAndBatchedTogether(t *testing.T) {
 			for e := range errs {
 				t.Error(e)
 			}
-			m := s.models["lm"]
-			solo := testutil.ToFloat64(m.metrics.solo.WithLabelValues("lm"))
-			steps := testutil.ToFloat64(m.metrics.steps.WithLabelValues("lm"))
+			m := seqOf(t, s, "lm")
+			solo := testutil.ToFloat64(m.metrics.solo)
+			steps := testutil.ToFloat64(m.metrics.steps)
 			t.Logf("%v solo plans, %v batched steps", solo, steps)
 			// A lane gives its core back when it next finds itself idle.
-			for deadline := time.Now().Add(5 * time.Second); len(m.batch.cores) != 0; time.Sleep(time.Millisecond) {
+			for deadline := time.Now().Add(5 * time.Second); len(m.cores) != 0; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Fatalf("%d core tokens still held after every request finished", len(m.batch.cores))
+					t.Fatalf("%d core tokens still held after every request finished", len(m.cores))
 				}
 			}
 		})
@@ -756,27 +793,22 @@ func TestRequestLargerThanBatch(t *testing.T) {
 // gives the slots back.
 func TestWiden(t *testing.T) {
 	s, _ := newTestServer(t, nil, false)
-	m := s.models["lm"]
+	m := seqOf(t, s, "lm")
 	if m.wide == nil {
 		t.Skipf("lm runs %v: no wide form on %d core(s)", candidateOf(m.prog), runtime.GOMAXPROCS(0))
 	}
-	tokens := make(chan struct{}, 3)
-	tokens <- struct{}{} // the caller's own
-	wide, release := m.widen(tokens)
-	if !wide || len(tokens) != 3 {
-		t.Fatalf("all free: wide %v, %d slots held", wide, len(tokens))
+	slots := newCoreSlots(3)
+	slots.tryTake() // the caller's own
+	release := m.widen(slots)
+	if release == nil || len(slots) != 3 {
+		t.Fatalf("all free: wide %v, %d slots held", release != nil, len(slots))
 	}
 	release()
-	if len(tokens) != 1 {
-		t.Fatalf("after release %d slots held, want 1", len(tokens))
+	if len(slots) != 1 {
+		t.Fatalf("after release %d slots held, want 1", len(slots))
 	}
-	tokens <- struct{}{} // another request holds a core
-	if wide, release := m.widen(tokens); wide || len(tokens) != 2 {
-		t.Fatalf("one busy: wide %v, %d slots held", wide, len(tokens))
-	} else {
-		release()
-	}
-	if len(tokens) != 2 {
-		t.Fatalf("a narrow release took slots: %d held", len(tokens))
+	slots.tryTake() // another request holds a core
+	if release := m.widen(slots); release != nil || len(slots) != 2 {
+		t.Fatalf("one busy: wide %v, %d slots held", release != nil, len(slots))
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -45,19 +46,22 @@ func (c candidate) preference() int {
 	return 3
 }
 
-// program prepares net for c. P splits over c.workers cores on the
-// process-wide pool of that many workers (one worker runs inline).
-func (c candidate) program(net *rnn.Network) (*schedule.Program, error) {
+// ErrNoPool is wrapped when P needs a worker pool of a size its owner did
+// not provide (see PoolSizes).
+var ErrNoPool = errors.New("server: no worker pool of that size")
+
+// program prepares net for c. P splits over c.workers cores on the pool of
+// that many workers from pools (one worker runs inline, and a dry network
+// needs none).
+func (c candidate) program(net *rnn.Network, pools Pools) (*schedule.Program, error) {
 	if c.sched != schedule.Partitioned {
 		return schedule.NewProgram(net, c.sched)
 	}
 	opt := schedule.PartitionOptions{Workers: c.workers, Precision: c.prec}
 	if c.workers > 1 && !net.Dry() {
-		pool, err := schedule.DefaultPool(c.workers)
-		if err != nil {
-			return nil, err
+		if opt.Pool = pools[c.workers]; opt.Pool == nil {
+			return nil, fmt.Errorf("%w: P on %d cores (the owner makes the pools PoolSizes lists)", ErrNoPool, c.workers)
 		}
-		opt.Pool = pool
 	}
 	return schedule.NewPartitioned(net, opt)
 }
@@ -231,7 +235,7 @@ func modelTraffic(net *rnn.Network, c candidate, tm trafficModel) (api.ScheduleT
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}
-	prog, err := c.program(dry)
+	prog, err := c.program(dry, nil)
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}
@@ -292,9 +296,10 @@ func cellularTraffic(net *rnn.Network, cacheBytes int64, steps int) (api.Schedul
 
 // ProgramFor prepares net to run whole-request plans under the schedule a
 // model's metadata names (A, A+, P or P-bf16), P on the given number of
-// cores (the metadata says how many), at most GOMAXPROCS: for tools that
-// time what the server runs, such as cmd/loadgen.
-func ProgramFor(net *rnn.Network, name string, workers int) (*schedule.Program, error) {
+// cores (the metadata says how many), at most GOMAXPROCS, on the caller's
+// pool of that many workers: for tools that time what the server runs,
+// such as cmd/loadgen.
+func ProgramFor(net *rnn.Network, name string, workers int, pools Pools) (*schedule.Program, error) {
 	c := candidate{workers: 1}
 	if base, ok := strings.CutSuffix(name, "-bf16"); ok {
 		name, c.prec = base, schedule.BF16
@@ -309,5 +314,5 @@ func ProgramFor(net *rnn.Network, name string, workers int) (*schedule.Program, 
 	} else if c.prec == schedule.BF16 {
 		return nil, fmt.Errorf("server: schedule %q: only P stores bf16 weights", name+"-bf16")
 	}
-	return c.program(net)
+	return c.program(net, pools)
 }

@@ -247,7 +247,7 @@ func TestModelConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries[0].Config.Schedule = "Q"
-	if _, err := New(entries, DefaultOptions(), quietLog); !errors.Is(err, ErrModelConfig) {
+	if _, err := New(entries, DefaultOptions(), testDeps(t, DefaultOptions())); !errors.Is(err, ErrModelConfig) {
 		t.Errorf("New: %v", err)
 	}
 }
@@ -273,7 +273,7 @@ func TestServeChosenSchedule(t *testing.T) {
 	o := DefaultOptions()
 	o.CacheBytes, o.PrivateCacheBytes, o.TrafficSteps = 8<<20, 16<<10, 10
 	o.Batching.Workers = 1 // one request at a time: P spreads over every core
-	s, err := New(entries, o, quietLog)
+	s, err := New(entries, o, testDeps(t, o))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestServeChosenSchedule(t *testing.T) {
 		{"plm", "P", schedule.F32, 1e-5, 0},
 		{"blm", "P-bf16", schedule.BF16, 2e-2, 1e-6}, // rounded weights must show
 	} {
-		m := s.models[c.name]
+		m := seqOf(t, s, c.name)
 		got := candidateOf(m.prog)
 		if got.sched != schedule.Partitioned || got.prec != c.prec || got.workers != procs {
 			t.Fatalf("%s runs %v on %d workers (%s), want %s on %d", c.name, got, got.workers, m.reason, c.want, procs)
@@ -358,8 +358,9 @@ func TestProgramFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	net := entries[slices.IndexFunc(entries, func(e Entry) bool { return e.Name == "lm" })].Model.Net
+	pools := testDeps(t, Options{Batching: BatchOptions{Workers: 1}}).Pools
 	for _, name := range []string{"A", "A+", "P", "P-bf16"} {
-		prog, err := ProgramFor(net, name, 2)
+		prog, err := ProgramFor(net, name, 2, pools)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -369,7 +370,7 @@ func TestProgramFor(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"", "B", "A+-bf16", "cellular"} {
-		if _, err := ProgramFor(net, name, 1); err == nil {
+		if _, err := ProgramFor(net, name, 1, pools); err == nil {
 			t.Errorf("ProgramFor(%q): no error", name)
 		}
 	}

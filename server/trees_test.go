@@ -22,7 +22,7 @@ func newTreeServer(t *testing.T, delay time.Duration) (*Server, *httptest.Server
 	}
 	o := DefaultOptions()
 	o.Batching.MaxQueueDelay = delay
-	s, err := New(entries, o, quietLog)
+	s, err := New(entries, o, testDeps(t, o))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +122,14 @@ func TestInferTreesErrors(t *testing.T) {
 		{treeRequest([]string{"(3)"}, "", "logits"), http.StatusBadRequest},
 		{`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 1], "data": [1]}]}`, http.StatusBadRequest},
 		{`{"inputs": [{"name": "trees", "datatype": "BYTES", "shape": [2], "data": ["(3)"]}]}`, http.StatusBadRequest},
+		// Strict like sequence models: no sequence parameters, no unknown
+		// output parameters, no output twice, nothing after the object.
+		{treeRequest([]string{"(3)"}, `{"sequence_id": "s", "sequence_start": true}`), http.StatusBadRequest},
+		{`{"inputs": [{"name": "trees", "datatype": "BYTES", "shape": [1], "data": ["(3)"]}], "outputs": [{"name": "class", "parameters": {"k": 1}}]}`, http.StatusBadRequest},
+		{treeRequest([]string{"(3)"}, "", "class", "class"), http.StatusBadRequest},
+		{treeRequest([]string{"(3)"}, "") + "]", http.StatusBadRequest},
+		{treeRequest([]string{"(3)"}, "") + "}}}", http.StatusBadRequest},
+		{`{"inputs": [{"name": "trees", "datatype": "BYTES", "shape": [1], "data": ["(3 \ud800)"]}]}`, http.StatusBadRequest},
 	} {
 		if code, body, _ := post(t, url, c.body); code != c.code {
 			t.Errorf("%s: %d %s, want %d", c.body, code, body, c.code)
@@ -162,7 +170,7 @@ func TestTreeBatching(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	st := s.statsOf(s.models["treelstm"])
+	st := statsOf(s.table()["treelstm"]).RNNServe
 	if st.Tokens != n || st.Steps >= n {
 		t.Errorf("%d trees in %d plans: want %d trees in fewer plans", st.Tokens, st.Steps, n)
 	}

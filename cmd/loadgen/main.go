@@ -142,7 +142,8 @@ func (r *result) pct(p float64) time.Duration {
 
 // drive runs n clients for d and collects every successful request's latency.
 func drive(url, model string, n, steps, vocab int, d time.Duration) *result {
-	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n}
+	// No transparent gzip: the server's own cost is what is measured.
+	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n, DisableCompression: true}
 	client := &http.Client{Transport: tr, Timeout: time.Minute}
 	defer tr.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -242,7 +243,16 @@ func engineTime(repo, model, sched string, workers, steps, vocab int) (time.Dura
 		if e.Name != model {
 			continue
 		}
-		prog, err := server.ProgramFor(e.Model.Net, strings.Fields(sched)[0], workers)
+		pools := server.Pools{}
+		if workers > 1 {
+			pool, err := schedule.NewPool(schedule.PoolOptions{Workers: workers})
+			if err != nil {
+				return 0, err
+			}
+			defer pool.Close()
+			pools[workers] = pool
+		}
+		prog, err := server.ProgramFor(e.Model.Net, strings.Fields(sched)[0], workers, pools)
 		if err != nil {
 			return 0, err
 		}

@@ -1,11 +1,21 @@
-// Command serve runs rnnserve's HTTP server (KServe v2 protocol) on a
-// model repository: by default the bundled models embedded in the binary.
+// Command serve runs rnnserve's HTTP server (KServe v2 protocol, with
+// Triton's extensions) on a model repository: by default the bundled
+// models embedded in the binary.
 //
 //	go run ./cmd/serve                       # bundled models on 127.0.0.1:8080
-//	go run ./cmd/serve -config configs/serve.yaml -models ./my-models
+//	go run ./cmd/serve -config configs/serve.yaml -repository ./my-models
 //
-// SIGINT or SIGTERM stops accepting connections, finishes the requests in
-// flight (bounded by the drain timeout) and exits 0.
+// With -repository every model directory is loaded at start, and the
+// repository endpoints load, reload and unload models from it by name
+// (only from inside it: names with a path separator or "..", and
+// symbolic links out of it, are refused).
+//
+// main owns every long-lived component: it makes the worker pools P runs
+// on (schedule.NewPool, the sizes server.PoolSizes lists), opens the
+// repository, starts the server's batchers and the HTTP listener, and on
+// SIGINT or SIGTERM stops them in reverse order: stop accepting, finish
+// the requests in flight (bounded by the drain timeout), stop the
+// batchers, close the pools and the repository, exit 0.
 package main
 
 import (
@@ -28,6 +38,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"rnnserve/models/bundled"
+	"rnnserve/schedule"
 	"rnnserve/server"
 )
 
@@ -73,13 +84,39 @@ func run(args []string, stderr *os.File) error {
 	var repo fs.FS = bundled.FS
 	where := "bundled models"
 	if cfg.ModelRepository != "" {
-		repo, where = os.DirFS(cfg.ModelRepository), cfg.ModelRepository
+		// os.Root keeps every read inside the directory, symlinks included.
+		root, err := os.OpenRoot(cfg.ModelRepository)
+		if err != nil {
+			return fmt.Errorf("model repository: %w", err)
+		}
+		defer root.Close()
+		repo, where = root.FS(), cfg.ModelRepository
 	}
 	entries, err := server.LoadRepository(repo)
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	srv, err := server.New(entries, cfg.Server, log)
+	// The pools close last, once nothing can run on them: after a clean
+	// drain, or when the server never started. After a failed drain the
+	// process exits with work still on them.
+	pools := server.Pools{}
+	poolsInUse := false
+	defer func() {
+		if poolsInUse {
+			return
+		}
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	for _, n := range server.PoolSizes(cfg.Server) {
+		p, err := schedule.NewPool(schedule.PoolOptions{Workers: n})
+		if err != nil {
+			return fmt.Errorf("worker pool of %d: %w", n, err)
+		}
+		pools[n] = p
+	}
+	srv, err := server.New(entries, cfg.Server, server.Deps{Log: log, Pools: pools, Repository: repo})
 	if err != nil {
 		return err
 	}
@@ -89,6 +126,7 @@ func run(args []string, stderr *os.File) error {
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout}
 	srv.Start()
+	poolsInUse = true
 	names := make([]string, len(entries))
 	for i, e := range entries {
 		names[i] = e.Name
@@ -100,19 +138,25 @@ func run(args []string, stderr *os.File) error {
 	defer stop()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
+	var failed error
 	select {
-	case err := <-serveErr:
-		return err
+	case failed = <-serveErr:
+		log.Error("serving failed; draining", "err", failed)
 	case <-ctx.Done():
+		log.Info("shutting down", "drain_timeout", cfg.DrainTimeout)
 	}
-	log.Info("shutting down", "drain_timeout", cfg.DrainTimeout)
 	drain, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 	defer cancel()
-	// Refuse new requests first, then let in-flight ones finish.
+	// Refuse new requests first, then let in-flight ones finish, then
+	// stop the batchers.
 	errHTTP := hs.Shutdown(drain)
 	errSrv := srv.Stop(drain)
 	if err := errors.Join(errHTTP, errSrv); err != nil {
-		return fmt.Errorf("drain: %w", err)
+		return fmt.Errorf("drain: %w", errors.Join(failed, err))
+	}
+	poolsInUse = false
+	if failed != nil {
+		return failed
 	}
 	log.Info("stopped")
 	return nil
@@ -125,7 +169,9 @@ func parseConfig(args []string) (config, error) {
 	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
 	path := fl.String("config", "", "YAML config file (see configs/serve.yaml)")
 	listen := fl.String("listen", "", "listen address (default 127.0.0.1:8080; use 0.0.0.0:PORT to expose it)")
-	models := fl.String("models", "", "model repository directory (default: the bundled models)")
+	var repository string
+	fl.StringVar(&repository, "repository", "", "model repository directory: loaded at start, and the repository endpoints load and unload from it (default: the bundled models)")
+	fl.StringVar(&repository, "models", "", "the same as -repository (its older name)")
 	cache := fl.Int64("cache-bytes", 0, "last-level cache size for the schedule choice (default: read from the host)")
 	private := fl.Int64("private-cache-bytes", 0, "one core's private (L2) cache size for the schedule choice (default: read from the host)")
 	batching := fl.String("batching", "", "cellular batching: on or off (default on)")
@@ -149,8 +195,8 @@ func parseConfig(args []string) (config, error) {
 	if *listen != "" {
 		cfg.Listen = *listen
 	}
-	if *models != "" {
-		cfg.ModelRepository = *models
+	if repository != "" {
+		cfg.ModelRepository = repository
 	}
 	if *cache != 0 {
 		cfg.Server.CacheBytes = *cache

@@ -1,7 +1,9 @@
-// Package api holds the JSON wire types of rnnserve's HTTP API: the KServe
+// Package api holds the JSON wire types of rnnserve's REST API: the KServe
 // v2 inference protocol (the "Open Inference Protocol" that Triton and
-// KServe speak) and rnnserve's extensions. It has no logic beyond
-// decoding tensor data.
+// KServe speak), Triton's extensions to it (binary tensor data,
+// statistics, model repository, model configuration, generate) and
+// rnnserve's own additions, each under a key of its own ("rnn",
+// "rnnserve"). It has no logic.
 package api
 
 import "encoding/json"
@@ -81,45 +83,69 @@ type ScheduleTraffic struct {
 	CoreBytes         *float64 `json:"core_bytes_per_inference,omitempty"`
 }
 
-// Tensor is an input or output tensor. Data is a flat (or nested) JSON
-// array in row-major order: numbers for INT*/FP*, strings for BYTES.
-type Tensor struct {
-	Name       string          `json:"name"`
-	Shape      []int64         `json:"shape"`
-	Datatype   string          `json:"datatype"`
-	Parameters Parameters      `json:"parameters,omitempty"`
-	Data       json.RawMessage `json:"data"`
+// RawData is a JSON value kept as the bytes it was decoded from, without
+// the copy json.RawMessage makes: the slice points into the decoder's
+// buffer and is valid only until the decoder reads again. The REST
+// decoder converts it to typed tensor data before that.
+type RawData []byte
+
+// UnmarshalJSON keeps the value's bytes without copying them.
+func (r *RawData) UnmarshalJSON(b []byte) error {
+	*r = b
+	return nil
 }
 
-// Parameters are free-form request, tensor or output parameters.
+// Tensor is an input tensor of an InferRequest. Data is a flat (or
+// nested) JSON array in row-major order: numbers for INT*/UINT*/FP*,
+// strings for BYTES. With Triton's binary tensor data extension Data is
+// absent and Parameters has binary_data_size: the tensor's raw bytes
+// follow the JSON in the body.
+type Tensor struct {
+	Name       string     `json:"name"`
+	Shape      []int64    `json:"shape"`
+	Datatype   string     `json:"datatype"`
+	Parameters Parameters `json:"parameters,omitempty"`
+	Data       RawData    `json:"data,omitempty"`
+}
+
+// Parameters are free-form request, tensor or output parameters: each
+// value a string, number or boolean.
 type Parameters map[string]json.RawMessage
 
 // RequestedOutput names an output the client wants, with its parameters
-// (for example {"name": "top_k", "parameters": {"k": 5}}).
+// (for example {"name": "top_k", "parameters": {"k": 5}}; Triton's
+// binary_data and classification are parameters too).
 type RequestedOutput struct {
 	Name       string     `json:"name"`
 	Parameters Parameters `json:"parameters,omitempty"`
 }
 
-// InferRequest is the body of POST /v2/models/{name}/infer. Request
-// parameters rnnserve reads: sequence_id (string or unsigned integer),
-// sequence_start, sequence_end (booleans).
+// InferRequest is the body of POST /v2/models/{name}/infer (or its JSON
+// header, with binary tensor data). Request parameters rnnserve reads:
+// sequence_id (string or unsigned integer), sequence_start,
+// sequence_end (booleans), binary_data_output (boolean), and executor
+// (string) for tree models; others are ignored. ModelName and
+// ModelVersion, when given, must agree with the URL.
 type InferRequest struct {
-	ID         string            `json:"id,omitempty"`
-	Parameters Parameters        `json:"parameters,omitempty"`
-	Inputs     []Tensor          `json:"inputs"`
-	Outputs    []RequestedOutput `json:"outputs,omitempty"`
+	ID           string            `json:"id,omitempty"`
+	ModelName    string            `json:"model_name,omitempty"`
+	ModelVersion string            `json:"model_version,omitempty"`
+	Parameters   Parameters        `json:"parameters,omitempty"`
+	Inputs       []Tensor          `json:"inputs"`
+	Outputs      []RequestedOutput `json:"outputs,omitempty"`
 }
 
-// OutputTensor is one tensor of an InferResponse.
+// OutputTensor is one tensor of an InferResponse, as clients decode it.
+// With binary data, Data is absent and Parameters has binary_data_size.
 type OutputTensor struct {
-	Name     string  `json:"name"`
-	Shape    []int64 `json:"shape"`
-	Datatype string  `json:"datatype"`
-	Data     any     `json:"data"`
+	Name       string         `json:"name"`
+	Shape      []int64        `json:"shape"`
+	Datatype   string         `json:"datatype"`
+	Parameters map[string]any `json:"parameters,omitempty"`
+	Data       any            `json:"data,omitempty"`
 }
 
-// InferResponse answers an InferRequest.
+// InferResponse answers an InferRequest, as clients decode it.
 type InferResponse struct {
 	ModelName    string         `json:"model_name"`
 	ModelVersion string         `json:"model_version,omitempty"`
@@ -128,34 +154,71 @@ type InferResponse struct {
 	Outputs      []OutputTensor `json:"outputs"`
 }
 
-// GenerateRequest is the body of POST /v2/models/{name}/generate.
+// GenerateRequest is the body of POST /v2/models/{name}/generate and
+// generate_stream, Triton's generate extension: text_input and parameters
+// (max_tokens, temperature, top_k, top_p, seed, stop). The parameters may
+// also stand at the top level of the object, as Triton allows. Prompt and
+// PromptTokens are rnnserve's: Prompt is text_input's older name,
+// PromptTokens replaces it for models whose vocabulary is not bytes.
 type GenerateRequest struct {
-	Prompt      string  `json:"prompt"`
-	MaxTokens   int     `json:"max_tokens"`
-	Temperature float64 `json:"temperature"`
-	TopK        int     `json:"top_k"`
-	Seed        uint64  `json:"seed"`
-	// PromptTokens replaces Prompt for models whose vocabulary is not bytes.
-	PromptTokens []int64 `json:"prompt_tokens,omitempty"`
+	TextInput    *string         `json:"text_input,omitempty"`
+	Prompt       *string         `json:"prompt,omitempty"`
+	PromptTokens []int64         `json:"prompt_tokens,omitempty"`
+	Parameters   GenerateOptions `json:"parameters"`
+	GenerateOptions
 }
 
-// GenerateEvent is one line of the NDJSON stream that answers a
-// GenerateRequest: a generated token (Done false), or, last, a
-// GenerateDone line.
+// GenerateOptions are the sampling parameters of a generate request.
+type GenerateOptions struct {
+	MaxTokens   *int     `json:"max_tokens,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopK        *int     `json:"top_k,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	Seed        *uint64  `json:"seed,omitempty"`
+	// Stop is one string or a list of them.
+	Stop json.RawMessage `json:"stop,omitempty"`
+	// Stream is accepted for Triton clients that send it; the endpoint
+	// (generate or generate_stream) decides.
+	Stream *bool `json:"stream,omitempty"`
+}
+
+// GenerateResponse answers POST /v2/models/{name}/generate, and is each
+// Server-Sent Event of generate_stream (text_output then holds one
+// token's text). RNNServe carries rnnserve's own figures.
+type GenerateResponse struct {
+	ModelName    string           `json:"model_name"`
+	ModelVersion string           `json:"model_version"`
+	TextOutput   string           `json:"text_output"`
+	RNNServe     GenerateRNNServe `json:"rnnserve"`
+}
+
+// GenerateRNNServe are rnnserve's figures of a generate response: the
+// token ids and their log-probabilities (one of each per event in a
+// stream), and, when the generation has ended, how.
+type GenerateRNNServe struct {
+	Tokens   []int64   `json:"tokens"`
+	LogProbs []float64 `json:"logprobs"`
+	// FinishReason is set on the whole response and on a stream's last
+	// event: length (max_tokens reached), stop (a stop string was
+	// generated) or canceled.
+	FinishReason string `json:"finish_reason,omitempty"`
+}
+
+// GenerateEvent is one line of the NDJSON stream (application/x-ndjson)
+// that answers a generate request asking for it: a generated token, or,
+// last, a GenerateDone line.
 type GenerateEvent struct {
 	Index   int     `json:"index"`
 	Token   int64   `json:"token"`
 	Text    string  `json:"text"`
 	LogProb float64 `json:"logprob"`
-	Done    bool    `json:"done,omitempty"`
-	Reason  string  `json:"finish_reason,omitempty"`
 }
 
-// GenerateDone is the last line of a generate stream.
+// GenerateDone is the last line of an NDJSON generate stream.
 type GenerateDone struct {
 	Done   bool   `json:"done"`          // always true
 	Tokens int    `json:"tokens"`        // tokens generated
-	Reason string `json:"finish_reason"` // length: max_tokens reached; canceled: stopped early
+	Reason string `json:"finish_reason"` // length, stop or canceled
 }
 
 // Error is the body of every error response.
@@ -163,27 +226,146 @@ type Error struct {
 	Error string `json:"error"`
 }
 
-// ModelStats answers GET /v2/models/{name}/stats.
-type ModelStats struct {
-	Name           string        `json:"name"`
-	Requests       int64         `json:"requests"`
-	Success        int64         `json:"success"`
-	Failed         int64         `json:"failed"`
-	Rejected       int64         `json:"rejected"`
-	Steps          int64         `json:"steps"`
-	Tokens         int64         `json:"tokens"`
-	LiveSequences  int           `json:"live_sequences"`
-	InFlight       int64         `json:"in_flight"`
-	QueueLength    int           `json:"queue_length"`
-	MeanBatchRows  float64       `json:"mean_batch_rows"`
-	QueueSeconds   DurationStats `json:"queue_seconds"`
-	ComputeSeconds DurationStats `json:"compute_seconds"`
-	TotalSeconds   DurationStats `json:"request_seconds"`
+// ModelStatsResponse answers GET /v2/models[/{name}[/versions/{v}]]/stats
+// in the schema of Triton's statistics extension.
+type ModelStatsResponse struct {
+	ModelStats []ModelStats `json:"model_stats"`
 }
 
-// DurationStats summarises durations in seconds.
-type DurationStats struct {
-	Count int64   `json:"count"`
-	Sum   float64 `json:"sum"`
-	Mean  float64 `json:"mean"`
+// ModelStats are one model version's statistics. RNNServe carries
+// rnnserve's own figures.
+type ModelStats struct {
+	Name           string         `json:"name"`
+	Version        string         `json:"version"`
+	LastInference  uint64         `json:"last_inference"` // ms since the epoch, 0 before the first
+	InferenceCount uint64         `json:"inference_count"`
+	ExecutionCount uint64         `json:"execution_count"`
+	InferenceStats InferenceStats `json:"inference_stats"`
+	BatchStats     []BatchStats   `json:"batch_stats"`
+	RNNServe       RNNServeStats  `json:"rnnserve"`
+}
+
+// InferenceStats are Triton's per-phase request statistics.
+type InferenceStats struct {
+	Success       StatDuration `json:"success"`
+	Fail          StatDuration `json:"fail"`
+	Queue         StatDuration `json:"queue"`
+	ComputeInput  StatDuration `json:"compute_input"`
+	ComputeInfer  StatDuration `json:"compute_infer"`
+	ComputeOutput StatDuration `json:"compute_output"`
+	CacheHit      StatDuration `json:"cache_hit"`
+	CacheMiss     StatDuration `json:"cache_miss"`
+}
+
+// BatchStats are Triton's per-batch-size statistics (rnnserve reports
+// none: its batches change size at every step).
+type BatchStats struct {
+	BatchSize     uint64       `json:"batch_size"`
+	ComputeInput  StatDuration `json:"compute_input"`
+	ComputeInfer  StatDuration `json:"compute_infer"`
+	ComputeOutput StatDuration `json:"compute_output"`
+}
+
+// StatDuration is a count and a total duration in nanoseconds.
+type StatDuration struct {
+	Count uint64 `json:"count"`
+	Ns    uint64 `json:"ns"`
+}
+
+// RNNServeStats are rnnserve's own figures of a model: requests by
+// outcome, batched steps and the rows they carried, live sequences,
+// requests in flight and queued.
+type RNNServeStats struct {
+	Requests      int64   `json:"requests"`
+	Success       int64   `json:"success"`
+	Failed        int64   `json:"failed"`
+	Rejected      int64   `json:"rejected"` // 503 (queue full, draining) and 429 (too many sequences)
+	Steps         int64   `json:"steps"`    // batched steps and whole plans run
+	Tokens        int64   `json:"tokens"`   // rows times steps they carried
+	MeanBatchRows float64 `json:"mean_batch_rows"`
+	LiveSequences int     `json:"live_sequences"`
+	InFlight      int64   `json:"in_flight"`
+	QueueLength   int     `json:"queue_length"`
+}
+
+// RepositoryIndexRequest is the optional body of POST
+// /v2/repository/index. RepositoryName is accepted for clients that send
+// it; it must be empty or name the server's one repository.
+type RepositoryIndexRequest struct {
+	RepositoryName string `json:"repository_name,omitempty"`
+	Ready          bool   `json:"ready,omitempty"`
+}
+
+// RepositoryModel is one entry of the repository index.
+type RepositoryModel struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	State   string `json:"state,omitempty"`  // READY or UNAVAILABLE
+	Reason  string `json:"reason,omitempty"` // why UNAVAILABLE
+}
+
+// RepositoryLoadRequest is the optional body of POST
+// /v2/repository/models/{name}/load and /unload. rnnserve takes no
+// load parameters (no config override, no file upload) and reads
+// unload_dependents only to accept it: its models have no dependents.
+type RepositoryLoadRequest struct {
+	Parameters Parameters `json:"parameters,omitempty"`
+}
+
+// ModelConfig answers GET /v2/models/{name}/config: the model's
+// configuration in the schema of Triton's model configuration (field
+// names of model_config.proto in its JSON form), with rnnserve's own
+// spec and serving config under RNNServe.
+type ModelConfig struct {
+	Name             string            `json:"name"`
+	Platform         string            `json:"platform"`
+	Backend          string            `json:"backend"`
+	MaxBatchSize     int               `json:"max_batch_size"`
+	Input            []ConfigTensor    `json:"input"`
+	Output           []ConfigTensor    `json:"output"`
+	InstanceGroup    []InstanceGroup   `json:"instance_group"`
+	DynamicBatching  *DynamicBatching  `json:"dynamic_batching,omitempty"`
+	SequenceBatching *SequenceBatching `json:"sequence_batching,omitempty"`
+	RNNServe         ConfigRNNServe    `json:"rnnserve"`
+}
+
+// ConfigTensor is an input or output of a model configuration. Dims
+// leave out the batch dimension (MaxBatchSize > 0); -1 is any size.
+type ConfigTensor struct {
+	Name     string   `json:"name"`
+	DataType string   `json:"data_type"` // TYPE_FP32, TYPE_INT64, TYPE_STRING, ...
+	Dims     []int64  `json:"dims"`
+	Reshape  *Reshape `json:"reshape,omitempty"`
+}
+
+// Reshape is the shape a tensor has for the model when it differs from
+// Dims (a scalar per batch row: Dims [1], Reshape []).
+type Reshape struct {
+	Shape []int64 `json:"shape"`
+}
+
+// InstanceGroup says how many copies of the model run, and where.
+type InstanceGroup struct {
+	Count int    `json:"count"`
+	Kind  string `json:"kind"` // KIND_CPU
+}
+
+// DynamicBatching is present when the model batches requests
+// (rnnserve's cellular batching, step by step).
+type DynamicBatching struct {
+	MaxQueueDelayMicroseconds uint64 `json:"max_queue_delay_microseconds"`
+}
+
+// SequenceBatching is present when the model keeps state between the
+// requests of a sequence.
+type SequenceBatching struct {
+	MaxSequenceIdleMicroseconds uint64 `json:"max_sequence_idle_microseconds"`
+}
+
+// ConfigRNNServe is rnnserve's own description of a model: its spec
+// (model.yaml) and serving config (config.yaml), as JSON objects.
+type ConfigRNNServe struct {
+	Kind   string         `json:"kind"` // sequence or tree
+	Spec   map[string]any `json:"spec"`
+	Config map[string]any `json:"config"`
 }

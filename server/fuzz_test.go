@@ -1,0 +1,143 @@
+package server
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"rnnserve/models"
+)
+
+// FuzzBinarySplit feeds Triton binary tensor data to the splitter of BYTES
+// elements and the fixed-size decoder: any input either decodes to the
+// element count its shape asks for, re-encoding to the same bytes, or
+// fails with a 400; nothing panics.
+func FuzzBinarySplit(f *testing.F) {
+	elem := func(parts ...string) []byte {
+		var b []byte
+		for _, p := range parts {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
+			b = append(b, p...)
+		}
+		return b
+	}
+	f.Add("BYTES", int64(2), elem("(1 a)", "(2 b)"))
+	f.Add("BYTES", int64(1), []byte{0xff, 0xff, 0xff, 0x7f, 'x'})
+	f.Add("BYTES", int64(3), elem("", "", ""))
+	f.Add("FP32", int64(2), []byte{0, 0, 0x80, 0x3f, 0, 0, 0, 0x40})
+	f.Add("INT64", int64(1), []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	f.Add("UINT64", int64(1), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Add("INT32", int64(-1), []byte{})
+	f.Fuzz(func(t *testing.T, dt string, n int64, raw []byte) {
+		tn := Tensor{Name: "x", Datatype: dt, Shape: []int64{n}}
+		err := tn.DecodeRaw(raw)
+		if err != nil {
+			if StatusOf(err) != http.StatusBadRequest {
+				t.Fatalf("error %v maps to %d", err, StatusOf(err))
+			}
+			return
+		}
+		if err := tn.check(); err != nil {
+			t.Fatalf("decoded %d bytes as %s [%d] but check fails: %v", len(raw), dt, n, err)
+		}
+		out := OutputTensor{Datatype: dt, Float32: tn.Float32, Int64: tn.Int64, Bytes: tn.Bytes}
+		if got := out.AppendRaw(nil); !bytes.Equal(got, raw) || out.RawSize() != len(raw) {
+			t.Fatalf("%s [%d]: %x re-encodes as %x", dt, n, raw, got)
+		}
+	})
+}
+
+// FuzzInferBody drives the whole REST infer path, body reading to
+// response, through the real handler: a JSON body, optionally with a
+// binary part after a header length. Every answer is a JSON error with a
+// 4xx status, or a 200 whose outputs parse; the server keeps serving.
+func FuzzInferBody(f *testing.F) {
+	entries, err := LoadRepository(testRepo)
+	if err != nil {
+		f.Fatal(err)
+	}
+	o := DefaultOptions()
+	o.MaxSteps, o.MaxBodyBytes, o.TrafficSteps, o.CacheBytes = 64, 1<<16, 4, 1<<20
+	s, err := New(entries, o, testDeps(f, o))
+	if err != nil {
+		f.Fatal(err)
+	}
+	s.Start()
+	f.Cleanup(func() { s.Stop(f.Context()) })
+	h := s.Handler()
+	tok := []byte(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "parameters": {"binary_data_size": 16}}], "outputs": [{"name": "hidden", "parameters": {"binary_data": true}}]}`)
+	bin := append(append([]byte{}, tok...), []byte{1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0}...)
+	f.Add("lm", []byte(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "data": [1, 2]}], "outputs": [{"name": "top_k", "parameters": {"k": 2, "classification": 2}}]}`), int64(-1))
+	f.Add("lm", bin, int64(len(tok)))
+	f.Add("lm", bin, int64(len(tok)+3))
+	f.Add("feat", []byte(`{"inputs": [{"name": "features", "datatype": "FP32", "shape": [1, 1, 3], "data": [[[1, 2, 3]]]}], "parameters": {"binary_data_output": true, "sequence_id": 9, "sequence_start": true}}`), int64(-1))
+	f.Add("lm", []byte(`{"inputs": [{"name": "tokens", "datatype": "INT32", "shape": [1, 1], "data": [1]}]} ]`), int64(-1))
+	f.Fuzz(func(t *testing.T, name string, body []byte, hdr int64) {
+		if name != "lm" && name != "feat" && name != "bi" {
+			return
+		}
+		req := httptest.NewRequest(http.MethodPost, "/v2/models/"+name+"/infer", bytes.NewReader(body))
+		if hdr >= 0 {
+			req.Header.Set(headerLength, strconv.FormatInt(hdr, 10))
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		switch {
+		case w.Code == http.StatusOK:
+			if _, err := splitResponse(w.Body.Bytes(), w.Header().Get(headerLength)); err != nil {
+				t.Fatalf("200 with a response that does not parse: %v\n%q", err, w.Body.Bytes())
+			}
+		case w.Code >= 400 && w.Code < 500 || w.Code == http.StatusServiceUnavailable:
+			if !bytes.HasPrefix(w.Body.Bytes(), []byte(`{"error":`)) || w.Body.Len() > 2*maxErrorBytes {
+				t.Fatalf("%d with body %q", w.Code, w.Body.Bytes())
+			}
+		default:
+			t.Fatalf("status %d: %s", w.Code, w.Body.Bytes())
+		}
+	})
+}
+
+// FuzzSeqDecode checks the sequence model's request validation on
+// arbitrary token tensors: whatever it accepts is within the limits.
+func FuzzSeqDecode(f *testing.F) {
+	entries, err := LoadRepository(testRepo)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var lm *models.Model
+	for _, e := range entries {
+		if e.Name == "lm" {
+			lm = e.Model
+		}
+	}
+	o := DefaultOptions()
+	o.MaxSteps = 64
+	f.Add(int64(1), int64(2), []byte{1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0}, "top_k", "INT64")
+	f.Add(int64(2), int64(1), []byte{1, 0, 0, 0, 7, 0, 0, 0}, "logits", "INT32")
+	f.Fuzz(func(t *testing.T, b, tt int64, raw []byte, out, dt string) {
+		r := &Request{Received: time.Now(), Inputs: []Tensor{{Name: "tokens", Datatype: dt, Shape: []int64{b, tt}}},
+			Outputs: []RequestedOutput{{Name: out}}}
+		if err := r.Inputs[0].DecodeRaw(raw); err != nil {
+			return
+		}
+		in, err := decodeSeq(r, lm.Net, &o)
+		if err != nil {
+			if StatusOf(err) != http.StatusBadRequest {
+				t.Fatalf("decode error %v maps to %d", err, StatusOf(err))
+			}
+			return
+		}
+		if in.B < 1 || in.T < 1 || in.T > o.MaxSteps || len(in.tokens) != in.B*in.T {
+			t.Fatalf("accepted request B=%d T=%d with %d tokens", in.B, in.T, len(in.tokens))
+		}
+		for _, id := range in.tokens {
+			if id < 0 || id >= 256 {
+				t.Fatalf("accepted token %d", id)
+			}
+		}
+	})
+}

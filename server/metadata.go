@@ -1,0 +1,126 @@
+package server
+
+import (
+	"fmt"
+
+	"gopkg.in/yaml.v3"
+
+	"rnnserve/rnn"
+	"rnnserve/server/api"
+)
+
+// seqMetadata describes a sequence model for GET /v2/models/{name}.
+func seqMetadata(m *seqModel, sched candidate, traffic []api.ScheduleTraffic) api.ModelMetadata {
+	n := m.net
+	md := api.ModelMetadata{Name: m.name, Versions: []string{version}, Platform: "rnnserve_" + n.Cell.String()}
+	if n.Vocab > 0 {
+		md.Inputs = []api.TensorMetadata{{Name: "tokens", Datatype: "INT64", Shape: []int64{-1, -1}, Doc: fmt.Sprintf("token ids [B, T] in [0, %d)", n.Vocab)}}
+	} else {
+		md.Inputs = []api.TensorMetadata{{Name: "features", Datatype: "FP32", Shape: []int64{-1, -1, int64(n.Input)}, Doc: "feature vectors [B, T, input_size]"}}
+	}
+	W, LD := int64(n.OutputWidth()), int64(n.NumLayers*n.Dirs())
+	if n.HeadOut > 0 {
+		V := int64(n.HeadOut)
+		md.Outputs = append(md.Outputs,
+			api.TensorMetadata{Name: "logits", Datatype: "FP32", Shape: []int64{-1, -1, V}, Doc: outputNames["logits"]},
+			api.TensorMetadata{Name: "probs", Datatype: "FP32", Shape: []int64{-1, -1, V}, Doc: outputNames["probs"]},
+			api.TensorMetadata{Name: "top_k", Datatype: "INT64", Shape: []int64{-1, -1, -1}, Doc: outputNames["top_k"]},
+			api.TensorMetadata{Name: "top_k_probs", Datatype: "FP32", Shape: []int64{-1, -1, -1}, Doc: outputNames["top_k_probs"]})
+	}
+	md.Outputs = append(md.Outputs,
+		api.TensorMetadata{Name: "output", Datatype: "FP32", Shape: []int64{-1, -1, W}, Doc: outputNames["output"]},
+		api.TensorMetadata{Name: "hidden", Datatype: "FP32", Shape: []int64{-1, LD, int64(n.Out())}, Doc: outputNames["hidden"]})
+	if n.Cell == rnn.LSTM {
+		md.Outputs = append(md.Outputs, api.TensorMetadata{Name: "cell", Datatype: "FP32", Shape: []int64{-1, LD, int64(n.Hidden)}, Doc: outputNames["cell"]})
+	}
+	wide := 0
+	if m.wide != nil {
+		wide = m.wide.Workers()
+	}
+	md.RNN = api.RNNMetadata{
+		Cell: n.Cell.String(), InputSize: n.Input, HiddenSize: n.Hidden, NumLayers: n.NumLayers,
+		Bidirectional: n.Bidirectional, ProjSize: n.Proj, VocabSize: n.Vocab, HeadSize: n.HeadOut,
+		WeightBytes: n.WeightBytes(), Schedule: sched.String(), ScheduleReason: m.reason, WideCores: wide,
+		Batching: m.batching, Traffic: traffic,
+	}
+	if n.HeadOut > 0 {
+		md.RNN.Activation = n.Activation.String()
+	}
+	return md
+}
+
+// treeMetadata describes a tree model.
+func treeMetadata(m *treeModel) api.ModelMetadata {
+	n := m.tm.Net
+	C := int64(n.Classes)
+	return api.ModelMetadata{Name: m.name, Versions: []string{version}, Platform: "rnnserve_tree_" + n.Cell.String(),
+		Inputs: []api.TensorMetadata{{Name: "trees", Datatype: "BYTES", Shape: []int64{-1},
+			Doc: "one tree per element: bracketed, (3 (2 It) (4 (2 is) (3 good))), or JSON, {\"label\": 3, \"children\": [...]}; request parameter executor: recursive | depth_batched"}},
+		Outputs: []api.TensorMetadata{
+			{Name: "probs", Datatype: "FP32", Shape: []int64{-1, C}, Doc: treeOutputNames["probs"]},
+			{Name: "class", Datatype: "INT64", Shape: []int64{-1}, Doc: treeOutputNames["class"]},
+			{Name: "node_probs", Datatype: "FP32", Shape: []int64{-1, C}, Doc: treeOutputNames["node_probs"]},
+			{Name: "nodes", Datatype: "INT64", Shape: []int64{-1}, Doc: treeOutputNames["nodes"]}},
+		RNN: api.RNNMetadata{Cell: n.Cell.String(), InputSize: n.Embed, HiddenSize: n.Hidden, NumLayers: 1,
+			VocabSize: n.Vocab, HeadSize: n.Classes, Activation: "softmax", WeightBytes: n.WeightBytes(),
+			Schedule: m.exec.String(), ScheduleReason: "executor from model.yaml (default recursive)", Batching: true}}
+}
+
+// configType is Triton's model-configuration name of a KServe datatype.
+func configType(dt string) string {
+	if dt == "BYTES" {
+		return "TYPE_STRING"
+	}
+	return "TYPE_" + dt
+}
+
+// configTensors turns metadata tensors into configuration tensors: the
+// batch dimension (the first) leaves the dims; a tensor with no other
+// dimension is [1] reshaped to a scalar, as Triton writes it.
+func configTensors(ts []api.TensorMetadata) []api.ConfigTensor {
+	out := make([]api.ConfigTensor, len(ts))
+	for i, t := range ts {
+		out[i] = api.ConfigTensor{Name: t.Name, DataType: configType(t.Datatype), Dims: t.Shape[1:]}
+		if len(out[i].Dims) == 0 {
+			out[i].Dims, out[i].Reshape = []int64{1}, &api.Reshape{Shape: []int64{}}
+		}
+	}
+	return out
+}
+
+// baseConfig is the configuration every model kind shares.
+func baseConfig(b *modelBase, kind string, o *Options, spec any) api.ModelConfig {
+	return api.ModelConfig{Name: b.name, Platform: b.meta.Platform, Backend: "rnnserve", MaxBatchSize: o.MaxRequestRows,
+		Input: configTensors(b.meta.Inputs), Output: configTensors(b.meta.Outputs),
+		InstanceGroup: []api.InstanceGroup{{Count: cap(b.cores), Kind: "KIND_CPU"}},
+		RNNServe:      api.ConfigRNNServe{Kind: kind, Spec: asMap(spec), Config: asMap(b.entry.Config)}}
+}
+
+// seqConfig is a sequence model's configuration in Triton's schema.
+func seqConfig(m *seqModel, o *Options) api.ModelConfig {
+	c := baseConfig(&m.modelBase, "sequence", o, m.entry.Model.Spec)
+	if m.batching {
+		c.DynamicBatching = &api.DynamicBatching{MaxQueueDelayMicroseconds: uint64(o.Batching.MaxQueueDelay.Microseconds())}
+	}
+	c.SequenceBatching = &api.SequenceBatching{MaxSequenceIdleMicroseconds: uint64(o.Sequences.IdleTimeout.Microseconds())}
+	return c
+}
+
+// treeConfig is a tree model's configuration in Triton's schema.
+func treeConfig(m *treeModel, o *Options) api.ModelConfig {
+	c := baseConfig(&m.modelBase, "tree", o, m.tm.Spec)
+	c.DynamicBatching = &api.DynamicBatching{MaxQueueDelayMicroseconds: uint64(o.Batching.MaxQueueDelay.Microseconds())}
+	return c
+}
+
+// asMap turns a YAML-tagged struct into the object its YAML form is, for
+// JSON output under the YAML keys.
+func asMap(v any) map[string]any {
+	out := map[string]any{}
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		return out
+	}
+	yaml.Unmarshal(data, &out)
+	return out
+}

@@ -1,0 +1,452 @@
+package server
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"rnnserve/server/api"
+)
+
+// The REST front end: gin routes whose handlers bind the request, hand it
+// to the server (Infer, Generate, Statistics, the repository) and write
+// the answer. Every model route answers both as /v2/models/{name}/... and
+// as /v2/models/{name}/versions/{version}/....
+
+// protocolREST labels REST requests in the metrics.
+const protocolREST = "rest"
+
+// Handler returns the REST API.
+func (s *Server) Handler() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(gin.CustomRecovery(func(c *gin.Context, v any) {
+		s.log.Error("panic serving request", "path", c.Request.URL.Path, "panic", v)
+		c.AbortWithStatusJSON(http.StatusInternalServerError, api.Error{Error: "internal error"})
+	}))
+	r.GET("/v2/health/live", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"live": s.Live()}) })
+	r.GET("/v2/health/ready", func(c *gin.Context) {
+		code := http.StatusOK
+		if !s.Ready() {
+			code = http.StatusServiceUnavailable
+		}
+		c.JSON(code, gin.H{"ready": s.Ready()})
+	})
+	r.GET("/v2", func(c *gin.Context) { c.JSON(http.StatusOK, s.Metadata()) })
+	r.GET("/v2/models", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"models": s.names()}) })
+	r.GET("/v2/models/stats", func(c *gin.Context) { s.stats(c, "") })
+	for _, prefix := range []string{"/v2/models/:name", "/v2/models/:name/versions/:version"} {
+		r.GET(prefix, s.modelMetadata)
+		r.GET(prefix+"/ready", s.modelReady)
+		r.GET(prefix+"/config", s.modelConfig)
+		r.GET(prefix+"/stats", func(c *gin.Context) { s.stats(c, c.Param("name")) })
+		r.POST(prefix+"/infer", s.infer)
+		r.POST(prefix+"/generate", func(c *gin.Context) { s.generate(c, false) })
+		r.POST(prefix+"/generate_stream", func(c *gin.Context) { s.generate(c, true) })
+	}
+	r.POST("/v2/repository/index", s.repositoryIndex)
+	r.POST("/v2/repository/models/:name/load", s.repositoryLoad)
+	r.POST("/v2/repository/models/:name/unload", s.repositoryUnload)
+	r.GET("/v2/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", api.OpenAPI) })
+	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
+	r.NoRoute(func(c *gin.Context) {
+		c.JSON(http.StatusNotFound, api.Error{Error: fmt.Sprintf("no route %s %s", c.Request.Method, clip(c.Request.URL.Path))})
+	})
+	r.NoMethod(func(c *gin.Context) {
+		c.JSON(http.StatusMethodNotAllowed, api.Error{Error: fmt.Sprintf("method %s not allowed on %s", c.Request.Method, clip(c.Request.URL.Path))})
+	})
+	r.HandleMethodNotAllowed = true
+	return r
+}
+
+// Metadata describes the server for GET /v2.
+func (s *Server) Metadata() api.ServerMetadata {
+	return api.ServerMetadata{Name: "rnnserve", Version: Version,
+		Extensions: []string{"binary_tensor_data", "classification", "sequence", "statistics", "model_repository",
+			"model_configuration", "generate", "rnn_traffic"}}
+}
+
+// maxErrorBytes bounds an error message in a response.
+const maxErrorBytes = 512
+
+// fail answers with err's status and a JSON error body.
+func fail(c *gin.Context, err error) {
+	code := StatusOf(err)
+	if code == http.StatusServiceUnavailable {
+		c.Header("Retry-After", "1")
+	}
+	msg := err.Error()
+	if len(msg) > maxErrorBytes {
+		msg = msg[:maxErrorBytes] + "..."
+	}
+	c.AbortWithStatusJSON(code, api.Error{Error: msg})
+}
+
+// readJSON decodes a size-limited (and maybe compressed) JSON body into
+// v, strictly; an empty body leaves v as it is when empty is allowed.
+func (s *Server) readJSON(c *gin.Context, v any, emptyOK bool) error {
+	if emptyOK && c.Request.ContentLength == 0 {
+		return nil
+	}
+	rd, done, err := body(c.Writer, c.Request, s.opts.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	defer done()
+	err = decodeJSON(rd, v, s.opts.MaxBodyBytes, nil)
+	if emptyOK && errors.Is(err, errEmptyBody) {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) modelMetadata(c *gin.Context) {
+	m, err := s.lookup(c.Param("name"), c.Param("version"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, m.base().meta)
+}
+
+func (s *Server) modelReady(c *gin.Context) {
+	m, err := s.lookup(c.Param("name"), c.Param("version"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	code := http.StatusOK
+	if !s.Ready() {
+		code = http.StatusServiceUnavailable
+	}
+	c.JSON(code, gin.H{"name": m.base().name, "ready": s.Ready()})
+}
+
+func (s *Server) modelConfig(c *gin.Context) {
+	m, err := s.lookup(c.Param("name"), c.Param("version"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, m.base().config)
+}
+
+func (s *Server) stats(c *gin.Context, name string) {
+	st, err := s.Statistics(name, c.Param("version"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, st)
+}
+
+// infer decodes an infer request (JSON, or JSON and binary tensor data),
+// runs it and writes the response.
+func (s *Server) infer(c *gin.Context) {
+	received := time.Now()
+	r := &Request{Model: c.Param("name"), Version: c.Param("version"), Protocol: protocolREST, Received: received}
+	if err := s.decodeInferBody(c, r); err != nil {
+		s.Rejected(r.Model, c.Param("version"), "infer", protocolREST, received, err)
+		fail(c, err)
+		return
+	}
+	resp, err := s.Infer(c.Request.Context(), r)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	writeInfer(c.Writer, c.Request, resp)
+}
+
+func (s *Server) decodeInferBody(c *gin.Context, r *Request) error {
+	hdrLen := int64(-1)
+	if h := c.GetHeader(headerLength); h != "" {
+		n, err := strconv.ParseInt(strings.TrimSpace(h), 10, 64)
+		if err != nil || n < 0 {
+			return badRequest("%s %q is not a byte count", headerLength, clip(h))
+		}
+		hdrLen = n
+	}
+	rd, done, err := body(c.Writer, c.Request, s.opts.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return decodeInfer(rd, hdrLen, s.opts.MaxBodyBytes, r)
+}
+
+// generate answers generate (one JSON object) and generate_stream
+// (Server-Sent Events); either streams NDJSON when the client accepts
+// application/x-ndjson.
+func (s *Server) generate(c *gin.Context, stream bool) {
+	received := time.Now()
+	g := &GenerateRequest{Model: c.Param("name"), Version: c.Param("version"), Protocol: protocolREST, Received: received}
+	var w api.GenerateRequest
+	err := s.readJSON(c, &w, false)
+	if err == nil {
+		err = fromGenerateWire(&w, g)
+	}
+	if err != nil {
+		s.Rejected(g.Model, g.Version, "generate", protocolREST, received, err)
+		fail(c, err)
+		return
+	}
+	var out generateWriter
+	switch {
+	case strings.Contains(c.GetHeader("Accept"), "application/x-ndjson"):
+		out = &ndjsonWriter{c: c}
+	case stream:
+		out = &sseWriter{c: c, model: g.Model}
+	default:
+		out = &wholeWriter{c: c, model: g.Model}
+	}
+	res, err := s.Generate(c.Request.Context(), g, out.token)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out.done(res)
+}
+
+// fromGenerateWire converts a generate request body, taking each
+// parameter from "parameters" or, as Triton allows, the top level.
+func fromGenerateWire(w *api.GenerateRequest, g *GenerateRequest) error {
+	switch {
+	case w.TextInput != nil && w.Prompt != nil:
+		return badRequest("give text_input or prompt, not both")
+	case w.TextInput != nil:
+		g.Prompt = []byte(*w.TextInput)
+	case w.Prompt != nil:
+		g.Prompt = []byte(*w.Prompt)
+	}
+	g.PromptTokens = w.PromptTokens
+	p, top := &w.Parameters, &w.GenerateOptions
+	pick := func(name string, a, b bool) error {
+		if a && b {
+			return badRequest("%s given both at the top level and in parameters", name)
+		}
+		return nil
+	}
+	for _, chk := range []struct {
+		name string
+		a, b bool
+	}{{"max_tokens", p.MaxTokens != nil, top.MaxTokens != nil}, {"temperature", p.Temperature != nil, top.Temperature != nil},
+		{"top_k", p.TopK != nil, top.TopK != nil}, {"top_p", p.TopP != nil, top.TopP != nil},
+		{"seed", p.Seed != nil, top.Seed != nil}, {"stop", p.Stop != nil, top.Stop != nil}} {
+		if err := pick(chk.name, chk.a, chk.b); err != nil {
+			return err
+		}
+	}
+	if v := firstOf(p.MaxTokens, top.MaxTokens); v != nil {
+		g.MaxTokens = *v
+		if g.MaxTokens == 0 {
+			return badRequest("max_tokens 0, want at least 1")
+		}
+	}
+	if v := firstOf(p.Temperature, top.Temperature); v != nil {
+		g.Temperature = *v
+	}
+	if v := firstOf(p.TopK, top.TopK); v != nil {
+		g.TopK = *v
+	}
+	if v := firstOf(p.TopP, top.TopP); v != nil {
+		g.TopP = *v
+	}
+	if v := firstOf(p.Seed, top.Seed); v != nil {
+		g.Seed = *v
+	}
+	stop := p.Stop
+	if stop == nil {
+		stop = top.Stop
+	}
+	if stop != nil {
+		var one string
+		var many []string
+		if json.Unmarshal(stop, &one) == nil {
+			many = []string{one}
+		} else if err := json.Unmarshal(stop, &many); err != nil {
+			return badRequest("stop must be a string or a list of strings")
+		}
+		for _, s := range many {
+			g.Stop = append(g.Stop, []byte(s))
+		}
+	}
+	return nil
+}
+
+func firstOf[T any](a, b *T) *T {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// generateWriter writes a generation's answer as its tokens come.
+type generateWriter interface {
+	token(GenerateToken) error
+	done(GenerateResult)
+}
+
+// wholeWriter gathers the tokens into one JSON response (generate).
+type wholeWriter struct {
+	c     *gin.Context
+	model string
+	resp  api.GenerateResponse
+	text  []byte
+}
+
+func (w *wholeWriter) token(t GenerateToken) error {
+	w.text = append(w.text, t.Text...)
+	w.resp.RNNServe.Tokens = append(w.resp.RNNServe.Tokens, t.Token)
+	w.resp.RNNServe.LogProbs = append(w.resp.RNNServe.LogProbs, t.LogProb)
+	return w.c.Request.Context().Err()
+}
+
+func (w *wholeWriter) done(res GenerateResult) {
+	w.resp.ModelName, w.resp.ModelVersion, w.resp.TextOutput = w.model, version, string(w.text)
+	w.resp.RNNServe.FinishReason = res.Reason
+	writeJSON(w.c.Writer, w.c.Request, http.StatusOK, &w.resp)
+}
+
+// sseWriter streams each token as a Server-Sent Event (generate_stream):
+// "data: " and a generate response object holding that token, then a last
+// event with the finish reason.
+type sseWriter struct {
+	c       *gin.Context
+	model   string
+	started bool
+}
+
+func (w *sseWriter) start() {
+	if !w.started {
+		h := w.c.Writer.Header()
+		h.Set("Content-Type", "text/event-stream; charset=utf-8")
+		h.Set("Cache-Control", "no-cache")
+		w.c.Status(http.StatusOK)
+		w.started = true
+	}
+}
+
+func (w *sseWriter) event(v any) error {
+	w.start()
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w.c.Writer)
+	bw.WriteString("data: ")
+	bw.Write(data)
+	bw.WriteString("\n\n")
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	w.c.Writer.Flush()
+	return nil
+}
+
+func (w *sseWriter) token(t GenerateToken) error {
+	return w.event(api.GenerateResponse{ModelName: w.model, ModelVersion: version, TextOutput: string(t.Text),
+		RNNServe: api.GenerateRNNServe{Tokens: []int64{t.Token}, LogProbs: []float64{t.LogProb}}})
+}
+
+func (w *sseWriter) done(res GenerateResult) {
+	w.event(api.GenerateResponse{ModelName: w.model, ModelVersion: version,
+		RNNServe: api.GenerateRNNServe{Tokens: []int64{}, LogProbs: []float64{}, FinishReason: res.Reason}})
+}
+
+// ndjsonWriter streams one JSON object per line: a line per token, then
+// {"done": true, ...} (application/x-ndjson, rnnserve's own stream).
+type ndjsonWriter struct {
+	c       *gin.Context
+	started bool
+}
+
+func (w *ndjsonWriter) line(v any) error {
+	if !w.started {
+		w.c.Header("Content-Type", "application/x-ndjson")
+		w.c.Status(http.StatusOK)
+		w.started = true
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := w.c.Writer.Write(append(data, '\n')); err != nil {
+		return err
+	}
+	w.c.Writer.Flush()
+	return nil
+}
+
+func (w *ndjsonWriter) token(t GenerateToken) error {
+	return w.line(api.GenerateEvent{Index: t.Index, Token: t.Token, Text: string(t.Text), LogProb: t.LogProb})
+}
+
+func (w *ndjsonWriter) done(res GenerateResult) {
+	w.line(api.GenerateDone{Done: true, Tokens: res.Tokens, Reason: res.Reason})
+}
+
+func (s *Server) repositoryIndex(c *gin.Context) {
+	var req api.RepositoryIndexRequest
+	if err := s.readJSON(c, &req, true); err != nil {
+		fail(c, err)
+		return
+	}
+	if req.RepositoryName != "" && req.RepositoryName != "models" {
+		fail(c, fmt.Errorf("%w: repository %q (the server has one, \"models\")", ErrBadRequest, clip(req.RepositoryName)))
+		return
+	}
+	idx, err := s.RepositoryIndex(req.Ready)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, idx)
+}
+
+func (s *Server) repositoryLoad(c *gin.Context) {
+	var req api.RepositoryLoadRequest
+	if err := s.readJSON(c, &req, true); err != nil {
+		fail(c, err)
+		return
+	}
+	if len(req.Parameters) > 0 {
+		fail(c, badRequest("load parameters (config override, file upload) are not supported: the model loads from the repository as it is"))
+		return
+	}
+	if err := s.Load(c.Param("name")); err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{})
+}
+
+func (s *Server) repositoryUnload(c *gin.Context) {
+	var req api.RepositoryLoadRequest
+	if err := s.readJSON(c, &req, true); err != nil {
+		fail(c, err)
+		return
+	}
+	p, err := paramsOf(req.Parameters)
+	if err == nil {
+		if _, _, err = p.Bool("unload_dependents"); err == nil {
+			err = p.only("unload", "unload_dependents")
+		}
+	}
+	if err == nil {
+		err = s.Unload(c.Param("name"))
+	}
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{})
+}

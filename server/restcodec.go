@@ -1,0 +1,732 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"compress/zlib"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"rnnserve/server/api"
+)
+
+// The REST codec: request bodies become Requests and Responses become
+// bodies, in KServe v2 JSON or with Triton's binary tensor data extension.
+// Bodies are read as a stream from a size-limited (and, for gzip or
+// deflate, inflated and again size-limited) reader: the JSON is decoded
+// from the stream, each tensor's data is converted to typed values before
+// the decoder reads on, and binary tensor data is read straight from the
+// stream tensor by tensor, so no second copy of the whole body is made.
+// The JSON writer is hand-written: encoding/json's reflection over a few
+// thousand floats was most of the server's overhead on a large output.
+
+// headerLength is Triton's header giving the length of the JSON object
+// that starts a body carrying binary tensor data.
+const headerLength = "Inference-Header-Content-Length"
+
+// maxNesting bounds the depth of nested JSON arrays in tensor data.
+const maxNesting = 8
+
+// body returns a reader of r's body, inflated when the client compressed
+// it (Content-Encoding gzip or deflate), that fails with ErrTooLarge past
+// limit bytes (inflated bytes count): a compression bomb gets 413 without
+// being inflated past the limit. A Content-Length over the limit fails at
+// once, before any byte is read.
+func body(w http.ResponseWriter, r *http.Request, limit int64) (io.Reader, func(), error) {
+	if r.ContentLength > limit {
+		return nil, nil, fmt.Errorf("%w: body of %d bytes, over %d", ErrTooLarge, r.ContentLength, limit)
+	}
+	raw := &limited{r: http.MaxBytesReader(w, r.Body, limit), n: limit}
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		return raw, func() {}, nil
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(raw)
+		if err != nil {
+			return nil, nil, readError("gzip body", err, limit)
+		}
+		return &limited{r: zr, n: limit}, func() { zr.Close() }, nil
+	case "deflate":
+		zr, err := zlib.NewReader(raw)
+		if err != nil {
+			return nil, nil, readError("deflate (zlib) body", err, limit)
+		}
+		return &limited{r: zr, n: limit}, func() { zr.Close() }, nil
+	default:
+		return nil, nil, fmt.Errorf("%w %q (want gzip, deflate or none)", ErrUnsupportedMedia, clip(enc))
+	}
+}
+
+// limited fails with ErrTooLarge once more than n bytes have been read.
+type limited struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limited) Read(p []byte) (int, error) {
+	if l.n < 0 {
+		return 0, ErrTooLarge
+	}
+	if int64(len(p)) > l.n+1 {
+		p = p[:l.n+1]
+	}
+	n, err := l.r.Read(p)
+	if l.n -= int64(n); l.n < 0 {
+		return n, ErrTooLarge
+	}
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		err = ErrTooLarge
+	}
+	return n, err
+}
+
+// readError wraps an error met reading a body: too large, or malformed.
+func readError(what string, err error, limit int64) error {
+	if errors.Is(err, ErrTooLarge) {
+		return fmt.Errorf("%w: body over %d bytes", ErrTooLarge, limit)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return badRequest("%s: the body ended early", what)
+	}
+	return badRequest("%s: %v", what, err)
+}
+
+// Errors of a body that ends early; both wrap ErrBadRequest.
+var (
+	errEmptyBody = errors.New("empty body: want a JSON object")
+	errTruncated = errors.New("the body ended inside the JSON object")
+)
+
+// decodeJSON decodes one JSON object from rd into v, rejecting unknown
+// fields and anything but white space after it. then runs before the
+// decoder reads past the object (values of api.RawData point into its
+// buffer).
+func decodeJSON(rd io.Reader, v any, limit int64, then func() error) error {
+	dec := json.NewDecoder(rd)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return readError("", err, limit)
+		}
+		if err == io.EOF {
+			return fmt.Errorf("%w: %w", ErrBadRequest, errEmptyBody)
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("%w: malformed JSON: %w", ErrBadRequest, errTruncated)
+		}
+		var unmarshal *json.UnmarshalTypeError
+		if errors.As(err, &unmarshal) {
+			return badRequest("malformed JSON: field %s: want %s", clip(unmarshal.Field), unmarshal.Type)
+		}
+		return badRequest("malformed JSON: %s", clip(err.Error()))
+	}
+	if then != nil {
+		if err := then(); err != nil {
+			return err
+		}
+	}
+	return onlySpace(io.MultiReader(dec.Buffered(), rd), limit)
+}
+
+// onlySpace reads rd to its end, refusing anything but JSON white space.
+func onlySpace(rd io.Reader, limit int64) error {
+	var buf [512]byte
+	for {
+		n, err := rd.Read(buf[:])
+		for _, c := range buf[:n] {
+			if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+				return badRequest("malformed JSON: data after the request object")
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return readError("body", err, limit)
+		}
+	}
+}
+
+// decodeInfer reads an infer request body: a JSON object, or with
+// hdrLen >= 0 (Inference-Header-Content-Length) a JSON object of that
+// length followed by the binary data of the inputs that have
+// binary_data_size, in order.
+func decodeInfer(rd io.Reader, hdrLen, limit int64, r *Request) error {
+	var w api.InferRequest
+	jsonPart := rd
+	if hdrLen >= 0 {
+		if hdrLen > limit {
+			return fmt.Errorf("%w: %s %d, over the %d-byte body limit", ErrTooLarge, headerLength, hdrLen, limit)
+		}
+		jsonPart = io.LimitReader(rd, hdrLen)
+	}
+	var binary []binaryInput // inputs whose data follows the JSON, in order
+	err := decodeJSON(jsonPart, &w, limit, func() (err error) {
+		binary, err = fromWire(&w, r)
+		return err
+	})
+	if err != nil {
+		if hdrLen >= 0 && (errors.Is(err, errTruncated) || errors.Is(err, errEmptyBody)) {
+			return badRequest("%s %d is longer than the body, or the JSON object is cut short", headerLength, hdrLen)
+		}
+		return err
+	}
+	if hdrLen < 0 {
+		if len(binary) > 0 {
+			return badRequest("input %q has binary_data_size but the request has no %s header", clip(r.Inputs[binary[0].index].Name), headerLength)
+		}
+		return nil
+	}
+	budget := limit - hdrLen
+	for _, b := range binary {
+		if err := readBinary(rd, &r.Inputs[b.index], b.size, &budget, limit); err != nil {
+			return err
+		}
+	}
+	var one [1]byte
+	if n, err := io.ReadFull(rd, one[:]); n > 0 {
+		return badRequest("data after the binary tensor data of the inputs")
+	} else if err != nil && err != io.EOF {
+		return readError("body", err, limit)
+	}
+	return nil
+}
+
+// readBinary reads one input's binary data from rd.
+func readBinary(rd io.Reader, t *Tensor, size int64, budget *int64, limit int64) error {
+	kind, elem := DatatypeKind(t.Datatype)
+	n, err := Elements(t.Shape)
+	if err != nil {
+		return fmt.Errorf("input %q: %w", clip(t.Name), err)
+	}
+	switch {
+	case kind == KindUnsupported:
+		return errDatatype(t.Name, t.Datatype)
+	case kind != KindBytes && size != int64(n)*int64(elem):
+		return badRequest("input %q: binary_data_size %d, want %d (shape %v x %d-byte %s)", clip(t.Name), size, int64(n)*int64(elem), clipShape(t.Shape), elem, t.Datatype)
+	case size > *budget:
+		return fmt.Errorf("%w: input %q: binary_data_size %d is more than the %d bytes the body limit leaves", ErrTooLarge, clip(t.Name), size, *budget)
+	}
+	*budget -= size
+	raw := make([]byte, size)
+	if got, err := io.ReadFull(rd, raw); err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return readError("body", err, limit)
+		}
+		return badRequest("input %q: the body ends after %d of its %d bytes of binary data", clip(t.Name), got, size)
+	}
+	return t.DecodeRaw(raw)
+}
+
+// binaryInput is an input whose binary data follows the JSON.
+type binaryInput struct {
+	index int
+	size  int64
+}
+
+// fromWire converts a decoded JSON request into r, converting JSON tensor
+// data to typed values, and returns the inputs whose data is binary (set
+// to come after the JSON), in order.
+func fromWire(w *api.InferRequest, r *Request) (binary []binaryInput, err error) {
+	if w.ModelName != "" && w.ModelName != r.Model {
+		return nil, badRequest("model_name %q in the body, but the URL names %q", clip(w.ModelName), clip(r.Model))
+	}
+	if w.ModelVersion != "" && r.Version != "" && w.ModelVersion != r.Version {
+		return nil, badRequest("model_version %q in the body, but the URL names %q", clip(w.ModelVersion), clip(r.Version))
+	}
+	if r.Version == "" {
+		r.Version = w.ModelVersion
+	}
+	r.ID = w.ID
+	params, err := paramsOf(w.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok, err := params.Bool("binary_data_output"); err != nil {
+		return nil, err
+	} else if ok {
+		r.BinaryOutput = v
+		delete(params, "binary_data_output")
+	}
+	if err := r.SetParameters(params); err != nil {
+		return nil, err
+	}
+	r.Inputs = make([]Tensor, len(w.Inputs))
+	for i := range w.Inputs {
+		in := &w.Inputs[i]
+		t := &r.Inputs[i]
+		t.Name, t.Datatype, t.Shape = in.Name, in.Datatype, in.Shape
+		p, err := paramsOf(in.Parameters)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", clip(in.Name), err)
+		}
+		if _, ok := p["shared_memory_region"]; ok {
+			return nil, badRequest("input %q: shared memory is not supported", clip(in.Name))
+		}
+		size, ok, err := p.Int("binary_data_size", 0, math.MaxInt64)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", clip(in.Name), err)
+		}
+		if err := p.only(fmt.Sprintf("input %q", clip(in.Name)), "binary_data_size"); err != nil {
+			return nil, err
+		}
+		if ok {
+			if in.Data != nil {
+				return nil, badRequest("input %q has both data and binary_data_size", clip(in.Name))
+			}
+			binary = append(binary, binaryInput{index: i, size: size})
+			continue
+		}
+		if err := jsonData(t, in.Data); err != nil {
+			return nil, err
+		}
+	}
+	r.Outputs = make([]RequestedOutput, len(w.Outputs))
+	for i, o := range w.Outputs {
+		p, err := paramsOf(o.Parameters)
+		if err != nil {
+			return nil, fmt.Errorf("output %q: %w", clip(o.Name), err)
+		}
+		ro := &r.Outputs[i]
+		ro.Name = o.Name
+		if v, ok, err := p.Bool("binary_data"); err != nil {
+			return nil, fmt.Errorf("output %q: %w", clip(o.Name), err)
+		} else if ok {
+			ro.Binary = &v
+			delete(p, "binary_data")
+		}
+		if k, ok, err := p.Int("classification", 0, maxClassification); err != nil {
+			return nil, fmt.Errorf("output %q: %w", clip(o.Name), err)
+		} else if ok {
+			ro.Classification = int(k)
+			delete(p, "classification")
+		}
+		if _, ok := p["shared_memory_region"]; ok {
+			return nil, badRequest("output %q: shared memory is not supported", clip(o.Name))
+		}
+		ro.Parameters = p
+	}
+	return binary, nil
+}
+
+// paramsOf decodes wire parameters: each a string, number or boolean.
+func paramsOf(wp api.Parameters) (Params, error) {
+	p := make(Params, len(wp))
+	for key, raw := range wp {
+		v, err := paramValue(raw)
+		if err != nil {
+			return nil, badRequest("parameter %q: %v", clip(key), err)
+		}
+		p[key] = v
+	}
+	return p, nil
+}
+
+func paramValue(raw json.RawMessage) (any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil, errors.New("empty value")
+	}
+	switch c := raw[0]; {
+	case c == 't' || c == 'f':
+		var b bool
+		err := json.Unmarshal(raw, &b)
+		return b, err
+	case c == '"':
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	case c == '-' || c >= '0' && c <= '9':
+		if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+			return i, nil
+		}
+		if u, err := strconv.ParseUint(string(raw), 10, 64); err == nil {
+			return u, nil
+		}
+		f, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil {
+			return nil, errors.New("number out of range")
+		}
+		return f, nil
+	}
+	return nil, errors.New("want a string, number or boolean")
+}
+
+// jsonData converts a tensor's JSON data to typed values by its datatype.
+func jsonData(t *Tensor, raw api.RawData) error {
+	if len(raw) == 0 {
+		return badRequest("input %q: missing data", clip(t.Name))
+	}
+	kind, size := DatatypeKind(t.Datatype)
+	n, err := Elements(t.Shape)
+	if err != nil {
+		return fmt.Errorf("input %q: %w", clip(t.Name), err)
+	}
+	switch kind {
+	case KindInt:
+		t.Int64 = make([]int64, 0, min(n, len(raw)/2+1))
+		bits, unsigned := 8*size, t.Datatype[0] == 'U'
+		return scanNumbers(t.Name, raw, n, func(i int, tok []byte) error {
+			var v int64
+			var err error
+			if unsigned {
+				var u uint64
+				if u, err = strconv.ParseUint(string(tok), 10, bits); err == nil && u > math.MaxInt64 {
+					err = strconv.ErrRange
+				}
+				v = int64(u)
+			} else {
+				v, err = strconv.ParseInt(string(tok), 10, bits)
+			}
+			if err != nil {
+				sign := map[bool]string{true: "unsigned ", false: ""}[unsigned]
+				return badRequest("input %q: value %s at index %d is not a %d-bit %sinteger", clip(t.Name), clip(string(tok)), i, bits, sign)
+			}
+			t.Int64 = append(t.Int64, v)
+			return nil
+		})
+	case KindFloat:
+		t.Float32 = make([]float32, 0, min(n, len(raw)/2+1))
+		return scanNumbers(t.Name, raw, n, func(i int, tok []byte) error {
+			x, err := strconv.ParseFloat(string(tok), 32)
+			if err != nil || math.IsInf(x, 0) || math.IsNaN(x) {
+				return badRequest("input %q: value %s at index %d is not a finite float32", clip(t.Name), clip(string(tok)), i)
+			}
+			t.Float32 = append(t.Float32, float32(x))
+			return nil
+		})
+	case KindBytes:
+		return jsonStrings(t, raw, n)
+	}
+	return errDatatype(t.Name, t.Datatype)
+}
+
+// scanNumbers walks a flat or nested JSON array of numbers (already
+// checked to be valid JSON by the decoder) in row-major order, calling
+// each for every number, and checks that it holds exactly want of them.
+func scanNumbers(name string, raw []byte, want int, each func(i int, tok []byte) error) error {
+	depth, i := 0, 0
+	for p := 0; p < len(raw); {
+		switch c := raw[p]; {
+		case c == '[':
+			if depth++; depth > maxNesting {
+				return badRequest("input %q: data nested deeper than %d", clip(name), maxNesting)
+			}
+			p++
+		case c == ']':
+			depth--
+			p++
+		case c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			p++
+		case c == '-' || c >= '0' && c <= '9':
+			if depth == 0 {
+				return badRequest("input %q: data must be an array", clip(name))
+			}
+			end := p + 1
+			for end < len(raw) && (raw[end] >= '0' && raw[end] <= '9' || raw[end] == '.' || raw[end] == 'e' || raw[end] == 'E' || raw[end] == '+' || raw[end] == '-') {
+				end++
+			}
+			if i >= want {
+				return badRequest("input %q: more than %d values for its shape", clip(name), want)
+			}
+			if err := each(i, raw[p:end]); err != nil {
+				return err
+			}
+			i++
+			p = end
+		default:
+			if depth == 0 {
+				return badRequest("input %q: data must be an array", clip(name))
+			}
+			return badRequest("input %q: data must hold only numbers, found %q", clip(name), clip(string(raw[p:min(p+16, len(raw))])))
+		}
+	}
+	if i != want {
+		return badRequest("input %q: %d values, want %d for its shape", clip(name), i, want)
+	}
+	return nil
+}
+
+// jsonStrings reads BYTES data: a flat or nested array of strings. A
+// string with a lone UTF-16 surrogate escape is refused (encoding/json
+// would quietly replace it).
+func jsonStrings(t *Tensor, raw []byte, want int) error {
+	if i := loneSurrogate(raw); i >= 0 {
+		return badRequest("input %q: data holds a lone UTF-16 surrogate escape at byte %d", clip(t.Name), i)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return badRequest("input %q: data: %v", clip(t.Name), err)
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '[':
+				if depth++; depth > maxNesting {
+					return badRequest("input %q: data nested deeper than %d", clip(t.Name), maxNesting)
+				}
+			case ']':
+				depth--
+			default:
+				return badRequest("input %q: BYTES data must be an array of strings", clip(t.Name))
+			}
+		case string:
+			if depth == 0 {
+				return badRequest("input %q: data must be an array", clip(t.Name))
+			}
+			if len(t.Bytes) >= want {
+				return badRequest("input %q: more than %d values for its shape", clip(t.Name), want)
+			}
+			t.Bytes = append(t.Bytes, []byte(v))
+		default:
+			return badRequest("input %q: BYTES data must hold only strings", clip(t.Name))
+		}
+	}
+	if len(t.Bytes) != want {
+		return badRequest("input %q: %d values, want %d for its shape", clip(t.Name), len(t.Bytes), want)
+	}
+	if t.Bytes == nil {
+		t.Bytes = [][]byte{}
+	}
+	return nil
+}
+
+// bufPool holds response buffers.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// appendResponse appends resp's JSON object to dst: outputs with Binary
+// set get parameters.binary_data_size instead of data.
+func appendResponse(dst []byte, resp *Response) []byte {
+	dst = append(dst, `{"model_name":`...)
+	dst = appendString(dst, resp.Model)
+	dst = append(dst, `,"model_version":`...)
+	dst = appendString(dst, resp.Version)
+	if resp.ID != "" {
+		dst = append(dst, `,"id":`...)
+		dst = appendString(dst, resp.ID)
+	}
+	dst = append(dst, `,"outputs":[`...)
+	for i := range resp.Outputs {
+		o := &resp.Outputs[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"name":`...)
+		dst = appendString(dst, o.Name)
+		dst = append(dst, `,"datatype":`...)
+		dst = appendString(dst, o.Datatype)
+		dst = append(dst, `,"shape":[`...)
+		for k, d := range o.Shape {
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendInt(dst, d, 10)
+		}
+		dst = append(dst, ']')
+		if o.Binary {
+			dst = append(dst, `,"parameters":{"binary_data_size":`...)
+			dst = strconv.AppendInt(dst, int64(o.RawSize()), 10)
+			dst = append(dst, "}}"...)
+			continue
+		}
+		dst = append(dst, `,"data":[`...)
+		switch {
+		case o.Bytes != nil:
+			for k, b := range o.Bytes {
+				if k > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendString(dst, string(b))
+			}
+		case o.Float32 != nil:
+			for k, f := range o.Float32 {
+				if k > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendFloat(dst, f)
+			}
+		default:
+			for k, v := range o.Int64 {
+				if k > 0 {
+					dst = append(dst, ',')
+				}
+				dst = strconv.AppendInt(dst, v, 10)
+			}
+		}
+		dst = append(dst, "]}"...)
+	}
+	return append(dst, "]}"...)
+}
+
+// appendFloat appends f as the shortest JSON number that reads back as
+// the same float32; NaN and infinities, which JSON cannot hold, as null.
+func appendFloat(dst []byte, f float32) []byte {
+	if x := float64(f); math.IsNaN(x) || math.IsInf(x, 0) {
+		return append(dst, "null"...)
+	}
+	return strconv.AppendFloat(dst, float64(f), 'g', -1, 32)
+}
+
+// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD.
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c < 0x20:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
+}
+
+// minCompress is the smallest response worth compressing.
+const minCompress = 1 << 10
+
+// gzipPool holds gzip writers (BestSpeed).
+var gzipPool = sync.Pool{New: func() any {
+	w, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
+	return w
+}}
+
+// acceptsGzip reports whether the client accepts gzip responses.
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		enc, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(enc), "gzip") && strings.TrimSpace(q) != "q=0" {
+			return true
+		}
+	}
+	return false
+}
+
+// writeBody writes a response body, gzip-compressed when the client
+// accepts it and the body is large enough to gain.
+func writeBody(w http.ResponseWriter, r *http.Request, code int, parts ...[]byte) {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	h := w.Header()
+	if n >= minCompress && acceptsGzip(r) {
+		h.Set("Content-Encoding", "gzip")
+		h.Add("Vary", "Accept-Encoding")
+		w.WriteHeader(code)
+		zw := gzipPool.Get().(*gzip.Writer)
+		bw := bufio.NewWriterSize(w, 32<<10)
+		zw.Reset(bw)
+		for _, p := range parts {
+			zw.Write(p)
+		}
+		zw.Close()
+		bw.Flush()
+		gzipPool.Put(zw)
+		return
+	}
+	h.Set("Content-Length", strconv.Itoa(n))
+	w.WriteHeader(code)
+	for _, p := range parts {
+		w.Write(p)
+	}
+}
+
+// writeInfer writes an infer response: JSON, or, when an output is
+// binary, the JSON header followed by the binary outputs' raw data (with
+// Inference-Header-Content-Length).
+func writeInfer(w http.ResponseWriter, r *http.Request, resp *Response) {
+	bp := bufPool.Get().(*[]byte)
+	buf := appendResponse((*bp)[:0], resp)
+	hdr := len(buf)
+	for i := range resp.Outputs {
+		if o := &resp.Outputs[i]; o.Binary {
+			buf = o.AppendRaw(buf)
+		}
+	}
+	if len(buf) > hdr {
+		w.Header().Set(headerLength, strconv.Itoa(hdr))
+		w.Header().Set("Content-Type", "application/octet-stream")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	writeBody(w, r, http.StatusOK, buf)
+	if cap(buf) <= 1<<20 {
+		*bp = buf[:0]
+		bufPool.Put(bp)
+	}
+}
+
+// writeJSON writes v as a JSON response.
+func writeJSON(w http.ResponseWriter, r *http.Request, code int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		code, data = http.StatusInternalServerError, []byte(`{"error":"encoding the response failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	writeBody(w, r, code, data)
+}
+
+// loneSurrogate returns the offset of the first \u escape in JSON text
+// that is a UTF-16 surrogate without its pair, or -1.
+func loneSurrogate(raw []byte) int {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			i++ // another escape: skip its character
+			continue
+		}
+		switch {
+		case r >= 0xD800 && r < 0xDC00:
+			if lo, ok := hex4(i + 6); !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return i
+			}
+			i += 11
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return i
+		default:
+			i += 5
+		}
+	}
+	return -1
+}

@@ -1,0 +1,664 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"rnnserve/rnn"
+	"rnnserve/schedule"
+)
+
+// seqModel serves a recurrent stack (LSTM/GRU, uni- or bidirectional):
+// whole-request plans of the schedule chosen for it, and, when it runs in
+// one direction, a cellular batcher whose lanes step many requests'
+// sequences together.
+type seqModel struct {
+	modelBase
+	net    *rnn.Network
+	prog   *schedule.Program
+	wide   *schedule.Program // prog across every core, when prog is P on fewer; else nil
+	reason string
+	batch  *batcher[*seqWork] // no lanes for a bidirectional model
+	// batching sends infer requests through batch; off, each runs its own
+	// plan. Generation always uses batch.
+	batching bool
+	// alwaysStep keeps a lone request in the step-by-step batch instead of
+	// running it as a whole plan (tests of the batched path set it).
+	alwaysStep bool
+	waiting    atomic.Int64 // unbatched requests waiting for a core
+	maxWait    int64
+	opts       *Options
+}
+
+var _ model = (*seqModel)(nil)
+
+func (m *seqModel) base() *modelBase { return &m.modelBase }
+
+// seqWork is a sequence model's part of a batcher job: its rows, and the
+// sampling state of a generation.
+type seqWork struct {
+	seqs      []*schedule.Sequence
+	remaining int
+	gen       *generation
+}
+
+// seqInput is an infer request decoded for a sequence model.
+type seqInput struct {
+	B, T     int
+	tokens   []int64   // [B][T]
+	features []float32 // [B][T][F]
+	outputs  []outputSpec
+}
+
+type outputSpec struct {
+	name string
+	last bool // only the last time step
+	k    int  // top_k
+}
+
+func (r *seqInput) wants(name string) bool {
+	for _, o := range r.outputs {
+		if o.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Outputs a sequence model may be asked for.
+var outputNames = map[string]string{
+	"logits":      "FP32 [B, T, V]: the head's output (after the model's activation)",
+	"probs":       "FP32 [B, T, V]: next-token probabilities",
+	"top_k":       "INT64 [B, T, k]: the k most likely ids (parameter k, default 5)",
+	"top_k_probs": "FP32 [B, T, k]: their probabilities",
+	"output":      "FP32 [B, T, W]: the last layer's output at each step",
+	"hidden":      "FP32 [B, layers*dirs, Out]: the final h",
+	"cell":        "FP32 [B, layers*dirs, H]: the final c (LSTM)",
+}
+
+// decodeSeq validates a request against a sequence model's network.
+func decodeSeq(r *Request, net *rnn.Network, o *Options) (*seqInput, error) {
+	in := &seqInput{}
+	want := map[bool]string{true: "tokens", false: "features"}[net.Vocab > 0]
+	if len(r.Inputs) == 0 {
+		return nil, badRequest("no input: send %q", want)
+	}
+	if len(r.Inputs) > 1 {
+		return nil, badRequest("more than one input (%q and %q)", clip(r.Inputs[0].Name), clip(r.Inputs[1].Name))
+	}
+	t := &r.Inputs[0]
+	switch t.Name {
+	case "tokens":
+		if net.Vocab == 0 {
+			return nil, badRequest(`the model takes input "features" [B, T, %d] FP32, not "tokens"`, net.Input)
+		}
+		if t.Datatype != "INT64" && t.Datatype != "INT32" {
+			return nil, badRequest(`input "tokens": datatype %q, want INT64 or INT32`, clip(t.Datatype))
+		}
+		if err := checkShape(t, []int64{int64(o.MaxRequestRows), int64(o.MaxSteps)}); err != nil {
+			return nil, err
+		}
+		for j, id := range t.Int64 {
+			if id < 0 || id >= int64(net.Vocab) {
+				return nil, badRequest(`input "tokens": id %d at [%d, %d] is outside the vocabulary [0, %d)`, id, j/int(t.Shape[1]), j%int(t.Shape[1]), net.Vocab)
+			}
+		}
+		in.tokens = t.Int64
+	case "features":
+		if net.Vocab > 0 {
+			return nil, badRequest(`the model takes input "tokens" [B, T] INT64, not "features"`)
+		}
+		if t.Datatype != "FP32" {
+			return nil, badRequest(`input "features": datatype %q, want FP32`, clip(t.Datatype))
+		}
+		if err := checkShape(t, []int64{int64(o.MaxRequestRows), int64(o.MaxSteps), int64(net.Input)}); err != nil {
+			return nil, err
+		}
+		for i, x := range t.Float32 {
+			if math.IsInf(float64(x), 0) || math.IsNaN(float64(x)) {
+				return nil, badRequest("input %q: value at index %d is not a finite float32", t.Name, i)
+			}
+		}
+		in.features = t.Float32
+	default:
+		return nil, badRequest("unknown input %q (want %q)", clip(t.Name), want)
+	}
+	in.B, in.T = int(t.Shape[0]), int(t.Shape[1])
+	if err := decodeOutputs(in, r.Outputs, net); err != nil {
+		return nil, err
+	}
+	if r.Sequence.ID != "" && in.B != 1 {
+		return nil, badRequest("a sequence request must have batch size 1, got %d", in.B)
+	}
+	return in, nil
+}
+
+// checkShape checks a tensor's shape against the rank and limits wanted
+// (the tensor's data already matches its shape).
+func checkShape(t *Tensor, limits []int64) error {
+	if len(t.Shape) != len(limits) {
+		return badRequest("input %q: shape %v has rank %d, want %d", t.Name, clipShape(t.Shape), len(t.Shape), len(limits))
+	}
+	for i, d := range t.Shape {
+		if d < 1 || d > limits[i] {
+			return badRequest("input %q: dimension %d of shape %v is %d, want 1..%d", t.Name, i, t.Shape, d, limits[i])
+		}
+	}
+	return nil
+}
+
+func decodeOutputs(in *seqInput, outs []RequestedOutput, net *rnn.Network) error {
+	if len(outs) == 0 {
+		outs = []RequestedOutput{{Name: "output"}}
+		if net.HeadOut > 0 {
+			outs[0].Name = "logits"
+		}
+	}
+	for _, o := range outs {
+		if _, ok := outputNames[o.Name]; !ok {
+			return fmt.Errorf("%w %q (known: logits, probs, top_k, top_k_probs, output, hidden, cell)", ErrUnsupportedOutput, clip(o.Name))
+		}
+		switch o.Name {
+		case "logits", "probs", "top_k", "top_k_probs":
+			if net.HeadOut == 0 {
+				return fmt.Errorf("%w %q: the model has no head", ErrUnsupportedOutput, o.Name)
+			}
+		case "cell":
+			if net.Cell != rnn.LSTM {
+				return fmt.Errorf("%w %q: a GRU has no cell state", ErrUnsupportedOutput, o.Name)
+			}
+		}
+		spec := outputSpec{name: o.Name, k: 5}
+		what := fmt.Sprintf("output %q", o.Name)
+		if err := o.Parameters.only(what, "last_step", "k"); err != nil {
+			return err
+		}
+		if v, ok, err := o.Parameters.Bool("last_step"); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		} else if ok {
+			spec.last = v
+		}
+		if k, ok, err := o.Parameters.Int("k", 1, int64(max(1, net.HeadOut))); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		} else if ok {
+			spec.k = int(k)
+		}
+		for _, prev := range in.outputs {
+			if prev.name == o.Name {
+				return badRequest("output %q asked for twice", o.Name)
+			}
+		}
+		in.outputs = append(in.outputs, spec)
+	}
+	return nil
+}
+
+// rowResult holds one batch row's outputs: per step (or last step only)
+// head rows and last-layer outputs, and the final state.
+type rowResult struct {
+	head   []float32 // [steps][V]
+	output []float32 // [steps][W]
+	hn, cn []float32 // [layers*dirs][Out], [layers*dirs][H]
+}
+
+func (m *seqModel) infer(ctx context.Context, r *Request, tm *timing) ([]OutputTensor, int, error) {
+	// Request parameters other than the sequence controls are ignored,
+	// as KServe v2 allows (Triton clients send priority and timeout).
+	in, err := decodeSeq(r, m.net, m.opts)
+	if err != nil {
+		return nil, 0, err
+	}
+	var st, init *seqState
+	if id := r.Sequence.ID; id != "" {
+		if st, err = m.seqs.acquire(id, r.Sequence.Start); err != nil {
+			return nil, 0, err
+		}
+		m.metrics.sequences.Set(float64(m.seqs.count()))
+		if st.h != nil {
+			init = st // continue from the stored state; a new sequence starts from zeros
+		}
+	}
+	res, err := m.run1(ctx, in, init, tm)
+	if st != nil {
+		var h, c []float32
+		if err == nil {
+			h, c = res[0].hn, res[0].cn
+		}
+		m.seqs.release(r.Sequence.ID, st, h, c, r.Sequence.End && err == nil)
+		m.metrics.sequences.Set(float64(m.seqs.count()))
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	outs, err := m.encode(in, res)
+	return outs, in.B, err
+}
+
+// run1 runs a decoded request, batched or as a whole plan, starting from
+// state (nil for zeros), and returns one result per batch row.
+func (m *seqModel) run1(ctx context.Context, in *seqInput, state *seqState, tm *timing) ([]rowResult, error) {
+	wantHead, lastOnly := false, true
+	for _, o := range in.outputs {
+		switch o.name {
+		case "logits", "probs", "top_k", "top_k_probs":
+			wantHead = true
+			lastOnly = lastOnly && o.last
+		}
+	}
+	// A request with more rows than a batch holds runs as its own plan.
+	if m.batching && in.B <= m.opts.Batching.MaxRows {
+		return m.inferBatched(ctx, in, state, wantHead, lastOnly, tm)
+	}
+	return m.inferPlan(ctx, in, state, wantHead, tm)
+}
+
+func (m *seqModel) inferBatched(ctx context.Context, in *seqInput, state *seqState, wantHead, lastOnly bool, tm *timing) ([]rowResult, error) {
+	n := m.net
+	w := &seqWork{}
+	for b := 0; b < in.B; b++ {
+		q := &schedule.Sequence{Outputs: in.wants("output")}
+		if wantHead {
+			q.Head = schedule.HeadAll
+			if lastOnly {
+				q.Head = schedule.HeadLast
+			}
+		}
+		if in.tokens != nil {
+			q.Tokens = in.tokens[b*in.T : (b+1)*in.T]
+		} else {
+			q.Features = in.features[b*in.T*n.Input : (b+1)*in.T*n.Input]
+		}
+		if state != nil {
+			q.H0, q.C0 = state.h, state.c
+		}
+		w.seqs = append(w.seqs, q)
+	}
+	j := &job[*seqWork]{ctx: ctx, rows: in.B, work: w}
+	var res []rowResult
+	if !m.alwaysStep {
+		j.solo = func(cores coreSlots) error {
+			var err error
+			res, err = m.runPlan(in, state, wantHead, m.widen(cores))
+			return err
+		}
+	}
+	start := time.Now()
+	if ran, err := m.batch.solo(j); ran {
+		tm.compute = time.Since(start)
+		if err == nil {
+			m.metrics.queue.Observe(0)
+			m.metrics.compute.Observe(tm.compute.Seconds())
+		}
+		return res, err
+	}
+	if err := m.batch.submit(j); err != nil {
+		return nil, err
+	}
+	if err := m.batch.wait(ctx, j); err != nil {
+		return nil, err
+	}
+	res = make([]rowResult, in.B)
+	for b, q := range w.seqs {
+		res[b] = rowResult{head: q.HeadOut, output: q.Output, hn: q.HN, cn: q.CN}
+	}
+	tm.queue, tm.compute = j.started.Sub(j.enqueued), j.finished.Sub(j.started)
+	return res, nil
+}
+
+func (m *seqModel) inferPlan(ctx context.Context, in *seqInput, state *seqState, wantHead bool, tm *timing) ([]rowResult, error) {
+	if m.waiting.Add(1) > m.maxWait {
+		m.waiting.Add(-1)
+		return nil, ErrBusy
+	}
+	enqueued := time.Now()
+	err := m.cores.take(ctx)
+	m.waiting.Add(-1)
+	if err != nil {
+		return nil, err
+	}
+	defer m.cores.give()
+	started := time.Now()
+	res, err := m.runPlan(in, state, wantHead, m.widen(m.cores))
+	if err != nil {
+		return nil, err
+	}
+	tm.queue, tm.compute = started.Sub(enqueued), time.Since(started)
+	return res, nil
+}
+
+// widen is called holding one of the model's core slots. When the model
+// has a wide program and every other slot is free too, it takes them all
+// and returns their release: the request runs across every core.
+// Otherwise it takes none and returns nil.
+func (m *seqModel) widen(cores coreSlots) (release func()) {
+	if m.wide == nil {
+		return nil
+	}
+	release = cores.takeRest()
+	if release != nil {
+		m.metrics.wide.Inc()
+	}
+	return release
+}
+
+// runPlan runs a request as one whole plan of the model's schedule, across
+// every core when release is not nil (and then calls it).
+func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, release func()) ([]rowResult, error) {
+	n, B, T := m.net, in.B, in.T
+	pin := schedule.Input{T: T, B: B}
+	if in.tokens != nil {
+		pin.Tokens = make([]int64, T*B)
+		for b := 0; b < B; b++ {
+			for t := 0; t < T; t++ {
+				pin.Tokens[t*B+b] = in.tokens[b*T+t]
+			}
+		}
+	} else {
+		F := n.Input
+		pin.Features = make([]float32, T*B*F)
+		for b := 0; b < B; b++ {
+			for t := 0; t < T; t++ {
+				copy(pin.Features[(t*B+b)*F:(t*B+b+1)*F], in.features[(b*T+t)*F:])
+			}
+		}
+	}
+	if state != nil {
+		pin.H0, pin.C0 = state.h, state.c
+	}
+	prog := m.prog
+	if release != nil {
+		prog = m.wide
+		defer release()
+	}
+	p, err := prog.Plan(pin, schedule.PlanOptions{Head: wantHead})
+	if err != nil {
+		return nil, err
+	}
+	out, err := p.Run()
+	if err != nil {
+		return nil, err
+	}
+	m.stats.executed(T * B)
+	m.metrics.tokens.Add(float64(T * B))
+	W, V, O, H, LD := n.OutputWidth(), n.HeadOut, n.Out(), n.Hidden, n.NumLayers*n.Dirs()
+	res := make([]rowResult, B)
+	for b := range res {
+		rr := &res[b]
+		if B == 1 {
+			// One row: the plan's buffers are already batch-first.
+			if in.wants("output") {
+				rr.output = out.Output
+			}
+			if wantHead {
+				rr.head = out.Head
+			}
+			rr.hn, rr.cn = out.HN, out.CN
+			break
+		}
+		for t := 0; t < T; t++ {
+			if in.wants("output") {
+				rr.output = append(rr.output, out.Output[(t*B+b)*W:(t*B+b+1)*W]...)
+			}
+			if wantHead {
+				rr.head = append(rr.head, out.Head[(t*B+b)*V:(t*B+b+1)*V]...)
+			}
+		}
+		for l := 0; l < LD; l++ {
+			rr.hn = append(rr.hn, out.HN[(l*B+b)*O:(l*B+b+1)*O]...)
+			if out.CN != nil {
+				rr.cn = append(rr.cn, out.CN[(l*B+b)*H:(l*B+b+1)*H]...)
+			}
+		}
+	}
+	return res, nil
+}
+
+// encode builds the output tensors a request asked for, batch-first.
+func (m *seqModel) encode(in *seqInput, res []rowResult) ([]OutputTensor, error) {
+	n := m.net
+	B := int64(in.B)
+	outs := make([]OutputTensor, 0, len(in.outputs))
+	for _, o := range in.outputs {
+		steps := int64(in.T)
+		if o.last {
+			steps = 1
+		}
+		switch o.name {
+		case "logits", "probs", "top_k", "top_k_probs":
+			V := n.HeadOut
+			var f []float32
+			var ids []int64
+			probs := make([]float32, V)
+			for _, rr := range res {
+				rows := rr.head
+				if o.last {
+					rows = rows[len(rows)-V:]
+				}
+				if len(rows) != int(steps)*V {
+					return nil, fmt.Errorf("server: head rows %d, want %d", len(rows)/V, steps)
+				}
+				for t := 0; t < int(steps); t++ {
+					row := rows[t*V : (t+1)*V]
+					switch o.name {
+					case "logits":
+						f = append(f, row...)
+					case "probs":
+						rnn.Probabilities(n.Activation, row, probs)
+						f = append(f, probs...)
+					default:
+						rnn.Probabilities(n.Activation, row, probs)
+						top := make([]int64, o.k)
+						rnn.TopK(probs, top)
+						if o.name == "top_k" {
+							ids = append(ids, top...)
+						} else {
+							for _, id := range top {
+								f = append(f, probs[id])
+							}
+						}
+					}
+				}
+			}
+			switch o.name {
+			case "top_k":
+				outs = append(outs, OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(o.k)}, Datatype: "INT64", Int64: ids})
+			case "top_k_probs":
+				outs = append(outs, OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(o.k)}, Datatype: "FP32", Float32: f})
+			default:
+				outs = append(outs, OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(V)}, Datatype: "FP32", Float32: f})
+			}
+		case "output":
+			W := n.OutputWidth()
+			var f []float32
+			for _, rr := range res {
+				rows := rr.output
+				if o.last {
+					rows = rows[len(rows)-W:]
+				}
+				f = appendOrAlias(f, rows, len(res))
+			}
+			outs = append(outs, OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(W)}, Datatype: "FP32", Float32: f})
+		case "hidden", "cell":
+			var f []float32
+			width := n.Out()
+			for _, rr := range res {
+				if o.name == "hidden" {
+					f = appendOrAlias(f, rr.hn, len(res))
+				} else {
+					f = appendOrAlias(f, rr.cn, len(res))
+					width = n.Hidden
+				}
+			}
+			outs = append(outs, OutputTensor{Name: o.name, Shape: []int64{B, int64(n.NumLayers * n.Dirs()), int64(width)}, Datatype: "FP32", Float32: f})
+		}
+	}
+	return outs, nil
+}
+
+// appendOrAlias appends rows to f, or returns rows itself when it is the
+// only row of a one-row result (no copy).
+func appendOrAlias(f, rows []float32, nrows int) []float32 {
+	if nrows == 1 {
+		return rows
+	}
+	return append(f, rows...)
+}
+
+func (m *seqModel) run(stop <-chan struct{}) { m.batch.run(stop) }
+
+// seqBatch is a sequence model's batch: a cellular Stepper and the jobs
+// whose rows it holds.
+type seqBatch struct {
+	m     *seqModel
+	st    *schedule.Stepper
+	owner map[*schedule.Sequence]*job[*seqWork]
+}
+
+var _ batch[*seqWork] = (*seqBatch)(nil)
+
+func (b *seqBatch) rows() int { return b.st.Active() }
+
+func (b *seqBatch) fits(j *job[*seqWork]) bool {
+	return b.st.Active()+j.rows <= b.st.Capacity()
+}
+
+func (b *seqBatch) add(j *job[*seqWork]) error {
+	for i, q := range j.work.seqs {
+		if err := b.st.Add(q); err != nil {
+			for _, added := range j.work.seqs[:i] {
+				b.st.Remove(added)
+				delete(b.owner, added)
+			}
+			return err
+		}
+		b.owner[q] = j
+	}
+	j.work.remaining = len(j.work.seqs)
+	return nil
+}
+
+func (b *seqBatch) reap() []*job[*seqWork] {
+	var gone []*job[*seqWork]
+	for q, j := range b.owner {
+		if j.ctx.Err() != nil {
+			b.st.Remove(q)
+			delete(b.owner, q)
+			if j.work.remaining--; j.work.remaining == 0 {
+				gone = append(gone, j)
+			}
+		}
+	}
+	return gone
+}
+
+func (b *seqBatch) step() []finishedJob[*seqWork] {
+	var fin []finishedJob[*seqWork]
+	for _, q := range b.st.Step() {
+		j := b.owner[q]
+		if j.work.gen != nil && b.generate(j.work.gen, q) {
+			continue
+		}
+		b.st.Remove(q)
+		delete(b.owner, q)
+		if j.work.remaining--; j.work.remaining == 0 {
+			fin = append(fin, finishedJob[*seqWork]{j: j})
+		}
+	}
+	return fin
+}
+
+// generate samples the next token of a generation row and feeds it back;
+// it reports whether the row goes on.
+func (b *seqBatch) generate(g *generation, q *schedule.Sequence) bool {
+	n := b.m.net
+	V := n.HeadOut
+	logp := q.HeadOut[len(q.HeadOut)-V:]
+	tok := g.sample(logp)
+	rnn.Probabilities(n.Activation, logp, g.probs)
+	q.HeadOut = q.HeadOut[:0]
+	g.events <- GenerateToken{Index: g.produced, Token: int64(tok), LogProb: logOf(g.probs[tok])}
+	g.produced++
+	if g.produced >= g.maxTokens || g.stopped.Load() {
+		return false
+	}
+	if err := b.st.Extend(q, []int64{int64(tok)}, nil); err != nil {
+		return false
+	}
+	return true
+}
+
+func logOf(p float32) float64 {
+	if p <= 0 {
+		return math.Inf(-1)
+	}
+	return math.Log(float64(p))
+}
+
+// newSeqModel prepares a sequence model: chooses its schedule from its
+// modelled traffic, builds its programs (P's on the owner's pools) and its
+// batcher.
+func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
+	net := e.Model.Net
+	m := &seqModel{net: net, maxWait: int64(s.opts.Batching.QueueLength), opts: &s.opts}
+	s.initBase(&m.modelBase, e)
+	sched, reason, traffic, err := chooseSchedule(net, e.Config, s.trafficModel())
+	if err != nil {
+		return nil, err
+	}
+	m.reason = reason
+	if m.prog, err = sched.program(net, s.pools); err != nil {
+		return nil, err
+	}
+	// P on one core per request also gets a form across every core, for a
+	// request that finds every core of the model free (see seqModel.widen).
+	if cores := coresPerRequest(runtime.GOMAXPROCS(0), 1); sched.sched == schedule.Partitioned && sched.workers < cores {
+		wide := sched
+		wide.workers = cores
+		if m.wide, err = wide.program(net, s.pools); err != nil {
+			return nil, err
+		}
+		m.reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
+	}
+	m.batching = *s.opts.Batching.Enabled
+	if e.Config.Batching != nil {
+		m.batching = *e.Config.Batching
+	}
+	// Every unidirectional model gets lanes: generation needs them even
+	// when infer requests run unbatched. A bidirectional one has none.
+	var batches []batch[*seqWork]
+	if net.Bidirectional {
+		m.batching = false
+	} else {
+		for range cap(m.cores) {
+			st, err := schedule.NewStepper(net, s.opts.Batching.MaxRows)
+			if err != nil {
+				return nil, err
+			}
+			batches = append(batches, &seqBatch{m: m, st: st, owner: map[*schedule.Sequence]*job[*seqWork]{}})
+		}
+		t, err := cellularTraffic(net, llcOrDefault(s.opts.CacheBytes), s.opts.TrafficSteps)
+		if err != nil {
+			return nil, fmt.Errorf("traffic of the cellular batcher: %w", err)
+		}
+		traffic = append(traffic, t)
+	}
+	m.batch = newBatcher(&m.modelBase, s.opts.Batching, batches)
+	m.meta = seqMetadata(m, sched, traffic)
+	m.config = seqConfig(m, &s.opts)
+	running := sched.String()
+	if m.batching {
+		running = schedule.Cellular.String()
+	}
+	m.describe = func() {
+		s.metrics.describe(m.name, running, m.batching, s.opts.TrafficSteps, traffic)
+		m.metrics.solo.Add(0)
+		if m.wide != nil {
+			m.metrics.wide.Add(0)
+		}
+	}
+	return m, nil
+}

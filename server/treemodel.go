@@ -1,0 +1,272 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"unicode/utf8"
+
+	"rnnserve/models"
+	"rnnserve/rnn/tree"
+	"rnnserve/schedule"
+)
+
+// Outputs a tree model may be asked for.
+var treeOutputNames = map[string]string{
+	"probs":      "FP32 [B, C]: each root's class probabilities",
+	"class":      "INT64 [B]: each root's most likely class",
+	"node_probs": "FP32 [nodes, C]: every node's class probabilities, tree by tree, nodes in post-order",
+	"nodes":      "INT64 [B]: each tree's node count (rows of node_probs)",
+}
+
+// treeModel serves a tree model (TreeRNN, RNTN, TreeLSTMs). Its batcher
+// has one lane, which groups the trees of queued requests that share an
+// executor and outputs into one plan; the plan itself spreads over the
+// model's workers.
+type treeModel struct {
+	modelBase
+	tm      *models.TreeModel
+	prog    *schedule.TreeProgram
+	exec    schedule.TreeExecutor
+	batch   *batcher[*treeWork]
+	workers int
+	opts    *Options
+}
+
+var _ model = (*treeModel)(nil)
+
+func (m *treeModel) base() *modelBase { return &m.modelBase }
+
+// treeWork is a tree model's part of a batcher job.
+type treeWork struct {
+	trees []*tree.Tree
+	exec  schedule.TreeExecutor
+	all   bool        // every node's probabilities, not only the roots'
+	probs [][]float32 // per tree: the root's, or every node's, probabilities
+}
+
+// parseTree reads one element of the "trees" input: JSON when it starts
+// with '{', else bracketed.
+func parseTree(s []byte, opt tree.Options) (*tree.Tree, error) {
+	if b := bytes.TrimSpace(s); len(b) > 0 && b[0] == '{' {
+		return tree.ParseJSON(b, opt)
+	}
+	return tree.ParseBracketed(string(s), opt)
+}
+
+func (m *treeModel) infer(ctx context.Context, r *Request, tm *timing) ([]OutputTensor, int, error) {
+	if r.Sequence != (SequenceControl{}) {
+		return nil, 0, badRequest("a tree model keeps no state between requests: sequence parameters are not supported")
+	}
+	if len(r.Inputs) != 1 || r.Inputs[0].Name != "trees" {
+		return nil, 0, badRequest(`send one input "trees" (BYTES [B]: bracketed or JSON trees)`)
+	}
+	in := &r.Inputs[0]
+	if in.Datatype != "BYTES" {
+		return nil, 0, badRequest(`input "trees": datatype %q, want BYTES`, clip(in.Datatype))
+	}
+	if err := checkShape(in, []int64{int64(m.opts.MaxRequestRows)}); err != nil {
+		return nil, 0, err
+	}
+	w := &treeWork{exec: m.exec}
+	opt := m.tm.ParseOptions()
+	for i, text := range in.Bytes {
+		if !utf8.Valid(text) {
+			return nil, 0, badRequest(`input "trees"[%d]: not valid UTF-8`, i)
+		}
+		tr, err := parseTree(text, opt)
+		if err != nil {
+			return nil, 0, badRequest(`input "trees"[%d]: %v`, i, err)
+		}
+		if err := m.tm.Net.Check(tr); err != nil {
+			return nil, 0, badRequest(`input "trees"[%d]: %v`, i, err)
+		}
+		w.trees = append(w.trees, tr)
+	}
+	if name, ok, err := r.Parameters.String("executor"); err != nil {
+		return nil, 0, err
+	} else if ok {
+		if w.exec, err = schedule.ParseTreeExecutor(name); err != nil {
+			return nil, 0, badRequest("parameter executor: %v", err)
+		}
+	}
+	outs := r.Outputs
+	if len(outs) == 0 {
+		outs = []RequestedOutput{{Name: "probs"}}
+	}
+	for i, o := range outs {
+		if _, ok := treeOutputNames[o.Name]; !ok {
+			return nil, 0, fmt.Errorf("%w %q (known: probs, class, node_probs, nodes)", ErrUnsupportedOutput, clip(o.Name))
+		}
+		if err := o.Parameters.only(fmt.Sprintf("output %q", o.Name)); err != nil {
+			return nil, 0, err
+		}
+		for _, prev := range outs[:i] {
+			if prev.Name == o.Name {
+				return nil, 0, badRequest("output %q asked for twice", o.Name)
+			}
+		}
+		w.all = w.all || o.Name == "node_probs"
+	}
+	j := &job[*treeWork]{ctx: ctx, rows: len(w.trees), work: w}
+	if err := m.batch.submit(j); err != nil {
+		return nil, 0, err
+	}
+	if err := m.batch.wait(ctx, j); err != nil {
+		return nil, 0, err
+	}
+	tm.queue, tm.compute = j.started.Sub(j.enqueued), j.finished.Sub(j.started)
+	return m.encode(w, outs), len(w.trees), nil
+}
+
+// encode builds the output tensors a tree request asked for.
+func (m *treeModel) encode(w *treeWork, outs []RequestedOutput) []OutputTensor {
+	C := m.tm.Net.Classes
+	B := int64(len(w.trees))
+	var res []OutputTensor
+	for _, o := range outs {
+		switch o.Name {
+		case "probs", "class":
+			var f []float32
+			var ids []int64
+			for i, tr := range w.trees {
+				p := w.probs[i]
+				if w.all {
+					p = p[tr.Root()*C : (tr.Root()+1)*C]
+				}
+				f = append(f, p...)
+				ids = append(ids, int64(tree.Argmax(p)))
+			}
+			if o.Name == "probs" {
+				res = append(res, OutputTensor{Name: o.Name, Shape: []int64{B, int64(C)}, Datatype: "FP32", Float32: f})
+			} else {
+				res = append(res, OutputTensor{Name: o.Name, Shape: []int64{B}, Datatype: "INT64", Int64: ids})
+			}
+		case "node_probs":
+			var f []float32
+			for _, p := range w.probs {
+				f = append(f, p...)
+			}
+			res = append(res, OutputTensor{Name: o.Name, Shape: []int64{int64(len(f) / C), int64(C)}, Datatype: "FP32", Float32: f})
+		case "nodes":
+			ns := make([]int64, B)
+			for i, tr := range w.trees {
+				ns[i] = int64(tr.Len())
+			}
+			res = append(res, OutputTensor{Name: o.Name, Shape: []int64{B}, Datatype: "INT64", Int64: ns})
+		}
+	}
+	return res
+}
+
+func (m *treeModel) generate(context.Context, *GenerateRequest, func(GenerateToken) error) (GenerateResult, error) {
+	return GenerateResult{}, fmt.Errorf("%w: %q is a tree model", ErrNotLanguageModel, m.name)
+}
+
+func (m *treeModel) run(stop <-chan struct{}) { m.batch.run(stop) }
+
+// treeBatch is a tree model's batch: the jobs whose trees run as the next
+// plan, all with the first job's executor and outputs, at most max trees
+// (a larger job runs alone).
+type treeBatch struct {
+	m    *treeModel
+	jobs []*job[*treeWork]
+	n    int
+	max  int
+}
+
+var _ batch[*treeWork] = (*treeBatch)(nil)
+
+func (b *treeBatch) rows() int { return b.n }
+
+func (b *treeBatch) fits(j *job[*treeWork]) bool {
+	if len(b.jobs) == 0 {
+		return true
+	}
+	first := b.jobs[0].work
+	return j.work.exec == first.exec && j.work.all == first.all && b.n+j.rows <= b.max
+}
+
+func (b *treeBatch) add(j *job[*treeWork]) error {
+	b.jobs = append(b.jobs, j)
+	b.n += j.rows
+	return nil
+}
+
+func (b *treeBatch) reap() []*job[*treeWork] {
+	var gone []*job[*treeWork]
+	kept := b.jobs[:0]
+	b.n = 0
+	for _, j := range b.jobs {
+		if j.ctx.Err() != nil {
+			gone = append(gone, j)
+			continue
+		}
+		kept = append(kept, j)
+		b.n += j.rows
+	}
+	b.jobs = kept
+	return gone
+}
+
+// step runs every admitted job's trees as one plan and finishes them all.
+func (b *treeBatch) step() []finishedJob[*treeWork] {
+	var trees []*tree.Tree
+	for _, j := range b.jobs {
+		trees = append(trees, j.work.trees...)
+	}
+	first := b.jobs[0].work
+	tp, err := b.m.prog.Plan(trees, schedule.TreeOptions{Executor: first.exec, AllNodes: first.all, Workers: b.m.workers})
+	if err == nil {
+		err = tp.Run()
+	}
+	fin := make([]finishedJob[*treeWork], 0, len(b.jobs))
+	k := 0
+	for _, j := range b.jobs {
+		w := j.work
+		if err == nil {
+			w.probs = make([][]float32, len(w.trees))
+			for i, tr := range w.trees {
+				if !w.all {
+					w.probs[i] = append([]float32(nil), tp.Probs(k+i, tr.Root())...)
+					continue
+				}
+				for node := range tr.Nodes {
+					w.probs[i] = append(w.probs[i], tp.Probs(k+i, node)...)
+				}
+			}
+		}
+		k += len(w.trees)
+		fin = append(fin, finishedJob[*treeWork]{j: j, err: err})
+	}
+	b.jobs, b.n = b.jobs[:0], 0
+	return fin
+}
+
+// newTreeModel prepares a tree model and its one-lane batcher.
+func (s *Server) newTreeModel(e Entry) (*treeModel, error) {
+	tm := e.Tree
+	n := tm.Net
+	if n.Cell.Dynamic() {
+		return nil, fmt.Errorf("%w: %v generates trees; serving it is not supported", ErrUnsupportedOutput, n.Cell)
+	}
+	prog, err := schedule.NewTreeProgram(n)
+	if err != nil {
+		return nil, err
+	}
+	exec := schedule.Recursive
+	if tm.Spec.Executor != "" {
+		if exec, err = schedule.ParseTreeExecutor(tm.Spec.Executor); err != nil {
+			return nil, err
+		}
+	}
+	m := &treeModel{tm: tm, prog: prog, exec: exec, workers: s.opts.Batching.Workers, opts: &s.opts}
+	s.initBase(&m.modelBase, e)
+	// One lane, one core slot: the plan spreads over the workers itself.
+	m.cores = newCoreSlots(1)
+	m.batch = newBatcher(&m.modelBase, s.opts.Batching, []batch[*treeWork]{&treeBatch{m: m, max: s.opts.Batching.MaxRows}})
+	m.meta = treeMetadata(m)
+	m.config = treeConfig(m, &s.opts)
+	m.describe = func() { s.metrics.describe(m.name, exec.String(), true, 0, nil) }
+	return m, nil
+}
