@@ -64,7 +64,7 @@ func TestServeAndSIGTERM(t *testing.T) {
 	}
 	cfg := filepath.Join(t.TempDir(), "serve.yaml")
 	os.WriteFile(cfg, []byte("read_timeout: 500ms\n"), 0o644)
-	cmd := exec.Command(bin, "-config", cfg, "-listen", "127.0.0.1:0", "-cache-bytes", "1048576")
+	cmd := exec.Command(bin, "-config", cfg, "-listen", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-cache-bytes", "1048576")
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
