@@ -1,19 +1,34 @@
-// Package server is rnnserve's HTTP front door: the KServe v2 inference
-// protocol over gin, stateful sequences, text generation, cellular
-// batching of many clients' requests step by step, and Prometheus metrics.
+// Package server is rnnserve's inference server: the KServe v2 inference
+// protocol with Triton's extensions over REST (gin), stateful sequences,
+// text generation, cellular batching of many clients' requests step by
+// step, a model repository with hot swap, and Prometheus metrics.
 //
-// The server does no arithmetic of its own: it decodes requests, hands
-// them to a model's batcher (schedule.Stepper) or runs a whole-request
-// schedule.Plan, and encodes the results. Errors map to status codes by
-// type (errors.Is / errors.As), never by message text.
+// One internal request type (request.go) carries every inference request,
+// whatever the transport: the REST front end (rest.go, restcodec.go)
+// decodes JSON and Triton's binary tensor data into a Request, calls
+// Server.Infer and encodes the Response; a gRPC front end does the same
+// with its messages. Generation has GenerateRequest and Server.Generate.
+// Behind them, batching, sequences, limits, statistics and metrics are
+// the same for every transport. Errors map to HTTP statuses by type in
+// errors.go (errors.Is / errors.As), never by message text.
 //
-// Whole-request plans run under the schedule New chose for the model from
-// its modelled traffic (traffic.go): A, A+, P or P-bf16. P models share the
-// process-wide schedule.DefaultPool of GOMAXPROCS workers, which runs one
-// plan at a time (concurrent P requests queue on it); the request's
-// goroutine is worker 0 for the job, and gets its thread back unpinned.
+// A model is one of two kinds behind the model interface (model.go): a
+// sequence model (seqmodel.go: LSTM/GRU stacks) or a tree model
+// (treemodel.go). Both batch through one batcher (batcher.go) whose lanes
+// each own a batch of the kind's own (a cellular schedule.Stepper, or the
+// trees of the next plan) and share the model's core slots with
+// whole-request plans.
 //
-// Lifecycle: New builds the handler and loads the models; Start starts
-// one batcher goroutine per batched model; Stop drains them. cmd/serve
-// owns the http.Server and signals.
+// The server does no arithmetic of its own: it hands requests to a
+// model's batcher or runs a whole-request schedule.Plan of the schedule
+// chosen from the model's modelled traffic (traffic.go): A, A+, P or
+// P-bf16. P programs of more than one core run on worker pools the owner
+// hands over in Deps (one per size PoolSizes lists), which run one plan
+// at a time.
+//
+// Lifecycle: the owner (cmd/serve) makes the pools, New builds the server
+// and loads the models, Start starts every model's batcher, the sequence
+// janitor and the traffic probe, Stop drains them, and the owner closes
+// the pools. Models loaded later (Load) start at once; a replaced or
+// unloaded model stops once the requests holding it have left.
 package server

@@ -98,10 +98,10 @@ func baseConfig(b *modelBase, kind string, o *Options, spec any) api.ModelConfig
 
 // seqConfig is a sequence model's configuration in Triton's schema.
 func seqConfig(m *seqModel, o *Options) api.ModelConfig {
+	// Triton's scheduling_choice is a oneof: a model that keeps sequences
+	// has sequence_batching (whether its infer requests are batched is in
+	// the metadata's rnn.cellular_batching).
 	c := baseConfig(&m.modelBase, "sequence", o, m.entry.Model.Spec)
-	if m.batching {
-		c.DynamicBatching = &api.DynamicBatching{MaxQueueDelayMicroseconds: uint64(o.Batching.MaxQueueDelay.Microseconds())}
-	}
 	c.SequenceBatching = &api.SequenceBatching{MaxSequenceIdleMicroseconds: uint64(o.Sequences.IdleTimeout.Microseconds())}
 	return c
 }

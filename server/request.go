@@ -6,7 +6,11 @@ import (
 	"math"
 	"strconv"
 	"time"
+	"unsafe"
 )
+
+// littleEndian is true on hosts whose byte order is the wire's.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // Request is one inference request in transport-neutral form. Every front
 // end decodes its wire format into a Request and hands it to Server.Infer,
@@ -330,6 +334,9 @@ func (o *OutputTensor) AppendRaw(dst []byte) []byte {
 			dst = binary.LittleEndian.AppendUint32(dst, uint32(len(b)))
 			dst = append(dst, b...)
 		}
+	case o.Datatype == "FP32" && littleEndian && len(o.Float32) > 0:
+		// The host's float32s are already little-endian: one copy.
+		dst = append(dst, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(o.Float32))), 4*len(o.Float32))...)
 	case o.Datatype == "FP32":
 		for _, f := range o.Float32 {
 			dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(f))

@@ -101,10 +101,11 @@ func readError(what string, err error, limit int64) error {
 	return badRequest("%s: %v", what, err)
 }
 
-// Errors of a body that ends early; both wrap ErrBadRequest.
+// Errors of a body that is not one JSON object; each wraps ErrBadRequest.
 var (
 	errEmptyBody = errors.New("empty body: want a JSON object")
 	errTruncated = errors.New("the body ended inside the JSON object")
+	errTrailing  = errors.New("data after the request object")
 )
 
 // decodeJSON decodes one JSON object from rd into v, rejecting unknown
@@ -145,7 +146,7 @@ func onlySpace(rd io.Reader, limit int64) error {
 		n, err := rd.Read(buf[:])
 		for _, c := range buf[:n] {
 			if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-				return badRequest("malformed JSON: data after the request object")
+				return fmt.Errorf("%w: malformed JSON: %w", ErrBadRequest, errTrailing)
 			}
 		}
 		if err == io.EOF {
@@ -176,8 +177,11 @@ func decodeInfer(rd io.Reader, hdrLen, limit int64, r *Request) error {
 		return err
 	})
 	if err != nil {
-		if hdrLen >= 0 && (errors.Is(err, errTruncated) || errors.Is(err, errEmptyBody)) {
+		switch {
+		case hdrLen >= 0 && (errors.Is(err, errTruncated) || errors.Is(err, errEmptyBody)):
 			return badRequest("%s %d is longer than the body, or the JSON object is cut short", headerLength, hdrLen)
+		case hdrLen >= 0 && errors.Is(err, errTrailing):
+			return badRequest("%s %d does not match the JSON object: other data follows it within those bytes", headerLength, hdrLen)
 		}
 		return err
 	}

@@ -350,8 +350,9 @@ type InstanceGroup struct {
 	Kind  string `json:"kind"` // KIND_CPU
 }
 
-// DynamicBatching is present when the model batches requests
-// (rnnserve's cellular batching, step by step).
+// DynamicBatching is present when the model batches requests and keeps
+// no sequences (tree models); Triton allows it or SequenceBatching, not
+// both.
 type DynamicBatching struct {
 	MaxQueueDelayMicroseconds uint64 `json:"max_queue_delay_microseconds"`
 }
