@@ -81,12 +81,13 @@ type tensorOut struct {
 // conformanceEnv is the server under test.
 type conformanceEnv struct {
 	base string // http://ADDR
+	grpc string // its gRPC address
 	repo string // its model repository directory
 }
 
 // transports are the transports every case runs over.
 func (e *conformanceEnv) transports(t *testing.T) []transport {
-	return []transport{newHTTPTransport(e.base)}
+	return []transport{newHTTPTransport(e.base), newGRPCTransport(t, e.grpc)}
 }
 
 // TestConformance builds cmd/serve, serves a repository (the bundled
@@ -108,9 +109,12 @@ func TestConformance(t *testing.T) {
 	writeFile(t, filepath.Join(repo, "spare", "model.yaml"), "cell: gru\ninput_size: 8\nhidden_size: 16\nembedding: {vocab_size: 256}\nhead: {out_features: 256, activation: log_softmax}\nseed: 3\n")
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	_, addr := startOnFreePort(ctx, t, "serve", dir, bin,
-		func(addr string) []string { return []string{"-listen", addr, "-repository", repo} }, "/v2/health/ready")
-	env := &conformanceEnv{base: "http://" + addr, repo: repo}
+	var grpcAddr string
+	_, addr := startOnFreePort(ctx, t, "serve", dir, bin, func(addr string) []string {
+		grpcAddr = freeAddr(t)
+		return []string{"-listen", addr, "-grpc", grpcAddr, "-repository", repo}
+	}, "/v2/health/ready")
+	env := &conformanceEnv{base: "http://" + addr, grpc: grpcAddr, repo: repo}
 	for _, tr := range env.transports(t) {
 		for _, c := range conformanceCases {
 			t.Run(tr.name()+"/"+c.name, func(t *testing.T) { c.run(ctx, t, tr, env) })

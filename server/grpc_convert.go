@@ -147,13 +147,22 @@ func fromGRPC(p *pb.ModelInferRequest, r *Request) error {
 }
 
 // sameEncoding refuses a request whose outputs would mix raw and typed
-// data: a gRPC response carries either raw_output_contents for every
-// output or contents for every output.
+// data (a gRPC response carries either raw_output_contents for every
+// output or contents for every output), and makes the choice of the
+// outputs asked for the request's.
 func sameEncoding(r *Request) error {
 	for i := range r.Outputs {
-		if b := r.Outputs[i].Binary; b != nil && *b != r.BinaryOutput {
-			return badRequest("output %q: binary_data %v, but the other outputs are %v: a gRPC response has raw_output_contents for all outputs or for none (set binary_data_output instead)",
-				clip(r.Outputs[i].Name), *b, r.BinaryOutput)
+		b := r.BinaryOutput
+		if r.Outputs[i].Binary != nil {
+			b = *r.Outputs[i].Binary
+		}
+		if i == 0 {
+			r.BinaryOutput = b
+			continue
+		}
+		if b != r.BinaryOutput {
+			return badRequest("output %q: binary_data %v, but output %q is %v: a gRPC response has raw_output_contents for all outputs or for none",
+				clip(r.Outputs[i].Name), b, clip(r.Outputs[0].Name), r.BinaryOutput)
 		}
 	}
 	return nil
@@ -457,17 +466,25 @@ func generateFromGRPC(p *pb.ModelInferRequest, g *grpcGenerate) error {
 	if err := sampling(params, &g.GenerateRequest); err != nil {
 		return err
 	}
-	for _, o := range p.GetOutputs() {
+	dflt := g.binary
+	for i, o := range p.GetOutputs() {
 		switch n := o.GetName(); n {
 		case genTextOutput, genTokenIDs, genLogProbs:
 			op, err := paramsFromGRPC(o.GetParameters())
 			if err != nil {
 				return fmt.Errorf("output %q: %w", n, err)
 			}
-			if v, ok, err := op.Bool(paramBinary); err != nil {
+			v, ok, err := op.Bool(paramBinary)
+			if err != nil {
 				return fmt.Errorf("output %q: %w", n, err)
-			} else if ok && v != g.binary {
-				return badRequest("output %q: binary_data %v, but the other outputs are %v: a gRPC response has raw_output_contents for all outputs or for none (set binary_data_output instead)", n, v, g.binary)
+			}
+			if !ok {
+				v = dflt
+			}
+			if i == 0 {
+				g.binary = v
+			} else if v != g.binary {
+				return badRequest("output %q: binary_data %v, but output %q is %v: a gRPC response has raw_output_contents for all outputs or for none", n, v, p.Outputs[0].GetName(), g.binary)
 			}
 			delete(op, paramBinary)
 			if err := op.only(fmt.Sprintf("output %q", n)); err != nil {
