@@ -26,7 +26,7 @@ func grpcFuzzSeeds() []*pb.ModelInferRequest {
 		{ModelName: "bi", Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "features", Datatype: "FP32", Shape: []int64{1, 2, 3}}}, RawInputContents: [][]byte{make([]byte, 24)}},
 		{ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "tokens", Datatype: "BYTES", Shape: []int64{1}}}, RawInputContents: [][]byte{{9, 0, 0, 0, 'x'}}},
 		{ModelName: "lm", Parameters: map[string]*pb.InferParameter{"max_tokens": i64Param(3), "seed": i64Param(1), "temperature": f64Param(0.5)},
-			Inputs: []*pb.ModelInferRequest_InferInputTensor{text("Hi"), {Name: "stop", Datatype: "BYTES", Shape: []int64{1}, Contents: &pb.InferTensorContents{BytesContents: [][]byte{[]byte("!")}}}},
+			Inputs:  []*pb.ModelInferRequest_InferInputTensor{text("Hi"), {Name: "stop", Datatype: "BYTES", Shape: []int64{1}, Contents: &pb.InferTensorContents{BytesContents: [][]byte{[]byte("!")}}}},
 			Outputs: []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "text_output"}}},
 		{ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "prompt_tokens", Datatype: "INT32", Shape: []int64{2}, Contents: &pb.InferTensorContents{IntContents: []int32{3, 4}}},
 			{Name: "max_tokens", Datatype: "INT64", Shape: []int64{1}, Contents: &pb.InferTensorContents{Int64Contents: []int64{2}}}}},
