@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -494,21 +493,14 @@ func (h *httpTransport) infer(ctx context.Context, model string, in []tensorIn, 
 		ti := map[string]any{"name": t.name, "datatype": t.datatype, "shape": t.shape}
 		var data []byte
 		switch {
-		case t.bytes != nil && t.binary:
-			for _, b := range t.bytes {
-				data = binary.LittleEndian.AppendUint32(data, uint32(len(b)))
-				data = append(data, b...)
-			}
+		case t.binary:
+			data = rawTensor(t)
 		case t.bytes != nil:
 			s := make([]string, len(t.bytes))
 			for i, b := range t.bytes {
 				s[i] = string(b)
 			}
 			ti["data"] = s
-		case t.binary:
-			for _, v := range t.ints {
-				data = binary.LittleEndian.AppendUint64(data, uint64(v))
-			}
 		default:
 			ti["data"] = t.ints
 		}
@@ -579,26 +571,8 @@ func decodeHTTPResponse(response any, _ ...any) ([]any, error) {
 			}
 			raw := rest[:size]
 			rest = rest[size:]
-			switch o.Datatype {
-			case "FP32":
-				for i := 0; i+4 <= len(raw); i += 4 {
-					t.floats = append(t.floats, math.Float32frombits(binary.LittleEndian.Uint32(raw[i:])))
-				}
-			case "INT64":
-				for i := 0; i+8 <= len(raw); i += 8 {
-					t.ints = append(t.ints, int64(binary.LittleEndian.Uint64(raw[i:])))
-				}
-			case "BYTES":
-				for len(raw) >= 4 {
-					l := int(binary.LittleEndian.Uint32(raw))
-					if 4+l > len(raw) {
-						return nil, fmt.Errorf("output %s: BYTES element overruns", o.Name)
-					}
-					t.bytes = append(t.bytes, raw[4:4+l])
-					raw = raw[4+l:]
-				}
-			default:
-				return nil, fmt.Errorf("output %s: datatype %s", o.Name, o.Datatype)
+			if err := fromRaw(&t, raw); err != nil {
+				return nil, err
 			}
 			out = append(out, t)
 			continue

@@ -106,8 +106,9 @@ func inferParams(m map[string]any) (map[string]*triton.InferParameter, error) {
 	return out, nil
 }
 
-// rawTensor lays a tensor's elements out as raw_input_contents wants
-// them.
+// rawTensor lays a tensor's elements out raw, little-endian: Triton's binary
+// tensor data over HTTP, raw_input_contents over gRPC (BYTES elements each
+// a 4-byte length and its bytes).
 func rawTensor(t tensorIn) []byte {
 	var data []byte
 	if t.bytes != nil {
@@ -215,31 +216,39 @@ func grpcOutputs(resp *triton.ModelInferResponse) ([]tensorOut, error) {
 			out = append(out, t)
 			continue
 		}
-		r := raw[i]
-		switch o.Datatype {
-		case "FP32":
-			for k := 0; k+4 <= len(r); k += 4 {
-				t.floats = append(t.floats, math.Float32frombits(binary.LittleEndian.Uint32(r[k:])))
-			}
-		case "INT64":
-			for k := 0; k+8 <= len(r); k += 8 {
-				t.ints = append(t.ints, int64(binary.LittleEndian.Uint64(r[k:])))
-			}
-		case "BYTES":
-			for len(r) >= 4 {
-				l := int(binary.LittleEndian.Uint32(r))
-				if 4+l > len(r) {
-					return nil, fmt.Errorf("output %s: BYTES element overruns", o.Name)
-				}
-				t.bytes = append(t.bytes, r[4:4+l])
-				r = r[4+l:]
-			}
-		default:
-			return nil, fmt.Errorf("output %s: datatype %s", o.Name, o.Datatype)
+		if err := fromRaw(&t, raw[i]); err != nil {
+			return nil, err
 		}
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// fromRaw fills t's elements from raw little-endian data (Triton's binary
+// tensor data, gRPC's raw contents) by its datatype.
+func fromRaw(t *tensorOut, r []byte) error {
+	switch t.datatype {
+	case "FP32":
+		for k := 0; k+4 <= len(r); k += 4 {
+			t.floats = append(t.floats, math.Float32frombits(binary.LittleEndian.Uint32(r[k:])))
+		}
+	case "INT64":
+		for k := 0; k+8 <= len(r); k += 8 {
+			t.ints = append(t.ints, int64(binary.LittleEndian.Uint64(r[k:])))
+		}
+	case "BYTES":
+		for len(r) >= 4 {
+			l := int(binary.LittleEndian.Uint32(r))
+			if 4+l > len(r) {
+				return fmt.Errorf("output %s: BYTES element overruns", t.name)
+			}
+			t.bytes = append(t.bytes, r[4:4+l])
+			r = r[4+l:]
+		}
+	default:
+		return fmt.Errorf("output %s: datatype %s", t.name, t.datatype)
+	}
+	return nil
 }
 
 func (g *grpcTransport) load(ctx context.Context, model string) error {

@@ -93,24 +93,35 @@ func paramToGRPC(v any) *pb.InferParameter {
 	panic(fmt.Sprintf("server: parameter of type %T", v))
 }
 
+// requestParams checks that p names a model and reads its request
+// parameters, taking out binary_data_output (raw outputs unless it is
+// false).
+func requestParams(p *pb.ModelInferRequest) (params Params, binary bool, err error) {
+	if p.GetModelName() == "" {
+		return nil, false, badRequest("model_name is empty")
+	}
+	if params, err = paramsFromGRPC(p.GetParameters()); err != nil {
+		return nil, false, err
+	}
+	binary = true
+	if v, ok, err := params.Bool(paramBinaryOutput); err != nil {
+		return nil, false, err
+	} else if ok {
+		binary = v
+		delete(params, paramBinaryOutput)
+	}
+	return params, binary, nil
+}
+
 // fromGRPC converts an infer request into r (its Model, Version, ID,
 // inputs, outputs and parameters); the caller sets Protocol and Received.
 func fromGRPC(p *pb.ModelInferRequest, r *Request) error {
 	r.Model, r.Version, r.ID = p.GetModelName(), p.GetModelVersion(), p.GetId()
-	if r.Model == "" {
-		return badRequest("model_name is empty")
-	}
-	params, err := paramsFromGRPC(p.GetParameters())
+	params, binary, err := requestParams(p)
 	if err != nil {
 		return err
 	}
-	r.BinaryOutput = true
-	if v, ok, err := params.Bool(paramBinaryOutput); err != nil {
-		return err
-	} else if ok {
-		r.BinaryOutput = v
-		delete(params, paramBinaryOutput)
-	}
+	r.BinaryOutput = binary
 	if err := r.SetParameters(params); err != nil {
 		return err
 	}
@@ -394,20 +405,11 @@ type grpcGenerate struct {
 // decides whether tokens stream.
 func generateFromGRPC(p *pb.ModelInferRequest, g *grpcGenerate) error {
 	g.Model, g.Version, g.id = p.GetModelName(), p.GetModelVersion(), p.GetId()
-	if g.Model == "" {
-		return badRequest("model_name is empty")
-	}
-	params, err := paramsFromGRPC(p.GetParameters())
+	params, binary, err := requestParams(p)
 	if err != nil {
 		return err
 	}
-	g.binary = true
-	if v, ok, err := params.Bool(paramBinaryOutput); err != nil {
-		return err
-	} else if ok {
-		g.binary = v
-		delete(params, paramBinaryOutput)
-	}
+	g.binary = binary
 	// The stream handler's own flag reaches here on unary calls too.
 	delete(params, paramEmptyFinal)
 	stream := -1
