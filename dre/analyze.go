@@ -14,8 +14,7 @@ import (
 // Report is the memory traffic of a plan run Runs times back to back, and
 // its Data Reuse Efficiency. Byte counts are DRAM traffic per inference.
 type Report struct {
-	Model    Model     `json:"model"`
-	Schedule string    `json:"schedule"`
+	Schedule string    `json:"schedule,omitempty"` // the plan's schedule; empty for tree plans
 	T        int       `json:"t"`
 	B        int       `json:"b"`
 	Cache    CacheInfo `json:"cache"`
@@ -25,7 +24,7 @@ type Report struct {
 	AvgWriteBytes float64 `json:"avg_write_bytes"`
 	AvgRW         float64 `json:"avg_rw_bytes"` // AvgReadBytes + AvgWriteBytes
 
-	WorkingSet     WorkingSet `json:"working_set"`     // from the network's shape
+	WorkingSet     WorkingSet `json:"working_set"`     // given by the caller (WorkingSetOf...)
 	PlanBytes      PlanBytes  `json:"plan_bytes"`      // the plan's buffers
 	FootprintBytes int64      `json:"footprint_bytes"` // distinct lines one run touches
 	DRE            float64    `json:"dre"`             // AvgRW / WorkingSet.Total
@@ -36,20 +35,13 @@ type Report struct {
 	RunsSimulated int      `json:"runs_simulated"`
 	Period        int      `json:"period"` // 1 when the cache reached a steady state; 0 if it found no cycle
 
+	// Workers is each worker's warm traffic through a private cache of
+	// its own (Options.PrivateCache), by Step.Worker: what each core
+	// fetches from the shared cache or DRAM per inference once warm.
+	Workers []float64 `json:"worker_warm_bytes,omitempty"`
+
 	OPT        *Bound `json:"opt,omitempty"`
 	OPTSkipped string `json:"opt_skipped,omitempty"` // why OPT is missing when it was asked for
-}
-
-// Model is the shape of the network a report is about.
-type Model struct {
-	Cell          string `json:"cell"`
-	Input         int    `json:"input_size"`
-	Hidden        int    `json:"hidden_size"`
-	Proj          int    `json:"proj_size,omitempty"`
-	Layers        int    `json:"num_layers"`
-	Bidirectional bool   `json:"bidirectional,omitempty"`
-	Vocab         int    `json:"vocab_size,omitempty"`
-	HeadOut       int    `json:"head_out_features,omitempty"`
 }
 
 // CacheInfo is the simulated cache.
@@ -73,14 +65,20 @@ type Bound struct {
 	ReadBytes int64 `json:"read_bytes"`
 }
 
-// Analyze replays p, a plan of prog, through the cache of opt and reports
-// its traffic, working set and DRE. The working set counts the recurrent
-// weights at the size prog stores them (2 bytes for a bf16 Partitioned
-// program, see WorkingSetOfPrecision). It applies opt's defaults and
-// validates them.
-func Analyze(prog *schedule.Program, p *schedule.Plan, opt Options) (*Report, error) {
-	if err := belongs(prog, p); err != nil {
-		return nil, err
+// Analyze is the traffic analysis: it replays p, a plan or the steps
+// recorded while one ran (schedule.TraceStepper, TreeProgram.Generate),
+// through the cache of opt, and reports its traffic and its DRE against
+// the working set ws (WorkingSetOfProgram for a sequence program,
+// treetraffic's for trees, an encoder-decoder's own). With
+// opt.PrivateCache it also replays each worker's steps through a private
+// cache of that size. It applies opt's defaults and validates them. Every
+// DRE the project reports comes from here.
+func Analyze(p *schedule.Plan, ws WorkingSet, opt Options) (*Report, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: nil plan", ErrPlan)
+	}
+	if ws.Total <= 0 {
+		return nil, fmt.Errorf("%w: working set of %d bytes", ErrPlan, ws.Total)
 	}
 	opt.EnsureDefaults()
 	if err := opt.Validate(); err != nil {
@@ -97,25 +95,19 @@ func Analyze(prog *schedule.Program, p *schedule.Plan, opt Options) (*Report, er
 	tr := simulate(c, opt.Runs, func(s cachesim.Sink) { replay(p, l, s) }, true)
 
 	line := opt.Cache.LineSize
-	net := prog.Net
 	spans := footprint(p, l, line)
 	var foot int64
 	for _, s := range spans {
 		foot += s.last - s.first + 1
 	}
 	r := &Report{
-		Model: Model{
-			Cell: net.Cell.String(), Input: net.Input, Hidden: net.Hidden, Proj: net.Proj,
-			Layers: net.NumLayers, Bidirectional: net.Bidirectional, Vocab: net.Vocab, HeadOut: net.HeadOut,
-		},
-		Schedule:       p.Schedule.String(),
 		T:              p.T,
 		B:              p.B,
 		Cache:          CacheInfo{Size: opt.Cache.Size, LineSize: line, Ways: opt.Cache.Ways, Simulator: "lru"},
 		Runs:           opt.Runs,
 		AvgReadBytes:   float64(tr.Total.ReadBytes()) / float64(opt.Runs),
 		AvgWriteBytes:  float64(tr.Total.WriteBytes()) / float64(opt.Runs),
-		WorkingSet:     WorkingSetOfPrecision(net, p.T, p.B, prog.Precision()),
+		WorkingSet:     ws,
 		PlanBytes:      PlanBytesOf(p),
 		FootprintBytes: foot * line,
 		LineAccesses:   tr.Cold.Accesses,
@@ -124,12 +116,25 @@ func Analyze(prog *schedule.Program, p *schedule.Plan, opt Options) (*Report, er
 		RunsSimulated:  tr.Simulated,
 		Period:         tr.Period,
 	}
+	if p.Schedule != 0 {
+		r.Schedule = p.Schedule.String()
+	}
 	if _, ok := c.(*cachesim.ExtentLRU); ok {
 		r.Cache.Simulator = "extent-lru"
 	}
 	r.AvgRW = r.AvgReadBytes + r.AvgWriteBytes
 	r.DRE = r.AvgRW / float64(r.WorkingSet.Total)
 
+	if opt.PrivateCache.Size > 0 {
+		for w := range p.Workers() {
+			pc, err := NewCache(opt.PrivateCache)
+			if err != nil {
+				return nil, fmt.Errorf("%w: private cache: %w", ErrInvalidOptions, err)
+			}
+			t := simulate(pc, opt.Runs, func(s cachesim.Sink) { replayWorker(p, l, w, s) }, true)
+			r.Workers = append(r.Workers, t.WarmBytes())
+		}
+	}
 	if opt.OPT {
 		n := tr.Cold.Accesses + foot
 		if n > opt.OPTMaxAccesses {
@@ -142,20 +147,11 @@ func Analyze(prog *schedule.Program, p *schedule.Plan, opt Options) (*Report, er
 	return r, nil
 }
 
-// belongs checks that p is a plan of prog: same schedule, and prog's
-// weights first among its buffers.
-func belongs(prog *schedule.Program, p *schedule.Plan) error {
-	switch {
-	case prog == nil || p == nil:
-		return fmt.Errorf("%w: nil program or plan", ErrPlan)
-	case p.Schedule != prog.Schedule:
-		return fmt.Errorf("%w: plan of schedule %v, program of schedule %v", ErrPlan, p.Schedule, prog.Schedule)
-	}
-	w := prog.Weights()
-	if len(p.Buffers) < len(w) || !slices.Equal(p.Buffers[:len(w)], w) {
-		return fmt.Errorf("%w: the plan was not built by this program (its weights differ)", ErrPlan)
-	}
-	return nil
+// WorkingSetOfProgram is the working set of T steps of batch B of prog's
+// network, its recurrent weights counted at the size prog stores them
+// (2 bytes for a bf16 Partitioned program, see WorkingSetOfPrecision).
+func WorkingSetOfProgram(prog *schedule.Program, T, B int) WorkingSet {
+	return WorkingSetOfPrecision(prog.Net, T, B, prog.Precision())
 }
 
 // bound runs MIN over one replay of p preceded by one read of every line
@@ -211,7 +207,8 @@ func footprint(p *schedule.Plan, l *Layout, lineSize int64) []lineSpan {
 }
 
 // DryPlan builds the Program of net for schedule s and its plan for T steps
-// of batch B, with the head applied. A network with an embedding reads
+// of batch B, with the head applied (a Partitioned program on one worker;
+// build others with schedule.NewPartitioned and DryInput). A network with an embedding reads
 // pseudo-random token ids drawn from seed (they decide which embedding rows
 // are read); a network with weights and without an embedding reads zero
 // features. net is usually dry (models.Shape), so that models of any size

@@ -32,7 +32,7 @@ func BenchmarkAnalyzeTableI(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					var err error
-					if r, err = Analyze(prog, p, opt); err != nil {
+					if r, err = Analyze(p, WorkingSetOfProgram(prog, p.T, p.B), opt); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -44,15 +44,24 @@
 //	               projection), then the head's weight and bias
 //	embedding    = vocab × input × 4
 //	intermediate = 4 × ( T·B·input                  the input sequence
-//	                   + layers·T·B·dirs·out         every layer's output sequence
-//	                   + layers·dirs·B·(out + hidden if LSTM)   the final h (and c)
+//	                   + Σ_layers T·B·dirs·out       every layer's output sequence
+//	                   + Σ_layers dirs·B·(out + hidden if LSTM)   the final h (and c)
 //	                   + T·B·head_out )              the head's output
 //
-// where out is the projection size if any, else the hidden size. Token ids
-// are not counted. A Partitioned program may store the recurrent weights
-// (W_ih, W_hh, W_hr) as bf16: WorkingSetOfPrecision counts those at 2
-// bytes (biases, embedding and head stay 4), and Analyze uses the
-// program's precision. This is the network's data, whatever the schedule; the
+// where out is the layer's projection size if any, else its hidden size
+// (the layers of a mixed stack differ). Token ids are not counted. A
+// Partitioned program may store the recurrent weights (W_ih, W_hh, W_hr)
+// as bf16: WorkingSetOfPrecision counts those at 2 bytes (biases,
+// embedding and head stay 4), and WorkingSetOfProgram uses the program's
+// precision.
+//
+// # One entry
+//
+// Analyze takes any plan (or the steps recorded while one ran) and the
+// working set the caller's model defines: WorkingSetOfProgram for a
+// sequence program, package treetraffic's for tree batches, an
+// encoder-decoder's own sum in dresim. The server's traffic figures, the
+// tree sweeps and dresim all get their DRE from it. This is the network's data, whatever the schedule; the
 // report also gives the plan's own buffer sizes by kind (Schedule A's G is
 // W_ih and W_hh side by side with the two LSTM biases summed; A+ keeps the
 // gate pre-activations of all steps; layers share two sequence buffers),
@@ -80,13 +89,13 @@
 // # Per-core traffic
 //
 // The replay above is one serial trace through one shared cache. Each step
-// of a plan also names the worker (core) that runs it; ReplayWorker,
-// SimulateWorker and SimulateWorkers replay one worker's steps alone,
-// through a cache the size of a core's private cache, for the bytes that
-// core moves to and from the shared cache. A and A+ plans run on one core;
+// of a plan also names the worker (core) that runs it; with
+// Options.PrivateCache, Analyze replays each worker's steps alone through
+// a cache the size of a core's private cache (Report.Workers), for the
+// bytes that core moves to and from the shared cache. A and A+ plans run on one core;
 // a Partitioned plan's workers run in parallel, so its busiest worker is
 // its critical path. The private caches are not kept coherent: a line
-// another worker writes stays valid here. Traffic.WarmBytes and
+// another worker writes stays valid here. Report.Workers and
 // Report.WarmRW leave out the cold run, as a server that has already
 // answered a request does.
 //

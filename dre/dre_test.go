@@ -44,7 +44,7 @@ func TestWorkedExample(t *testing.T) {
 		paper float64 // MiB read per inference
 	}{{schedule.A, 800}, {schedule.APlus, 404}} {
 		prog, p := dryPlan(t, paperLSTM, tc.s, 100, 1)
-		r, err := Analyze(prog, p, Options{Cache: cachesim.Config{Size: 2 << 20}})
+		r, err := Analyze(p, WorkingSetOfProgram(prog, p.T, p.B), Options{Cache: cachesim.Config{Size: 2 << 20}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,10 +123,7 @@ func TestShortcutExact(t *testing.T) {
 						differ++
 					}
 					c, _ := NewCache(cfg)
-					tr, err := Simulate(p, l, c, runs)
-					if err != nil {
-						t.Fatal(err)
-					}
+					tr := simulate(c, runs, func(s cachesim.Sink) { replay(p, l, s) }, true)
 					if tr.Total != total || tr.Cold != per[0] || tr.Last != per[tr.Simulated-1] {
 						t.Fatalf("shortcut after %d runs: total %+v, cold %+v, last %+v\nwant total %+v, cold %+v, run %d %+v",
 							tr.Simulated, tr.Total, tr.Cold, tr.Last, total, per[0], tr.Simulated, per[tr.Simulated-1])
@@ -339,7 +336,7 @@ func TestOPTBound(t *testing.T) {
 		prog, p := pp[0].(*schedule.Program), pp[1].(*schedule.Plan)
 		sizes := cacheSizes(p)
 		for _, size := range sizes {
-			r, err := Analyze(prog, p, Options{Cache: cachesim.Config{Size: size}, OPT: true, Runs: 5})
+			r, err := Analyze(p, WorkingSetOfProgram(prog, p.T, p.B), Options{Cache: cachesim.Config{Size: size}, OPT: true, Runs: 5})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -353,14 +350,14 @@ func TestOPTBound(t *testing.T) {
 				t.Errorf("%s, %d bytes over a footprint of %d: bound %d misses, want 0", name, size, r.FootprintBytes, r.OPT.Misses)
 			}
 		}
-		r, err := Analyze(prog, p, Options{Cache: cachesim.Config{Size: sizes[0]}, OPT: true, OPTMaxAccesses: 100, Runs: 2})
+		r, err := Analyze(p, WorkingSetOfProgram(prog, p.T, p.B), Options{Cache: cachesim.Config{Size: sizes[0]}, OPT: true, OPTMaxAccesses: 100, Runs: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if r.OPT != nil || r.OPTSkipped == "" {
 			t.Errorf("%s: over the limit: bound %v, reason %q", name, r.OPT, r.OPTSkipped)
 		}
-		r, err = Analyze(prog, p, Options{Cache: cachesim.Config{Size: sizes[0]}, Runs: 2})
+		r, err = Analyze(p, WorkingSetOfProgram(prog, p.T, p.B), Options{Cache: cachesim.Config{Size: sizes[0]}, Runs: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -410,28 +407,22 @@ func TestAnalyzeErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _, err := DryPlan(net, schedule.A, 3, 1, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	progPlus, _, err := DryPlan(net, schedule.APlus, 3, 1, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := WorkingSetOfProgram(prog, 3, 1)
 	for name, tc := range map[string]struct {
-		prog *schedule.Program
 		p    *schedule.Plan
+		ws   WorkingSet
 		opt  Options
 		want error
 	}{
-		"nil plan":         {prog, nil, Options{}, ErrPlan},
-		"nil program":      {nil, p, Options{}, ErrPlan},
-		"other program":    {other, p, Options{}, ErrPlan},
-		"other schedule":   {progPlus, p, Options{}, ErrPlan},
-		"bad options":      {prog, p, Options{Runs: -3}, ErrInvalidOptions},
-		"set-assoc + bad ": {prog, p, Options{Cache: cachesim.Config{Size: 4096, Ways: 5}}, ErrInvalidOptions},
+		"nil plan":             {nil, ws, Options{}, ErrPlan},
+		"no working set":       {p, WorkingSet{}, Options{}, ErrPlan},
+		"bad options":          {p, ws, Options{Runs: -3}, ErrInvalidOptions},
+		"set-assoc + bad ":     {p, ws, Options{Cache: cachesim.Config{Size: 4096, Ways: 5}}, ErrInvalidOptions},
+		"bad private cache":    {p, ws, Options{PrivateCache: cachesim.Config{Size: 4096, Ways: 5}}, ErrInvalidOptions},
+		"buffer not laid out":  {&schedule.Plan{Buffers: p.Buffers[1:], Steps: p.Steps}, ws, Options{}, ErrPlan},
+		"region outside (len)": {shrunk(t, net, 1), ws, Options{}, ErrPlan},
 	} {
-		if _, err := Analyze(tc.prog, tc.p, tc.opt); !errors.Is(err, tc.want) {
+		if _, err := Analyze(tc.p, tc.ws, tc.opt); !errors.Is(err, tc.want) {
 			t.Errorf("%s: err %v, want %v", name, err, tc.want)
 		}
 	}
@@ -443,46 +434,72 @@ func TestAnalyzeErrors(t *testing.T) {
 	}
 }
 
-func TestReplayErrors(t *testing.T) {
-	buf := &schedule.Buffer{Name: "w", Kind: schedule.KindWeight, Elems: 16, ElemSize: 4}
-	for name, tc := range map[string]struct {
-		r    schedule.Region
-		bufs []*schedule.Buffer
-	}{
-		"past the end":  {schedule.Region{Buf: buf, Off: 60, Len: 8, Count: 1}, []*schedule.Buffer{buf}},
-		"stride":        {schedule.Region{Buf: buf, Off: 0, Len: 8, Count: 3, Stride: 32}, []*schedule.Buffer{buf}},
-		"not laid out":  {schedule.Region{Buf: buf, Off: 0, Len: 8, Count: 1}, nil},
-		"negative size": {schedule.Region{Buf: buf, Off: 0, Len: -8, Count: 1}, []*schedule.Buffer{buf}},
-	} {
-		p := &schedule.Plan{Buffers: tc.bufs, Steps: []schedule.Step{{Reads: []schedule.Region{tc.r}}}}
-		tr, err := cachesim.NewTrace(64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := Replay(p, NewLayout(tc.bufs), tr); !errors.Is(err, ErrPlan) {
-			t.Errorf("%s: err %v, want ErrPlan", name, err)
-		}
-		if tr.Len() != 0 {
-			t.Errorf("%s: %d accesses replayed", name, tr.Len())
-		}
-	}
-	// A valid strided region: three blocks of 8 bytes, 24 apart.
-	p := &schedule.Plan{Buffers: []*schedule.Buffer{buf}, Steps: []schedule.Step{{
-		Writes: []schedule.Region{{Buf: buf, Off: 4, Len: 8, Count: 3, Stride: 24}},
-	}}}
-	tr, _ := cachesim.NewTrace(8)
-	if err := Replay(p, NewLayout(p.Buffers), tr); err != nil {
+// shrunk is a dry A plan of net whose buffer number k after the weights
+// is made half as large as the regions its steps declare.
+func shrunk(t *testing.T, net *rnn.Network, k int) *schedule.Plan {
+	t.Helper()
+	prog, p, err := DryPlan(net, schedule.A, 3, 1, 1)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var got []int64
+	p.Buffers[len(prog.Weights())+k].Elems /= 2
+	return p
+}
+
+// TestReplayErrors checks that Replay refuses regions outside their
+// buffer or in a buffer the layout does not have, and sends a strided
+// region block by block.
+func TestReplayErrors(t *testing.T) {
+	net := dryNet(t, rnn.Config{Cell: rnn.GRU, Input: 3, Hidden: 4, Layers: 1})
+	p := shrunk(t, net, 0)
+	tr, err := cachesim.NewTrace(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Replay(p, NewLayout(p.Buffers), tr); !errors.Is(err, ErrPlan) {
+		t.Errorf("region past the end: err %v, want ErrPlan", err)
+	}
+	if tr.Len() != 0 {
+		t.Errorf("%d accesses replayed", tr.Len())
+	}
+	_, q, err := DryPlan(net, schedule.A, 2, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Replay(q, NewLayout(q.Buffers[:1]), tr); !errors.Is(err, ErrPlan) {
+		t.Errorf("buffer not laid out: err %v, want ErrPlan", err)
+	}
+	// A strided region: Schedule A writes x_t into the first 3 of every
+	// 7 values of xh ([x; h] rows of 3 + 4) for B = 2.
+	_, q, err = DryPlan(net, schedule.A, 1, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLayout(q.Buffers)
+	var strided []schedule.Region
+	q.Walk(func(r schedule.Region, w bool) {
+		if w && r.Count > 1 {
+			strided = append(strided, r)
+		}
+	})
+	if len(strided) == 0 {
+		t.Fatal("no strided write in a batch-2 Schedule A plan")
+	}
+	r := strided[0]
+	tr, _ = cachesim.NewTrace(4)
+	replayRegion(l, r, true, tr)
+	if tr.Len() != int(r.Count)*int(r.Len/4) {
+		t.Errorf("strided region of %d blocks of %d bytes: %d accesses", r.Count, r.Len, tr.Len())
+	}
+	base, _ := l.Addr(r.Buf)
 	for i := range tr.Len() {
 		line, w := tr.At(i)
 		if !w {
 			t.Error("a write replayed as a read")
 		}
-		got = append(got, line)
-	}
-	if want := []int64{0, 1, 3, 4, 6, 7}; !slices.Equal(got, want) {
-		t.Errorf("lines %v, want %v", got, want)
+		blk, in := i/int(r.Len/4), i%int(r.Len/4)
+		if want := (base + r.Off + int64(blk)*r.Stride + int64(4*in)) / 4; line != want {
+			t.Errorf("access %d at line %d, want %d", i, line, want)
+		}
 	}
 }

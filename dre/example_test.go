@@ -22,7 +22,7 @@ func ExampleAnalyze() {
 		if err != nil {
 			panic(err)
 		}
-		r, err := dre.Analyze(prog, plan, dre.Options{Cache: cachesim.Config{Size: 16 << 10}})
+		r, err := dre.Analyze(plan, dre.WorkingSetOfProgram(prog, plan.T, plan.B), dre.Options{Cache: cachesim.Config{Size: 16 << 10}})
 		if err != nil {
 			panic(err)
 		}

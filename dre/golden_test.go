@@ -46,7 +46,7 @@ func TestGoldenReports(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prog, p := dryPlan(t, tc.cfg, tc.s, tc.T, tc.B)
-			r, err := Analyze(prog, p, tc.opt)
+			r, err := Analyze(p, WorkingSetOfProgram(prog, p.T, p.B), tc.opt)
 			if err != nil {
 				t.Fatal(err)
 			}

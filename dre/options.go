@@ -42,6 +42,11 @@ type Options struct {
 	// DefaultOPTMaxAccesses).
 	OPT            bool
 	OPTMaxAccesses int64
+	// PrivateCache, when its Size is set, is one core's private cache:
+	// Analyze then also replays each worker's steps through a cache of
+	// this size (Report.Workers). Zero Ways means fully associative here
+	// too.
+	PrivateCache cachesim.Config
 }
 
 // DefaultOptions returns the paper's setting: a 12 MiB fully associative
@@ -68,6 +73,12 @@ func (o *Options) EnsureDefaults() {
 	if o.OPTMaxAccesses == 0 {
 		o.OPTMaxAccesses = DefaultOPTMaxAccesses
 	}
+	if o.PrivateCache.Size > 0 {
+		if o.PrivateCache.Ways == 0 {
+			o.PrivateCache.Ways = cachesim.FullyAssociative
+		}
+		o.PrivateCache.EnsureDefaults()
+	}
 }
 
 // Validate reports the first invalid setting. It does not apply defaults.
@@ -77,6 +88,11 @@ func (o Options) Validate() error {
 	}
 	if o.Runs < 1 || o.Runs > MaxRuns {
 		return fmt.Errorf("%w: Runs = %d, want 1..%d", ErrInvalidOptions, o.Runs, MaxRuns)
+	}
+	if o.PrivateCache.Size > 0 {
+		if err := o.PrivateCache.Validate(); err != nil {
+			return fmt.Errorf("%w: private cache: %w", ErrInvalidOptions, err)
+		}
 	}
 	if o.OPTMaxAccesses < 1 || o.OPTMaxAccesses >= math.MaxInt32 {
 		return fmt.Errorf("%w: OPTMaxAccesses = %d, want 1..%d", ErrInvalidOptions, o.OPTMaxAccesses, math.MaxInt32-1)

@@ -1,11 +1,9 @@
 package dre
 
 import (
-	"fmt"
 	"slices"
 
 	"rnnserve/cachesim"
-	"rnnserve/schedule"
 )
 
 // Cache is a simulated cache a plan is replayed through:
@@ -53,19 +51,6 @@ type Traffic struct {
 	Last      cachesim.Stats // the last run simulated: the steady state once Period is 1
 	Simulated int            // runs replayed through the cache; the others repeat a cycle
 	Period    int            // length of the cycle the cache's state entered, 0 if none was found
-}
-
-// Simulate replays p, laid out by l, runs times through c, simulating only
-// until the cache's state repeats (see the package documentation). c should
-// start empty for the first run to be cold; its contents stay afterwards.
-func Simulate(p *schedule.Plan, l *Layout, c Cache, runs int) (Traffic, error) {
-	if runs < 1 {
-		return Traffic{}, fmt.Errorf("%w: runs = %d, want at least 1", ErrInvalidOptions, runs)
-	}
-	if err := check(p, l); err != nil {
-		return Traffic{}, err
-	}
-	return simulate(c, runs, func(s cachesim.Sink) { replay(p, l, s) }, true), nil
 }
 
 // simulate runs replay runs times through c; with shortcut it stops once

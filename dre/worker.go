@@ -1,7 +1,6 @@
 package dre
 
 import (
-	"fmt"
 	"math"
 
 	"rnnserve/cachesim"
@@ -22,66 +21,16 @@ import (
 // only the re-reads of scratch every worker shares (hfull, with a
 // projection).
 
-// ReplayWorker is Replay restricted to the steps of worker w: it sends
+// replayWorker is replay restricted to the steps of worker w: it sends
 // their regions, in plan order, to s at the addresses of l.
-func ReplayWorker(p *schedule.Plan, l *Layout, w int, s cachesim.Sink) error {
-	if err := check(p, l); err != nil {
-		return err
-	}
-	replayWorker(p, l, w, s)
-	return nil
-}
-
 func replayWorker(p *schedule.Plan, l *Layout, w int, s cachesim.Sink) {
 	for i := range p.Steps {
 		st := &p.Steps[i]
 		if st.Worker != w {
 			continue
 		}
-		for _, r := range st.Reads {
-			replayRegion(l, r, false, s)
-		}
-		for _, r := range st.Writes {
-			replayRegion(l, r, true, s)
-		}
+		st.Regions(func(r schedule.Region, write bool) { replayRegion(l, r, write, s) })
 	}
-}
-
-// SimulateWorker is Simulate restricted to the steps of worker w: runs
-// back-to-back replays of that worker's part of p through c.
-func SimulateWorker(p *schedule.Plan, l *Layout, w int, c Cache, runs int) (Traffic, error) {
-	if runs < 1 {
-		return Traffic{}, fmt.Errorf("%w: runs = %d, want at least 1", ErrInvalidOptions, runs)
-	}
-	if w < 0 || w >= p.Workers() {
-		return Traffic{}, fmt.Errorf("%w: worker %d of a plan on %d", ErrPlan, w, p.Workers())
-	}
-	if err := check(p, l); err != nil {
-		return Traffic{}, err
-	}
-	return simulate(c, runs, func(s cachesim.Sink) { replayWorker(p, l, w, s) }, true), nil
-}
-
-// SimulateWorkers simulates every worker of p (p.Workers() of them) in a
-// cache of its own, each an empty cache made from cfg (a core's private
-// cache), and returns their traffic by worker. The workers run in
-// parallel, so the largest of them is the plan's critical path.
-func SimulateWorkers(p *schedule.Plan, l *Layout, cfg cachesim.Config, runs int) ([]Traffic, error) {
-	if runs < 1 {
-		return nil, fmt.Errorf("%w: runs = %d, want at least 1", ErrInvalidOptions, runs)
-	}
-	if err := check(p, l); err != nil {
-		return nil, err
-	}
-	tr := make([]Traffic, p.Workers())
-	for w := range tr {
-		c, err := NewCache(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("%w: cache: %w", ErrInvalidOptions, err)
-		}
-		tr[w] = simulate(c, runs, func(s cachesim.Sink) { replayWorker(p, l, w, s) }, true)
-	}
-	return tr, nil
 }
 
 // WarmRW is AvgRW once the cache is warm: the bytes read and written per

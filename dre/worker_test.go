@@ -43,9 +43,7 @@ func TestReplayWorkerPartitions(t *testing.T) {
 	var sum counter
 	for w := range p.Workers() {
 		var c counter
-		if err := ReplayWorker(p, l, w, &c); err != nil {
-			t.Fatal(err)
-		}
+		replayWorker(p, l, w, &c)
 		if c.reads == 0 || c.read > all.read*6/10 {
 			t.Errorf("worker %d reads %d of the plan's %d bytes, want about half", w, c.read, all.read)
 		}
@@ -59,84 +57,64 @@ func TestReplayWorkerPartitions(t *testing.T) {
 	}
 }
 
-// TestSimulateWorkers compares the per-core traffic of a 2-worker
+// workerBytes analyses p with a private cache cfg and returns each
+// worker's warm bytes.
+func workerBytes(t *testing.T, prog *schedule.Program, p *schedule.Plan, cfg cachesim.Config) []float64 {
+	t.Helper()
+	r, err := Analyze(p, WorkingSetOfProgram(prog, p.T, p.B), Options{Cache: cachesim.Config{Size: 32 << 20}, Runs: 10, PrivateCache: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Workers) != p.Workers() {
+		t.Fatalf("%d worker figures for a plan on %d workers", len(r.Workers), p.Workers())
+	}
+	return r.Workers
+}
+
+// TestPrivateCacheTraffic compares the per-core traffic of a 2-worker
 // partitioned plan with A+'s, whose plan runs on one core. In a private
 // cache too small to keep W_hh between steps, A+'s core streams all of
 // W_hh every step and each P worker its half; in one that holds all a
 // worker touches but not A+'s W_hh with the rest, P's cores move nothing
 // once warm while A+'s core streams W_hh again.
-func TestSimulateWorkers(t *testing.T) {
+func TestPrivateCacheTraffic(t *testing.T) {
 	cfg := rnn.Config{Cell: rnn.LSTM, Input: 32, Hidden: 128, Layers: 1}
 	const T = 20
-	_, ap := dryPlan(t, cfg, schedule.APlus, T, 1)
-	_, pp := partPlan(t, cfg, 2, schedule.F32, T)
+	aprog, ap := dryPlan(t, cfg, schedule.APlus, T, 1)
+	pprog, pp := partPlan(t, cfg, 2, schedule.F32, T)
 	whh := float64(4 * 128 * 128 * 4) // 256 KiB
-	small := cachesim.Config{Size: 16 << 10, Ways: cachesim.FullyAssociative}
+	small := cachesim.Config{Size: 16 << 10}
 
-	atr, err := SimulateWorkers(ap, NewLayout(ap.Buffers), small, 10)
+	atr := workerBytes(t, aprog, ap, small)
+	// One core: the same as the whole plan through the private cache.
+	whole, err := Analyze(ap, WorkingSetOfProgram(aprog, T, 1), Options{Cache: small, Runs: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(atr) != 1 {
-		t.Fatalf("A+ on %d workers, want 1", len(atr))
+	if math.Abs(whole.WarmRW()-atr[0]) > 1e-9*atr[0] {
+		t.Errorf("A+ worker 0 %.0f bytes, whole plan %.0f", atr[0], whole.WarmRW())
 	}
-	// One core: the same as the whole plan.
-	c, _ := NewCache(small)
-	whole, err := Simulate(ap, NewLayout(ap.Buffers), c, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if whole.Total != atr[0].Total {
-		t.Errorf("A+ worker 0 %+v, whole plan %+v", atr[0].Total, whole.Total)
-	}
-	ptr, err := SimulateWorkers(pp, NewLayout(pp.Buffers), small, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ptr) != 2 {
-		t.Fatalf("P on %d workers, want 2", len(ptr))
-	}
-	a := atr[0].WarmBytes()
+	ptr := workerBytes(t, pprog, pp, small)
+	a := atr[0]
 	if a < (T-1)*whh || a > (T+2)*whh {
 		t.Errorf("A+ core moves %.0f bytes per inference, want about %d W_hh (%.0f bytes each)", a, T, whh)
 	}
-	for w, tr := range ptr {
-		got := tr.WarmBytes()
+	for w, got := range ptr {
 		t.Logf("16 KiB private cache: A+ %.0f bytes, P worker %d %.0f bytes per inference", a, w, got)
 		if r := got / a; r < 0.45 || r > 0.6 {
 			t.Errorf("P worker %d moves %.3f of A+'s bytes, want about half", w, r)
-		}
-		c, _ := NewCache(small)
-		one, err := SimulateWorker(pp, NewLayout(pp.Buffers), w, c, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if one.Total != tr.Total {
-			t.Errorf("SimulateWorker(%d) %+v, SimulateWorkers %+v", w, one.Total, tr.Total)
 		}
 	}
 
 	// 256 KiB holds one worker's W_ih and W_hh (160 KiB) and scratch, but
 	// not A+'s W_hh (256 KiB) with anything else.
-	mid := cachesim.Config{Size: 256 << 10, Ways: cachesim.FullyAssociative}
-	atr, err = SimulateWorkers(ap, NewLayout(ap.Buffers), mid, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ptr, err = SimulateWorkers(pp, NewLayout(pp.Buffers), mid, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a = atr[0].WarmBytes()
-	for w, tr := range ptr {
-		got := tr.WarmBytes()
+	mid := cachesim.Config{Size: 256 << 10}
+	a = workerBytes(t, aprog, ap, mid)[0]
+	for w, got := range workerBytes(t, pprog, pp, mid) {
 		t.Logf("256 KiB private cache: A+ %.0f bytes, P worker %d %.0f bytes per inference", a, w, got)
 		if got > 0.1*a {
 			t.Errorf("P worker %d moves %.0f bytes, A+ %.0f: want P's weights to stay", w, got, a)
 		}
-	}
-	if _, err := SimulateWorker(ap, NewLayout(ap.Buffers), 1, c, 1); err == nil {
-		t.Error("worker 1 of a one-core plan: no error")
 	}
 }
 
@@ -146,14 +124,14 @@ func TestSimulateWorkers(t *testing.T) {
 func TestWarm(t *testing.T) {
 	cfg := rnn.Config{Cell: rnn.GRU, Input: 16, Hidden: 32, Layers: 2}
 	prog, p := dryPlan(t, cfg, schedule.APlus, 10, 1)
-	fits, err := Analyze(prog, p, Options{Cache: cachesim.Config{Size: 1 << 20}})
+	fits, err := Analyze(p, WorkingSetOfProgram(prog, p.T, p.B), Options{Cache: cachesim.Config{Size: 1 << 20}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fits.AvgRW <= 0 || fits.WarmRW() != 0 {
 		t.Errorf("fitting model: AvgRW %v, WarmRW %v; want > 0 and 0", fits.AvgRW, fits.WarmRW())
 	}
-	thrash, err := Analyze(prog, p, Options{Cache: cachesim.Config{Size: 4 << 10}, Runs: 7})
+	thrash, err := Analyze(p, WorkingSetOfProgram(prog, p.T, p.B), Options{Cache: cachesim.Config{Size: 4 << 10}, Runs: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,10 +139,8 @@ func TestWarm(t *testing.T) {
 		t.Errorf("thrashing model: WarmRW %v, steady run %v (period %d)", thrash.WarmRW(), want, thrash.Period)
 	}
 	c, _ := NewCache(cachesim.Config{Size: 1 << 20, Ways: cachesim.FullyAssociative})
-	tr, err := Simulate(p, NewLayout(p.Buffers), c, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := NewLayout(p.Buffers)
+	tr := simulate(c, 5, func(s cachesim.Sink) { replay(p, l, s) }, true)
 	if tr.WarmBytes() != 0 || (Traffic{Runs: 1, Cold: tr.Cold}).WarmBytes() != float64(tr.Cold.ReadBytes()+tr.Cold.WriteBytes()) {
 		t.Errorf("WarmBytes %v of %+v", tr.WarmBytes(), tr)
 	}
@@ -195,7 +171,7 @@ func TestWorkingSetOfPrecision(t *testing.T) {
 	gru := rnn.Config{Cell: rnn.GRU, Input: 10, Hidden: 24, Layers: 2, Vocab: 11, HeadOut: 11}
 	for _, prec := range []schedule.Precision{schedule.F32, schedule.BF16} {
 		prog, p := partPlan(t, gru, 2, prec, 5)
-		r, err := Analyze(prog, p, Options{Cache: cachesim.Config{Size: 64 << 10}, Runs: 3})
+		r, err := Analyze(p, WorkingSetOfProgram(prog, p.T, p.B), Options{Cache: cachesim.Config{Size: 64 << 10}, Runs: 3})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,15 +28,15 @@ func WorkingSetOf(net *rnn.Network, T, B int) WorkingSet {
 func WorkingSetOfPrecision(net *rnn.Network, T, B int, prec schedule.Precision) WorkingSet {
 	tb := int64(T) * int64(B)
 	emb := 4 * int64(net.Vocab) * int64(net.Input)
-	state := int64(net.Out())
-	if net.Cell == rnn.LSTM {
-		state += int64(net.Hidden)
+	values := tb*int64(net.Input) + tb*int64(net.HeadOut)
+	for _, dirs := range net.Layers {
+		l, d := dirs[0], int64(len(dirs))
+		state := int64(l.Out())
+		if l.Cell == rnn.LSTM {
+			state += int64(l.Hidden)
+		}
+		values += tb*d*int64(l.Out()) + d*int64(B)*state
 	}
-	layers, dirs := int64(net.NumLayers), int64(net.Dirs())
-	values := tb*int64(net.Input) +
-		layers*tb*int64(net.OutputWidth()) +
-		layers*dirs*int64(B)*state +
-		tb*int64(net.HeadOut)
 	weights := net.WeightBytes() - emb
 	if prec == schedule.BF16 {
 		weights -= 2 * recurrentElems(net)

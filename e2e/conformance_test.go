@@ -20,6 +20,7 @@ import (
 	sse "github.com/tmaxmax/go-sse"
 	"github.com/valyala/fasthttp"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 // The conformance suite drives the real server binary with a third-party
@@ -313,26 +314,43 @@ func caseStatistics(ctx context.Context, t *testing.T, tr transport, _ *conforma
 		is == nil || is.Success.Count == 0 || is.Success.Ns == 0 || is.ComputeInfer.Count == 0 || is.Queue.Count == 0 {
 		t.Errorf("stats %+v", ms)
 	}
-	raw, err := tr.rawJSON(ctx, "/v2/models/stats")
+	var all triton.ModelStatisticsResponse
+	if !inTritonSchema(ctx, t, tr, "/v2/models/stats", &all, func(doc map[string]any) {
+		for _, m := range doc["model_stats"].([]any) {
+			delete(m.(map[string]any), "rnnserve")
+		}
+	}) {
+		return
+	}
+	if len(all.ModelStats) != 3 {
+		t.Errorf("statistics of %d models, want 3", len(all.ModelStats))
+	}
+}
+
+// inTritonSchema fetches a REST JSON document, takes rnnserve's own keys
+// out of it (strip), and parses the rest into a Triton protobuf message
+// with protojson, which refuses unknown fields: every other field name
+// must be one of Triton's. It reports false when the transport has no
+// REST documents.
+func inTritonSchema(ctx context.Context, t *testing.T, tr transport, path string, msg proto.Message, strip func(map[string]any)) bool {
+	t.Helper()
+	raw, err := tr.rawJSON(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if raw == nil {
-		return
+		return false
 	}
-	// Every field but rnnserve's own is one of Triton's.
 	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range doc["model_stats"].([]any) {
-		delete(m.(map[string]any), "rnnserve")
-	}
+	strip(doc)
 	stripped, _ := json.Marshal(doc)
-	var all triton.ModelStatisticsResponse
-	if err := protojson.Unmarshal(stripped, &all); err != nil || len(all.ModelStats) != 3 {
-		t.Errorf("statistics in Triton's schema: %v (%d models)\n%s", err, len(all.ModelStats), raw)
+	if err := protojson.Unmarshal(stripped, msg); err != nil {
+		t.Fatalf("%s in Triton's schema: %v\n%s", path, err, raw)
 	}
+	return true
 }
 
 func caseConfig(ctx context.Context, t *testing.T, tr transport, _ *conformanceEnv) {
@@ -340,25 +358,14 @@ func caseConfig(ctx context.Context, t *testing.T, tr transport, _ *conformanceE
 		t.Fatalf("config: %v", err)
 	}
 	for _, c := range []struct{ model, input, dtype string }{{"bytelm", "tokens", "TYPE_INT64"}, {"treelstm", "trees", "TYPE_STRING"}} {
-		raw, err := tr.rawJSON(ctx, "/v2/models/"+c.model+"/config")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if raw == nil {
-			return
-		}
-		var doc map[string]any
-		if err := json.Unmarshal(raw, &doc); err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := doc["rnnserve"].(map[string]any)["spec"]; !ok {
-			t.Errorf("%s: no rnnserve spec in %s", c.model, raw)
-		}
-		delete(doc, "rnnserve")
-		stripped, _ := json.Marshal(doc)
 		var cfg triton.ModelConfig
-		if err := protojson.Unmarshal(stripped, &cfg); err != nil {
-			t.Fatalf("%s: config in Triton's schema: %v\n%s", c.model, err, raw)
+		if !inTritonSchema(ctx, t, tr, "/v2/models/"+c.model+"/config", &cfg, func(doc map[string]any) {
+			if _, ok := doc["rnnserve"].(map[string]any)["spec"]; !ok {
+				t.Errorf("%s: no rnnserve spec", c.model)
+			}
+			delete(doc, "rnnserve")
+		}) {
+			return
 		}
 		if cfg.Name != c.model || cfg.Backend != "rnnserve" || cfg.MaxBatchSize < 1 || len(cfg.Input) != 1 ||
 			cfg.Input[0].Name != c.input || cfg.Input[0].DataType.String() != c.dtype {

@@ -15,12 +15,21 @@ import (
 
 // dashboard is the part of a Grafana dashboard JSON file the tests read.
 type dashboard struct {
+	Inputs     []input `json:"__inputs"`
 	UID        string  `json:"uid"`
 	Title      string  `json:"title"`
 	Panels     []panel `json:"panels"`
 	Templating struct {
 		List []variable `json:"list"`
 	} `json:"templating"`
+}
+
+// input is an entry of a dashboard's __inputs: what Grafana's import
+// dialog asks for, and substitutes for ${NAME} in the dashboard.
+type input struct {
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	PluginID string `json:"pluginId"`
 }
 
 // panel is a dashboard panel; a row holds its panels in Panels while it is
@@ -48,6 +57,7 @@ type variable struct {
 	Type       string          `json:"type"`
 	Datasource *datasourceRef  `json:"datasource"`
 	Query      json.RawMessage `json:"query"`
+	Current    json.RawMessage `json:"current"`
 }
 
 type datasourceRef struct {
@@ -182,7 +192,8 @@ var testVars = map[string]string{
 }
 
 // provisionedDatasources returns the uids of the Prometheus datasources
-// provisioned in configs/grafana/provisioning/datasources.
+// provisioned in configs/grafana/provisioning/datasources, the default
+// one first.
 func provisionedDatasources(t *testing.T, root string) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(root, "configs", "grafana", "provisioning", "datasources", "*.y*ml"))
@@ -197,16 +208,21 @@ func provisionedDatasources(t *testing.T, root string) []string {
 		}
 		var p struct {
 			Datasources []struct {
-				UID  string `yaml:"uid"`
-				Type string `yaml:"type"`
-				URL  string `yaml:"url"`
+				UID       string `yaml:"uid"`
+				Type      string `yaml:"type"`
+				URL       string `yaml:"url"`
+				IsDefault bool   `yaml:"isDefault"`
 			} `yaml:"datasources"`
 		}
 		if err := yaml.Unmarshal(data, &p); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
 		for _, ds := range p.Datasources {
-			if ds.Type == "prometheus" && ds.UID != "" {
+			switch {
+			case ds.Type != "prometheus" || ds.UID == "":
+			case ds.IsDefault:
+				uids = append([]string{ds.UID}, uids...)
+			default:
 				uids = append(uids, ds.UID)
 			}
 		}
@@ -217,19 +233,53 @@ func provisionedDatasources(t *testing.T, root string) []string {
 	return uids
 }
 
+// datasourceVariables resolves a dashboard's datasource variables as
+// Grafana does when it provisions the file: a variable of type datasource
+// offers the datasources of its plugin (its query), and its saved value,
+// the ${DS_...} placeholder that only the import dialog fills in, is none
+// of them, so it starts on the default one (uids[0]). Each saved value
+// must be the placeholder of a datasource input in __inputs, so that the
+// import dialog asks for the datasource.
+func datasourceVariables(file string, d dashboard, uids []string) (map[string]string, error) {
+	vars := map[string]string{}
+	for _, v := range d.Templating.List {
+		if v.Type != "datasource" {
+			continue
+		}
+		var plugin string
+		if err := json.Unmarshal(v.Query, &plugin); err != nil || plugin != "prometheus" {
+			return nil, fmt.Errorf("%s: datasource variable %q: query %s, want \"prometheus\"", file, v.Name, v.Query)
+		}
+		var cur struct {
+			Value string `json:"value"`
+		}
+		json.Unmarshal(v.Current, &cur)
+		if !slices.ContainsFunc(d.Inputs, func(in input) bool {
+			return in.Type == "datasource" && in.PluginID == plugin && cur.Value == "${"+in.Name+"}"
+		}) {
+			return nil, fmt.Errorf("%s: datasource variable %q: value %q is not the placeholder of a prometheus datasource in __inputs %+v, so Grafana's import dialog would not ask for it", file, v.Name, cur.Value, d.Inputs)
+		}
+		vars[v.Name] = uids[0]
+	}
+	return vars, nil
+}
+
 // TestDashboards checks the dashboards without running anything: each
 // parses, has a unique uid and the template variable model, each panel
-// and query names a provisioned datasource by uid, and each query's
-// variables are known.
+// and query names its datasource through a datasource variable (so the
+// dashboard imports anywhere) that resolves to a provisioned one, and
+// each query's variables are known.
 func TestDashboards(t *testing.T) {
 	root := repoRoot(t)
 	uids := provisionedDatasources(t, root)
+	var dsVars map[string]string
 	checkDS := func(where string, ds *datasourceRef) {
 		if ds == nil {
 			return // a target without one uses its panel's
 		}
-		if ds.Type != "prometheus" || !slices.Contains(uids, ds.UID) {
-			t.Errorf("%s: datasource %+v, want type prometheus and a provisioned uid %q", where, *ds, uids)
+		uid, err := expand(ds.UID, dsVars)
+		if ds.Type != "prometheus" || err != nil || uid == ds.UID || !slices.Contains(uids, uid) {
+			t.Errorf("%s: datasource %+v (%v), want type prometheus and a datasource variable %v resolving to a provisioned uid %q", where, *ds, err, dsVars, uids)
 		}
 	}
 	seen := map[string]string{}
@@ -247,6 +297,10 @@ func TestDashboards(t *testing.T) {
 			t.Errorf("%s: uid %q already used by %s", rel, d.UID, other)
 		}
 		seen[d.UID] = rel
+		if dsVars, err = datasourceVariables(rel, d, uids); err != nil {
+			t.Error(err)
+			continue
+		}
 		hasModel := false
 		for _, v := range d.Templating.List {
 			hasModel = hasModel || v.Name == "model"

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -34,7 +35,7 @@ func TestParseSpec(t *testing.T) {
 	}
 	cfg, _ := s.Config()
 	want := rnn.Config{Cell: rnn.LSTM, Input: 3, Hidden: 4, Proj: 2, Layers: 2, Bidirectional: true, Vocab: 7, HeadOut: 5, Activation: rnn.ActLogSoftmax}
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("config %+v, want %+v", cfg, want)
 	}
 	// JSON is YAML too.
@@ -191,6 +192,7 @@ func FuzzParseSpec(f *testing.F) {
 	f.Add([]byte(`{"cell": "gru", "input_size": 2, "hidden_size": 3}`))
 	f.Add([]byte("cell: lstm\ninput_size: 1\nhidden_size: 2\nproj_size: 1\n"))
 	f.Add([]byte("[1, 2"))
+	f.Add([]byte("input_size: 3\nlayers:\n  - {cell: gru, hidden_size: 4, bias: false}\n  - {cell: lstm, hidden_size: 5, proj_size: 2}\nprefixes: {rnn: [a, b], head: fc}\nhead: {out_features: 2, bias: false}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseSpec(data)
 		if err != nil {

@@ -5,10 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path"
-	"path/filepath"
 
 	"gopkg.in/yaml.v3"
 
@@ -16,17 +12,36 @@ import (
 )
 
 // Spec is a model spec file. Zero values mean the defaults noted.
+//
+// The recurrent stack is given either by the keys of one nn.LSTM/nn.GRU
+// module (cell, hidden_size, num_layers, bidirectional, proj_size, bias)
+// or, for several modules in sequence that differ in cell, size,
+// direction or projection, by Layers, one entry per module.
 type Spec struct {
-	Cell          string     `yaml:"cell"`          // lstm | gru
-	InputSize     int        `yaml:"input_size"`    // features per step, or embedding width
-	HiddenSize    int        `yaml:"hidden_size"`   //
-	NumLayers     int        `yaml:"num_layers"`    // default 1
-	Bidirectional bool       `yaml:"bidirectional"` //
-	ProjSize      int        `yaml:"proj_size"`     // LSTM only; 0 = none
-	Embedding     *Embedding `yaml:"embedding"`     // nil: the model takes float features
-	Head          *Head      `yaml:"head"`          // nil: no head
-	Weights       string     `yaml:"weights"`       // safetensors file, relative to the spec; empty: random
-	Seed          uint64     `yaml:"seed"`          // seed for random weights
+	Cell          string      `yaml:"cell,omitempty"`          // lstm | gru
+	InputSize     int         `yaml:"input_size"`              // features per step, or embedding width
+	HiddenSize    int         `yaml:"hidden_size,omitempty"`   //
+	NumLayers     int         `yaml:"num_layers,omitempty"`    // default 1
+	Bidirectional bool        `yaml:"bidirectional,omitempty"` //
+	ProjSize      int         `yaml:"proj_size,omitempty"`     // LSTM only; 0 = none
+	Bias          *bool       `yaml:"bias,omitempty"`          // default true; false: the file has no RNN biases (zeros are used)
+	Layers        []LayerSpec `yaml:"layers,omitempty"`        // a stack of modules instead of the six keys above
+	Embedding     *Embedding  `yaml:"embedding,omitempty"`     // nil: the model takes float features
+	Head          *Head       `yaml:"head,omitempty"`          // nil: no head
+	Prefixes      *Prefixes   `yaml:"prefixes,omitempty"`      // tensor-name prefixes; nil: defaults, or found in the file
+	Weights       string      `yaml:"weights,omitempty"`       // weights file relative to the spec; empty: random
+	Seed          uint64      `yaml:"seed,omitempty"`          // seed for random weights
+}
+
+// LayerSpec is one RNN module of a stack (an nn.LSTM or nn.GRU): its
+// input is the previous module's output, Dirs*Out wide.
+type LayerSpec struct {
+	Cell          string `yaml:"cell"`
+	HiddenSize    int    `yaml:"hidden_size"`
+	NumLayers     int    `yaml:"num_layers,omitempty"` // default 1
+	Bidirectional bool   `yaml:"bidirectional,omitempty"`
+	ProjSize      int    `yaml:"proj_size,omitempty"`
+	Bias          *bool  `yaml:"bias,omitempty"` // default true
 }
 
 // Embedding is the token embedding: ids in [0, VocabSize) map to rows of width InputSize.
@@ -37,7 +52,46 @@ type Embedding struct {
 // Head is a linear layer applied to every time step of the last layer's output.
 type Head struct {
 	OutFeatures int    `yaml:"out_features"`
-	Activation  string `yaml:"activation"` // none | softmax | log_softmax
+	Activation  string `yaml:"activation,omitempty"` // none (default) | softmax | log_softmax
+	Bias        *bool  `yaml:"bias,omitempty"`       // default true; false: nn.Linear(bias=False)
+}
+
+// Prefixes maps each part of the model to the name of its module in the
+// weights file, as the state_dict names it: tensor "lstm.weight_ih_l0"
+// has prefix "lstm"; "" means names without a prefix (a bare module's
+// own state_dict). Unset parts take the defaults "embedding", "rnn" (or
+// "rnn.0", "rnn.1", ... for a list of layers) and "head" when the spec
+// comes with weights that use them, else are found in the file by shape
+// (see Infer).
+type Prefixes struct {
+	Embedding *string    `yaml:"embedding,omitempty"`
+	RNN       PrefixList `yaml:"rnn,omitempty"` // one per module: a string, or a list for layers
+	Head      *string    `yaml:"head,omitempty"`
+}
+
+// PrefixList is one prefix per RNN module; in YAML a single string or a list.
+type PrefixList []string
+
+// UnmarshalYAML accepts a scalar or a sequence of scalars.
+func (p *PrefixList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*p = PrefixList{n.Value}
+		return nil
+	}
+	var list []string
+	if err := n.Decode(&list); err != nil {
+		return err
+	}
+	*p = list
+	return nil
+}
+
+// MarshalYAML writes a single prefix as a string.
+func (p PrefixList) MarshalYAML() (any, error) {
+	if len(p) == 1 {
+		return p[0], nil
+	}
+	return []string(p), nil
 }
 
 // ErrSpec is matched by every error about a spec file's content.
@@ -73,19 +127,74 @@ func ParseSpec(data []byte) (*Spec, error) {
 
 // EnsureDefaults fills zero values with defaults.
 func (s *Spec) EnsureDefaults() {
-	if s.NumLayers == 0 {
+	if s.NumLayers == 0 && len(s.Layers) == 0 {
 		s.NumLayers = 1
 	}
+	for i := range s.Layers {
+		if s.Layers[i].NumLayers == 0 {
+			s.Layers[i].NumLayers = 1
+		}
+	}
+}
+
+// HasBias reports whether the RNN module (index m of Layers, or the one
+// module) has biases in its weights file.
+func (s *Spec) HasBias(m int) bool {
+	if len(s.Layers) > 0 {
+		return s.Layers[m].Bias == nil || *s.Layers[m].Bias
+	}
+	return s.Bias == nil || *s.Bias
+}
+
+// Modules lists the RNN modules as layer specs: Layers, or the one module
+// the uniform keys describe.
+func (s *Spec) Modules() []LayerSpec {
+	if len(s.Layers) > 0 {
+		return s.Layers
+	}
+	return []LayerSpec{{Cell: s.Cell, HiddenSize: s.HiddenSize, NumLayers: s.NumLayers,
+		Bidirectional: s.Bidirectional, ProjSize: s.ProjSize, Bias: s.Bias}}
 }
 
 // Config converts the spec to the network shape it describes.
 func (s *Spec) Config() (rnn.Config, error) {
-	cell, err := rnn.ParseCell(s.Cell)
-	if err != nil {
-		return rnn.Config{}, fmt.Errorf("%w: cell: %w", ErrSpec, err)
+	c := rnn.Config{Input: s.InputSize}
+	if len(s.Layers) == 0 {
+		cell, err := rnn.ParseCell(s.Cell)
+		if err != nil {
+			return rnn.Config{}, fmt.Errorf("%w: cell: %w", ErrSpec, err)
+		}
+		c.Cell, c.Hidden, c.Proj, c.Layers, c.Bidirectional = cell, s.HiddenSize, s.ProjSize, s.NumLayers, s.Bidirectional
+	} else {
+		if s.Cell != "" || s.HiddenSize != 0 || s.NumLayers != 0 || s.Bidirectional || s.ProjSize != 0 || s.Bias != nil {
+			return c, fmt.Errorf("%w: layers lists the modules; cell, hidden_size, num_layers, bidirectional, proj_size and bias go in its entries", ErrSpec)
+		}
+		if len(s.Layers) > 1024 {
+			return c, fmt.Errorf("%w: layers has %d entries, limit 1024", ErrSpec, len(s.Layers))
+		}
+		for i, l := range s.Layers {
+			cell, err := rnn.ParseCell(l.Cell)
+			if err != nil {
+				return c, fmt.Errorf("%w: layers[%d].cell: %w", ErrSpec, i, err)
+			}
+			bad := func(key string, v int, want string) error {
+				return fmt.Errorf("%w: layers[%d].%s = %d, want %s", ErrSpec, i, key, v, want)
+			}
+			switch {
+			case l.NumLayers < 1 || l.NumLayers > 1024 || len(c.Stack)+l.NumLayers > 1024:
+				return c, bad("num_layers", l.NumLayers, "1..1024 (and 1024 layers in all)")
+			case l.HiddenSize < 1 || l.HiddenSize > 1<<24:
+				return c, bad("hidden_size", l.HiddenSize, "1..16777216")
+			case l.ProjSize < 0 || l.ProjSize >= l.HiddenSize && l.ProjSize != 0:
+				return c, bad("proj_size", l.ProjSize, "0 or 1..hidden_size-1")
+			case l.ProjSize > 0 && cell != rnn.LSTM:
+				return c, bad("proj_size", l.ProjSize, "0 for gru")
+			}
+			for range l.NumLayers {
+				c.Stack = append(c.Stack, rnn.LayerConfig{Cell: cell, Hidden: l.HiddenSize, Proj: l.ProjSize, Bidirectional: l.Bidirectional})
+			}
+		}
 	}
-	c := rnn.Config{Cell: cell, Input: s.InputSize, Hidden: s.HiddenSize, Proj: s.ProjSize,
-		Layers: s.NumLayers, Bidirectional: s.Bidirectional}
 	if s.Embedding != nil {
 		if s.Embedding.VocabSize < 1 {
 			return c, fmt.Errorf("%w: embedding.vocab_size = %d, want at least 1", ErrSpec, s.Embedding.VocabSize)
@@ -97,9 +206,13 @@ func (s *Spec) Config() (rnn.Config, error) {
 			return c, fmt.Errorf("%w: head.out_features = %d, want at least 1", ErrSpec, s.Head.OutFeatures)
 		}
 		c.HeadOut = s.Head.OutFeatures
+		var err error
 		if c.Activation, err = rnn.ParseActivation(s.Head.Activation); err != nil {
 			return c, fmt.Errorf("%w: head.activation: %w", ErrSpec, err)
 		}
+	}
+	if p := s.Prefixes; p != nil && p.RNN != nil && len(p.RNN) != len(s.Modules()) {
+		return c, fmt.Errorf("%w: prefixes.rnn lists %d prefixes for %d RNN modules", ErrSpec, len(p.RNN), len(s.Modules()))
 	}
 	if err := c.Validate(); err != nil {
 		return c, fmt.Errorf("%w: %w", ErrSpec, err)
@@ -111,107 +224,6 @@ func (s *Spec) Config() (rnn.Config, error) {
 func (s *Spec) Validate() error {
 	_, err := s.Config()
 	return err
-}
-
-// Model is a loaded network and the spec it came from.
-type Model struct {
-	Spec *Spec
-	Net  *rnn.Network
-}
-
-// Load reads a spec file and its weights (or makes seeded random weights
-// when the spec names none). A relative weights path is relative to the spec.
-func Load(specPath string) (*Model, error) { return load(specPath, osReader(specPath)) }
-
-// LoadFS is Load from a file system, such as an embedded one.
-func LoadFS(fsys fs.FS, specPath string) (*Model, error) {
-	return load(specPath, fsReader(fsys, specPath))
-}
-
-// reader reads a file named in a spec (or the spec itself), refusing more
-// than limit bytes.
-type reader func(name string, limit int64) ([]byte, error)
-
-// osReader reads from the file system, relative paths relative to the spec.
-func osReader(specPath string) reader {
-	return func(name string, limit int64) ([]byte, error) {
-		if !filepath.IsAbs(name) && name != specPath {
-			name = filepath.Join(filepath.Dir(specPath), name)
-		}
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, err
-		}
-		return readLimited(f, limit)
-	}
-}
-
-// fsReader reads from fsys, paths relative to the spec's directory.
-func fsReader(fsys fs.FS, specPath string) reader {
-	return func(name string, limit int64) ([]byte, error) {
-		if name != specPath {
-			name = path.Join(path.Dir(specPath), name)
-		}
-		f, err := fsys.Open(name)
-		if err != nil {
-			return nil, err
-		}
-		return readLimited(f, limit)
-	}
-}
-
-// MaxWeightsBytes bounds a weights file.
-const MaxWeightsBytes = 1 << 34
-
-func load(specPath string, read reader) (*Model, error) {
-	data, err := read(specPath, MaxSpecBytes)
-	if err != nil {
-		return nil, fmt.Errorf("load spec %s: %w", specPath, err)
-	}
-	s, err := ParseSpec(data)
-	if err != nil {
-		return nil, fmt.Errorf("load spec %s: %w", specPath, err)
-	}
-	var weights []byte
-	if s.Weights != "" {
-		if weights, err = read(s.Weights, MaxWeightsBytes); err != nil {
-			return nil, fmt.Errorf("load weights %s: %w", s.Weights, err)
-		}
-	}
-	m, err := Build(s, weights)
-	if err != nil {
-		return nil, fmt.Errorf("load model %s: %w", specPath, err)
-	}
-	return m, nil
-}
-
-// Build makes the model of spec s: with weights (a safetensors file's
-// bytes) bound and checked, or random from s.Seed when weights is nil.
-func Build(s *Spec, weights []byte) (*Model, error) {
-	cfg, err := s.Config()
-	if err != nil {
-		return nil, err
-	}
-	net, err := rnn.NewNetwork(cfg, false)
-	if err != nil {
-		return nil, err
-	}
-	if weights == nil {
-		Randomize(net, s.Seed)
-	} else if err := bindWeights(net, weights); err != nil {
-		return nil, err
-	}
-	return &Model{Spec: s, Net: net}, nil
-}
-
-// Shape makes a dry network of spec s: shapes only, no weights, for
-// traffic analysis of models too big to allocate.
-func Shape(s *Spec) (*rnn.Network, error) {
-	cfg, err := s.Config()
-	if err != nil {
-		return nil, err
-	}
-	return rnn.NewNetwork(cfg, true)
 }
 
 // ErrTooLarge is returned for a spec or weights file over its size limit.

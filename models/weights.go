@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -21,36 +22,126 @@ type Param struct {
 	Data  []float32
 }
 
-// Params lists the parameters of net under their PyTorch state_dict names,
-// in state_dict order.
-func Params(net *rnn.Network) []Param {
+// Params lists the parameters of net under the default state_dict names,
+// in state_dict order: embedding.weight; rnn.weight_ih_l{k}[_reverse] and
+// the rest for a uniform stack (one module), or rnn.{k}.weight_ih_l0 and
+// the rest, one module per layer, for a mixed one; head.weight, head.bias.
+func Params(net *rnn.Network) []Param { return ParamsOf(net, nil) }
+
+// Params lists the model's parameters under the names its weights file
+// uses (ParamsOf with the model's spec).
+func (m *Model) Params() []Param { return ParamsOf(m.Net, m.Spec) }
+
+// DefaultPrefixes are the prefixes of a spec that sets none: "embedding",
+// "rnn" for one module or "rnn.0", "rnn.1", ... for a list of layers, and
+// "head".
+func DefaultPrefixes(s *Spec) Prefixes {
+	emb, head := "embedding", "head"
+	p := Prefixes{Embedding: &emb, Head: &head, RNN: PrefixList{"rnn"}}
+	if len(s.Layers) > 0 {
+		p.RNN = make(PrefixList, len(s.Layers))
+		for i := range p.RNN {
+			p.RNN[i] = fmt.Sprintf("rnn.%d", i)
+		}
+	}
+	return p
+}
+
+// prefixesOf is s's prefixes with the defaults filled in.
+func prefixesOf(s *Spec) Prefixes {
+	p := DefaultPrefixes(s)
+	if s.Prefixes != nil {
+		if s.Prefixes.Embedding != nil {
+			p.Embedding = s.Prefixes.Embedding
+		}
+		if s.Prefixes.Head != nil {
+			p.Head = s.Prefixes.Head
+		}
+		if s.Prefixes.RNN != nil {
+			p.RNN = s.Prefixes.RNN
+		}
+	}
+	return p
+}
+
+// join makes a state_dict name: prefix.name, or name alone for prefix "".
+func join(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
+}
+
+// ParamsOf lists the parameters of net under the names spec s gives them
+// (its module split and prefixes), in state_dict order. Biases of modules
+// with bias: false are not listed (the network keeps them zero), nor the
+// head's bias with head.bias: false. A nil s names a network as Params
+// does. s must describe net.
+func ParamsOf(net *rnn.Network, s *Spec) []Param {
+	if s == nil {
+		s = defaultSpec(net)
+	}
+	pre := prefixesOf(s)
 	var ps []Param
 	if net.Vocab > 0 {
-		ps = append(ps, Param{"embedding.weight", []int{net.Vocab, net.Input}, net.Embedding})
+		ps = append(ps, Param{join(*pre.Embedding, "weight"), []int{net.Vocab, net.Input}, net.Embedding})
 	}
-	for k, dirs := range net.Layers {
-		for d, l := range dirs {
-			sfx := fmt.Sprintf("_l%d", k)
-			if d == 1 {
-				sfx += "_reverse"
+	k := 0
+	for m, mod := range s.Modules() {
+		for j := range mod.NumLayers {
+			for d, l := range net.Layers[k] {
+				sfx := fmt.Sprintf("_l%d", j)
+				if d == 1 {
+					sfx += "_reverse"
+				}
+				name := func(kind string) string { return join(pre.RNN[m], kind+sfx) }
+				rows := l.Rows()
+				ps = append(ps,
+					Param{name("weight_ih"), []int{rows, l.Input}, l.Wih},
+					Param{name("weight_hh"), []int{rows, l.Out()}, l.Whh})
+				if s.HasBias(m) {
+					ps = append(ps,
+						Param{name("bias_ih"), []int{rows}, l.Bih},
+						Param{name("bias_hh"), []int{rows}, l.Bhh})
+				}
+				if l.Proj > 0 {
+					ps = append(ps, Param{name("weight_hr"), []int{l.Proj, l.Hidden}, l.Whr})
+				}
 			}
-			rows := l.Rows()
-			ps = append(ps,
-				Param{"rnn.weight_ih" + sfx, []int{rows, l.Input}, l.Wih},
-				Param{"rnn.weight_hh" + sfx, []int{rows, l.Out()}, l.Whh},
-				Param{"rnn.bias_ih" + sfx, []int{rows}, l.Bih},
-				Param{"rnn.bias_hh" + sfx, []int{rows}, l.Bhh})
-			if l.Proj > 0 {
-				ps = append(ps, Param{"rnn.weight_hr" + sfx, []int{l.Proj, l.Hidden}, l.Whr})
-			}
+			k++
 		}
 	}
 	if net.HeadOut > 0 {
-		ps = append(ps,
-			Param{"head.weight", []int{net.HeadOut, net.OutputWidth()}, net.HeadW},
-			Param{"head.bias", []int{net.HeadOut}, net.HeadB})
+		ps = append(ps, Param{join(*pre.Head, "weight"), []int{net.HeadOut, net.OutputWidth()}, net.HeadW})
+		if s.Head == nil || s.Head.Bias == nil || *s.Head.Bias {
+			ps = append(ps, Param{join(*pre.Head, "bias"), []int{net.HeadOut}, net.HeadB})
+		}
 	}
 	return ps
+}
+
+// defaultSpec describes net's modules as Params names them: one module
+// for a uniform stack, one per layer otherwise.
+func defaultSpec(net *rnn.Network) *Spec {
+	s := &Spec{InputSize: net.Input}
+	if net.Uniform() {
+		l := net.Layers[0][0]
+		s.Cell, s.HiddenSize, s.ProjSize, s.NumLayers, s.Bidirectional = l.Cell.String(), l.Hidden, l.Proj, len(net.Layers), len(net.Layers[0]) == 2
+	} else {
+		for _, dirs := range net.Layers {
+			l := dirs[0]
+			s.Layers = append(s.Layers, LayerSpec{Cell: l.Cell.String(), HiddenSize: l.Hidden, NumLayers: 1,
+				Bidirectional: len(dirs) == 2, ProjSize: l.Proj})
+		}
+	}
+	return s
+}
+
+// Tensors is a set of named tensors: a safetensors file, a PyTorch
+// checkpoint (pytorch.File), or tensors made from an ONNX model.
+type Tensors interface {
+	Names() []string
+	Tensor(name string) (*safetensors.Tensor, bool)
 }
 
 // ErrWeights is matched by every *WeightsError.
@@ -69,24 +160,25 @@ func (e *WeightsError) Error() string {
 // Is makes errors.Is(err, ErrWeights) true.
 func (e *WeightsError) Is(target error) bool { return target == ErrWeights }
 
-// bindWeights reads a safetensors file and copies its tensors into net,
-// checking names, dtypes, shapes and values against the spec.
-func bindWeights(net *rnn.Network, data []byte) error {
-	f, err := safetensors.Read(data)
-	if err != nil {
-		return fmt.Errorf("read weights: %w", err)
-	}
+// floatDTypes are the dtypes bind converts to float32.
+var floatDTypes = []safetensors.DType{safetensors.F32, safetensors.F16, safetensors.BF16, safetensors.F64}
+
+// bind copies the tensors of ts into net under the names spec s gives
+// them, checking names, dtypes, shapes and values, and returns the sorted
+// dtypes it found.
+func bind(net *rnn.Network, s *Spec, ts Tensors) ([]string, error) {
 	var problems []string
 	want := map[string]bool{}
-	for _, p := range Params(net) {
+	dtypes := map[string]bool{}
+	for _, p := range ParamsOf(net, s) {
 		want[p.Name] = true
-		t, ok := f.Tensor(p.Name)
+		t, ok := ts.Tensor(p.Name)
 		if !ok {
 			problems = append(problems, fmt.Sprintf("tensor %q is missing (shape %v)", p.Name, p.Shape))
 			continue
 		}
-		if t.DType != safetensors.F32 {
-			problems = append(problems, fmt.Sprintf("tensor %q has dtype %s, want F32", p.Name, t.DType))
+		if !slices.Contains(floatDTypes, t.DType) {
+			problems = append(problems, fmt.Sprintf("tensor %q has dtype %s, want F32, F16, BF16 or F64", p.Name, t.DType))
 			continue
 		}
 		if !slices.Equal(t.Shape, p.Shape) {
@@ -99,20 +191,21 @@ func bindWeights(net *rnn.Network, data []byte) error {
 			continue
 		}
 		if i := firstNonFinite(v); i >= 0 {
-			problems = append(problems, fmt.Sprintf("tensor %q has non-finite value %v at flat index %d", p.Name, v[i], i))
+			problems = append(problems, fmt.Sprintf("tensor %q has non-finite value %v at flat index %d (as float32)", p.Name, v[i], i))
 			continue
 		}
 		copy(p.Data, v)
+		dtypes[string(t.DType)] = true
 	}
-	for _, name := range f.Names() {
+	for _, name := range ts.Names() {
 		if !want[name] {
 			problems = append(problems, fmt.Sprintf("unexpected tensor %q", name))
 		}
 	}
 	if problems != nil {
-		return &WeightsError{Problems: problems}
+		return nil, &WeightsError{Problems: problems}
 	}
-	return nil
+	return slices.Sorted(maps.Keys(dtypes)), nil
 }
 
 func firstNonFinite(v []float32) int {
@@ -157,9 +250,9 @@ func Randomize(net *rnn.Network, seed uint64) {
 	for i := range net.Embedding {
 		net.Embedding[i] = float32(r.NormFloat64())
 	}
-	k := 1 / math.Sqrt(float64(net.Hidden))
 	for _, dirs := range net.Layers {
 		for _, l := range dirs {
+			k := 1 / math.Sqrt(float64(l.Hidden))
 			for _, v := range [][]float32{l.Wih, l.Whh, l.Bih, l.Bhh, l.Whr} {
 				uniform(v, k)
 			}

@@ -13,105 +13,153 @@ func (p *Program) Plan(in Input, opt PlanOptions) (*Plan, error) {
 	if p.part != nil {
 		return p.part.plan(p, &in, opt), nil
 	}
-	b := &builder{prog: p, net: p.Net, B: in.B, T: in.T}
+	b := &builder{prog: p, net: p.Net, B: in.B, T: in.T, in: &in}
 	b.plan = &Plan{Schedule: p.Schedule, B: in.B, T: in.T, dry: p.dry}
 	b.plan.Buffers = append(b.plan.Buffers, p.weights...)
 	b.build(&in, opt)
+	b.plan.index(1)
 	return b.plan, nil
 }
 
-type builder struct {
-	prog *Program
-	net  *rnn.Network
+// recorder is what every builder shares: it adds buffers to a plan and
+// appends steps at the current position (layer, direction, time step,
+// worker, phase).
+type recorder struct {
 	plan *Plan
-	B, T int
-
-	// Inputs and scratch shared by all layers.
-	h0, c0    *Buffer
-	xh, y, yh *Buffer // A: [x_t; h], gate pre-activations; GRU: W_hh h
-	xp        *Buffer // A+: X' for every step
-	h, c      *Buffer // A+: recurrent state h; both: cell state c
-	hfull     *Buffer // LSTM with projection: h before W_hr
-	hn, cn    *Buffer
+	at   Step // position of the next step: Layer, Dir, T, Worker, Phase
 }
 
-// buffer adds a buffer to the plan, allocated unless the plan is dry.
-func (b *builder) buffer(name string, kind BufferKind, elems int) *Buffer {
+// buffer adds a float32 buffer to the plan, allocated unless the plan is dry.
+func (r *recorder) buffer(name string, kind BufferKind, elems int) *Buffer {
 	buf := &Buffer{Name: name, Kind: kind, Elems: elems, ElemSize: 4}
-	if !b.plan.dry {
+	if !r.plan.dry {
 		buf.F32 = make([]float32, elems)
 	}
-	b.plan.Buffers = append(b.plan.Buffers, buf)
+	r.plan.Buffers = append(r.plan.Buffers, buf)
 	return buf
 }
 
-// input adds a buffer that wraps a caller's slice.
-func (b *builder) input(name string, data []float32, elems int) *Buffer {
+// input adds a float32 buffer that wraps a caller's slice.
+func (r *recorder) input(name string, data []float32, elems int) *Buffer {
 	buf := &Buffer{Name: name, Kind: KindInput, Elems: elems, ElemSize: 4, F32: data}
-	b.plan.Buffers = append(b.plan.Buffers, buf)
+	r.plan.Buffers = append(r.plan.Buffers, buf)
 	return buf
 }
 
-func (b *builder) add(s Step) { b.plan.Steps = append(b.plan.Steps, s) }
-
-// mat is the region of a rows×cols float32 sub-matrix starting at element
-// off of buf, with leading dimension ld.
-func mat(buf *Buffer, off, rows, cols, ld int) Region {
-	if cols == ld || rows == 1 {
-		return Region{Buf: buf, Off: 4 * int64(off), Len: 4 * int64(rows*cols), Count: 1}
+// ids adds an int64 buffer: data when given, else allocated (even in a dry
+// plan: ids decide which rows are read).
+func (r *recorder) ids(name string, kind BufferKind, elems int, data []int64) *Buffer {
+	if data == nil {
+		data = make([]int64, elems)
 	}
-	return Region{Buf: buf, Off: 4 * int64(off), Len: 4 * int64(cols), Count: rows, Stride: 4 * int64(ld)}
+	buf := &Buffer{Name: name, Kind: kind, Elems: elems, ElemSize: 8, I64: data}
+	r.plan.Buffers = append(r.plan.Buffers, buf)
+	return buf
 }
 
-// all is the region of a whole buffer.
-func all(buf *Buffer) Region { return Region{Buf: buf, Len: buf.Bytes(), Count: 1} }
+// pos sets the position of the steps that follow.
+func (r *recorder) pos(layer, dir, t int) { r.at.Layer, r.at.Dir, r.at.T = layer, dir, t }
+
+// add appends the step of o at the current position.
+func (r *recorder) add(o op) {
+	s := r.at
+	s.Kernel, s.op = o.kernel(), o
+	r.plan.Steps = append(r.plan.Steps, s)
+}
+
+type builder struct {
+	recorder
+	prog *Program
+	net  *rnn.Network
+	B, T int
+	in   *Input // for the rows each step runs (Input.Lengths)
+
+	// Inputs and scratch shared by all layers, sized for the widest.
+	h0, c0 *Buffer
+	xh, y  *Buffer // A: [x_t; h], gate pre-activations
+	yh     *Buffer // GRU: W_hh h
+	xp     *Buffer // A+: X' for every step
+	h, c   *Buffer // A+: recurrent state h; both: cell state c
+	hfull  *Buffer // LSTM with projection: h before W_hr
+	hn, cn *Buffer
+}
+
+// widths is the largest per-layer size of each scratch a stack needs.
+type widths struct {
+	in, out, hidden, rows, seq int // layer input, Out, H, Gates*H, Dirs*Out
+	gru, lstm, proj            bool
+}
+
+func stackWidths(n *rnn.Network) widths {
+	var w widths
+	for k, dirs := range n.Layers {
+		l := dirs[0]
+		w.in, w.out, w.hidden = max(w.in, l.Input), max(w.out, l.Out()), max(w.hidden, l.Hidden)
+		w.rows = max(w.rows, l.Rows())
+		if k < len(n.Layers)-1 {
+			w.seq = max(w.seq, len(dirs)*l.Out())
+		}
+		w.gru = w.gru || l.Cell == rnn.GRU
+		w.lstm = w.lstm || l.Cell == rnn.LSTM
+		w.proj = w.proj || l.Proj > 0
+	}
+	return w
+}
+
+// inputs adds the plan's input buffers (the embedding gather for token
+// ids) and returns the first layer's input sequence [T][B][Input].
+func (b *recorder) inputs(n *rnn.Network, emb *Buffer, in *Input, T, B int) (x *Buffer) {
+	if n.Vocab == 0 {
+		return b.input("features", in.Features, T*B*n.Input)
+	}
+	tok := b.ids("tokens", KindInput, T*B, in.Tokens)
+	x = b.buffer("x", KindActivation, T*B*n.Input)
+	b.pos(-1, 0, -1)
+	b.add(newGather(Whole(x).reshape(T*B, n.Input), Dense(emb, 0, n.Vocab, n.Input), Whole(tok)))
+	return x
+}
+
+// reshape views a whole-buffer Mat as rows×cols contiguous elements.
+func (m Mat) reshape(rows, cols int) Mat { return Dense(m.Buf, m.Off, rows, cols) }
 
 func (b *builder) build(in *Input, opt PlanOptions) {
 	n, B, T := b.net, b.B, b.T
-	var x *Buffer // the first layer's input sequence [T][B][Input]
-	if n.Vocab > 0 {
-		tok := &Buffer{Name: "tokens", Kind: KindInput, Elems: T * B, ElemSize: 8, I64: in.Tokens}
-		b.plan.Buffers = append(b.plan.Buffers, tok)
-		x = b.buffer("x", KindActivation, T*B*n.Input)
-		b.embed(tok, x, in.Tokens)
-	} else {
-		x = b.input("features", in.Features, T*B*n.Input)
-	}
-	states := n.NumLayers * n.Dirs() * B
+	x := b.inputs(n, b.prog.emb, in, T, B)
 	if in.H0 != nil {
-		b.h0 = b.input("h0", in.H0, states*n.Out())
+		b.h0 = b.input("h0", in.H0, n.StateSize(B))
 	}
 	if in.C0 != nil {
-		b.c0 = b.input("c0", in.C0, states*n.Hidden)
+		b.c0 = b.input("c0", in.C0, n.CellSize(B))
 	}
 
-	H, O, R := n.Hidden, n.Out(), n.Cell.Gates()*n.Hidden
+	w := stackWidths(n)
 	if b.prog.Schedule == A {
-		b.xh = b.buffer("xh", KindActivation, B*(b.prog.maxIn+O))
-		b.y = b.buffer("y", KindActivation, B*R)
+		b.xh = b.buffer("xh", KindActivation, B*(w.in+w.out))
+		b.y = b.buffer("y", KindActivation, B*w.rows)
 	} else {
-		b.xp = b.buffer("xp", KindActivation, T*B*R)
-		b.h = b.buffer("h", KindActivation, B*O)
+		b.xp = b.buffer("xp", KindActivation, T*B*w.rows)
+		b.h = b.buffer("h", KindActivation, B*w.out)
 	}
-	if n.Cell == rnn.GRU {
-		b.yh = b.buffer("yh", KindActivation, B*R)
-	} else {
-		b.c = b.buffer("c", KindActivation, B*H)
+	if w.gru {
+		b.yh = b.buffer("yh", KindActivation, B*w.rows)
 	}
-	if n.Proj > 0 {
-		b.hfull = b.buffer("hfull", KindActivation, B*H)
+	if w.lstm {
+		b.c = b.buffer("c", KindActivation, B*w.hidden)
+	}
+	if w.proj {
+		b.hfull = b.buffer("hfull", KindActivation, B*w.hidden)
 	}
 	var seq [2]*Buffer
 	if n.NumLayers > 1 {
-		seq[0] = b.buffer("seq0", KindActivation, T*B*n.OutputWidth())
+		seq[0] = b.buffer("seq0", KindActivation, T*B*w.seq)
 	}
 	if n.NumLayers > 2 {
-		seq[1] = b.buffer("seq1", KindActivation, T*B*n.OutputWidth())
+		seq[1] = b.buffer("seq1", KindActivation, T*B*w.seq)
 	}
 	out := b.buffer("output", KindOutput, T*B*n.OutputWidth())
-	b.hn = b.buffer("h_n", KindOutput, states*O)
-	if n.Cell == rnn.LSTM {
-		b.cn = b.buffer("c_n", KindOutput, states*H)
+	b.hn = b.buffer("h_n", KindOutput, n.StateSize(B))
+	if n.HasCell() {
+		b.cn = b.buffer("c_n", KindOutput, n.CellSize(B))
 	}
 
 	for k, dirs := range b.prog.layers {
@@ -131,109 +179,75 @@ func (b *builder) build(in *Input, opt PlanOptions) {
 	}
 	b.plan.output, b.plan.hn, b.plan.cn = out, b.hn, b.cn
 	if opt.Head && n.HeadOut > 0 {
-		b.plan.head = b.headSteps(out)
+		b.plan.head = b.headSteps(out, b.prog.headW, b.prog.headB)
 	}
-}
-
-func (b *builder) embed(tok, x *Buffer, ids []int64) {
-	n := b.net
-	emb, dim := b.prog.emb, n.Input
-	reads := make([]Region, 0, len(ids)+1)
-	reads = append(reads, all(tok))
-	for _, id := range ids {
-		reads = append(reads, mat(emb, int(id)*dim, 1, dim, dim))
-	}
-	b.add(Step{Kernel: KEmbed, Layer: -1, T: -1, Reads: reads, Writes: []Region{all(x)},
-		run: func() { rnn.Embed(x.F32, emb.F32, dim, tok.I64) }})
 }
 
 // times lists the time steps of direction d in the order they run.
-func (b *builder) times(d int) []int {
-	ts := make([]int, b.T)
+func times(T, d int) []int {
+	ts := make([]int, T)
 	for i := range ts {
 		if d == 0 {
 			ts[i] = i
 		} else {
-			ts[i] = b.T - 1 - i
+			ts[i] = T - 1 - i
 		}
 	}
 	return ts
 }
 
-// initState fills h (rows of width Out at off with leading dimension ldh)
-// and c from h0/c0, or zeroes them.
-func (b *builder) initState(k, d int, h *Buffer, off, ldh int) {
-	n, B, O, H := b.net, b.B, b.net.Out(), b.net.Hidden
-	idx := (k*n.Dirs() + d) * B
-	hs := mat(h, off, B, O, ldh)
+// initState fills h (B rows of layer k's Out at hs) and c from h0/c0, or
+// zeroes them.
+func (b *builder) initState(l *rnn.Layer, k, d int, hs Mat) {
+	n, B := b.net, b.B
+	b.pos(k, d, -1)
 	if b.h0 != nil {
-		h0 := b.h0
-		b.add(Step{Kernel: KCopy, Layer: k, Dir: d, T: -1, Reads: []Region{mat(h0, idx*O, B, O, O)}, Writes: []Region{hs},
-			run: func() { rnn.CopyRows(B, O, h.F32[off:], ldh, h0.F32[idx*O:], O) }})
+		b.add(newCopy(hs, Dense(b.h0, n.StateOffset(k, d, B), B, l.Out())))
 	} else {
-		b.add(Step{Kernel: KCopy, Layer: k, Dir: d, T: -1, Writes: []Region{hs},
-			run: func() { rnn.ZeroRows(B, O, h.F32[off:], ldh) }})
+		b.add(&zeroOp{hs})
 	}
-	if b.c == nil {
+	if l.Cell != rnn.LSTM {
 		return
 	}
-	c := b.c
+	c := Dense(b.c, 0, B, l.Hidden)
 	if b.c0 != nil {
-		c0 := b.c0
-		b.add(Step{Kernel: KCopy, Layer: k, Dir: d, T: -1, Reads: []Region{mat(c0, idx*H, B, H, H)}, Writes: []Region{all(c)},
-			run: func() { copy(c.F32, c0.F32[idx*H:(idx+B)*H]) }})
+		b.add(newCopy(c, Dense(b.c0, n.CellOffset(k, d, B), B, l.Hidden)))
 	} else {
-		b.add(Step{Kernel: KCopy, Layer: k, Dir: d, T: -1, Writes: []Region{all(c)},
-			run: func() { clear(c.F32) }})
+		b.add(&zeroOp{c})
 	}
 }
 
-// finalState copies h and c into h_n and c_n.
-func (b *builder) finalState(k, d int, h *Buffer, off, ldh int) {
-	n, B, O, H := b.net, b.B, b.net.Out(), b.net.Hidden
-	idx := (k*n.Dirs() + d) * B
-	hn := b.hn
-	b.add(Step{Kernel: KCopy, Layer: k, Dir: d, T: -1, Reads: []Region{mat(h, off, B, O, ldh)}, Writes: []Region{mat(hn, idx*O, B, O, O)},
-		run: func() { rnn.CopyRows(B, O, hn.F32[idx*O:], O, h.F32[off:], ldh) }})
-	if b.c == nil {
-		return
+// finalState copies h (at hs) and c into h_n and c_n.
+func (b *builder) finalState(l *rnn.Layer, k, d int, hs Mat) {
+	n, B := b.net, b.B
+	b.pos(k, d, -1)
+	b.add(newCopy(Dense(b.hn, n.StateOffset(k, d, B), B, l.Out()), hs))
+	if l.Cell == rnn.LSTM {
+		b.add(newCopy(Dense(b.cn, n.CellOffset(k, d, B), B, l.Hidden), Dense(b.c, 0, B, l.Hidden)))
 	}
-	c, cn := b.c, b.cn
-	b.add(Step{Kernel: KCopy, Layer: k, Dir: d, T: -1, Reads: []Region{all(c)}, Writes: []Region{mat(cn, idx*H, B, H, H)},
-		run: func() { copy(cn.F32[idx*H:(idx+B)*H], c.F32) }})
 }
 
-// emit copies the step's h into the layer output at time t, direction d.
-func (b *builder) emit(k, d, t int, h *Buffer, off, ldh int, out *Buffer) {
-	B, O, W := b.B, b.net.Out(), b.net.OutputWidth()
-	dst := t*B*W + d*O
-	b.add(Step{Kernel: KCopy, Layer: k, Dir: d, T: t, Reads: []Region{mat(h, off, B, O, ldh)}, Writes: []Region{mat(out, dst, B, O, W)},
-		run: func() { rnn.CopyRows(B, O, out.F32[dst:], W, h.F32[off:], ldh) }})
+// seqRows is step t, direction d of a layer's output sequence out
+// [T][B][dirs·O]: B rows of O values.
+func seqRows(out *Buffer, t, d, B, O, dirs int) Mat {
+	W := dirs * O
+	return M(out, t*B*W+d*O, B, O, W)
 }
 
-// lstmGates adds the pointwise LSTM step reading pre-activations y (rows at
-// yoff, leading dimension R) and writing h (at hoff, leading dimension ldh),
-// through W_hr when the layer has a projection.
-func (b *builder) lstmGates(lw *layerWeights, k, d, t int, y *Buffer, yoff int, h *Buffer, hoff, ldh int) {
-	l, B := lw.l, b.B
-	H, O, R := l.Hidden, l.Out(), l.Rows()
-	c, bias := b.c, lw.bias
-	dst, doff, ldd := h, hoff, ldh
+// lstmGates adds the pointwise LSTM step reading pre-activations y and
+// writing h, through W_hr when the layer has a projection.
+func (b *builder) lstmGates(lw *layerWeights, y, h Mat) {
+	l, n := lw.l, h.Rows
+	H := l.Hidden
+	c := Dense(b.c, 0, n, H)
+	dst := h
 	if l.Proj > 0 {
-		dst, doff, ldd = b.hfull, 0, H
+		dst = Dense(b.hfull, 0, n, H)
 	}
-	b.add(Step{Kernel: KLSTM, Layer: k, Dir: d, T: t,
-		Reads:  []Region{mat(y, yoff, B, R, R), all(bias), all(c)},
-		Writes: []Region{all(c), mat(dst, doff, B, H, ldd)},
-		run:    func() { rnn.LSTMPointwise(B, H, y.F32[yoff:], R, bias.F32, c.F32, dst.F32[doff:], ldd) }})
-	if l.Proj == 0 {
-		return
+	b.add(newLSTM(y, Whole(lw.bias), c, dst))
+	if l.Proj > 0 {
+		b.add(newGemmNT(h, dst, Dense(lw.whr, 0, l.Proj, H), 0))
 	}
-	hf, whr := b.hfull, lw.whr
-	b.add(Step{Kernel: KMatMul, Layer: k, Dir: d, T: t,
-		Reads:  []Region{all(whr), all(hf)},
-		Writes: []Region{mat(h, hoff, B, O, ldh)},
-		run:    func() { rnn.MatMulT(B, O, H, hf.F32, H, whr.F32, H, 0, h.F32[hoff:], ldh) }})
 }
 
 // layerA adds Schedule A's steps for one direction of one layer: per step,
@@ -241,39 +255,33 @@ func (b *builder) lstmGates(lw *layerWeights, k, d, t int, y *Buffer, yoff int, 
 // GRU multiplies x and h by G's two row blocks apart (W_in x and W_hn h
 // must stay apart); both blocks are contiguous, so G is still read whole.
 func (b *builder) layerA(lw *layerWeights, k, d int, x, out *Buffer) {
-	l, B := lw.l, b.B
+	l, B, T := lw.l, b.B, b.T
 	I, O, R := l.Input, l.Out(), l.Rows()
 	ld := I + O // leading dimension of xh
-	xh, y, g := b.xh, b.y, lw.g
-	b.initState(k, d, xh, I, ld)
-	for _, t := range b.times(d) {
-		xoff := t * B * I
-		b.add(Step{Kernel: KCopy, Layer: k, Dir: d, T: t, Reads: []Region{mat(x, xoff, B, I, I)}, Writes: []Region{mat(xh, 0, B, I, ld)},
-			run: func() { rnn.CopyRows(B, I, xh.F32, ld, x.F32[xoff:], I) }})
+	dirs := len(b.net.Layers[k])
+	xin := M(b.xh, 0, B, I, ld)
+	hs := M(b.xh, I, B, O, ld)
+	xh := M(b.xh, 0, B, I+O, ld)
+	y := Dense(b.y, 0, B, R)
+	g := Dense(lw.g, 0, I+O, R)
+	b.initState(l, k, d, hs)
+	for _, t := range times(T, d) {
+		b.pos(k, d, t)
+		n := b.in.active(t)
+		xin, hs, xh, y := xin.RowRange(0, n), hs.RowRange(0, n), xh.RowRange(0, n), y.RowRange(0, n)
+		b.add(newCopy(xin, Dense(x, t*B*I, n, I)))
 		if l.Cell == rnn.LSTM {
-			b.add(Step{Kernel: KMatMul, Layer: k, Dir: d, T: t,
-				Reads:  []Region{all(g), mat(xh, 0, B, ld, ld)},
-				Writes: []Region{mat(y, 0, B, R, R)},
-				run:    func() { rnn.MatMul(B, R, ld, xh.F32, ld, g.F32, R, 0, y.F32, R) }})
-			b.lstmGates(lw, k, d, t, y, 0, xh, I, ld)
+			b.add(newGemmNN(y, xh, g, 0))
+			b.lstmGates(lw, y, hs)
 		} else {
-			yh, bih, bhh := b.yh, lw.bih, lw.bhh
-			b.add(Step{Kernel: KMatMul, Layer: k, Dir: d, T: t,
-				Reads:  []Region{mat(g, 0, I, R, R), mat(xh, 0, B, I, ld)},
-				Writes: []Region{mat(y, 0, B, R, R)},
-				run:    func() { rnn.MatMul(B, R, I, xh.F32, ld, g.F32, R, 0, y.F32, R) }})
-			b.add(Step{Kernel: KMatMul, Layer: k, Dir: d, T: t,
-				Reads:  []Region{mat(g, I*R, O, R, R), mat(xh, I, B, O, ld)},
-				Writes: []Region{mat(yh, 0, B, R, R)},
-				run:    func() { rnn.MatMul(B, R, O, xh.F32[I:], ld, g.F32[I*R:], R, 0, yh.F32, R) }})
-			b.add(Step{Kernel: KGRU, Layer: k, Dir: d, T: t,
-				Reads:  []Region{mat(y, 0, B, R, R), mat(yh, 0, B, R, R), all(bih), all(bhh), mat(xh, I, B, O, ld)},
-				Writes: []Region{mat(xh, I, B, O, ld)},
-				run:    func() { rnn.GRUPointwise(B, l.Hidden, y.F32, R, yh.F32, R, bih.F32, bhh.F32, xh.F32[I:], ld) }})
+			yh := Dense(b.yh, 0, n, R)
+			b.add(newGemmNN(y, xin, g.RowRange(0, I), 0))
+			b.add(newGemmNN(yh, hs, g.RowRange(I, I+O), 0))
+			b.add(newGRU(y, yh, Whole(lw.bih), Whole(lw.bhh), hs, hs))
 		}
-		b.emit(k, d, t, xh, I, ld, out)
+		b.add(newCopy(seqRows(out, t, d, B, O, dirs).RowRange(0, n), hs))
 	}
-	b.finalState(k, d, xh, I, ld)
+	b.finalState(l, k, d, hs)
 }
 
 // layerAPlus adds Schedule A+'s steps for one direction of one layer:
@@ -281,58 +289,37 @@ func (b *builder) layerA(lw *layerWeights, k, d int, x, out *Buffer) {
 func (b *builder) layerAPlus(lw *layerWeights, k, d int, x, out *Buffer) {
 	l, B, T := lw.l, b.B, b.T
 	I, O, R := l.Input, l.Out(), l.Rows()
-	xp, h, wih, whh := b.xp, b.h, lw.wih, lw.whh
-	b.add(Step{Kernel: KMatMul, Layer: k, Dir: d, T: -1,
-		Reads:  []Region{all(wih), mat(x, 0, T*B, I, I)},
-		Writes: []Region{mat(xp, 0, T*B, R, R)},
-		run:    func() { rnn.MatMulT(T*B, R, I, x.F32, I, wih.F32, I, 0, xp.F32, R) }})
-	b.initState(k, d, h, 0, O)
-	for _, t := range b.times(d) {
-		yoff := t * B * R
+	dirs := len(b.net.Layers[k])
+	h := Dense(b.h, 0, B, O)
+	whh := Dense(lw.whh, 0, R, O)
+	b.pos(k, d, -1)
+	b.add(newGemmNT(Dense(b.xp, 0, T*B, R), Dense(x, 0, T*B, I), Dense(lw.wih, 0, R, I), 0))
+	b.initState(l, k, d, h)
+	for _, t := range times(T, d) {
+		b.pos(k, d, t)
+		n := b.in.active(t)
+		xp, h := Dense(b.xp, t*B*R, n, R), h.RowRange(0, n)
 		if l.Cell == rnn.LSTM {
-			b.add(Step{Kernel: KMatMul, Layer: k, Dir: d, T: t,
-				Reads:  []Region{all(whh), all(h), mat(xp, yoff, B, R, R)},
-				Writes: []Region{mat(xp, yoff, B, R, R)},
-				run:    func() { rnn.MatMulT(B, R, O, h.F32, O, whh.F32, O, 1, xp.F32[yoff:], R) }})
-			b.lstmGates(lw, k, d, t, xp, yoff, h, 0, O)
+			b.add(newGemmNT(xp, h, whh, 1))
+			b.lstmGates(lw, xp, h)
 		} else {
-			yh, bih, bhh := b.yh, lw.bih, lw.bhh
-			b.add(Step{Kernel: KMatMul, Layer: k, Dir: d, T: t,
-				Reads:  []Region{all(whh), all(h)},
-				Writes: []Region{mat(yh, 0, B, R, R)},
-				run:    func() { rnn.MatMulT(B, R, O, h.F32, O, whh.F32, O, 0, yh.F32, R) }})
-			b.add(Step{Kernel: KGRU, Layer: k, Dir: d, T: t,
-				Reads:  []Region{mat(xp, yoff, B, R, R), mat(yh, 0, B, R, R), all(bih), all(bhh), all(h)},
-				Writes: []Region{all(h)},
-				run:    func() { rnn.GRUPointwise(B, l.Hidden, xp.F32[yoff:], R, yh.F32, R, bih.F32, bhh.F32, h.F32, O) }})
+			yh := Dense(b.yh, 0, n, R)
+			b.add(newGemmNT(yh, h, whh, 0))
+			b.add(newGRU(xp, yh, Whole(lw.bih), Whole(lw.bhh), h, h))
 		}
-		b.emit(k, d, t, h, 0, O, out)
+		b.add(newCopy(seqRows(out, t, d, B, O, dirs).RowRange(0, n), h))
 	}
-	b.finalState(k, d, h, 0, O)
+	b.finalState(l, k, d, h)
 }
 
 // headSteps applies the head to every time step of out: one product over
 // all T*B rows, then the bias and the activation.
-func (b *builder) headSteps(out *Buffer) *Buffer {
+func (b *builder) headSteps(out, hw, hb *Buffer) *Buffer {
 	n := b.net
 	rows, V, W := b.T*b.B, n.HeadOut, n.OutputWidth()
 	head := b.buffer("head", KindOutput, rows*V)
-	hw, hb, act := b.prog.headW, b.prog.headB, n.Activation
-	b.add(Step{Kernel: KMatMul, Layer: -1, T: -1,
-		Reads:  []Region{all(hw), all(out)},
-		Writes: []Region{all(head)},
-		run:    func() { rnn.MatMulT(rows, V, W, out.F32, W, hw.F32, W, 0, head.F32, V) }})
-	b.add(Step{Kernel: KHead, Layer: -1, T: -1,
-		Reads:  []Region{all(head), all(hb)},
-		Writes: []Region{all(head)},
-		run: func() {
-			rnn.AddBias(rows, V, head.F32, V, hb.F32)
-			switch act {
-			case rnn.ActSoftmax:
-				rnn.Softmax(rows, V, head.F32)
-			case rnn.ActLogSoftmax:
-				rnn.LogSoftmax(rows, V, head.F32)
-			}
-		}})
+	b.pos(-1, 0, -1)
+	b.add(newGemmNT(Dense(head, 0, rows, V), Dense(out, 0, rows, W), Dense(hw, 0, V, W), 0))
+	b.add(newHead(Dense(head, 0, rows, V), Whole(hb), n.Activation))
 	return head
 }

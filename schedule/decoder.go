@@ -119,12 +119,11 @@ type DecodeInput struct {
 //  4. the head over h̃: logits, bias, log-softmax, and the argmax token,
 //     which is fed back at step t+1 (greedy decoding).
 //
-// A plan that runs learns which embedding rows it gathers only as it runs:
-// each gather step sets its read region to the row of the token it
-// actually reads, so Walk after Run is the traffic of that run (before
-// Run, steps after the first name row 0). A dry plan takes the choices
-// from DecodeInput.Tokens, so a dry plan given the tokens a run chose
-// walks exactly as that run did.
+// Each gather step's regions come from the ids in the feed buffer it reads,
+// so Walk after Run is the traffic of that run (before Run, steps after
+// the first name row 0). A dry plan's feed holds Start and then
+// DecodeInput.Tokens, so a dry plan given the tokens a run chose walks
+// exactly as that run did.
 type DecoderPlan struct {
 	Plan        *Plan
 	OutputSteps int
@@ -178,8 +177,15 @@ func (p *DecoderProgram) Plan(enc *Plan, in DecodeInput) (*DecoderPlan, error) {
 	b.plan = &Plan{Schedule: enc.Schedule, B: B, T: T, dry: enc.dry,
 		output: enc.output, hn: enc.hn, cn: enc.cn, head: enc.head}
 	b.plan.Buffers = append(append([]*Buffer(nil), enc.Buffers...), p.weights...)
+	// The encoder's steps run in plan order on the calling goroutine (a
+	// parallel encoder's phases one after another), so they all become
+	// worker 0's, in phase 0, before the decoder's.
 	b.plan.Steps = append([]Step(nil), enc.Steps...)
+	for i := range b.plan.Steps {
+		b.plan.Steps[i].Worker, b.plan.Steps[i].Phase = 0, 0
+	}
 	b.build(&in)
+	b.plan.index(1)
 	return &DecoderPlan{Plan: b.plan, OutputSteps: in.Steps, tokens: b.tokens, att: b.att, logits: b.logits, hn: b.hn, cn: b.cn}, nil
 }
 
@@ -210,8 +216,8 @@ func (p *DecoderProgram) check(in *DecodeInput, B int) error {
 }
 
 type decoderBuilder struct {
+	recorder
 	prog    *DecoderProgram
-	plan    *Plan
 	B, T, S int
 	mem     *Buffer // the encoder's output [T][B][W]
 
@@ -224,35 +230,21 @@ type decoderBuilder struct {
 	hn, cn         *Buffer   // outputs [L][B][H]
 }
 
-func (b *decoderBuilder) buffer(name string, kind BufferKind, elems int) *Buffer {
-	buf := &Buffer{Name: name, Kind: kind, Elems: elems, ElemSize: 4}
-	if !b.plan.dry {
-		buf.F32 = make([]float32, elems)
-	}
-	b.plan.Buffers = append(b.plan.Buffers, buf)
-	return buf
-}
-
-func (b *decoderBuilder) ids(name string, kind BufferKind, elems int, data []int64) *Buffer {
-	buf := &Buffer{Name: name, Kind: kind, Elems: elems, ElemSize: 8, I64: data}
-	if data == nil && !b.plan.dry {
-		buf.I64 = make([]int64, elems)
-	}
-	b.plan.Buffers = append(b.plan.Buffers, buf)
-	return buf
-}
-
-func (b *decoderBuilder) add(s Step) { b.plan.Steps = append(b.plan.Steps, s) }
-
-// idRows is the region of B int64 ids at row t of an [S][B] id buffer.
-func idRows(buf *Buffer, t, B int) Region {
-	return Region{Buf: buf, Off: 8 * int64(t*B), Len: 8 * int64(B), Count: 1}
-}
+// idRow is row t of an [S][B] id buffer.
+func idRow(buf *Buffer, t, B int) Mat { return Dense(buf, t*B, 1, B) }
 
 func (b *decoderBuilder) build(in *DecodeInput) {
 	p, B, S := b.prog, b.B, b.S
 	H, W, V, R := p.hidden, p.memory, p.vocab, p.rows
 	b.feed = b.ids("dec.feed", KindActivation, S*B, nil)
+	if b.plan.dry {
+		// The rows the gathers read: Start, then the tokens the run is
+		// taken to choose.
+		for i := range B {
+			b.feed.I64[i] = in.Start
+		}
+		copy(b.feed.I64[B:], in.Tokens[:(S-1)*B])
+	}
 	for k, lw := range p.layers {
 		b.xh = append(b.xh, b.buffer(fmt.Sprintf("dec.l%d.xh", k), KindActivation, B*(lw.l.Input+H)))
 		if lw.l.Cell == rnn.LSTM {
@@ -274,23 +266,17 @@ func (b *decoderBuilder) build(in *DecodeInput) {
 		b.cn = b.buffer("dec.c_n", KindOutput, p.nlayers*B*H)
 	}
 
-	feed, start := b.feed, in.Start
-	b.add(Step{Kernel: KCopy, Layer: -1, T: -1, Writes: []Region{idRows(feed, 0, B)},
-		run: func() {
-			for i := range B {
-				feed.I64[i] = start
-			}
-		}})
+	b.pos(-1, 0, -1)
+	b.add(&fillOp{idRow(b.feed, 0, B), in.Start})
 	for k := range p.layers {
-		xh := b.xh[k]
-		b.add(Step{Kernel: KCopy, Layer: k, T: -1, Writes: []Region{all(xh)}, run: func() { clear(xh.F32) }})
+		b.pos(k, 0, -1)
+		b.add(&zeroOp{Whole(b.xh[k])})
 		if b.c != nil {
-			c := b.c[k]
-			b.add(Step{Kernel: KCopy, Layer: k, T: -1, Writes: []Region{all(c)}, run: func() { clear(c.F32) }})
+			b.add(&zeroOp{Whole(b.c[k])})
 		}
 	}
 	for t := range S {
-		b.embed(t, in)
+		b.embed(t)
 		for k := range p.layers {
 			b.layer(k, t)
 		}
@@ -299,46 +285,22 @@ func (b *decoderBuilder) build(in *DecodeInput) {
 	}
 	for k, lw := range p.layers {
 		I := lw.l.Input
-		ld := I + H
-		xh, hn, off := b.xh[k], b.hn, k*B*H
-		b.add(Step{Kernel: KCopy, Layer: k, T: -1, Reads: []Region{mat(xh, I, B, H, ld)}, Writes: []Region{mat(hn, off, B, H, H)},
-			run: func() { rnn.CopyRows(B, H, hn.F32[off:], H, xh.F32[I:], ld) }})
+		b.pos(k, 0, -1)
+		b.add(newCopy(Dense(b.hn, k*B*H, B, H), M(b.xh[k], I, B, H, I+H)))
 		if b.cn != nil {
-			c, cn := b.c[k], b.cn
-			b.add(Step{Kernel: KCopy, Layer: k, T: -1, Reads: []Region{all(c)}, Writes: []Region{mat(cn, off, B, H, H)},
-				run: func() { copy(cn.F32[off:off+B*H], c.F32) }})
+			b.add(newCopy(Dense(b.cn, k*B*H, B, H), Dense(b.c[k], 0, B, H)))
 		}
 	}
 }
 
 // embed gathers the embedding rows of the tokens fed at step t into
-// layer 0's x. The rows read are set when the step runs, from the ids it
-// actually reads; until then they are Start's at step 0, and after it
-// those of in.Tokens (dry) or row 0.
-func (b *decoderBuilder) embed(t int, in *DecodeInput) {
+// layer 0's x. The rows it reads are those of the ids in the feed buffer
+// when it runs or is walked (see DecoderPlan).
+func (b *decoderBuilder) embed(t int) {
 	p, B := b.prog, b.B
 	E, ld := p.embed, p.embed+2*p.hidden
-	emb, feed, xh := p.emb, b.feed, b.xh[0]
-	reads := make([]Region, 1+B)
-	reads[0] = idRows(feed, t, B)
-	for i := range B {
-		var id int64
-		switch {
-		case t == 0:
-			id = in.Start
-		case in.Tokens != nil:
-			id = in.Tokens[(t-1)*B+i]
-		}
-		reads[1+i] = mat(emb, int(id)*E, 1, E, E)
-	}
-	b.add(Step{Kernel: KEmbed, Layer: -1, T: t, Reads: reads, Writes: []Region{mat(xh, 0, B, E, ld)},
-		run: func() {
-			for i := range B {
-				id := int(feed.I64[t*B+i])
-				reads[1+i].Off = 4 * int64(id*E)
-				copy(xh.F32[i*ld:i*ld+E], emb.F32[id*E:(id+1)*E])
-			}
-		}})
+	b.pos(-1, 0, t)
+	b.add(newGather(M(b.xh[0], 0, B, E, ld), Dense(p.emb, 0, p.vocab, E), idRow(b.feed, t, B)))
 }
 
 // layer adds one step of layer k: x from the layer below (k > 0), then
@@ -348,49 +310,24 @@ func (b *decoderBuilder) layer(k, t int) {
 	lw := &p.layers[k]
 	I := lw.l.Input
 	ld := I + H
-	xh, y, g := b.xh[k], b.y, lw.g
+	xh := b.xh[k]
+	hs := M(xh, I, B, H, ld)
+	y := Dense(b.y, 0, B, R)
+	g := Dense(lw.g, 0, I+H, R)
+	b.pos(k, 0, t)
 	if k > 0 {
-		below, Ib := b.xh[k-1], p.layers[k-1].l.Input
-		ldb := Ib + H
-		b.add(Step{Kernel: KCopy, Layer: k, T: t, Reads: []Region{mat(below, Ib, B, H, ldb)}, Writes: []Region{mat(xh, 0, B, H, ld)},
-			run: func() { rnn.CopyRows(B, H, xh.F32, ld, below.F32[Ib:], ldb) }})
+		Ib := p.layers[k-1].l.Input
+		b.add(newCopy(M(xh, 0, B, H, ld), M(b.xh[k-1], Ib, B, H, Ib+H)))
 	}
 	if lw.l.Cell == rnn.LSTM {
-		c, bias := b.c[k], lw.bias
-		b.add(Step{Kernel: KMatMul, Layer: k, T: t,
-			Reads:  []Region{all(g), mat(xh, 0, B, ld, ld)},
-			Writes: []Region{all(y)},
-			run:    func() { rnn.MatMul(B, R, ld, xh.F32, ld, g.F32, R, 0, y.F32, R) }})
-		b.add(Step{Kernel: KLSTM, Layer: k, T: t,
-			Reads:  []Region{all(y), all(bias), all(c)},
-			Writes: []Region{all(c), mat(xh, I, B, H, ld)},
-			run:    func() { rnn.LSTMPointwise(B, H, y.F32, R, bias.F32, c.F32, xh.F32[I:], ld) }})
+		b.add(newGemmNN(y, Dense(xh, 0, B, ld), g, 0))
+		b.add(newLSTM(y, Whole(lw.bias), Dense(b.c[k], 0, B, H), hs))
 		return
 	}
-	yh, bih, bhh := b.yh, lw.bih, lw.bhh
-	b.add(Step{Kernel: KMatMul, Layer: k, T: t,
-		Reads:  []Region{mat(g, 0, I, R, R), mat(xh, 0, B, I, ld)},
-		Writes: []Region{all(y)},
-		run:    func() { rnn.MatMul(B, R, I, xh.F32, ld, g.F32, R, 0, y.F32, R) }})
-	b.add(Step{Kernel: KMatMul, Layer: k, T: t,
-		Reads:  []Region{mat(g, I*R, H, R, R), mat(xh, I, B, H, ld)},
-		Writes: []Region{all(yh)},
-		run:    func() { rnn.MatMul(B, R, H, xh.F32[I:], ld, g.F32[I*R:], R, 0, yh.F32, R) }})
-	b.add(Step{Kernel: KGRU, Layer: k, T: t,
-		Reads:  []Region{all(y), all(yh), all(bih), all(bhh), mat(xh, I, B, H, ld)},
-		Writes: []Region{mat(xh, I, B, H, ld)},
-		run:    func() { rnn.GRUPointwise(B, H, y.F32, R, yh.F32, R, bih.F32, bhh.F32, xh.F32[I:], ld) }})
-}
-
-// memRows lists the regions of the encoder outputs of every batch row:
-// row i's T outputs, W wide, B*W apart.
-func (b *decoderBuilder) memRows() []Region {
-	W := b.prog.memory
-	rs := make([]Region, b.B)
-	for i := range rs {
-		rs[i] = mat(b.mem, i*W, b.T, W, b.B*W)
-	}
-	return rs
+	yh := Dense(b.yh, 0, B, R)
+	b.add(newGemmNN(y, M(xh, 0, B, I, ld), g.RowRange(0, I), 0))
+	b.add(newGemmNN(yh, hs, g.RowRange(I, I+H), 0))
+	b.add(newGRU(y, yh, Whole(lw.bih), Whole(lw.bhh), hs, hs))
 }
 
 // attend adds the attention of step t: the query from the top layer's h,
@@ -398,54 +335,26 @@ func (b *decoderBuilder) memRows() []Region {
 // h̃ = tanh(W_c [ctx; h]) written into layer 0's input for the next step
 // (and copied to the output sequence).
 func (b *decoderBuilder) attend(t int) {
-	p, B, T := b.prog, b.B, b.T
+	p, B := b.prog, b.B
 	H, E, W := p.hidden, p.embed, p.memory
 	top := len(p.layers) - 1
 	I := p.layers[top].l.Input
-	ld, ld0, ldc := I+H, E+2*H, W+H
-	xt, x0, mem := b.xh[top], b.xh[0], b.mem
-	q, scores, cat, wa, wc, att := b.q, b.scores, b.cat, p.wa, p.wc, b.att
-	b.add(Step{Kernel: KMatMul, Layer: -1, T: t,
-		Reads:  []Region{all(wa), mat(xt, I, B, H, ld)},
-		Writes: []Region{all(q)},
-		run:    func() { rnn.MatMulT(B, W, H, xt.F32[I:], ld, wa.F32, H, 0, q.F32, W) }})
-	b.add(Step{Kernel: KMatMul, Layer: -1, T: t,
-		Reads:  append(b.memRows(), all(q)),
-		Writes: []Region{all(scores)},
-		run: func() {
-			for i := range B {
-				rnn.AttentionScores(T, W, mem.F32[i*W:], B*W, q.F32[i*W:(i+1)*W], scores.F32[i*T:(i+1)*T])
-			}
-		}})
-	b.add(Step{Kernel: KHead, Layer: -1, T: t,
-		Reads:  []Region{all(scores)},
-		Writes: []Region{all(scores)},
-		run:    func() { rnn.Softmax(B, T, scores.F32) }})
-	b.add(Step{Kernel: KMatMul, Layer: -1, T: t,
-		Reads:  append(b.memRows(), all(scores)),
-		Writes: []Region{mat(cat, 0, B, W, ldc)},
-		run: func() {
-			for i := range B {
-				rnn.AttentionContext(T, W, mem.F32[i*W:], B*W, scores.F32[i*T:(i+1)*T], cat.F32[i*ldc:])
-			}
-		}})
-	b.add(Step{Kernel: KCopy, Layer: -1, T: t,
-		Reads:  []Region{mat(xt, I, B, H, ld)},
-		Writes: []Region{mat(cat, W, B, H, ldc)},
-		run:    func() { rnn.CopyRows(B, H, cat.F32[W:], ldc, xt.F32[I:], ld) }})
-	// One matmul step that also applies tanh to the H values it wrote.
-	b.add(Step{Kernel: KMatMul, Layer: -1, T: t,
-		Reads:  []Region{all(wc), all(cat)},
-		Writes: []Region{mat(x0, E, B, H, ld0)},
-		run: func() {
-			rnn.MatMulT(B, H, ldc, cat.F32, ldc, wc.F32, ldc, 0, x0.F32[E:], ld0)
-			rnn.TanhRows(B, H, x0.F32[E:], ld0)
-		}})
-	off := t * B * H
-	b.add(Step{Kernel: KCopy, Layer: -1, T: t,
-		Reads:  []Region{mat(x0, E, B, H, ld0)},
-		Writes: []Region{mat(att, off, B, H, H)},
-		run:    func() { rnn.CopyRows(B, H, att.F32[off:], H, x0.F32[E:], ld0) }})
+	ld0, ldc := E+2*H, W+H
+	htop := M(b.xh[top], I, B, H, I+H)
+	mem := attnMemory{buf: b.mem, T: b.T, W: W, B: B}
+	scores := Dense(b.scores, 0, B, b.T)
+	hTilde := M(b.xh[0], E, B, H, ld0)
+	b.pos(-1, 0, t)
+	b.add(newGemmNT(Dense(b.q, 0, B, W), htop, Dense(p.wa, 0, W, H), 0))
+	b.add(&attnOp{mem: mem, in: Dense(b.q, 0, B, W), out: scores})
+	b.add(newHead(scores, Mat{}, rnn.ActSoftmax))
+	b.add(&attnOp{mem: mem, in: scores, out: M(b.cat, 0, B, W, ldc), context: true})
+	b.add(newCopy(M(b.cat, W, B, H, ldc), htop))
+	// One product that also applies tanh to the H values it writes.
+	o := newGemmNT(hTilde, Dense(b.cat, 0, B, ldc), Dense(p.wc, 0, H, ldc), 0)
+	o.tanh = true
+	b.add(o)
+	b.add(newCopy(Dense(b.att, t*B*H, B, H), hTilde))
 }
 
 // head adds the output layer of step t over h̃: logits, bias and
@@ -453,35 +362,81 @@ func (b *decoderBuilder) attend(t int) {
 func (b *decoderBuilder) head(t int) {
 	p, B, S := b.prog, b.B, b.S
 	H, E, V := p.hidden, p.embed, p.vocab
-	ld0 := E + 2*H
-	x0, hw, hb, logits, tokens, feed := b.xh[0], p.hw, p.hb, b.logits, b.tokens, b.feed
-	act := p.Dec.Stack.Activation
-	b.add(Step{Kernel: KMatMul, Layer: -1, T: t,
-		Reads:  []Region{all(hw), mat(x0, E, B, H, ld0)},
-		Writes: []Region{all(logits)},
-		run:    func() { rnn.MatMulT(B, V, H, x0.F32[E:], ld0, hw.F32, H, 0, logits.F32, V) }})
-	writes := []Region{all(logits), idRows(tokens, t, B)}
-	feedBack := t+1 < S
-	if feedBack {
-		writes = append(writes, idRows(feed, t+1, B))
+	logits := Dense(b.logits, 0, B, V)
+	b.pos(-1, 0, t)
+	b.add(newGemmNT(logits, M(b.xh[0], E, B, H, E+2*H), Dense(p.hw, 0, V, H), 0))
+	o := &argmaxOp{head: newHead(logits, Whole(p.hb), p.Dec.Stack.Activation), tokens: idRow(b.tokens, t, B)}
+	if t+1 < S {
+		o.feed = idRow(b.feed, t+1, B)
 	}
-	b.add(Step{Kernel: KHead, Layer: -1, T: t,
-		Reads:  []Region{all(logits), all(hb)},
-		Writes: writes,
-		run: func() {
-			rnn.AddBias(B, V, logits.F32, V, hb.F32)
-			switch act {
-			case rnn.ActSoftmax:
-				rnn.Softmax(B, V, logits.F32)
-			case rnn.ActLogSoftmax:
-				rnn.LogSoftmax(B, V, logits.F32)
-			}
-			for i := range B {
-				id := int64(rnn.Argmax(logits.F32[i*V : (i+1)*V]))
-				tokens.I64[t*B+i] = id
-				if feedBack {
-					feed.I64[(t+1)*B+i] = id
-				}
-			}
-		}})
+	b.add(o)
+}
+
+// attnMemory is the encoder's output [T][B][W] that the attention reads:
+// batch row i's T outputs, W wide, B·W apart.
+type attnMemory struct {
+	buf     *Buffer
+	T, W, B int
+}
+
+func (m attnMemory) row(i int) Mat { return M(m.buf, i*m.W, m.T, m.W, m.B*m.W) }
+
+// attnOp computes, for each batch row i, the attention scores of its
+// query in (row i of in, W wide) over its T encoder outputs into row i of
+// out, or with context set the context: row i of in holds the T weights
+// and row i of out receives their weighted sum of the outputs.
+type attnOp struct {
+	mem     attnMemory
+	in, out Mat
+	context bool
+}
+
+func (o *attnOp) kernel() Kernel { return KMatMul }
+func (o *attnOp) run() {
+	m := o.mem
+	for i := range m.B {
+		mem := o.mem.row(i).F32()
+		in := o.in.Row(i).F32()
+		out := o.out.Row(i).F32()
+		if o.context {
+			rnn.AttentionContext(m.T, m.W, mem, m.B*m.W, in, out)
+		} else {
+			rnn.AttentionScores(m.T, m.W, mem, m.B*m.W, in, out)
+		}
+	}
+}
+func (o *attnOp) regions(fn func(Region, bool)) {
+	for i := range o.mem.B {
+		emit(fn, o.mem.row(i), false)
+	}
+	emit(fn, o.in, false)
+	emit(fn, o.out, true)
+}
+
+// argmaxOp is a head (bias and activation) followed by each row's argmax,
+// written to tokens and, when it has one, to the next step's feed.
+type argmaxOp struct {
+	head         *headOp
+	tokens, feed Mat
+}
+
+func (o *argmaxOp) kernel() Kernel { return KHead }
+func (o *argmaxOp) run() {
+	o.head.run()
+	V := o.head.c.Cols
+	c := o.head.c.F32()
+	for i := range o.head.c.Rows {
+		id := int64(rnn.Argmax(c[i*V : (i+1)*V]))
+		o.tokens.Buf.I64[o.tokens.Off+i] = id
+		if o.feed.Buf != nil {
+			o.feed.Buf.I64[o.feed.Off+i] = id
+		}
+	}
+}
+func (o *argmaxOp) regions(fn func(Region, bool)) {
+	o.head.regions(fn)
+	emit(fn, o.tokens, true)
+	if o.feed.Buf != nil {
+		emit(fn, o.feed, true)
+	}
 }

@@ -293,8 +293,8 @@ type walked struct {
 func walkOf(p *Plan) []walked {
 	var w []walked
 	for _, s := range p.Steps {
-		for i, r := range append(slices.Clone(s.Reads), s.Writes...) {
-			w = append(w, walked{r.Buf.Name, r.Buf.Kind, r.Off, r.Len, r.Stride, r.Count, i >= len(s.Reads), int(s.Kernel), s.Layer, s.T})
+		for i, r := range append(s.Reads(), s.Writes()...) {
+			w = append(w, walked{r.Buf.Name, r.Buf.Kind, r.Off, r.Len, r.Stride, r.Count, i >= len(s.Reads()), int(s.Kernel), s.Layer, s.T})
 		}
 	}
 	return w
@@ -360,7 +360,7 @@ func TestDecoderDryWalk(t *testing.T) {
 				}
 			}
 			for _, s := range plan.Plan.Steps {
-				for _, r := range append(slices.Clone(s.Reads), s.Writes...) {
+				for _, r := range append(s.Reads(), s.Writes()...) {
 					if end := r.Off + int64(r.Count-1)*r.Stride + r.Len; r.Off < 0 || end > r.Buf.Bytes() {
 						t.Fatalf("region [%d, %d) outside buffer %s of %d bytes", r.Off, end, r.Buf.Name, r.Buf.Bytes())
 					}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"rnnserve/rnn"
 )
 
 // Input is one batch for a Plan. Sequences are time-major, like PyTorch's
@@ -14,8 +16,28 @@ type Input struct {
 	T, B     int
 	Tokens   []int64   // [T][B], for a network with an embedding
 	Features []float32 // [T][B][InputSize], for a network without one
-	H0       []float32 // optional [Layers*Dirs][B][Out]
-	C0       []float32 // optional [Layers*Dirs][B][Hidden], LSTM only
+	H0       []float32 // optional [Layers*Dirs][B][Out] (see rnn.Network.StateOffset for a mixed stack)
+	C0       []float32 // optional [Layers*Dirs][B][Hidden] of the LSTM layers (rnn.Network.CellOffset)
+	// Lengths, optional, gives each row's length (1..T), longest first,
+	// as PyTorch's pack_padded_sequence: row b's steps t >= Lengths[b]
+	// are padding. Its outputs there are zero, its final state is the
+	// state after its last real step, and a reverse direction starts at
+	// that step. Rows of other lengths must be sorted by the caller (the
+	// server sorts them and puts the results back in order).
+	Lengths []int
+}
+
+// active is the number of rows with a real step t: all B without
+// lengths, else those whose length exceeds t (a prefix: longest first).
+func (in *Input) active(t int) int {
+	if in.Lengths == nil {
+		return in.B
+	}
+	n := 0
+	for n < len(in.Lengths) && in.Lengths[n] > t {
+		n++
+	}
+	return n
 }
 
 // PlanOptions selects what a plan computes beyond the recurrent stack.
@@ -66,7 +88,8 @@ func (p *Program) check(in *Input) error {
 		return inputErr("B", "batch size %d exceeds %d", in.B, MaxBatch)
 	}
 	tb := in.T * in.B
-	width := max(p.maxIn, n.OutputWidth(), n.Cell.Gates()*n.Hidden, n.HeadOut)
+	w := stackWidths(n)
+	width := max(w.in+w.out, w.seq, w.rows, n.OutputWidth(), n.HeadOut)
 	if int64(tb)*int64(width) > maxElems {
 		return inputErr("T", "%d steps x batch %d x width %d is more than %d values", in.T, in.B, width, int64(maxElems))
 	}
@@ -95,17 +118,29 @@ func (p *Program) check(in *Input) error {
 			}
 		}
 	}
-	states := n.NumLayers * n.Dirs() * in.B
+	if in.Lengths != nil {
+		if len(in.Lengths) != in.B {
+			return inputErr("lengths", "%d lengths for a batch of %d", len(in.Lengths), in.B)
+		}
+		for b, l := range in.Lengths {
+			switch {
+			case l < 1 || l > in.T:
+				return inputErr("lengths", "row %d has length %d, want 1..T = %d", b, l, in.T)
+			case b > 0 && l > in.Lengths[b-1]:
+				return inputErr("lengths", "row %d (length %d) is longer than row %d (length %d): rows must be sorted longest first", b, l, b-1, in.Lengths[b-1])
+			}
+		}
+	}
 	if in.H0 != nil {
-		if err := checkFloats("h0", in.H0, states*n.Out(), fmt.Sprintf("layers*dirs*B*%d", n.Out())); err != nil {
+		if err := checkFloats("h0", in.H0, n.StateSize(in.B), stateHow(n, n.Out(), "h")); err != nil {
 			return err
 		}
 	}
 	if in.C0 != nil {
-		if n.Cell != 0 && n.Cell.Gates() != 4 {
+		if !n.HasCell() {
 			return inputErr("c0", "a GRU has no cell state")
 		}
-		if err := checkFloats("c0", in.C0, states*n.Hidden, fmt.Sprintf("layers*dirs*B*%d", n.Hidden)); err != nil {
+		if err := checkFloats("c0", in.C0, n.CellSize(in.B), stateHow(n, n.Hidden, "c")); err != nil {
 			return err
 		}
 	}
@@ -122,4 +157,12 @@ func checkFloats(field string, v []float32, want int, how string) error {
 		}
 	}
 	return nil
+}
+
+// stateHow says how the size of an initial state is made, for errors.
+func stateHow(n *rnn.Network, width int, what string) string {
+	if n.Uniform() {
+		return fmt.Sprintf("layers*dirs*B*%d", width)
+	}
+	return "the sum over layers of dirs*B*" + map[string]string{"h": "out", "c": "hidden (LSTM layers)"}[what]
 }

@@ -2,7 +2,6 @@ package schedule
 
 import (
 	"fmt"
-	"runtime"
 
 	"rnnserve/rnn"
 )
@@ -32,22 +31,23 @@ import (
 // The embedding gather, the head product (split by output rows) and its
 // softmax (split by time steps) are phases too.
 //
-// The plan lists every worker's steps with the regions it touches, phase
-// by phase and worker by worker within a phase, so the traffic analysis
-// replays them as one serial trace; each step's Worker says whose it is,
-// so one worker's part can also be replayed alone (through one core's
-// private cache). Its first step runs the whole job on the pool; the
-// others' run functions do nothing.
+// The plan lists every worker's steps, phase by phase and worker by
+// worker within a phase, so the traffic analysis replays them as one
+// serial trace; each step's Worker says whose it is, so one worker's part
+// can also be replayed alone (through one core's private cache), and its
+// Phase says when it runs: Run hands the pool each worker's steps of a
+// phase, then the barrier, phase by phase.
 
 // PartitionOptions configure NewPartitioned. Zero values mean defaults.
 type PartitionOptions struct {
 	// Workers is the number of cores the units are split over: 0 means
-	// the Pool's size, or runtime.GOMAXPROCS(0) without a Pool. One worker
-	// runs on the calling goroutine with no pool at all.
+	// the Pool's size, or 1 without a Pool. One worker runs on the calling
+	// goroutine with no pool at all. A dry program may have any number
+	// (its plans are only walked).
 	Workers int
-	// Pool runs the workers; it must have exactly Workers workers. nil
-	// means DefaultPool(Workers) when the program has weights and more
-	// than one worker.
+	// Pool runs the workers; it must have exactly Workers workers. A
+	// program with weights and more than one worker needs one; the caller
+	// owns it (NewPool, Close).
 	Pool *Pool
 	// Precision of the stored recurrent weights.
 	Precision Precision
@@ -57,25 +57,26 @@ type partProgram struct {
 	workers int
 	pool    *Pool
 	prec    Precision
-	units   []span // worker w's hidden units, the same in every layer
-	prow    []span // worker w's rows of W_hr (projection only)
 	layers  [][]partLayer
 }
 
+// partLayer is one layer and direction split over the workers: worker w
+// owns hidden units units[w] and rows prow[w] of W_hr (projection only).
 type partLayer struct {
-	l *rnn.Layer
-	w []partSlice
+	l     *rnn.Layer
+	units []span
+	prow  []span
+	w     []partSlice
 }
 
 // partSlice is one worker's share of one layer and direction: the rows of
 // each weight matrix for its units, gate-major (row g*nu+j is the source's
-// row g*H+u0+j). With BF16 precision the data is in the *16 slices and the
-// Buffers have 2-byte elements and no F32 data.
+// row g*H+u0+j). With BF16 precision the weight buffers have 2-byte
+// elements and their data in U16.
 type partSlice struct {
-	wih, whh, whr       *Buffer
-	wih16, whh16, whr16 []uint16
-	bias                *Buffer // LSTM: b_ih + b_hh
-	bih, bhh            *Buffer // GRU
+	wih, whh, whr *Buffer
+	bias          *Buffer // LSTM: b_ih + b_hh
+	bih, bhh      *Buffer // GRU
 }
 
 // span is the index range [lo, hi).
@@ -106,19 +107,15 @@ func split(n, parts int) []span {
 }
 
 // NewPartitioned prepares net for the Partitioned schedule. With weights
-// and more than one worker it copies every worker's share of the weights
-// on that worker's thread, through the pool.
+// and more than one worker it needs a Pool of that many workers, and
+// copies every worker's share of the weights on that worker's thread.
 func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
-	if !net.Uniform() {
-		return nil, ErrMixedStack
-	}
 	dry := net.Dry()
 	n := opt.Workers
 	if n == 0 {
+		n = 1
 		if opt.Pool != nil {
 			n = opt.Pool.Workers()
-		} else {
-			n = runtime.GOMAXPROCS(0)
 		}
 	}
 	switch {
@@ -126,21 +123,13 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 		return nil, fmt.Errorf("%w: %d workers, want 1..%d", ErrPool, n, MaxWorkers)
 	case opt.Pool != nil && opt.Pool.Workers() != n:
 		return nil, fmt.Errorf("%w: %d workers but the pool has %d", ErrPool, n, opt.Pool.Workers())
+	case opt.Pool == nil && n > 1 && !dry:
+		return nil, fmt.Errorf("%w: %d workers need a Pool of %d (PartitionOptions.Pool)", ErrPool, n, n)
 	case opt.Precision != F32 && opt.Precision != BF16:
 		return nil, fmt.Errorf("%w %v", ErrUnknownPrecision, opt.Precision)
 	}
-	pool := opt.Pool
-	if pool == nil && !dry && n > 1 {
-		var err error
-		if pool, err = DefaultPool(n); err != nil {
-			return nil, err
-		}
-	}
 	p := &Program{Net: net, Schedule: Partitioned, dry: dry}
-	pp := &partProgram{workers: n, pool: pool, prec: opt.Precision, units: split(net.Hidden, n)}
-	if net.Proj > 0 {
-		pp.prow = split(net.Proj, n)
-	}
+	pp := &partProgram{workers: n, pool: opt.Pool, prec: opt.Precision}
 	p.part = pp
 	if net.Vocab > 0 {
 		p.emb = p.weight("embedding", net.Vocab*net.Input, net.Embedding)
@@ -149,15 +138,17 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 	for k, dirs := range net.Layers {
 		var pls []partLayer
 		for d, l := range dirs {
-			p.maxIn = max(p.maxIn, l.Input)
-			pl := partLayer{l: l, w: make([]partSlice, n)}
+			pl := partLayer{l: l, units: split(l.Hidden, n), w: make([]partSlice, n)}
+			if l.Proj > 0 {
+				pl.prow = split(l.Proj, n)
+			}
 			for w := range pl.w {
 				name := fmt.Sprintf("l%d", k)
 				if d == 1 {
 					name += "_reverse"
 				}
 				name += fmt.Sprintf(".w%d", w)
-				rows := l.Cell.Gates() * pp.units[w].n()
+				rows := l.Cell.Gates() * pl.units[w].n()
 				s := &pl.w[w]
 				s.wih = p.addWeight(name+".weight_ih", rows*l.Input, es)
 				s.whh = p.addWeight(name+".weight_hh", rows*l.Out(), es)
@@ -168,7 +159,7 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 					s.bhh = p.addWeight(name+".bias_hh", rows, 4)
 				}
 				if l.Proj > 0 {
-					s.whr = p.addWeight(name+".weight_hr", pp.prow[w].n()*l.Hidden, es)
+					s.whr = p.addWeight(name+".weight_hr", pl.prow[w].n()*l.Hidden, es)
 				}
 			}
 			pls = append(pls, pl)
@@ -180,8 +171,8 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 		p.headB = p.weight("head.bias", net.HeadOut, net.HeadB)
 	}
 	if !dry {
-		if pool != nil {
-			pool.Each(pp.fill)
+		if pp.pool != nil {
+			pp.pool.Each(pp.fill)
 		} else {
 			for w := 0; w < n; w++ {
 				pp.fill(w)
@@ -218,10 +209,9 @@ func (p *Program) addWeight(name string, elems, elemSize int) *Buffer {
 // fill allocates and copies worker w's share of every layer's weights. It
 // runs on worker w's thread, so the pages are first touched there.
 func (pp *partProgram) fill(w int) {
-	u := pp.units[w]
 	for _, dirs := range pp.layers {
 		for _, pl := range dirs {
-			l, s := pl.l, &pl.w[w]
+			l, s, u := pl.l, &pl.w[w], pl.units[w]
 			G := l.Cell.Gates()
 			gather := func(src []float32, cols int) []float32 {
 				dst := make([]float32, G*u.n()*cols)
@@ -231,22 +221,19 @@ func (pp *partProgram) fill(w int) {
 				}
 				return dst
 			}
-			wih, whh := gather(l.Wih, l.Input), gather(l.Whh, l.Out())
-			var whr []float32
-			if l.Proj > 0 {
-				r := pp.prow[w]
-				whr = append([]float32(nil), l.Whr[r.lo*l.Hidden:r.hi*l.Hidden]...)
+			set := func(b *Buffer, v []float32) {
+				if pp.prec == BF16 {
+					b.U16 = make([]uint16, len(v))
+					rnn.ToBF16(b.U16, v)
+				} else {
+					b.F32 = v
+				}
 			}
-			if pp.prec == BF16 {
-				s.wih16, s.whh16 = toBF16(wih), toBF16(whh)
-				if whr != nil {
-					s.whr16 = toBF16(whr)
-				}
-			} else {
-				s.wih.F32, s.whh.F32 = wih, whh
-				if whr != nil {
-					s.whr.F32 = whr
-				}
+			set(s.wih, gather(l.Wih, l.Input))
+			set(s.whh, gather(l.Whh, l.Out()))
+			if l.Proj > 0 {
+				r := pl.prow[w]
+				set(s.whr, append([]float32(nil), l.Whr[r.lo*l.Hidden:r.hi*l.Hidden]...))
 			}
 			if l.Cell == rnn.LSTM {
 				s.bias.F32 = gather(sumBias(l), 1)
@@ -257,138 +244,78 @@ func (pp *partProgram) fill(w int) {
 	}
 }
 
-func toBF16(v []float32) []uint16 {
-	b := make([]uint16, len(v))
-	rnn.ToBF16(b, v)
-	return b
-}
-
-// matMulT is C = A·Wᵀ + beta·C over one of the worker's weight matrices,
-// float32 or bf16.
-func matMulT(m, n, k int, a []float32, lda int, w []float32, w16 []uint16, beta float32, c []float32, ldc int) {
-	if w16 != nil {
-		rnn.MatMulTBF16(m, n, k, a, lda, w16, k, beta, c, ldc)
-		return
-	}
-	rnn.MatMulT(m, n, k, a, lda, w, k, beta, c, ldc)
-}
-
-func (pp *partProgram) run(phases []func(w int)) {
-	if pp.pool == nil {
-		for _, f := range phases {
-			f(0)
-		}
-		return
-	}
-	pp.pool.Run(phases)
-}
-
-// pbuilder builds one Partitioned plan.
+// pbuilder builds one Partitioned plan: every worker's steps, phase by
+// phase and worker by worker within a phase.
 type pbuilder struct {
-	pp     *partProgram
-	prog   *Program
-	net    *rnn.Network
-	plan   *Plan
-	B, T   int
-	dry    bool
-	phases []func(w int)
-	regs   []Region // backing store for the steps' regions
+	recorder
+	pp   *partProgram
+	prog *Program
+	net  *rnn.Network
+	B, T int
+	in   *Input // for the rows each step runs (Input.Lengths)
 
 	h0, c0, hn, cn *Buffer
-	xp, c, yh      []*Buffer // per worker
+	xp, c, yh      []*Buffer // per worker, sized for the widest layer
 	hfull, zero    *Buffer
 }
 
-func nop() {}
+// on sets the worker of the steps that follow.
+func (b *pbuilder) on(w int) { b.at.Worker = w }
 
-func (b *pbuilder) buffer(name string, kind BufferKind, elems int) *Buffer {
-	buf := &Buffer{Name: name, Kind: kind, Elems: elems, ElemSize: 4}
-	if !b.dry {
-		buf.F32 = make([]float32, elems)
-	}
-	b.plan.Buffers = append(b.plan.Buffers, buf)
-	return buf
-}
-
-func (b *pbuilder) input(name string, data []float32, elems int) *Buffer {
-	buf := &Buffer{Name: name, Kind: KindInput, Elems: elems, ElemSize: 4, F32: data}
-	b.plan.Buffers = append(b.plan.Buffers, buf)
-	return buf
-}
-
-// step records worker w's kernel call with its regions.
-func (b *pbuilder) step(w int, k Kernel, layer, dir, t int, reads, writes []Region) {
-	at := len(b.regs)
-	b.regs = append(b.regs, reads...)
-	b.regs = append(b.regs, writes...)
-	rs := b.regs[at : at+len(reads) : at+len(reads)]
-	ws := b.regs[at+len(reads) : len(b.regs) : len(b.regs)]
-	b.plan.Steps = append(b.plan.Steps, Step{Kernel: k, Layer: layer, Dir: dir, T: t, Worker: w, Reads: rs, Writes: ws, run: nop})
-}
-
-// phase adds the code of one phase; a dry plan keeps none.
-func (b *pbuilder) phase(f func(w int)) {
-	if !b.dry {
-		b.phases = append(b.phases, f)
-	}
-}
+// next starts a new phase.
+func (b *pbuilder) next() { b.at.Phase++ }
 
 func (pp *partProgram) plan(prog *Program, in *Input, opt PlanOptions) *Plan {
 	n := prog.Net
-	b := &pbuilder{pp: pp, prog: prog, net: n, B: in.B, T: in.T, dry: prog.dry}
-	b.plan = &Plan{Schedule: Partitioned, B: in.B, T: in.T, dry: prog.dry}
+	b := &pbuilder{pp: pp, prog: prog, net: n, B: in.B, T: in.T, in: in}
+	b.plan = &Plan{Schedule: Partitioned, B: in.B, T: in.T, dry: prog.dry, pool: pp.pool}
 	b.plan.Buffers = append(b.plan.Buffers, prog.weights...)
-	perStep := 12 * pp.workers * n.NumLayers * n.Dirs()
-	b.regs = make([]Region, 0, perStep*(in.T+2)+16)
 	b.plan.Steps = make([]Step, 0, 3*pp.workers*n.NumLayers*n.Dirs()*(in.T+2)+8)
 	B, T, N := in.B, in.T, pp.workers
 
-	var x *Buffer
-	if n.Vocab > 0 {
-		tok := &Buffer{Name: "tokens", Kind: KindInput, Elems: T * B, ElemSize: 8, I64: in.Tokens}
-		b.plan.Buffers = append(b.plan.Buffers, tok)
-		x = b.buffer("x", KindActivation, T*B*n.Input)
-		b.embed(tok, x)
-	} else {
-		x = b.input("features", in.Features, T*B*n.Input)
-	}
-	states := n.NumLayers * n.Dirs() * B
+	x := b.pembed(in)
 	if in.H0 != nil {
-		b.h0 = b.input("h0", in.H0, states*n.Out())
+		b.h0 = b.input("h0", in.H0, n.StateSize(B))
 	}
 	if in.C0 != nil {
-		b.c0 = b.input("c0", in.C0, states*n.Hidden)
+		b.c0 = b.input("c0", in.C0, n.CellSize(B))
 	}
-	G := n.Cell.Gates()
+	w := stackWidths(n)
+	// Per-worker scratch, sized for the worker's widest share of any layer.
 	b.xp = make([]*Buffer, N)
 	b.c = make([]*Buffer, N)
 	b.yh = make([]*Buffer, N)
-	for w := 0; w < N; w++ {
-		rows := G * pp.units[w].n()
-		b.xp[w] = b.buffer(fmt.Sprintf("xp.w%d", w), KindActivation, T*B*rows)
-		if n.Cell == rnn.LSTM {
-			b.c[w] = b.buffer(fmt.Sprintf("c.w%d", w), KindActivation, B*pp.units[w].n())
-		} else {
-			b.yh[w] = b.buffer(fmt.Sprintf("yh.w%d", w), KindActivation, B*rows)
+	for wk := 0; wk < N; wk++ {
+		var rows, units int
+		for _, dirs := range pp.layers {
+			u := dirs[0].units[wk].n()
+			rows, units = max(rows, dirs[0].l.Cell.Gates()*u), max(units, u)
+		}
+		b.xp[wk] = b.buffer(fmt.Sprintf("xp.w%d", wk), KindActivation, T*B*rows)
+		if w.lstm {
+			b.c[wk] = b.buffer(fmt.Sprintf("c.w%d", wk), KindActivation, B*units)
+		}
+		if w.gru {
+			b.yh[wk] = b.buffer(fmt.Sprintf("yh.w%d", wk), KindActivation, B*rows)
 		}
 	}
-	if n.Proj > 0 {
-		b.hfull = b.buffer("hfull", KindActivation, B*n.Hidden)
+	if w.proj {
+		b.hfull = b.buffer("hfull", KindActivation, B*w.hidden)
 	}
-	if n.Cell == rnn.GRU && in.H0 == nil {
-		b.zero = b.buffer("zero", KindActivation, B*n.Out())
+	if w.gru && in.H0 == nil {
+		b.zero = b.buffer("zero", KindActivation, B*w.out)
 	}
 	var seq [2]*Buffer
 	if n.NumLayers > 1 {
-		seq[0] = b.buffer("seq0", KindActivation, T*B*n.OutputWidth())
+		seq[0] = b.buffer("seq0", KindActivation, T*B*w.seq)
 	}
 	if n.NumLayers > 2 {
-		seq[1] = b.buffer("seq1", KindActivation, T*B*n.OutputWidth())
+		seq[1] = b.buffer("seq1", KindActivation, T*B*w.seq)
 	}
 	out := b.buffer("output", KindOutput, T*B*n.OutputWidth())
-	b.hn = b.buffer("h_n", KindOutput, states*n.Out())
-	if n.Cell == rnn.LSTM {
-		b.cn = b.buffer("c_n", KindOutput, states*n.Hidden)
+	b.hn = b.buffer("h_n", KindOutput, n.StateSize(B))
+	if n.HasCell() {
+		b.cn = b.buffer("c_n", KindOutput, n.CellSize(B))
 	}
 	for k, dirs := range pp.layers {
 		dst := out
@@ -404,208 +331,205 @@ func (pp *partProgram) plan(prog *Program, in *Input, opt PlanOptions) *Plan {
 	if opt.Head && n.HeadOut > 0 {
 		b.plan.head = b.head(out)
 	}
-	if !b.dry {
-		phases := b.phases
-		b.plan.Steps[0].run = func() { pp.run(phases) }
-	}
+	b.plan.index(N)
 	return b.plan
 }
 
-// embed gathers the embedding rows of tokens [i0, i1) of T·B per worker.
-func (b *pbuilder) embed(tok, x *Buffer) {
-	emb, dim := b.prog.emb, b.net.Input
-	parts := split(b.T*b.B, b.pp.workers)
-	for w, s := range parts {
-		var reads []Region
-		if s.n() > 0 {
-			reads = append(reads, Region{Buf: tok, Off: 8 * int64(s.lo), Len: 8 * int64(s.n()), Count: 1})
-		}
-		for _, id := range tok.I64[s.lo:s.hi] {
-			reads = append(reads, mat(emb, int(id)*dim, 1, dim, dim))
-		}
-		b.step(w, KEmbed, -1, 0, -1, reads, []Region{mat(x, s.lo*dim, s.n(), dim, dim)})
+// pembed gathers the embedding rows of tokens [i0, i1) of T·B per worker,
+// or wraps the features.
+func (b *pbuilder) pembed(in *Input) *Buffer {
+	n, T, B := b.net, b.T, b.B
+	if n.Vocab == 0 {
+		return b.input("features", in.Features, T*B*n.Input)
 	}
-	b.phase(func(w int) {
-		s := parts[w]
-		rnn.Embed(x.F32[s.lo*dim:], emb.F32, dim, tok.I64[s.lo:s.hi])
-	})
+	tok := b.ids("tokens", KindInput, T*B, in.Tokens)
+	x := b.buffer("x", KindActivation, T*B*n.Input)
+	dim := n.Input
+	table := Dense(b.prog.emb, 0, n.Vocab, dim)
+	b.pos(-1, 0, -1)
+	for w, s := range split(T*B, b.pp.workers) {
+		if s.n() == 0 {
+			continue
+		}
+		b.on(w)
+		b.add(newGather(Dense(x, s.lo*dim, s.n(), dim), table, Dense(tok, s.lo, 1, s.n())))
+	}
+	b.next()
+	return x
 }
 
 // layer adds the phases of layer k, direction d: input projections, then
 // one phase per time step (two with a projection).
 func (b *pbuilder) layer(k, d int, x, out *Buffer) {
-	n, pp, B, T := b.net, b.pp, b.B, b.T
-	pl := &pp.layers[k][d]
+	n, B, T := b.net, b.B, b.T
+	pl := &b.pp.layers[k][d]
 	l := pl.l
-	I, O, H, W := l.Input, l.Out(), l.Hidden, n.OutputWidth()
+	I, O, H := l.Input, l.Out(), l.Hidden
 	G := l.Cell.Gates()
-	idx := (k*n.Dirs() + d) * B // first state row of this layer and direction
-	lstm := l.Cell == rnn.LSTM
+	dirs := len(n.Layers[k])
 
 	// Input projections and the initial cell state.
-	for w := range pl.w {
-		u, s := pp.units[w], &pl.w[w]
-		rows := G * u.n()
-		b.step(w, KMatMul, k, d, -1, []Region{all(s.wih), mat(x, 0, T*B, I, I)}, []Region{mat(b.xp[w], 0, T*B, rows, rows)})
-		if lstm {
+	b.pos(k, d, -1)
+	for w, u := range pl.units {
+		if u.n() == 0 {
+			continue
+		}
+		s, rows := &pl.w[w], G*u.n()
+		b.on(w)
+		b.add(newGemmNT(Dense(b.xp[w], 0, T*B, rows), Dense(x, 0, T*B, I), Dense(s.wih, 0, rows, I), 0))
+		if l.Cell == rnn.LSTM {
+			c := Dense(b.c[w], 0, B, u.n())
 			if b.c0 != nil {
-				b.step(w, KCopy, k, d, -1, []Region{mat(b.c0, idx*H+u.lo, B, u.n(), H)}, []Region{all(b.c[w])})
+				b.add(newCopy(c, M(b.c0, n.CellOffset(k, d, B)+u.lo, B, u.n(), H)))
 			} else {
-				b.step(w, KCopy, k, d, -1, nil, []Region{all(b.c[w])})
+				b.add(&zeroOp{c})
 			}
 		}
 	}
-	c0 := b.c0
-	b.phase(func(w int) {
-		u, s := pp.units[w], &pl.w[w]
-		rows := G * u.n()
-		if rows == 0 {
-			return
-		}
-		matMulT(T*B, rows, I, x.F32, I, s.wih.F32, s.wih16, 0, b.xp[w].F32, rows)
-		if lstm {
-			c := b.c[w].F32
-			if c0 != nil {
-				rnn.CopyRows(B, u.n(), c, u.n(), c0.F32[idx*H+u.lo:], H)
-			} else {
-				clear(c)
-			}
-		}
-	})
+	b.next()
 
 	for i := 0; i < T; i++ {
 		t, tprev := i, i-1
 		if d == 1 {
 			t, tprev = T-1-i, T-i
 		}
-		// h_{t-1}: the previous step's output, h0, or nothing (zero).
-		var hb *Buffer
-		hoff, ldh := 0, W
-		switch {
-		case i > 0:
-			hb, hoff = out, tprev*B*W+d*O
-		case b.h0 != nil:
-			hb, hoff, ldh = b.h0, idx*O, O
+		// h_{t-1} of the rows that ran the step before, from the previous
+		// step's output; the rows that start here (all at the first step,
+		// and with Lengths the shorter rows of a reverse direction) from
+		// h0 or zero.
+		rows, carried := b.in.active(t), 0
+		if i > 0 {
+			carried = min(b.in.active(tprev), rows)
 		}
-		last := i == T-1
-		b.stepPhase(pl, k, d, t, hb, hoff, ldh, out, last)
+		var from, start Mat
+		if carried > 0 {
+			from = seqRows(out, tprev, d, B, O, dirs).RowRange(0, carried)
+		}
+		if rows > carried && b.h0 != nil {
+			start = Dense(b.h0, n.StateOffset(k, d, B), B, O).RowRange(carried, rows)
+		}
+		// The rows whose last step this is: the rows the next step does not
+		// run (all of them at the last step).
+		done := 0
+		if i < T-1 {
+			next := t + 1
+			if d == 1 {
+				next = t - 1
+			}
+			done = min(b.in.active(next), rows)
+		}
+		b.stepPhase(pl, k, d, t, stateRows{carried: from, start: start, n: rows, first: carried, done: done},
+			seqRows(out, t, d, B, O, dirs).RowRange(0, rows))
 	}
 }
 
-// stepPhase adds time step t of layer k, direction d. hb (at hoff, leading
-// dimension ldh) holds h_{t-1} for all units, or is nil for a zero state.
-func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hb *Buffer, hoff, ldh int, out *Buffer, last bool) {
-	n, pp, B := b.net, b.pp, b.B
+// stateRows is h_{t-1} for the n rows of a step: rows [0, first) carried
+// from the previous step (carried), rows [first, n) starting at this step
+// from h0 (start), or from zero when start has no buffer.
+// Rows [done, n) end at this step: their final state is copied out.
+type stateRows struct {
+	carried, start Mat
+	n, first, done int
+}
+
+// stepPhase adds time step t of layer k, direction d, for the rows and
+// initial states hp describes; hout is where h_t goes.
+func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat) {
+	n, B := b.net, b.B
 	l := pl.l
-	O, H, W := l.Out(), l.Hidden, n.OutputWidth()
+	H, O := l.Hidden, l.Out()
 	G := l.Cell.Gates()
-	lstm, proj := l.Cell == rnn.LSTM, l.Proj > 0
-	idx := (k*n.Dirs() + d) * B
-	ooff := t*B*W + d*O // this step's h in out
-	for w := range pl.w {
-		u, s := pp.units[w], &pl.w[w]
-		rows := G * u.n()
-		xp := mat(b.xp[w], t*B*rows, B, rows, rows)
-		if lstm {
-			if hb != nil {
-				b.step(w, KMatMul, k, d, t, []Region{all(s.whh), mat(hb, hoff, B, O, ldh), xp}, []Region{xp})
+	proj := l.Proj > 0
+	rows := hp.n
+	hn := Dense(b.hn, n.StateOffset(k, d, B), B, O)
+	var cn Mat
+	if l.Cell == rnn.LSTM {
+		cn = Dense(b.cn, n.CellOffset(k, d, B), B, H)
+	}
+	b.pos(k, d, t)
+	for w, u := range pl.units {
+		if u.n() == 0 {
+			continue
+		}
+		s, nu := &pl.w[w], u.n()
+		G := G * nu
+		b.on(w)
+		xp := Dense(b.xp[w], t*B*G, rows, G)
+		whh := Dense(s.whh, 0, G, O)
+		hdst := hout.ColRange(u.lo, u.hi)
+		if proj {
+			hdst = M(b.hfull, u.lo, rows, nu, H)
+		}
+		if l.Cell == rnn.LSTM {
+			// The recurrent product of the rows with a previous state.
+			if hp.first > 0 {
+				b.add(newGemmNT(xp.RowRange(0, hp.first), hp.carried, whh, 1))
 			}
-			hdst := mat(out, ooff+u.lo, B, u.n(), W)
-			if proj {
-				hdst = mat(b.hfull, u.lo, B, u.n(), H)
+			if hp.start.Buf != nil {
+				b.add(newGemmNT(xp.RowRange(hp.first, rows), hp.start, whh, 1))
 			}
-			b.step(w, KLSTM, k, d, t, []Region{xp, all(s.bias), all(b.c[w])}, []Region{all(b.c[w]), hdst})
-			if last {
-				b.step(w, KCopy, k, d, -1, []Region{all(b.c[w])}, []Region{mat(b.cn, idx*H+u.lo, B, u.n(), H)})
+			c := Dense(b.c[w], 0, rows, nu)
+			b.add(newLSTM(xp, Whole(s.bias), c, hdst))
+			if hp.done < rows {
+				b.pos(k, d, -1)
+				b.add(newCopy(cn.RowRange(hp.done, rows).ColRange(u.lo, u.hi), c.RowRange(hp.done, rows)))
 				if !proj {
-					b.step(w, KCopy, k, d, -1, []Region{hdst}, []Region{mat(b.hn, idx*O+u.lo, B, u.n(), O)})
+					b.add(newCopy(hn.RowRange(hp.done, rows).ColRange(u.lo, u.hi), hdst.RowRange(hp.done, rows)))
 				}
+				b.pos(k, d, t)
 			}
-		} else {
-			yh := all(b.yh[w])
-			var hprev Region
-			if hb != nil {
-				b.step(w, KMatMul, k, d, t, []Region{all(s.whh), mat(hb, hoff, B, O, ldh)}, []Region{yh})
-				hprev = mat(hb, hoff+u.lo, B, u.n(), ldh)
+			continue
+		}
+		yh := Dense(b.yh[w], 0, rows, G)
+		bih, bhh := Whole(s.bih), Whole(s.bhh)
+		if hp.first > 0 {
+			r := yh.RowRange(0, hp.first)
+			b.add(newGemmNT(r, hp.carried, whh, 0))
+		}
+		start := hp.start
+		if hp.first < rows {
+			r := yh.RowRange(hp.first, rows)
+			if start.Buf != nil {
+				b.add(newGemmNT(r, start, whh, 0))
 			} else {
-				b.step(w, KCopy, k, d, t, nil, []Region{yh})
-				hprev = mat(b.zero, u.lo, B, u.n(), O)
+				b.add(&zeroOp{r})
+				start = M(b.zero, 0, rows-hp.first, O, O)
 			}
-			hdst := mat(out, ooff+u.lo, B, u.n(), W)
-			b.step(w, KGRU, k, d, t, []Region{xp, yh, all(s.bih), all(s.bhh), hprev}, []Region{hdst})
-			if last {
-				b.step(w, KCopy, k, d, -1, []Region{hdst}, []Region{mat(b.hn, idx*O+u.lo, B, u.n(), O)})
-			}
+		}
+		if hp.first > 0 {
+			b.add(newGRU(xp.RowRange(0, hp.first), yh.RowRange(0, hp.first), bih, bhh,
+				hp.carried.ColRange(u.lo, u.hi), hdst.RowRange(0, hp.first)))
+		}
+		if hp.first < rows {
+			b.add(newGRU(xp.RowRange(hp.first, rows), yh.RowRange(hp.first, rows), bih, bhh,
+				start.ColRange(u.lo, u.hi), hdst.RowRange(hp.first, rows)))
+		}
+		if hp.done < rows {
+			b.pos(k, d, -1)
+			b.add(newCopy(hn.RowRange(hp.done, rows).ColRange(u.lo, u.hi), hdst.RowRange(hp.done, rows)))
+			b.pos(k, d, t)
 		}
 	}
-	hfull, zero, c, yh, xpb, hn, cn := b.hfull, b.zero, b.c, b.yh, b.xp, b.hn, b.cn
-	b.phase(func(w int) {
-		u, s := pp.units[w], &pl.w[w]
-		nu := u.n()
-		rows := G * nu
-		if nu == 0 {
-			return
-		}
-		xp := xpb[w].F32[t*B*rows:]
-		var h []float32
-		if hb != nil {
-			h = hb.F32[hoff:]
-		}
-		if lstm {
-			if h != nil {
-				matMulT(B, rows, O, h, ldh, s.whh.F32, s.whh16, 1, xp, rows)
-			}
-			var dst []float32
-			ldd := W
-			if proj {
-				dst, ldd = hfull.F32[u.lo:], H
-			} else {
-				dst = out.F32[ooff+u.lo:]
-			}
-			rnn.LSTMPointwise(B, nu, xp, rows, s.bias.F32, c[w].F32, dst, ldd)
-			if last {
-				rnn.CopyRows(B, nu, cn.F32[idx*H+u.lo:], H, c[w].F32, nu)
-				if !proj {
-					rnn.CopyRows(B, nu, hn.F32[idx*O+u.lo:], O, dst, ldd)
-				}
-			}
-			return
-		}
-		y := yh[w].F32
-		hp, ldp := h, ldh
-		if h != nil {
-			matMulT(B, rows, O, h, ldh, s.whh.F32, s.whh16, 0, y, rows)
-		} else {
-			clear(y)
-			hp, ldp = zero.F32, O
-		}
-		rnn.GRUPointwiseTo(B, nu, nu, xp, rows, y, rows, s.bih.F32, s.bhh.F32, hp[u.lo:], ldp, out.F32[ooff+u.lo:], W)
-		if last {
-			rnn.CopyRows(B, nu, hn.F32[idx*O+u.lo:], O, out.F32[ooff+u.lo:], W)
-		}
-	})
+	b.next()
 	if !proj {
 		return
 	}
 	// h = W_hr·hfull, rows [p0, p1) per worker, once every unit's hfull is in.
-	for w := range pl.w {
-		r, s := pp.prow[w], &pl.w[w]
-		hdst := mat(out, ooff+r.lo, B, r.n(), W)
-		b.step(w, KMatMul, k, d, t, []Region{all(s.whr), all(b.hfull)}, []Region{hdst})
-		if last {
-			b.step(w, KCopy, k, d, -1, []Region{hdst}, []Region{mat(b.hn, idx*O+r.lo, B, r.n(), O)})
+	hfull := Dense(b.hfull, 0, rows, H)
+	for w, r := range pl.prow {
+		if r.n() == 0 {
+			continue
+		}
+		b.on(w)
+		hdst := hout.ColRange(r.lo, r.hi)
+		b.add(newGemmNT(hdst, hfull, Dense(pl.w[w].whr, 0, r.n(), H), 0))
+		if hp.done < rows {
+			b.pos(k, d, -1)
+			b.add(newCopy(hn.RowRange(hp.done, rows).ColRange(r.lo, r.hi), hdst.RowRange(hp.done, rows)))
+			b.pos(k, d, t)
 		}
 	}
-	b.phase(func(w int) {
-		r, s := pp.prow[w], &pl.w[w]
-		if r.n() == 0 {
-			return
-		}
-		matMulT(B, r.n(), H, hfull.F32, H, s.whr.F32, s.whr16, 0, out.F32[ooff+r.lo:], W)
-		if last {
-			rnn.CopyRows(B, r.n(), hn.F32[idx*O+r.lo:], O, out.F32[ooff+r.lo:], W)
-		}
-	})
+	b.next()
 }
 
 // head applies the head to every time step: the product split by output
@@ -614,34 +538,23 @@ func (b *pbuilder) head(out *Buffer) *Buffer {
 	n, N := b.net, b.pp.workers
 	rows, V, W := b.T*b.B, n.HeadOut, n.OutputWidth()
 	head := b.buffer("head", KindOutput, rows*V)
-	hw, hb, act := b.prog.headW, b.prog.headB, n.Activation
-	cols, parts := split(V, N), split(rows, N)
-	for w, v := range cols {
-		b.step(w, KMatMul, -1, 0, -1, []Region{mat(hw, v.lo*W, v.n(), W, W), all(out)}, []Region{mat(head, v.lo, rows, v.n(), V)})
-	}
-	b.phase(func(w int) {
-		v := cols[w]
-		if v.n() > 0 {
-			rnn.MatMulT(rows, v.n(), W, out.F32, W, hw.F32[v.lo*W:], W, 0, head.F32[v.lo:], V)
+	hw, hb := Dense(b.prog.headW, 0, V, W), Whole(b.prog.headB)
+	b.pos(-1, 0, -1)
+	for w, v := range split(V, N) {
+		if v.n() == 0 {
+			continue
 		}
-	})
-	for w, r := range parts {
-		reg := mat(head, r.lo*V, r.n(), V, V)
-		b.step(w, KHead, -1, 0, -1, []Region{reg, all(hb)}, []Region{reg})
+		b.on(w)
+		b.add(newGemmNT(M(head, v.lo, rows, v.n(), V), Dense(out, 0, rows, W), hw.RowRange(v.lo, v.hi), 0))
 	}
-	b.phase(func(w int) {
-		r := parts[w]
+	b.next()
+	for w, r := range split(rows, N) {
 		if r.n() == 0 {
-			return
+			continue
 		}
-		c := head.F32[r.lo*V:]
-		rnn.AddBias(r.n(), V, c, V, hb.F32)
-		switch act {
-		case rnn.ActSoftmax:
-			rnn.Softmax(r.n(), V, c)
-		case rnn.ActLogSoftmax:
-			rnn.LogSoftmax(r.n(), V, c)
-		}
-	})
+		b.on(w)
+		b.add(newHead(Dense(head, r.lo*V, r.n(), V), hb, n.Activation))
+	}
+	b.next()
 	return head
 }

@@ -31,7 +31,7 @@ func TestPartitionedTraffic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := dre.Analyze(prog, p, opt)
+		r, err := dre.Analyze(p, dre.WorkingSetOfProgram(prog, p.T, p.B), opt)
 		if err != nil {
 			t.Fatal(err)
 		}

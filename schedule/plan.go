@@ -30,14 +30,16 @@ func (k BufferKind) String() string {
 }
 
 // Buffer is a named, contiguous piece of the model's memory. Its data is
-// float32 (F32) or, for token ids, int64 (I64). In a dry plan both are nil
-// and only the size is known.
+// float32 (F32), bf16 weights (U16, ElemSize 2) or, for token ids, int64
+// (I64). In a dry plan the data is nil and only the size is known (token
+// ids excepted: they decide which embedding rows are read).
 type Buffer struct {
 	Name     string
 	Kind     BufferKind
 	Elems    int // number of elements
-	ElemSize int // bytes per element: 4 (float32) or 8 (int64)
+	ElemSize int // bytes per element: 4 (float32), 2 (bf16) or 8 (int64)
 	F32      []float32
+	U16      []uint16
 	I64      []int64
 }
 
@@ -79,21 +81,44 @@ func (k Kernel) String() string {
 	return fmt.Sprintf("Kernel(%d)", uint8(k))
 }
 
-// Step is one kernel call: what it reads and writes, in the order the
-// traffic analysis should replay them (all reads, then all writes), and the
-// code that does it.
+// Step is one kernel call over typed operands (see Mat). Its regions are
+// derived from the operands the kernel runs on: Regions visits what it
+// reads, then what it writes, in the order the traffic analysis replays
+// them.
 type Step struct {
 	Kernel Kernel
 	Layer  int // -1 outside the recurrent stack (embedding, head)
 	Dir    int // 0 forward, 1 reverse
 	T      int // time step, -1 for a step that covers every time step
-	// Worker is the worker of a Partitioned plan's Pool that runs the
-	// step (0 is the goroutine that calls Run). Every step of a plan that
-	// runs on one core, as A and A+ do, has Worker 0.
+	// Worker is the worker of the plan's Pool that runs the step (0 is
+	// the goroutine that calls Run). Every step of a plan that runs on one
+	// core, as A and A+ do, has Worker 0.
 	Worker int
-	Reads  []Region
-	Writes []Region
-	run    func()
+	// Phase orders a parallel plan: every worker runs its steps of one
+	// phase, in plan order, then all meet at the pool's barrier before the
+	// next phase. Steps are listed phase by phase. A plan on one core has
+	// every step in phase 0.
+	Phase int
+	op    op
+}
+
+// Regions calls fn for every region the step reads, then every region it writes.
+func (s *Step) Regions(fn func(r Region, write bool)) { s.op.regions(fn) }
+
+// Reads lists the regions the step reads.
+func (s *Step) Reads() []Region { return s.list(false) }
+
+// Writes lists the regions the step writes.
+func (s *Step) Writes() []Region { return s.list(true) }
+
+func (s *Step) list(write bool) []Region {
+	var rs []Region
+	s.op.regions(func(r Region, w bool) {
+		if w == write {
+			rs = append(rs, r)
+		}
+	})
+	return rs
 }
 
 // Plan is a model run as an ordered list of steps over buffers: the same
@@ -106,6 +131,12 @@ type Plan struct {
 	Buffers  []*Buffer // weights first, in Program order, then inputs, activations, outputs
 	Steps    []Step
 	dry      bool
+
+	// A parallel plan runs on pool, phase by phase: span[ph*workers+w]
+	// is worker w's steps of phase ph, [lo, hi) in Steps.
+	pool    *Pool
+	workers int
+	span    [][2]int32
 
 	output, hn, cn, head *Buffer
 }
@@ -124,14 +155,38 @@ type Result struct {
 	Head   []float32
 }
 
-// Run executes every step in order and returns the outputs.
+// Run executes every step and returns the outputs: in order on the
+// calling goroutine, or phase by phase on the plan's pool for a parallel
+// plan. With the invariants build tag every step is checked against its
+// regions instead (RunChecked), serially.
 func (p *Plan) Run() (Result, error) {
 	if p.dry {
 		return Result{}, ErrDryPlan
 	}
-	for i := range p.Steps {
-		p.Steps[i].run()
+	switch {
+	case invariants:
+		if err := p.RunChecked(); err != nil {
+			return Result{}, err
+		}
+	case p.pool != nil && p.workers > 1:
+		p.pool.Phases(len(p.span)/p.workers, p.runPhase)
+	default:
+		for i := range p.Steps {
+			p.Steps[i].op.run()
+		}
 	}
+	return p.result(), nil
+}
+
+// runPhase runs worker w's steps of phase ph.
+func (p *Plan) runPhase(ph, w int) {
+	s := p.span[ph*p.workers+w]
+	for i := s[0]; i < s[1]; i++ {
+		p.Steps[i].op.run()
+	}
+}
+
+func (p *Plan) result() Result {
 	r := Result{Output: p.output.F32, HN: p.hn.F32}
 	if p.cn != nil {
 		r.CN = p.cn.F32
@@ -139,23 +194,43 @@ func (p *Plan) Run() (Result, error) {
 	if p.head != nil {
 		r.Head = p.head.F32
 	}
-	return r, nil
+	return r
+}
+
+// index computes the phase spans of a plan on workers workers, whose steps
+// are listed phase by phase. It panics if they are not.
+func (p *Plan) index(workers int) {
+	p.workers = workers
+	if workers <= 1 || len(p.Steps) == 0 {
+		return
+	}
+	phases := p.Steps[len(p.Steps)-1].Phase + 1
+	p.span = make([][2]int32, phases*workers)
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		if s.Phase < 0 || s.Phase >= phases || i > 0 && s.Phase < p.Steps[i-1].Phase {
+			panic("schedule: parallel plan's steps are not listed phase by phase")
+		}
+		k := s.Phase*workers + s.Worker
+		if p.span[k][1] == 0 {
+			p.span[k][0] = int32(i)
+		} else if p.span[k][1] != int32(i) {
+			// A worker's steps of one phase must be consecutive.
+			panic("schedule: parallel plan lists a worker's steps of one phase apart")
+		}
+		p.span[k][1] = int32(i + 1)
+	}
 }
 
 // Dry reports whether the plan can only be walked, not run.
 func (p *Plan) Dry() bool { return p.dry }
 
-// Walk calls fn for every region in plan order: each step's reads, then its
-// writes. It does no arithmetic; it is the dry run the cache simulator eats.
+// Walk calls fn for every region in plan order: each step's reads, then
+// its writes. It does no arithmetic; it is the dry run the cache simulator
+// eats.
 func (p *Plan) Walk(fn func(r Region, write bool)) {
 	for i := range p.Steps {
-		s := &p.Steps[i]
-		for _, r := range s.Reads {
-			fn(r, false)
-		}
-		for _, r := range s.Writes {
-			fn(r, true)
-		}
+		p.Steps[i].op.regions(fn)
 	}
 }
 

@@ -10,33 +10,54 @@ import (
 )
 
 // Pool is a fixed set of workers, one per core, that run the phases of a
-// Partitioned plan together: every worker runs its part of a phase, then
-// all meet at a barrier before the next phase starts.
+// Partitioned plan together: every worker runs its part of a phase, and
+// the next phase starts when every part of this one is done.
 //
-// Worker 0 is the goroutine that calls Run: for the length of the job it
-// is locked to its OS thread and pinned to the pool's first CPU, so it
+// Worker 0 is the goroutine that calls Phases: for the length of the job
+// it is locked to its OS thread and pinned to the pool's first CPU, so it
 // needs no wake-up and its weights stay in that core's cache from one run
 // to the next. Workers 1..n-1 are goroutines started by NewPool, each
 // locked to an OS thread pinned to its own CPU (sched_setaffinity, where
 // the platform has it). Between jobs they spin for PoolOptions.Spin, so a
 // request that follows closely starts at once, then park.
 //
-// Run leaves the caller as it found it: its thread's CPU set restored and
-// the thread unlocked. The helpers' threads end with them at Close, so no
-// pinned thread goes back to the Go runtime.
+// Parts are claimed, not assigned: each worker claims its own part of a
+// phase first and then any part nobody has claimed yet. A worker whose
+// core is taken by another process (or that is still parked) therefore
+// never holds the others up: when it comes back it finds its parts done
+// and catches up, and a job that finds only one core runs on that one,
+// as if the plan were serial. Only a part already started is waited for.
+// Each is the exception: its parts run on their own workers' threads,
+// whatever the wait, because it is how memory gets first-touched there.
 //
-// A Pool runs one job at a time; Run serialises concurrent callers. Close
-// stops the workers; a Pool must not be used after Close.
+// Phases leaves the caller as it found it: its thread's CPU set restored
+// and the thread unlocked. The helpers' threads end with them at Close,
+// so no pinned thread goes back to the Go runtime.
+//
+// A Pool runs one job at a time; Phases serialises concurrent callers.
+// Close stops the workers; a Pool must not be used after Close.
 type Pool struct {
 	n      int
 	cpus   []int // CPU of each worker; nil when not pinned
-	mu     sync.Mutex
-	start  barrier // job start: helpers wait here between jobs
-	step   barrier // end of every phase
-	job    []func(w int)
-	quit   bool
+	spins  int
+	mu     sync.Mutex // one job at a time
+	cur    atomic.Pointer[poolJob]
+	gen    atomic.Uint64 // bumped for every job and at Close
+	wake   waiter        // helpers waiting for a job
+	quit   atomic.Bool
 	done   sync.WaitGroup
 	pinErr atomic.Pointer[error]
+	stolen atomic.Int64 // parts run by a worker other than their own
+}
+
+// poolJob is one call of Phases: n phases of the pool's parts.
+type poolJob struct {
+	f      func(phase, w int)
+	phases int
+	own    bool           // every part on its own worker (Each)
+	claim  []atomic.Bool  // [phase][part]
+	done   []atomic.Int32 // parts done, per phase
+	finish waiter         // workers waiting for a phase's parts
 }
 
 // PoolOptions configure NewPool. Zero values mean defaults.
@@ -80,10 +101,8 @@ func NewPool(opt PoolOptions) (*Pool, error) {
 	if opt.Spin == 0 {
 		opt.Spin = DefaultSpin
 	}
-	p := &Pool{n: opt.Workers}
-	spins := spinIterations(opt.Spin)
-	p.start.init(p.n, spins)
-	p.step.init(p.n, spins)
+	p := &Pool{n: opt.Workers, spins: spinIterations(opt.Spin)}
+	p.wake.init()
 	if !opt.NoPin {
 		p.cpus = workerCPUs(p.n)
 	}
@@ -94,8 +113,12 @@ func NewPool(opt PoolOptions) (*Pool, error) {
 	return p, nil
 }
 
-// Workers is the number of workers, the caller of Run included.
+// Workers is the number of workers, the caller of Phases included.
 func (p *Pool) Workers() int { return p.n }
+
+// Stolen is how many parts so far ran on a worker other than their own:
+// how often a worker's core was busy elsewhere when its part was due.
+func (p *Pool) Stolen() int64 { return p.stolen.Load() }
 
 // PinError reports the first error from pinning a worker's thread to its
 // CPU (the pool still runs, unpinned), or nil.
@@ -116,11 +139,11 @@ func (p *Pool) notePinErr(err error) {
 func (p *Pool) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.quit {
+	if p.quit.Swap(true) {
 		return
 	}
-	p.quit = true
-	p.start.wait()
+	p.gen.Add(1)
+	p.wake.broadcast()
 	p.done.Wait()
 }
 
@@ -133,36 +156,77 @@ func (p *Pool) worker(w int) {
 	if p.cpus != nil {
 		p.notePinErr(pinThread(p.cpus[w]))
 	}
+	var seen uint64
 	for {
-		p.start.wait()
-		if p.quit {
+		g := seen
+		p.wake.wait(p.spins, func() bool { return p.gen.Load() != g })
+		seen = p.gen.Load()
+		if p.quit.Load() {
 			return
 		}
-		p.phases(w)
+		if j := p.cur.Load(); j != nil {
+			p.run(j, w)
+		}
 	}
 }
 
-// phases runs worker w's part of every phase of the current job, each
-// followed by the barrier.
-func (p *Pool) phases(w int) {
-	for _, f := range p.job {
-		f(w)
-		p.step.wait()
+// run is worker w's share of job j: phase by phase, its own part and then
+// any part nobody has claimed, then wait until the phase is done.
+func (p *Pool) run(j *poolJob, w int) {
+	for ph := range j.phases {
+		if j.own {
+			j.f(ph, w)
+			j.complete(ph, p.n)
+		} else {
+			for k := range p.n {
+				part := (w + k) % p.n
+				if j.claim[ph*p.n+part].CompareAndSwap(false, true) {
+					if part != w {
+						p.stolen.Add(1)
+					}
+					j.f(ph, part)
+					j.complete(ph, p.n)
+				}
+			}
+		}
+		j.finish.wait(p.spins, func() bool { return j.done[ph].Load() == int32(p.n) })
 	}
 }
 
-// Run runs the phases on all workers: f(w) for every worker w of each
-// phase, a barrier between phases. It returns when every worker has
-// finished the last phase. The phases must not call Run.
+// complete counts one part of phase ph done, waking the waiters when it
+// was the last.
+func (j *poolJob) complete(ph, n int) {
+	if j.done[ph].Add(1) == int32(n) {
+		j.finish.broadcast()
+	}
+}
+
+// Phases runs a job of n phases on all workers: f(ph, w) for every part w
+// of phase ph, each part once, the next phase only when every part of
+// this one is done. It returns when the last phase is done. A part may
+// run on any worker's thread (see Pool). f must not call Phases.
+func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(n, f, false) }
+
+// Run runs the phases on all workers: phases[ph](w) for every part w
+// (Phases with one function per phase).
 func (p *Pool) Run(phases []func(w int)) {
+	p.Phases(len(phases), func(ph, w int) { phases[ph](w) })
+}
+
+// Each runs f(w) once on every worker, on that worker's own thread: how a
+// Partitioned program copies each worker's weights into memory that worker
+// touches first.
+func (p *Pool) Each(f func(w int)) { p.start(1, func(_, w int) { f(w) }, true) }
+
+func (p *Pool) start(n int, f func(phase, w int), own bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.quit {
+	if p.quit.Load() {
 		panic("schedule: Run on a closed Pool")
 	}
 	if p.n == 1 {
-		for _, f := range phases {
-			f(0)
+		for ph := range n {
+			f(ph, 0)
 		}
 		return
 	}
@@ -173,82 +237,52 @@ func (p *Pool) Run(phases []func(w int)) {
 		p.notePinErr(err)
 		defer restore()
 	}
-	p.job = phases
-	p.start.wait()
-	p.phases(0)
-	p.job = nil
+	j := &poolJob{f: f, phases: n, own: own, claim: make([]atomic.Bool, n*p.n), done: make([]atomic.Int32, n)}
+	j.finish.init()
+	p.cur.Store(j)
+	p.gen.Add(1)
+	p.wake.broadcast()
+	p.run(j, 0)
 }
 
-// Each runs f(w) once on every worker, on that worker's thread: how a
-// Partitioned program copies each worker's weights into memory that worker
-// touches first.
-func (p *Pool) Each(f func(w int)) { p.Run([]func(w int){f}) }
-
-var (
-	defaultPoolsMu sync.Mutex
-	defaultPools   = map[int]*Pool{}
-)
-
-// DefaultPool returns the process-wide pool of n pinned workers, starting
-// it on first use. It is never closed: it is for programs that do not
-// manage a Pool of their own (NewProgram with Partitioned). It returns an
-// error if n exceeds GOMAXPROCS.
-func DefaultPool(n int) (*Pool, error) {
-	defaultPoolsMu.Lock()
-	defer defaultPoolsMu.Unlock()
-	if p, ok := defaultPools[n]; ok {
-		return p, nil
-	}
-	p, err := NewPool(PoolOptions{Workers: n})
-	if err != nil {
-		return nil, err
-	}
-	defaultPools[n] = p
-	return p, nil
-}
-
-// barrier is a reusable barrier for n goroutines: the last to arrive
-// releases the others by bumping a generation counter. Waiters spin on
-// the counter for a while, then park on a condition variable.
-type barrier struct {
-	n      int32
-	spins  int
-	count  atomic.Int32
-	gen    atomic.Uint32
+// waiter lets goroutines wait for a condition: they spin on it for a
+// while, then park until a broadcast.
+type waiter struct {
 	parked atomic.Int32
 	mu     sync.Mutex
 	cond   sync.Cond
 }
 
-func (b *barrier) init(n, spins int) {
-	b.n, b.spins = int32(n), spins
-	b.cond.L = &b.mu
-}
+func (w *waiter) init() { w.cond.L = &w.mu }
 
-func (b *barrier) wait() {
-	g := b.gen.Load()
-	if b.count.Add(1) == b.n {
-		b.count.Store(0)
-		b.gen.Add(1)
-		if b.parked.Load() > 0 {
-			b.mu.Lock()
-			b.cond.Broadcast()
-			b.mu.Unlock()
-		}
-		return
-	}
-	for i := 0; i < b.spins; i++ {
-		if b.gen.Load() != g {
+// wait returns once ready() holds: it polls ready spins times, then
+// parks, re-checking after every broadcast.
+func (w *waiter) wait(spins int, ready func() bool) {
+	for i := 0; i < spins; i++ {
+		if ready() {
 			return
 		}
 	}
-	b.mu.Lock()
-	b.parked.Add(1)
-	for b.gen.Load() == g {
-		b.cond.Wait()
+	if ready() {
+		return
 	}
-	b.parked.Add(-1)
-	b.mu.Unlock()
+	w.mu.Lock()
+	w.parked.Add(1)
+	for !ready() {
+		w.cond.Wait()
+	}
+	w.parked.Add(-1)
+	w.mu.Unlock()
+}
+
+// broadcast wakes the parked waiters; call it after making their
+// condition true.
+func (w *waiter) broadcast() {
+	if w.parked.Load() > 0 {
+		w.mu.Lock()
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	}
 }
 
 // spinIterations converts a spin time into iterations of the barrier's
@@ -261,14 +295,13 @@ func spinIterations(d time.Duration) int {
 }
 
 var spinCost = sync.OnceValue(func() float64 {
-	var b barrier
+	var gen atomic.Uint64
+	ready := func() bool { return gen.Load() != 0 }
 	const n = 1 << 16
-	b.init(2, n)
 	start := time.Now()
-	g := b.gen.Load()
 	for i := 0; i < n; i++ {
-		if b.gen.Load() != g+1 {
-			continue
+		if ready() {
+			break
 		}
 	}
 	return max(float64(time.Since(start))/n, 0.1)

@@ -56,10 +56,6 @@ func (s Schedule) String() string {
 	return fmt.Sprintf("Schedule(%d)", uint8(s))
 }
 
-// ErrMixedStack is returned for a network whose layers differ in cell,
-// size or direction, which these builders do not lay out yet.
-var ErrMixedStack = errors.New("schedule: a stack of layers of different shapes is not supported by this builder")
-
 // Program is a network prepared for one schedule: its weight buffers laid
 // out as that schedule reads them (G concatenated for A, W_ih and W_hh
 // apart for A+). It is immutable and safe for concurrent use; each request
@@ -73,7 +69,6 @@ type Program struct {
 	emb     *Buffer
 	headW   *Buffer
 	headB   *Buffer
-	maxIn   int // widest layer input
 	dry     bool
 	part    *partProgram // Partitioned only
 }
@@ -92,12 +87,9 @@ type layerWeights struct {
 // network's own slices. A dry network gives a dry Program, whose plans can
 // be walked but not run.
 //
-// Partitioned uses NewPartitioned's defaults: runtime.GOMAXPROCS(0)
-// workers on DefaultPool, float32 weights.
+// Partitioned uses NewPartitioned's defaults: one worker (no pool),
+// float32 weights; use NewPartitioned to split over a Pool.
 func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
-	if !net.Uniform() {
-		return nil, ErrMixedStack
-	}
 	if s == Partitioned {
 		return NewPartitioned(net, PartitionOptions{})
 	}
@@ -117,7 +109,6 @@ func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
 			}
 			lw := layerWeights{l: l}
 			rows, in, out := l.Rows(), l.Input, l.Out()
-			p.maxIn = max(p.maxIn, in)
 			if s == A {
 				lw.g = p.weight(name+".G", rows*(in+out), concatG(l))
 			} else {

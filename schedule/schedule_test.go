@@ -34,10 +34,9 @@ func randomInput(net *rnn.Network, T, B int, states bool, r *rand.Rand) Input {
 		in.Features = randFloats(T*B*net.Input, r)
 	}
 	if states {
-		n := net.NumLayers * net.Dirs() * B
-		in.H0 = randFloats(n*net.Out(), r)
-		if net.Cell == rnn.LSTM {
-			in.C0 = randFloats(n*net.Hidden, r)
+		in.H0 = randFloats(net.StateSize(B), r)
+		if net.HasCell() {
+			in.C0 = randFloats(net.CellSize(B), r)
 		}
 	}
 	return in
@@ -87,7 +86,7 @@ func closeTo(got, want []float32, tol float64) error {
 // cell type, direction, projection, embedding and head, at batch 1 and > 1.
 func TestScheduleAAgreesWithAPlus(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 60; i++ {
+	for i := 0; i < cases(60); i++ {
 		cfg := rnn.Config{
 			Cell:          []rnn.CellKind{rnn.LSTM, rnn.GRU}[i%2],
 			Input:         1 + r.IntN(40),
@@ -185,6 +184,10 @@ func TestBadInput(t *testing.T) {
 		{"wrong token count", tok, Input{T: 2, B: 2, Tokens: []int64{1, 2, 3}}, "tokens"},
 		{"c0 for GRU", tok, Input{T: 1, B: 1, Tokens: []int64{1}, C0: make([]float32, 4)}, "c0"},
 		{"huge", feat, Input{T: MaxSteps, B: MaxBatch, Features: nil}, "T"},
+		{"lengths count", tok, Input{T: 2, B: 2, Tokens: []int64{1, 2, 3, 4}, Lengths: []int{2}}, "lengths"},
+		{"length zero", tok, Input{T: 2, B: 2, Tokens: []int64{1, 2, 3, 4}, Lengths: []int{2, 0}}, "lengths"},
+		{"length past T", tok, Input{T: 2, B: 2, Tokens: []int64{1, 2, 3, 4}, Lengths: []int{3, 1}}, "lengths"},
+		{"lengths unsorted", tok, Input{T: 2, B: 2, Tokens: []int64{1, 2, 3, 4}, Lengths: []int{1, 2}}, "lengths"},
 	}
 	for _, c := range cases {
 		for _, s := range []Schedule{A, APlus} {
@@ -296,4 +299,14 @@ func TestWeightBytesPerStep(t *testing.T) {
 			t.Errorf("%v: matrix weight bytes read = %d, want %d", c.s, got, c.want)
 		}
 	}
+}
+
+// cases scales a randomized test's case count down under the invariants
+// build tag, where every step runs the region checker (the conformance
+// suite covers every kernel there).
+func cases(n int) int {
+	if invariants {
+		return max(n/6, 1)
+	}
+	return n
 }

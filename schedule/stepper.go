@@ -27,14 +27,15 @@ type Stepper struct {
 	max  int
 	seqs []*Sequence // active, seqs[i].slot == i
 
-	bias    []*Buffer // per layer: b_ih + b_hh (LSTM)
-	h, c    []*Buffer // per layer: [max][Out], [max][Hidden]
+	bias    []*Buffer // per layer: b_ih + b_hh (LSTM; nil for a GRU layer)
+	h, c    []*Buffer // per layer: [max][Out], [max][Hidden] (c nil for a GRU layer)
 	y, yh   *Buffer   // [max][Rows]
 	hfull   *Buffer   // [max][Hidden], projection only
 	head    *Buffer   // [max][HeadOut]
 	weights map[*[]float32]*Buffer
 
 	steps   []Step
+	checked bool // check every step against its regions (tests; always with the invariants build tag)
 	tracing bool // keep every step run in trace (TraceStepper)
 	trace   []Step
 }
@@ -80,10 +81,7 @@ var ErrStepper = errors.New("schedule: stepper")
 
 // NewStepper prepares net for cellular batching of up to maxRows sequences.
 func NewStepper(net *rnn.Network, maxRows int) (*Stepper, error) {
-	if !net.Uniform() {
-		return nil, ErrMixedStack
-	}
-	if net.Bidirectional {
+	if bidirectional(net) {
 		return nil, fmt.Errorf("%w: a bidirectional network needs its whole input; run it as a Plan", ErrStepper)
 	}
 	if net.Dry() {
@@ -93,23 +91,24 @@ func NewStepper(net *rnn.Network, maxRows int) (*Stepper, error) {
 		return nil, fmt.Errorf("%w: max rows %d, want 1..%d", ErrStepper, maxRows, MaxBatch)
 	}
 	s := &Stepper{net: net, max: maxRows, weights: map[*[]float32]*Buffer{}}
-	R, O, H := net.Cell.Gates()*net.Hidden, net.Out(), net.Hidden
+	w := stackWidths(net)
 	for k, dirs := range net.Layers {
 		l := dirs[0]
+		var bias, c *Buffer
 		if l.Cell == rnn.LSTM {
-			s.bias = append(s.bias, &Buffer{Name: fmt.Sprintf("l%d.bias", k), Kind: KindWeight, Elems: R, ElemSize: 4, F32: sumBias(l)})
+			bias = &Buffer{Name: fmt.Sprintf("l%d.bias", k), Kind: KindWeight, Elems: l.Rows(), ElemSize: 4, F32: sumBias(l)}
+			c = s.state(fmt.Sprintf("l%d.c", k), maxRows*l.Hidden)
 		}
-		s.h = append(s.h, s.state(fmt.Sprintf("l%d.h", k), maxRows*O))
-		if l.Cell == rnn.LSTM {
-			s.c = append(s.c, s.state(fmt.Sprintf("l%d.c", k), maxRows*H))
-		}
+		s.bias = append(s.bias, bias)
+		s.h = append(s.h, s.state(fmt.Sprintf("l%d.h", k), maxRows*l.Out()))
+		s.c = append(s.c, c)
 	}
-	s.y = s.state("y", maxRows*R)
-	if net.Cell == rnn.GRU {
-		s.yh = s.state("yh", maxRows*R)
+	s.y = s.state("y", maxRows*w.rows)
+	if w.gru {
+		s.yh = s.state("yh", maxRows*w.rows)
 	}
-	if net.Proj > 0 {
-		s.hfull = s.state("hfull", maxRows*H)
+	if w.proj {
+		s.hfull = s.state("hfull", maxRows*w.hidden)
 	}
 	if net.HeadOut > 0 {
 		s.head = s.state("head", maxRows*net.HeadOut)
@@ -145,17 +144,16 @@ func (s *Stepper) Add(q *Sequence) error {
 	if len(s.seqs) >= s.max {
 		return fmt.Errorf("%w: batch full (%d rows)", ErrStepper, s.max)
 	}
-	L, O, H := n.NumLayers, n.Out(), n.Hidden
 	if q.H0 != nil {
-		if err := checkFloats("h0", q.H0, L*O, fmt.Sprintf("layers*%d", O)); err != nil {
+		if err := checkFloats("h0", q.H0, n.StateSize(1), stateHow(n, n.Out(), "h")); err != nil {
 			return err
 		}
 	}
 	if q.C0 != nil {
-		if n.Cell != rnn.LSTM {
+		if !n.HasCell() {
 			return inputErr("c0", "a GRU has no cell state")
 		}
-		if err := checkFloats("c0", q.C0, L*H, fmt.Sprintf("layers*%d", H)); err != nil {
+		if err := checkFloats("c0", q.C0, n.CellSize(1), stateHow(n, n.Hidden, "c")); err != nil {
 			return err
 		}
 	}
@@ -171,17 +169,18 @@ func (s *Stepper) Add(q *Sequence) error {
 	}
 	q.slot = len(s.seqs)
 	s.seqs = append(s.seqs, q)
-	for k := range n.Layers {
+	for k, dirs := range n.Layers {
+		O, H := dirs[0].Out(), dirs[0].Hidden
 		h := s.h[k].F32[q.slot*O : (q.slot+1)*O]
 		if q.H0 != nil {
-			copy(h, q.H0[k*O:])
+			copy(h, q.H0[n.StateOffset(k, 0, 1):])
 		} else {
 			clear(h)
 		}
-		if s.c != nil {
+		if s.c[k] != nil {
 			c := s.c[k].F32[q.slot*H : (q.slot+1)*H]
 			if q.C0 != nil {
-				copy(c, q.C0[k*H:])
+				copy(c, q.C0[n.CellOffset(k, 0, 1):])
 			} else {
 				clear(c)
 			}
@@ -241,22 +240,22 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 	q.xp.F32, q.xp.Elems = xp[:(q.known+steps)*R], (q.known+steps)*R
 	// The arrival steps: gather the embedding rows, then X' = x·W_ihᵀ.
 	x := &Buffer{Name: "x", Kind: KindInput, Elems: steps * I, ElemSize: 4, F32: features}
-	var arrival []Step
+	arrival := make([]Step, 0, 2)
+	at := Step{Layer: -1, T: -1}
+	add := func(o op) {
+		st := at
+		st.Kernel, st.op = o.kernel(), o
+		arrival = append(arrival, st)
+	}
 	if n.Vocab > 0 {
 		x.Kind, x.F32 = KindActivation, make([]float32, steps*I)
-		emb := s.weight("embedding", &n.Embedding)
-		reads := make([]Region, len(tokens))
-		for i, id := range tokens {
-			reads[i] = mat(emb, int(id)*I, 1, I, I)
-		}
-		arrival = append(arrival, Step{Kernel: KEmbed, Layer: -1, T: -1, Reads: reads, Writes: []Region{all(x)},
-			run: func() { rnn.Embed(x.F32, emb.F32, I, tokens) }})
+		ids := &Buffer{Name: "arrival.tokens", Kind: KindInput, Elems: steps, ElemSize: 8, I64: tokens}
+		add(newGather(Dense(x, 0, steps, I), Dense(s.weight("embedding", &n.Embedding), 0, n.Vocab, I), Whole(ids)))
 	}
-	wih, dst, off := s.weight("l0.weight_ih", &l0.Wih), q.xp, q.known*R
-	arrival = append(arrival, Step{Kernel: KMatMul, Layer: 0, T: -1, Reads: []Region{all(wih), all(x)}, Writes: []Region{mat(dst, off, steps, R, R)},
-		run: func() { rnn.MatMulT(steps, R, I, x.F32, I, wih.F32, I, 0, dst.F32[off:], R) }})
-	for i := range arrival {
-		arrival[i].run()
+	at.Layer = 0
+	add(newGemmNT(Dense(q.xp, q.known*R, steps, R), Dense(x, 0, steps, I), Dense(s.weight("l0.weight_ih", &l0.Wih), 0, R, I), 0))
+	if err := s.runSteps(arrival); err != nil {
+		return err
 	}
 	if s.tracing {
 		s.trace = append(s.trace, arrival...)
@@ -265,25 +264,64 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 	return nil
 }
 
+// runSteps runs steps in order; with the invariants build tag it checks
+// each against its regions.
+func (s *Stepper) runSteps(steps []Step) error {
+	if invariants || s.checked {
+		return checkSteps(steps, 0, s.buffers())
+	}
+	for i := range steps {
+		steps[i].op.run()
+	}
+	return nil
+}
+
+// buffers lists the stepper's own buffers and its sequences' (for the
+// region checker).
+func (s *Stepper) buffers() []*Buffer {
+	var bs []*Buffer
+	for _, b := range s.weights {
+		bs = append(bs, b)
+	}
+	for k := range s.h {
+		bs = append(bs, s.h[k])
+		if s.c[k] != nil {
+			bs = append(bs, s.c[k], s.bias[k])
+		}
+	}
+	for _, b := range []*Buffer{s.y, s.yh, s.hfull, s.head} {
+		if b != nil {
+			bs = append(bs, b)
+		}
+	}
+	for _, q := range s.seqs {
+		bs = append(bs, q.xp)
+	}
+	return bs
+}
+
 // Remove takes q out of the batch and copies its final state to q.HN (and
 // q.CN for an LSTM). The last sequence moves into q's slot.
 func (s *Stepper) Remove(q *Sequence) {
-	n, O, H := s.net, s.net.Out(), s.net.Hidden
+	n := s.net
 	if q.slot >= len(s.seqs) || s.seqs[q.slot] != q {
 		panic("schedule: Remove of a sequence not in the stepper")
 	}
-	q.HN, q.CN = make([]float32, n.NumLayers*O), nil
-	if s.c != nil {
-		q.CN = make([]float32, n.NumLayers*H)
+	q.HN, q.CN = make([]float32, n.StateSize(1)), nil
+	if n.HasCell() {
+		q.CN = make([]float32, n.CellSize(1))
 	}
 	last := len(s.seqs) - 1
 	moved := s.seqs[last]
-	for k := range n.Layers {
-		copy(q.HN[k*O:], s.h[k].F32[q.slot*O:(q.slot+1)*O])
-		copy(s.h[k].F32[q.slot*O:(q.slot+1)*O], s.h[k].F32[last*O:(last+1)*O])
-		if s.c != nil {
-			copy(q.CN[k*H:], s.c[k].F32[q.slot*H:(q.slot+1)*H])
-			copy(s.c[k].F32[q.slot*H:(q.slot+1)*H], s.c[k].F32[last*H:(last+1)*H])
+	for k, dirs := range n.Layers {
+		O, H := dirs[0].Out(), dirs[0].Hidden
+		h := s.h[k].F32
+		copy(q.HN[n.StateOffset(k, 0, 1):], h[q.slot*O:(q.slot+1)*O])
+		copy(h[q.slot*O:(q.slot+1)*O], h[last*O:(last+1)*O])
+		if s.c[k] != nil {
+			c := s.c[k].F32
+			copy(q.CN[n.CellOffset(k, 0, 1):], c[q.slot*H:(q.slot+1)*H])
+			copy(c[q.slot*H:(q.slot+1)*H], c[last*H:(last+1)*H])
 		}
 	}
 	s.seqs[q.slot], moved.slot = moved, q.slot
@@ -305,8 +343,8 @@ func (s *Stepper) Step() (done []*Sequence) {
 	}
 	s.steps = s.steps[:0]
 	s.buildStep()
-	for i := range s.steps {
-		s.steps[i].run()
+	if err := s.runSteps(s.steps); err != nil {
+		panic(err) // only with the invariants build tag
 	}
 	if s.tracing {
 		s.trace = append(s.trace, s.steps...)
@@ -324,62 +362,48 @@ func (s *Stepper) Step() (done []*Sequence) {
 // for the traffic analysis. The slice is reused by the next Step.
 func (s *Stepper) LastStep() []Step { return s.steps }
 
-func (s *Stepper) add(st Step) { s.steps = append(s.steps, st) }
+func (s *Stepper) add(layer int, o op) {
+	s.steps = append(s.steps, Step{Kernel: o.kernel(), Layer: layer, T: -1, op: o})
+}
 
 // buildStep lists the steps of one time step for the current batch.
 func (s *Stepper) buildStep() {
 	n := s.net
 	B := len(s.seqs)
-	H, O := n.Hidden, n.Out()
-	R := n.Cell.Gates() * H
-	y := s.y
+	R0 := n.Layers[0][0].Rows()
 	// Layer 0's pre-activations start from each sequence's input projection.
-	reads := make([]Region, B)
+	srcs := make([]Mat, B)
 	for i, q := range s.seqs {
-		reads[i] = mat(q.xp, q.t*R, 1, R, R)
+		srcs[i] = Dense(q.xp, q.t*R0, 1, R0)
 	}
-	seqs := s.seqs
-	s.add(Step{Kernel: KCopy, Layer: 0, T: -1, Reads: reads, Writes: []Region{mat(y, 0, B, R, R)},
-		run: func() {
-			for i, q := range seqs {
-				copy(y.F32[i*R:(i+1)*R], q.xp.F32[q.t*R:(q.t+1)*R])
-			}
-		}})
+	s.add(0, &gatherRowsOp{dst: Dense(s.y, 0, B, R0), srcs: srcs})
 	for k, dirs := range n.Layers {
 		l := dirs[0]
-		h := s.h[k]
-		whh := s.weight(fmt.Sprintf("l%d.weight_hh", k), &l.Whh)
+		O, H, R := l.Out(), l.Hidden, l.Rows()
+		h := Dense(s.h[k], 0, B, O)
+		y := Dense(s.y, 0, B, R)
+		whh := Dense(s.weight(fmt.Sprintf("l%d.weight_hh", k), &l.Whh), 0, R, O)
 		if k > 0 {
-			below := s.h[k-1]
-			wih := s.weight(fmt.Sprintf("l%d.weight_ih", k), &l.Wih)
 			I := l.Input
-			s.add(Step{Kernel: KMatMul, Layer: k, T: -1, Reads: []Region{all(wih), mat(below, 0, B, I, I)}, Writes: []Region{mat(y, 0, B, R, R)},
-				run: func() { rnn.MatMulT(B, R, I, below.F32, I, wih.F32, I, 0, y.F32, R) }})
+			below := Dense(s.h[k-1], 0, B, I)
+			s.add(k, newGemmNT(y, below, Dense(s.weight(fmt.Sprintf("l%d.weight_ih", k), &l.Wih), 0, R, I), 0))
 		}
 		if l.Cell == rnn.LSTM {
-			c, bias := s.c[k], s.bias[k]
-			s.add(Step{Kernel: KMatMul, Layer: k, T: -1, Reads: []Region{all(whh), mat(h, 0, B, O, O), mat(y, 0, B, R, R)}, Writes: []Region{mat(y, 0, B, R, R)},
-				run: func() { rnn.MatMulT(B, R, O, h.F32, O, whh.F32, O, 1, y.F32, R) }})
-			dst, ldd := h, O
+			s.add(k, newGemmNT(y, h, whh, 1))
+			dst := h
 			if l.Proj > 0 {
-				dst, ldd = s.hfull, H
+				dst = Dense(s.hfull, 0, B, H)
 			}
-			s.add(Step{Kernel: KLSTM, Layer: k, T: -1, Reads: []Region{mat(y, 0, B, R, R), all(bias), mat(c, 0, B, H, H)}, Writes: []Region{mat(c, 0, B, H, H), mat(dst, 0, B, H, ldd)},
-				run: func() { rnn.LSTMPointwise(B, H, y.F32, R, bias.F32, c.F32, dst.F32, ldd) }})
+			s.add(k, newLSTM(y, Whole(s.bias[k]), Dense(s.c[k], 0, B, H), dst))
 			if l.Proj > 0 {
-				hf := s.hfull
-				whr := s.weight(fmt.Sprintf("l%d.weight_hr", k), &l.Whr)
-				s.add(Step{Kernel: KMatMul, Layer: k, T: -1, Reads: []Region{all(whr), mat(hf, 0, B, H, H)}, Writes: []Region{mat(h, 0, B, O, O)},
-					run: func() { rnn.MatMulT(B, O, H, hf.F32, H, whr.F32, H, 0, h.F32, O) }})
+				s.add(k, newGemmNT(h, dst, Dense(s.weight(fmt.Sprintf("l%d.weight_hr", k), &l.Whr), 0, l.Proj, H), 0))
 			}
 		} else {
-			yh := s.yh
+			yh := Dense(s.yh, 0, B, R)
 			bih := s.weight(fmt.Sprintf("l%d.bias_ih", k), &l.Bih)
 			bhh := s.weight(fmt.Sprintf("l%d.bias_hh", k), &l.Bhh)
-			s.add(Step{Kernel: KMatMul, Layer: k, T: -1, Reads: []Region{all(whh), mat(h, 0, B, O, O)}, Writes: []Region{mat(yh, 0, B, R, R)},
-				run: func() { rnn.MatMulT(B, R, O, h.F32, O, whh.F32, O, 0, yh.F32, R) }})
-			s.add(Step{Kernel: KGRU, Layer: k, T: -1, Reads: []Region{mat(y, 0, B, R, R), mat(yh, 0, B, R, R), all(bih), all(bhh), mat(h, 0, B, O, O)}, Writes: []Region{mat(h, 0, B, O, O)},
-				run: func() { rnn.GRUPointwise(B, H, y.F32, R, yh.F32, R, bih.F32, bhh.F32, h.F32, O) }})
+			s.add(k, newGemmNT(yh, h, whh, 0))
+			s.add(k, newGRU(y, yh, Whole(bih), Whole(bhh), h, h))
 		}
 	}
 	s.outputs(B)
@@ -389,43 +413,36 @@ func (s *Stepper) buildStep() {
 // copies per-step outputs out.
 func (s *Stepper) outputs(B int) {
 	n, O := s.net, s.net.Out()
-	top := s.h[n.NumLayers-1]
+	top := Dense(s.h[n.NumLayers-1], 0, B, O)
 	seqs := s.seqs
 	wantHead := false
 	for _, q := range seqs {
 		wantHead = wantHead || q.Head == HeadAll || q.Head == HeadLast && q.t == q.known-1
 	}
 	if wantHead && n.HeadOut > 0 {
-		V, head := n.HeadOut, s.head
-		hw := s.weight("head.weight", &n.HeadW)
-		hb := s.weight("head.bias", &n.HeadB)
-		act := n.Activation
-		s.add(Step{Kernel: KMatMul, Layer: -1, T: -1, Reads: []Region{all(hw), mat(top, 0, B, O, O)}, Writes: []Region{mat(head, 0, B, V, V)},
-			run: func() { rnn.MatMulT(B, V, O, top.F32, O, hw.F32, O, 0, head.F32, V) }})
-		s.add(Step{Kernel: KHead, Layer: -1, T: -1, Reads: []Region{mat(head, 0, B, V, V), all(hb)}, Writes: []Region{mat(head, 0, B, V, V)},
-			run: func() {
-				rnn.AddBias(B, V, head.F32, V, hb.F32)
-				switch act {
-				case rnn.ActSoftmax:
-					rnn.Softmax(B, V, head.F32)
-				case rnn.ActLogSoftmax:
-					rnn.LogSoftmax(B, V, head.F32)
-				}
-				for i, q := range seqs {
-					if q.Head == HeadAll || q.Head == HeadLast && q.t == q.known-1 {
-						q.HeadOut = append(q.HeadOut, head.F32[i*V:(i+1)*V]...)
-					}
-				}
-			}})
-	}
-	s.add(Step{Kernel: KCopy, Layer: -1, T: -1, Reads: []Region{mat(top, 0, B, O, O)},
-		run: func() {
+		V := n.HeadOut
+		head := Dense(s.head, 0, B, V)
+		hw := Dense(s.weight("head.weight", &n.HeadW), 0, V, O)
+		s.add(-1, newGemmNT(head, top, hw, 0))
+		o := newHead(head, Whole(s.weight("head.bias", &n.HeadB)), n.Activation)
+		o.after = func() {
+			h := head.F32()
 			for i, q := range seqs {
-				if q.Outputs {
-					q.Output = append(q.Output, top.F32[i*O:(i+1)*O]...)
+				if q.Head == HeadAll || q.Head == HeadLast && q.t == q.known-1 {
+					q.HeadOut = append(q.HeadOut, h[i*V:(i+1)*V]...)
 				}
 			}
-		}})
+		}
+		s.add(-1, o)
+	}
+	s.add(-1, &collectOp{src: top, fn: func() {
+		t := top.F32()
+		for i, q := range seqs {
+			if q.Outputs {
+				q.Output = append(q.Output, t[i*O:(i+1)*O]...)
+			}
+		}
+	}})
 }
 
 // TraceStepper runs q alone through a fresh Stepper of net until its input
@@ -463,4 +480,14 @@ func TraceStepper(net *rnn.Network, q *Sequence) (*Plan, error) {
 	})
 	p.Buffers = append(weights, others...)
 	return p, nil
+}
+
+// bidirectional reports whether any layer of net has two directions.
+func bidirectional(net *rnn.Network) bool {
+	for _, dirs := range net.Layers {
+		if len(dirs) > 1 {
+			return true
+		}
+	}
+	return false
 }

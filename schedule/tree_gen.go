@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"sync"
 
-	"rnnserve/rnn"
 	"rnnserve/rnn/tree"
 )
 
@@ -85,6 +84,9 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 	opt.EnsureDefaults()
 	if err := opt.Validate(); err != nil {
 		return nil, err
+	}
+	if invariants {
+		opt.Workers = 1 // the region checker runs one step at a time
 	}
 	if root < 0 || int(root) >= m.Vocab {
 		return nil, inputErr("root", "word id %d outside the vocabulary of %d", root, m.Vocab)
@@ -214,58 +216,51 @@ func (g *generator) trim(b *Buffer, elems int) {
 	b.F32 = b.F32[:b.Elems]
 }
 
-// run records s and runs it.
-func (g *generator) run(s Step) {
+// run records the step of o at row r and runs it (checked against its
+// regions with the invariants build tag, where Generate runs one worker).
+func (g *generator) run(r int, o op) {
+	s := Step{Kernel: o.kernel(), Layer: -1, T: r, op: o}
 	g.mu.Lock()
 	g.plan.Steps = append(g.plan.Steps, s)
 	g.plan.T = len(g.plan.Steps)
 	g.mu.Unlock()
-	s.run()
+	if invariants {
+		if err := checkSteps([]Step{s}, 0, g.plan.Buffers); err != nil {
+			panic(err)
+		}
+		return
+	}
+	o.run()
 }
 
 // step computes state row from the state prev (-1: zeros) and word w:
 // y = W_ih x + W_hh h_prev, c = c_prev, then the LSTM update.
 func (g *generator) step(row, prev, w int32) {
 	p, E, H := g.prog, g.E, g.H
-	emb, wih, whh, bias := p.emb, p.w, p.u, p.b
-	y, h, c := g.y, g.h, g.c
-	r, yo := int(row), int(row)*4*H
-	hp, hpOff := g.zero, 0
+	r := int(row)
+	y, h, c := Dense(g.y, r*4*H, 1, 4*H), Dense(g.h, r*H, 1, H), Dense(g.c, r*H, 1, H)
+	hp := Dense(g.zero, 0, 1, H)
 	if prev >= 0 {
-		hp, hpOff = h, int(prev)*H
+		hp = Dense(g.h, int(prev)*H, 1, H)
 	}
-	x := int(w) * E
-	g.run(Step{Kernel: KMatMul, Layer: -1, T: r, Reads: []Region{all(wih), mat(emb, x, 1, E, E)}, Writes: []Region{mat(y, yo, 1, 4*H, 4*H)},
-		run: func() { tree.MatMulT(1, 4*H, E, emb.F32[x:], E, wih.F32, E, 0, y.F32[yo:], 4*H) }})
-	g.run(Step{Kernel: KMatMul, Layer: -1, T: r, Reads: []Region{all(whh), mat(hp, hpOff, 1, H, H), mat(y, yo, 1, 4*H, 4*H)}, Writes: []Region{mat(y, yo, 1, 4*H, 4*H)},
-		run: func() { tree.MatMulT(1, 4*H, H, hp.F32[hpOff:], H, whh.F32, H, 1, y.F32[yo:], 4*H) }})
+	g.run(r, stable(newGemmNT(y, Dense(p.emb, int(w)*E, 1, E), Dense(p.w, 0, 4*H, E), 0)))
+	g.run(r, stable(newGemmNT(y, hp, Dense(p.u, 0, 4*H, H), 1)))
 	if prev >= 0 {
-		po := int(prev) * H
-		g.run(Step{Kernel: KCopy, Layer: -1, T: r, Reads: []Region{mat(c, po, 1, H, H)}, Writes: []Region{mat(c, r*H, 1, H, H)},
-			run: func() { copy(c.F32[r*H:(r+1)*H], c.F32[po:po+H]) }})
+		g.run(r, newCopy(c, Dense(g.c, int(prev)*H, 1, H)))
 	} else {
-		g.run(Step{Kernel: KCopy, Layer: -1, T: r, Writes: []Region{mat(c, r*H, 1, H, H)},
-			run: func() { clear(c.F32[r*H : (r+1)*H]) }})
+		g.run(r, &zeroOp{c})
 	}
-	g.run(Step{Kernel: KLSTM, Layer: -1, T: r, Reads: []Region{mat(y, yo, 1, 4*H, 4*H), all(bias), mat(c, r*H, 1, H, H)},
-		Writes: []Region{mat(c, r*H, 1, H, H), mat(h, r*H, 1, H, H)},
-		run:    func() { rnn.LSTMPointwise(1, H, y.F32[yo:], 4*H, bias.F32, c.F32[r*H:], h.F32[r*H:], H) }})
+	g.run(r, newLSTM(y, Whole(p.b), c, h))
 }
 
 // decide runs the grow head on state row s into decision row d and
 // returns its argmax (1: another child).
 func (g *generator) decide(s, d int32) int {
 	p, H := g.prog, g.H
-	h, gl, w, b := g.h, g.grow, p.grow, p.growB
-	so, do := int(s)*H, int(d)*2
+	logits := Dense(g.grow, int(d)*2, 1, 2)
 	var out int
-	g.run(Step{Kernel: KMatMul, Layer: -1, T: int(s), Reads: []Region{all(w), mat(h, so, 1, H, H)}, Writes: []Region{mat(gl, do, 1, 2, 2)},
-		run: func() { tree.MatMulT(1, 2, H, h.F32[so:], H, w.F32, H, 0, gl.F32[do:], 2) }})
-	g.run(Step{Kernel: KArgmax, Layer: -1, T: int(s), Reads: []Region{mat(gl, do, 1, 2, 2), all(b)},
-		run: func() {
-			rnn.AddBias(1, 2, gl.F32[do:do+2], 2, b.F32)
-			out = tree.Argmax(gl.F32[do : do+2])
-		}})
+	g.run(int(s), stable(newGemmNT(logits, Dense(g.h, int(s)*H, 1, H), Dense(p.grow, 0, 2, H), 0)))
+	g.run(int(s), &decideOp{logits: logits, b: Whole(p.growB), out: &out})
 	return out
 }
 
@@ -273,15 +268,9 @@ func (g *generator) decide(s, d int32) int {
 // returns its argmax.
 func (g *generator) predict(s, d int32) int {
 	p, H, V := g.prog, g.H, g.V
-	h, wl, w, b := g.h, g.word, p.clsW, p.clsB
-	so, do := int(s)*H, int(d)*V
+	logits := Dense(g.word, int(d)*V, 1, V)
 	var out int
-	g.run(Step{Kernel: KMatMul, Layer: -1, T: int(s), Reads: []Region{all(w), mat(h, so, 1, H, H)}, Writes: []Region{mat(wl, do, 1, V, V)},
-		run: func() { tree.MatMulT(1, V, H, h.F32[so:], H, w.F32, H, 0, wl.F32[do:], V) }})
-	g.run(Step{Kernel: KArgmax, Layer: -1, T: int(s), Reads: []Region{mat(wl, do, 1, V, V), all(b)},
-		run: func() {
-			rnn.AddBias(1, V, wl.F32[do:do+V], V, b.F32)
-			out = tree.Argmax(wl.F32[do : do+V])
-		}})
+	g.run(int(s), stable(newGemmNT(logits, Dense(g.h, int(s)*H, 1, H), Dense(p.clsW, 0, V, H), 0)))
+	g.run(int(s), &decideOp{logits: logits, b: Whole(p.clsB), out: &out})
 	return out
 }

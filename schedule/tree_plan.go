@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"rnnserve/rnn"
 	"rnnserve/rnn/tree"
 )
 
@@ -65,9 +66,11 @@ func (p *TreeProgram) Plan(trees []*tree.Tree, opt TreeOptions) (*TreePlan, erro
 		}
 	}
 	tp := &TreePlan{Executor: opt.Executor, Trees: trees, Workers: opt.Workers, AllNodes: opt.AllNodes}
-	b := &treeBuilder{prog: p, tp: tp, N: N, plan: &Plan{B: len(trees), dry: p.dry}}
+	b := &treeBuilder{prog: p, tp: tp, N: N}
+	b.plan = &Plan{B: len(trees), dry: p.dry}
 	b.plan.Buffers = append(b.plan.Buffers, p.weights...)
 	b.build()
+	b.plan.index(1)
 	tp.Plan = b.plan
 	return tp, nil
 }
@@ -77,9 +80,9 @@ func (p *TreeProgram) Plan(trees []*tree.Tree, opt TreeOptions) (*TreePlan, erro
 // = the node) or a whole height (depth-batched, scratch from row 0), so
 // each node's arithmetic is the same in both.
 type treeBuilder struct {
+	recorder
 	prog *TreeProgram
 	tp   *TreePlan
-	plan *Plan
 	N    int
 
 	flat     []*tree.Node // global node -> node
@@ -96,27 +99,8 @@ type treeBuilder struct {
 	kidBase  []int32 // recursive Child-Sum: first kidh row of each node
 }
 
-func (b *treeBuilder) buffer(name string, kind BufferKind, elems int) *Buffer {
-	buf := &Buffer{Name: name, Kind: kind, Elems: elems, ElemSize: 4}
-	if !b.plan.dry {
-		buf.F32 = make([]float32, elems)
-	}
-	b.plan.Buffers = append(b.plan.Buffers, buf)
-	return buf
-}
-
-func (b *treeBuilder) add(s Step) { b.plan.Steps = append(b.plan.Steps, s) }
-
-// rows returns one region per listed row of buf (width w floats).
-func rows(buf *Buffer, idx []int32, w int) []Region {
-	rs := make([]Region, 0, len(idx))
-	for _, k := range idx {
-		if k >= 0 {
-			rs = append(rs, mat(buf, int(k)*w, 1, w, w))
-		}
-	}
-	return rs
-}
+// rowList is the rows idx of buf, w wide.
+func rowList(buf *Buffer, idx []int32, w int) Rows32 { return Rows32{Buf: buf, Width: w, Idx: idx} }
 
 func (b *treeBuilder) build() {
 	tp, m := b.tp, b.prog.Model
@@ -187,8 +171,7 @@ func (b *treeBuilder) build() {
 	for g, n := range b.flat {
 		words[tp.rowOf[g]] = int64(n.Word)
 	}
-	b.words = &Buffer{Name: "words", Kind: KindInput, Elems: N, ElemSize: 8, I64: words}
-	b.plan.Buffers = append(b.plan.Buffers, b.words)
+	b.words = b.ids("words", KindInput, N, words)
 
 	switch m.Cell {
 	case tree.TreeRNN, tree.RNTN:
@@ -257,19 +240,19 @@ func (b *treeBuilder) build() {
 		if tp.Executor == Recursive {
 			g := grp[0]
 			if tp.AllNodes {
-				b.classify(gi, r0, 1, r0)
+				b.classify(gi, b.h, r0, 1, r0)
 			} else if t, ok := roots[g]; ok {
-				b.classify(gi, r0, 1, t)
+				b.classify(gi, b.h, r0, 1, t)
 			}
 			tp.stepEnd[g] = int32(len(b.plan.Steps))
 		}
 	}
 	if tp.Executor == DepthBatched {
 		if tp.AllNodes {
-			b.classify(-1, 0, N, 0)
+			b.classify(-1, b.h, 0, N, 0)
 		} else {
 			b.gatherRoots(roots)
-			b.classifyRows(b.rootH, B)
+			b.classify(-1, b.rootH, 0, B, 0)
 		}
 	}
 }
@@ -307,130 +290,96 @@ func (b *treeBuilder) treeOf(g int32) int {
 
 // wordVectors returns the A operand of a leaf product: the word's row of
 // the embedding for a single node (recursive), else the group's word
-// vectors gathered into x. Zero rows stand for nodes without a word.
-func (b *treeBuilder) wordVectors(t int, grp []int32, r0, s0 int) (src *Buffer, off int) {
-	m, E := b.prog.Model, b.prog.Model.Embed
-	emb := b.prog.emb
+// vectors gathered into x. Zero rows stand for nodes without a word; a
+// single node without a word gives a Mat without a buffer.
+func (b *treeBuilder) wordVectors(grp []int32, r0, s0 int) Mat {
+	E := b.prog.Model.Embed
+	table := Dense(b.prog.emb, 0, b.prog.Model.Vocab, E)
 	if len(grp) == 1 && b.x == nil {
-		w := b.flat[grp[0]].Word
-		if w >= 0 {
-			return emb, int(w) * E
+		if w := b.flat[grp[0]].Word; w >= 0 {
+			return table.Row(int(w))
 		}
-		return nil, 0
+		return Mat{}
 	}
-	_ = m
-	ids := make([]int32, len(grp))
-	for r, g := range grp {
-		ids[r] = b.flat[g].Word
-	}
-	x, n := b.x, len(grp)
-	reads := append([]Region{mat(b.words, r0, 1, n, n)}, rows(emb, ids, E)...)
-	reads[0].Off, reads[0].Len = 8*int64(r0), 8*int64(n)
-	b.add(Step{Kernel: KEmbed, Layer: -1, T: t, Reads: reads, Writes: []Region{mat(x, s0*E, n, E, E)},
-		run: func() { tree.GatherRows(E, x.F32[s0*E:], E, 0, emb.F32, ids) }})
-	return x, s0 * E
+	x := Dense(b.x, s0*E, len(grp), E)
+	b.add(newGather(x, table, Dense(b.words, r0, 1, len(grp))))
+	return x
 }
 
 // cell emits the steps of one group's cell: nodes grp, whose state rows
 // start at r0, using scratch rows from s0 (and k0 for per-child scratch).
 func (b *treeBuilder) cell(t int, grp []int32, r0, s0, k0 int) {
-	m := b.prog.Model
-	p := b.prog
+	m, p := b.prog.Model, b.prog
 	E, H, n := m.Embed, m.Hidden, len(grp)
-	h, c := b.h, b.c
+	h := Dense(b.h, r0*H, n, H)
 	leaves := len(b.flat[grp[0]].Kids) == 0
+	b.pos(-1, 0, t)
 	switch m.Cell {
 	case tree.TreeRNN, tree.RNTN:
 		if leaves {
-			ids := make([]int32, n)
-			for r, g := range grp {
-				ids[r] = b.flat[g].Word
-			}
-			emb := p.emb
-			b.add(Step{Kernel: KEmbed, Layer: -1, T: t, Reads: append([]Region{{Buf: b.words, Off: 8 * int64(r0), Len: 8 * int64(n), Count: 1}}, rows(emb, ids, E)...),
-				Writes: []Region{mat(h, r0*H, n, H, H)},
-				run:    func() { tree.GatherRows(H, h.F32[r0*H:], H, 0, emb.F32, ids) }})
+			b.add(newGather(h, Dense(p.emb, 0, m.Vocab, E), Dense(b.words, r0, 1, n)))
 			return
 		}
-		kid := b.gatherKids(t, grp, s0)
-		g, w, bias := b.g, p.w, p.b
-		b.add(Step{Kernel: KMatMul, Layer: -1, T: t, Reads: []Region{all(w), mat(kid, s0*2*H, n, 2*H, 2*H)}, Writes: []Region{mat(g, s0*H, n, H, H)},
-			run: func() { tree.MatMulT(n, H, 2*H, kid.F32[s0*2*H:], 2*H, w.F32, 2*H, 0, g.F32[s0*H:], H) }})
-		var bil []float32
-		reads := []Region{mat(g, s0*H, n, H, H), all(bias)}
+		kid := b.gatherKids(grp, s0)
+		g := Dense(b.g, s0*H, n, H)
+		b.add(stable(newGemmNT(g, kid, Dense(p.w, 0, H, 2*H), 0)))
+		var bil Mat
 		if m.Cell == tree.RNTN {
-			u, vt, bl := b.u, p.vt, b.bil
 			W := 2 * H * H
-			b.add(Step{Kernel: KMatMul, Layer: -1, T: t, Reads: []Region{all(vt), mat(kid, s0*2*H, n, 2*H, 2*H)}, Writes: []Region{mat(u, s0*W, n, W, W)},
-				run: func() { tree.MatMulT(n, W, 2*H, kid.F32[s0*2*H:], 2*H, vt.F32, 2*H, 0, u.F32[s0*W:], W) }})
-			b.add(Step{Kernel: KBilinear, Layer: -1, T: t, Reads: []Region{mat(kid, s0*2*H, n, 2*H, 2*H), mat(u, s0*W, n, W, W)}, Writes: []Region{mat(bl, s0*H, n, H, H)},
-				run: func() { tree.Bilinear(n, H, kid.F32[s0*2*H:], u.F32[s0*W:], bl.F32[s0*H:]) }})
-			reads = append(reads, mat(bl, s0*H, n, H, H))
-			if !b.plan.dry {
-				bil = bl.F32[s0*H:]
-			}
+			u := Dense(b.u, s0*W, n, W)
+			bil = Dense(b.bil, s0*H, n, H)
+			b.add(stable(newGemmNT(u, kid, Dense(p.vt, 0, W, 2*H), 0)))
+			b.add(&bilinearOp{v: kid, u: u, out: bil})
 		}
-		b.add(Step{Kernel: KTreeCell, Layer: -1, T: t, Reads: reads, Writes: []Region{mat(h, r0*H, n, H, H)},
-			run: func() { tree.TanhBias(n, H, g.F32[s0*H:], bias.F32, bil, h.F32, r0) }})
+		b.add(&tanhBiasOp{g: g, b: Whole(p.b), bil: bil, h: h})
 
 	case tree.BinaryLSTM:
-		g := b.g
+		c := Dense(b.c, r0*H, n, H)
+		G := 5 * H
 		if leaves {
-			src, off := b.wordVectors(t, grp, r0, s0)
-			w, bias := p.w, p.b
-			G := 5 * H
-			b.add(Step{Kernel: KMatMul, Layer: -1, T: t, Reads: []Region{all(w), mat(src, off, n, E, E)}, Writes: []Region{mat(g, s0*G, n, 3*H, 3*H)},
-				run: func() { tree.MatMulT(n, 3*H, E, src.F32[off:], E, w.F32, E, 0, g.F32[s0*G:], 3*H) }})
-			b.add(Step{Kernel: KTreeCell, Layer: -1, T: t, Reads: []Region{mat(g, s0*G, n, 3*H, 3*H), all(bias)},
-				Writes: []Region{mat(h, r0*H, n, H, H), mat(c, r0*H, n, H, H)},
-				run:    func() { tree.BinaryLeaf(n, H, g.F32[s0*G:], bias.F32, h.F32, c.F32, r0) }})
+			src := b.wordVectors(grp, r0, s0)
+			g := M(b.g, s0*G, n, 3*H, 3*H)
+			b.add(stable(newGemmNT(g, src, Dense(p.w, 0, 3*H, E), 0)))
+			b.add(&binaryLeafOp{g: g, b: Whole(p.b), h: h, c: c})
 			return
 		}
-		kid := b.gatherKids(t, grp, s0)
-		u, ub := p.u, p.ub
-		left, right := b.kidRows(grp, 0), b.kidRows(grp, 1)
-		G := 5 * H
-		b.add(Step{Kernel: KMatMul, Layer: -1, T: t, Reads: []Region{all(u), mat(kid, s0*2*H, n, 2*H, 2*H)}, Writes: []Region{mat(g, s0*G, n, G, G)},
-			run: func() { tree.MatMulT(n, G, 2*H, kid.F32[s0*2*H:], 2*H, u.F32, 2*H, 0, g.F32[s0*G:], G) }})
-		reads := append([]Region{mat(g, s0*G, n, G, G), all(ub)}, rows(c, left, H)...)
-		reads = append(reads, rows(c, right, H)...)
-		b.add(Step{Kernel: KTreeCell, Layer: -1, T: t, Reads: reads, Writes: []Region{mat(h, r0*H, n, H, H), mat(c, r0*H, n, H, H)},
-			run: func() { tree.BinaryInner(n, H, g.F32[s0*G:], ub.F32, left, right, h.F32, c.F32, r0) }})
+		kid := b.gatherKids(grp, s0)
+		g := Dense(b.g, s0*G, n, G)
+		b.add(stable(newGemmNT(g, kid, Dense(p.u, 0, G, 2*H), 0)))
+		b.add(&binaryInnerOp{g: g, b: Whole(p.ub), left: rowList(b.c, b.kidRows(grp, 0), H),
+			right: rowList(b.c, b.kidRows(grp, 1), H), h: h, c: c})
 
 	case tree.ChildSumLSTM:
-		b.childSum(t, grp, r0, s0, k0)
+		b.childSum(grp, r0, s0, k0)
 	}
+}
+
+// stable makes a product use the kernel whose results do not depend on the
+// number of rows, so that both executors give every node the same bits.
+func stable(o *gemmOp) *gemmOp {
+	o.stable = true
+	return o
 }
 
 // gatherKids copies the group's two children's h side by side into kid
 // rows from s0: [h_l; h_r].
-func (b *treeBuilder) gatherKids(t int, grp []int32, s0 int) *Buffer {
+func (b *treeBuilder) gatherKids(grp []int32, s0 int) Mat {
 	H, n := b.prog.Model.Hidden, len(grp)
-	kid, h := b.kid, b.h
-	left, right := b.kidRows(grp, 0), b.kidRows(grp, 1)
-	reads := append(rows(h, left, H), rows(h, right, H)...)
-	b.add(Step{Kernel: KCopy, Layer: -1, T: t, Reads: reads, Writes: []Region{mat(kid, s0*2*H, n, 2*H, 2*H)},
-		run: func() {
-			tree.GatherRows(H, kid.F32[s0*2*H:], 2*H, 0, h.F32, left)
-			tree.GatherRows(H, kid.F32[s0*2*H:], 2*H, H, h.F32, right)
-		}})
+	kid := Dense(b.kid, s0*2*H, n, 2*H)
+	b.add(newGatherRows(kid, rowList(b.h, b.kidRows(grp, 0), H), rowList(b.h, b.kidRows(grp, 1), H)))
 	return kid
 }
 
-func (b *treeBuilder) childSum(t int, grp []int32, r0, s0, k0 int) {
+func (b *treeBuilder) childSum(grp []int32, r0, s0, k0 int) {
 	m, p := b.prog.Model, b.prog
 	E, H, n := m.Embed, m.Hidden, len(grp)
-	h, c, g := b.h, b.c, b.g
 	G := 4 * H
+	g := Dense(b.g, s0*G, n, G)
 	// W x for every node (zero for nodes without a word).
-	src, off := b.wordVectors(t, grp, r0, s0)
-	w := p.w
-	if src == nil {
-		b.add(Step{Kernel: KCopy, Layer: -1, T: t, Writes: []Region{mat(g, s0*G, n, G, G)},
-			run: func() { clear(g.F32[s0*G : (s0+n)*G]) }})
+	if src := b.wordVectors(grp, r0, s0); src.Buf == nil {
+		b.add(&zeroOp{g})
 	} else {
-		b.add(Step{Kernel: KMatMul, Layer: -1, T: t, Reads: []Region{all(w), mat(src, off, n, E, E)}, Writes: []Region{mat(g, s0*G, n, G, G)},
-			run: func() { tree.MatMulT(n, G, E, src.F32[off:], E, w.F32, E, 0, g.F32[s0*G:], G) }})
+		b.add(stable(newGemmNT(g, src, Dense(p.w, 0, G, E), 0)))
 	}
 	// h̃ and U_iou h̃.
 	kids := make([][]int32, n)
@@ -443,45 +392,31 @@ func (b *treeBuilder) childSum(t int, grp []int32, r0, s0, k0 int) {
 		}
 		flatKids = append(flatKids, kids[r]...)
 	}
-	hsum, iou, u := b.hsum, b.iou, p.u
-	b.add(Step{Kernel: KCopy, Layer: -1, T: t, Reads: rows(h, flatKids, H), Writes: []Region{mat(hsum, s0*H, n, H, H)},
-		run: func() { tree.SumRows(H, hsum.F32[s0*H:], h.F32, kids) }})
-	b.add(Step{Kernel: KMatMul, Layer: -1, T: t, Reads: []Region{all(u), mat(hsum, s0*H, n, H, H)}, Writes: []Region{mat(iou, s0*3*H, n, 3*H, 3*H)},
-		run: func() { tree.MatMulT(n, 3*H, H, hsum.F32[s0*H:], H, u.F32, H, 0, iou.F32[s0*3*H:], 3*H) }})
+	hsum, iou := Dense(b.hsum, s0*H, n, H), Dense(b.iou, s0*3*H, n, 3*H)
+	b.add(&sumRowsOp{dst: hsum, src: b.h, rows: kids, flat: rowList(b.h, flatKids, H)})
+	b.add(stable(newGemmNT(iou, hsum, Dense(p.u, 0, 3*H, H), 0)))
 	// U_f h_k for every child.
 	K := len(flatKids)
-	kidh, uf, wf := b.kidh, b.uf, p.uf
+	var uf Mat
 	if K > 0 {
-		b.add(Step{Kernel: KCopy, Layer: -1, T: t, Reads: rows(h, flatKids, H), Writes: []Region{mat(kidh, k0*H, K, H, H)},
-			run: func() { tree.GatherRows(H, kidh.F32[k0*H:], H, 0, h.F32, flatKids) }})
-		b.add(Step{Kernel: KMatMul, Layer: -1, T: t, Reads: []Region{all(wf), mat(kidh, k0*H, K, H, H)}, Writes: []Region{mat(uf, k0*H, K, H, H)},
-			run: func() { tree.MatMulT(K, H, H, kidh.F32[k0*H:], H, wf.F32, H, 0, uf.F32[k0*H:], H) }})
+		kidh := Dense(b.kidh, k0*H, K, H)
+		uf = Dense(b.uf, k0*H, K, H)
+		b.add(newGatherRows(kidh, rowList(b.h, flatKids, H)))
+		b.add(stable(newGemmNT(uf, kidh, Dense(p.uf, 0, H, H), 0)))
 	}
-	bias := p.b
-	reads := append([]Region{mat(g, s0*G, n, G, G), all(bias), mat(iou, s0*3*H, n, 3*H, 3*H)}, rows(c, flatKids, H)...)
-	if K > 0 {
-		reads = append(reads, mat(uf, k0*H, K, H, H))
-	}
-	b.add(Step{Kernel: KTreeCell, Layer: -1, T: t, Reads: reads, Writes: []Region{mat(h, r0*H, n, H, H), mat(c, r0*H, n, H, H)},
-		run: func() {
-			var ufs []float32
-			if K > 0 {
-				ufs = uf.F32[k0*H:]
-			}
-			tree.ChildSum(n, H, g.F32[s0*G:], bias.F32, iou.F32[s0*3*H:], ufs, kids, h.F32, c.F32, r0)
-		}})
+	b.add(&childSumOp{wx: g, b: Whole(p.b), iou: iou, kids: kids, flat: rowList(b.c, flatKids, H), uf: uf,
+		h: Dense(b.h, r0*H, n, H), c: Dense(b.c, r0*H, n, H)})
 }
 
-// classify emits the classifier of n state rows from r0 into probability
-// rows from dst.
-func (b *treeBuilder) classify(t, r0, n, dst int) {
+// classify emits the classifier of n state rows from r0 of src into
+// probability rows from dst.
+func (b *treeBuilder) classify(t int, src *Buffer, r0, n, dst int) {
 	m, p := b.prog.Model, b.prog
 	H, C := m.Hidden, m.Classes
-	h, pr, w, bias := b.h, b.pr, p.clsW, p.clsB
-	b.add(Step{Kernel: KMatMul, Layer: -1, T: t, Reads: []Region{all(w), mat(h, r0*H, n, H, H)}, Writes: []Region{mat(pr, dst*C, n, C, C)},
-		run: func() { tree.MatMulT(n, C, H, h.F32[r0*H:], H, w.F32, H, 0, pr.F32[dst*C:], C) }})
-	b.add(Step{Kernel: KHead, Layer: -1, T: t, Reads: []Region{mat(pr, dst*C, n, C, C), all(bias)}, Writes: []Region{mat(pr, dst*C, n, C, C)},
-		run: func() { tree.Classify(n, C, pr.F32[dst*C:(dst+n)*C], bias.F32) }})
+	pr := Dense(b.pr, dst*C, n, C)
+	b.pos(-1, 0, t)
+	b.add(stable(newGemmNT(pr, Dense(src, r0*H, n, H), Dense(p.clsW, 0, C, H), 0)))
+	b.add(newHead(pr, Whole(p.clsB), rnn.ActSoftmax))
 }
 
 func (b *treeBuilder) gatherRoots(roots map[int32]int) {
@@ -490,19 +425,8 @@ func (b *treeBuilder) gatherRoots(roots map[int32]int) {
 	for g, t := range roots {
 		idx[t] = b.tp.rowOf[g]
 	}
-	rh, h := b.rootH, b.h
-	b.add(Step{Kernel: KCopy, Layer: -1, T: -1, Reads: rows(h, idx, H), Writes: []Region{all(rh)},
-		run: func() { tree.GatherRows(H, rh.F32, H, 0, h.F32, idx) }})
-}
-
-func (b *treeBuilder) classifyRows(src *Buffer, n int) {
-	m, p := b.prog.Model, b.prog
-	H, C := m.Hidden, m.Classes
-	pr, w, bias := b.pr, p.clsW, p.clsB
-	b.add(Step{Kernel: KMatMul, Layer: -1, T: -1, Reads: []Region{all(w), all(src)}, Writes: []Region{mat(pr, 0, n, C, C)},
-		run: func() { tree.MatMulT(n, C, H, src.F32, H, w.F32, H, 0, pr.F32, C) }})
-	b.add(Step{Kernel: KHead, Layer: -1, T: -1, Reads: []Region{mat(pr, 0, n, C, C), all(bias)}, Writes: []Region{mat(pr, 0, n, C, C)},
-		run: func() { tree.Classify(n, C, pr.F32[:n*C], bias.F32) }})
+	b.pos(-1, 0, -1)
+	b.add(newGatherRows(Whole(b.rootH).reshape(len(idx), H), rowList(b.h, idx, H)))
 }
 
 // Run computes every node: the depth-batched executor runs the steps in
@@ -515,9 +439,12 @@ func (tp *TreePlan) Run() error {
 	if p.dry {
 		return ErrDryPlan
 	}
+	if invariants {
+		return p.RunChecked()
+	}
 	if tp.Executor == DepthBatched || tp.Workers <= 1 || len(tp.leaves) <= 1 {
 		for i := range p.Steps {
-			p.Steps[i].run()
+			p.Steps[i].op.run()
 		}
 		return nil
 	}
@@ -543,7 +470,7 @@ func (tp *TreePlan) Run() error {
 						start = tp.stepEnd[g-1]
 					}
 					for i := start; i < tp.stepEnd[g]; i++ {
-						p.Steps[i].run()
+						p.Steps[i].op.run()
 					}
 					par := tp.parent[g]
 					if par < 0 || pending[par].Add(-1) != 0 {

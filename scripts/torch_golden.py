@@ -159,6 +159,7 @@ class Case:
     head_out: int = 0  # > 0: nn.Linear head with this many outputs
     activation: str = "none"  # head activation: none | softmax | log_softmax
     given_state: bool = False  # pass h0 (and c0) instead of zeros
+    packed: bool = False  # rows of different lengths through pack_padded_sequence
 
     @property
     def directions(self):
@@ -191,6 +192,11 @@ def _cases():
         Case("lstm_proj11_l2_bidir_b1_t23_h0", "lstm", num_layers=2, bidirectional=True,
              proj_size=11, given_state=True),
         Case("gru_softmax_head_b1_t23", "gru", head_out=7, activation="softmax"),
+        Case("lstm_l2_bidir_b4_t9_h0_packed", "lstm", num_layers=2, bidirectional=True,
+             batch=4, steps=9, given_state=True, packed=True),
+        Case("gru_l2_b4_t9_packed", "gru", num_layers=2, batch=4, steps=9, packed=True),
+        Case("lstm_proj5_embed_head_b3_t7_packed", "lstm", proj_size=5, batch=3, steps=7,
+             vocab_size=40, head_out=40, activation="log_softmax", packed=True),
     ]
     return cases
 
@@ -220,10 +226,15 @@ class GoldenModel(nn.Module):
             self.head = nn.Linear(case.directions * case.hout, case.head_out)
         self.case = case
 
-    def forward(self, x, state):
+    def forward(self, x, state, lengths=None):
         if self.case.vocab_size:
             x = self.embedding(x)
-        output, state = self.rnn(x, state)
+        if lengths is None:
+            output, state = self.rnn(x, state)
+        else:
+            packed = nn.utils.rnn.pack_padded_sequence(x, lengths, enforce_sorted=True)
+            output, state = self.rnn(packed, state)
+            output, _ = nn.utils.rnn.pad_packed_sequence(output, total_length=x.shape[0])
         head = None
         if self.case.head_out:
             head = self.head(output)
@@ -281,8 +292,15 @@ def run_case(case):
             io["c0"] = c0
             state = (h0, c0)
 
+    lengths = None
+    if case.packed:
+        # Longest first, as pack_padded_sequence(enforce_sorted=True) wants;
+        # the longest row uses every step, the shortest one.
+        rest = sorted(torch.randint(1, T + 1, (B - 2,)).tolist(), reverse=True)
+        lengths = torch.tensor([T] + rest + [1], dtype=torch.int64)
+        io["lengths"] = lengths
     with torch.no_grad():
-        output, state, head = model(x, state)
+        output, state, head = model(x, state, lengths)
     io["output"] = output
     if case.cell == "lstm":
         io["h_n"], io["c_n"] = state
@@ -333,6 +351,8 @@ def readme_text():
         state = "h0, c0" if c.given_state and c.cell == "lstm" else ("h0" if c.given_state else "zeros")
         head = f"{c.head_out}, {c.activation}" if c.head_out else "-"
         inputs = f"tokens (vocab {c.vocab_size})" if c.vocab_size else "features"
+        if c.packed:
+            state += ", packed"
         rows.append(f"| {c.name} | {c.cell} | {c.num_layers} | {'yes' if c.bidirectional else 'no'} "
                     f"| {c.proj_size or '-'} | {c.batch} | {c.steps} | {inputs} | {state} | {head} |")
     sizes = sorted({(c.input_size, c.hidden_size) for c in CASES})
@@ -379,7 +399,11 @@ reproduces every file byte for byte.
   states, when given, `h0` F32 [L*D, B, Hout] and `c0` F32 [L*D, B,
   hidden_size] (LSTM); outputs `output` F32 [T, B, D*Hout] (the last layer),
   `h_n` F32 [L*D, B, Hout], `c_n` F32 [L*D, B, hidden_size] (LSTM) and, with
-  a head, `head` F32 [T, B, out_features] after the activation. Without
+  a head, `head` F32 [T, B, out_features] after the activation; for the
+  `_packed` cases, `lengths` I64 [B] (longest first): the input went through
+  `pack_padded_sequence(enforce_sorted=True)` and the output back through
+  `pad_packed_sequence`, so `output` is zero past each row's length and
+  `h_n`/`c_n` are each row's state after its last real step. Without
   `h0` the initial states are zeros.
 
 Both safetensors files carry `__metadata__` with the case name, seed and
@@ -424,6 +448,8 @@ def verify_case(case, files):
             want["c0"] = ((L * D, B, H), torch.float32)
     if case.head_out:
         want["head"] = ((T, B, case.head_out), torch.float32)
+    if case.packed:
+        want["lengths"] = ((B,), torch.int64)
     got = {k: (tuple(v.shape), v.dtype) for k, v in io.items()}
     if got != want:
         raise AssertionError(f"{case.name}: io tensors {got}, want {want}")
@@ -438,7 +464,7 @@ def verify_case(case, files):
     if case.given_state:
         state = (io["h0"], io["c0"]) if case.cell == "lstm" else io["h0"]
     with torch.no_grad():
-        output, state, head = model(x, state)
+        output, state, head = model(x, state, io.get("lengths"))
     outs = {"output": output, "head": head}
     if case.cell == "lstm":
         outs["h_n"], outs["c_n"] = state
@@ -498,6 +524,452 @@ def write_reader_fixture(path):
 
 
 # ---------------------------------------------------------------------------
+# models as users have them (models/testdata/golden)
+#
+# Each case is a directory holding only the weights file a PyTorch user
+# would have (a torch.save checkpoint, a safetensors file under their own
+# module names, or an ONNX export), the spec the Go loader must infer from
+# it (expect.yaml, which the loader never reads), and io.safetensors.
+
+USER_OUT = REPO / "models" / "testdata" / "golden"
+
+
+class UserLM(nn.Module):
+    """The most common shape: self.emb, self.lstm(batch_first=True), self.fc."""
+
+    def __init__(self, vocab=50, emb=12, hidden=20, layers=2):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, emb)
+        self.lstm = nn.LSTM(emb, hidden, num_layers=layers, batch_first=True)
+        self.fc = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens):  # tokens [B, T]
+        y, (h, c) = self.lstm(self.emb(tokens))
+        return y, (h, c), self.fc(y)
+
+
+class UserTagger(nn.Module):
+    """Features in, a bidirectional GRU under a nested name, a head named out."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Module()
+        self.encoder.gru = nn.GRU(9, 14, bidirectional=True)
+        self.out = nn.Linear(28, 5)
+
+    def forward(self, x):  # [T, B, 9]
+        y, h = self.encoder.gru(x)
+        return y, h, self.out(y)
+
+
+class UserBare(nn.Module):
+    """One RNN module and a head, parameterised by cell, bias and projection."""
+
+    def __init__(self, cell, bias=True, proj=0, head_bias=True, layers=2):
+        super().__init__()
+        kw = dict(num_layers=layers, bias=bias)
+        if cell == "lstm":
+            self.rnn = nn.LSTM(8, 16, proj_size=proj, **kw)
+        else:
+            self.rnn = nn.GRU(8, 16, **kw)
+        self.proj = nn.Linear(proj or 16, 6, bias=head_bias)
+
+    def forward(self, x):
+        y, state = self.rnn(x)
+        return y, state, self.proj(y)
+
+
+class UserStack(nn.Module):
+    """Two RNN modules of different cells and sizes in sequence."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(40, 10)
+        self.lstm1 = nn.LSTM(10, 24, bidirectional=True)
+        self.gru2 = nn.GRU(48, 16)
+        self.classifier = nn.Linear(16, 7)
+
+    def forward(self, tokens):  # [T, B]
+        y1, (h1, c1) = self.lstm1(self.embed(tokens))
+        y, h2 = self.gru2(y1)
+        return y, ((h1, h2), c1), self.classifier(y)
+
+
+class UserONNXLM(nn.Module):
+    """An LM exported to ONNX: embedding, 2-layer LSTM, head, log_softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(30, 8)
+        self.rnn = nn.LSTM(8, 12, num_layers=2, batch_first=True)
+        self.decoder = nn.Linear(12, 30)
+
+    def forward(self, tokens):  # [B, T]
+        y, _ = self.rnn(self.embedding(tokens))
+        return torch.log_softmax(self.decoder(y), dim=-1)
+
+
+class UserONNXBiGRU(nn.Module):
+    """A 2-layer bidirectional GRU exported to ONNX, returning y and h_n."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(6, 10, num_layers=2, bidirectional=True)
+
+    def forward(self, x):  # [T, B, 6]
+        return self.gru(x)
+
+
+@dataclasses.dataclass(frozen=True)
+class UserCase:
+    name: str
+    build: object  # () -> nn.Module, seeded by the caller
+    file: str  # the weights file's name
+    writer: str  # pt | pt-legacy | safetensors | onnx
+    tokens: int = 0  # vocabulary of a token input; 0: features
+    features: int = 0
+    batch_first: bool = False
+    dtype: object = torch.float32  # dtype the weights are stored in
+    expect: str = ""  # the spec the loader must infer
+    note: str = ""
+
+    @property
+    def seed(self):
+        return zlib.crc32(self.name.encode())
+
+
+def _user_cases():
+    return [
+        UserCase("ckpt_emb_lstm_fc_batchfirst", lambda: UserLM(), "model.pt", "pt", tokens=50, batch_first=True,
+                 note="torch.save(state_dict) zip, names emb/lstm/fc, batch_first=True",
+                 expect="cell: lstm\ninput_size: 12\nhidden_size: 20\nnum_layers: 2\n"
+                        "embedding:\n  vocab_size: 50\nhead:\n  out_features: 50\n"
+                        "prefixes:\n  embedding: emb\n  rnn: lstm\n  head: fc\n"),
+        UserCase("safetensors_nested_bigru", lambda: UserTagger(), "weights.safetensors", "safetensors", features=9,
+                 note="safetensors, names encoder.gru/out, bidirectional GRU",
+                 expect="cell: gru\ninput_size: 9\nhidden_size: 14\nbidirectional: true\n"
+                        "head:\n  out_features: 5\nprefixes:\n  rnn: encoder.gru\n  head: out\n"),
+        UserCase("f16_safetensors_lstm", lambda: UserBare("lstm"), "model.safetensors", "safetensors", features=8,
+                 dtype=torch.float16, note="F16 weights (reference computed from the F16 values in float32)",
+                 expect="cell: lstm\ninput_size: 8\nhidden_size: 16\nnum_layers: 2\n"
+                        "head:\n  out_features: 6\nprefixes:\n  head: proj\n"),
+        UserCase("bf16_ckpt_gru", lambda: UserBare("gru"), "model.pth", "pt", features=8,
+                 dtype=torch.bfloat16, note="BF16 checkpoint (reference from the BF16 values in float32)",
+                 expect="cell: gru\ninput_size: 8\nhidden_size: 16\nnum_layers: 2\n"
+                        "head:\n  out_features: 6\nprefixes:\n  head: proj\n"),
+        UserCase("f64_legacy_ckpt_lstm", lambda: UserBare("lstm", layers=1), "model.bin", "pt-legacy", features=8,
+                 dtype=torch.float64, note="F64 weights, legacy (non-zip) torch.save format; reference from the "
+                                           "weights rounded to float32",
+                 expect="cell: lstm\ninput_size: 8\nhidden_size: 16\n"
+                        "head:\n  out_features: 6\nprefixes:\n  head: proj\n"),
+        UserCase("nobias_ckpt_lstm_proj", lambda: UserBare("lstm", bias=False, proj=5, head_bias=False), "model.pt",
+                 "pt", features=8, note="nn.LSTM(bias=False, proj_size=5), nn.Linear(bias=False)",
+                 expect="cell: lstm\ninput_size: 8\nhidden_size: 16\nnum_layers: 2\nproj_size: 5\nbias: false\n"
+                        "head:\n  out_features: 6\n  bias: false\nprefixes:\n  head: proj\n"),
+        UserCase("stack_lstm_bidir_gru", lambda: UserStack(), "model.pt", "pt", tokens=40,
+                 note="two modules: LSTM(10, 24, bidirectional) then GRU(48, 16)",
+                 expect="input_size: 10\nlayers:\n  - cell: lstm\n    hidden_size: 24\n    bidirectional: true\n"
+                        "  - cell: gru\n    hidden_size: 16\nembedding:\n  vocab_size: 40\n"
+                        "head:\n  out_features: 7\nprefixes:\n  embedding: embed\n  rnn: [lstm1, gru2]\n"
+                        "  head: classifier\n"),
+        UserCase("onnx_lstm_lm", lambda: UserONNXLM(), "model.onnx", "onnx", tokens=30, batch_first=True,
+                 note="torch.onnx.export, opset 14: Gather, 2 LSTM nodes, MatMul+Add, LogSoftmax",
+                 expect="cell: lstm\ninput_size: 8\nhidden_size: 12\nnum_layers: 2\n"
+                        "embedding:\n  vocab_size: 30\nhead:\n  out_features: 30\n  activation: log_softmax\n"),
+        UserCase("onnx_gru_bidir", lambda: UserONNXBiGRU(), "model.onnx", "onnx", features=6,
+                 note="torch.onnx.export, opset 14: 2 bidirectional GRU nodes (linear_before_reset=1)",
+                 expect="cell: gru\ninput_size: 6\nhidden_size: 10\nnum_layers: 2\nbidirectional: true\n"),
+    ]
+
+
+USER_CASES = _user_cases()
+
+# The exporter of torch 1.13 refuses LSTMs with projections ("Unsupported:
+# ONNX export of operator LSTM, LSTMs with projections"); user_onnx_proj()
+# checks that this is still so, so that the README's claim stays true.
+
+
+def user_onnx_proj_unsupported():
+    import io as _io
+    import warnings
+    m = nn.LSTM(3, 5, proj_size=2).eval()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(m, (torch.randn(4, 1, 3),), _io.BytesIO(), opset_version=14)
+    except Exception as e:  # torch.onnx.errors.OnnxExporterError / RuntimeError
+        return str(e).split("\n")[0].split(" Please")[0]
+    return None
+
+
+def _user_inputs(case, T=11, B=3):
+    if case.tokens:
+        x = torch.randint(0, case.tokens, (T, B), dtype=torch.int64)
+    else:
+        x = torch.randn(T, B, case.features)
+    return x
+
+
+def _flat_states(state):
+    """h_n (and c_n) as the Go engine returns them: each module's in turn, flattened."""
+    if isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], tuple):
+        hs, c = state
+        h = torch.cat([t.reshape(-1) for t in hs])
+        return h, (c.reshape(-1) if c is not None else None)
+    if isinstance(state, tuple):
+        return state[0].reshape(-1), state[1].reshape(-1)
+    return state.reshape(-1), None
+
+
+def run_user_case(case):
+    """Return ({file name: bytes}, io) for one user case."""
+    import io as _io
+    import warnings
+    torch.manual_seed(case.seed)
+    model = case.build().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if not name.startswith(("emb", "embed")):
+                p.add_(torch.empty_like(p).uniform_(-0.5, 0.5))
+    # The weights as stored, and the float32 model that computes the
+    # reference from exactly those values.
+    stored = {k: v.detach().to(case.dtype).clone() for k, v in model.state_dict().items()}
+    model.load_state_dict({k: v.to(torch.float32) for k, v in stored.items()})
+
+    x = _user_inputs(case)  # time-major [T, B(, F)]
+    io = {"tokens" if case.tokens else "features": x}
+    with torch.no_grad():
+        if isinstance(model, UserONNXLM):
+            xin = x.t().contiguous()
+            head = model(xin).transpose(0, 1).contiguous()
+            y, (h, c) = model.rnn(model.embedding(xin))
+            io.update(output=y.transpose(0, 1).contiguous(), h_n=h, c_n=c, head=head)
+        elif case.batch_first:
+            y, state, head = model(x.t().contiguous())
+            h, c = _flat_states(state)
+            io.update(output=y.transpose(0, 1).contiguous(), h_n=h, head=head.transpose(0, 1).contiguous())
+            if c is not None:
+                io["c_n"] = c
+        elif isinstance(model, UserONNXBiGRU):
+            y, h = model(x)
+            io.update(output=y, h_n=h.reshape(-1))
+        else:
+            y, state, head = model(x)
+            h, c = _flat_states(state)
+            io.update(output=y, h_n=h, head=head)
+            if c is not None:
+                io["c_n"] = c
+    for k in ("h_n", "c_n"):
+        if k in io:
+            io[k] = io[k].reshape(-1).contiguous()
+
+    files = {}
+    if case.writer == "safetensors":
+        files[case.file] = encode_safetensors(stored)
+    elif case.writer in ("pt", "pt-legacy"):
+        buf = _io.BytesIO()
+        torch.save(stored_state_dict(model, stored), buf,
+                   _use_new_zipfile_serialization=(case.writer == "pt"))
+        files[case.file] = buf.getvalue()
+    elif case.writer == "onnx":
+        buf = _io.BytesIO()
+        name = "tokens" if case.tokens else "features"
+        example = x.t().contiguous() if case.batch_first else x
+        axes = {0: "batch", 1: "time"} if case.batch_first else {0: "time", 1: "batch"}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, (example,), buf, opset_version=14, input_names=[name],
+                              dynamic_axes={name: axes})
+        files[case.file] = buf.getvalue()
+    else:
+        raise ValueError(case.writer)
+    files["expect.yaml"] = (f"{GENERATED_MARK} (case {case.name}); do not edit.\n"
+                            f"# The spec the loader must infer from {case.file}; it never reads this file.\n"
+                            + case.expect).encode()
+    files["io.safetensors"] = encode_safetensors(io, {"generator": "scripts/torch_golden.py",
+                                                      "torch_version": torch.__version__, "case": case.name})
+    return files
+
+
+def stored_state_dict(model, stored):
+    """stored as an OrderedDict carrying the module's _metadata, like model.state_dict()."""
+    sd = model.state_dict()
+    out = type(sd)((k, stored[k]) for k in sd)
+    out._metadata = sd._metadata
+    return out
+
+
+def user_readme():
+    rows = "\n".join(f"| {c.name} | `{c.file}` | {c.writer} | {str(c.dtype).replace('torch.', '')} | {c.note} |"
+                     for c in USER_CASES)
+    return USER_README.format(torch_version=torch.__version__, cases=rows,
+                              proj=user_onnx_proj_unsupported() or "(the exporter now supports it: add a case)")
+
+
+USER_README = """\
+# Golden models as PyTorch users have them
+
+Generated by `scripts/torch_golden.py` with torch {torch_version}; do not
+edit by hand (regenerate and check as for schedule/testdata/golden).
+
+Each directory holds only what a user would hand the server, one weights
+file under the user's own module names, plus:
+
+- `expect.yaml`: the spec the loader must infer from the weights file
+  alone (the Go test compares; the loader never reads it);
+- `io.safetensors`: inputs and PyTorch's outputs, time-major even where
+  the model is batch_first (transposed exactly): `tokens` I64 [T, B] or
+  `features` F32 [T, B, F]; `output` F32 [T, B, D*Hout] of the last RNN
+  layer; `h_n` and `c_n` F32 flattened, each RNN module's h_n (c_n for
+  LSTM modules) in turn, as the engine lays them out; `head` F32
+  [T, B, out] (after log_softmax for the ONNX LM, whose graph contains
+  it; raw scores elsewhere).
+
+Weights are PyTorch's default initialisation plus uniform(-0.5, 0.5)
+noise (embeddings keep their N(0, 1) init), stored in the dtype shown;
+the reference outputs are computed in float32 from exactly the stored
+values (rounded to float32 for F64).
+
+| case | file | written by | dtype | what it exercises |
+|---|---|---|---|---|
+{cases}
+
+The ONNX exporter of this torch refuses LSTMs with projections, so there
+is no ONNX projection case: {proj}
+"""
+
+
+def user_fixture_check(case, files):
+    """Reload every written file with PyTorch's own readers."""
+    import io as _io
+    if case.writer in ("pt", "pt-legacy"):
+        sd = torch.load(_io.BytesIO(files[case.file]))
+        if any(v.dtype != case.dtype for v in sd.values()):
+            raise AssertionError(f"{case.name}: stored dtypes {set(v.dtype for v in sd.values())}")
+    elif case.writer == "safetensors":
+        tensors, _ = decode_safetensors(files[case.file])
+        if any(v.dtype != case.dtype for v in tensors.values()):
+            raise AssertionError(f"{case.name}: stored dtypes")
+    elif case.writer == "onnx":
+        import onnx
+        onnx.checker.check_model(onnx.load_from_string(files[case.file]))
+    io, _ = decode_safetensors(files["io.safetensors"])
+    spread = io["output"].std().item()
+    if not 0.05 < spread < 0.95:
+        raise AssertionError(f"{case.name}: output std {spread:.3f} is implausible")
+
+
+def same_file(case, fname, old, new):
+    """Byte equality, except for legacy checkpoints, whose storage keys are
+    Python object ids: those must hold equal tensors under equal names."""
+    if old == new:
+        return True
+    if case.writer != "pt-legacy" or fname != case.file:
+        return False
+    import io as _io
+    a, b = torch.load(_io.BytesIO(old)), torch.load(_io.BytesIO(new))
+    return list(a) == list(b) and all(torch.equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
+
+
+def write_user_cases(out, check):
+    stale, total = [], 0
+    for case in USER_CASES:
+        files = run_user_case(case)
+        user_fixture_check(case, files)
+        d = out / case.name
+        for fname, data in files.items():
+            total += len(data)
+            path = d / fname
+            if check:
+                if not path.is_file() or not same_file(case, fname, path.read_bytes(), data):
+                    stale.append(str(path))
+            elif not path.is_file() or not same_file(case, fname, path.read_bytes(), data):
+                d.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+    readme = user_readme().encode()
+    if check:
+        if not (out / "README.md").is_file() or (out / "README.md").read_bytes() != readme:
+            stale.append(str(out / "README.md"))
+    else:
+        (out / "README.md").write_bytes(readme)
+    return stale, total
+
+
+# ---------------------------------------------------------------------------
+# the Go checkpoint reader's fixtures (models/pytorch/testdata)
+
+PT_FIXTURES = REPO / "models" / "pytorch" / "testdata"
+
+
+def pt_fixture_tensors():
+    """A state_dict-like OrderedDict exercising dtypes, views and sharing."""
+    from collections import OrderedDict
+    g = torch.Generator().manual_seed(7)
+    base = torch.randn(4, 6, generator=g)
+    sd = OrderedDict()
+    sd["lstm.weight_ih_l0"] = base  # contiguous F32
+    sd["lstm.weight_hh_l0"] = base.t()  # transposed view of the same storage
+    sd["fc.bias"] = base[1, 2:5]  # slice: storage offset 8
+    sd["half"] = torch.randn(3, 2, generator=g).to(torch.float16)
+    sd["bf16"] = torch.randn(5, generator=g).to(torch.bfloat16)
+    sd["double"] = torch.randn(2, 2, dtype=torch.float64, generator=g)
+    sd["steps"] = torch.tensor([3, -1, 2**40], dtype=torch.int64)
+    sd["mask"] = torch.tensor([True, False, True])
+    sd["scalar"] = torch.tensor(0.5)
+    sd["empty"] = torch.zeros(0, 3)
+    sd["every_other"] = torch.arange(12, dtype=torch.float32)[::2]  # stride 2
+    return sd
+
+
+def pt_fixture_files():
+    import io as _io
+    import warnings
+    sd = pt_fixture_tensors()
+
+    def save(obj, **kw):
+        buf = _io.BytesIO()
+        torch.save(obj, buf, **kw)
+        return buf.getvalue()
+
+    files = {
+        "state_dict.pt": save(sd),
+        "legacy.pt": save(sd, _use_new_zipfile_serialization=False),
+        "training.pt": save({"epoch": 3, "model_state_dict": sd,
+                             "optimizer_state_dict": {"state": {}, "param_groups": [{"lr": 0.1}]}}),
+        "whole_module.pt": save(nn.Linear(2, 2)),
+        "reference.safetensors": encode_safetensors({k: v.contiguous() for k, v in sd.items()}),
+    }
+    buf = _io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.jit.save(torch.jit.script(nn.Linear(2, 2)), buf)
+    files["torchscript.pt"] = buf.getvalue()
+    # torch's own reader agrees with the reference.
+    for name in ("state_dict.pt", "legacy.pt"):
+        back = torch.load(_io.BytesIO(files[name]))
+        if list(back) != list(sd) or not all(torch.equal(back[k], sd[k]) for k in sd):
+            raise AssertionError(f"{name} does not round-trip")
+    return files
+
+
+def write_pt_fixtures(check):
+    stale = []
+    for fname, data in pt_fixture_files().items():
+        path = PT_FIXTURES / fname
+        # legacy.pt and torchscript.pt are not byte-reproducible (object ids,
+        # code archive details): only their presence is checked.
+        volatile = fname in ("legacy.pt", "torchscript.pt")
+        same = path.is_file() and (volatile or path.read_bytes() == data)
+        if check:
+            if not same:
+                stale.append(str(path))
+        elif not same:
+            PT_FIXTURES.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+    return stale
+
+
+# ---------------------------------------------------------------------------
 
 
 def remove_stale(out, keep):
@@ -539,19 +1011,24 @@ def main():
             else:
                 d.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
+    user_stale, user_total = write_user_cases(USER_OUT, args.check)
+    user_stale += write_pt_fixtures(args.check)
     readme = readme_text().encode()
     if args.check:
+        stale += user_stale
         path = args.out / "README.md"
         if not path.is_file() or path.read_bytes() != readme:
             stale.append(str(path))
         if stale:
             print("out of date:\n  " + "\n  ".join(stale), file=sys.stderr)
             return 1
-        print(f"{len(CASES)} cases up to date ({total} bytes)")
+        print(f"{len(CASES)} cases up to date ({total} bytes), "
+              f"{len(USER_CASES)} user cases up to date ({user_total} bytes)")
         return 0
     (args.out / "README.md").write_bytes(readme)
     remove_stale(args.out, {c.name for c in CASES})
     print(f"wrote {len(CASES)} cases to {args.out} ({total} bytes, torch {torch.__version__})")
+    print(f"wrote {len(USER_CASES)} user cases to {USER_OUT} ({user_total} bytes)")
     return 0
 
 

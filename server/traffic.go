@@ -243,18 +243,14 @@ func modelTraffic(net *rnn.Network, c candidate, tm trafficModel) (api.ScheduleT
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}
-	opt := dre.Options{Cache: cachesim.Config{Size: tm.llc, Ways: cachesim.FullyAssociative}, Runs: dre.DefaultRuns}
-	rep, err := dre.Analyze(prog, p, opt)
-	if err != nil {
-		return api.ScheduleTraffic{}, err
-	}
-	workers, err := dre.SimulateWorkers(p, dre.NewLayout(p.Buffers), cachesim.Config{Size: tm.private, Ways: cachesim.FullyAssociative}, opt.Runs)
+	opt := dre.Options{Cache: cachesim.Config{Size: tm.llc}, Runs: dre.DefaultRuns, PrivateCache: cachesim.Config{Size: tm.private}}
+	rep, err := dre.Analyze(p, dre.WorkingSetOfProgram(prog, tm.steps, 1), opt)
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}
 	var core float64
-	for _, w := range workers {
-		core = max(core, w.WarmBytes())
+	for _, w := range rep.Workers {
+		core = max(core, w)
 	}
 	return api.ScheduleTraffic{Schedule: c.String(), Precision: c.prec.String(), Workers: c.workers,
 		CacheBytes: tm.llc, Steps: tm.steps, WorkingSetBytes: rep.WorkingSet.Total, DRAMBytes: rep.AvgRW, DRE: rep.DRE,
@@ -278,20 +274,13 @@ func cellularTraffic(net *rnn.Network, cacheBytes int64, steps int) (api.Schedul
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}
-	opt := dre.DefaultOptions()
-	c, err := dre.NewCache(cachesim.Config{Size: cacheBytes, Ways: cachesim.FullyAssociative})
+	rep, err := dre.Analyze(p, dre.WorkingSetOf(net, steps, 1), dre.Options{Cache: cachesim.Config{Size: cacheBytes}})
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}
-	tr, err := dre.Simulate(p, dre.NewLayout(p.Buffers), c, opt.Runs)
-	if err != nil {
-		return api.ScheduleTraffic{}, err
-	}
-	ws := dre.WorkingSetOf(net, steps, 1).Total
-	rw := float64(tr.Total.ReadBytes()+tr.Total.WriteBytes()) / float64(tr.Runs)
 	return api.ScheduleTraffic{Schedule: schedule.Cellular.String(), Precision: schedule.F32.String(), Workers: 1,
-		CacheBytes: cacheBytes, Steps: steps, WorkingSetBytes: ws, DRAMBytes: rw, DRE: rw / float64(ws),
-		WarmDRAMBytes: tr.WarmBytes()}, nil
+		CacheBytes: cacheBytes, Steps: steps, WorkingSetBytes: rep.WorkingSet.Total, DRAMBytes: rep.AvgRW, DRE: rep.DRE,
+		WarmDRAMBytes: rep.WarmRW()}, nil
 }
 
 // ProgramFor prepares net to run whole-request plans under the schedule a

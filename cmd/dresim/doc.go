@@ -4,16 +4,6 @@
 // benchmark's DRAM traffic per inference, working set and Data Reuse
 // Efficiency (package dre) as CSV, JSON and figures.
 //
-// A sweep file (configs/sweeps/*.yaml; `dresim -h` documents every key)
-// names a grid, the paper's Table I (hidden size, layers, cell, input
-// length, vocabulary), and applications from the catalog of package
-// models (GNMT, DeepSpeech1, LM, byteNER), the schedules (A, A+) and the
-// caches. Each model at each input length under each schedule is a unit:
-// one dry plan, walked once per cache, one row per cache. GNMT's unit is
-// its encoder's plan followed by its decoder's (schedule.DecoderProgram),
-// so the decoder's traffic is that of a plan the engine runs, and A+
-// applies to the encoder only.
-//
 //	dresim run configs/sweeps/paper.yaml -o dresim-out/paper    # Table I and the applications
 //	dresim table1 -o dresim-out/table1                          # configs/sweeps/table1.yaml
 //	dresim run paper --shard 0/4 -o dresim-out/paper-0          # one of four shards ...
@@ -21,49 +11,17 @@
 //	dresim plot dresim-out/paper                                # redraw the figures
 //	dresim report dresim-out/paper                              # the numbers, as Markdown
 //
-// # Why it is fast
+// The sweeps, their analysis and their output are package dre/sweep (its
+// documentation says why a sweep is fast and what the output directory
+// holds); this command turns flags into that package's options. It is
+// also the only place that reads the environment: without --shard,
+// `dresim run` takes its shard from an indexed batch job, a Kubernetes
+// Indexed Job (JOB_COMPLETION_INDEX, with the count from --shard-count or
+// DRESIM_SHARD_COUNT) or a Slurm job array (SLURM_ARRAY_TASK_ID, _COUNT,
+// _MIN, _STEP, _MAX); flags override the environment, and a bad or
+// out-of-range value is refused by name (shardenv.go; docs/deploy.md).
 //
-// The default sweep is 3936 rows, each 100 inferences of a plan of up to a
-// few gigabytes, through caches of 2 to 25 MiB: hundreds of billions of
-// cache-line accesses if simulated one line at a time. It takes seconds
-// because:
-//
-//   - plans are dry: models.Shape makes networks without weights, so a
-//     plan is only its list of steps and byte regions, built once per unit
-//     and shared by the unit's caches;
-//   - the fully associative LRU is cachesim.ExtentLRU, whose cost follows
-//     the number of contiguous ranges in the trace and the cache, not the
-//     number of lines (a 32 MiB G read whole is one range);
-//   - dre.Analyze stops simulating once the cache's state repeats: an LRU
-//     that starts empty is in its steady state after the second inference,
-//     and the other 98 are added without being replayed;
-//   - units run on every core (a worker pool, -j), and the rows are
-//     written in the sweep's order as the prefix of finished units grows.
-//
-// None of this changes a number: dre's tests prove the steady-state
-// shortcut exact, and this package's tests compare rows with a plain
-// line-by-line, fully associative cachesim.LRU replaying all 100
-// inferences.
-//
-// # Output
-//
-// rows.csv and rows.jsonl are written and flushed unit by unit, in order,
-// so they are valid whenever the process stops; results.json (the sweep,
-// how the run ended, every row) and the figures are written at the end,
-// or on Ctrl-C after the analyses under way finish, with every row
-// finished by then. A second Ctrl-C ends the process at once.
-//
-// Sharding (--shard k/N) gives unit i to shard i mod N, so every shard
-// gets its share of the large models; merge checks that the shards come
-// from the same sweep (its fingerprint) and that none is missing or
-// repeated, and writes what one unsharded run writes.
-//
-// # Figures
-//
-// fig3_dre_share, fig4_dre_share_by_length and fig5_dre_share_by_vocab
-// are the paper's Figures 3-5: the share of the grid's benchmarks (under
-// Schedule A, which is what the paper measured in TensorFlow) whose DRE
-// is above each threshold, per cache, by input length and by vocabulary.
-// fig6_aplus_over_a is Figure 6: each application's traffic under A+
-// normalised to A, per input length.
+// On Ctrl-C (or SIGTERM) a run stops handing out work, writes the rows
+// finished by then, results.json and the figures, and exits with status
+// 130; a second Ctrl-C ends the process at once.
 package main

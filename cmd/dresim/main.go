@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"rnnserve/dre/sweep"
 	"rnnserve/models"
 )
 
@@ -85,23 +86,23 @@ Exit status: 0 done, 1 error, 2 bad usage or sweep file, 130 interrupted
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
 
 // errUsage marks errors for which the usage is printed and the exit status is 2.
 var errUsage = errors.New("usage")
 
-func run(args []string, stdout, stderr io.Writer) int {
-	err := dispatch(args, stdout, stderr)
+func run(args []string, env lookupEnv, stdout, stderr io.Writer) int {
+	err := dispatch(args, env, stdout, stderr)
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.Is(err, ErrInterrupted):
+	case errors.Is(err, sweep.ErrInterrupted):
 		fmt.Fprintln(stderr, err)
 		return 130
-	case errors.Is(err, errUsage), errors.Is(err, ErrSweep):
+	case errors.Is(err, errUsage), errors.Is(err, sweep.ErrSweep), errors.Is(err, sweep.ErrInvalidOption):
 		msg := strings.TrimPrefix(err.Error(), "usage: ")
 		if !strings.HasPrefix(msg, "dresim: ") {
 			msg = "dresim: " + msg
@@ -140,6 +141,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 type runFlags struct {
 	out      string
 	shard    string
+	count    int
 	jobs     int
 	progress string
 	figures  bool
@@ -150,6 +152,7 @@ type runFlags struct {
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.out, "o", "dresim-out", "output `directory`")
 	fs.StringVar(&f.shard, "shard", "", "run only shard `k/N` of the sweep (units i with i mod N == k, k from 0)")
+	fs.IntVar(&f.count, "shard-count", 0, "number of shards `N` when the shard index comes from the environment (below)")
 	fs.IntVar(&f.jobs, "j", runtime.NumCPU(), "parallel workers")
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on stderr: auto (when it is a terminal), always or never")
 	fs.BoolVar(&f.figures, "figures", true, "write the figures when the run ends")
@@ -171,7 +174,7 @@ func newFlagSet(name, args, help string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-func dispatch(args []string, stdout, stderr io.Writer) error {
+func dispatch(args []string, env lookupEnv, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		printUsage(stderr)
 		return usageErr("no command")
@@ -182,7 +185,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		printUsage(stdout)
 		return nil
 	case "run":
-		return cmdRun("", rest, stderr)
+		return cmdRun("", rest, env, stderr)
 	case "merge":
 		return cmdMerge(rest, stderr)
 	case "plot":
@@ -195,8 +198,8 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		return cmdMeasure(rest, stdout, stderr)
 	case "trees":
 		return cmdTrees(rest, stdout, stderr)
-	case childCommand:
-		return cmdMeasureChild(rest, stdout, stderr)
+	case sweep.ChildCommand:
+		return sweep.RunChild(rest, stdout, stderr)
 	case "apps":
 		for _, a := range models.Apps() {
 			fmt.Fprintf(stdout, "%-12s %s\n", a.Name, a.Title)
@@ -207,7 +210,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		printUsage(stderr)
 		return usageErr("unknown flag %s before a command", cmd)
 	}
-	return cmdRun(cmd, rest, stderr)
+	return cmdRun(cmd, rest, env, stderr)
 }
 
 func printUsage(w io.Writer) {
@@ -226,11 +229,12 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "\nFlags of %s:\n", c.name)
 		fs.PrintDefaults()
 	}
+	fmt.Fprint(w, shardUsage)
 	fmt.Fprint(w, usageTail)
 }
 
 // loadSweep reads a sweep file, or configs/sweeps/NAME.yaml for a bare name.
-func loadSweep(arg, dir string) (*Sweep, string, error) {
+func loadSweep(arg, dir string) (*sweep.Sweep, string, error) {
 	path := arg
 	if _, err := os.Stat(path); err != nil && !strings.ContainsAny(arg, `/\.`) {
 		path = filepath.Join(dir, arg+".yaml")
@@ -242,13 +246,13 @@ func loadSweep(arg, dir string) (*Sweep, string, error) {
 		}
 		return nil, "", err
 	}
-	sw, err := ParseSweep(path, data)
+	sw, err := sweep.ParseSweep(path, data)
 	return sw, path, err
 }
 
-func cmdRun(name string, args []string, stderr io.Writer) error {
+func cmdRun(name string, args []string, env lookupEnv, stderr io.Writer) error {
 	var f runFlags
-	fs := newFlagSet("run", "[flags] SWEEP", "Runs the sweep file SWEEP (or configs/sweeps/SWEEP.yaml) on all cores and writes rows, results and figures to -o.", stderr)
+	fs := newFlagSet("run", "[flags] SWEEP", "Runs the sweep file SWEEP (or configs/sweeps/SWEEP.yaml) on all cores and writes rows, results and figures to -o.\nWithout --shard, a Kubernetes Indexed Job or a Slurm array task runs its shard (JOB_COMPLETION_INDEX with\n--shard-count or DRESIM_SHARD_COUNT; SLURM_ARRAY_TASK_*; dresim -h says more).", stderr)
 	f.register(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -262,11 +266,9 @@ func cmdRun(name string, args []string, stderr io.Writer) error {
 		return usageErr("run needs exactly one sweep file, got %d arguments", len(pos))
 	}
 	// Everything is checked before any work starts.
-	var sh Shard
-	if f.shard != "" {
-		if sh, err = ParseShard(f.shard); err != nil {
-			return usageErr("%v", err)
-		}
+	sh, shardFrom, err := resolveShard(f.shard, f.count, env)
+	if err != nil {
+		return err
 	}
 	if f.jobs < 1 {
 		return usageErr("-j %d: want at least 1", f.jobs)
@@ -294,9 +296,9 @@ func cmdRun(name string, args []string, stderr io.Writer) error {
 		<-ctx.Done()
 		stop() // a second Ctrl-C kills the process at once
 	}()
-	sum, err := Run(ctx, sw, RunOptions{Out: f.out, File: path, Shard: sh, Jobs: f.jobs, Figures: f.figures, Progress: bar})
-	if errors.Is(err, ErrInterrupted) {
-		return fmt.Errorf("%w after %.1fs: %d of %d rows written to %s", ErrInterrupted, sum.Wall.Seconds(), sum.Rows, sum.Want, f.out)
+	sum, err := sweep.Run(ctx, sw, sweep.RunOptions{Out: f.out, File: path, Shard: sh, Jobs: f.jobs, Figures: f.figures, Progress: bar})
+	if errors.Is(err, sweep.ErrInterrupted) {
+		return fmt.Errorf("%w after %.1fs: %d of %d rows written to %s", sweep.ErrInterrupted, sum.Wall.Seconds(), sum.Rows, sum.Want, f.out)
 	}
 	if err != nil {
 		return err
@@ -305,6 +307,9 @@ func cmdRun(name string, args []string, stderr io.Writer) error {
 		shard := ""
 		if sh.N > 1 {
 			shard = " (shard " + sh.String() + ")"
+			if shardFrom != "" {
+				shard = " (shard " + sh.String() + " from " + shardFrom + ")"
+			}
 		}
 		fmt.Fprintf(stderr, "dresim: %s%s: %d rows in %.1fs on %d workers -> %s\n", sw.Name, shard, sum.Rows, sum.Wall.Seconds(), f.jobs, f.out)
 	}
@@ -335,18 +340,18 @@ func cmdMerge(args []string, stderr io.Writer) error {
 		fs.Usage()
 		return usageErr("merge needs -o and at least one directory")
 	}
-	res, err := Merge(dirs, f.partial)
+	res, err := sweep.Merge(dirs, f.partial)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return err
 	}
-	if err := writeAll(f.out, res); err != nil {
+	if err := sweep.WriteDir(f.out, res); err != nil {
 		return err
 	}
 	if f.figures && len(res.Rows) > 0 {
-		if _, err := Plot(res.Sweep, res.Rows, filepath.Join(f.out, figuresDir)); err != nil {
+		if _, err := sweep.Plot(res.Sweep, res.Rows, filepath.Join(f.out, sweep.FiguresDir)); err != nil {
 			return fmt.Errorf("figures: %w", err)
 		}
 	}
@@ -365,18 +370,18 @@ func cmdPlot(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return usageErr("plot needs exactly one directory")
 	}
-	m, err := readManifest(pos[0])
+	m, err := sweep.ReadManifest(pos[0])
 	if err != nil {
 		return err
 	}
-	rows, err := readRowsDir(pos[0])
+	rows, err := sweep.ReadRows(pos[0])
 	if err != nil {
 		return err
 	}
 	if *out == "" {
-		*out = filepath.Join(pos[0], figuresDir)
+		*out = filepath.Join(pos[0], sweep.FiguresDir)
 	}
-	files, err := Plot(m.Sweep, rows, *out)
+	files, err := sweep.Plot(m.Sweep, rows, *out)
 	for _, f := range files {
 		fmt.Fprintln(stdout, f)
 	}
@@ -393,15 +398,15 @@ func cmdReport(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return usageErr("report needs exactly one directory")
 	}
-	m, err := readManifest(pos[0])
+	m, err := sweep.ReadManifest(pos[0])
 	if err != nil {
 		return err
 	}
-	rows, err := readRowsDir(pos[0])
+	rows, err := sweep.ReadRows(pos[0])
 	if err != nil {
 		return err
 	}
-	Report(stdout, m.Sweep, rows)
+	sweep.Report(stdout, m.Sweep, rows)
 	return nil
 }
 

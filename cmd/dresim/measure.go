@@ -2,367 +2,200 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"time"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
 
-	"rnnserve/cachesim"
-	"rnnserve/dre"
 	"rnnserve/dre/counters"
+	"rnnserve/dre/sweep"
 	"rnnserve/models"
 	"rnnserve/schedule"
 )
 
-// MeasureOptions configure Measure. Zero values mean the defaults.
-type MeasureOptions struct {
-	// Counters is the source of measured traffic (default counters.Auto:
-	// the hardware counters if this machine has some, else valgrind if
-	// it is installed, else none).
-	Counters counters.Source
-	// Runs is how many inferences the hardware counters measure, the
-	// first one cold (default dre.DefaultRuns, as the paper).
-	Runs int
-	// ValgrindRuns is how many inferences the longer of the two valgrind
-	// runs does (default 3); the shorter does one, and their difference
-	// per extra inference is the steady state.
-	ValgrindRuns int
-	// Exe is the dresim binary valgrind runs in its measure-child mode
-	// (default: this executable).
-	Exe string
-	// Valgrind sets valgrind's path and tool; its caches are set per row.
-	Valgrind counters.ValgrindOptions
-	// Hardware sets the counters' scope; its Source is set from Counters.
-	Hardware counters.Options
-	// Progress, if set, gets a line per row.
-	Progress io.Writer
+const measureHelp = `Runs a model's real inference and reports the measured DRAM traffic and
+DRE beside the modelled ones. With a SWEEP (e.g. validate: configs/sweeps/
+validate.yaml) it does so for every model, input length, schedule and
+cache of the sweep's grid; without one, for the model of the flags.
+
+--counters chooses the source:
+  perf        LLC misses of the inference's thread (perf-utils): --runs
+              inferences, the first cold, idle baseline subtracted
+  uncore      DRAM bytes at the memory controller (uncore_imc_*, amd_umc_*)
+  cachegrind  valgrind's cache simulation of the same inference (dresim
+              re-runs itself under valgrind); the steady-state inference is
+              (a run of --valgrind-runs inferences - a run of 1) / (n - 1)
+  none        the modelled traffic only
+  auto        perf and uncore if this machine has them, else cachegrind if
+              valgrind is installed, else none; it says why`
+
+type measureFlags struct {
+	counters, format, sweeps, spec, schedules, cell, scope, cache string
+	cachegrind, detect                                            bool
+	opt                                                           sweep.MeasureOptions
+	hidden, layers, vocab, t, b, ways, cpu                        int
+	seed                                                          uint64
+	line                                                          int64
 }
 
-// Defaults of MeasureOptions.
-const defaultValgrindRuns = 3
-
-// valgrindNoise is the per-inference traffic below which two valgrind runs
-// of dresim cannot tell an inference's traffic from the Go runtime's
-// run-to-run differences (a few hundred lines of scheduler and sysmon
-// activity; docs/measured-traffic.md).
-const valgrindNoise = 512 << 10
-
-// EnsureDefaults fills zero values.
-func (o *MeasureOptions) EnsureDefaults() {
-	if o.Counters == "" {
-		o.Counters = counters.Auto
-	}
-	if o.Runs == 0 {
-		o.Runs = dre.DefaultRuns
-	}
-	if o.ValgrindRuns == 0 {
-		o.ValgrindRuns = defaultValgrindRuns
-	}
+func (f *measureFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.counters, "counters", "auto", "measured traffic from `source`: auto, perf, uncore, cachegrind or none")
+	fs.BoolVar(&f.cachegrind, "cachegrind", false, "the same as --counters cachegrind")
+	fs.BoolVar(&f.detect, "detect", false, "only print which hardware counters this machine has, and why not")
+	fs.IntVar(&f.opt.Runs, "runs", 100, "inferences measured with hardware counters")
+	fs.IntVar(&f.opt.ValgrindRuns, "valgrind-runs", sweep.DefaultValgrindRuns, "inferences of the longer valgrind run (the shorter runs 1)")
+	fs.StringVar(&f.opt.Valgrind.Path, "valgrind", "", "valgrind `executable` (default: valgrind on PATH)")
+	fs.StringVar(&f.opt.Valgrind.Tool, "tool", counters.Callgrind, "valgrind tool: callgrind (counts write-backs) or cachegrind (misses only)")
+	fs.StringVar(&f.scope, "scope", "thread", "hardware counters count the inference's `thread` or one cpu")
+	fs.IntVar(&f.cpu, "cpu", 0, "the CPU counted with --scope cpu")
+	fs.StringVar(&f.spec, "spec", "", "model spec `file` (weights are random from --seed); default: the grid flags")
+	fs.StringVar(&f.cell, "cell", "lstm", "cell of a Table I model: lstm or gru")
+	fs.IntVar(&f.hidden, "hidden", 512, "hidden (and embedding) size of a Table I model")
+	fs.IntVar(&f.layers, "layers", 1, "layers of a Table I model")
+	fs.IntVar(&f.vocab, "vocab", 60, "vocabulary of a Table I model (embedding and softmax head; 0: neither)")
+	fs.IntVar(&f.t, "t", 10, "input length")
+	fs.IntVar(&f.b, "b", 1, "batch")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the weights and token ids")
+	fs.StringVar(&f.schedules, "schedules", "A,A+", "schedules, comma-separated")
+	fs.StringVar(&f.cache, "cache", "12MiB", "modelled LLC `size`")
+	fs.IntVar(&f.ways, "ways", 0, "modelled LLC associativity (0: fully associative)")
+	fs.Int64Var(&f.line, "line", 64, "line size")
+	fs.StringVar(&f.format, "format", "text", "output: text, markdown, csv or json")
+	fs.StringVar(&f.sweeps, "sweeps", filepath.Join("configs", "sweeps"), "`directory` where a sweep NAME is looked up as NAME.yaml")
 }
 
-// Validate reports the first invalid setting.
-func (o MeasureOptions) Validate() error {
-	if _, err := counters.ParseSource(string(o.Counters)); err != nil {
+func cmdMeasure(args []string, stdout, stderr io.Writer) error {
+	var f measureFlags
+	fs := newFlagSet("measure", "[flags] [SWEEP]", measureHelp, stderr)
+	f.register(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		fs.Usage()
+		return usageErr("measure takes at most one sweep file")
+	}
+	src, err := counters.ParseSource(f.counters)
+	if err != nil {
 		return usageErr("--counters: %v", err)
 	}
-	if o.Runs < 1 || o.Runs > dre.MaxRuns {
-		return usageErr("--runs %d: want 1..%d", o.Runs, dre.MaxRuns)
+	if f.cachegrind {
+		src = counters.Cachegrind
 	}
-	if t := o.Valgrind.Tool; t != "" && t != counters.Callgrind && t != counters.CachegrindTool {
-		return usageErr("--tool %q: want %s or %s", t, counters.Callgrind, counters.CachegrindTool)
+	f.opt.Counters = src
+	switch f.scope {
+	case "thread":
+	case "cpu":
+		f.opt.Hardware.Scope, f.opt.Hardware.CPU = counters.CPU, f.cpu
+	default:
+		return usageErr("--scope %q: want thread or cpu", f.scope)
 	}
-	if o.ValgrindRuns < 2 || o.ValgrindRuns > 100 {
-		return usageErr("--valgrind-runs %d: want 2..100 (the steady state is the difference from a run of 1)", o.ValgrindRuns)
+	switch f.format {
+	case "text", "markdown", "csv", "json":
+	default:
+		return usageErr("--format %q: want text, markdown, csv or json", f.format)
 	}
-	return nil
-}
-
-// measureItem is one row to measure: a target through one cache.
-type measureItem struct {
-	target
-	Model string
-	Cache CacheSpec
-	Runs  int // the model's back-to-back inferences (AvgRW)
-}
-
-// MeasureRow is one model, input and schedule through one cache: its
-// modelled traffic and what was measured. Byte counts are per inference;
-// a measured value that is missing is null (not zero).
-type MeasureRow struct {
-	Model    string `json:"model"`
-	Cell     string `json:"cell"`
-	Hidden   int    `json:"hidden"`
-	Layers   int    `json:"layers"`
-	Vocab    int    `json:"vocab"`
-	T        int    `json:"t"`
-	B        int    `json:"b"`
-	Schedule string `json:"schedule"`
-	Cache    string `json:"cache"` // the sweep's cache, as modelled
-	Runs     int    `json:"runs"`  // modelled back-to-back inferences
-
-	WorkingSetBytes int64   `json:"working_set_bytes"`
-	ModelAvgRW      float64 `json:"model_avg_rw_bytes"` // over Runs, the first one cold
-	ModelDRE        float64 `json:"model_dre"`
-
-	// Source is where the measured values come from: perf, uncore,
-	// cachegrind (valgrind's simulation), or none.
-	Source string `json:"source"`
-	// MeasuredCache is the cache the measurement had: valgrind's LL, or
-	// the host's.
-	MeasuredCache string `json:"measured_cache"`
-	// ModelCompared is the modelled traffic the measurement is compared
-	// with: for valgrind, the steady-state inference through valgrind's
-	// LL (set-associative, which the sweep's cache may not be); for
-	// hardware counters, ModelAvgRW.
-	ModelCompared float64  `json:"model_compared_bytes"`
-	MeasuredRead  *float64 `json:"measured_read_bytes"`
-	MeasuredWrite *float64 `json:"measured_write_bytes"`
-	MeasuredRW    *float64 `json:"measured_rw_bytes"`
-	MeasuredDRE   *float64 `json:"measured_dre"`
-	DiffPercent   *float64 `json:"diff_percent"` // (measured - compared) / compared
-	MeasuredRuns  int      `json:"measured_runs"`
-	// Counts are the per-inference counter values (hardware), or the
-	// valgrind events the bytes come from.
-	Counts  map[string]float64 `json:"counts,omitempty"`
-	Seconds float64            `json:"seconds"`
-	Note    string             `json:"note,omitempty"`
-}
-
-// MeasureInfo says which source Measure used and why.
-type MeasureInfo struct {
-	Source    counters.Source
-	Detection *counters.Detection // the hardware counters found, when looked for
-	Why       []string            // how the source was chosen, and what is missing
-	Caches    map[string]string   // per cache name: how valgrind's LL differs, when it does
-}
-
-// chooseSource resolves opt.Counters to the source Measure uses.
-func chooseSource(opt *MeasureOptions, info *MeasureInfo) error {
-	want := opt.Counters
-	if want == counters.Auto || want == counters.Perf || want == counters.Uncore {
-		hw := opt.Hardware
-		hw.Source = want
+	if f.detect {
+		hw := f.opt.Hardware
+		hw.Source = counters.Auto
 		d, err := counters.Detect(hw)
-		if err != nil && d == nil {
-			return err
+		if d != nil {
+			d.Write(stdout)
 		}
-		info.Detection = d
-		if derr := d.Err(); derr == nil {
-			info.Source = want
-			if want == counters.Auto {
-				info.Source = counters.Perf
-				if d.Has(counters.DRAMReadBytes) {
-					info.Source = counters.Uncore
-				}
-			}
-			return nil
-		} else if want != counters.Auto {
-			return derr
+		if _, verr := counters.LookValgrind(f.opt.Valgrind.Path); verr != nil {
+			fmt.Fprintf(stdout, "valgrind: %v\n", verr)
 		} else {
-			info.Why = append(info.Why, derr.Error())
+			fmt.Fprintln(stdout, "valgrind: available (--counters cachegrind)")
+		}
+		return err
+	}
+	items, err := f.items(pos)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	f.opt.Progress = stderr
+	rows, info, err := sweep.Measure(ctx, items, f.opt)
+	if info != nil {
+		w := stdout
+		if f.format == "csv" || f.format == "json" {
+			w = stderr
+		}
+		sweep.WriteMeasureInfo(w, info, f.format == "markdown")
+	}
+	if len(rows) > 0 {
+		if werr := sweep.WriteMeasureRows(stdout, rows, f.format); werr != nil && err == nil {
+			err = werr
 		}
 	}
-	if want == counters.Auto || want == counters.Cachegrind {
-		_, err := counters.LookValgrind(opt.Valgrind.Path)
-		if err == nil {
-			if want == counters.Auto {
-				info.Why = append(info.Why, "measuring with valgrind's cache simulation instead")
-			}
-			info.Source = counters.Cachegrind
-			return nil
-		}
-		if want == counters.Cachegrind {
-			return err
-		}
-		info.Why = append(info.Why, err.Error())
-	}
-	info.Source = counters.None
-	info.Why = append(info.Why, "reporting the modelled traffic only")
-	return nil
+	return err
 }
 
-// Measure models each item and measures its real inference with the
-// source opt chooses.
-func Measure(ctx context.Context, items []measureItem, opt MeasureOptions) ([]MeasureRow, *MeasureInfo, error) {
-	opt.EnsureDefaults()
-	if err := opt.Validate(); err != nil {
-		return nil, nil, err
-	}
-	info := &MeasureInfo{Caches: map[string]string{}}
-	if err := chooseSource(&opt, info); err != nil {
-		return nil, info, err
-	}
-	if info.Source == counters.Cachegrind && opt.Exe == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, info, fmt.Errorf("the dresim executable to run under valgrind: %w", err)
-		}
-		opt.Exe = exe
-	}
-	var rows []MeasureRow
-	for i, it := range items {
-		if err := ctx.Err(); err != nil {
-			return rows, info, fmt.Errorf("%w after %d of %d rows", ErrInterrupted, len(rows), len(items))
-		}
-		start := time.Now()
-		row, err := measureOne(ctx, &it, &opt, info)
-		if err != nil {
-			return rows, info, fmt.Errorf("%s T=%d %v cache %s: %w", it.Model, it.T, it.Schedule, it.Cache.Name, err)
-		}
-		row.Seconds = time.Since(start).Seconds()
-		rows = append(rows, *row)
-		if opt.Progress != nil {
-			fmt.Fprintf(opt.Progress, "dresim: measured %d/%d: %s\n", i+1, len(items), row.summary())
-		}
-	}
-	return rows, info, nil
-}
-
-func (r *MeasureRow) summary() string {
-	s := fmt.Sprintf("%s %s h=%d l=%d v=%d T=%d %s %s: model %s", r.Model, r.Cell, r.Hidden, r.Layers, r.Vocab, r.T, r.Schedule, r.Cache, mibStr(r.ModelCompared))
-	if r.MeasuredRW != nil {
-		s += ", " + r.Source + " " + mibStr(*r.MeasuredRW)
-		if r.DiffPercent != nil {
-			s += fmt.Sprintf(" (%+.1f%%)", *r.DiffPercent)
-		}
-	}
-	return s
-}
-
-func mibStr(b float64) string { return fmt.Sprintf("%.3f MiB", b/(1<<20)) }
-
-func measureOne(ctx context.Context, it *measureItem, opt *MeasureOptions, info *MeasureInfo) (*MeasureRow, error) {
-	shape, err := models.Shape(&it.Spec)
-	if err != nil {
-		return nil, err
-	}
-	prog, plan, err := dre.DryPlan(shape, it.Schedule, it.T, it.B, it.Seed)
-	if err != nil {
-		return nil, err
-	}
-	cfg := it.Cache.config()
-	rep, err := dre.Analyze(prog, plan, dre.Options{Cache: cfg, Runs: it.Runs})
-	if err != nil {
-		return nil, err
-	}
-	row := &MeasureRow{
-		Model: it.Model, Cell: shape.Cell.String(), Hidden: shape.Hidden, Layers: shape.NumLayers, Vocab: shape.Vocab,
-		T: it.T, B: it.B, Schedule: it.Schedule.String(), Cache: it.Cache.Name, Runs: it.Runs,
-		WorkingSetBytes: rep.WorkingSet.Total, ModelAvgRW: rep.AvgRW, ModelDRE: rep.DRE,
-		Source: string(info.Source), ModelCompared: rep.AvgRW,
-	}
-	ws := float64(rep.WorkingSet.Total)
-	set := func(read, write *float64, rw float64) {
-		row.MeasuredRead, row.MeasuredWrite = read, write
-		row.MeasuredRW = &rw
-		dre := rw / ws
-		row.MeasuredDRE = &dre
-		if row.ModelCompared > 0 {
-			d := 100 * (rw - row.ModelCompared) / row.ModelCompared
-			row.DiffPercent = &d
-		}
-	}
-	switch info.Source {
-	case counters.None:
-		row.MeasuredCache = "-"
-		return row, nil
-	case counters.Cachegrind:
-		ll, note := counters.LegalLL(cfg)
-		if note != "" {
-			info.Caches[it.Cache.Name] = note
-		}
-		row.MeasuredCache = "valgrind LL " + describeCache(ll)
-		steadyModel, err := dre.Analyze(prog, plan, dre.Options{Cache: ll, Runs: 2})
+// items lists the rows to measure: the sweep's, or the flags' model.
+func (f *measureFlags) items(pos []string) ([]sweep.MeasureItem, error) {
+	if len(pos) == 1 {
+		sw, _, err := loadSweep(pos[0], f.sweeps)
 		if err != nil {
 			return nil, err
 		}
-		row.ModelCompared = float64(steadyModel.Steady.Read + steadyModel.Steady.Write)
-		vopt := opt.Valgrind
-		vopt.LL = ll
-		// One P, and no preemption by signal: sysmon preempts a goroutine
-		// every 10ms of wall time, which valgrind stretches 50-100 times,
-		// so preemptions (and their traffic) would differ between runs.
-		vopt.Env = append(vopt.Env, "GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1")
-		vg, err := counters.NewValgrind(vopt)
+		items := sw.MeasureItems()
+		if len(items) == 0 {
+			return nil, usageErr("sweep %s has nothing measure can run (encoder-decoder applications are skipped)", sw.Name)
+		}
+		return items, nil
+	}
+	var spec models.Spec
+	name := "table1"
+	if f.spec != "" {
+		data, err := os.ReadFile(f.spec)
 		if err != nil {
 			return nil, err
 		}
-		var argErr error
-		st, err := vg.MeasureSteadyState(ctx, opt.ValgrindRuns, func(runs int) []string {
-			args, err := it.childArgs(runs)
-			argErr = errors.Join(argErr, err)
-			return append([]string{opt.Exe}, args...)
-		})
-		if err = errors.Join(argErr, err); err != nil {
-			return nil, err
+		s, err := models.ParseSpec(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.spec, err)
 		}
-		pr := st.PerRun
-		read := pr.ReadBytes
-		row.MeasuredRuns = st.Runs
-		row.Counts = map[string]float64{"ll_misses": pr.LLMisses, "d1_misses": pr.D1Misses, "data_refs": pr.DataRefs, "code_fill_bytes": pr.CodeBytes}
-		if pr.Writes {
-			write := pr.WriteBytes
-			set(&read, &write, read+write)
-		} else {
-			set(&read, nil, read)
-			row.Note = "cachegrind counts no write-backs: measured is reads only"
-		}
-		if math.Abs(*row.MeasuredRW) < valgrindNoise && row.ModelCompared < valgrindNoise {
-			row.DiffPercent = nil
-			row.Note = "model and measurement both below valgrind's run-to-run noise: no difference to speak of"
-		}
-		return row, nil
-	}
-	// Hardware counters: the real inference, Runs times, the first cold.
-	row.MeasuredCache = "host LLC"
-	p, err := it.realPlan()
-	if err != nil {
-		return nil, err
-	}
-	hw := opt.Hardware
-	hw.Source = opt.Counters // perf, uncore or auto (both)
-	var runErr error
-	m, _, err := counters.Measure(hw, it.Runs, func() {
-		if _, err := p.Run(); err != nil && runErr == nil {
-			runErr = err
-		}
-	})
-	if err = errors.Join(runErr, err); err != nil {
-		return nil, err
-	}
-	per := m.PerRun()
-	row.MeasuredRuns = m.Runs
-	row.Counts = map[string]float64{}
-	for _, e := range per.Events() {
-		v, _ := per.Get(e)
-		row.Counts[e.String()] = v
-	}
-	if b, ok := per.DRAMBytes(); ok {
-		r, _ := per.Get(counters.DRAMReadBytes)
-		w, _ := per.Get(counters.DRAMWriteBytes)
-		set(&r, &w, b)
-		row.Source = string(counters.Uncore)
-		row.Note = "memory-controller bytes of the whole machine during the runs, idle baseline subtracted"
-	} else if misses, ok := per.LLCMisses(); ok {
-		r := misses * float64(cfg.LineSize)
-		set(&r, nil, r)
-		row.Source = string(counters.Perf)
-		row.Note = "LLC misses x line size of the inference's thread: reads only (write-backs are not misses)"
+		spec = *s
+		name = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(f.spec), ".yaml"), ".yml")
+		spec.Weights = ""
 	} else {
-		row.Note = "the counters gave no LLC miss or DRAM value (see the detection)"
+		spec = sweep.TableISpec(f.cell, f.hidden, f.layers, f.vocab, "softmax")
+		if err := spec.Validate(); err != nil {
+			return nil, usageErr("%v", err)
+		}
 	}
-	return row, nil
-}
-
-// describeCache formats a cache for a table.
-func describeCache(c cachesim.Config) string {
-	s := CacheSpec{Size: Size(c.Size)}
-	if c.Ways == cachesim.FullyAssociative {
-		return s.Size.String() + " fully associative"
+	size, err := sweep.ParseSize(f.cache)
+	if err != nil {
+		return nil, usageErr("--cache: %v", err)
 	}
-	return fmt.Sprintf("%v %d-way", s.Size, c.Ways)
+	ways := f.ways
+	if ways == 0 {
+		ways = -1
+	}
+	c := sweep.CacheSpec{Size: sweep.Size(size), LineSize: f.line, Ways: ways}
+	c.Name = c.Size.String()
+	if err := c.Validate("--cache"); err != nil {
+		return nil, usageErr("%v", err)
+	}
+	scheds, err := parseSchedules(strings.Split(f.schedules, ","))
+	if err != nil {
+		return nil, usageErr("--schedules: %v", err)
+	}
+	if f.t < 1 || f.b < 1 {
+		return nil, usageErr("-t %d -b %d: want at least 1", f.t, f.b)
+	}
+	var items []sweep.MeasureItem
+	for _, s := range scheds {
+		items = append(items, sweep.MeasureItem{Target: sweep.Target{Spec: spec, T: f.t, B: f.b, Schedule: s, Seed: f.seed},
+			Model: name, Cache: c, Runs: f.opt.Runs})
+	}
+	return items, nil
 }
 
 // parseSchedules reads schedule names (A, A+).

@@ -7,14 +7,15 @@ import (
 
 	"rnnserve/cachesim"
 	"rnnserve/dre"
+	"rnnserve/dre/sweep"
+	"rnnserve/dre/treetraffic"
 	"rnnserve/rnn/tree"
-	"rnnserve/schedule/treetraffic"
 )
 
 // cmdTrees runs the tree sweep: for balanced, moderately balanced and
 // linear trees (the recursion paper's Table 1 shapes) at several batch
 // sizes, the DRAM traffic and DRE of the recursive and the depth-batched
-// executor's plans (schedule/treetraffic).
+// executor's plans (dre/treetraffic).
 func cmdTrees(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("trees", "", "Models the memory traffic of tree-structured models (balanced, moderate and linear trees; recursive and depth-batched executors) and prints a Markdown table, or JSON with -json.", stderr)
 	cell := fs.String("cell", "binary_treelstm", "binary tree cell: tree_rnn, rntn or binary_treelstm")
@@ -37,7 +38,7 @@ func cmdTrees(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	size, err := ParseSize(*cache)
+	size, err := sweep.ParseSize(*cache)
 	if err != nil || size <= 0 {
 		return usageErr("-cache %q: want a size such as 12MiB", *cache)
 	}

@@ -9,7 +9,7 @@ import (
 
 func TestTreesCommand(t *testing.T) {
 	var out, errs bytes.Buffer
-	if err := dispatch([]string{"trees", "-cache", "1MiB", "-runs", "3", "-vocab", "100"}, &out, &errs); err != nil {
+	if err := dispatch([]string{"trees", "-cache", "1MiB", "-runs", "3", "-vocab", "100"}, noEnv, &out, &errs); err != nil {
 		t.Fatalf("%v\n%s", err, errs.String())
 	}
 	for _, want := range []string{"| balanced | 1 |", "| linear | 25 |", "recursive", "depth_batched"} {
@@ -18,7 +18,7 @@ func TestTreesCommand(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := dispatch([]string{"trees", "-json", "-cell", "tree_rnn", "-runs", "2", "-vocab", "50", "-hidden", "8"}, &out, &errs); err != nil {
+	if err := dispatch([]string{"trees", "-json", "-cell", "tree_rnn", "-runs", "2", "-vocab", "50", "-hidden", "8"}, noEnv, &out, &errs); err != nil {
 		t.Fatal(err)
 	}
 	var rows []struct {
@@ -29,7 +29,7 @@ func TestTreesCommand(t *testing.T) {
 		t.Errorf("JSON rows: %d, %v", len(rows), err)
 	}
 	for _, bad := range [][]string{{"trees", "-cell", "lstm"}, {"trees", "-cache", "0"}, {"trees", "extra"}} {
-		if err := dispatch(bad, &out, &errs); err == nil {
+		if err := dispatch(bad, noEnv, &out, &errs); err == nil {
 			t.Errorf("%v: no error", bad)
 		}
 	}

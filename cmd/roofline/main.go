@@ -441,7 +441,7 @@ func measureShape(net *rnn.Network, pool *schedule.Pool, prec schedule.Precision
 	}
 	var s shapeResult
 	for _, st := range p.Steps {
-		for _, reg := range st.Reads {
+		for _, reg := range st.Reads() {
 			if reg.Buf.Kind != schedule.KindWeight {
 				continue
 			}

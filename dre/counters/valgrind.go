@@ -36,7 +36,7 @@ const (
 // DefaultL1 is the 32 KiB, 8-way, 64-byte-line L1 (data and instruction)
 // valgrind is told to simulate, so that its results do not depend on the
 // host it runs on.
-var DefaultL1 = cachesim.Config{Size: 32 << 10, LineSize: 64, Ways: 8}
+func DefaultL1() cachesim.Config { return cachesim.Config{Size: 32 << 10, LineSize: 64, Ways: 8} }
 
 // ValgrindOptions configure valgrind runs. Zero values mean the defaults.
 type ValgrindOptions struct {
@@ -62,10 +62,10 @@ func (o *ValgrindOptions) EnsureDefaults() {
 		o.Tool = Callgrind
 	}
 	if o.D1 == (cachesim.Config{}) {
-		o.D1 = DefaultL1
+		o.D1 = DefaultL1()
 	}
 	if o.I1 == (cachesim.Config{}) {
-		o.I1 = DefaultL1
+		o.I1 = DefaultL1()
 	}
 	for _, c := range []*cachesim.Config{&o.LL, &o.D1, &o.I1} {
 		if c.LineSize == 0 {

@@ -34,6 +34,9 @@ var (
 	// ErrOverflow means an element count or byte size too large to
 	// represent.
 	ErrOverflow = errors.New("safetensors: size overflow")
+	// ErrFormat means the input is another kind of model file (a PyTorch
+	// checkpoint, an ONNX model, ...); the message says which.
+	ErrFormat = errors.New("safetensors: not a safetensors file")
 	// ErrConvert means a Tensor conversion method was called on a tensor
 	// whose dtype it does not convert.
 	ErrConvert = errors.New("safetensors: unsupported dtype conversion")

@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"archive/zip"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -170,8 +171,8 @@ func TestWriteErrors(t *testing.T) {
 
 func TestConversionErrors(t *testing.T) {
 	f64 := Tensor{Name: "d", DType: F64, Shape: []int{1}, Data: make([]byte, 8)}
-	if _, err := f64.Float32s(); !errors.Is(err, ErrConvert) {
-		t.Errorf("F64 Float32s() error = %v, want ErrConvert", err)
+	if _, err := (&Tensor{Name: "i", DType: I64, Shape: []int{1}, Data: make([]byte, 8)}).Float32s(); !errors.Is(err, ErrConvert) {
+		t.Errorf("I64 Float32s() error = %v, want ErrConvert", err)
 	}
 	if _, err := f64.Int64s(); !errors.Is(err, ErrConvert) {
 		t.Errorf("F64 Int64s() error = %v, want ErrConvert", err)
@@ -232,5 +233,47 @@ func TestFloat16(t *testing.T) {
 	}
 	if got := float16to32(0x7e00); got == got {
 		t.Errorf("float16to32(0x7e00) = %v, want NaN", got)
+	}
+}
+
+func TestFloat64ToFloat32(t *testing.T) {
+	in := []float64{0.1, -2.5, 1e300, -1e300, 1e-50, math.Inf(1)}
+	data := make([]byte, 8*len(in))
+	for i, v := range in {
+		binary.LittleEndian.PutUint64(data[8*i:], math.Float64bits(v))
+	}
+	got, err := (&Tensor{Name: "d", DType: F64, Shape: []int{len(in)}, Data: data}).Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{0.1, -2.5, float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Inf(1))}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("element %d: %v to float32 = %v, want %v", i, in[i], got[i], want[i])
+		}
+	}
+}
+
+// TestReadOtherFormats hands Read files of other formats and checks the
+// error says what they are instead of a meaningless header length.
+func TestReadOtherFormats(t *testing.T) {
+	var zipped bytes.Buffer
+	zw := zip.NewWriter(&zipped)
+	w, _ := zw.Create("archive/data.pkl")
+	w.Write([]byte{0x80, 0x02, '}', '.'})
+	zw.Close()
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"torch zip", zipped.Bytes(), "this is a PyTorch zip checkpoint"},
+		{"pickle", []byte{0x80, 0x04, '}', '.'}, "this is a Python pickle"},
+		{"onnx", []byte{0x08, 0x07, 0x12, 0x07, 'p', 'y', 't', 'o', 'r', 'c', 'h'}, "this is an ONNX model"},
+	} {
+		_, err := Read(c.data)
+		if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Read error %v, want ErrFormat saying %q", c.name, err, c.want)
+		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"rnnserve/models/sniff"
 )
 
 // MaxHeaderSize is the largest header, in bytes, that Read accepts and
@@ -68,6 +70,9 @@ func ReadFile(path string) (*File, error) {
 // sub-slice of data, which the caller must not modify while the tensors
 // are in use.
 func Read(data []byte) (*File, error) {
+	if f := sniff.Detect(data); f != sniff.Safetensors && f != sniff.Unknown {
+		return nil, fmt.Errorf("%w: this is %v", ErrFormat, f)
+	}
 	if len(data) < 8 {
 		return nil, fmt.Errorf("%w: %d bytes, need 8 for the header length", ErrTruncated, len(data))
 	}

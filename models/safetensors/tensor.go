@@ -27,9 +27,10 @@ func (t *Tensor) NumElements() int {
 	return n
 }
 
-// Float32s decodes the elements of an F32, BF16 or F16 tensor into a new
-// slice. Widening from the 16-bit types is exact; infinities and NaNs are
-// kept. Other dtypes return an error matching ErrConvert.
+// Float32s decodes the elements of an F32, BF16, F16 or F64 tensor into a
+// new slice. Widening from the 16-bit types is exact; F64 rounds to the
+// nearest float32 (values beyond its range become infinities); infinities
+// and NaNs are kept. Other dtypes return an error matching ErrConvert.
 func (t *Tensor) Float32s() ([]float32, error) {
 	n, err := t.checkSize()
 	if err != nil {
@@ -48,6 +49,10 @@ func (t *Tensor) Float32s() ([]float32, error) {
 	case F16:
 		for i := range out {
 			out[i] = float16to32(binary.LittleEndian.Uint16(t.Data[2*i:]))
+		}
+	case F64:
+		for i := range out {
+			out[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(t.Data[8*i:])))
 		}
 	default:
 		return nil, &TensorError{t.Name, fmt.Errorf("%w: %s to float32", ErrConvert, t.DType)}

@@ -2,7 +2,7 @@
 // trees and their parsers, the tree cells' weights and float32 kernels.
 // Like package rnn it does no I/O; plans and executors are in package
 // schedule (TreeProgram), spec files and weights in package models
-// (TreeSpec), traffic in schedule/treetraffic.
+// (TreeSpec), traffic in dre/treetraffic.
 //
 // # Trees
 //

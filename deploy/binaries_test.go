@@ -1,0 +1,191 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"debug/buildinfo"
+	"debug/elf"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// repoRoot is the repository's root, relative to this package.
+const repoRoot = ".."
+
+// built holds the binaries scripts/build-image.sh builds, once per test
+// binary (TestMain removes them).
+var built struct {
+	once sync.Once
+	dir  string
+	out  []byte
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// binaries runs scripts/build-image.sh, as the Dockerfile's build stage
+// does, and returns the directory holding serve and dresim.
+func binaries(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "rnnserve-image-"); built.err != nil {
+			return
+		}
+		cmd := exec.Command("bash", filepath.Join(repoRoot, "scripts", "build-image.sh"), built.dir)
+		built.out, built.err = cmd.CombinedOutput()
+	})
+	if built.err != nil {
+		t.Fatalf("scripts/build-image.sh: %v\n%s", built.err, built.out)
+	}
+	return built.dir
+}
+
+// TestBuildScript checks what scripts/build-image.sh builds, independently
+// of the script's own checks: both binaries are static ELF files (no
+// interpreter, no shared library) built with cgo off, trimmed paths and
+// stripped symbols, for this machine's architecture.
+func TestBuildScript(t *testing.T) {
+	dir := binaries(t)
+	for _, name := range []string{"serve", "dresim"} {
+		path := filepath.Join(dir, name)
+		f, err := elf.Open(path)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("%s has an ELF interpreter: not static", name)
+			}
+		}
+		if libs, err := f.ImportedLibraries(); err != nil || len(libs) > 0 {
+			t.Errorf("%s needs shared libraries %v (%v): not static", name, libs, err)
+		}
+		// -ldflags '-s -w' (which -trimpath keeps out of the build
+		// information): no symbol table, no DWARF.
+		for _, s := range f.Sections {
+			if s.Name == ".symtab" || strings.HasPrefix(s.Name, ".debug_") || strings.HasPrefix(s.Name, ".zdebug_") {
+				t.Errorf("%s has section %s: not built with -ldflags '-s -w'", name, s.Name)
+			}
+		}
+		f.Close()
+		info, err := buildinfo.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		settings := map[string]string{}
+		for _, s := range info.Settings {
+			settings[s.Key] = s.Value
+		}
+		want := map[string]string{"CGO_ENABLED": "0", "-trimpath": "true", "GOOS": "linux", "GOARCH": runtime.GOARCH}
+		for k, v := range want {
+			if settings[k] != v {
+				t.Errorf("%s built with %s=%q, want %q", name, k, settings[k], v)
+			}
+		}
+		if info.Path != "rnnserve/cmd/"+name {
+			t.Errorf("%s is %s", name, info.Path)
+		}
+	}
+}
+
+// announced are serve's flags that the image and the manifests already
+// pass because other work in flight adds them to the server (docs/deploy.md
+// says so): the gRPC listener and the model repository. While the built
+// serve lacks one, the checks that need it are skipped, visibly; once it
+// has it, they run.
+var announced = map[string]string{
+	"grpc":       "the gRPC listener (-grpc ADDR, default 127.0.0.1:8081)",
+	"repository": "the model repository directory (-repository DIR)",
+}
+
+// serveFlags lists the flags serve -h prints.
+func serveFlags(t *testing.T) []string {
+	t.Helper()
+	out, _ := exec.Command(filepath.Join(binaries(t), "serve"), "-h").CombinedOutput() // -h may exit 1 (flag.ErrHelp)
+	re := regexp.MustCompile(`(?m)^\s+-([\w-]+)`)
+	var flags []string
+	for _, m := range re.FindAllStringSubmatch(string(out), -1) {
+		flags = append(flags, m[1])
+	}
+	if !slices.Contains(flags, "listen") {
+		t.Fatalf("serve -h lists no -listen flag:\n%s", out)
+	}
+	return flags
+}
+
+// checkFlags checks that every flag in args is one serve has, and returns
+// args without the announced flags serve does not have yet (and their
+// values), skipping a subtest for each so that the gap shows.
+func checkFlags(t *testing.T, where string, args []string) []string {
+	t.Helper()
+	have := serveFlags(t)
+	var kept []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			kept = append(kept, a)
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if slices.Contains(have, name) {
+			kept = append(kept, a)
+			continue
+		}
+		why, ok := announced[name]
+		if !ok {
+			t.Errorf("%s passes -%s, which serve does not have (serve -h: %v)", where, name, have)
+			kept = append(kept, a)
+			continue
+		}
+		t.Run("flag -"+name, func(t *testing.T) {
+			t.Skipf("%s passes -%s, %s, which the built serve does not have yet", where, name, why)
+		})
+		if !hasValue {
+			i++ // and its value
+		}
+	}
+	return kept
+}
+
+// freeAddr returns a loopback address with a port nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// goWant is the Go release .ci/run installs (GO_WANT=go1.x.y), without
+// its "go" prefix.
+func goWant(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "GO_WANT=go"); ok {
+			return v
+		}
+	}
+	t.Fatal(".ci/run sets no GO_WANT")
+	return ""
+}

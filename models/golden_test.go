@@ -1,0 +1,175 @@
+package models_test
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"rnnserve/models"
+	"rnnserve/models/safetensors"
+	"rnnserve/schedule"
+)
+
+// TestUserGoldens opens the weights file of every folder of
+// testdata/golden (written by scripts/torch_golden.py: one weights file as
+// a PyTorch user has it, no spec), checks the inferred spec against the one PyTorch's side knows
+// (expect.yaml), and runs the model under Schedules A, A+ and P, comparing
+// every output with PyTorch's within 1e-5 relative to max(1, |want|), as
+// schedule's goldens do. F16, BF16 and F64 weights are compared with a
+// reference computed in float32 from the same rounded values, so the
+// tolerance does not widen.
+func TestUserGoldens(t *testing.T) {
+	dirs, err := filepath.Glob("testdata/golden/*/expect.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) < 9 {
+		t.Fatalf("found %d user golden cases, want 9: regenerate with /usr/bin/python3 scripts/torch_golden.py", len(dirs))
+	}
+	for _, expect := range dirs {
+		dir := filepath.Dir(expect)
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			m, err := models.Open(weightsFile(t, dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !m.Source.Inferred {
+				t.Error("Source.Inferred is false for a folder without a spec")
+			}
+			checkSpec(t, m, expect)
+			io, err := safetensors.ReadFile(filepath.Join(dir, "io.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, want := goldenIO(t, io)
+			for _, s := range []schedule.Schedule{schedule.A, schedule.APlus, schedule.Partitioned} {
+				var prog *schedule.Program
+				if s == schedule.Partitioned {
+					prog, err = schedule.NewPartitioned(m.Net, schedule.PartitionOptions{Workers: 1})
+				} else {
+					prog, err = schedule.NewProgram(m.Net, s)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				plan, err := prog.Plan(in, schedule.PlanOptions{Head: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := plan.Run()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for name, got := range map[string][]float32{"output": res.Output, "h_n": res.HN, "c_n": res.CN, "head": res.Head} {
+					w, ok := want[name]
+					if !ok {
+						continue
+					}
+					if err := closeTo(got, w, 1e-5); err != nil {
+						t.Errorf("%v %s vs PyTorch: %v", s, name, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// weightsFile is the one file of a golden folder that is not expect.yaml
+// or io.safetensors (TestOpenFolder opens a folder holding only it).
+func weightsFile(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, e := range entries {
+		if n := e.Name(); n != "expect.yaml" && n != "io.safetensors" {
+			found = append(found, filepath.Join(dir, n))
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s: weights files %q, want one", dir, found)
+	}
+	return found[0]
+}
+
+// checkSpec compares the inferred spec with expect.yaml, and checks that
+// FormatSpec renders a spec that reads back the same.
+func checkSpec(t *testing.T, m *models.Model, expect string) {
+	t.Helper()
+	data, err := os.ReadFile(expect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := models.ParseSpec(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := *m.Spec
+	got.Weights = ""
+	if !reflect.DeepEqual(&got, want) {
+		gy, _ := models.FormatSpec(&models.Model{Spec: &got})
+		t.Errorf("inferred spec:\n%s\nwant:\n%s", gy, data)
+	}
+	text, err := models.FormatSpec(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := models.ParseSpec(text)
+	if err != nil {
+		t.Fatalf("FormatSpec output does not parse: %v\n%s", err, text)
+	}
+	if !reflect.DeepEqual(back, m.Spec) {
+		t.Errorf("FormatSpec round trip:\n%s\ngives %+v, want %+v", text, back, m.Spec)
+	}
+}
+
+// goldenIO reads the inputs and PyTorch's outputs of a case.
+func goldenIO(t *testing.T, io *safetensors.File) (schedule.Input, map[string][]float32) {
+	t.Helper()
+	var in schedule.Input
+	want := map[string][]float32{}
+	for _, name := range io.Names() {
+		tn, _ := io.Tensor(name)
+		switch name {
+		case "tokens":
+			in.T, in.B = tn.Shape[0], tn.Shape[1]
+			v, err := tn.Int64s()
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.Tokens = v
+		default:
+			v, err := tn.Float32s()
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if name == "features" {
+				in.T, in.B, in.Features = tn.Shape[0], tn.Shape[1], v
+			} else {
+				want[name] = v
+			}
+		}
+	}
+	if in.T == 0 {
+		t.Fatal("io.safetensors has neither tokens nor features")
+	}
+	return in, want
+}
+
+func closeTo(got, want []float32, tol float64) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("length %d, want %d", len(got), len(want))
+	}
+	for i := range got {
+		g, w := float64(got[i]), float64(want[i])
+		if math.IsNaN(g) || math.Abs(g-w) > tol*math.Max(1, math.Abs(w)) {
+			return fmt.Errorf("element %d: got %v, want %v (diff %.3g)", i, g, w, math.Abs(g-w))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,215 @@
+package onnx
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	pb "github.com/advancedclimatesystems/gonnx/onnx"
+	"google.golang.org/protobuf/proto"
+)
+
+func golden(t testing.TB, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "golden", name, "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestReadExports checks what Read finds in torch.onnx.export's graphs;
+// the numbers are checked against PyTorch in models' TestUserGoldens.
+func TestReadExports(t *testing.T) {
+	lm, err := Read(golden(t, "onnx_lstm_lm"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lm.Vocab != 30 || lm.Input != 8 || len(lm.Layers) != 2 || lm.Layers[1].Cell != "lstm" || lm.Layers[1].Hidden != 12 ||
+		lm.HeadOut != 30 || lm.HeadB == nil || lm.Activation != "log_softmax" || !lm.BatchFirst {
+		t.Errorf("LM: %+v", lm)
+	}
+	gru, err := Read(golden(t, "onnx_gru_bidir"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gru.Vocab != 0 || gru.Input != 6 || len(gru.Layers) != 2 || !gru.Layers[0].Bidirectional || gru.Layers[1].Input != 20 ||
+		len(gru.Layers[1].Dirs) != 2 || gru.HeadOut != 0 || gru.BatchFirst {
+		t.Errorf("GRU: %+v", gru)
+	}
+}
+
+// tiny builds a one-layer LSTM graph as the exporter lays it out:
+// features -> LSTM -> Squeeze(axis 1) -> output, with edit applied.
+func tiny(edit func(g *pb.GraphProto)) []byte {
+	const in, H = 2, 3
+	f32 := func(name string, dims []int64, v float32) *pb.TensorProto {
+		n := int64(1)
+		for _, d := range dims {
+			n *= d
+		}
+		t := &pb.TensorProto{Name: name, Dims: dims, DataType: int32(pb.TensorProto_FLOAT)}
+		for i := int64(0); i < n; i++ {
+			t.FloatData = append(t.FloatData, v+float32(i)/100)
+		}
+		return t
+	}
+	i64 := func(name string, v ...int64) *pb.TensorProto {
+		return &pb.TensorProto{Name: name, Dims: []int64{int64(len(v))}, DataType: int32(pb.TensorProto_INT64), Int64Data: v}
+	}
+	vi := func(name string, elem pb.TensorProto_DataType) *pb.ValueInfoProto {
+		return &pb.ValueInfoProto{Name: name, Type: &pb.TypeProto{Value: &pb.TypeProto_TensorType{TensorType: &pb.TypeProto_Tensor{ElemType: int32(elem)}}}}
+	}
+	g := &pb.GraphProto{
+		Name:  "tiny",
+		Input: []*pb.ValueInfoProto{vi("x", pb.TensorProto_FLOAT)},
+		Initializer: []*pb.TensorProto{
+			f32("W", []int64{1, 4 * H, in}, 0.1), f32("R", []int64{1, 4 * H, H}, 0.2), f32("B", []int64{1, 8 * H}, 0.3), i64("axes", 1),
+		},
+		Node: []*pb.NodeProto{
+			{Name: "lstm", OpType: "LSTM", Input: []string{"x", "W", "R", "B"}, Output: []string{"y", "", ""},
+				Attribute: []*pb.AttributeProto{{Name: "hidden_size", I: H, Type: pb.AttributeProto_INT}}},
+			{Name: "squeeze", OpType: "Squeeze", Input: []string{"y", "axes"}, Output: []string{"out"}},
+		},
+		Output: []*pb.ValueInfoProto{vi("out", pb.TensorProto_FLOAT)},
+	}
+	if edit != nil {
+		edit(g)
+	}
+	data, err := proto.Marshal(&pb.ModelProto{IrVersion: 7, ProducerName: "test", Graph: g,
+		OpsetImport: []*pb.OperatorSetIdProto{{Version: 14}}})
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
+
+func TestTinyGateOrder(t *testing.T) {
+	m, err := Read(tiny(nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.Layers[0]
+	// W holds 0.1 + i/100 in ONNX order i, o, f, c (blocks of H*in = 6
+	// elements): PyTorch's f block (1) is ONNX block 2, o (3) is ONNX 1.
+	for torchBlock, onnxBlock := range []int{0, 2, 3, 1} {
+		got := l.Dirs[0].Wih[torchBlock*6]
+		want := float32(0.1 + float32(onnxBlock*6)/100)
+		if math.Abs(float64(got-want)) > 1e-6 {
+			t.Errorf("W_ih block %d starts %v, want ONNX block %d's %v", torchBlock, got, onnxBlock, want)
+		}
+	}
+	// B is W_b (12) then R_b (12): bias_hh block 0 is B[12].
+	if got, want := l.Dirs[0].Bhh[0], float32(0.3+12.0/100); math.Abs(float64(got-want)) > 1e-6 {
+		t.Errorf("bias_hh[0] = %v, want %v", got, want)
+	}
+}
+
+func TestReadErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		data []byte
+		want error
+		msg  string
+	}{
+		{"safetensors handed as ONNX", append([]byte{2, 0, 0, 0, 0, 0, 0, 0}, "{}"...), ErrFormat, "this is a safetensors file"},
+		{"not protobuf", []byte{0x08, 0x07, 0x12, 0xff, 0xff}, ErrFormat, "not an ONNX model"},
+		{"unsupported operator", tiny(func(g *pb.GraphProto) {
+			g.Node[1] = &pb.NodeProto{Name: "act", OpType: "Relu", Input: []string{"y"}, Output: []string{"out"}}
+		}), ErrUnsupported, `node "act" (Relu)`},
+		{"extra node", tiny(func(g *pb.GraphProto) {
+			g.Node = append(g.Node, &pb.NodeProto{Name: "stray", OpType: "Conv", Input: []string{"W"}, Output: []string{"z"}})
+		}), ErrUnsupported, `node "stray" (Conv)`},
+		{"reverse only", tiny(func(g *pb.GraphProto) {
+			g.Node[0].Attribute = append(g.Node[0].Attribute, &pb.AttributeProto{Name: "direction", S: []byte("reverse"), Type: pb.AttributeProto_STRING})
+		}), ErrUnsupported, `direction "reverse"`},
+		{"clip", tiny(func(g *pb.GraphProto) {
+			g.Node[0].Attribute = append(g.Node[0].Attribute, &pb.AttributeProto{Name: "clip", F: 3, Type: pb.AttributeProto_FLOAT})
+		}), ErrUnsupported, "attribute clip"},
+		{"nonzero initial state", tiny(func(g *pb.GraphProto) {
+			g.Initializer = append(g.Initializer, &pb.TensorProto{Name: "h0", Dims: []int64{1, 1, 3}, DataType: int32(pb.TensorProto_FLOAT), FloatData: []float32{1, 0, 0}})
+			g.Node[0].Input = append(g.Node[0].Input, "", "h0")
+		}), ErrUnsupported, `initial state "h0"`},
+		{"wrong hidden size", tiny(func(g *pb.GraphProto) { g.Node[0].Attribute[0].I = 4 }), ErrUnsupported, "want [1][16][input]"},
+		{"custom domain", tiny(func(g *pb.GraphProto) { g.Node[1].Domain = "com.microsoft" }), ErrUnsupported, "com.microsoft"},
+		{"external data outside the folder", tiny(func(g *pb.GraphProto) {
+			w := g.Initializer[0]
+			w.FloatData = nil
+			w.DataLocation = pb.TensorProto_EXTERNAL
+			w.ExternalData = []*pb.StringStringEntryProto{{Key: "location", Value: "../../etc/passwd"}}
+		}), ErrExternalData, "outside the model's folder"},
+		{"external data absolute", tiny(func(g *pb.GraphProto) {
+			w := g.Initializer[0]
+			w.FloatData = nil
+			w.DataLocation = pb.TensorProto_EXTERNAL
+			w.ExternalData = []*pb.StringStringEntryProto{{Key: "location", Value: "/etc/passwd"}}
+		}), ErrExternalData, "outside the model's folder"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opened := false
+			_, err := Read(c.data, func(string) ([]byte, error) { opened = true; return nil, errors.New("no file") })
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
+				t.Errorf("Read error %v, want %v saying %q", err, c.want, c.msg)
+			}
+			if opened && errors.Is(c.want, ErrExternalData) {
+				t.Error("opened a file outside the folder")
+			}
+		})
+	}
+}
+
+// TestExternalData moves the GRU export's initializers into a data file
+// beside it and checks Read gives the same weights through open.
+func TestExternalData(t *testing.T) {
+	data := golden(t, "onnx_gru_bidir")
+	inline, err := Read(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mp pb.ModelProto
+	if err := proto.Unmarshal(data, &mp); err != nil {
+		t.Fatal(err)
+	}
+	var blob []byte
+	for _, init := range mp.GetGraph().GetInitializer() {
+		raw := init.GetRawData()
+		if raw == nil {
+			for _, f := range init.GetFloatData() {
+				raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
+			}
+		}
+		init.ExternalData = []*pb.StringStringEntryProto{{Key: "location", Value: "weights/data.bin"},
+			{Key: "offset", Value: itoa(len(blob))}, {Key: "length", Value: itoa(len(raw))}}
+		init.DataLocation, init.RawData, init.FloatData = pb.TensorProto_EXTERNAL, nil, nil
+		blob = append(blob, raw...)
+	}
+	ext, _ := proto.Marshal(&mp)
+	var asked []string
+	got, err := Read(ext, func(loc string) ([]byte, error) { asked = append(asked, loc); return blob, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) == 0 || asked[0] != "weights/data.bin" {
+		t.Errorf("open called with %q", asked)
+	}
+	for k := range inline.Layers {
+		for d := range inline.Layers[k].Dirs {
+			a, b := inline.Layers[k].Dirs[d], got.Layers[k].Dirs[d]
+			for i := range a.Wih {
+				if a.Wih[i] != b.Wih[i] {
+					t.Fatalf("layer %d dir %d W_ih[%d] %v, inline %v", k, d, i, b.Wih[i], a.Wih[i])
+				}
+			}
+		}
+	}
+	if _, err := Read(ext, nil); !errors.Is(err, ErrExternalData) {
+		t.Errorf("external data without a folder: %v", err)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,226 @@
+package models
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	pb "github.com/advancedclimatesystems/gonnx/onnx"
+	"google.golang.org/protobuf/proto"
+
+	"rnnserve/models/onnx"
+	"rnnserve/models/pytorch"
+	"rnnserve/models/safetensors"
+)
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOpenFolder serves a folder holding only a user's checkpoint, then
+// saves the inferred spec beside it as model.yaml (as a user would after
+// `serve` printed it), edits the activation, and opens the folder again.
+func TestOpenFolder(t *testing.T) {
+	dir := t.TempDir()
+	copyFile(t, "testdata/golden/ckpt_emb_lstm_fc_batchfirst/model.pt", filepath.Join(dir, "model.pt"))
+	m, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Source.Inferred || m.Source.Format.Name() != "pytorch" || m.Source.Weights != filepath.Join(dir, "model.pt") ||
+		len(m.Source.DTypes) != 1 || m.Source.DTypes[0] != "F32" {
+		t.Errorf("source %+v", m.Source)
+	}
+	text, err := FormatSpec(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# Inferred by rnnserve from model.pt (pytorch)", "head.activation", "weights: model.pt", "rnn: lstm"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("FormatSpec output lacks %q:\n%s", want, text)
+		}
+	}
+	edited := strings.Replace(string(text), "out_features: 50", "out_features: 50\n  activation: log_softmax", 1)
+	if err := os.WriteFile(filepath.Join(dir, SpecFile), []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Source.Inferred || again.Spec.Head.Activation != "log_softmax" || again.Net.Activation.String() != "log_softmax" {
+		t.Errorf("spec from model.yaml: %+v, source %+v", again.Spec.Head, again.Source)
+	}
+	for i, p := range again.Params() {
+		if !equal(p.Data, m.Params()[i].Data) {
+			t.Errorf("%s differs between the inferred and the saved spec", p.Name)
+		}
+	}
+
+	// A second weights file makes the folder ambiguous.
+	empty := t.TempDir()
+	if _, err := Open(empty); !errors.Is(err, ErrNoModel) {
+		t.Errorf("empty folder: %v", err)
+	}
+	copyFile(t, "testdata/golden/f16_safetensors_lstm/model.safetensors", filepath.Join(empty, "a.safetensors"))
+	copyFile(t, "testdata/golden/f16_safetensors_lstm/model.safetensors", filepath.Join(empty, "b.safetensors"))
+	if _, err := Open(empty); !errors.Is(err, ErrNoModel) || !strings.Contains(err.Error(), "a.safetensors") {
+		t.Errorf("two weights files: %v", err)
+	}
+}
+
+// TestOpenWrongFiles hands the loader files that are not what their
+// names say, or no model at all.
+func TestOpenWrongFiles(t *testing.T) {
+	dir := t.TempDir()
+	// A checkpoint named .safetensors loads by its content...
+	copyFile(t, "testdata/golden/bf16_ckpt_gru/model.pth", filepath.Join(dir, "misnamed.safetensors"))
+	m, err := Open(filepath.Join(dir, "misnamed.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Source.Format.Name() != "pytorch" || m.Source.DTypes[0] != "BF16" {
+		t.Errorf("source %+v", m.Source)
+	}
+	// ...and the readers say what a file is when handed the wrong one.
+	ckpt, _ := os.ReadFile("testdata/golden/bf16_ckpt_gru/model.pth")
+	if _, err := safetensors.Read(ckpt); !errors.Is(err, safetensors.ErrFormat) || !strings.Contains(err.Error(), "PyTorch zip checkpoint") {
+		t.Errorf("checkpoint handed to the safetensors reader: %v", err)
+	}
+	st, _ := os.ReadFile("testdata/golden/f16_safetensors_lstm/model.safetensors")
+	if _, err := pytorch.Read(st); !errors.Is(err, pytorch.ErrFormat) || !strings.Contains(err.Error(), "safetensors file") {
+		t.Errorf("safetensors handed to the checkpoint reader: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "notes.pt"), []byte("just text"), 0o644)
+	if _, err := Open(filepath.Join(dir, "notes.pt")); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "unknown format") {
+		t.Errorf("text file: %v", err)
+	}
+	// Shapes that fit no architecture.
+	bad, _ := safetensors.Read(st)
+	var ts []safetensors.Tensor
+	for _, tn := range bad.Tensors() {
+		if strings.Contains(tn.Name, "weight_hh_l0") {
+			tn.Shape = []int{tn.Shape[0] / 2, tn.Shape[1] * 2}
+		}
+		ts = append(ts, tn)
+	}
+	os.WriteFile(filepath.Join(dir, "bad.safetensors"), encodeTensors(t, ts), 0o644)
+	if _, err := Open(filepath.Join(dir, "bad.safetensors")); !errors.Is(err, ErrInfer) || !strings.Contains(err.Error(), "fit no LSTM or GRU") {
+		t.Errorf("misshapen weights: %v", err)
+	}
+}
+
+// TestLoadSpecWithCheckpoint names a checkpoint under the user's own names
+// in a hand-written spec that sets no prefixes: they are found in the file.
+func TestLoadSpecWithCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	copyFile(t, "testdata/golden/nobias_ckpt_lstm_proj/model.pt", filepath.Join(dir, "w.pt"))
+	spec := "cell: lstm\ninput_size: 8\nhidden_size: 16\nnum_layers: 2\nproj_size: 5\nbias: false\nhead: {out_features: 6, bias: false}\nweights: w.pt\n"
+	os.WriteFile(filepath.Join(dir, "model.yaml"), []byte(spec), 0o644)
+	m, err := Load(filepath.Join(dir, "model.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Spec.Prefixes == nil || *m.Spec.Prefixes.Head != "proj" || m.Source.Format.Name() != "pytorch" {
+		t.Errorf("prefixes %+v source %+v", m.Spec.Prefixes, m.Source)
+	}
+	// With biases claimed, the error names what is missing.
+	os.WriteFile(filepath.Join(dir, "model.yaml"), []byte(strings.Replace(spec, "bias: false\nhead", "head", 1)), 0o644)
+	if _, err := Load(filepath.Join(dir, "model.yaml")); !errors.Is(err, ErrWeights) || !strings.Contains(err.Error(), `"rnn.bias_ih_l0" is missing`) {
+		t.Errorf("biases claimed: %v", err)
+	}
+}
+
+// TestOpenONNXExternalData moves the GRU export's weights into a data
+// file beside it: read from inside the model's folder, refused when the
+// model points outside it (a file that exists there is not read).
+func TestOpenONNXExternalData(t *testing.T) {
+	data, err := os.ReadFile("testdata/golden/onnx_gru_bidir/model.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inline, err := Open("testdata/golden/onnx_gru_bidir/model.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := func(location string) ([]byte, []byte) {
+		var mp pb.ModelProto
+		if err := proto.Unmarshal(data, &mp); err != nil {
+			t.Fatal(err)
+		}
+		var blob []byte
+		for _, init := range mp.GetGraph().GetInitializer() {
+			raw := init.GetRawData()
+			init.ExternalData = []*pb.StringStringEntryProto{{Key: "location", Value: location},
+				{Key: "offset", Value: strconv.Itoa(len(blob))}, {Key: "length", Value: strconv.Itoa(len(raw))}}
+			init.DataLocation, init.RawData = pb.TensorProto_EXTERNAL, nil
+			blob = append(blob, raw...)
+		}
+		model, err := proto.Marshal(&mp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return model, blob
+	}
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "gru")
+	os.MkdirAll(filepath.Join(dir, "data"), 0o755)
+	model, blob := split("data/weights.bin")
+	os.WriteFile(filepath.Join(dir, "model.onnx"), model, 0o644)
+	os.WriteFile(filepath.Join(dir, "data", "weights.bin"), blob, 0o644)
+	m, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Source.Format.Name() != "onnx" || m.Spec.Cell != "gru" || !m.Spec.Bidirectional || m.Spec.NumLayers != 2 {
+		t.Errorf("ONNX spec %+v, source %+v", m.Spec, m.Source)
+	}
+	for i, p := range m.Params() {
+		if !equal(p.Data, inline.Params()[i].Data) {
+			t.Errorf("%s differs from the inline export", p.Name)
+		}
+	}
+
+	outside := filepath.Join(parent, "evil")
+	os.MkdirAll(outside, 0o755)
+	model, blob = split("../gru/data/weights.bin")
+	os.WriteFile(filepath.Join(outside, "model.onnx"), model, 0o644)
+	if _, err := Open(outside); !errors.Is(err, onnx.ErrExternalData) || !strings.Contains(err.Error(), "outside the model's folder") {
+		t.Errorf("external data outside the folder: %v", err)
+	}
+	// A symbolic link out of the folder is refused by the folder's root.
+	os.Symlink(filepath.Join(dir, "data"), filepath.Join(outside, "data"))
+	model, _ = split("data/weights.bin")
+	os.WriteFile(filepath.Join(outside, "model.onnx"), model, 0o644)
+	if _, err := Open(outside); !errors.Is(err, onnx.ErrExternalData) {
+		t.Errorf("external data through a symlink out of the folder: %v", err)
+	}
+}
+
+func TestParseSpecStackErrors(t *testing.T) {
+	for _, c := range []struct{ doc, want string }{
+		{"input_size: 3\ncell: lstm\nlayers: [{cell: gru, hidden_size: 4}]\n", "layers lists the modules"},
+		{"input_size: 3\nlayers: [{cell: rnn, hidden_size: 4}]\n", "layers[0].cell"},
+		{"input_size: 3\nlayers: [{cell: gru, hidden_size: 4}, {cell: gru, hidden_size: 0}]\n", "layers[1].hidden_size = 0"},
+		{"input_size: 3\nlayers: [{cell: gru, hidden_size: 4, proj_size: 2}]\n", "layers[0].proj_size = 2"},
+		{"input_size: 3\nlayers: [{cell: lstm, hidden_size: 4, num_layers: -1}]\n", "layers[0].num_layers = -1"},
+		{"input_size: 3\nlayers: [{cell: lstm, hidden_size: 4}]\nprefixes: {rnn: [a, b]}\n", "prefixes.rnn lists 2 prefixes for 1"},
+		{"input_size: 3\ncell: lstm\nhidden_size: 4\nprefixes: {rnn: {a: 1}}\n", "line 4"},
+		{"input_size: 3\ncell: lstm\nhidden_size: 4\nprefixes: {decoder: x}\n", "decoder"},
+	} {
+		_, err := ParseSpec([]byte(c.doc))
+		if !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseSpec(%q) = %v, want ErrSpec mentioning %q", c.doc, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds the binaries of rnnserve's container image into OUTDIR and checks
+# them. The Dockerfile's build stage runs this script, and so does the test
+# in deploy/ (go test ./deploy/), so the image's binaries are built here the
+# way CI builds them:
+#
+#   - CGO_ENABLED=0: static binaries, which need no libc in the image;
+#   - -trimpath and -ldflags '-s -w': no local paths, no symbol table;
+#   - serve (the bundled models are embedded in it) and dresim (sweeps).
+#
+# Then it checks that each binary is static (no ELF interpreter, no shared
+# libraries: readelf, from binutils) and that each starts and prints its
+# usage (-h).
+#
+# Usage: scripts/build-image.sh OUTDIR
+set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
+mkdir -p "$1"
+out=$(cd "$1" && pwd)
+cd "$(dirname "$0")/.."
+
+export CGO_ENABLED=0
+for cmd in serve dresim; do
+	go build -trimpath -ldflags='-s -w' -o "$out/$cmd" "./cmd/$cmd"
+done
+
+command -v readelf >/dev/null || { echo "$0: readelf (binutils) is needed to check the binaries are static" >&2; exit 1; }
+for cmd in serve dresim; do
+	if readelf -lW "$out/$cmd" | grep -q 'INTERP'; then
+		echo "$0: $cmd has an ELF interpreter: it is not static" >&2; exit 1
+	fi
+	if readelf -dW "$out/$cmd" | grep -q 'NEEDED'; then
+		echo "$0: $cmd needs shared libraries: it is not static" >&2; exit 1
+	fi
+done
+
+# serve prints its flags on -h; dresim its commands.
+usage=$("$out/serve" -h 2>&1 || true)
+case $usage in
+*-listen*) ;;
+*) echo "$0: serve -h does not print its flags:" >&2; echo "$usage" >&2; exit 1 ;;
+esac
+usage=$("$out/dresim" -h 2>&1) || { echo "$0: dresim -h failed:" >&2; echo "$usage" >&2; exit 1; }
+case $usage in
+*"dresim run"*) ;;
+*) echo "$0: dresim -h does not print its usage:" >&2; echo "$usage" >&2; exit 1 ;;
+esac
+echo "built static serve and dresim in $out"
