@@ -97,23 +97,16 @@ func TestConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: this test builds and runs the server")
 	}
-	root := repoRoot(t)
-	dir := t.TempDir()
-	buildCtx, cancelBuild := context.WithTimeout(context.Background(), buildTimeout)
-	defer cancelBuild()
-	bin := buildServer(buildCtx, t, root, dir)
-	repo := filepath.Join(dir, "models")
-	for _, m := range []string{"bytelm", "treelstm"} {
-		copyDir(t, filepath.Join(root, "models", "bundled", m), filepath.Join(repo, m))
-	}
-	writeFile(t, filepath.Join(repo, "spare", "model.yaml"), "cell: gru\ninput_size: 8\nhidden_size: 16\nembedding: {vocab_size: 256}\nhead: {out_features: 256, activation: log_softmax}\nseed: 3\n")
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	var grpcAddr string
-	_, addr := startOnFreePort(ctx, t, "serve", dir, bin, func(addr string) []string {
-		grpcAddr = freeAddr(t)
-		return []string{"-listen", addr, "-grpc", grpcAddr, "-repository", repo}
-	}, "/v2/health/ready")
+	var repo string
+	addr, grpcAddr := serveRepository(ctx, t, func(root, dir, r string) []string {
+		for _, m := range []string{"bytelm", "treelstm"} {
+			copyDir(t, filepath.Join(root, "models", "bundled", m), filepath.Join(r, m))
+		}
+		repo = r
+		return nil
+	})
 	env := &conformanceEnv{base: "http://" + addr, grpc: grpcAddr, repo: repo}
 	for _, tr := range env.transports(t) {
 		for _, c := range conformanceCases {

@@ -308,12 +308,13 @@ func (g *grpcTransport) stream(ctx context.Context, model, text string, maxToken
 
 func (g *grpcTransport) rawJSON(context.Context, string) ([]byte, error) { return nil, nil }
 
-// TestGRPCProtocol covers what only the gRPC API has, against the real
-// server binary.
-func TestGRPCProtocol(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: this test builds and runs the server")
-	}
+// serveRepository builds cmd/serve and serves a model repository holding
+// a small GRU language model, "spare", with REST and gRPC on free loopback
+// ports until the test ends. setup gets the module root, the test's
+// directory and the repository directory, may add models, and returns
+// more flags. It returns the REST and gRPC addresses.
+func serveRepository(ctx context.Context, t *testing.T, setup func(root, dir, repo string) []string) (httpAddr, grpcAddr string) {
+	t.Helper()
 	root := repoRoot(t)
 	dir := t.TempDir()
 	buildCtx, cancelBuild := context.WithTimeout(context.Background(), buildTimeout)
@@ -321,15 +322,27 @@ func TestGRPCProtocol(t *testing.T) {
 	bin := buildServer(buildCtx, t, root, dir)
 	repo := filepath.Join(dir, "models")
 	writeFile(t, filepath.Join(repo, "spare", "model.yaml"), "cell: gru\ninput_size: 8\nhidden_size: 16\nembedding: {vocab_size: 256}\nhead: {out_features: 256, activation: log_softmax}\nseed: 3\n")
-	cfg := filepath.Join(dir, "serve.yaml")
-	writeFile(t, cfg, "server:\n  max_body_bytes: 65536\n")
+	extra := setup(root, dir, repo)
+	_, httpAddr = startOnFreePort(ctx, t, "serve", dir, bin, func(addr string) []string {
+		grpcAddr = freeAddr(t)
+		return append([]string{"-listen", addr, "-grpc", grpcAddr, "-repository", repo}, extra...)
+	}, "/v2/health/ready")
+	return httpAddr, grpcAddr
+}
+
+// TestGRPCProtocol covers what only the gRPC API has, against the real
+// server binary.
+func TestGRPCProtocol(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test builds and runs the server")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	var grpcAddr string
-	startOnFreePort(ctx, t, "serve", dir, bin, func(addr string) []string {
-		grpcAddr = freeAddr(t)
-		return []string{"-listen", addr, "-grpc", grpcAddr, "-repository", repo, "-config", cfg}
-	}, "/v2/health/ready")
+	_, grpcAddr := serveRepository(ctx, t, func(_, dir, _ string) []string {
+		cfg := filepath.Join(dir, "serve.yaml")
+		writeFile(t, cfg, "server:\n  max_body_bytes: 65536\n")
+		return []string{"-config", cfg}
+	})
 	conn := dialGRPC(t, grpcAddr)
 	stub := triton.NewGRPCInferenceServiceClient(conn)
 
