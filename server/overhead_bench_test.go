@@ -140,16 +140,9 @@ func (m *stubModel) infer(ctx context.Context, r *Request, tm *timing) ([]Output
 	return outs, in.B, err
 }
 
-// BenchmarkRESTOverhead times the REST path of one 32-token lstm512
-// request asking for the final hidden state (1024 floats) with the engine
-// stubbed out: gin's routing, reading and decoding the JSON body, the
-// server's bookkeeping (lookup, statistics, metrics) and encoding the
-// output as JSON or as binary tensor data. That is the in-process overhead
-// a request pays above the engine. Run with
-//
-//	go test ./server/ -run '^$' -bench RESTOverhead -benchtime 2s -count 5
-func BenchmarkRESTOverhead(b *testing.B) {
-	bm := benchModels(b)[1]
+// stubServer is a started server of bm's model with its engine stubbed
+// out (stubModel), stopped when the benchmark ends.
+func stubServer(b *testing.B, bm benchModel) *Server {
 	o := testOptions()
 	o.TrafficSteps = 2 // the engine is stubbed out: its modelled traffic does not matter
 	s, err := New([]Entry{bm.entry}, o, testDeps(b, o))
@@ -165,7 +158,21 @@ func BenchmarkRESTOverhead(b *testing.B) {
 	table := map[string]model{bm.entry.Name: &stubModel{seqModel: sm, res: res}}
 	s.models.Store(&table)
 	s.Start()
-	defer s.Stop(b.Context())
+	b.Cleanup(func() { s.Stop(context.Background()) })
+	return s
+}
+
+// BenchmarkRESTOverhead times the REST path of one 32-token lstm512
+// request asking for the final hidden state (1024 floats) with the engine
+// stubbed out: gin's routing, reading and decoding the JSON body, the
+// server's bookkeeping (lookup, statistics, metrics) and encoding the
+// output as JSON or as binary tensor data. That is the in-process overhead
+// a request pays above the engine. Run with
+//
+//	go test ./server/ -run '^$' -bench RESTOverhead -benchtime 2s -count 5
+func BenchmarkRESTOverhead(b *testing.B) {
+	bm := benchModels(b)[1]
+	s := stubServer(b, bm)
 	h := s.Handler()
 	toks := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(bm.ids)), ","), "[]")
 	for _, out := range []string{"json", "binary"} {
