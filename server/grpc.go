@@ -380,7 +380,7 @@ func (g *grpcService) ModelConfig(_ context.Context, req *pb.ModelConfigRequest)
 	c := &m.base().config
 	out := &pb.ModelConfig{Name: c.Name, Platform: c.Platform, Backend: c.Backend, MaxBatchSize: int32(c.MaxBatchSize)}
 	for _, t := range c.Input {
-		out.Input = append(out.Input, &pb.ModelInput{Name: t.Name, DataType: dataType(t.DataType), Dims: t.Dims, Reshape: reshape(t.Reshape)})
+		out.Input = append(out.Input, &pb.ModelInput{Name: t.Name, DataType: dataType(t.DataType), Dims: t.Dims, Reshape: reshape(t.Reshape), Optional: t.Optional})
 	}
 	for _, t := range c.Output {
 		out.Output = append(out.Output, &pb.ModelOutput{Name: t.Name, DataType: dataType(t.DataType), Dims: t.Dims, Reshape: reshape(t.Reshape)})

@@ -263,7 +263,7 @@ func TestGRPCHealthAndMetadata(t *testing.T) {
 	}
 	var rnn api.RNNMetadata
 	want := seqOf(t, g.s, "lm").meta
-	if mm.Name != "lm" || fmt.Sprint(mm.Versions) != "[1]" || mm.Platform != want.Platform || len(mm.Inputs) != 1 || mm.Inputs[0].Name != "tokens" ||
+	if mm.Name != "lm" || fmt.Sprint(mm.Versions) != "[1]" || mm.Platform != want.Platform || len(mm.Inputs) != 2 || mm.Inputs[0].Name != "tokens" || mm.Inputs[1].Name != "lengths" ||
 		fmt.Sprint(mm.Inputs[0].Shape) != "[-1 -1]" || len(mm.Outputs) != len(want.Outputs) || json.Unmarshal([]byte(mm.Properties["rnn"]), &rnn) != nil || rnn.VocabSize != 256 {
 		t.Errorf("model metadata: %v", mm)
 	}
@@ -272,7 +272,7 @@ func TestGRPCHealthAndMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cfg.Config
-	if c.Name != "lm" || c.Backend != "rnnserve" || c.MaxBatchSize != 64 || len(c.Input) != 1 || c.Input[0].DataType != pb.DataType_TYPE_INT64 ||
+	if c.Name != "lm" || c.Backend != "rnnserve" || c.MaxBatchSize != 64 || len(c.Input) != 2 || c.Input[0].DataType != pb.DataType_TYPE_INT64 || !c.Input[1].Optional ||
 		fmt.Sprint(c.Input[0].Dims) != "[-1]" || c.GetSequenceBatching() == nil || c.InstanceGroup[0].Kind != pb.ModelInstanceGroup_KIND_CPU ||
 		!strings.Contains(c.Parameters["rnnserve"].GetStringValue(), `"kind":"sequence"`) {
 		t.Errorf("model config: %v", c)

@@ -273,11 +273,13 @@ func (x *ModelTensorReshape) GetShape() []int64 {
 // ModelInput is an input; dims leave out the batch dimension when
 // max_batch_size > 0, and -1 is a dimension of any size.
 type ModelInput struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	DataType      DataType               `protobuf:"varint,2,opt,name=data_type,json=dataType,proto3,enum=inference.DataType" json:"data_type,omitempty"`
-	Dims          []int64                `protobuf:"varint,4,rep,packed,name=dims,proto3" json:"dims,omitempty"`
-	Reshape       *ModelTensorReshape    `protobuf:"bytes,5,opt,name=reshape,proto3" json:"reshape,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	DataType DataType               `protobuf:"varint,2,opt,name=data_type,json=dataType,proto3,enum=inference.DataType" json:"data_type,omitempty"`
+	Dims     []int64                `protobuf:"varint,4,rep,packed,name=dims,proto3" json:"dims,omitempty"`
+	Reshape  *ModelTensorReshape    `protobuf:"bytes,5,opt,name=reshape,proto3" json:"reshape,omitempty"`
+	// optional is set for an input a request may leave out.
+	Optional      bool `protobuf:"varint,8,opt,name=optional,proto3" json:"optional,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,6 +340,13 @@ func (x *ModelInput) GetReshape() *ModelTensorReshape {
 		return x.Reshape
 	}
 	return nil
+}
+
+func (x *ModelInput) GetOptional() bool {
+	if x != nil {
+		return x.Optional
+	}
+	return false
 }
 
 // ModelOutput is an output, with dims as ModelInput has them.
@@ -711,13 +720,14 @@ const file_model_config_proto_rawDesc = "" +
 	"\n" +
 	"KIND_MODEL\x10\x03\"*\n" +
 	"\x12ModelTensorReshape\x12\x14\n" +
-	"\x05shape\x18\x01 \x03(\x03R\x05shape\"\x9f\x01\n" +
+	"\x05shape\x18\x01 \x03(\x03R\x05shape\"\xbb\x01\n" +
 	"\n" +
 	"ModelInput\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\tdata_type\x18\x02 \x01(\x0e2\x13.inference.DataTypeR\bdataType\x12\x12\n" +
 	"\x04dims\x18\x04 \x03(\x03R\x04dims\x127\n" +
-	"\areshape\x18\x05 \x01(\v2\x1d.inference.ModelTensorReshapeR\areshape\"\xa0\x01\n" +
+	"\areshape\x18\x05 \x01(\v2\x1d.inference.ModelTensorReshapeR\areshape\x12\x1a\n" +
+	"\boptional\x18\b \x01(\bR\boptional\"\xa0\x01\n" +
 	"\vModelOutput\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\tdata_type\x18\x02 \x01(\x0e2\x13.inference.DataTypeR\bdataType\x12\x12\n" +
