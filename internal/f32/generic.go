@@ -5,7 +5,7 @@ package f32
 
 // gemmNTGo is
 //
-//	for i < m, j < n: c[i*ldc+j] = beta*c[i*ldc+j] + Σ_p a[i*lda+p]*w[j*ldw+p]
+//	for i < m, j < n: c[i*ldc+j] = dotGo(a row i, w row j) + beta*c[i*ldc+j]
 //
 // with c not read when beta == 0.
 func gemmNTGo(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
@@ -22,21 +22,34 @@ func gemmNTGo(m, n, k int, a []float32, lda int, w []float32, ldw int, beta floa
 	}
 }
 
-// dotGo is Σ_i x[i]*y[i] over len(x), with four partial sums.
+// dotGo is Σ_i x[i]*y[i] over len(x) in the order of every GemmNT kernel:
+// eight lanes, lane l summing the products at i ≡ l (mod 8) in increasing
+// i (the last len(x)%8 products go to lanes 0, 1, ... as if the row were
+// padded with zeros), then ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)). The
+// assembly fuses each multiply-add, so the two paths agree to rounding;
+// each alone gives a row the same bits in any batch.
 func dotGo(x, y []float32) float32 {
 	y = y[:len(x)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		s0 += x[i] * y[i]
-		s1 += x[i+1] * y[i+1]
-		s2 += x[i+2] * y[i+2]
-		s3 += x[i+3] * y[i+3]
+	var l0, l1, l2, l3, l4, l5, l6, l7 float32
+	var xt, yt [8]float32
+	for i := 0; i < len(x); i += 8 {
+		xs, ys := &xt, &yt
+		if i+8 <= len(x) {
+			xs, ys = (*[8]float32)(x[i:i+8]), (*[8]float32)(y[i:i+8])
+		} else {
+			copy(xt[:], x[i:])
+			copy(yt[:], y[i:])
+		}
+		l0 += xs[0] * ys[0]
+		l1 += xs[1] * ys[1]
+		l2 += xs[2] * ys[2]
+		l3 += xs[3] * ys[3]
+		l4 += xs[4] * ys[4]
+		l5 += xs[5] * ys[5]
+		l6 += xs[6] * ys[6]
+		l7 += xs[7] * ys[7]
 	}
-	for ; i < len(x); i++ {
-		s0 += x[i] * y[i]
-	}
-	return (s0 + s1) + (s2 + s3)
+	return ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))
 }
 
 // gemvTGo is
