@@ -305,6 +305,19 @@ done24:
 	VFMADD231PS Y13, A, C1 \
 	VFMADD231PS Y14, A, C2
 
+// ROWS3 loads the chunks at DX of the three W rows and runs the first
+// three A rows past them.
+#define ROWS3 \
+	VMOVUPS (AX)(DX*1), Y12  \
+	VMOVUPS (R8)(DX*1), Y13  \
+	VMOVUPS (R9)(DX*1), Y14  \
+	VMOVUPS (SI)(DX*1), Y15  \
+	FMA3(Y15, Y0, Y1, Y2)    \
+	VMOVUPS (R12)(DX*1), Y15 \
+	FMA3(Y15, Y3, Y4, Y5)    \
+	VMOVUPS (R13)(DX*1), Y15 \
+	FMA3(Y15, Y6, Y7, Y8)
+
 // func gemmNT4x3(n, k, rows int, a *float32, lda int, w *float32, ldw int, c *float32, ldc int, beta float32)
 //
 // C = A·Wᵀ + beta·C for rows (1..4) rows of A against the rows of W,
@@ -358,15 +371,7 @@ p43:
 	JLE   l33
 
 l43:
-	VMOVUPS (AX)(DX*1), Y12
-	VMOVUPS (R8)(DX*1), Y13
-	VMOVUPS (R9)(DX*1), Y14
-	VMOVUPS (SI)(DX*1), Y15
-	FMA3(Y15, Y0, Y1, Y2)
-	VMOVUPS (R12)(DX*1), Y15
-	FMA3(Y15, Y3, Y4, Y5)
-	VMOVUPS (R13)(DX*1), Y15
-	FMA3(Y15, Y6, Y7, Y8)
+	ROWS3
 	VMOVUPS (BX)(DX*1), Y15
 	FMA3(Y15, Y9, Y10, Y11)
 	ADDQ $32, DX
@@ -376,15 +381,7 @@ l43:
 	// Three rows or fewer: the same without the fourth row's products
 	// (Y9..Y11 stay zero until the tail, which runs all four).
 l33:
-	VMOVUPS (AX)(DX*1), Y12
-	VMOVUPS (R8)(DX*1), Y13
-	VMOVUPS (R9)(DX*1), Y14
-	VMOVUPS (SI)(DX*1), Y15
-	FMA3(Y15, Y0, Y1, Y2)
-	VMOVUPS (R12)(DX*1), Y15
-	FMA3(Y15, Y3, Y4, Y5)
-	VMOVUPS (R13)(DX*1), Y15
-	FMA3(Y15, Y6, Y7, Y8)
+	ROWS3
 	ADDQ $32, DX
 	JNZ  l33
 
