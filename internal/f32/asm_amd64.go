@@ -33,7 +33,10 @@ func sigmoidAVX2(n int, x *float32, y *float32)
 func tanhAVX2(n int, x *float32, y *float32)
 
 //go:noescape
-func gemvBF16AVX2(n, k8 int, w *uint16, ldw int, x *float32, y *float32, beta float32)
+func gemvBF16x8(n, k16, rem2 int, a *float32, w *uint16, ldw int, c *float32, beta float32)
+
+//go:noescape
+func gemmBF16x2x4(n, k16, rem2 int, a *float32, lda int, w *uint16, ldw int, c *float32, ldc int, beta float32)
 
 //go:noescape
 func bf16ToF32AVX2(n int, src *uint16, dst *float32)
@@ -131,16 +134,25 @@ func tanhVec(dst, src []float32) int {
 	return n8
 }
 
-// gemvBF16Kernel does the first k&^7 columns in assembly, the rest in Go.
-func gemvBF16Kernel(n, k int, w []uint16, ldw int, x []float32, beta float32, y []float32) {
-	k8 := k &^ 7
-	if !useAsm || k8 == 0 {
-		gemvBF16Go(n, k, w, ldw, x, beta, y)
+// gemmBF16Kernel runs rows in pairs through the 2×4 assembly kernel and a
+// last odd row through the 1×8, over the first k&^1 columns; a last odd
+// column is added in Go.
+func gemmBF16Kernel(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta float32, c []float32, ldc int) {
+	k2 := k &^ 1
+	if !useAsm || k2 == 0 {
+		gemmBF16Go(m, n, k, a, lda, w, ldw, beta, c, ldc)
 		return
 	}
-	gemvBF16AVX2(n, k8, &w[0], ldw, &x[0], &y[0], beta)
-	if k8 < k {
-		gemvBF16Go(n, k-k8, w[k8:], ldw, x[k8:], 1, y)
+	k16 := k &^ 15
+	for i0 := 0; i0 < m; i0 += 2 {
+		if m-i0 == 1 {
+			gemvBF16x8(n, k16, k2-k16, &a[i0*lda], &w[0], ldw, &c[i0*ldc], beta)
+		} else {
+			gemmBF16x2x4(n, k16, k2-k16, &a[i0*lda], lda, &w[0], ldw, &c[i0*ldc], ldc, beta)
+		}
+	}
+	if k2 < k {
+		gemmBF16Go(m, n, 1, a[k2:], lda, w[k2:], ldw, 1, c, ldc)
 	}
 }
 

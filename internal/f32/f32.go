@@ -205,13 +205,17 @@ func FromBF16(dst []float32, src []uint16) {
 }
 
 // bfPanel is the number of bf16 W rows GemmNTBF16 widens at a time when A
-// has more than one row.
-const bfPanel = 8
+// has more than bfDirect rows.
+const (
+	bfPanel  = 8
+	bfDirect = 4
+)
 
 // GemmNTBF16 is GemmNT with W stored as bf16 (leading dimension ldw, in
-// elements), computed in float32. With one row of A it streams W once,
-// widening in registers; with more it widens panels of 8 rows × kc columns
-// into a float32 scratch in L1 and runs the float32 kernel on them.
+// elements), computed in float32. Up to bfDirect rows of A it streams W
+// once per pair of rows, widening in registers; with more it widens
+// panels of 8 rows × kc columns into a float32 scratch in L1 and runs the
+// float32 kernels on them.
 func GemmNTBF16(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta float32, c []float32, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(errNegative)
@@ -236,8 +240,8 @@ func GemmNTBF16(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta flo
 		}
 		return
 	}
-	if m == 1 {
-		gemvBF16Kernel(n, k, w, ldw, a, beta, c)
+	if m <= bfDirect {
+		gemmBF16Kernel(m, n, k, a, lda, w, ldw, beta, c, ldc)
 		return
 	}
 	var panel [bfPanel * kc]float32

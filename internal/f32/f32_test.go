@@ -386,9 +386,9 @@ func TestBF16(t *testing.T) {
 	}
 	impls(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(6, 6))
-		for _, m := range []int{1, 2, 3, 9} {
+		for _, m := range []int{1, 2, 3, 4, 9} {
 			for _, n := range []int{1, 3, 4, 5, 8, 13, 64} {
-				for _, k := range []int{1, 7, 8, 9, 16, 23, 100, kc + 9} {
+				for _, k := range []int{1, 7, 8, 9, 16, 23, 32, 48, 100, kc + 9} {
 					ldw := k + r.IntN(3)
 					wf := newGuarded(r, n, k, ldw, 0, 0)
 					w := make([]uint16, len(wf.all)+5)
@@ -406,10 +406,13 @@ func TestBF16(t *testing.T) {
 					for i := 0; i < m; i++ {
 						for j := 0; j < n; j++ {
 							want := float64(beta) * float64(c0[c.off+i*(n+1)+j])
+							mag := math.Abs(want)
 							for p := 0; p < k; p++ {
-								want += float64(a.at(i, p)) * float64(wide[j*ldw+p])
+								v := float64(a.at(i, p)) * float64(wide[j*ldw+p])
+								want += v
+								mag += math.Abs(v)
 							}
-							if got := float64(c.at(i, j)); math.IsNaN(got) || math.Abs(got-want) > 1e-5 {
+							if got := float64(c.at(i, j)); math.IsNaN(got) || math.Abs(got-want) > 1e-6*(mag+1) {
 								t.Fatalf("m=%d n=%d k=%d: C[%d][%d] = %v, want %v", m, n, k, i, j, got, want)
 							}
 						}

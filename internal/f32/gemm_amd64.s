@@ -1,27 +1,18 @@
 //go:build !purego
 
 #include "textflag.h"
-#include "reduce_amd64.h"
+#include "macros_amd64.h"
 
-// iota<> holds the int32 lanes 0..7. Compared with a broadcast count r it
-// gives the mask of the first r lanes (LANEMASK), the mask VMASKMOVPS
-// needs for a row's last k%8 columns or a panel's missing rows.
-DATA iota<>+0(SB)/4, $0
-DATA iota<>+4(SB)/4, $1
-DATA iota<>+8(SB)/4, $2
-DATA iota<>+12(SB)/4, $3
-DATA iota<>+16(SB)/4, $4
-DATA iota<>+20(SB)/4, $5
-DATA iota<>+24(SB)/4, $6
-DATA iota<>+28(SB)/4, $7
-GLOBL iota<>(SB), RODATA|NOPTR, $32
-
-// LANEMASK sets V (an X or Y register, with X its low half) to the mask
-// of its first R lanes (0 <= R; 8 or more sets all).
-#define LANEMASK(R, X, V) \
-	VMOVQ R, X                 \
-	VPBROADCASTD X, V          \
-	VPCMPGTD iota<>(SB), V, V
+// laneIota holds the int32 lanes 0..7 (LANEMASK compares a count with it).
+DATA ·laneIota+0(SB)/4, $0
+DATA ·laneIota+4(SB)/4, $1
+DATA ·laneIota+8(SB)/4, $2
+DATA ·laneIota+12(SB)/4, $3
+DATA ·laneIota+16(SB)/4, $4
+DATA ·laneIota+20(SB)/4, $5
+DATA ·laneIota+24(SB)/4, $6
+DATA ·laneIota+28(SB)/4, $7
+GLOBL ·laneIota(SB), RODATA|NOPTR, $32
 
 // KBYTES sets R to -4*(k&^7): the (negative) byte offset of the first
 // whole eight-column chunk from the end of a row's whole chunks.
@@ -30,13 +21,6 @@ GLOBL iota<>(SB), RODATA|NOPTR, $32
 	ANDQ $-8, R     \
 	SHLQ $2, R      \
 	NEGQ R
-
-// NEXTROW sets D to the row after P (P + R14), or to P itself when the
-// row does not exist (CX, the rows left, is at most S).
-#define NEXTROW(P, D, S) \
-	LEAQ (P)(R14*1), D \
-	CMPQ CX, $S        \
-	CMOVQLE P, D
 
 // The GemmNT kernels below compute every element of C the same way,
 // whichever kernel and position in a tile it comes from: eight lanes,

@@ -113,26 +113,31 @@ func gruGo(from, n, stride int, x, p, bih, bhh, hprev, hout []float32) {
 	}
 }
 
-// gemvBF16Go is
+// gemmBF16Go is
 //
-//	for i < n: y[i] = beta*y[i] + Σ_{p<k} float32(w[i*ldw+p])*x[p]
-func gemvBF16Go(n, k int, w []uint16, ldw int, x []float32, beta float32, y []float32) {
-	for i := 0; i < n; i++ {
-		row := w[i*ldw : i*ldw+k]
-		var s0, s1 float32
-		p := 0
-		for ; p+2 <= k; p += 2 {
-			s0 += bf16(row[p]) * x[p]
-			s1 += bf16(row[p+1]) * x[p+1]
+//	for i < m, j < n: c[i*ldc+j] = beta*c[i*ldc+j] + Σ_{p<k} a[i*lda+p]*float32(w[j*ldw+p])
+//
+// with c not read when beta == 0.
+func gemmBF16Go(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta float32, c []float32, ldc int) {
+	for i := 0; i < m; i++ {
+		x := a[i*lda : i*lda+k]
+		for j := 0; j < n; j++ {
+			row := w[j*ldw : j*ldw+k]
+			var s0, s1 float32
+			p := 0
+			for ; p+2 <= k; p += 2 {
+				s0 += bf16(row[p]) * x[p]
+				s1 += bf16(row[p+1]) * x[p+1]
+			}
+			if p < k {
+				s0 += bf16(row[p]) * x[p]
+			}
+			s := s0 + s1
+			if beta != 0 {
+				s += beta * c[i*ldc+j]
+			}
+			c[i*ldc+j] = s
 		}
-		if p < k {
-			s0 += bf16(row[p]) * x[p]
-		}
-		s := s0 + s1
-		if beta != 0 {
-			s += beta * y[i]
-		}
-		y[i] = s
 	}
 }
 

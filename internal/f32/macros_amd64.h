@@ -1,4 +1,4 @@
-// Horizontal sums shared by the amd64 kernels.
+// Macros shared by the amd64 kernels.
 
 // ZERO8 clears Y0..Y7.
 #define ZERO8 \
@@ -41,3 +41,18 @@
 	VADDPS XT, XA, XA          \
 	VHADDPS XA, XA, XA         \
 	VHADDPS XA, XA, XA
+
+// LANEMASK sets V (an X or Y register, with X its low half) to the mask of
+// its first R lanes (0 <= R; 8 or more sets all), the mask VMASKMOVPS
+// needs for a row's last k%8 columns or a panel's missing rows.
+#define LANEMASK(R, X, V) \
+	VMOVQ R, X                   \
+	VPBROADCASTD X, V            \
+	VPCMPGTD ·laneIota(SB), V, V
+
+// NEXTROW sets D to the row after P (P + R14), or to P itself when the
+// row does not exist (CX, the rows left, is at most S).
+#define NEXTROW(P, D, S) \
+	LEAQ (P)(R14*1), D \
+	CMPQ CX, $S        \
+	CMOVQLE P, D
