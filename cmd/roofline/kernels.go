@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"time"
 	"unsafe"
 
@@ -66,24 +67,37 @@ func (k *kernelWorker) call(c kernelCase) {
 // streamed is the W bytes one call reads.
 func (k *kernelWorker) streamed() int64 { return int64(4 * len(k.bytes)) }
 
-// forEach has every worker of p repeat f(w) for about d, independently
-// (no barrier between calls), and returns the calls each made and the
-// elapsed seconds.
-func forEach(p *schedule.Pool, d time.Duration, f func(w int)) ([]int, float64) {
-	calls := make([]int, p.Workers())
+// forEach has every worker of p repeat f(w) for about d of wall time,
+// independently (no barrier between calls), and returns the rate
+// Σ_w calls_w·units(w) / seconds_w, each worker's seconds read on its own
+// clock (thread CPU time with cpu, so a core taken by another tenant
+// does not count against the kernel), and worker 0's seconds per call.
+func forEach(p *schedule.Pool, d time.Duration, cpu bool, units func(w int) float64, f func(w int)) (rate, perCall float64) {
+	n := p.Workers()
+	calls := make([]int, n)
+	secs := make([]float64, n)
 	start := time.Now()
 	p.Each(func(w int) {
+		runtime.LockOSThread() // the thread CPU clock needs one thread
+		defer runtime.UnlockOSThread()
+		clk := threadClock(cpu)
+		t0 := clk()
 		deadline := start.Add(d)
-		n := 0
+		c := 0
 		for time.Now().Before(deadline) {
 			for i := 0; i < 8; i++ {
 				f(w)
 			}
-			n += 8
+			c += 8
 		}
-		calls[w] = n
+		calls[w], secs[w] = c, (clk() - t0).Seconds()
 	})
-	return calls, time.Since(start).Seconds()
+	for w := range calls {
+		if secs[w] > 0 {
+			rate += float64(calls[w]) * units(w) / secs[w]
+		}
+	}
+	return rate, secs[0] / float64(calls[0])
 }
 
 // kernelResult is one kernel case's measurement on one core count.
@@ -98,7 +112,7 @@ type kernelResult struct {
 // measureKernel times the product and, interleaved with it repetition by
 // repetition, f32.Sum over the very same bytes on the same workers: the
 // bandwidth of wherever those bytes live, taken under the same load.
-func measureKernel(p *schedule.Pool, c kernelCase, d time.Duration, reps int) kernelResult {
+func measureKernel(p *schedule.Pool, c kernelCase, o *options) kernelResult {
 	nw := p.Workers()
 	ws := make([]*kernelWorker, nw)
 	total := c.gates * c.hidden
@@ -110,23 +124,16 @@ func measureKernel(p *schedule.Pool, c kernelCase, d time.Duration, reps int) ke
 		res.perCore = max(res.perCore, k.streamed())
 		res.total += k.streamed()
 	}
+	bytes := func(w int) float64 { return float64(ws[w].streamed()) }
 	sink := make([]float32, nw)
 	var kr, rr, ratios []float64
 	res.nsPerCall = 1e300
-	for r := 0; r < reps; r++ {
-		calls, el := forEach(p, d, func(w int) { ws[w].call(c) })
-		var b float64
-		for w, n := range calls {
-			b += float64(n) * float64(ws[w].streamed())
-		}
-		kr = append(kr, b/el)
-		res.nsPerCall = min(res.nsPerCall, el*1e9/float64(calls[0]))
-		calls, el = forEach(p, d, func(w int) { sink[w] += f32.Sum(ws[w].bytes) })
-		b = 0
-		for w, n := range calls {
-			b += float64(n) * float64(ws[w].streamed())
-		}
-		rr = append(rr, b/el)
+	for r := 0; r < o.reps; r++ {
+		rate, perCall := forEach(p, o.time, o.cpu, bytes, func(w int) { ws[w].call(c) })
+		kr = append(kr, rate)
+		res.nsPerCall = min(res.nsPerCall, perCall*1e9)
+		rate, _ = forEach(p, o.time, o.cpu, bytes, func(w int) { sink[w] += f32.Sum(ws[w].bytes) })
+		rr = append(rr, rate)
 		ratios = append(ratios, kr[len(kr)-1]/rr[len(rr)-1])
 	}
 	res.kernel, res.read = summarize(kr), summarize(rr)
@@ -149,7 +156,7 @@ func kernelTable(out io.Writer, pools map[int]*schedule.Pool, o *options) {
 			for _, prec := range o.precision {
 				for _, cores := range o.cores {
 					c := kernelCase{hidden: h, rows: m, gates: 4, prec: prec}
-					r := measureKernel(pools[cores], c, o.time, o.reps)
+					r := measureKernel(pools[cores], c, o)
 					fmt.Fprintf(out, "| %d | %d | %v | %d | %s | %s | %.0f | %.1f / %.1f | %.1f / %.1f | %.2f, %.2f |\n",
 						h, m, prec, cores, size(r.perCore), levelOf(r.perCore, r.total, o), r.nsPerCall,
 						r.kernel.best/1e9, r.kernel.median/1e9, r.read.best/1e9, r.read.median/1e9,
@@ -162,10 +169,10 @@ func kernelTable(out io.Writer, pools map[int]*schedule.Pool, o *options) {
 }
 
 // gemmRate measures f32.GemmNT's arithmetic rate with every worker of p
-// multiplying 100 rows by its own 256×256 W (all in its L2): the rate a
+// multiplying 100 rows by its own 256×256 W (in its L2): the rate a
 // compute-bound product (the input projections of 100 steps) can reach.
 // It returns flops per second, all workers together.
-func gemmRate(p *schedule.Pool, d time.Duration, reps int) float64 {
+func gemmRate(p *schedule.Pool, o *options) float64 {
 	const m, n, k = 100, 256, 256
 	nw := p.Workers()
 	type buf struct{ a, w, c []float32 }
@@ -181,14 +188,11 @@ func gemmRate(p *schedule.Pool, d time.Duration, reps int) float64 {
 		}
 		bs[w] = b
 	})
+	flops := func(int) float64 { return 2 * m * n * k }
 	var v []float64
-	for r := 0; r < reps; r++ {
-		calls, el := forEach(p, d, func(w int) { f32.GemmNT(m, n, k, bs[w].a, k, bs[w].w, k, 0, bs[w].c, n) })
-		total := 0
-		for _, c := range calls {
-			total += c
-		}
-		v = append(v, 2*m*n*k*float64(total)/el)
+	for r := 0; r < o.reps; r++ {
+		rate, _ := forEach(p, o.time, o.cpu, flops, func(w int) { f32.GemmNT(m, n, k, bs[w].a, k, bs[w].w, k, 0, bs[w].c, n) })
+		v = append(v, rate)
 	}
 	return summarize(v).best
 }

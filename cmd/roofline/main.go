@@ -13,7 +13,9 @@
 // One worker per core (schedule.Pool, pinned) sums its own buffer with the
 // assembly of internal/f32, which does nothing but load and add, over and
 // over for -time; the rate is bytes summed per second, all workers
-// together. Buffer sizes per worker: 16 KiB (L1), 512 KiB (L2), 8 MiB
+// together. Every rate is per second of each worker thread's own CPU time
+// (-clock cpu, the default: on a shared machine a core taken by another
+// tenant then does not count against us) or of wall time (-clock wall). Buffer sizes per worker: 16 KiB (L1), 512 KiB (L2), 8 MiB
 // (L3; 8 MiB per worker, so all workers together stay inside the shared
 // L3), 512 MiB (DRAM), and with -sweep a sweep from 16 KiB to 64 MiB that
 // shows where each level ends on this host. A measurement is repeated
@@ -91,6 +93,7 @@ type options struct {
 	sweep     bool
 	noShapes  bool
 	noKernels bool
+	cpu       bool  // rates over thread CPU time, not wall time
 	khidden   []int // hidden sizes of the kernel table
 	rows      []int // batch rows of the kernel table
 	l1, l2    int64 // private L1d and L2 per core, bytes
@@ -113,6 +116,7 @@ func parseFlags(args []string) (*options, error) {
 	noKernels := fs.Bool("no-kernels", false, "skip the recurrent-product table")
 	khidden := fs.String("kernel-hidden", "64,128,256,512,1024,2048", "hidden sizes of the recurrent-product table")
 	rows := fs.String("rows", "1,2,4", "batch rows of the recurrent-product table")
+	clock := fs.String("clock", "cpu", "what rates are per: cpu (each thread's CPU time; robust on a shared machine) or wall")
 	l1 := fs.Int64("l1", 32<<10, "private L1d bytes per core")
 	l2 := fs.Int64("l2", 1<<20, "private L2 bytes per core")
 	l3 := fs.Int64("l3", 32<<20, "shared L3 bytes")
@@ -121,6 +125,13 @@ func parseFlags(args []string) (*options, error) {
 		return nil, err
 	}
 	o := &options{time: *t, reps: *reps, sweep: *sweep, noShapes: *noShapes, noKernels: *noKernels, l1: *l1, l2: *l2, l3: *l3, dram: *dram}
+	switch *clock {
+	case "cpu":
+		o.cpu = true
+	case "wall":
+	default:
+		return nil, fmt.Errorf("-clock %q: want cpu or wall", *clock)
+	}
 	var err error
 	procs := runtime.GOMAXPROCS(0)
 	if *cores == "" {
@@ -222,7 +233,7 @@ func run(args []string, out io.Writer) error {
 	for _, lv := range levels {
 		row := fmt.Sprintf("| %s | %s |", lv.name, size(lv.bytes))
 		for _, c := range o.cores {
-			r := readBandwidth(pools[c], lv.bytes, o.time, o.reps)
+			r := readBandwidth(pools[c], lv.bytes, o)
 			row += fmt.Sprintf(" %.1f / %.1f |", r.best/1e9, r.median/1e9)
 		}
 		fmt.Fprintln(out, row)
@@ -241,13 +252,13 @@ func run(args []string, out io.Writer) error {
 		if v, ok := memo[k]; ok {
 			return v
 		}
-		v := readBandwidth(pools[cores], bytesPerWorker, o.time, o.reps).best
+		v := readBandwidth(pools[cores], bytesPerWorker, o).best
 		memo[k] = v
 		return v
 	}
 	flops := map[int]float64{}
 	for _, c := range o.cores {
-		flops[c] = gemmRate(pools[c], o.time, o.reps)
+		flops[c] = gemmRate(pools[c], o)
 	}
 	fmt.Fprintln(out, "## Weight streaming, partitioned schedule, batch 1")
 	fmt.Fprintln(out)
@@ -335,8 +346,9 @@ func size(b int64) string {
 type rate struct{ best, median float64 }
 
 // readBandwidth has every worker of p sum its own buffer of the given size
-// for about d, reps times, and returns the total bytes per second.
-func readBandwidth(p *schedule.Pool, bytes int64, d time.Duration, reps int) rate {
+// for about -time, -reps times, and returns the bytes per second, all
+// workers together.
+func readBandwidth(p *schedule.Pool, bytes int64, o *options) rate {
 	n := p.Workers()
 	bufs := make([][]float32, n)
 	p.Each(func(w int) { // allocated and first touched by the worker that reads it
@@ -345,31 +357,12 @@ func readBandwidth(p *schedule.Pool, bytes int64, d time.Duration, reps int) rat
 			bufs[w][i] = 1
 		}
 	})
-	// Passes per repetition: calibrated on worker 0 alone.
-	passes := 1
-	for {
-		start := time.Now()
-		for i := 0; i < passes; i++ {
-			f32.Sum(bufs[0])
-		}
-		if time.Since(start) >= d/4 || passes >= 1<<30 {
-			break
-		}
-		passes *= 2
-	}
-	passes *= 4
 	sink := make([]float32, n)
 	var rates []float64
-	for r := 0; r < reps; r++ {
-		start := time.Now()
-		p.Each(func(w int) {
-			var s float32
-			for i := 0; i < passes; i++ {
-				s += f32.Sum(bufs[w])
-			}
-			sink[w] = s
-		})
-		rates = append(rates, float64(n)*float64(passes)*float64(bytes)/time.Since(start).Seconds())
+	for r := 0; r < o.reps; r++ {
+		rate, _ := forEach(p, o.time, o.cpu, func(int) float64 { return float64(bytes) },
+			func(w int) { sink[w] += f32.Sum(bufs[w]) })
+		rates = append(rates, rate)
 	}
 	return summarize(rates)
 }
@@ -450,6 +443,8 @@ func measureShape(net *rnn.Network, pool *schedule.Pool, prec schedule.Precision
 		s.otherBytes += s.hhBytes
 		s.hhBytes = 0
 	}
+	runtime.LockOSThread() // the thread's CPU clock is read on this thread
+	defer runtime.UnlockOSThread()
 	runs := 1
 	for {
 		start := time.Now()
@@ -461,13 +456,14 @@ func measureShape(net *rnn.Network, pool *schedule.Pool, prec schedule.Precision
 		if el := time.Since(start); el >= o.time || runs >= 1<<20 {
 			var v []float64
 			for rep := 0; rep < o.reps; rep++ {
-				start := time.Now()
+				clk := threadClock(o.cpu)
+				t0 := clk()
 				for i := 0; i < runs; i++ {
 					if _, err := p.Run(); err != nil {
 						return shapeResult{}, err
 					}
 				}
-				v = append(v, float64(runs)/time.Since(start).Seconds())
+				v = append(v, float64(runs)/(clk()-t0).Seconds())
 			}
 			rt := summarize(v)
 			s.best, s.median = 1/rt.best, 1/rt.median
