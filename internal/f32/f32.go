@@ -52,8 +52,10 @@ func checkMat(s []float32, rows, cols, ld int, short string) {
 //
 // Every element of C is computed in one order, whatever m, n and its
 // position (gemmNTGo spells it out), so a row of C has the same bits
-// computed alone or as part of a batch: the tree executors rely on it to
-// agree bit for bit.
+// computed alone or as part of a batch (the tree executors rely on it to
+// agree bit for bit), and a range of W's rows multiplied on its own
+// (w[j0*ldw:], n = j1-j0, c[j0:]) gives the same columns as the whole
+// product: W_hh split over cores computes what one core would.
 func GemmNT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(errNegative)

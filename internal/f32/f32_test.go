@@ -467,7 +467,9 @@ func TestShapePanics(t *testing.T) {
 
 // TestGemmNTRowsIndependent checks the property the tree executors rely
 // on, on each path: a row of C has the same bits computed alone, in a
-// group of two, three or four, or in a batch that crosses W blocks.
+// group of two, three or four, or in a batch that crosses W blocks; and
+// so does a range of W's rows (a core's share in the partitioned
+// schedule) computed on its own.
 func TestGemmNTRowsIndependent(t *testing.T) {
 	impls(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(8, 8))
@@ -482,6 +484,25 @@ func TestGemmNTRowsIndependent(t *testing.T) {
 			for _, beta := range []float32{0, 1, 0.75} {
 				all := append([]float32(nil), c0...)
 				GemmNT(m, s.n, s.k, a, lda, w, ldw, beta, all, ldc)
+				// W split by rows, as the partitioned schedule splits W_hh
+				// over cores: each range's columns of C are the batch's.
+				for _, j0 := range []int{0, 1, 3, s.n / 2, s.n - 1} {
+					for _, j1 := range []int{j0 + 1, (j0 + s.n + 1) / 2, s.n} {
+						if j0 < 0 || j1 > s.n || j0 >= j1 {
+							continue
+						}
+						part := append([]float32(nil), c0...)
+						GemmNT(m, j1-j0, s.k, a, lda, w[j0*ldw:], ldw, beta, part[j0:], ldc)
+						for i := 0; i < m; i++ {
+							for j := j0; j < j1; j++ {
+								if g, want := part[i*ldc+j], all[i*ldc+j]; math.Float32bits(g) != math.Float32bits(want) {
+									t.Fatalf("n=%d k=%d beta=%v: W rows [%d,%d): C[%d][%d] = %v, %v in the whole product",
+										s.n, s.k, beta, j0, j1, i, j, g, want)
+								}
+							}
+						}
+					}
+				}
 				for rows := 1; rows <= 5; rows++ {
 					for i0 := 0; i0+rows <= m; i0++ {
 						part := append([]float32(nil), c0...)
