@@ -60,5 +60,8 @@
 // mantissa bits), so it widens to float32 exactly by a shift. ToBF16
 // rounds to nearest even. GemmNTBF16 reads bf16 weights and computes in
 // float32: half the bytes streamed for a relative weight error of at most
-// 2^-9.
+// 2^-9. Its kernels widen without shuffles: a 256-bit load holds sixteen
+// weights, lane i holding weights 2i (low half) and 2i+1 (high half), so
+// a shift left by 16 gives the even ones as float32 and a mask the odd
+// ones, against x split once per tile into its even and odd values.
 package f32
