@@ -102,27 +102,7 @@ TEXT ·gemvBF16x8(SB), NOSPLIT, $0-60
 	VMOVDQU himask<>(SB), Y14
 
 pb8:
-	CMPQ CX, $8
-	JLT  pb8part
-	LEAQ (AX)(R14*1), BX
-	LEAQ (AX)(R14*2), R8
-	LEAQ (BX)(R14*2), R9
-	LEAQ (AX)(R14*4), R10
-	LEAQ (BX)(R14*4), R11
-	LEAQ (R8)(R14*4), R12
-	LEAQ (R9)(R14*4), R13
-	JMP  pb8go
-
-pb8part:
-	TESTQ CX, CX
-	JLE   doneb8
-	NEXTROW(AX, BX, 1)
-	NEXTROW(BX, R8, 2)
-	NEXTROW(R8, R9, 3)
-	NEXTROW(R9, R10, 4)
-	NEXTROW(R10, R11, 5)
-	NEXTROW(R11, R12, 6)
-	NEXTROW(R12, R13, 7)
+	ROWS8(pb8go, doneb8)
 
 pb8go:
 	ZERO8
@@ -175,31 +155,7 @@ tb8:
 
 rb8:
 	REDUCE8
-	MOVL beta+56(FP), DX
-	CMPQ CX, $8
-	JLT  sb8part
-	TESTL DX, DX
-	JZ    sb8put
-	VBROADCASTSS beta+56(FP), Y15
-	VFMADD231PS (DI), Y15, Y0
-
-sb8put:
-	VMOVUPS Y0, (DI)
-	ADDQ $32, DI
-	LEAQ (AX)(R14*8), AX
-	SUBQ $8, CX
-	JMP  pb8
-
-sb8part:
-	LANEMASK(CX, X15, Y15)
-	TESTL DX, DX
-	JZ    sb8mput
-	VMASKMOVPS (DI), Y15, Y9
-	VBROADCASTSS beta+56(FP), Y8
-	VFMADD231PS Y9, Y8, Y0
-
-sb8mput:
-	VMASKMOVPS Y0, Y15, (DI)
+	STORE18(beta+56(FP), pb8)
 
 doneb8:
 	VZEROUPPER
@@ -231,19 +187,7 @@ TEXT ·gemmBF16x2x4(SB), NOSPLIT, $0-76
 	VMOVDQU himask<>(SB), Y14
 
 pb24:
-	CMPQ CX, $4
-	JLT  pb24part
-	LEAQ (AX)(R14*1), BX
-	LEAQ (AX)(R14*2), R8
-	LEAQ (BX)(R14*2), R9
-	JMP  pb24go
-
-pb24part:
-	TESTQ CX, CX
-	JLE   doneb24
-	NEXTROW(AX, BX, 1)
-	NEXTROW(BX, R8, 2)
-	NEXTROW(R8, R9, 3)
+	ROWS4(pb24go, doneb24)
 
 pb24go:
 	ZERO8
@@ -282,37 +226,7 @@ tb24:
 
 rb24:
 	REDUCE8
-	VEXTRACTF128 $1, Y0, X1
-	MOVL beta+72(FP), DX
-	CMPQ CX, $4
-	JLT  sb24part
-	TESTL DX, DX
-	JZ    sb24put
-	VBROADCASTSS beta+72(FP), X15
-	VFMADD231PS (R10), X15, X0
-	VFMADD231PS (R10)(R11*1), X15, X1
-
-sb24put:
-	VMOVUPS X0, (R10)
-	VMOVUPS X1, (R10)(R11*1)
-	ADDQ $16, R10
-	LEAQ (AX)(R14*4), AX
-	SUBQ $4, CX
-	JMP  pb24
-
-sb24part:
-	LANEMASK(CX, X13, X13)
-	TESTL DX, DX
-	JZ    sb24mput
-	VBROADCASTSS beta+72(FP), X15
-	VMASKMOVPS (R10), X13, X2
-	VFMADD231PS X2, X15, X0
-	VMASKMOVPS (R10)(R11*1), X13, X2
-	VFMADD231PS X2, X15, X1
-
-sb24mput:
-	VMASKMOVPS X0, X13, (R10)
-	VMASKMOVPS X1, X13, (R10)(R11*1)
+	STORE24(beta+72(FP), pb24)
 
 doneb24:
 	VZEROUPPER
