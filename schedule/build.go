@@ -10,15 +10,20 @@ func (p *Program) Plan(in Input, opt PlanOptions) (*Plan, error) {
 	if err := p.check(&in); err != nil {
 		return nil, err
 	}
+	return p.build(in, opt), nil
+}
+
+// build builds the plan of a checked input.
+func (p *Program) build(in Input, opt PlanOptions) *Plan {
 	if p.part != nil {
-		return p.part.plan(p, &in, opt), nil
+		return p.part.plan(p, &in, opt)
 	}
 	b := &builder{prog: p, net: p.Net, B: in.B, T: in.T, in: &in}
 	b.plan = &Plan{Schedule: p.Schedule, B: in.B, T: in.T, dry: p.dry}
 	b.plan.Buffers = append(b.plan.Buffers, p.weights...)
 	b.build(&in, opt)
 	b.plan.index(1)
-	return b.plan, nil
+	return b.plan
 }
 
 // recorder is what every builder shares: it adds buffers to a plan and
