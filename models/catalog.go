@@ -209,7 +209,7 @@ func LM() App {
 func LMDRE() App {
 	return App{
 		Name:  "lm-dre",
-		Title: "the DRE paper's LM (Section V-B): LSTM layers of 2048 and 8192 cells, no projection, 80k vocabulary",
+		Title: "LSTM language model as the DRE paper describes it (Section V-B): layers of 2048 and 8192 cells, no projection, 80k vocabulary",
 		Encoder: Spec{InputSize: 2048,
 			Layers:    []LayerSpec{{Cell: "lstm", HiddenSize: 2048, NumLayers: 1}, {Cell: "lstm", HiddenSize: 8192, NumLayers: 1}},
 			Embedding: &Embedding{VocabSize: 80000}, Head: &Head{OutFeatures: 80000, Activation: "softmax"}},

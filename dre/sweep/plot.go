@@ -154,7 +154,7 @@ func Plot(sw *Sweep, rows []Row, dir string) ([]string, error) {
 		}
 		if len(ss) > 0 {
 			f := newFigure(fmt.Sprintf("By input length (Schedule A, %s cache, vocabulary %d, %s)", pc.DRECache, small, cellNote), 0)
-			if err := f.barPanels([]panel{{series: ss}}, labels, "DRE", "% of benchmarks", 100, ""); err != nil {
+			if err := f.barPanels([]panel{{series: ss}}, labels, "DRE", "% of benchmarks", 100, "%.0f"); err != nil {
 				return files, fmt.Errorf("%s: %w", fig4, err)
 			}
 			if err := save(f, fig4); err != nil {
@@ -170,7 +170,7 @@ func Plot(sw *Sweep, rows []Row, dir string) ([]string, error) {
 		}
 		if len(ss) > 0 {
 			f := newFigure(fmt.Sprintf("By vocabulary (Schedule A, %s cache, %s)", pc.DRECache, cellNote), 0)
-			if err := f.barPanels([]panel{{series: ss}}, labels, "DRE", "% of benchmarks", 100, ""); err != nil {
+			if err := f.barPanels([]panel{{series: ss}}, labels, "DRE", "% of benchmarks", 100, "%.0f"); err != nil {
 				return files, fmt.Errorf("%s: %w", fig5, err)
 			}
 			if err := save(f, fig5); err != nil {
@@ -397,7 +397,7 @@ func (f *figure) barPanels(ps []panel, groups []string, xlabel, ylabel string, y
 	for _, p := range ps {
 		n = max(n, len(p.series))
 	}
-	f.barWidth = min(maxBarWidth, 0.8*(pw-axisAllowing)/vg.Length(n*max(1, len(groups))))
+	f.barWidth = min(maxBarWidth, 0.75*(pw-axisAllowing)/vg.Length(n*max(1, len(groups))))
 	for pi, ps := range ps {
 		p := plot.New()
 		p.Title.Text = ps.title
