@@ -122,9 +122,10 @@ func (a App) WeightBytes() (int64, error) {
 //   - From Wu et al.: LSTM layers of 1024 units; we make the embeddings
 //     1024 wide too, so every encoder layer's G is [2048][4096].
 //   - Simplified: GNMT's bottom encoder layer is bidirectional; ours is
-//     forward only, because the engine's stacks are uniformly uni- or
-//     bidirectional (so the encoder reads one direction's G per step where
-//     GNMT reads two half-width ones at its bottom layer). Residual
+//     forward only (the encoder reads one direction's G per step at its
+//     bottom layer). The catalog predates mixed stacks (Spec.Layers), which
+//     could express that layer; changing it changes GNMT's traffic, so it
+//     is left for a change of its own. Residual
 //     connections (no weights) are left out. GNMT's attention is a small
 //     feed-forward network whose context feeds every decoder layer; ours
 //     is Luong's "general" attention with input feeding into the bottom
