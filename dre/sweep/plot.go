@@ -138,7 +138,7 @@ func Plot(sw *Sweep, rows []Row, dir string) ([]string, error) {
 				panels = append(panels, panel{title: fmt.Sprintf("%s cache (%d benchmarks)", c.Name, n), series: ss})
 			}
 		}
-		f := newFigure(fmt.Sprintf("Share of benchmarks above each DRE (vocabulary %d, %s)", small, cellNote), 0)
+		f := newFigure(fmt.Sprintf("Share of benchmarks above each DRE (vocabulary %d, %s)", small, cellNote))
 		if err := f.barPanels(panels, labels, "DRE", "% of benchmarks", 100, "%.0f"); err != nil {
 			return files, fmt.Errorf("%s: %w", fig3, err)
 		}
@@ -153,7 +153,7 @@ func Plot(sw *Sweep, rows []Row, dir string) ([]string, error) {
 			ss = append(ss, series{fmt.Sprintf("input length %d (%d)", t, len(rs)), share(rs, pc.Thresholds)})
 		}
 		if len(ss) > 0 {
-			f := newFigure(fmt.Sprintf("By input length (Schedule A, %s cache, vocabulary %d, %s)", pc.DRECache, small, cellNote), 0)
+			f := newFigure(fmt.Sprintf("By input length (Schedule A, %s cache, vocabulary %d, %s)", pc.DRECache, small, cellNote))
 			if err := f.barPanels([]panel{{series: ss}}, labels, "DRE", "% of benchmarks", 100, "%.0f"); err != nil {
 				return files, fmt.Errorf("%s: %w", fig4, err)
 			}
@@ -169,7 +169,7 @@ func Plot(sw *Sweep, rows []Row, dir string) ([]string, error) {
 			ss = append(ss, series{fmt.Sprintf("vocabulary %d (%d)", v, len(rs)), share(rs, pc.Thresholds)})
 		}
 		if len(ss) > 0 {
-			f := newFigure(fmt.Sprintf("By vocabulary (Schedule A, %s cache, %s)", pc.DRECache, cellNote), 0)
+			f := newFigure(fmt.Sprintf("By vocabulary (Schedule A, %s cache, %s)", pc.DRECache, cellNote))
 			if err := f.barPanels([]panel{{series: ss}}, labels, "DRE", "% of benchmarks", 100, "%.0f"); err != nil {
 				return files, fmt.Errorf("%s: %w", fig5, err)
 			}
@@ -195,7 +195,7 @@ func Plot(sw *Sweep, rows []Row, dir string) ([]string, error) {
 		for i, a := range ratios.apps {
 			groups[i] = a.label("\n")
 		}
-		f := newFigure(fmt.Sprintf("Traffic of A+ normalised to A (%s cache)", pc.TrafficCache), 0)
+		f := newFigure(fmt.Sprintf("Traffic of A+ normalised to A (%s cache)", pc.TrafficCache))
 		ymax := math.Ceil(10*1.15*top) / 10
 		if err := f.barPanels([]panel{{series: ss}}, groups, "", "DRAM traffic, A+ / A", ymax, "%.2f"); err != nil {
 			return files, fmt.Errorf("%s: %w", fig6, err)
@@ -350,15 +350,15 @@ func (m *marks) Thumbnail(c *draw.Canvas) {
 	c.StrokeLine2(m.style, c.Min.X, y, c.Max.X, y)
 }
 
-// Figure geometry: the height, the width of one panel's data area, and
-// the room around things.
+// Figure geometry: the height, the width of a panel (alone, or one of
+// several), and the room around things.
 const (
-	figHeight    = 4.5 * vg.Inch
-	panelWidth   = 7 * vg.Inch
-	narrowPanel  = 3.2 * vg.Inch
-	figPad       = vg.Length(8)
-	maxBarWidth  = vg.Length(16)
-	axisAllowing = vg.Length(60) // a panel's width taken by its axis and labels
+	figHeight   = 4.5 * vg.Inch
+	panelWidth  = 7 * vg.Inch
+	narrowPanel = 3.2 * vg.Inch
+	figPad      = vg.Length(8)
+	maxBarWidth = vg.Length(16)
+	axisRoom    = vg.Length(60) // a panel's width taken by its axis and labels
 )
 
 // panel is one chart of grouped bars.
@@ -373,16 +373,16 @@ type figure struct {
 	title    string
 	panels   []*plot.Plot
 	legend   plot.Legend
-	width    vg.Length // 0 until barPanels sizes it
+	width    vg.Length // set by barPanels
 	barWidth vg.Length
 }
 
-func newFigure(title string, width vg.Length) *figure {
+func newFigure(title string) *figure {
 	l := plot.NewLegend()
 	l.Top, l.Left = true, true
 	l.TextStyle.Font.Size = vg.Points(11)
 	l.Padding = vg.Points(3)
-	return &figure{title: title, legend: l, width: width}
+	return &figure{title: title, legend: l}
 }
 
 // barPanels adds a bar chart per panel: one group per label, one bar per
@@ -397,7 +397,7 @@ func (f *figure) barPanels(ps []panel, groups []string, xlabel, ylabel string, y
 	for _, p := range ps {
 		n = max(n, len(p.series))
 	}
-	f.barWidth = min(maxBarWidth, 0.75*(pw-axisAllowing)/vg.Length(n*max(1, len(groups))))
+	f.barWidth = min(maxBarWidth, 0.75*(pw-axisRoom)/vg.Length(n*max(1, len(groups))))
 	for pi, ps := range ps {
 		p := plot.New()
 		p.Title.Text = ps.title
@@ -432,9 +432,7 @@ func (f *figure) barPanels(ps []panel, groups []string, xlabel, ylabel string, y
 		p.X.Min, p.X.Max = -0.6, float64(len(groups))-0.4
 		f.panels = append(f.panels, p)
 	}
-	if f.width == 0 {
-		f.width = vg.Length(len(ps))*pw + f.legendWidth() + 3*figPad
-	}
+	f.width = vg.Length(len(ps))*pw + f.legendWidth() + 3*figPad
 	return nil
 }
 

@@ -242,8 +242,8 @@ func TestReportVocabPairs(t *testing.T) {
 	mk := func(dre float64, rw, ws, emb, head int64) vocabRow {
 		return vocabRow{row: Row{DRE: dre, AvgRW: float64(rw), WorkingSetBytes: ws}, emb: emb, head: head}
 	}
-	nets := []network{{"lstm", 1, 1, 10}, {"lstm", 2, 1, 10}, {"lstm", 3, 1, 10}, {"lstm", 4, 1, 10}, {"lstm", 4, 1, 99}}
-	at := map[network]map[int]vocabRow{
+	nets := []gridPoint{{"lstm", 1, 1, 10}, {"lstm", 2, 1, 10}, {"lstm", 3, 1, 10}, {"lstm", 4, 1, 10}, {"lstm", 4, 1, 99}}
+	at := map[gridPoint]map[int]vocabRow{
 		// DRE 2 -> 1: traffic +10, working set +20 (embedding +10, head +10).
 		nets[0]: {5: mk(2, 20*M, 10*M, M, M), 50: mk(1, 30*M, 30*M, 11*M, 11*M)},
 		// Falls below 1.

@@ -270,15 +270,15 @@ func reportSmall(w io.Writer, grid []Row) {
 	}
 }
 
-// network is a grid row's model and input length: every column that
+// gridPoint is a grid row's model and input length: every column that
 // pairs rows across vocabularies.
-type network struct {
+type gridPoint struct {
 	cell          string
 	hidden, layer int
 	T             int
 }
 
-func networkOf(r *Row) network { return network{r.Cell, r.Hidden, r.Layers, r.T} }
+func gridPointOf(r *Row) gridPoint { return gridPoint{r.Cell, r.Hidden, r.Layers, r.T} }
 
 // vocabBytes is what a grid row's vocabulary puts in its model: the
 // embedding table and the head's weights and biases, in bytes.
@@ -325,8 +325,8 @@ func reportVocab(w io.Writer, sw *Sweep, grid []Row) {
 	fmt.Fprintf(w, "Pairs of rows that differ only in the vocabulary, at adjacent values. Added traffic and working set are the larger vocabulary's row minus the smaller's, per inference; the model gains an embedding table of vocab x input floats, of which an inference reads T rows, and a head of vocab x (output + 1) floats, read whole.\n\n")
 	fmt.Fprintf(w, "| cache | T | vocab | pairs | DRE >= 1 at both | falls below 1 | rises to 1 or more | below 1 at both | added traffic / added head | added working set / added embedding and head | added traffic / added working set |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	caches := cachesBySize(sw.Caches)
-	at := map[string]map[network]map[int]vocabRow{} // cache, network, vocab
-	var nets []network
+	at := map[string]map[gridPoint]map[int]vocabRow{} // cache, network, vocab
+	var nets []gridPoint
 	for i := range a {
 		r := &a[i]
 		emb, head, err := vocabBytes(sw.Grid, r)
@@ -334,9 +334,9 @@ func reportVocab(w io.Writer, sw *Sweep, grid []Row) {
 			fmt.Fprintf(w, "(row %d: %v)\n", r.Index, err)
 			return
 		}
-		n := networkOf(r)
+		n := gridPointOf(r)
 		if at[r.Cache] == nil {
-			at[r.Cache] = map[network]map[int]vocabRow{}
+			at[r.Cache] = map[gridPoint]map[int]vocabRow{}
 		}
 		if at[r.Cache][n] == nil {
 			at[r.Cache][n] = map[int]vocabRow{}
@@ -388,7 +388,7 @@ type vocabRow struct {
 
 // reportVocabPairs prints the line of reportVocab's table for the
 // networks of input length T through one cache, vocabulary lo -> hi.
-func reportVocabPairs(w io.Writer, cache string, T, lo, hi int, nets []network, at map[network]map[int]vocabRow) {
+func reportVocabPairs(w io.Writer, cache string, T, lo, hi int, nets []gridPoint, at map[gridPoint]map[int]vocabRow) {
 	var counts [4]int // DRE >= 1 at both, falls below 1, rises to 1 or more, below 1 at both
 	var perHead, perModel, perWS []float64
 	for _, n := range nets {

@@ -702,6 +702,7 @@ type unit struct {
 	App      *models.App // nil for a grid point
 	T        int
 	Schedule schedule.Schedule
+	NoHead   bool   // the app's head left out (apps.no_head)
 	Note     string // said in every row of the unit
 }
 
@@ -751,7 +752,7 @@ func (s *Sweep) units() []unit {
 				spec := app.Encoder
 				spec.Head = nil
 				for _, t := range a.InputLengths {
-					add(unit{Kind: "app", Model: app.Name, Spec: spec, App: &app, T: t, Note: "head left out (apps.no_head)"})
+					add(unit{Kind: "app", Model: app.Name, Spec: spec, App: &app, T: t, NoHead: true, Note: "head left out (apps.no_head)"})
 				}
 			}
 		}
