@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -82,12 +81,13 @@ type tensorOut struct {
 // conformanceEnv is the server under test.
 type conformanceEnv struct {
 	base string // http://ADDR
+	grpc string // its gRPC address
 	repo string // its model repository directory
 }
 
 // transports are the transports every case runs over.
 func (e *conformanceEnv) transports(t *testing.T) []transport {
-	return []transport{newHTTPTransport(e.base)}
+	return []transport{newHTTPTransport(e.base), newGRPCTransport(t, e.grpc)}
 }
 
 // TestConformance builds cmd/serve, serves a repository (the bundled
@@ -97,21 +97,17 @@ func TestConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: this test builds and runs the server")
 	}
-	root := repoRoot(t)
-	dir := t.TempDir()
-	buildCtx, cancelBuild := context.WithTimeout(context.Background(), buildTimeout)
-	defer cancelBuild()
-	bin := buildServer(buildCtx, t, root, dir)
-	repo := filepath.Join(dir, "models")
-	for _, m := range []string{"bytelm", "treelstm"} {
-		copyDir(t, filepath.Join(root, "models", "bundled", m), filepath.Join(repo, m))
-	}
-	writeFile(t, filepath.Join(repo, "spare", "model.yaml"), "cell: gru\ninput_size: 8\nhidden_size: 16\nembedding: {vocab_size: 256}\nhead: {out_features: 256, activation: log_softmax}\nseed: 3\n")
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	_, addr := startOnFreePort(ctx, t, "serve", dir, bin,
-		func(addr string) []string { return []string{"-listen", addr, "-repository", repo} }, "/v2/health/ready")
-	env := &conformanceEnv{base: "http://" + addr, repo: repo}
+	var repo string
+	addr, grpcAddr := serveRepository(ctx, t, func(root, dir, r string) []string {
+		for _, m := range []string{"bytelm", "treelstm"} {
+			copyDir(t, filepath.Join(root, "models", "bundled", m), filepath.Join(r, m))
+		}
+		repo = r
+		return nil
+	})
+	env := &conformanceEnv{base: "http://" + addr, grpc: grpcAddr, repo: repo}
 	for _, tr := range env.transports(t) {
 		for _, c := range conformanceCases {
 			t.Run(tr.name()+"/"+c.name, func(t *testing.T) { c.run(ctx, t, tr, env) })
@@ -162,8 +158,9 @@ func caseMetadata(ctx context.Context, t *testing.T, tr transport, _ *conformanc
 		t.Errorf("server metadata: %+v %v", md, err)
 	}
 	mm, err := c.ModelMetadataRequest(ctx, "bytelm", "1")
-	if err != nil || mm.Name != "bytelm" || !slices.Contains(mm.Versions, "1") || len(mm.Inputs) != 1 ||
-		mm.Inputs[0].Name != "tokens" || mm.Inputs[0].Datatype != "INT64" || fmt.Sprint(mm.Inputs[0].Shape) != "[-1 -1]" {
+	if err != nil || mm.Name != "bytelm" || !slices.Contains(mm.Versions, "1") || len(mm.Inputs) != 2 ||
+		mm.Inputs[0].Name != "tokens" || mm.Inputs[0].Datatype != "INT64" || fmt.Sprint(mm.Inputs[0].Shape) != "[-1 -1]" ||
+		mm.Inputs[1].Name != "lengths" || fmt.Sprint(mm.Inputs[1].Shape) != "[-1]" {
 		t.Fatalf("model metadata: %+v %v", mm, err)
 	}
 	outs := map[string]string{}
@@ -364,8 +361,13 @@ func caseConfig(ctx context.Context, t *testing.T, tr transport, _ *conformanceE
 		}) {
 			return
 		}
-		if cfg.Name != c.model || cfg.Backend != "rnnserve" || cfg.MaxBatchSize < 1 || len(cfg.Input) != 1 ||
-			cfg.Input[0].Name != c.input || cfg.Input[0].DataType.String() != c.dtype {
+		inputs := 1
+		if c.model == "bytelm" {
+			inputs = 2 // and the optional lengths
+		}
+		if cfg.Name != c.model || cfg.Backend != "rnnserve" || cfg.MaxBatchSize < 1 || len(cfg.Input) != inputs ||
+			cfg.Input[0].Name != c.input || cfg.Input[0].DataType.String() != c.dtype ||
+			inputs == 2 && (cfg.Input[1].Name != "lengths" || !cfg.Input[1].Optional) {
 			t.Errorf("%s: config %v", c.model, &cfg)
 		}
 		if c.model == "bytelm" && cfg.GetSequenceBatching() == nil {
@@ -497,21 +499,14 @@ func (h *httpTransport) infer(ctx context.Context, model string, in []tensorIn, 
 		ti := map[string]any{"name": t.name, "datatype": t.datatype, "shape": t.shape}
 		var data []byte
 		switch {
-		case t.bytes != nil && t.binary:
-			for _, b := range t.bytes {
-				data = binary.LittleEndian.AppendUint32(data, uint32(len(b)))
-				data = append(data, b...)
-			}
+		case t.binary:
+			data = rawTensor(t)
 		case t.bytes != nil:
 			s := make([]string, len(t.bytes))
 			for i, b := range t.bytes {
 				s[i] = string(b)
 			}
 			ti["data"] = s
-		case t.binary:
-			for _, v := range t.ints {
-				data = binary.LittleEndian.AppendUint64(data, uint64(v))
-			}
 		default:
 			ti["data"] = t.ints
 		}
@@ -582,26 +577,8 @@ func decodeHTTPResponse(response any, _ ...any) ([]any, error) {
 			}
 			raw := rest[:size]
 			rest = rest[size:]
-			switch o.Datatype {
-			case "FP32":
-				for i := 0; i+4 <= len(raw); i += 4 {
-					t.floats = append(t.floats, math.Float32frombits(binary.LittleEndian.Uint32(raw[i:])))
-				}
-			case "INT64":
-				for i := 0; i+8 <= len(raw); i += 8 {
-					t.ints = append(t.ints, int64(binary.LittleEndian.Uint64(raw[i:])))
-				}
-			case "BYTES":
-				for len(raw) >= 4 {
-					l := int(binary.LittleEndian.Uint32(raw))
-					if 4+l > len(raw) {
-						return nil, fmt.Errorf("output %s: BYTES element overruns", o.Name)
-					}
-					t.bytes = append(t.bytes, raw[4:4+l])
-					raw = raw[4+l:]
-				}
-			default:
-				return nil, fmt.Errorf("output %s: datatype %s", o.Name, o.Datatype)
+			if err := fromRaw(&t, raw); err != nil {
+				return nil, err
 			}
 			out = append(out, t)
 			continue

@@ -4,13 +4,19 @@
 //   - TestConformance drives it with a third-party Triton client,
 //     github.com/sunhailin-Leo/triton-service-go/v2 (a Go module the
 //     proxy serves; go.mod pins it, so CI fetches it like any
-//     dependency), through every transport the suite knows (HTTP today;
-//     a gRPC transport plugs into the same transport interface): health,
+//     dependency), over HTTP and over gRPC (the same client on a
+//     grpc.ClientConn, grpc_test.go): health,
 //     server and model metadata, infer with JSON and binary tensors,
 //     BYTES tensors, sequences, statistics and model configuration
 //     (parsed strictly into Triton's own protobuf messages), repository
 //     index/load/unload, and streamed generation (Server-Sent Events read
 //     with github.com/tmaxmax/go-sse);
+//   - TestGRPCProtocol checks what only gRPC has: the standard health
+//     service, server reflection used as grpcurl uses it
+//     (github.com/jhump/protoreflect/v2), every message and field of the
+//     reflected schema against Triton's own (compiled into the client
+//     module), the message size limit, bad input and its codes, and an
+//     unload that ends a live sequence;
 //   - TestDashboardQueries starts it next to a real Prometheus that
 //     scrapes it with the repository's scrape config (configs/prometheus),
 //     drives infer, sequence and generate traffic, and checks that every

@@ -269,15 +269,15 @@ func (b *batcher[W]) gather() {
 	<-t.C
 }
 
-// admit adds the waiting job and then queued jobs while they fit and no
-// other lane has fewer rows: queued work goes to the least loaded lane,
-// so the lanes' batches, and cores, stay even.
+// admit adds the waiting job and then queued jobs while they fit and the
+// lane holds less than its share of the work (see underShare), so the
+// lanes' batches, and cores, stay even.
 func (l *lane[W]) admit() {
 	b := l.b
 	defer func() { l.rows.Store(int64(l.batch.rows())) }()
 	for {
 		if l.waiting == nil {
-			if !l.least() {
+			if !l.underShare() {
 				return
 			}
 			select {
@@ -308,15 +308,23 @@ func (l *lane[W]) admit() {
 	}
 }
 
-// least reports whether no other lane has fewer rows than l.
-func (l *lane[W]) least() bool {
+// underShare reports whether l holds fewer rows than its even share of
+// all the work in sight: every lane's rows and the queued jobs, divided
+// among the lanes, rounded up. A lane whose goroutine has not run yet (its
+// core busy elsewhere) thus leaves work in the queue for itself without
+// holding the others to one row at a time.
+func (l *lane[W]) underShare() bool {
 	mine := int64(l.batch.rows())
+	total := int64(len(l.b.queue))
 	for _, o := range l.b.lanes {
-		if o != l && o.rows.Load() < mine {
-			return false
+		if o == l {
+			total += mine
+		} else {
+			total += o.rows.Load()
 		}
 	}
-	return true
+	n := int64(len(l.b.lanes))
+	return mine < (total+n-1)/n
 }
 
 func (b *batcher[W]) finish(j *job[W], err error) {

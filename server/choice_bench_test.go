@@ -16,7 +16,7 @@ import (
 func BenchmarkSchedules(b *testing.B) {
 	for _, bm := range benchModels(b) {
 		e, ids, net := bm.entry, bm.ids, bm.entry.Model.Net
-		s, err := New([]Entry{e}, DefaultOptions(), testDeps(b, DefaultOptions()))
+		s, err := New([]Entry{e}, testOptions(), testDeps(b, testOptions()))
 		if err != nil {
 			b.Fatal(err)
 		}

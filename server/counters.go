@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"rnnserve/dre/counters"
+	"rnnserve/rnn"
 	"rnnserve/schedule"
 )
 
@@ -133,7 +134,7 @@ func (mt *measuredTraffic) probe(stop <-chan struct{}, m *seqModel, steps int) e
 		return nil
 	}
 	defer m.cores.give()
-	p, err := m.prog.Plan(referenceInput(m, steps), schedule.PlanOptions{Head: true})
+	p, err := m.prog.Plan(referenceInput(m.net, steps), schedule.PlanOptions{Head: true})
 	if err != nil {
 		return err
 	}
@@ -181,19 +182,19 @@ func (mt *measuredTraffic) record(name, sched string, meas *counters.Measurement
 	return nil
 }
 
-// referenceInput is batch 1 of steps steps: token ids drawn as
-// dre.DryPlan draws them for the modelled figures (seed 1), or zero
-// features.
-func referenceInput(m *seqModel, steps int) schedule.Input {
+// referenceInput is batch 1 of steps steps, the input the measured
+// traffic and the schedule timing run: token ids drawn as dre.DryPlan
+// draws them for the modelled figures (seed 1), or zero features.
+func referenceInput(net *rnn.Network, steps int) schedule.Input {
 	in := schedule.Input{T: steps, B: 1}
-	if m.net.Vocab > 0 {
+	if net.Vocab > 0 {
 		rng := rand.New(rand.NewPCG(1, 0x5eed))
 		in.Tokens = make([]int64, steps)
 		for i := range in.Tokens {
-			in.Tokens[i] = rng.Int64N(int64(m.net.Vocab))
+			in.Tokens[i] = rng.Int64N(int64(net.Vocab))
 		}
 	} else {
-		in.Features = make([]float32, steps*m.net.Input)
+		in.Features = make([]float32, steps*net.Input)
 	}
 	return in
 }

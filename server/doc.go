@@ -1,16 +1,19 @@
 // Package server is rnnserve's inference server: the KServe v2 inference
-// protocol with Triton's extensions over REST (gin), stateful sequences,
+// protocol with Triton's extensions over REST (gin) and gRPC, stateful sequences,
 // text generation, cellular batching of many clients' requests step by
 // step, a model repository with hot swap, and Prometheus metrics.
 //
 // One internal request type (request.go) carries every inference request,
 // whatever the transport: the REST front end (rest.go, restcodec.go)
 // decodes JSON and Triton's binary tensor data into a Request, calls
-// Server.Infer and encodes the Response; a gRPC front end does the same
-// with its messages. Generation has GenerateRequest and Server.Generate.
+// Server.Infer and encodes the Response; the gRPC front end (grpc.go,
+// grpc_convert.go, on the generated code of server/inferencepb) does the
+// same with its messages. Generation has GenerateRequest and
+// Server.Generate.
 // Behind them, batching, sequences, limits, statistics and metrics are
 // the same for every transport. Errors map to HTTP statuses by type in
-// errors.go (errors.Is / errors.As), never by message text.
+// errors.go, and to gRPC codes by the same sentinels in grpc.go (CodeOf),
+// never by message text.
 //
 // A model is one of two kinds behind the model interface (model.go): a
 // sequence model (seqmodel.go: LSTM/GRU stacks) or a tree model

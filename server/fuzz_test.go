@@ -60,7 +60,7 @@ func FuzzInferBody(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	o := DefaultOptions()
+	o := testOptions()
 	o.MaxSteps, o.MaxBodyBytes, o.TrafficSteps, o.CacheBytes = 64, 1<<16, 4, 1<<20
 	s, err := New(entries, o, testDeps(f, o))
 	if err != nil {
@@ -114,7 +114,7 @@ func FuzzSeqDecode(f *testing.F) {
 			lm = e.Model
 		}
 	}
-	o := DefaultOptions()
+	o := testOptions()
 	o.MaxSteps = 64
 	f.Add(int64(1), int64(2), []byte{1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0}, "top_k", "INT64")
 	f.Add(int64(2), int64(1), []byte{1, 0, 0, 0, 7, 0, 0, 0}, "logits", "INT32")

@@ -101,3 +101,12 @@ func splitResponse(body []byte, hdr string) ([]parsedOutput, error) {
 	}
 	return out, nil
 }
+
+// testOptions are the server's defaults without the schedule timing at
+// load, which would make every test that starts a server slower and its
+// choice depend on the machine's load (TestScheduleTiming covers it).
+func testOptions() Options {
+	o := DefaultOptions()
+	o.ScheduleTiming = 0
+	return o
+}

@@ -121,7 +121,7 @@ func TestPrivateCacheOption(t *testing.T) {
 		v  int64
 		ok bool
 	}{{0, true}, {1 << 20, true}, {-1, false}, {1000, false}, {1 << 41, false}} {
-		o := DefaultOptions()
+		o := testOptions()
 		o.PrivateCacheBytes = c.v
 		o.EnsureDefaults()
 		if err := o.Validate(); (err == nil) != c.ok || err != nil && !errors.Is(err, ErrOptions) {

@@ -90,7 +90,7 @@ func TestLengthsMatchPyTorch(t *testing.T) {
 		step     bool
 	}{{"batched, step by step", true, true}, {"batched, solo plan", true, false}, {"unbatched plan", false, false}} {
 		t.Run(mode.name, func(t *testing.T) {
-			o := DefaultOptions()
+			o := testOptions()
 			o.CacheBytes, o.TrafficSteps = 1<<20, 4
 			o.Batching.Enabled = &mode.batching
 			s, err := New(entries, o, testDeps(t, o))
@@ -163,7 +163,7 @@ func TestServeWeightsOnlyMixedStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := DefaultOptions()
+	o := testOptions()
 	o.CacheBytes, o.TrafficSteps = 1<<20, 4
 	s, err := New(entries, o, testDeps(t, o))
 	if err != nil {

@@ -39,6 +39,11 @@ type Options struct {
 	PrivateCacheBytes int64 `yaml:"private_cache_bytes"`
 	// TrafficSteps is the reference input length for modelled traffic.
 	TrafficSteps int `yaml:"traffic_steps"`
+	// ScheduleTiming is how long, per model, schedule auto may spend at
+	// load timing its best-modelled candidates on this host (a batch-1
+	// input of TrafficSteps steps) before it picks the fastest; 0 turns
+	// the timing off, and the modelled traffic alone decides.
+	ScheduleTiming time.Duration `yaml:"schedule_timing"`
 }
 
 // BatchOptions configure cellular batching.
@@ -111,8 +116,9 @@ func DefaultOptions() Options {
 			QueueLength: 256,
 			Workers:     runtime.GOMAXPROCS(0),
 		},
-		Sequences:    SequenceOptions{IdleTimeout: 5 * time.Minute, MaxLive: 1024},
-		TrafficSteps: 100,
+		Sequences:      SequenceOptions{IdleTimeout: 5 * time.Minute, MaxLive: 1024},
+		TrafficSteps:   100,
+		ScheduleTiming: 300 * time.Millisecond,
 	}
 }
 
@@ -195,6 +201,9 @@ func (o Options) Validate() error {
 	}
 	if o.Budget.Wait < time.Millisecond || o.Budget.Wait > time.Minute {
 		return fmt.Errorf("%w: budget.wait = %v, want 1ms..1m", ErrOptions, o.Budget.Wait)
+	}
+	if o.ScheduleTiming < 0 || o.ScheduleTiming > time.Minute {
+		return fmt.Errorf("%w: schedule_timing = %v, want 0 (off)..1m", ErrOptions, o.ScheduleTiming)
 	}
 	if o.Sequences.IdleTimeout < time.Millisecond {
 		return fmt.Errorf("%w: sequences.idle_timeout = %v, want at least 1ms", ErrOptions, o.Sequences.IdleTimeout)

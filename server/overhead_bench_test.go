@@ -32,7 +32,7 @@ func BenchmarkOverhead(b *testing.B) {
 		for _, out := range []string{"json", "binary"} {
 			body := fmt.Sprintf(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, %d], "data": [%s]}], "outputs": [{"name": "hidden", "parameters": {"binary_data": %v}}]}`, len(bm.ids), toks, out == "binary")
 			for _, batching := range []bool{false, true} {
-				o := DefaultOptions()
+				o := testOptions()
 				o.Batching.Enabled = &batching
 				s, err := New([]Entry{e}, o, testDeps(b, o))
 				if err != nil {
@@ -140,17 +140,10 @@ func (m *stubModel) infer(ctx context.Context, r *Request, tm *timing) ([]Output
 	return outs, in.B, err
 }
 
-// BenchmarkRESTOverhead times the REST path of one 32-token lstm512
-// request asking for the final hidden state (1024 floats) with the engine
-// stubbed out: gin's routing, reading and decoding the JSON body, the
-// server's bookkeeping (lookup, statistics, metrics) and encoding the
-// output as JSON or as binary tensor data. That is the in-process overhead
-// a request pays above the engine. Run with
-//
-//	go test ./server/ -run '^$' -bench RESTOverhead -benchtime 2s -count 5
-func BenchmarkRESTOverhead(b *testing.B) {
-	bm := benchModels(b)[1]
-	o := DefaultOptions()
+// stubServer is a started server of bm's model with its engine stubbed
+// out (stubModel), stopped when the benchmark ends.
+func stubServer(b *testing.B, bm benchModel) *Server {
+	o := testOptions()
 	o.TrafficSteps = 2 // the engine is stubbed out: its modelled traffic does not matter
 	s, err := New([]Entry{bm.entry}, o, testDeps(b, o))
 	if err != nil {
@@ -165,7 +158,21 @@ func BenchmarkRESTOverhead(b *testing.B) {
 	table := map[string]model{bm.entry.Name: &stubModel{seqModel: sm, res: res}}
 	s.models.Store(&table)
 	s.Start()
-	defer s.Stop(b.Context())
+	b.Cleanup(func() { s.Stop(context.Background()) })
+	return s
+}
+
+// BenchmarkRESTOverhead times the REST path of one 32-token lstm512
+// request asking for the final hidden state (1024 floats) with the engine
+// stubbed out: gin's routing, reading and decoding the JSON body, the
+// server's bookkeeping (lookup, statistics, metrics) and encoding the
+// output as JSON or as binary tensor data. That is the in-process overhead
+// a request pays above the engine. Run with
+//
+//	go test ./server/ -run '^$' -bench RESTOverhead -benchtime 2s -count 5
+func BenchmarkRESTOverhead(b *testing.B) {
+	bm := benchModels(b)[1]
+	s := stubServer(b, bm)
 	h := s.Handler()
 	toks := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(bm.ids)), ","), "[]")
 	for _, out := range []string{"json", "binary"} {

@@ -49,7 +49,7 @@ func newRepoServer(t *testing.T, files map[string]string) (*Server, *httptest.Se
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := DefaultOptions()
+	o := testOptions()
 	o.CacheBytes, o.TrafficSteps = 1<<20, 4
 	deps := testDeps(t, o)
 	deps.Repository = root.FS()

@@ -319,14 +319,6 @@ type generateWriter interface {
 	cut(err error) bool
 }
 
-// errorText is err's message for a response, cut to maxErrorBytes.
-func errorText(err error) string {
-	msg := err.Error()
-	if len(msg) > maxErrorBytes {
-		msg = msg[:maxErrorBytes] + "..."
-	}
-	return msg
-}
 
 // wholeWriter gathers the tokens into one JSON response (generate).
 type wholeWriter struct {

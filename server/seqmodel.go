@@ -436,10 +436,12 @@ func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, release
 		prog = m.wide
 		defer release()
 	}
-	p, err := prog.Plan(pin, schedule.PlanOptions{Head: wantHead})
+	p, err := prog.Acquire(pin, schedule.PlanOptions{Head: wantHead})
 	if err != nil {
 		return nil, err
 	}
+	// The outputs belong to the plan: they are copied out before it goes back.
+	defer p.Release()
 	out, err := p.Run()
 	if err != nil {
 		return nil, err
@@ -452,12 +454,12 @@ func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, release
 		// One row: the plan's buffers are already batch-first.
 		rr := &res[0]
 		if in.wants("output") {
-			rr.output = out.Output
+			rr.output = slices.Clone(out.Output)
 		}
 		if wantHead {
-			rr.head = out.Head
+			rr.head = slices.Clone(out.Head)
 		}
-		rr.hn, rr.cn = out.HN, out.CN
+		rr.hn, rr.cn = slices.Clone(out.HN), slices.Clone(out.CN)
 		return res, nil
 	}
 	for i, b := range order {
@@ -710,7 +712,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	net := e.Model.Net
 	m := &seqModel{net: net, maxWait: int64(s.opts.Batching.QueueLength), opts: &s.opts}
 	s.initBase(&m.modelBase, e)
-	sched, reason, traffic, err := chooseSchedule(net, e.Config, s.trafficModel())
+	sched, reason, traffic, err := chooseSchedule(net, e.Config, s.trafficModel(), s.pools, s.opts.ScheduleTiming)
 	if err != nil {
 		return nil, err
 	}
@@ -726,7 +728,18 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 		if m.wide, err = wide.program(net, s.pools); err != nil {
 			return nil, err
 		}
-		m.reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
+		if s.opts.ScheduleTiming > 0 && (e.Config.Schedule == "" || e.Config.Schedule == "auto") {
+			faster, why, err := timeWide(net, m.prog, m.wide, s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
+			if err != nil {
+				return nil, fmt.Errorf("timing P across all cores: %w", err)
+			}
+			if !faster {
+				m.wide = nil
+			}
+			m.reason += "; " + why
+		} else {
+			m.reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
+		}
 	}
 	m.batching = *s.opts.Batching.Enabled
 	if e.Config.Batching != nil {

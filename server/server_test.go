@@ -63,7 +63,7 @@ func newTestServer(t testing.TB, mutate func(*Options), start bool) (*Server, *h
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := DefaultOptions()
+	o := testOptions()
 	o.CacheBytes = 1 << 20
 	o.TrafficSteps = 10
 	if mutate != nil {

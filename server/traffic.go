@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"time"
 
 	"rnnserve/cachesim"
 	"rnnserve/dre"
@@ -122,7 +123,11 @@ const dramSlack = 0.02
 // candidates within 2% of that least, least per-core bytes; on a tie, P
 // before P-bf16 before A+ before A. A schedule set in config.yaml is
 // taken as it is (P with precision bf16 is P-bf16).
-func chooseSchedule(net *rnn.Network, cfg ModelConfig, tm trafficModel) (candidate, string, []api.ScheduleTraffic, error) {
+//
+// With a timing budget (Options.ScheduleTiming) and weights, the best
+// three candidates of that ranking are then timed on the host and the
+// fastest wins (see clock.go); the metadata shows both.
+func chooseSchedule(net *rnn.Network, cfg ModelConfig, tm trafficModel, pools Pools, budget time.Duration) (candidate, string, []api.ScheduleTraffic, error) {
 	want, prec, err := cfg.parseSchedule()
 	if err != nil {
 		return candidate{}, "", nil, err
@@ -149,7 +154,19 @@ func chooseSchedule(net *rnn.Network, cfg ModelConfig, tm trafficModel) (candida
 		return c, "set in the model's config.yaml", traffic, nil
 	}
 	best := pick(cands, traffic)
-	return cands[best], reason(cands, traffic, best, tm), traffic, nil
+	why := reason(cands, traffic, best, tm)
+	if budget <= 0 || net.Dry() {
+		return cands[best], why, traffic, nil
+	}
+	fastest, timing, err := timeChoice(net, cands, traffic, pools, tm.steps, budget)
+	if err != nil {
+		return candidate{}, "", nil, fmt.Errorf("timing the schedules: %w", err)
+	}
+	if fastest == best {
+		return cands[best], why + "; " + timing, traffic, nil
+	}
+	return cands[fastest], fmt.Sprintf("auto: %v on %d core(s): %s. The traffic model alone: %s",
+		cands[fastest], cands[fastest].workers, timing, strings.TrimPrefix(why, "auto: ")), traffic, nil
 }
 
 // pick applies chooseSchedule's rule to the candidates' modelled traffic

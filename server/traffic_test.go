@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"rnnserve/rnn"
 	"rnnserve/schedule"
@@ -63,7 +64,7 @@ var streamingLSTM = rnn.Config{Cell: rnn.LSTM, Input: 64, Hidden: 128, Layers: 2
 // private cache.
 func TestChooseScheduleFitsLLC(t *testing.T) {
 	tm := trafficModel{llc: 8 << 20, private: 256 << 10, workers: 2, steps: 20}
-	c, why, traffic, err := chooseSchedule(dryNet(t, streamingLSTM), ModelConfig{}, tm)
+	c, why, traffic, err := chooseSchedule(dryNet(t, streamingLSTM), ModelConfig{}, tm, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestChooseScheduleFitsLLC(t *testing.T) {
 // A is never chosen.
 func TestChooseScheduleSmallLLC(t *testing.T) {
 	tm := trafficModel{llc: 128 << 10, private: 64 << 10, workers: 1, steps: 20}
-	c, why, traffic, err := chooseSchedule(dryNet(t, streamingLSTM), ModelConfig{}, tm)
+	c, why, traffic, err := chooseSchedule(dryNet(t, streamingLSTM), ModelConfig{}, tm, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestChooseScheduleBF16(t *testing.T) {
 	tm := trafficModel{llc: 8 << 20, private: 256 << 10, workers: 2, steps: 20}
 	net := dryNet(t, streamingLSTM)
 	for _, prec := range []string{"", "f32"} {
-		c, _, traffic, err := chooseSchedule(net, ModelConfig{Precision: prec}, tm)
+		c, _, traffic, err := chooseSchedule(net, ModelConfig{Precision: prec}, tm, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +130,7 @@ func TestChooseScheduleBF16(t *testing.T) {
 			t.Errorf("precision %q: chose %v", prec, c)
 		}
 	}
-	c, why, traffic, err := chooseSchedule(net, ModelConfig{Precision: "bf16"}, tm)
+	c, why, traffic, err := chooseSchedule(net, ModelConfig{Precision: "bf16"}, tm, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestChooseScheduleBF16(t *testing.T) {
 	}
 	// A model that fits every cache: nothing to gain from bf16.
 	small := dryNet(t, rnn.Config{Cell: rnn.GRU, Input: 4, Hidden: 8, Layers: 1})
-	c, why, _, err = chooseSchedule(small, ModelConfig{Precision: "bf16"}, trafficModel{llc: 1 << 20, private: 1 << 20, workers: 2, steps: 5})
+	c, why, _, err = chooseSchedule(small, ModelConfig{Precision: "bf16"}, trafficModel{llc: 1 << 20, private: 1 << 20, workers: 2, steps: 5}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func TestChooseScheduleSet(t *testing.T) {
 		{ModelConfig{Schedule: "P"}, "P", 3, 3},
 		{ModelConfig{Schedule: "P", Precision: "bf16"}, "P-bf16", 3, 4},
 	} {
-		got, why, traffic, err := chooseSchedule(net, c.cfg, tm)
+		got, why, traffic, err := chooseSchedule(net, c.cfg, tm, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,7 +248,7 @@ func TestModelConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries[0].Config.Schedule = "Q"
-	if _, err := New(entries, DefaultOptions(), testDeps(t, DefaultOptions())); !errors.Is(err, ErrModelConfig) {
+	if _, err := New(entries, testOptions(), testDeps(t, testOptions())); !errors.Is(err, ErrModelConfig) {
 		t.Errorf("New: %v", err)
 	}
 }
@@ -270,7 +271,7 @@ func TestServeChosenSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := DefaultOptions()
+	o := testOptions()
 	o.CacheBytes, o.PrivateCacheBytes, o.TrafficSteps = 8<<20, 16<<10, 10
 	o.Batching.Workers = 1 // one request at a time: P spreads over every core
 	s, err := New(entries, o, testDeps(t, o))
@@ -383,5 +384,58 @@ func TestCoresPerRequest(t *testing.T) {
 		if got := coresPerRequest(c.cores, c.concurrent); got != c.want {
 			t.Errorf("coresPerRequest(%d, %d) = %d, want %d", c.cores, c.concurrent, got, c.want)
 		}
+	}
+}
+
+// TestScheduleTiming turns the timing at load on: the traffic model's best
+// three candidates are timed, the metadata shows their measured medians
+// and how many runs each is of, the schedule that runs is the one with the
+// least median, and the reason says so. Whether a request may spread over
+// every core is timed too, and kept only when it was faster.
+func TestScheduleTiming(t *testing.T) {
+	entries, err := LoadRepository(partRepo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions()
+	o.CacheBytes, o.PrivateCacheBytes, o.TrafficSteps = 8<<20, 16<<10, 10
+	o.ScheduleTiming = 40 * time.Millisecond
+	s, err := New(entries, o, testDeps(t, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"plm", "blm"} {
+		m := seqOf(t, s, name)
+		var timedRuns, best int
+		var least float64
+		for i, tr := range m.meta.RNN.Traffic {
+			if tr.MeasuredSeconds == nil {
+				continue
+			}
+			if *tr.MeasuredSeconds <= 0 || tr.MeasuredRuns < minTimedRuns {
+				t.Errorf("%s %s: measured %v s over %d runs", name, tr.Schedule, *tr.MeasuredSeconds, tr.MeasuredRuns)
+			}
+			if timedRuns == 0 || *tr.MeasuredSeconds < least {
+				least, best = *tr.MeasuredSeconds, i
+			}
+			timedRuns++
+		}
+		if timedRuns != timedCandidates {
+			t.Fatalf("%s: %d candidates timed, want %d (%+v)", name, timedRuns, timedCandidates, m.meta.RNN.Traffic)
+		}
+		if got, fastest := m.meta.RNN.Schedule, m.meta.RNN.Traffic[best].Schedule; got != fastest {
+			t.Errorf("%s runs %s, but %s had the least median", name, got, fastest)
+		}
+		if !strings.Contains(m.reason, "timed on this host") {
+			t.Errorf("%s reason %q does not give the timing", name, m.reason)
+		}
+		if m.wide != nil && !strings.Contains(m.reason, "runs it across all of them") ||
+			m.wide == nil && candidateOf(m.prog).sched == schedule.Partitioned && candidateOf(m.prog).workers < runtime.GOMAXPROCS(0) && !strings.Contains(m.reason, "stays on its own cores") {
+			t.Errorf("%s: wide program %v, reason %q", name, m.wide != nil, m.reason)
+		}
+	}
+	o.ScheduleTiming = -time.Second
+	if err := o.Validate(); !errors.Is(err, ErrOptions) {
+		t.Errorf("negative schedule_timing: %v", err)
 	}
 }

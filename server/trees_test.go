@@ -20,7 +20,7 @@ func newTreeServer(t *testing.T, delay time.Duration) (*Server, *httptest.Server
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := DefaultOptions()
+	o := testOptions()
 	o.Batching.MaxQueueDelay = delay
 	s, err := New(entries, o, testDeps(t, o))
 	if err != nil {

@@ -11,6 +11,12 @@
 // adds, and the HTTP floor: the median round trip of the cheapest request
 // there is (GET /v2/health/live) on the same machine, which no server can
 // go below. Output is one Markdown table row per client count.
+//
+// With -grpc ADDR the requests go to the server's gRPC API instead
+// (ModelInfer, typed INT64 input, the output as raw_output_contents, each
+// client on a connection of its own) and the floor is the round trip of
+// ServerLive; -url still reads the model's metadata. With -binary the REST
+// requests ask for the output as binary tensor data instead of JSON.
 package main
 
 import (
@@ -53,6 +59,8 @@ func run() error {
 	repo := flag.String("repo", "", `model repository for the in-process engine time ("bundled" for the embedded one; empty: skip)`)
 	label := flag.String("label", "", "a label for the table's first column (e.g. batching on)")
 	header := flag.Bool("header", true, "print the table header")
+	grpcAddr := flag.String("grpc", "", "send the requests over gRPC to this address (default: REST at -url)")
+	binaryOut := flag.Bool("binary", false, "REST: ask for the output as binary tensor data")
 	flag.Parse()
 	var counts []int
 	for _, f := range strings.Split(*clients, ",") {
@@ -80,16 +88,32 @@ func run() error {
 		}
 		engine = fmt.Sprintf("%.0f", float64(d.Microseconds()))
 	}
-	fl, err := httpFloor(*url, min(*dur, 2*time.Second))
+	var fl time.Duration
+	if *grpcAddr != "" {
+		fl, err = grpcFloor(*grpcAddr, min(*dur, 2*time.Second))
+	} else {
+		fl, err = httpFloor(*url, min(*dur, 2*time.Second))
+	}
 	if err != nil {
 		return err
 	}
 	if *header {
-		fmt.Println("| setup | model | plan schedule | clients | requests/s | tokens/s | p50 µs | p90 µs | p99 µs | engine µs | HTTP floor µs | p50 - engine - floor µs | errors |")
+		fmt.Println("| setup | model | plan schedule | clients | requests/s | tokens/s | p50 µs | p90 µs | p99 µs | engine µs | floor µs | p50 - engine - floor µs | errors |")
 		fmt.Println("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	}
 	for _, c := range counts {
-		r := drive(*url, *model, c, *steps, *vocab, *dur)
+		var r *result
+		if *grpcAddr != "" {
+			r, err = driveGRPC(*grpcAddr, *model, c, *steps, *vocab, *dur)
+			if err != nil {
+				return err
+			}
+		} else {
+			r = driveHTTP(*url, *model, c, *steps, *vocab, *dur, *binaryOut)
+		}
+		if r.first != nil {
+			fmt.Fprintf(os.Stderr, "loadgen: %d clients: %d errors, the first: %v\n", c, r.errors, r.first)
+		}
 		p50 := r.pct(0.5)
 		over := "-"
 		if engine != "-" {
@@ -128,6 +152,7 @@ func httpFloor(url string, d time.Duration) (time.Duration, error) {
 type result struct {
 	lat     []time.Duration
 	errors  int
+	first   error // the first error, for the log
 	elapsed time.Duration
 }
 
@@ -140,12 +165,9 @@ func (r *result) pct(p float64) time.Duration {
 	return r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]
 }
 
-// drive runs n clients for d and collects every successful request's latency.
-func drive(url, model string, n, steps, vocab int, d time.Duration) *result {
-	// No transparent gzip: the server's own cost is what is measured.
-	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n, DisableCompression: true}
-	client := &http.Client{Transport: tr, Timeout: time.Minute}
-	defer tr.CloseIdleConnections()
+// drive runs n clients for d and collects every successful request's
+// latency; each client sends with the function newClient gives it.
+func drive(n int, d time.Duration, newClient func(i int) func(ctx context.Context) error) *result {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var mu sync.Mutex
@@ -153,29 +175,24 @@ func drive(url, model string, n, steps, vocab int, d time.Duration) *result {
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(seed uint64) {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, 1))
+		send := newClient(i)
+		wg.Go(func() {
 			for ctx.Err() == nil {
-				body := requestBody(rng, steps, vocab)
 				t0 := time.Now()
-				resp, err := client.Post(url+"/v2/models/"+model+"/infer", "application/json", bytes.NewReader(body))
-				ok := err == nil && resp.StatusCode == 200
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
+				err := send(ctx)
 				lat := time.Since(t0)
 				mu.Lock()
-				if ok {
+				if err == nil {
 					res.lat = append(res.lat, lat)
 				} else if ctx.Err() == nil {
 					res.errors++
+					if res.first == nil {
+						res.first = err
+					}
 				}
 				mu.Unlock()
 			}
-		}(uint64(i))
+		})
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
@@ -183,13 +200,44 @@ func drive(url, model string, n, steps, vocab int, d time.Duration) *result {
 	return res
 }
 
-func requestBody(rng *rand.Rand, steps, vocab int) []byte {
+// driveHTTP drives the REST API with n clients for d.
+func driveHTTP(url, model string, n, steps, vocab int, d time.Duration, binaryOut bool) *result {
+	// No transparent gzip: the server's own cost is what is measured.
+	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n, DisableCompression: true}
+	client := &http.Client{Transport: tr, Timeout: time.Minute}
+	defer tr.CloseIdleConnections()
+	return drive(n, d, func(i int) func(context.Context) error {
+		rng := rand.New(rand.NewPCG(uint64(i), 1))
+		return func(context.Context) error {
+			body := requestBody(rng, steps, vocab, binaryOut)
+			resp, err := client.Post(url+"/v2/models/"+model+"/infer", "application/json", bytes.NewReader(body))
+			if err != nil {
+				return err
+			}
+			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s: %s", resp.Status, msg)
+			}
+			return nil
+		}
+	})
+}
+
+// requestBody is a REST infer request of one sequence of random tokens
+// asking for the final hidden state, as JSON or binary tensor data.
+func requestBody(rng *rand.Rand, steps, vocab int, binaryOut bool) []byte {
+	data, _ := json.Marshal(randomTokens(rng, steps, vocab))
+	return []byte(fmt.Sprintf(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, %d], "data": %s}], "outputs": [{"name": "hidden", "parameters": {"binary_data": %v}}]}`, steps, data, binaryOut))
+}
+
+func randomTokens(rng *rand.Rand, steps, vocab int) []int64 {
 	ids := make([]int64, steps)
 	for i := range ids {
 		ids[i] = rng.Int64N(int64(vocab))
 	}
-	data, _ := json.Marshal(ids)
-	return []byte(fmt.Sprintf(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, %d], "data": %s}], "outputs": [{"name": "hidden"}]}`, steps, data))
+	return ids
 }
 
 // servedSchedule is the schedule the server runs a lone request's

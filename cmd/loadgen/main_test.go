@@ -18,7 +18,7 @@ func TestRequestBody(t *testing.T) {
 			Data  []int64 `json:"data"`
 		} `json:"inputs"`
 	}
-	body := requestBody(rand.New(rand.NewPCG(1, 1)), 7, 3)
+	body := requestBody(rand.New(rand.NewPCG(1, 1)), 7, 3, false)
 	if err := json.Unmarshal(body, &req); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestDrive(t *testing.T) {
 		w.Write([]byte(`{}`))
 	}))
 	defer hs.Close()
-	r := drive(hs.URL, "m", 4, 5, 10, 300*time.Millisecond)
+	r := driveHTTP(hs.URL, "m", 4, 5, 10, 300*time.Millisecond, false)
 	total := int64(len(r.lat) + r.errors)
 	if len(r.lat) == 0 || r.errors == 0 || total > n.Load() {
 		t.Fatalf("%d ok, %d errors, %d served", len(r.lat), r.errors, n.Load())

@@ -1,8 +1,10 @@
 // Command serve runs rnnserve's HTTP server (KServe v2 protocol, with
-// Triton's extensions) on a model repository: by default the bundled
-// models embedded in the binary.
+// Triton's extensions) and its gRPC server (the same protocol's
+// GRPCInferenceService, with health and reflection) on a model repository:
+// by default the bundled models embedded in the binary.
 //
-//	go run ./cmd/serve                       # bundled models on 127.0.0.1:8080
+//	go run ./cmd/serve                       # bundled models on 127.0.0.1:8080, gRPC on 127.0.0.1:8081
+//	go run ./cmd/serve -grpc off             # REST only
 //	go run ./cmd/serve -config configs/serve.yaml -repository ./my-models
 //
 // With -repository every model directory is loaded at start, and the
@@ -48,6 +50,7 @@ import (
 // config is everything serve can be told, from the YAML file and flags.
 type config struct {
 	Listen          string `yaml:"listen"`
+	GRPCListen      string `yaml:"grpc_listen"`      // "off" or empty: no gRPC
 	ModelRepository string `yaml:"model_repository"` // empty: the embedded bundled models
 	// Models are single models to serve instead of a repository: a model
 	// folder or a lone weights file each (safetensors, PyTorch checkpoint
@@ -62,7 +65,7 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{Listen: "127.0.0.1:8080", DrainTimeout: 30 * time.Second, ReadTimeout: 30 * time.Second,
+	return config{Listen: "127.0.0.1:8080", GRPCListen: "127.0.0.1:8081", DrainTimeout: 30 * time.Second, ReadTimeout: 30 * time.Second,
 		Server: server.DefaultOptions()}
 }
 
@@ -148,6 +151,11 @@ func run(args []string, stdout io.Writer, stderr *os.File) error {
 	if err != nil {
 		return err
 	}
+	gf, err := listenGRPC(cfg.GRPCListen, srv)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("gRPC: %w", err)
+	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout}
 	srv.Start()
 	poolsInUse = true
@@ -155,13 +163,14 @@ func run(args []string, stdout io.Writer, stderr *os.File) error {
 	for i, e := range entries {
 		names[i] = e.Name
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "repository", where, "models", names,
+	log.Info("serving", "addr", ln.Addr().String(), "grpc", gf.addr(), "repository", where, "models", names,
 		"llc_bytes", cfg.Server.CacheBytes, "private_cache_bytes", cfg.Server.PrivateCacheBytes)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2) // HTTP and gRPC
 	go func() { serveErr <- hs.Serve(ln) }()
+	gf.serve(serveErr)
 	var failed error
 	select {
 	case failed = <-serveErr:
@@ -174,8 +183,9 @@ func run(args []string, stdout io.Writer, stderr *os.File) error {
 	// Refuse new requests first, then let in-flight ones finish, then
 	// stop the batchers.
 	errHTTP := hs.Shutdown(drain)
+	errGRPC := gf.stop(drain)
 	errSrv := srv.Stop(drain)
-	if err := errors.Join(errHTTP, errSrv); err != nil {
+	if err := errors.Join(errHTTP, errGRPC, errSrv); err != nil {
 		return fmt.Errorf("drain: %w", errors.Join(failed, err))
 	}
 	poolsInUse = false
@@ -199,6 +209,7 @@ func parseConfig(args []string) (config, error) {
 	cache := fl.Int64("cache-bytes", 0, "last-level cache size for the schedule choice (default: read from the host)")
 	private := fl.Int64("private-cache-bytes", 0, "one core's private (L2) cache size for the schedule choice (default: read from the host)")
 	batching := fl.String("batching", "", "cellular batching: on or off (default on)")
+	grpcAddr := fl.String("grpc", "", "gRPC listen address (default 127.0.0.1:8081); off or empty turns gRPC off")
 	fl.Func("model", "serve this model folder or weights file (safetensors, PyTorch checkpoint, ONNX) instead of a repository; repeatable", func(v string) error {
 		cfg.Models = append(cfg.Models, v)
 		return nil
@@ -230,6 +241,11 @@ func parseConfig(args []string) (config, error) {
 	if len(cfg.Models) > 0 && cfg.ModelRepository != "" {
 		return cfg, errors.New("-model and -repository (model_repository) exclude each other")
 	}
+	fl.Visit(func(f *flag.Flag) {
+		if f.Name == "grpc" {
+			cfg.GRPCListen = *grpcAddr
+		}
+	})
 	if *cache != 0 {
 		cfg.Server.CacheBytes = *cache
 	}

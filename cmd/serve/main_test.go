@@ -66,7 +66,7 @@ func TestServeAndSIGTERM(t *testing.T) {
 	bin := buildServe(t)
 	cfg := filepath.Join(t.TempDir(), "serve.yaml")
 	os.WriteFile(cfg, []byte("read_timeout: 500ms\n"), 0o644)
-	cmd, base := startServe(t, bin, "-config", cfg, "-listen", "127.0.0.1:0", "-cache-bytes", "1048576")
+	cmd, base := startServe(t, bin, "-config", cfg, "-listen", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-cache-bytes", "1048576")
 	// A client that sends its body too slowly gets a 400 once the read
 	// timeout passes, and the server goes on serving.
 	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
@@ -158,7 +158,7 @@ func TestServeCheckpoint(t *testing.T) {
 		}
 	}
 
-	_, base := startServe(t, bin, "-model", dir+"/model.pt", "-listen", "127.0.0.1:0", "-cache-bytes", "1048576")
+	_, base := startServe(t, bin, "-model", dir+"/model.pt", "-listen", "127.0.0.1:0", "-grpc", "off", "-cache-bytes", "1048576")
 	gold, err := safetensors.ReadFile(dir + "/io.safetensors")
 	if err != nil {
 		t.Fatal(err)

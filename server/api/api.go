@@ -93,6 +93,13 @@ type ScheduleTraffic struct {
 	// core.
 	PrivateCacheBytes int64    `json:"private_cache_bytes,omitempty"`
 	CoreBytes         *float64 `json:"core_bytes_per_inference,omitempty"`
+
+	// MeasuredSeconds is the median time of one such inference on this
+	// host, timed at load (schedule_timing); absent for the candidates
+	// that were not timed.
+	MeasuredSeconds *float64 `json:"measured_seconds,omitempty"`
+	// MeasuredRuns is how many runs the median is of.
+	MeasuredRuns int `json:"measured_runs,omitempty"`
 }
 
 // RawData is a JSON value kept as the bytes it was decoded from, without

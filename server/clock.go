@@ -1,0 +1,143 @@
+package server
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"rnnserve/rnn"
+	"rnnserve/schedule"
+	"rnnserve/server/api"
+)
+
+// The schedule choice checked against the clock. The traffic model ranks
+// the candidates (chooseSchedule); with Options.ScheduleTiming the best
+// timedCandidates of that ranking are then run on this host, alternating,
+// on the reference input (batch 1, TrafficSteps steps), and the fastest
+// median wins. The model's bytes say which schedules can be fast; the
+// clock says which is, on this machine, with its kernels, barrier cost and
+// core count, which the bytes do not see (a 2-core P of a small model
+// spends more on its phase barriers than it saves on weights).
+
+// timedCandidates is how many of the traffic model's best candidates are
+// timed.
+const timedCandidates = 3
+
+// minTimedRuns is how many runs each timed candidate gets at least,
+// whatever the budget (one warm-up run comes first).
+const minTimedRuns = 3
+
+// ranked lists the candidates in the order chooseSchedule's rule prefers
+// them: the chosen one first, then by warm DRAM bytes, per-core bytes and
+// preference.
+func ranked(cands []candidate, traffic []api.ScheduleTraffic) []int {
+	best := pick(cands, traffic)
+	order := []int{best}
+	for i := range cands {
+		if i != best {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order[1:], func(a, b int) int {
+		ta, tb := traffic[a], traffic[b]
+		return cmp.Or(cmp.Compare(ta.WarmDRAMBytes, tb.WarmDRAMBytes), cmp.Compare(*ta.CoreBytes, *tb.CoreBytes),
+			cmp.Compare(cands[a].preference(), cands[b].preference()))
+	})
+	return order
+}
+
+// timed is the median time of one inference and how many runs it is of.
+type timed struct {
+	median time.Duration
+	runs   int
+}
+
+// timePrograms runs one plan of each program on in, round after round
+// (each program once per round, so a slow moment of the machine hits all
+// of them alike), after one warm-up run each, until budget has passed and
+// each has minTimedRuns runs, and returns each program's median.
+func timePrograms(progs []*schedule.Program, in schedule.Input, budget time.Duration) ([]timed, error) {
+	plans := make([]*schedule.Plan, len(progs))
+	for i, prog := range progs {
+		p, err := prog.Plan(in, schedule.PlanOptions{Head: true})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := p.Run(); err != nil { // warm-up: caches, pages, the pool's threads
+			return nil, err
+		}
+		plans[i] = p
+	}
+	times := make([][]time.Duration, len(plans))
+	start := time.Now()
+	for round := 0; round < minTimedRuns || time.Since(start) < budget; round++ {
+		for i, p := range plans {
+			t0 := time.Now()
+			if _, err := p.Run(); err != nil {
+				return nil, err
+			}
+			times[i] = append(times[i], time.Since(t0))
+		}
+	}
+	out := make([]timed, len(plans))
+	for i, ts := range times {
+		slices.Sort(ts)
+		out[i] = timed{median: ts[len(ts)/2], runs: len(ts)}
+	}
+	return out, nil
+}
+
+// timeChoice times the traffic model's best candidates and returns the
+// fastest, the figures for the metadata (MeasuredSeconds set on the timed
+// ones) and a sentence saying what the clock decided.
+func timeChoice(net *rnn.Network, cands []candidate, traffic []api.ScheduleTraffic, pools Pools, steps int, budget time.Duration) (int, string, error) {
+	order := ranked(cands, traffic)
+	order = order[:min(len(order), timedCandidates)]
+	progs := make([]*schedule.Program, len(order))
+	for k, i := range order {
+		p, err := cands[i].program(net, pools)
+		if err != nil {
+			return 0, "", fmt.Errorf("schedule %v: %w", cands[i], err)
+		}
+		progs[k] = p
+	}
+	ts, err := timePrograms(progs, referenceInput(net, steps), budget)
+	if err != nil {
+		return 0, "", err
+	}
+	fastest := 0
+	var figures []string
+	for k, i := range order {
+		sec := ts[k].median.Seconds()
+		traffic[i].MeasuredSeconds, traffic[i].MeasuredRuns = &sec, ts[k].runs
+		figures = append(figures, fmt.Sprintf("%v %v", cands[i], ts[k].median.Round(time.Microsecond)))
+		if ts[k].median < ts[fastest].median {
+			fastest = k
+		}
+	}
+	verdict := "the clock agrees"
+	if fastest != 0 {
+		verdict = fmt.Sprintf("the clock overrules it: %v is the fastest", cands[order[fastest]])
+	}
+	return order[fastest], fmt.Sprintf("timed on this host (median of at least %d runs of a %d-step inference): %s; %s",
+		minTimedRuns, steps, strings.Join(figures, ", "), verdict), nil
+}
+
+// timeWide decides whether a request that finds every core free should
+// run P across all of them: only if that is faster on this host than P on
+// the cores one request gets, timed like timeChoice.
+func timeWide(net *rnn.Network, narrow, wide *schedule.Program, steps int, budget time.Duration) (bool, string, error) {
+	ts, err := timePrograms([]*schedule.Program{narrow, wide}, referenceInput(net, steps), budget)
+	if err != nil {
+		return false, "", err
+	}
+	faster := ts[1].median < ts[0].median
+	what := "runs it across all of them"
+	if !faster {
+		what = "stays on its own cores (not faster across all of them here)"
+	}
+	return faster, fmt.Sprintf("a request that finds all of the model's %d cores free %s: on %d core(s) %v, on %d %v (medians)",
+		wide.Workers(), what, narrow.Workers(), ts[0].median.Round(time.Microsecond), wide.Workers(), ts[1].median.Round(time.Microsecond)), nil
+}

@@ -1,0 +1,496 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"runtime/debug"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"rnnserve/schedule"
+	"rnnserve/server/api"
+	pb "rnnserve/server/inferencepb"
+)
+
+// The gRPC front end: the KServe v2 GRPCInferenceService with Triton's
+// additions (streaming inference, model configuration, statistics, model
+// repository), the standard health service and server reflection. Its
+// handlers decode into the same Request and GenerateRequest the REST front
+// end builds and call the same Server methods, so batching, sequences,
+// limits, statistics and metrics (labelled protocol="grpc") are shared.
+
+// protocolGRPC labels gRPC requests in the metrics.
+const protocolGRPC = "grpc"
+
+// GRPCServer is the gRPC front end of a Server. Build it with
+// Server.NewGRPC, Serve it on a listener, and Stop it before the Server.
+type GRPCServer struct {
+	s      *Server
+	gs     *grpc.Server
+	health *health.Server
+}
+
+// NewGRPC builds the gRPC front end of s. A message larger than the body
+// limit (Options.MaxBodyBytes) is refused with RESOURCE_EXHAUSTED before it
+// is decoded. opts are applied after the front end's own options.
+func (s *Server) NewGRPC(opts ...grpc.ServerOption) *GRPCServer {
+	limit := int(min(s.opts.MaxBodyBytes, math.MaxUint32))
+	g := &GRPCServer{s: s, health: health.NewServer()}
+	all := append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(limit),
+		grpc.ChainUnaryInterceptor(g.recoverUnary),
+		grpc.ChainStreamInterceptor(g.recoverStream),
+	}, opts...)
+	g.gs = grpc.NewServer(all...)
+	pb.RegisterGRPCInferenceServiceServer(g.gs, &grpcService{s: s})
+	healthpb.RegisterHealthServer(g.gs, g.health)
+	reflection.Register(g.gs)
+	return g
+}
+
+// Serve answers gRPC connections on ln until Stop; it returns nil after
+// Stop. The health service reports SERVING (for "" and
+// inference.GRPCInferenceService) while the Server is ready.
+func (g *GRPCServer) Serve(ln net.Listener) error {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if g.s.Ready() {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	g.health.SetServingStatus("", st)
+	g.health.SetServingStatus(pb.GRPCInferenceService_ServiceDesc.ServiceName, st)
+	err := g.gs.Serve(ln)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Stop turns the health service to NOT_SERVING, stops accepting, and waits
+// for the calls and streams in flight until ctx ends; then it closes the
+// connections left.
+func (g *GRPCServer) Stop(ctx context.Context) error {
+	g.health.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		g.gs.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		g.gs.Stop()
+		<-done
+		return fmt.Errorf("server: gRPC drain: %w", ctx.Err())
+	}
+}
+
+// recoverUnary turns a handler's panic into INTERNAL; the server goes on.
+func (g *GRPCServer) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			g.s.log.Error("panic serving gRPC call", "method", info.FullMethod, "panic", v, "stack", string(debug.Stack()))
+			resp, err = nil, status.Error(codes.Internal, "internal error")
+		}
+	}()
+	return h(ctx, req)
+}
+
+// recoverStream is recoverUnary for streams.
+func (g *GRPCServer) recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			g.s.log.Error("panic serving gRPC stream", "method", info.FullMethod, "panic", v, "stack", string(debug.Stack()))
+			err = status.Error(codes.Internal, "internal error")
+		}
+	}()
+	return h(srv, ss)
+}
+
+// CodeOf maps an error to the gRPC status code that answers it, by the
+// sentinels of errors.go (the gRPC counterpart of StatusOf).
+func CodeOf(err error) codes.Code {
+	switch {
+	case err == nil:
+		return codes.OK
+	case errors.Is(err, ErrLoad) && (errors.Is(err, ErrUnknownModel) || errors.Is(err, ErrNotInRepository)):
+		return codes.NotFound
+	case errors.Is(err, ErrBadRequest), errors.Is(err, schedule.ErrInput),
+		errors.Is(err, ErrNotLanguageModel), errors.Is(err, ErrUnsupportedOutput), errors.Is(err, ErrUnsupportedMedia):
+		return codes.InvalidArgument
+	case errors.Is(err, ErrLoad), errors.Is(err, ErrNoRepository):
+		return codes.FailedPrecondition
+	case errors.Is(err, ErrTooLarge), errors.Is(err, ErrTooManySequences):
+		return codes.ResourceExhausted
+	case errors.Is(err, ErrUnknownModel), errors.Is(err, ErrUnknownVersion), errors.Is(err, ErrUnknownSequence):
+		return codes.NotFound
+	case errors.Is(err, ErrSequenceEnded), errors.Is(err, ErrSequenceExpired):
+		return codes.FailedPrecondition
+	case errors.Is(err, ErrSequenceBusy):
+		return codes.Aborted
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrDraining):
+		return codes.Unavailable
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded
+	}
+	return codes.Internal
+}
+
+// grpcError is err as a gRPC status with its message (cut to
+// maxErrorBytes).
+func grpcError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return status.Error(CodeOf(err), errorText(err))
+}
+
+// errorText is err's message cut to maxErrorBytes.
+func errorText(err error) string {
+	msg := err.Error()
+	if len(msg) > maxErrorBytes {
+		msg = msg[:maxErrorBytes] + "..."
+	}
+	return msg
+}
+
+// grpcService implements GRPCInferenceService on a Server.
+type grpcService struct {
+	pb.UnimplementedGRPCInferenceServiceServer
+	s *Server
+}
+
+func (g *grpcService) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerLiveResponse, error) {
+	return &pb.ServerLiveResponse{Live: g.s.Live()}, nil
+}
+
+func (g *grpcService) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.ServerReadyResponse, error) {
+	return &pb.ServerReadyResponse{Ready: g.s.Ready()}, nil
+}
+
+// ModelReady answers NOT_FOUND for a model or version not served, as REST
+// answers 404.
+func (g *grpcService) ModelReady(_ context.Context, req *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
+	if _, err := g.s.lookup(req.GetName(), req.GetVersion()); err != nil {
+		return nil, grpcError(err)
+	}
+	return &pb.ModelReadyResponse{Ready: g.s.Ready()}, nil
+}
+
+func (g *grpcService) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb.ServerMetadataResponse, error) {
+	md := g.s.Metadata()
+	return &pb.ServerMetadataResponse{Name: md.Name, Version: md.Version, Extensions: md.Extensions}, nil
+}
+
+// ModelMetadata answers the KServe fields and puts rnnserve's own model
+// description under properties["rnn"] as JSON.
+func (g *grpcService) ModelMetadata(_ context.Context, req *pb.ModelMetadataRequest) (*pb.ModelMetadataResponse, error) {
+	m, err := g.s.lookup(req.GetName(), req.GetVersion())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	md := &m.base().meta
+	out := &pb.ModelMetadataResponse{Name: md.Name, Versions: md.Versions, Platform: md.Platform,
+		Inputs: tensorMetadata(md.Inputs), Outputs: tensorMetadata(md.Outputs)}
+	if rnn, err := json.Marshal(md.RNN); err == nil {
+		out.Properties = map[string]string{"rnn": string(rnn)}
+	}
+	return out, nil
+}
+
+func tensorMetadata(ts []api.TensorMetadata) []*pb.ModelMetadataResponse_TensorMetadata {
+	out := make([]*pb.ModelMetadataResponse_TensorMetadata, len(ts))
+	for i, t := range ts {
+		out[i] = &pb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape}
+	}
+	return out
+}
+
+// ModelInfer runs an inference request, or, when it has a text_input or
+// prompt_tokens input, a whole generation answered in one response.
+func (g *grpcService) ModelInfer(ctx context.Context, req *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
+	received := time.Now()
+	if isGenerate(req) {
+		return g.generateWhole(ctx, req, received)
+	}
+	resp, err := g.infer(ctx, req, received)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return toGRPC(resp), nil
+}
+
+// infer decodes and runs one inference request.
+func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, received time.Time) (*Response, error) {
+	r := &Request{Protocol: protocolGRPC, Received: received}
+	if err := fromGRPC(req, r); err != nil {
+		g.s.Rejected(req.GetModelName(), req.GetModelVersion(), "infer", protocolGRPC, received, err)
+		return nil, err
+	}
+	return g.s.Infer(ctx, r)
+}
+
+// decodeGenerate decodes a generation request.
+func (g *grpcService) decodeGenerate(req *pb.ModelInferRequest, received time.Time) (*grpcGenerate, error) {
+	gen := &grpcGenerate{GenerateRequest: GenerateRequest{Protocol: protocolGRPC, Received: received}}
+	if err := generateFromGRPC(req, gen); err != nil {
+		g.s.Rejected(req.GetModelName(), req.GetModelVersion(), "generate", protocolGRPC, received, err)
+		return nil, err
+	}
+	return gen, nil
+}
+
+// generateWhole runs a generation and answers all of it at once: the
+// text, the token ids and their log-probabilities, and the finish reason
+// as a response parameter.
+func (g *grpcService) generateWhole(ctx context.Context, req *pb.ModelInferRequest, received time.Time) (*pb.ModelInferResponse, error) {
+	gen, err := g.decodeGenerate(req, received)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	var text []byte
+	var tokens []GenerateToken
+	res, err := g.s.Generate(ctx, &gen.GenerateRequest, func(t GenerateToken) error {
+		text = append(text, t.Text...)
+		tokens = append(tokens, t)
+		return ctx.Err()
+	})
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	out := gen.response(text, tokens)
+	out.Parameters = map[string]*pb.InferParameter{paramFinishReason: paramToGRPC(res.Reason)}
+	return out, nil
+}
+
+// ModelStreamInfer serves a stream of requests. They run one after another
+// in the order they arrive (open several streams for concurrency), so the
+// requests of a sequence keep their order. An inference request gets one
+// response; a generation request gets a response per token as it is
+// generated. Every response has the parameter triton_final_response, true
+// on the last one of its request; a request with the parameter
+// triton_enable_empty_final_response true gets an empty last response
+// instead, after its tokens. A request that fails gets error_message and
+// the stream goes on.
+func (g *grpcService) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
+	ctx := stream.Context()
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := g.streamOne(ctx, stream, req, time.Now()); err != nil {
+			return err // the client went away
+		}
+	}
+}
+
+// streamOne answers one request of a stream. It returns an error only when
+// sending failed.
+func (g *grpcService) streamOne(ctx context.Context, stream pb.GRPCInferenceService_ModelStreamInferServer, req *pb.ModelInferRequest, received time.Time) error {
+	emptyFinal := false
+	if p, ok := req.GetParameters()[paramEmptyFinal]; ok {
+		emptyFinal = p.GetBoolParam()
+		delete(req.Parameters, paramEmptyFinal)
+	}
+	fail := func(err error) error {
+		return stream.Send(&pb.ModelStreamInferResponse{ErrorMessage: errorText(err)})
+	}
+	send := func(r *pb.ModelInferResponse, final bool) error {
+		if r.Parameters == nil {
+			r.Parameters = map[string]*pb.InferParameter{}
+		}
+		r.Parameters[paramFinal] = paramToGRPC(final)
+		return stream.Send(&pb.ModelStreamInferResponse{InferResponse: r})
+	}
+	if !isGenerate(req) {
+		resp, err := g.infer(ctx, req, received)
+		if err != nil {
+			return fail(err)
+		}
+		if emptyFinal {
+			if err := send(toGRPC(resp), false); err != nil {
+				return err
+			}
+			return send(&pb.ModelInferResponse{ModelName: resp.Model, ModelVersion: resp.Version, Id: resp.ID}, true)
+		}
+		return send(toGRPC(resp), true)
+	}
+	gen, err := g.decodeGenerate(req, received)
+	if err != nil {
+		return fail(err)
+	}
+	// Without an empty final response the last token's response carries
+	// the final flag, so each token is held until the next one (or the
+	// end) shows it was not the last.
+	var held *GenerateToken
+	var sendErr error
+	res, err := g.s.Generate(ctx, &gen.GenerateRequest, func(t GenerateToken) error {
+		if emptyFinal {
+			sendErr = send(gen.response(t.Text, []GenerateToken{t}), false)
+			return sendErr
+		}
+		if held != nil {
+			if sendErr = send(gen.response(held.Text, []GenerateToken{*held}), false); sendErr != nil {
+				return sendErr
+			}
+		}
+		held = &t
+		return nil
+	})
+	if sendErr != nil {
+		return sendErr
+	}
+	if err != nil {
+		return fail(err)
+	}
+	last := &pb.ModelInferResponse{ModelName: gen.Model, ModelVersion: version, Id: gen.id}
+	if held != nil {
+		last = gen.response(held.Text, []GenerateToken{*held})
+	}
+	last.Parameters = map[string]*pb.InferParameter{paramFinishReason: paramToGRPC(res.Reason)}
+	return send(last, true)
+}
+
+// ModelConfig answers the model's configuration in Triton's schema. Its
+// one scheduler is sequence_batching for a sequence model (which also
+// batches requests, step by step) and dynamic_batching for a tree model;
+// rnnserve's own description is under parameters["rnnserve"] as JSON.
+func (g *grpcService) ModelConfig(_ context.Context, req *pb.ModelConfigRequest) (*pb.ModelConfigResponse, error) {
+	m, err := g.s.lookup(req.GetName(), req.GetVersion())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	c := &m.base().config
+	out := &pb.ModelConfig{Name: c.Name, Platform: c.Platform, Backend: c.Backend, MaxBatchSize: int32(c.MaxBatchSize)}
+	for _, t := range c.Input {
+		out.Input = append(out.Input, &pb.ModelInput{Name: t.Name, DataType: dataType(t.DataType), Dims: t.Dims, Reshape: reshape(t.Reshape), Optional: t.Optional})
+	}
+	for _, t := range c.Output {
+		out.Output = append(out.Output, &pb.ModelOutput{Name: t.Name, DataType: dataType(t.DataType), Dims: t.Dims, Reshape: reshape(t.Reshape)})
+	}
+	for _, ig := range c.InstanceGroup {
+		out.InstanceGroup = append(out.InstanceGroup, &pb.ModelInstanceGroup{Count: int32(ig.Count),
+			Kind: pb.ModelInstanceGroup_Kind(pb.ModelInstanceGroup_Kind_value[ig.Kind])})
+	}
+	switch {
+	case c.SequenceBatching != nil:
+		out.SchedulingChoice = &pb.ModelConfig_SequenceBatching{SequenceBatching: &pb.ModelSequenceBatching{
+			MaxSequenceIdleMicroseconds: c.SequenceBatching.MaxSequenceIdleMicroseconds}}
+	case c.DynamicBatching != nil:
+		out.SchedulingChoice = &pb.ModelConfig_DynamicBatching{DynamicBatching: &pb.ModelDynamicBatching{
+			MaxQueueDelayMicroseconds: c.DynamicBatching.MaxQueueDelayMicroseconds}}
+	}
+	if own, err := json.Marshal(c.RNNServe); err == nil {
+		out.Parameters = map[string]*pb.ModelParameter{"rnnserve": {StringValue: string(own)}}
+	}
+	return &pb.ModelConfigResponse{Config: out}, nil
+}
+
+// dataType is the enum value of a configuration type name (TYPE_FP32).
+func dataType(name string) pb.DataType {
+	return pb.DataType(pb.DataType_value[name])
+}
+
+func reshape(r *api.Reshape) *pb.ModelTensorReshape {
+	if r == nil {
+		return nil
+	}
+	return &pb.ModelTensorReshape{Shape: r.Shape}
+}
+
+// ModelStatistics answers Triton's statistics of one model or, with no
+// name, of every model.
+func (g *grpcService) ModelStatistics(_ context.Context, req *pb.ModelStatisticsRequest) (*pb.ModelStatisticsResponse, error) {
+	st, err := g.s.Statistics(req.GetName(), req.GetVersion())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	out := &pb.ModelStatisticsResponse{}
+	dur := func(d api.StatDuration) *pb.StatisticDuration { return &pb.StatisticDuration{Count: d.Count, Ns: d.Ns} }
+	for _, m := range st.ModelStats {
+		is := &m.InferenceStats
+		ms := &pb.ModelStatistics{Name: m.Name, Version: m.Version, LastInference: m.LastInference,
+			InferenceCount: m.InferenceCount, ExecutionCount: m.ExecutionCount,
+			InferenceStats: &pb.InferStatistics{Success: dur(is.Success), Fail: dur(is.Fail), Queue: dur(is.Queue),
+				ComputeInput: dur(is.ComputeInput), ComputeInfer: dur(is.ComputeInfer), ComputeOutput: dur(is.ComputeOutput),
+				CacheHit: dur(is.CacheHit), CacheMiss: dur(is.CacheMiss)}}
+		for _, b := range m.BatchStats {
+			ms.BatchStats = append(ms.BatchStats, &pb.InferBatchStatistics{BatchSize: b.BatchSize,
+				ComputeInput: dur(b.ComputeInput), ComputeInfer: dur(b.ComputeInfer), ComputeOutput: dur(b.ComputeOutput)})
+		}
+		out.ModelStats = append(out.ModelStats, ms)
+	}
+	return out, nil
+}
+
+// checkRepositoryName refuses a repository other than the server's one.
+func checkRepositoryName(name string) error {
+	if name != "" && name != "models" {
+		return badRequest("repository %q (the server has one, \"models\")", clip(name))
+	}
+	return nil
+}
+
+func (g *grpcService) RepositoryIndex(_ context.Context, req *pb.RepositoryIndexRequest) (*pb.RepositoryIndexResponse, error) {
+	if err := checkRepositoryName(req.GetRepositoryName()); err != nil {
+		return nil, grpcError(err)
+	}
+	idx, err := g.s.RepositoryIndex(req.GetReady())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	out := &pb.RepositoryIndexResponse{}
+	for _, m := range idx {
+		out.Models = append(out.Models, &pb.RepositoryIndexResponse_ModelIndex{Name: m.Name, Version: m.Version, State: m.State, Reason: m.Reason})
+	}
+	return out, nil
+}
+
+// RepositoryModelLoad loads a model from the repository; it takes no
+// parameters (no configuration override, no files sent with the call).
+func (g *grpcService) RepositoryModelLoad(_ context.Context, req *pb.RepositoryModelLoadRequest) (*pb.RepositoryModelLoadResponse, error) {
+	if err := checkRepositoryName(req.GetRepositoryName()); err != nil {
+		return nil, grpcError(err)
+	}
+	if len(req.GetParameters()) > 0 {
+		return nil, grpcError(badRequest("load parameters (config override, file upload) are not supported: the model loads from the repository as it is"))
+	}
+	if err := g.s.Load(req.GetModelName()); err != nil {
+		return nil, grpcError(err)
+	}
+	return &pb.RepositoryModelLoadResponse{}, nil
+}
+
+// RepositoryModelUnload unloads a model; it accepts unload_dependents
+// (rnnserve's models have none).
+func (g *grpcService) RepositoryModelUnload(_ context.Context, req *pb.RepositoryModelUnloadRequest) (*pb.RepositoryModelUnloadResponse, error) {
+	if err := checkRepositoryName(req.GetRepositoryName()); err != nil {
+		return nil, grpcError(err)
+	}
+	for key, v := range req.GetParameters() {
+		if _, ok := v.GetParameterChoice().(*pb.ModelRepositoryParameter_BoolParam); key != "unload_dependents" || !ok {
+			return nil, grpcError(badRequest("unload: unknown parameter %q (known: unload_dependents, a bool)", clip(key)))
+		}
+	}
+	if err := g.s.Unload(req.GetModelName()); err != nil {
+		return nil, grpcError(err)
+	}
+	return &pb.RepositoryModelUnloadResponse{}, nil
+}
