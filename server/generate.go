@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"rnnserve/rnn"
 	"rnnserve/schedule"
@@ -144,6 +145,9 @@ func (m *seqModel) checkGenerate(g *GenerateRequest) ([]int64, error) {
 		if n.Vocab != 256 {
 			return nil, badRequest("a text prompt needs a byte-level model (vocabulary 256); send prompt_tokens")
 		}
+		if err := checkUTF8("the text prompt", g.Prompt); err != nil {
+			return nil, err
+		}
 		ids = make([]int64, len(g.Prompt))
 		for i, b := range g.Prompt {
 			ids[i] = int64(b)
@@ -180,6 +184,9 @@ func (m *seqModel) checkGenerate(g *GenerateRequest) ([]int64, error) {
 	for i, s := range g.Stop {
 		if len(s) == 0 || len(s) > 256 {
 			return nil, badRequest("stop[%d]: %d bytes, want 1..256", i, len(s))
+		}
+		if err := checkUTF8(fmt.Sprintf("stop[%d]", i), s); err != nil {
+			return nil, err
 		}
 	}
 	if len(g.Stop) > 0 && n.Vocab != 256 {
@@ -258,4 +265,13 @@ func (m *seqModel) generate(ctx context.Context, g *GenerateRequest, emit func(G
 		}
 	}
 	return res, nil
+}
+
+// checkUTF8 refuses text that is not UTF-8 (gRPC's BYTES text_input and
+// stop strings; REST's JSON text is checked as it is read).
+func checkUTF8(what string, b []byte) error {
+	if utf8.Valid(b) {
+		return nil
+	}
+	return badRequest("%s is not valid UTF-8 at byte %d", what, invalidAt(b))
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,6 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"rnnserve/schedule"
 	"rnnserve/server/api"
@@ -39,6 +41,9 @@ type GRPCServer struct {
 	s      *Server
 	gs     *grpc.Server
 	health *health.Server
+
+	drainOnce sync.Once
+	drained   chan struct{} // closed when GracefulStop returns
 }
 
 // NewGRPC builds the gRPC front end of s. A message larger than the body
@@ -56,19 +61,30 @@ func (s *Server) NewGRPC(opts ...grpc.ServerOption) *GRPCServer {
 	pb.RegisterGRPCInferenceServiceServer(g.gs, &grpcService{s: s})
 	healthpb.RegisterHealthServer(g.gs, g.health)
 	reflection.Register(g.gs)
+	s.onLameDuck(func() { g.setHealth(healthpb.HealthCheckResponse_NOT_SERVING) })
 	return g
+}
+
+// setHealth sets the health service's status for "" and the inference
+// service.
+func (g *GRPCServer) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
+	g.health.SetServingStatus("", st)
+	g.health.SetServingStatus(pb.GRPCInferenceService_ServiceDesc.ServiceName, st)
 }
 
 // Serve answers gRPC connections on ln until Stop; it returns nil after
 // Stop. The health service reports SERVING (for "" and
-// inference.GRPCInferenceService) while the Server is ready.
+// inference.GRPCInferenceService) while the Server is ready, and
+// NOT_SERVING from the moment the Server's lame-duck period starts.
 func (g *GRPCServer) Serve(ln net.Listener) error {
 	st := healthpb.HealthCheckResponse_NOT_SERVING
 	if g.s.Ready() {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
-	g.health.SetServingStatus("", st)
-	g.health.SetServingStatus(pb.GRPCInferenceService_ServiceDesc.ServiceName, st)
+	g.setHealth(st)
+	if g.s.InLameDuck() {
+		g.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+	}
 	err := g.gs.Serve(ln)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
@@ -76,23 +92,40 @@ func (g *GRPCServer) Serve(ln net.Listener) error {
 	return err
 }
 
-// Stop turns the health service to NOT_SERVING, stops accepting, and waits
-// for the calls and streams in flight until ctx ends; then it closes the
-// connections left.
+// Stop drains (see Drain) and then closes the connections left.
 func (g *GRPCServer) Stop(ctx context.Context) error {
+	err := g.Drain(ctx)
+	g.Close()
+	return err
+}
+
+// Drain turns the health service to NOT_SERVING, stops accepting (a
+// GOAWAY tells clients to go elsewhere), and waits for the calls and
+// streams in flight until ctx ends. It leaves the connections of calls
+// still running open: the owner cuts them (Server.Cut) and then calls
+// Close.
+func (g *GRPCServer) Drain(ctx context.Context) error {
 	g.health.Shutdown()
-	done := make(chan struct{})
-	go func() {
-		g.gs.GracefulStop()
-		close(done)
-	}()
+	g.drainOnce.Do(func() {
+		g.drained = make(chan struct{})
+		go func() {
+			g.gs.GracefulStop()
+			close(g.drained)
+		}()
+	})
 	select {
-	case <-done:
+	case <-g.drained:
 		return nil
 	case <-ctx.Done():
-		g.gs.Stop()
-		<-done
 		return fmt.Errorf("server: gRPC drain: %w", ctx.Err())
+	}
+}
+
+// Close closes every connection at once, ending the calls left.
+func (g *GRPCServer) Close() {
+	g.gs.Stop()
+	if g.drained != nil {
+		<-g.drained
 	}
 }
 
@@ -101,6 +134,7 @@ func (g *GRPCServer) recoverUnary(ctx context.Context, req any, info *grpc.Unary
 	defer func() {
 		if v := recover(); v != nil {
 			g.s.log.Error("panic serving gRPC call", "method", info.FullMethod, "panic", v, "stack", string(debug.Stack()))
+			g.s.metrics.panics.WithLabelValues("").Inc()
 			resp, err = nil, status.Error(codes.Internal, "internal error")
 		}
 	}()
@@ -112,6 +146,7 @@ func (g *GRPCServer) recoverStream(srv any, ss grpc.ServerStream, info *grpc.Str
 	defer func() {
 		if v := recover(); v != nil {
 			g.s.log.Error("panic serving gRPC stream", "method", info.FullMethod, "panic", v, "stack", string(debug.Stack()))
+			g.s.metrics.panics.WithLabelValues("").Inc()
 			err = status.Error(codes.Internal, "internal error")
 		}
 	}()
@@ -139,7 +174,7 @@ func CodeOf(err error) codes.Code {
 		return codes.FailedPrecondition
 	case errors.Is(err, ErrSequenceBusy):
 		return codes.Aborted
-	case errors.Is(err, ErrBusy), errors.Is(err, ErrDraining):
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrDraining), errors.Is(err, ErrOverBudget):
 		return codes.Unavailable
 	case errors.Is(err, context.Canceled):
 		return codes.Canceled
@@ -233,20 +268,37 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *pb.ModelInferRequest)
 	return toGRPC(resp), nil
 }
 
-// infer decodes and runs one inference request.
+// infer decodes and runs one inference request. The message (read whole by
+// the gRPC transport before any handler runs) and the tensors decoded from
+// it are taken from the memory budget, as a REST body's bytes are, and
+// given back when the request is done.
 func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, received time.Time) (*Response, error) {
 	r := &Request{Protocol: protocolGRPC, Received: received}
-	if err := fromGRPC(req, r); err != nil {
+	res := g.s.budget.reserve(ctx)
+	defer res.release()
+	err := res.grow(int64(proto.Size(req)))
+	if err == nil {
+		err = fromGRPC(req, r, &tensorMemory{limit: 2 * g.s.opts.MaxBodyBytes, charge: res.grow})
+	}
+	if err != nil {
 		g.s.Rejected(req.GetModelName(), req.GetModelVersion(), "infer", protocolGRPC, received, err)
 		return nil, err
 	}
 	return g.s.Infer(ctx, r)
 }
 
-// decodeGenerate decodes a generation request.
-func (g *grpcService) decodeGenerate(req *pb.ModelInferRequest, received time.Time) (*grpcGenerate, error) {
+// decodeGenerate decodes a generation request. Its message is taken from
+// the memory budget while it decodes (a generation holds no more than its
+// prompt after that).
+func (g *grpcService) decodeGenerate(ctx context.Context, req *pb.ModelInferRequest, received time.Time) (*grpcGenerate, error) {
 	gen := &grpcGenerate{GenerateRequest: GenerateRequest{Protocol: protocolGRPC, Received: received}}
-	if err := generateFromGRPC(req, gen); err != nil {
+	res := g.s.budget.reserve(ctx)
+	defer res.release()
+	err := res.grow(int64(proto.Size(req)))
+	if err == nil {
+		err = generateFromGRPC(req, gen, &tensorMemory{limit: 2 * g.s.opts.MaxBodyBytes, charge: res.grow})
+	}
+	if err != nil {
 		g.s.Rejected(req.GetModelName(), req.GetModelVersion(), "generate", protocolGRPC, received, err)
 		return nil, err
 	}
@@ -257,7 +309,7 @@ func (g *grpcService) decodeGenerate(req *pb.ModelInferRequest, received time.Ti
 // text, the token ids and their log-probabilities, and the finish reason
 // as a response parameter.
 func (g *grpcService) generateWhole(ctx context.Context, req *pb.ModelInferRequest, received time.Time) (*pb.ModelInferResponse, error) {
-	gen, err := g.decodeGenerate(req, received)
+	gen, err := g.decodeGenerate(ctx, req, received)
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -268,6 +320,9 @@ func (g *grpcService) generateWhole(ctx context.Context, req *pb.ModelInferReque
 		tokens = append(tokens, t)
 		return ctx.Err()
 	})
+	if err == nil {
+		err = res.Err // cut short after its first token
+	}
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -332,7 +387,7 @@ func (g *grpcService) streamOne(ctx context.Context, stream pb.GRPCInferenceServ
 		}
 		return send(toGRPC(resp), true)
 	}
-	gen, err := g.decodeGenerate(req, received)
+	gen, err := g.decodeGenerate(ctx, req, received)
 	if err != nil {
 		return fail(err)
 	}
@@ -356,6 +411,9 @@ func (g *grpcService) streamOne(ctx context.Context, stream pb.GRPCInferenceServ
 	})
 	if sendErr != nil {
 		return sendErr
+	}
+	if err == nil {
+		err = res.Err // cut short after its first token: the stream gets an error_message last
 	}
 	if err != nil {
 		return fail(err)

@@ -115,7 +115,7 @@ func requestParams(p *pb.ModelInferRequest) (params Params, binary bool, err err
 
 // fromGRPC converts an infer request into r (its Model, Version, ID,
 // inputs, outputs and parameters); the caller sets Protocol and Received.
-func fromGRPC(p *pb.ModelInferRequest, r *Request) error {
+func fromGRPC(p *pb.ModelInferRequest, r *Request, mem *tensorMemory) error {
 	r.Model, r.Version, r.ID = p.GetModelName(), p.GetModelVersion(), p.GetId()
 	params, binary, err := requestParams(p)
 	if err != nil {
@@ -125,7 +125,7 @@ func fromGRPC(p *pb.ModelInferRequest, r *Request) error {
 	if err := r.SetParameters(params); err != nil {
 		return err
 	}
-	if r.Inputs, err = inputsFromGRPC(p); err != nil {
+	if r.Inputs, err = inputsFromGRPC(p, mem); err != nil {
 		return err
 	}
 	r.Outputs = make([]RequestedOutput, len(p.GetOutputs()))
@@ -181,7 +181,7 @@ func sameEncoding(r *Request) error {
 
 // inputsFromGRPC decodes the inputs of p: each from its contents, or, when
 // the request has raw_input_contents, from the raw bytes in its position.
-func inputsFromGRPC(p *pb.ModelInferRequest) ([]Tensor, error) {
+func inputsFromGRPC(p *pb.ModelInferRequest, mem *tensorMemory) ([]Tensor, error) {
 	ins, raw := p.GetInputs(), p.GetRawInputContents()
 	if len(raw) > 0 && len(raw) != len(ins) {
 		return nil, badRequest("%d raw_input_contents for %d inputs: with raw contents, every input has one, in order", len(raw), len(ins))
@@ -205,17 +205,41 @@ func inputsFromGRPC(p *pb.ModelInferRequest) ([]Tensor, error) {
 		case len(raw) > 0 && in.GetContents() != nil:
 			return nil, badRequest("%s has contents, but the request has raw_input_contents: use one or the other for every input", what)
 		case len(raw) > 0:
-			err = t.DecodeRaw(raw[i])
+			if err = mem.take(t.Name, rawDecodedSize(t, len(raw[i]))); err == nil {
+				err = t.DecodeRaw(raw[i])
+			}
 		case in.GetContents() == nil:
 			return nil, badRequest("%s has no contents (and the request no raw_input_contents)", what)
 		default:
-			err = contentsToTensor(t, in.GetContents())
+			if err = mem.take(t.Name, typedDecodedSize(in.GetContents())); err == nil {
+				err = contentsToTensor(t, in.GetContents())
+			}
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// rawDecodedSize is the memory DecodeRaw allocates for t from size raw
+// bytes (see tensorMemory).
+func rawDecodedSize(t *Tensor, size int) int64 {
+	kind, elem := DatatypeKind(t.Datatype)
+	n, err := Elements(t.Shape)
+	if err != nil || kind == KindUnsupported {
+		return 0 // DecodeRaw refuses it before allocating
+	}
+	if kind == KindBytes {
+		return decodedSize(kind, int64(min(n, size/4)), 0) // the bytes stay in the message
+	}
+	return decodedSize(kind, int64(min(n, size/elem)), 0)
+}
+
+// typedDecodedSize is the memory contentsToTensor allocates: integers
+// become int64s; FP32 and BYTES contents are used as they are.
+func typedDecodedSize(c *pb.InferTensorContents) int64 {
+	return decodedSize(KindInt, int64(len(c.IntContents)+len(c.Int64Contents)+len(c.UintContents)+len(c.Uint64Contents)), 0)
 }
 
 // contentField names the InferTensorContents field a datatype's elements
@@ -403,7 +427,7 @@ type grpcGenerate struct {
 // parameters or, as Triton's generate extension maps them, from tensors of
 // those names. A "stream" tensor (BOOL) is accepted and ignored: the RPC
 // decides whether tokens stream.
-func generateFromGRPC(p *pb.ModelInferRequest, g *grpcGenerate) error {
+func generateFromGRPC(p *pb.ModelInferRequest, g *grpcGenerate, mem *tensorMemory) error {
 	g.Model, g.Version, g.id = p.GetModelName(), p.GetModelVersion(), p.GetId()
 	params, binary, err := requestParams(p)
 	if err != nil {
@@ -425,7 +449,7 @@ func generateFromGRPC(p *pb.ModelInferRequest, g *grpcGenerate) error {
 			q.RawInputContents = append(append([][]byte{}, p.RawInputContents[:stream]...), p.RawInputContents[stream+1:]...)
 		}
 	}
-	ins, err := inputsFromGRPC(q)
+	ins, err := inputsFromGRPC(q, mem)
 	if err != nil {
 		return err
 	}

@@ -58,12 +58,12 @@ func FuzzGRPCRequest(f *testing.F) {
 		}
 		if isGenerate(&req) {
 			var g grpcGenerate
-			if err := generateFromGRPC(&req, &g); err != nil && CodeOf(err) != codes.InvalidArgument {
+			if err := generateFromGRPC(&req, &g, nil); err != nil && CodeOf(err) != codes.InvalidArgument {
 				t.Fatalf("generation converter: %v maps to %v", err, CodeOf(err))
 			}
 		} else {
 			var r Request
-			if err := fromGRPC(&req, &r); err != nil {
+			if err := fromGRPC(&req, &r, nil); err != nil {
 				if CodeOf(err) != codes.InvalidArgument {
 					t.Fatalf("converter: %v maps to %v", err, CodeOf(err))
 				}

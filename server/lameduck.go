@@ -36,6 +36,20 @@ var ErrCut = fmt.Errorf("%w: the request was cut short by the drain timeout", Er
 func (s *Server) LameDuck() {
 	s.lameDuck.Store(true)
 	s.ready.Store(false)
+	s.mu.Lock()
+	hooks := s.lameDuckHooks
+	s.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
+}
+
+// onLameDuck registers f to run when LameDuck is called (a front end's
+// own readiness, such as gRPC's health service).
+func (s *Server) onLameDuck(f func()) {
+	s.mu.Lock()
+	s.lameDuckHooks = append(s.lameDuckHooks, f)
+	s.mu.Unlock()
 }
 
 // InLameDuck reports whether LameDuck was called.

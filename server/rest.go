@@ -319,7 +319,6 @@ type generateWriter interface {
 	cut(err error) bool
 }
 
-
 // wholeWriter gathers the tokens into one JSON response (generate).
 type wholeWriter struct {
 	c     *gin.Context

@@ -78,6 +78,8 @@ type Server struct {
 	ready    atomic.Bool
 	lameDuck atomic.Bool
 
+	lameDuckHooks []func() // under mu: run by LameDuck
+
 	budget   *budget       // request bytes in flight (budget.go)
 	conns    chan struct{} // open connections' slots (connlimit.go)
 	inflight inflight      // requests being served, for Cut (lameduck.go)

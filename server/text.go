@@ -64,15 +64,7 @@ func (t *textChecker) check(final bool) {
 			seg = seg[:completeRunes(seg)]
 		}
 		if !utf8.Valid(seg) {
-			k := 0
-			for {
-				r, size := utf8.DecodeRune(seg[k:])
-				if r == utf8.RuneError && size <= 1 {
-					break
-				}
-				k += size
-			}
-			t.ok = i + k
+			t.ok = i + invalidAt(seg)
 			t.err = badRequest("the JSON text is not valid UTF-8 at byte %d", t.off+int64(t.ok))
 			return
 		}
@@ -143,4 +135,18 @@ func completeRunes(b []byte) int {
 		}
 	}
 	return len(b)
+}
+
+// invalidAt is the offset of the first byte of b that does not start a
+// valid UTF-8 sequence (len(b) when b is valid).
+func invalidAt(b []byte) int {
+	k := 0
+	for k < len(b) {
+		r, size := utf8.DecodeRune(b[k:])
+		if r == utf8.RuneError && size <= 1 {
+			break
+		}
+		k += size
+	}
+	return k
 }
