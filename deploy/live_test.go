@@ -126,8 +126,8 @@ func TestServeAsDeployed(t *testing.T) {
 		if err != nil {
 			t.Errorf("exit after SIGTERM: %v, want 0\n%s", err, logs.String())
 		}
-	case <-time.After(sc.DrainTimeout + lameDuck):
-		t.Fatalf("serve still running %v after SIGTERM (drain timeout %v, lame duck %v)", time.Since(start), sc.DrainTimeout, lameDuck)
+	case <-time.After(sc.LameDuck + sc.DrainTimeout):
+		t.Fatalf("serve still running %v after SIGTERM (lame duck %v, drain timeout %v)", time.Since(start), sc.LameDuck, sc.DrainTimeout)
 	}
 }
 

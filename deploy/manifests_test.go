@@ -32,10 +32,6 @@ import (
 // manifestDir holds the manifests, below the repository's root.
 var manifestDir = filepath.Join(repoRoot, "deploy", "kubernetes")
 
-// lameDuck is the lame-duck period the server is to use on SIGTERM (issue
-// 14; docs/deploy.md): it goes on serving, failing its readiness probe,
-// for this long, and then drains for at most its drain timeout.
-const lameDuck = 5 * time.Second
 
 // goRuntimeEnv are the environment variables the Go runtime reads, the
 // only ones serve reads today.
@@ -238,6 +234,10 @@ func TestManifestsDecode(t *testing.T) {
 
 // serveConfig is the part of serve's configuration file this test reads.
 type serveConfig struct {
+	// LameDuck is how long serve goes on serving after SIGTERM, failing
+	// its readiness probe, before it drains (docs/deploy.md).
+	LameDuck time.Duration `yaml:"lame_duck"`
+	// DrainTimeout bounds the drain that follows.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 }
 
@@ -366,9 +366,10 @@ func TestServingManifests(t *testing.T) {
 		t.Fatalf("-config %s is not a key of ConfigMap %s mounted in the container", cfgPath, cfg.Name)
 	}
 	var sc serveConfig
-	if err := yaml.Unmarshal([]byte(cfg.Data[key]), &sc); err != nil || sc.DrainTimeout <= 0 {
-		t.Fatalf("ConfigMap %s key %s: %v, drain_timeout %v", cfg.Name, key, err, sc.DrainTimeout)
+	if err := yaml.Unmarshal([]byte(cfg.Data[key]), &sc); err != nil || sc.DrainTimeout <= 0 || sc.LameDuck <= 0 {
+		t.Fatalf("ConfigMap %s key %s: %v, lame_duck %v, drain_timeout %v", cfg.Name, key, err, sc.LameDuck, sc.DrainTimeout)
 	}
+	lameDuck := sc.LameDuck
 
 	// Shutdown timing: the grace period covers the preStop sleep, the
 	// lame-duck period and the drain timeout.

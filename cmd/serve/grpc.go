@@ -27,7 +27,7 @@ func listenGRPC(addr string, srv *server.Server) (*grpcFront, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &grpcFront{gs: srv.NewGRPC(), ln: ln}, nil
+	return &grpcFront{gs: srv.NewGRPC(), ln: srv.Listener(ln)}, nil
 }
 
 // addr is where the front end listens, "off" when it does not.
@@ -56,4 +56,20 @@ func (f *grpcFront) stop(ctx context.Context) error {
 		return nil
 	}
 	return f.gs.Stop(ctx)
+}
+
+// drain stops accepting and waits for the calls in flight until ctx ends,
+// leaving the connections of calls still running open (see close).
+func (f *grpcFront) drain(ctx context.Context) error {
+	if f == nil {
+		return nil
+	}
+	return f.gs.Drain(ctx)
+}
+
+// close closes every connection left.
+func (f *grpcFront) close() {
+	if f != nil {
+		f.gs.Close()
+	}
 }

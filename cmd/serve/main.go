@@ -14,10 +14,29 @@
 //
 // main owns every long-lived component: it makes the worker pools P runs
 // on (schedule.NewPool, the sizes server.PoolSizes lists), opens the
-// repository, starts the server's batchers and the HTTP listener, and on
-// SIGINT or SIGTERM stops them in reverse order: stop accepting, finish
-// the requests in flight (bounded by the drain timeout), stop the
-// batchers, close the pools and the repository, exit 0.
+// repository, starts the server's batchers and the HTTP and gRPC
+// listeners (their connections together capped by
+// server.max_connections), and gives the server its memory budget: when
+// the configuration sets none, an eighth of the memory the process may
+// use (the least of the machine's, its cgroup's limit and GOMEMLIMIT), at
+// most 256 MiB.
+//
+// On SIGTERM or SIGINT it shuts down in steps:
+//
+//  1. Lame duck, for lame_duck (-lame-duck, default 5s): readiness answers
+//     503 at once (REST /v2/health/ready, gRPC health NOT_SERVING), so
+//     load balancers stop sending; requests are still served, and every
+//     REST response carries Connection: close, so keep-alive clients
+//     reconnect elsewhere. A second signal ends this step early.
+//  2. Drain, for at most drain_timeout (-drain-timeout, default 30s): the
+//     listeners close (gRPC clients get GOAWAY) and the requests in flight
+//     finish.
+//  3. If all finished: the batchers stop, the pools close, exit 0.
+//     Otherwise what is still in flight is cut: a generation stream ends
+//     with a final error line (an SSE error event, an NDJSON line with
+//     "error", a gRPC error_message), any other request answers 503 (gRPC
+//     UNAVAILABLE); one log line names each request cut (endpoint, model,
+//     protocol, age) and the connections closed, and serve exits 1.
 package main
 
 import (
@@ -58,16 +77,26 @@ type config struct {
 	Models []string `yaml:"models"`
 	// PrintSpec prints the spec of every model (inferred where the folder
 	// had none) and exits instead of serving.
-	PrintSpec    bool           `yaml:"-"`
+	PrintSpec bool `yaml:"-"`
+	// LameDuck is how long serve goes on serving after SIGTERM, failing
+	// its readiness and closing every connection after its response,
+	// before it stops accepting.
+	LameDuck     time.Duration  `yaml:"lame_duck"`
 	DrainTimeout time.Duration  `yaml:"drain_timeout"`
 	ReadTimeout  time.Duration  `yaml:"read_timeout"` // slow clients: the whole request must arrive within this
 	Server       server.Options `yaml:"server"`
 }
 
 func defaultConfig() config {
-	return config{Listen: "127.0.0.1:8080", GRPCListen: "127.0.0.1:8081", DrainTimeout: 30 * time.Second, ReadTimeout: 30 * time.Second,
-		Server: server.DefaultOptions()}
+	cfg := config{Listen: "127.0.0.1:8080", GRPCListen: "127.0.0.1:8081", LameDuck: 5 * time.Second, DrainTimeout: 30 * time.Second,
+		ReadTimeout: 30 * time.Second, Server: server.DefaultOptions()}
+	cfg.Server.Budget.Bytes = 0 // from the machine's memory, unless set
+	return cfg
 }
+
+// cutGrace is how long the handlers of requests cut at the drain timeout
+// get to write their last line before the connections close.
+const cutGrace = 2 * time.Second
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
@@ -151,6 +180,7 @@ func run(args []string, stdout io.Writer, stderr *os.File) error {
 	if err != nil {
 		return err
 	}
+	ln = srv.Listener(ln)
 	gf, err := listenGRPC(cfg.GRPCListen, srv)
 	if err != nil {
 		ln.Close()
@@ -164,10 +194,12 @@ func run(args []string, stdout io.Writer, stderr *os.File) error {
 		names[i] = e.Name
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "grpc", gf.addr(), "repository", where, "models", names,
-		"llc_bytes", cfg.Server.CacheBytes, "private_cache_bytes", cfg.Server.PrivateCacheBytes)
+		"llc_bytes", cfg.Server.CacheBytes, "private_cache_bytes", cfg.Server.PrivateCacheBytes,
+		"budget_bytes", cfg.Server.Budget.Bytes, "max_connections", cfg.Server.MaxConnections)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	serveErr := make(chan error, 2) // HTTP and gRPC
 	go func() { serveErr <- hs.Serve(ln) }()
 	gf.serve(serveErr)
@@ -175,24 +207,65 @@ func run(args []string, stdout io.Writer, stderr *os.File) error {
 	select {
 	case failed = <-serveErr:
 		log.Error("serving failed; draining", "err", failed)
-	case <-ctx.Done():
-		log.Info("shutting down", "drain_timeout", cfg.DrainTimeout)
+	case sig := <-sigs:
+		srv.LameDuck()
+		log.Info("lame duck: readiness fails; still serving, each response closing its connection", "signal", sig.String(),
+			"lame_duck", cfg.LameDuck, "drain_timeout", cfg.DrainTimeout)
+		select {
+		case <-time.After(cfg.LameDuck):
+		case sig := <-sigs:
+			log.Info("second signal: the lame-duck period ends now", "signal", sig.String())
+		}
 	}
-	drain, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
-	defer cancel()
-	// Refuse new requests first, then let in-flight ones finish, then
-	// stop the batchers.
-	errHTTP := hs.Shutdown(drain)
-	errGRPC := gf.stop(drain)
-	errSrv := srv.Stop(drain)
-	if err := errors.Join(errHTTP, errGRPC, errSrv); err != nil {
-		return fmt.Errorf("drain: %w", errors.Join(failed, err))
+	if err := shutdown(log, srv, hs, gf, cfg.DrainTimeout); err != nil {
+		return errors.Join(failed, err)
 	}
 	poolsInUse = false
 	if failed != nil {
 		return failed
 	}
-	log.Info("stopped")
+	log.Info("stopped: every request in flight finished")
+	return nil
+}
+
+// errCut is the error serve exits with when the drain timeout cut
+// requests short.
+var errCut = errors.New("drain timeout: requests in flight were cut short")
+
+// shutdown stops accepting, drains the requests in flight for at most
+// timeout, cuts what is left (see the package doc) and stops the server's
+// batchers. It returns nil when everything drained.
+func shutdown(log *slog.Logger, srv *server.Server, hs *http.Server, gf *grpcFront, timeout time.Duration) error {
+	log.Info("draining: no new connections; waiting for the requests in flight", "in_flight", srv.InFlight(), "drain_timeout", timeout)
+	drain, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	errc := make(chan error, 2)
+	go func() { errc <- hs.Shutdown(drain) }()
+	go func() { errc <- gf.drain(drain) }()
+	errDrain := errors.Join(<-errc, <-errc)
+	var cut []string
+	if errDrain != nil {
+		cut = srv.Cut()
+		grace, cancel := context.WithTimeout(context.Background(), cutGrace)
+		errIdle := srv.Idle(grace)
+		cancel()
+		hs.Close()
+		gf.close()
+		what := strings.Join(cut, "; ")
+		if len(cut) == 0 {
+			what = "no request; only connections still sending one"
+		}
+		log.Error("drain timeout: cut what was still in flight and closed the connections left",
+			"drain_timeout", timeout, "requests_cut", len(cut), "cut", what, "idle", errIdle)
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), cutGrace)
+	defer cancel()
+	if err := srv.Stop(stopCtx); err != nil {
+		return fmt.Errorf("%w (%d requests); then the batchers: %w", errCut, len(cut), err)
+	}
+	if errDrain != nil {
+		return fmt.Errorf("%w (%d requests)", errCut, len(cut))
+	}
 	return nil
 }
 
@@ -209,6 +282,10 @@ func parseConfig(args []string) (config, error) {
 	cache := fl.Int64("cache-bytes", 0, "last-level cache size for the schedule choice (default: read from the host)")
 	private := fl.Int64("private-cache-bytes", 0, "one core's private (L2) cache size for the schedule choice (default: read from the host)")
 	batching := fl.String("batching", "", "cellular batching: on or off (default on)")
+	lameDuck := fl.Duration("lame-duck", 0, "after SIGTERM, serve this long with readiness failing before draining (default 5s; 0 drains at once)")
+	drainTimeout := fl.Duration("drain-timeout", 0, "after the lame-duck period, wait at most this long for requests in flight, then cut them and exit 1 (default 30s)")
+	budgetBytes := fl.Int64("budget-bytes", 0, "memory budget: request bytes in flight across the server (default: an eighth of the memory the process may use, at most 256 MiB)")
+	maxConns := fl.Int("max-connections", 0, "most client connections open at once, REST and gRPC together (default 4096)")
 	grpcAddr := fl.String("grpc", "", "gRPC listen address (default 127.0.0.1:8081); off or empty turns gRPC off")
 	fl.Func("model", "serve this model folder or weights file (safetensors, PyTorch checkpoint, ONNX) instead of a repository; repeatable", func(v string) error {
 		cfg.Models = append(cfg.Models, v)
@@ -242,12 +319,30 @@ func parseConfig(args []string) (config, error) {
 		return cfg, errors.New("-model and -repository (model_repository) exclude each other")
 	}
 	fl.Visit(func(f *flag.Flag) {
-		if f.Name == "grpc" {
+		switch f.Name {
+		case "grpc":
 			cfg.GRPCListen = *grpcAddr
+		case "lame-duck":
+			cfg.LameDuck = *lameDuck
 		}
 	})
 	if *cache != 0 {
 		cfg.Server.CacheBytes = *cache
+	}
+	if *drainTimeout != 0 {
+		cfg.DrainTimeout = *drainTimeout
+	}
+	if *budgetBytes != 0 {
+		cfg.Server.Budget.Bytes = *budgetBytes
+	}
+	if *maxConns != 0 {
+		cfg.Server.MaxConnections = *maxConns
+	}
+	if cfg.Server.Budget.Bytes == 0 {
+		maxBody := cmp.Or(cfg.Server.MaxBodyBytes, server.DefaultOptions().MaxBodyBytes)
+		if mem := machineMemory(); mem > 0 {
+			cfg.Server.Budget.Bytes = server.BudgetFor(mem, maxBody)
+		}
 	}
 	if *private != 0 {
 		cfg.Server.PrivateCacheBytes = *private
@@ -266,6 +361,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if cfg.DrainTimeout <= 0 {
 		return cfg, fmt.Errorf("drain_timeout %v: want > 0", cfg.DrainTimeout)
+	}
+	if cfg.LameDuck < 0 || cfg.LameDuck > 10*time.Minute {
+		return cfg, fmt.Errorf("lame_duck %v: want 0..10m", cfg.LameDuck)
 	}
 	return cfg, nil
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"rnnserve/models/safetensors"
+	"rnnserve/server"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -39,6 +40,24 @@ func TestParseConfig(t *testing.T) {
 	if cfg, _ := parseConfig(nil); cfg.Listen != "127.0.0.1:8080" {
 		t.Errorf("default listen %s", cfg.Listen)
 	}
+	// Shutdown timing and the memory budget: defaults, the file, flags.
+	cfg, err = parseConfig(nil)
+	if err != nil || cfg.LameDuck != 5*time.Second || cfg.DrainTimeout != 30*time.Second {
+		t.Errorf("default lame duck %v, drain timeout %v (%v), want 5s and 30s", cfg.LameDuck, cfg.DrainTimeout, err)
+	}
+	if mem := machineMemory(); mem > 0 && cfg.Server.Budget.Bytes != server.BudgetFor(mem, cfg.Server.MaxBodyBytes) {
+		t.Errorf("default budget %d, want BudgetFor(%d)", cfg.Server.Budget.Bytes, mem)
+	}
+	os.WriteFile(file, []byte("lame_duck: 2s\ndrain_timeout: 9s\nserver:\n  budget: {bytes: 33554432, wait: 3s}\n  max_connections: 10\n"), 0o644)
+	cfg, err = parseConfig([]string{"-config", file})
+	if err != nil || cfg.LameDuck != 2*time.Second || cfg.DrainTimeout != 9*time.Second || cfg.Server.Budget.Bytes != 32<<20 ||
+		cfg.Server.Budget.Wait != 3*time.Second || cfg.Server.MaxConnections != 10 {
+		t.Errorf("from the file: %+v %v", cfg, err)
+	}
+	cfg, err = parseConfig([]string{"-config", file, "-lame-duck", "0", "-drain-timeout", "4s", "-budget-bytes", "16777216", "-max-connections", "7"})
+	if err != nil || cfg.LameDuck != 0 || cfg.DrainTimeout != 4*time.Second || cfg.Server.Budget.Bytes != 16<<20 || cfg.Server.MaxConnections != 7 {
+		t.Errorf("flags over the file: %+v %v", cfg, err)
+	}
 	for _, c := range []struct {
 		yaml string
 		args []string
@@ -48,6 +67,11 @@ func TestParseConfig(t *testing.T) {
 		{"server:\n  max_steps: -1\n", nil, "max_steps = -1"},
 		{"", []string{"-batching", "maybe"}, "want on or off"},
 		{"", []string{"extra"}, "unexpected arguments"},
+		{"lame_duck: -1s\n", nil, "lame_duck -1s"},
+		{"", []string{"-lame-duck", "11m"}, "lame_duck 11m0s"},
+		{"server:\n  max_body_bytes: 8388608\n  budget: {bytes: 4096}\n", nil, "budget.bytes = 4096"},
+		{"server:\n  budget: {wait: 2m}\n", nil, "budget.wait"},
+		{"server:\n  max_connections: -1\n", nil, "max_connections = -1"},
 	} {
 		os.WriteFile(file, []byte(c.yaml), 0o644)
 		_, err := parseConfig(append([]string{"-config", file}, c.args...))
@@ -66,7 +90,7 @@ func TestServeAndSIGTERM(t *testing.T) {
 	bin := buildServe(t)
 	cfg := filepath.Join(t.TempDir(), "serve.yaml")
 	os.WriteFile(cfg, []byte("read_timeout: 500ms\n"), 0o644)
-	cmd, base := startServe(t, bin, "-config", cfg, "-listen", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-cache-bytes", "1048576")
+	cmd, base := startServe(t, bin, "-config", cfg, "-listen", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-cache-bytes", "1048576", "-lame-duck", "200ms")
 	// A client that sends its body too slowly gets a 400 once the read
 	// timeout passes, and the server goes on serving.
 	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"math"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+)
+
+// machineMemory is the memory this process may use: the least of the
+// machine's (MemTotal in /proc/meminfo), its cgroup's limit (v2
+// memory.max, or v1 memory.limit_in_bytes) and the Go runtime's soft
+// limit (GOMEMLIMIT, as the runtime read it), in bytes; 0 when none of
+// them can be read.
+func machineMemory() int64 {
+	mem := int64(math.MaxInt64)
+	if v, ok := meminfoTotal("/proc/meminfo"); ok {
+		mem = min(mem, v)
+	}
+	for _, p := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		if v, ok := cgroupLimit(p); ok {
+			mem = min(mem, v)
+		}
+	}
+	if v := debug.SetMemoryLimit(-1); v > 0 && v < math.MaxInt64 {
+		mem = min(mem, v)
+	}
+	if mem == math.MaxInt64 {
+		return 0
+	}
+	return mem
+}
+
+// meminfoTotal reads MemTotal from a /proc/meminfo file.
+func meminfoTotal(path string) (int64, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10, err == nil && kb > 0
+			}
+		}
+	}
+	return 0, false
+}
+
+// cgroupLimit reads a cgroup memory limit file: a byte count, or "max"
+// (or a v1 value near 2^63) for none.
+func cgroupLimit(path string) (int64, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil || v <= 0 || v >= 1<<60 {
+		return 0, false
+	}
+	return v, true
+}

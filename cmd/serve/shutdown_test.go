@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"rnnserve/server"
+)
+
+// syncBuffer is a log buffer a test reads while the process writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startLogged runs bin with args, its log in the returned buffer, and
+// returns its base URL once it is ready.
+func startLogged(t *testing.T, bin string, args ...string) (*exec.Cmd, string, *syncBuffer, chan error) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if i := strings.Index(logs.String(), "msg=serving addr="); i >= 0 {
+			addr := strings.Fields(logs.String()[i+len("msg=serving addr="):])[0]
+			return cmd, "http://" + addr, logs, exited
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("serve exited: %v\n%s", err, logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start\n%s", logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLameDuckShutdown: on SIGTERM readiness fails at once, requests are
+// still served for the lame-duck period, each closing its connection,
+// and serve exits 0 once drained, after the period.
+func TestLameDuckShutdown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServe(t)
+	cmd, base, logs, exited := startLogged(t, bin, "-listen", "127.0.0.1:0", "-grpc", "off", "-cache-bytes", "1048576", "-lame-duck", "1500ms")
+	infer := `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "data": [72, 105]}]}`
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	var ready503 time.Duration
+	for time.Since(start) < time.Second {
+		resp, err := http.Get(base + "/v2/health/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable {
+				ready503 = time.Since(start)
+				break
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if ready503 == 0 {
+		t.Fatal("readiness did not turn 503 within 1s of SIGTERM")
+	}
+	served := 0
+	for time.Since(start) < time.Second {
+		resp, err := http.Post(base+"/v2/models/bytelm/infer", "application/json", strings.NewReader(infer))
+		if err != nil {
+			t.Fatalf("infer %v after SIGTERM, within the lame-duck period: %v", time.Since(start), err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !resp.Close {
+			t.Fatalf("infer in the lame-duck period: %d, close %v; want 200 closing the connection", resp.StatusCode, resp.Close)
+		}
+		served++
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit: %v, want 0\n%s", err, logs)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve still running\n%s", logs)
+	}
+	if took := time.Since(start); took < 1500*time.Millisecond {
+		t.Errorf("exited %v after SIGTERM, before the 1.5s lame-duck period ended", took)
+	}
+	for _, want := range []string{"msg=\"lame duck", "msg=\"draining", "msg=\"stopped: every request in flight finished\""} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, logs)
+		}
+	}
+	t.Logf("readiness 503 %v after SIGTERM; %d requests served in the lame-duck period", ready503, served)
+}
+
+// TestDrainTimeoutCuts: a generation still streaming when the drain
+// timeout expires ends with an error event, serve logs the request it cut
+// and exits 1.
+func TestDrainTimeoutCuts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServe(t)
+	cfg := filepath.Join(t.TempDir(), "serve.yaml")
+	os.WriteFile(cfg, []byte("lame_duck: 0s\ndrain_timeout: 1s\nserver:\n  max_generate_tokens: 1000000\n"), 0o644)
+	cmd, base, logs, exited := startLogged(t, bin, "-config", cfg, "-listen", "127.0.0.1:0", "-grpc", "off", "-cache-bytes", "1048576")
+	resp, err := http.Post(base+"/v2/models/bytelm/generate_stream", "application/json",
+		strings.NewReader(`{"text_input": "Once", "parameters": {"max_tokens": 1000000, "temperature": 1, "seed": 3}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() {
+		t.Fatal("no first event")
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	var last string
+	events := 1
+	for sc.Scan() {
+		if sc.Text() != "" {
+			last = sc.Text()
+			events++
+		}
+	}
+	if !strings.HasPrefix(last, `data: {"error":`) || !strings.Contains(last, "drain timeout") {
+		t.Errorf("the stream's last event after %d: %q, want an error event naming the drain timeout", events, last)
+	}
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Errorf("exit: %v, want status 1", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve still running\n%s", logs)
+	}
+	log := logs.String()
+	if !strings.Contains(log, "drain timeout: cut what was still in flight") || !strings.Contains(log, "requests_cut=1") || !strings.Contains(log, "generate bytelm (rest) after") {
+		t.Errorf("the log does not name the request cut:\n%s", log)
+	}
+}
+
+// TestMachineMemory reads the memory files the default budget comes from.
+func TestMachineMemory(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(data), 0o644)
+		return p
+	}
+	if v, ok := meminfoTotal(write("meminfo", "MemFree:  10 kB\nMemTotal:       24576000 kB\n")); !ok || v != 24576000<<10 {
+		t.Errorf("MemTotal: %d %v", v, ok)
+	}
+	for _, c := range []struct {
+		data string
+		want int64
+		ok   bool
+	}{{"1073741824\n", 1 << 30, true}, {"max\n", 0, false}, {"9223372036854771712\n", 0, false}, {"x", 0, false}} {
+		if v, ok := cgroupLimit(write("limit", c.data)); v != c.want || ok != c.ok {
+			t.Errorf("cgroup limit %q: %d %v, want %d %v", c.data, v, ok, c.want, c.ok)
+		}
+	}
+	if _, ok := meminfoTotal(filepath.Join(dir, "none")); ok {
+		t.Error("a missing meminfo reads")
+	}
+	mem := machineMemory()
+	t.Logf("this machine: %d MiB; default budget %d MiB", mem>>20, server.BudgetFor(mem, 8<<20)>>20)
+	if _, err := os.Stat("/proc/meminfo"); err == nil && mem <= 0 {
+		t.Error("no memory read on a machine with /proc/meminfo")
+	}
+}
