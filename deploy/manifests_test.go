@@ -32,7 +32,6 @@ import (
 // manifestDir holds the manifests, below the repository's root.
 var manifestDir = filepath.Join(repoRoot, "deploy", "kubernetes")
 
-
 // goRuntimeEnv are the environment variables the Go runtime reads, the
 // only ones serve reads today.
 var goRuntimeEnv = []string{"GOMEMLIMIT", "GOMAXPROCS", "GOGC", "GODEBUG", "GOTRACEBACK"}
