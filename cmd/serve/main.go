@@ -29,8 +29,10 @@
 //     REST response carries Connection: close, so keep-alive clients
 //     reconnect elsewhere. A second signal ends this step early.
 //  2. Drain, for at most drain_timeout (-drain-timeout, default 30s): the
-//     listeners close (gRPC clients get GOAWAY) and the requests in flight
-//     finish.
+//     listeners close (gRPC clients get GOAWAY; an HTTP keep-alive
+//     connection still open may deliver a request for one more second,
+//     answered with Connection: close, before the idle ones close) and the
+//     requests in flight finish.
 //  3. If all finished: the batchers stop, the pools close, exit 0.
 //     Otherwise what is still in flight is cut: a generation stream ends
 //     with a final error line (an SSE error event, an NDJSON line with
@@ -93,6 +95,10 @@ func defaultConfig() config {
 	cfg.Server.Budget.Bytes = 0 // from the machine's memory, unless set
 	return cfg
 }
+
+// lastCall is how long, after the listeners close, an open HTTP
+// connection may still deliver a request before idle connections close.
+const lastCall = time.Second
 
 // cutGrace is how long the handlers of requests cut at the drain timeout
 // get to write their last line before the connections close.
@@ -217,7 +223,7 @@ func run(args []string, stdout io.Writer, stderr *os.File) error {
 			log.Info("second signal: the lame-duck period ends now", "signal", sig.String())
 		}
 	}
-	if err := shutdown(log, srv, hs, gf, cfg.DrainTimeout); err != nil {
+	if err := shutdown(log, srv, hs, ln, gf, cfg.DrainTimeout); err != nil {
 		return errors.Join(failed, err)
 	}
 	poolsInUse = false
@@ -235,13 +241,29 @@ var errCut = errors.New("drain timeout: requests in flight were cut short")
 // shutdown stops accepting, drains the requests in flight for at most
 // timeout, cuts what is left (see the package doc) and stops the server's
 // batchers. It returns nil when everything drained.
-func shutdown(log *slog.Logger, srv *server.Server, hs *http.Server, gf *grpcFront, timeout time.Duration) error {
+func shutdown(log *slog.Logger, srv *server.Server, hs *http.Server, ln net.Listener, gf *grpcFront, timeout time.Duration) error {
 	log.Info("draining: no new connections; waiting for the requests in flight", "in_flight", srv.InFlight(), "drain_timeout", timeout)
 	drain, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	errc := make(chan error, 2)
-	go func() { errc <- hs.Shutdown(drain) }()
 	go func() { errc <- gf.drain(drain) }()
+	go func() {
+		// HTTP/1.1 cannot tell a client that an idle keep-alive connection
+		// is about to close: a request it sends just then meets the close.
+		// So the listener closes first and the open connections get
+		// lastCall to deliver a request already on its way (answered with
+		// Connection: close) before the idle ones close.
+		ln.Close()
+		select {
+		case <-time.After(min(lastCall, timeout)):
+		case <-drain.Done():
+		}
+		err := hs.Shutdown(drain)
+		if errors.Is(err, net.ErrClosed) { // the listener closed above
+			err = nil
+		}
+		errc <- err
+	}()
 	errDrain := errors.Join(<-errc, <-errc)
 	var cut []string
 	if errDrain != nil {

@@ -509,6 +509,12 @@ func sigtermRun(c config, srv *serveProc, base string) error {
 	}
 	fmt.Printf("| %s | %d | %d | %s | %s | %d | %s | %d | %s | %d |\n", c.label, c.clients, count(res, before), clientErrors(res, before),
 		statuses(res, before), count(res, after), clientErrors(res, after), streamErrs, ready, code)
+	for _, r := range res {
+		if r.errKind != "" && before(r) {
+			fmt.Fprintf(os.Stderr, "client error on a request sent %.1f ms after SIGTERM (%.1f ms before the cutoff): %s %s, after %.1f ms\n",
+				ms(r.sent.Sub(sentSig)), ms(cutoff.Sub(r.sent)), r.kind, r.errKind, ms(r.took))
+		}
+	}
 	fmt.Fprintf(os.Stderr, "loadavg before %s, after %s\n", load0, loadavg())
 	if lines := shutdownLog(srv.log.String()); lines != "" {
 		fmt.Fprintf(os.Stderr, "serve's shutdown log:\n%s", lines)
@@ -615,6 +621,9 @@ func metric(base, name string) string {
 	}
 	return "?"
 }
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func loadavg() string {
 	data, err := os.ReadFile("/proc/loadavg")

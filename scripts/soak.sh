@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Soak test of the server under abuse (docs/load.md, "Holding under
+# abuse"): builds serve and the soak client (scripts/soak), serves the
+# bundled models with the default configuration and prints three tables:
+#
+#   1. 300 clients for 60 s: infer, generate (whole and streamed),
+#      three-request sequences and 10% near-limit bodies;
+#   2. 300 clients for 60 s posting only near-limit bodies (8 MiB less
+#      16 KiB, valid requests padded with JSON white space);
+#   3. SIGTERM after 10 s of the first mix at 64 clients, with the default
+#      lame-duck period (5 s): client errors of the requests sent before
+#      SIGTERM + 5 s and after, readiness and the exit code.
+#
+#   bash scripts/soak.sh [duration]     # default 60s for the load runs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dur=${1:-60s}
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+go build -o "$bin/serve" ./cmd/serve
+go build -o "$bin/soak" ./scripts/soak
+echo "loadavg at start: $(cat /proc/loadavg)"
+"$bin/soak" -serve "$bin/serve" -args "-grpc off" -clients 300 -near 0.1 -duration "$dur" -label "mixed + 10% near-limit"
+"$bin/soak" -serve "$bin/serve" -args "-grpc off" -clients 300 -near 1 -duration "$dur" -label "near-limit only" -header=false
+echo
+"$bin/soak" -serve "$bin/serve" -args "-grpc off" -clients 64 -near 0.1 -sigterm-after 10s -lame-duck 5s -duration 90s -label "SIGTERM at 10 s"
+echo "loadavg at end: $(cat /proc/loadavg)"
