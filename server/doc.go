@@ -29,9 +29,19 @@
 // hands over in Deps (one per size PoolSizes lists), which run one plan
 // at a time.
 //
+// Under load and abuse (docs/api.md, "Limits under load"): one memory
+// budget bounds the request bytes in flight of every transport
+// (budget.go); a cap spans the listeners' connections (connlimit.go); every
+// JSON text is checked for UTF-8 and lone surrogate escapes as it is read
+// (text.go); decoded tensors are bounded and charged to the budget; a
+// panic in a lane, a request or a pool job fails only the requests it hit
+// (panics.go).
+//
 // Lifecycle: the owner (cmd/serve) makes the pools, New builds the server
 // and loads the models, Start starts every model's batcher, the sequence
 // janitor and the traffic probe, Stop drains them, and the owner closes
 // the pools. Models loaded later (Load) start at once; a replaced or
-// unloaded model stops once the requests holding it have left.
+// unloaded model stops once the requests holding it have left. Shutdown
+// under load goes through LameDuck, the owner's drain, Cut and Idle
+// (lameduck.go) before Stop.
 package server

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"syscall"
@@ -39,6 +40,11 @@ func TestParseConfig(t *testing.T) {
 	}
 	if cfg, _ := parseConfig(nil); cfg.Listen != "127.0.0.1:8080" {
 		t.Errorf("default listen %s", cfg.Listen)
+	}
+	// configs/serve.yaml says it holds the defaults.
+	shipped, err := parseConfig([]string{"-config", "../../configs/serve.yaml"})
+	if dflt, _ := parseConfig(nil); err != nil || !reflect.DeepEqual(shipped, dflt) {
+		t.Errorf("configs/serve.yaml: %v\n%+v\nwant the defaults\n%+v", err, shipped, dflt)
 	}
 	// Shutdown timing and the memory budget: defaults, the file, flags.
 	cfg, err = parseConfig(nil)
