@@ -17,7 +17,6 @@ require (
 	github.com/tmaxmax/go-sse v0.11.0
 	github.com/valyala/fasthttp v1.71.0
 	go.uber.org/multierr v1.6.0
-	golang.org/x/sync v0.23.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0
 	gonum.org/v1/gonum v0.17.0

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/semaphore"
 )
 
 // The memory budget: one server-wide bound on the request body bytes in
@@ -19,7 +20,7 @@ import (
 // compressed one holds beyond that. It keeps its share until its response
 // is written, since its decoded tensors live that long. A request that
 // finds too little room waits at most BudgetOptions.Wait (in arrival
-// order: semaphore.Weighted is first-in first-out) and is then refused
+// order, requests already holding bytes first) and is then refused
 // with ErrOverBudget (503 with Retry-After). Decoded tensors are no
 // larger than the text they came from for FP32 and for JSON integers of
 // two digits or more, so the body bytes bound a request's memory within a
@@ -32,18 +33,96 @@ var ErrOverBudget = errors.New("server busy: request bytes in flight are at the 
 // budgetChunk is the step in which a streamed body takes more budget.
 const budgetChunk = 64 << 10
 
-// budget is the server's memory budget.
+// budget is the server's memory budget: a weighted semaphore whose
+// waiters queue first come, first served, except that a request already
+// holding bytes (taking more as its body streams, or for its decoded
+// tensors) queues ahead of requests not yet admitted: it holds memory
+// and has work done that a refusal would waste, and behind a queue of
+// new requests it would wait until its own deadline and be refused.
+// golang.org/x/sync/semaphore has one queue only, hence this one.
 type budget struct {
-	sem     *semaphore.Weighted
 	size    int64
 	wait    time.Duration
-	used    prometheus.Gauge
+	gauge   prometheus.Gauge
 	refused prometheus.Counter
+
+	mu    sync.Mutex
+	used  int64
+	queue []*budgetWaiter // admitted requests' waits first, then new ones'
+}
+
+// budgetWaiter is a request waiting for n bytes; ready is closed when
+// they are its.
+type budgetWaiter struct {
+	n        int64
+	admitted bool
+	ready    chan struct{}
 }
 
 func newBudget(o BudgetOptions, m *metrics) *budget {
 	m.budgetSize.Set(float64(o.Bytes))
-	return &budget{sem: semaphore.NewWeighted(o.Bytes), size: o.Bytes, wait: o.Wait, used: m.budgetUsed, refused: m.budgetRefused}
+	return &budget{size: o.Bytes, wait: o.Wait, gauge: m.budgetUsed, refused: m.budgetRefused}
+}
+
+// acquire takes n bytes (at most size), waiting in the queue until ctx
+// ends; admitted says whether the request already holds bytes.
+func (b *budget) acquire(ctx context.Context, n int64, admitted bool) error {
+	b.mu.Lock()
+	ahead := len(b.queue) // the waiters it would queue behind
+	if admitted {
+		ahead = 0
+		for ahead < len(b.queue) && b.queue[ahead].admitted {
+			ahead++
+		}
+	}
+	if ahead == 0 && b.used+n <= b.size {
+		b.used += n
+		b.mu.Unlock()
+		b.gauge.Add(float64(n))
+		return nil
+	}
+	w := &budgetWaiter{n: n, admitted: admitted, ready: make(chan struct{})}
+	b.queue = slices.Insert(b.queue, ahead, w)
+	b.mu.Unlock()
+	select {
+	case <-w.ready:
+		b.gauge.Add(float64(n))
+		return nil
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-w.ready: // granted as the wait ended: keep it
+		b.gauge.Add(float64(n))
+		return nil
+	default:
+	}
+	if i := slices.Index(b.queue, w); i >= 0 {
+		b.queue = slices.Delete(b.queue, i, i+1)
+	}
+	b.grant() // it may have blocked smaller waiters behind it
+	return ctx.Err()
+}
+
+// release gives n bytes back.
+func (b *budget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.grant()
+	b.mu.Unlock()
+	b.gauge.Sub(float64(n))
+}
+
+// grant hands room to the waiters at the head of the queue, in order,
+// while they fit; b.mu is held.
+func (b *budget) grant() {
+	for len(b.queue) > 0 && b.used+b.queue[0].n <= b.size {
+		w := b.queue[0]
+		b.queue = b.queue[1:]
+		b.used += w.n
+		close(w.ready)
+	}
 }
 
 // reservation is one request's share of the budget. The zero
@@ -74,20 +153,17 @@ func (r *reservation) grow(n int64) error {
 			return nil
 		}
 	}
-	if !b.sem.TryAcquire(n) {
-		ctx, cancel := context.WithDeadline(r.ctx, r.deadline)
-		err := b.sem.Acquire(ctx, n)
-		cancel()
-		if err != nil {
-			if r.ctx.Err() != nil {
-				return context.Cause(r.ctx)
-			}
-			b.refused.Inc()
-			return fmt.Errorf("%w (%d bytes; waited %v)", ErrOverBudget, b.size, b.wait)
+	ctx, cancel := context.WithDeadline(r.ctx, r.deadline)
+	err := b.acquire(ctx, n, r.held > 0)
+	cancel()
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return context.Cause(r.ctx)
 		}
+		b.refused.Inc()
+		return fmt.Errorf("%w (%d bytes; waited %v)", ErrOverBudget, b.size, b.wait)
 	}
 	r.held += n
-	b.used.Add(float64(n))
 	return nil
 }
 
@@ -103,8 +179,7 @@ func (r *reservation) release() {
 	if r.b == nil || r.held == 0 {
 		return
 	}
-	r.b.sem.Release(r.held)
-	r.b.used.Sub(float64(r.held))
+	r.b.release(r.held)
 	r.held = 0
 }
 

@@ -154,10 +154,9 @@ func TestBudget(t *testing.T) {
 	if got := testutil.ToFloat64(s.metrics.budgetUsed); got != 0 {
 		t.Errorf("budget in use after the requests: %v bytes", got)
 	}
-	if !s.budget.sem.TryAcquire(s.budget.size) {
-		t.Error("the whole budget is not free after the requests")
+	if used := s.budget.inUse(); used != 0 {
+		t.Errorf("%d bytes of the budget in use after the requests", used)
 	}
-	s.budget.sem.Release(s.budget.size)
 	if got := testutil.ToFloat64(s.metrics.budgetRefused); got != 3 {
 		t.Errorf("rnnserve_request_budget_refused_total = %v, want 3", got)
 	}
@@ -279,3 +278,89 @@ func TestBudgetReservation(t *testing.T) {
 }
 
 func isOverBudget(err error) bool { return errors.Is(err, ErrOverBudget) }
+
+// inUse is the budget's bytes taken.
+func (b *budget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// TestBudgetQueue: waiters are served first come, first served, except
+// that a request already holding bytes goes ahead of new ones; a waiter
+// that gives up lets the ones behind it through.
+func TestBudgetQueue(t *testing.T) {
+	b := newBudget(BudgetOptions{Bytes: 100, Wait: time.Minute}, newMetrics())
+	ctx := context.Background()
+	if err := b.acquire(ctx, 90, false); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]chan error{}
+	queued := func(n int) {
+		for {
+			b.mu.Lock()
+			q := len(b.queue)
+			b.mu.Unlock()
+			if q == n {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	wait := func(name string, ctx context.Context, n int64, admitted bool) {
+		done := make(chan error, 1)
+		got[name] = done
+		b.mu.Lock()
+		q := len(b.queue)
+		b.mu.Unlock()
+		go func() { done <- b.acquire(ctx, n, admitted) }()
+		queued(q + 1)
+	}
+	served := func(name string) bool {
+		select {
+		case err := <-got[name]:
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			return true
+		case <-time.After(50 * time.Millisecond):
+			return false
+		}
+	}
+	wait("new 30", ctx, 30, false)
+	wait("new 20", ctx, 20, false)
+	wait("admitted 15", ctx, 15, true)
+	b.release(10) // 80 used: room for 15, not for 30
+	if !served("admitted 15") || served("new 30") {
+		t.Fatal("the admitted request did not go first")
+	}
+	b.release(65) // 30 used: new 30 and new 20 in, 80 used
+	if !served("new 30") || !served("new 20") {
+		t.Fatal("the new waiters were not served in turn")
+	}
+	b.release(0)
+	if err := b.acquire(ctx, 15, false); err != nil { // 95 used
+		t.Fatal(err)
+	}
+	// 95 used; a new waiter for 50 that gives up lets the 5 behind it in.
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	wait("new 50", short, 50, false)
+	wait("new 5", ctx, 5, false)
+	if served("new 5") {
+		t.Fatal("a later waiter passed the head of the queue")
+	}
+	if err := <-got["new 50"]; err == nil {
+		t.Fatal("a wait past its deadline succeeded")
+	}
+	if !served("new 5") {
+		t.Fatal("the waiter behind one that gave up is still waiting")
+	}
+	if b.inUse() != 100 {
+		t.Errorf("in use %d, want 100", b.inUse())
+	}
+	b.release(100)
+	if b.inUse() != 0 {
+		t.Errorf("in use %d after releasing all", b.inUse())
+	}
+}

@@ -16,7 +16,9 @@
 // body limit, which the server must read and hold whole. It reports
 // throughput, the status of every answer and every client-side error by
 // kind (connection reset, refused, EOF, timeout), p50 and p99 latency per
-// kind, and the server's peak resident memory (VmHWM).
+// kind, and the server's peak resident memory (VmHWM). A client answered
+// 503 waits as its Retry-After says before its next request, as a polite
+// client does (-retry-after=false sends at once).
 //
 // SIGTERM: after -sigterm-after the process gets SIGTERM while the clients
 // keep sending. A poller watches readiness. Every request is classed by
@@ -56,20 +58,21 @@ func main() {
 }
 
 type config struct {
-	serve    string
-	args     []string
-	addr     string
-	clients  int
-	duration time.Duration
-	near     float64
-	limit    int
-	sigterm  time.Duration
-	lameDuck time.Duration
-	seed     uint64
-	timeout  time.Duration
-	label    string
-	header   bool
-	serveLog string
+	serve      string
+	args       []string
+	addr       string
+	clients    int
+	duration   time.Duration
+	near       float64
+	limit      int
+	sigterm    time.Duration
+	lameDuck   time.Duration
+	seed       uint64
+	timeout    time.Duration
+	label      string
+	header     bool
+	serveLog   string
+	retryAfter bool
 }
 
 func run() error {
@@ -89,6 +92,7 @@ func run() error {
 	flag.StringVar(&c.label, "label", "", "first column of the table")
 	flag.BoolVar(&c.header, "header", true, "print the table header")
 	flag.StringVar(&c.serveLog, "serve-log", "", "write serve's log here (default: discard; printed on failure)")
+	flag.BoolVar(&c.retryAfter, "retry-after", true, "after a 503, wait as its Retry-After says before the next request (false: send at once)")
 	flag.Parse()
 	if c.serve == "" {
 		return errors.New("-serve is required")
@@ -252,6 +256,8 @@ type result struct {
 	errKind string // connection reset, refused, EOF, timeout, other
 	// streamErr is set when a stream ended with an error line.
 	streamErr bool
+	// retryAfter is the Retry-After of a 503, 0 otherwise.
+	retryAfter time.Duration
 }
 
 // mix draws requests.
@@ -364,6 +370,9 @@ func (m *mix) post(ctx context.Context, hc *http.Client, kind, path string, body
 		return r
 	}
 	r.status = resp.StatusCode
+	if sec, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && resp.StatusCode == http.StatusServiceUnavailable {
+		r.retryAfter = time.Duration(sec) * time.Second
+	}
 	return r
 }
 
@@ -399,7 +408,14 @@ func drive(ctx context.Context, c config, m *mix) []result {
 			rng := rand.New(rand.NewPCG(c.seed, uint64(i)))
 			var mine []result
 			for n := 0; ctx.Err() == nil; n++ {
-				mine = append(mine, m.do(context.Background(), hc, rng, i, n)...)
+				res := m.do(context.Background(), hc, rng, i, n)
+				mine = append(mine, res...)
+				if last := res[len(res)-1]; c.retryAfter && last.retryAfter > 0 {
+					select { // a polite client waits as told
+					case <-time.After(last.retryAfter):
+					case <-ctx.Done():
+					}
+				}
 			}
 			mu.Lock()
 			all = append(all, mine...)
