@@ -112,12 +112,7 @@ func TestGRPCLameDuckBudgetText(t *testing.T) {
 // it; Cut ends its generation with an error_message response and a
 // unary generation with UNAVAILABLE; Close then ends the connections.
 func TestGRPCDrainAndCut(t *testing.T) {
-	s, _ := newTestServer(t, func(o *Options) { o.Batching.Workers = 1 }, false)
-	m := seqOf(t, s, "lm")
-	for _, l := range m.batch.lanes {
-		l.batch = slowBatch[*seqWork]{l.batch, 2 * time.Millisecond}
-	}
-	s.Start()
+	s, _ := newSlowServer(t)
 	gs, conn := grpcOn(t, s)
 	c := pb.NewGRPCInferenceServiceClient(conn)
 	stream, err := c.ModelStreamInfer(t.Context())

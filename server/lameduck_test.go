@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -55,17 +56,23 @@ func (b slowBatch[W]) step() []finishedJob[W] {
 	return b.batch.step()
 }
 
+// newSlowServer is a started test server with one lane whose steps take
+// 2 ms each: long generations and sequences for a test to act on.
+func newSlowServer(t *testing.T) (*Server, *httptest.Server) {
+	s, hs := newTestServer(t, func(o *Options) { o.Batching.Workers = 1 }, false)
+	for _, l := range seqOf(t, s, "lm").batch.lanes {
+		l.batch = slowBatch[*seqWork]{l.batch, 2 * time.Millisecond}
+	}
+	s.Start()
+	return s, hs
+}
+
 // TestCut: requests still in flight when the drain timeout expires end
 // with ErrCut: a stream with a final error line (SSE and NDJSON), a
 // whole generation and an infer with 503; Cut names each and Idle sees
 // them go.
 func TestCut(t *testing.T) {
-	s, hs := newTestServer(t, func(o *Options) { o.Batching.Workers = 1 }, false)
-	m := seqOf(t, s, "lm")
-	for _, l := range m.batch.lanes {
-		l.batch = slowBatch[*seqWork]{l.batch, 2 * time.Millisecond}
-	}
-	s.Start()
+	s, hs := newSlowServer(t)
 	gen := `{"text_input": "abc", "parameters": {"max_tokens": 4000}}`
 	type answer struct {
 		what  string
