@@ -5,9 +5,14 @@ Sends a few bytelm requests (the load test's: one row of 32 tokens asking
 for `hidden`; and others: several rows, one step, every output, last_step)
 to each URL and compares every response with the first URL's (rnnserve):
 the same output names, datatypes and shapes, the same id, and every value
-within --tolerance (absolute). Prints one line per request and server and
-exits 1 at the first disagreement, so the load script times nothing that
-computes something else.
+within --tolerance (absolute). Then it sends the requests of
+testdata/requests.json (the cases the peers' parsers are tested on) and
+checks each server's status: the case's, or for the reference its
+rnnserve_status where rnnserve differs on purpose (it serves more); the
+over-size body is left out (a server may close the connection before the
+client has sent it all). Prints one line per request and server and exits
+1 at the first disagreement, so the load script times nothing that
+computes something else or refuses differently.
 
 Usage:
     python3 scripts/peers/compare.py --tolerance 1e-4 http://127.0.0.1:18080 http://127.0.0.1:18081 ...
@@ -19,8 +24,10 @@ import random
 import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 MODEL = "bytelm"
+CASES = Path(__file__).resolve().parent / "testdata" / "requests.json"
 
 
 def requests(vocab=256, seed=16):
@@ -43,14 +50,33 @@ def requests(vocab=256, seed=16):
     return out
 
 
-def post(url, body):
-    req = urllib.request.Request(f"{url}/v2/models/{MODEL}/infer", data=json.dumps(body).encode(),
+def send(url, data):
+    """POST data (bytes) to url's infer endpoint: (status, body bytes)."""
+    req = urllib.request.Request(f"{url}/v2/models/{MODEL}/infer", data=data,
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=60) as resp:
-            return json.loads(resp.read())
+            return resp.status, resp.read()
     except urllib.error.HTTPError as err:
-        raise RuntimeError(f"{url}: {err.code} {err.read()[:300]!r}") from None
+        return err.code, err.read()
+
+
+def post(url, body):
+    status, data = send(url, json.dumps(body).encode())
+    if status != 200:
+        raise RuntimeError(f"{url}: {status} {data[:300]!r}")
+    return json.loads(data)
+
+
+def case_bodies(path=CASES):
+    """(name, body bytes, {"reference": status, "peer": status}) for each case but the over-size one."""
+    out = []
+    for c in json.loads(Path(path).read_text())["cases"]:
+        if "body_bytes" in c:
+            continue
+        body = c["raw"].encode() if "raw" in c else json.dumps(c["body"]).encode()
+        out.append((c["name"], body, {"reference": c.get("rnnserve_status", c["status"]), "peer": c["status"]}))
+    return out
 
 
 def diff(want, got):
@@ -93,7 +119,17 @@ def main(argv=None):
             print(f"compare: {url} tokens {shape} {','.join(names)}: {worst} {'ok' if ok else 'MISMATCH'}", file=sys.stderr)
             if not ok:
                 return 1
-    return 0
+    bad = 0
+    for name, body, want in case_bodies():
+        for i, url in enumerate(args.urls):
+            status, data = send(url, body)
+            expect = want["reference" if i == 0 else "peer"]
+            if status != expect:
+                print(f"compare: {url} case {name!r}: status {status}, want {expect}: {data[:200]!r}", file=sys.stderr)
+                bad += 1
+    print(f"compare: {len(case_bodies())} request cases on {len(args.urls)} servers, {bad} with another status",
+          file=sys.stderr)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

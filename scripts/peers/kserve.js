@@ -7,6 +7,8 @@
 // response is {"model_name", "model_version", "id"?, "outputs": [{"name",
 // "datatype", "shape", "data"}]} with data flat, as rnnserve writes it.
 // The limits are rnnserve's defaults: 64 rows, 4096 steps, an 8 MiB body.
+// A refusal is a BadRequest carrying its HTTP status: 400, 413 for a body
+// over the limit, 404 for another model version (as rnnserve).
 //
 // No onnxruntime here, so its tests run anywhere:
 //
@@ -125,7 +127,7 @@ function parse(body, modelName, vocab) {
     throw new BadRequest(`model_name ${JSON.stringify(req.model_name)} disagrees with the URL's ${JSON.stringify(modelName)}`);
   }
   if (req.model_version !== undefined && req.model_version !== '1') {
-    throw new BadRequest(`model_version ${JSON.stringify(req.model_version)}: only version "1" is served`);
+    throw new BadRequest(`model_version ${JSON.stringify(req.model_version)}: only version "1" is served`, 404);
   }
   const params = req.parameters ?? {};
   checkKeys(params, ['binary_data_output'], 'request parameters');

@@ -11,7 +11,8 @@ response is `{"model_name", "model_version", "id"?, "outputs": [{"name",
 
 The limits are rnnserve's defaults (docs/api.md): at most 64 rows, 4096
 steps, an 8 MiB body. Anything else is a BadRequest whose message says
-what is wrong; the service answers it with 400 (413 for TooLarge).
+what is wrong and whose status the service answers with (400; 413 for a
+body over the limit, 404 for another model version, as rnnserve).
 
 Pure Python (no torch), so its tests run anywhere:
     python3 scripts/peers/test_peers.py
@@ -33,11 +34,21 @@ DEFAULT_OUTPUT = "logits"
 
 
 class BadRequest(ValueError):
-    """A request the service refuses with 400."""
+    """A request the service refuses; status is the HTTP status."""
+
+    status = 400
 
 
 class TooLarge(BadRequest):
-    """A body over MAX_BODY_BYTES: 413."""
+    """A body over MAX_BODY_BYTES."""
+
+    status = 413
+
+
+class UnknownVersion(BadRequest):
+    """A model_version other than "1"."""
+
+    status = 404
 
 
 class Request:
@@ -150,7 +161,7 @@ def parse(body, model_name, vocab):
     if req.get("model_name", model_name) != model_name:
         raise BadRequest(f"model_name {req['model_name']!r} disagrees with the URL's {model_name!r}")
     if req.get("model_version", "1") != "1":
-        raise BadRequest(f"model_version {req['model_version']!r}: only version \"1\" is served")
+        raise UnknownVersion(f"model_version {req['model_version']!r}: only version \"1\" is served")
     params = req.get("parameters")
     params = {} if params is None else params
     _check_keys(params, ("binary_data_output",), "request parameters")

@@ -94,10 +94,8 @@ def build_app(model, torch):
             chunks.append(chunk)
         try:
             req = kserve.parse(b"".join(chunks), MODEL, ids)
-        except kserve.TooLarge as err:
-            return json_response(kserve.error(f"bad request: {err}"), 413)
         except kserve.BadRequest as err:
-            return json_response(kserve.error(f"bad request: {err}"), 400)
+            return json_response(kserve.error(f"bad request: {err}"), err.status)
         return json_response(run(model, torch, req, hidden, layers, vocab))
 
     return app
