@@ -18,7 +18,10 @@
 # each server in turn, the servers' order rotating from round to round.
 # Before any timing, both peers' outputs must equal rnnserve's within 1e-4
 # (scripts/peers/compare.py). Prints the load average before and after,
-# every run's row, and the side-by-side table (scripts/peers/summarize.py).
+# every run's row, the side-by-side table (scripts/peers/summarize.py), and
+# for each rnnserve run what the server did, from its own statistics:
+# time queued and computing per request, solo and wide plans, batched
+# steps and their rows (scripts/peers/serverstats.py).
 #
 # Needs Debian's python3-torch, python3-fastapi and python3-uvicorn
 # (/usr/bin/python3), Node.js, and onnxruntime-node in ORT_MODULES
@@ -111,12 +114,23 @@ for r in $(seq "$(( rounds > 4 ? rounds : 4 ))"); do
 	for c in "${counts[@]}"; do
 		for k in 0 1 2; do
 			i=$(( (k + r - 1) % 3 ))
+			if [ "$i" = 0 ]; then "$python" scripts/peers/serverstats.py snapshot "${urls[0]}" bytelm "$tmp/before.json"; fi
 			"${pin[@]}" "$tmp/loadgen" -url "${urls[$i]}" -model bytelm -clients "$c" -steps 32 -duration "$dur" \
 				-label "${names[$i]} r$r" -header=$header | tee -a "$tmp/rows.md"
 			header=false
+			if [ "$i" = 0 ]; then
+				"$python" scripts/peers/serverstats.py snapshot "${urls[0]}" bytelm "$tmp/after.json"
+				"$python" scripts/peers/serverstats.py row "$tmp/before.json" "$tmp/after.json" --label "rnnserve r$r" \
+					--clients "$c" --steps 32 >>"$tmp/stats.md"
+			fi
 		done
 	done
 done
 echo "load average after: $(cat /proc/loadavg)"
 echo
 "$python" scripts/peers/summarize.py "$tmp/rows.md"
+echo
+echo "rnnserve's own statistics for its runs, per successful request (scripts/peers/serverstats.py):"
+echo
+"$python" scripts/peers/serverstats.py header
+cat "$tmp/stats.md"

@@ -17,6 +17,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import compare  # noqa: E402
 import kserve  # noqa: E402
+import serverstats  # noqa: E402
 import summarize  # noqa: E402
 
 CASES = json.loads((HERE / "testdata" / "requests.json").read_text())
@@ -185,6 +186,35 @@ def test_compare_requests_and_cases():
     assert len(cases) == len(CASES["cases"]) - 1
     differs = [name for name, _, want in cases if want["reference"] != want["peer"]]
     assert "unknown output" in differs and "loadgen's request" not in differs
+
+
+def test_serverstats_row():
+    text = """# HELP rnnserve_solo_plans_total x
+# TYPE rnnserve_solo_plans_total counter
+rnnserve_solo_plans_total{model="bytelm"} 10
+rnnserve_solo_plans_total{model="bytelm2"} 99
+rnnserve_wide_plans_total{model="bytelm"} 4
+rnnserve_steps_total{model="bytelm"} 100
+rnnserve_tokens_total{model="bytelm"} 1000
+go_goroutines 12
+"""
+    m = serverstats.parse_metrics(text, "bytelm")
+    assert m == {"rnnserve_solo_plans_total": 10, "rnnserve_wide_plans_total": 4, "rnnserve_steps_total": 100,
+                 "rnnserve_tokens_total": 1000}, m
+    assert serverstats.parse_metrics("", "bytelm")["rnnserve_steps_total"] == 0
+
+    def snap(count, ns, metrics):
+        stats = {p: {"count": count, "ns": ns} for p in serverstats.PHASES}
+        stats["success"] = {"count": count, "ns": ns}
+        return {"stats": stats, "metrics": metrics}
+
+    before = snap(5, 1_000_000, dict.fromkeys(serverstats.COUNTERS, 0.0))
+    # 40 requests of 8 tokens: 10 solo (80 tokens), the other 240 tokens in 60 batched steps.
+    after = snap(45, 5_000_000, {"rnnserve_solo_plans_total": 10, "rnnserve_wide_plans_total": 4,
+                                 "rnnserve_steps_total": 60, "rnnserve_tokens_total": 320})
+    assert serverstats.row(before, after, "r1", 8, 8) == "| r1 | 8 | 40 | 100 | 100 | 100 | 100 | 10 (25%) | 4 | 60 | 4.0 |"
+    assert serverstats.row(before, before, "r1", 8, 8).startswith("| r1 | 8 | 0 |")
+    assert serverstats.HEADER.splitlines()[0].count("|") == serverstats.row(before, after, "r", 1, 8).count("|")
 
 
 def main():
