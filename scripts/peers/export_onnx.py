@@ -5,7 +5,11 @@ The module is bytelm.py's BatchFirst (the safetensors weights in an
 nn.Module of bytelm's shape), exported with Debian's torch.onnx.export
 (opset 14) with B and T dynamic: input `tokens` int64 [B, T], outputs
 `logits` [B, T, V] (log_softmax), `output` [B, T, H], `hidden` and `cell`
-[B, L, H], as rnnserve names them. Beside it, OUT/check.json holds a few
+[B, L, H], as rnnserve names them, to OUT/bytelm.onnx; and the same without
+the head (output, hidden and cell) to OUT/bytelm_state.onnx. ONNX Runtime's
+inference build runs every node of a graph whatever outputs are fetched,
+so the service runs the second for requests that want no head output,
+as rnnserve and the PyTorch peer skip the head. Beside them, OUT/check.json holds a few
 token batches and PyTorch's outputs for them, and the token vocabulary; ort_serve.js refuses to
 serve unless ONNX Runtime's outputs match them within 1e-4.
 
@@ -26,8 +30,20 @@ import bytelm  # noqa: E402
 
 OPSET = 14
 OUTPUTS = ["logits", "output", "hidden", "cell"]
+STATE_OUTPUTS = ["output", "hidden", "cell"]
 # (B, T) of the check batches: one row and several, one step and many.
 CHECK_SHAPES = [(1, 1), (1, 32), (3, 17)]
+
+
+class StateOnly(torch.nn.Module):
+    """The graph without the head: output, hidden and cell."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens):
+        return self.model.state(tokens)
 
 
 def main(argv=None):
@@ -40,6 +56,7 @@ def main(argv=None):
     vocab = model.lm.embedding.num_embeddings
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "bytelm.onnx"
+    state_path = args.out / "bytelm_state.onnx"
     gen = torch.Generator().manual_seed(16)
     checks = []
     with torch.no_grad():
@@ -50,13 +67,16 @@ def main(argv=None):
             warnings.simplefilter("ignore")  # the exporter's notes on LSTM batch sizes
             torch.onnx.export(model, (example,), str(path), input_names=["tokens"], output_names=OUTPUTS,
                               dynamic_axes=dynamic, opset_version=OPSET)
+            torch.onnx.export(StateOnly(model), (example,), str(state_path), input_names=["tokens"],
+                              output_names=STATE_OUTPUTS, dynamic_axes={k: dynamic[k] for k in ["tokens"] + STATE_OUTPUTS},
+                              opset_version=OPSET)
         for b, t in CHECK_SHAPES:
             tokens = torch.randint(0, vocab, (b, t), generator=gen)
             got = dict(zip(OUTPUTS, model(tokens)))
             checks.append({"shape": [b, t], "tokens": tokens.flatten().tolist(),
                            "outputs": {n: {"shape": list(v.shape), "data": v.flatten().tolist()} for n, v in got.items()}})
     (args.out / "check.json").write_text(json.dumps({"torch": torch.__version__, "opset": OPSET, "vocab": vocab, "checks": checks}) + "\n")
-    print(f"export_onnx: {path} ({path.stat().st_size} bytes), {len(checks)} checks", file=sys.stderr)
+    print(f"export_onnx: {path} ({path.stat().st_size} bytes), {state_path.name}, {len(checks)} checks", file=sys.stderr)
     return 0
 
 
