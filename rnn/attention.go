@@ -1,6 +1,10 @@
 package rnn
 
-import "fmt"
+import (
+	"fmt"
+
+	"rnnserve/internal/f32"
+)
 
 // Attention holds the weights of Luong et al.'s "general" attention with
 // their attentional output layer (Luong, Pham and Manning, "Effective
@@ -42,13 +46,11 @@ func AttentionContext(S, W int, mem []float32, ldm int, weights, ctx []float32) 
 }
 
 // TanhRows replaces each of the m×n values of c (leading dimension ldc)
-// by its tanh.
+// by its tanh (internal/f32's float32 approximation, within 3e-7).
 func TanhRows(m, n int, c []float32, ldc int) {
 	for r := 0; r < m; r++ {
 		row := c[r*ldc : r*ldc+n]
-		for j, v := range row {
-			row[j] = Tanh(v)
-		}
+		f32.TanhTo(row, row)
 	}
 }
 

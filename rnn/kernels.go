@@ -23,16 +23,6 @@ func MatMul(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float3
 	f32.GemmNN(m, n, k, a, lda, w, ldw, beta, c, ldc)
 }
 
-// Sigmoid is 1/(1+e^-x) in float32.
-func Sigmoid(x float32) float32 {
-	return float32(1 / (1 + math.Exp(-float64(x))))
-}
-
-// Tanh is tanh(x) in float32.
-func Tanh(x float32) float32 {
-	return float32(math.Tanh(float64(x)))
-}
-
 // LSTMPointwise finishes an LSTM step for B rows of H units:
 // y [B][4H] (leading dimension ldy) holds W_ih x + W_hh h without biases;
 // bias [4H] is b_ih + b_hh; c [B][H] is updated in place; h [B][H]

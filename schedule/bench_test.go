@@ -9,7 +9,8 @@ import (
 
 // BenchmarkTableI times one inference of every shape of the DRE paper's
 // Table I (batch 1, input size = hidden size, float features) under both
-// schedules, building the plan inside the loop as a request would. It
+// schedules, on a plan from Program.Acquire as the server runs a request
+// (built once, reused with each new input). It
 // reports ns/step (time per inference / T) and B/step (bytes of weight
 // matrices and biases read per time step, from the plan itself).
 //

@@ -12,13 +12,21 @@ import (
 // BenchmarkTableIP is BenchmarkTableI for the partitioned schedule: every
 // Table I shape at batch 1, on GOMAXPROCS workers (set it with -cpu), with
 // float32 (sched=P) and bf16 (sched=Pbf16) weights. Like BenchmarkTableI it
-// builds the plan inside the loop and reports ns/step and the weight bytes
+// reuses its plan from Program.Acquire and reports ns/step and the weight bytes
 // read per step (half for bf16's matrices).
 //
 //	go test ./schedule/ -run '^$' -bench 'BenchmarkTableIP/' -benchtime 200ms -cpu 1,2
 //
 // scripts/bench_compare.py runs it beside BenchmarkTableI and PyTorch.
 func BenchmarkTableIP(b *testing.B) {
+	var pool *Pool // P on more than one worker runs on a pool the benchmark owns
+	if n := runtime.GOMAXPROCS(0); n > 1 {
+		var err error
+		if pool, err = NewPool(PoolOptions{Workers: n}); err != nil {
+			b.Fatal(err)
+		}
+		defer pool.Close()
+	}
 	for _, cell := range []rnn.CellKind{rnn.LSTM, rnn.GRU} {
 		for _, hidden := range []int{64, 128, 256, 512, 1024} {
 			for _, layers := range []int{1, 2, 3, 4, 5, 6, 7, 8} {
@@ -34,7 +42,7 @@ func BenchmarkTableIP(b *testing.B) {
 							if net == nil {
 								net = randomNet(b, rnn.Config{Cell: cell, Input: hidden, Hidden: hidden, Layers: layers}, 1)
 							}
-							prog, err := NewPartitioned(net, PartitionOptions{Workers: runtime.GOMAXPROCS(0), Precision: prec})
+							prog, err := NewPartitioned(net, PartitionOptions{Workers: runtime.GOMAXPROCS(0), Pool: pool, Precision: prec})
 							if err != nil {
 								b.Fatal(err)
 							}
@@ -47,7 +55,9 @@ func BenchmarkTableIP(b *testing.B) {
 	}
 }
 
-// benchProgram times plan building and running for T steps of batch 1.
+// benchProgram times running T steps of batch 1 on a plan from Acquire,
+// as the server runs a request: the plan is built on the first call and
+// reused after.
 func benchProgram(b *testing.B, prog *Program, T int) {
 	in := randomInput(prog.Net, T, 1, false, rand.New(rand.NewPCG(1, 1)))
 	p, err := prog.Plan(in, PlanOptions{})
@@ -63,13 +73,14 @@ func benchProgram(b *testing.B, prog *Program, T int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		p, err := prog.Plan(in, PlanOptions{})
+		p, err := prog.Acquire(in, PlanOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		if _, err := p.Run(); err != nil {
 			b.Fatal(err)
 		}
+		p.Release()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(T), "ns/step")
 	b.ReportMetric(float64(weightBytes)/float64(T), "B/step")

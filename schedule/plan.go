@@ -3,6 +3,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // BufferKind says what a buffer holds; the traffic analysis reports bytes by kind.
@@ -137,6 +138,8 @@ type Plan struct {
 	pool    *Pool
 	workers int
 	span    [][2]int32
+
+	reuse *sync.Pool // where Release puts the plan back (Program.Acquire)
 
 	output, hn, cn, head *Buffer
 }

@@ -3,6 +3,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"rnnserve/rnn"
 )
@@ -71,6 +72,7 @@ type Program struct {
 	headB   *Buffer
 	dry     bool
 	part    *partProgram // Partitioned only
+	cache   sync.Map     // planKey -> *sync.Pool of plans (Acquire)
 }
 
 type layerWeights struct {

@@ -13,7 +13,6 @@ import (
 
 	"rnnserve/models"
 	"rnnserve/models/safetensors"
-	"rnnserve/rnn/gemm"
 	"rnnserve/rnn/tree"
 	"rnnserve/schedule"
 )
@@ -251,19 +250,12 @@ func letters(n int) *tree.Vocab {
 
 // TestTreeExecutorsAgree runs random batches of random trees of every cell
 // through the recursive executor (1 and 4 workers) and the depth-batched
-// one. With rnn/gemm's kernel, whose elements do not depend on the number
-// of rows, all three agree bit for bit; with gonum's they agree to float
-// rounding.
+// one. internal/f32's GemmNT computes an element the same way whatever the
+// number of rows, so all three agree bit for bit.
 func TestTreeExecutorsAgree(t *testing.T) {
-	for _, impl := range []string{"gemm", "gonum"} {
+	for _, impl := range []string{"f32"} {
 		for _, cell := range []tree.Cell{tree.TreeRNN, tree.RNTN, tree.BinaryLSTM, tree.ChildSumLSTM} {
 			t.Run(impl+"/"+cell.String(), func(t *testing.T) {
-				if impl == "gemm" {
-					tree.BLAS = gemm.Implementation{}
-				} else {
-					tree.BLAS = nil
-				}
-				defer func() { tree.BLAS = gemm.Implementation{} }()
 				rng := rand.New(rand.NewPCG(uint64(cell), 7))
 				E, H := 24, 24
 				if cell == tree.BinaryLSTM || cell == tree.ChildSumLSTM {
@@ -295,9 +287,6 @@ func TestTreeExecutorsAgree(t *testing.T) {
 							continue
 						}
 						tol := 0.0
-						if impl == "gonum" {
-							tol = 1e-5
-						}
 						for i, tr := range trees {
 							for j := range tr.Nodes {
 								what := func(s string) string {

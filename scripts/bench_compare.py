@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Compare the Go Table I benchmark with PyTorch in one Markdown table.
+"""Compare the Go Table I benchmark with PyTorch and ONNX Runtime in one Markdown table.
 
 Runs, one after the other and with the same number of threads,
 
     GOMAXPROCS=N go test ./schedule/ -run '^$' -bench <shapes> -benchtime 200ms -cpu N
     /usr/bin/python3 scripts/bench_torch.py <shapes> --threads N
+    node scripts/ort_bench.js --models DIR <shapes> --threads N      (with --onnx)
 
 over the shapes chosen by --cells, --hidden, --layers and --lengths (the DRE
 paper's Table I by default) and prints, per shape, the Go time per step
@@ -24,12 +25,25 @@ BenchmarkTableI/cell=lstm/hidden=64/layers=1/T=10/sched=A (or sched=A+) and
 BenchmarkTableIP/cell=lstm/hidden=64/layers=1/T=10/sched=P (or sched=Pbf16)
 and report the custom metrics ns/step and B/step.
 
-If PyTorch cannot be run, the Go columns are printed with a note saying so.
---go-output and --torch-output read captured outputs instead of running the
-benchmarks, to re-render a table or to test the parsing.
+With --onnx, ONNX Runtime (its CPU build, through onnxruntime-node) runs
+the same shapes: scripts/bench_onnx.py first exports them with Debian's
+PyTorch into --onnx-models (kept between runs), then scripts/ort_bench.js
+times them with intra-op threads = N, one session per model reused across
+calls, after checking each model's output against PyTorch's. The table
+gains ORT ns/step and ORT/best f32 (above 1 the Go code is faster), and the
+notes its per-call floor (a session that adds 1 to 64 floats) and the
+shapes with T >= 10 below 1.25x. onnxruntime-node is installed outside the
+repository (npm install --ignore-scripts onnxruntime-node in a scratch
+directory) and found through --ort-modules or NODE_PATH.
+
+If PyTorch or ONNX Runtime cannot be run, the other columns are printed
+with a note saying so. --go-output, --torch-output and --ort-output read
+captured outputs instead of running the benchmarks, to re-render a table or
+to test the parsing.
 
 Usage:
     python3 scripts/bench_compare.py --hidden 64,512 --layers 1,2 --lengths 1,100
+    python3 scripts/bench_compare.py --onnx --ort-modules /tmp/ort/node_modules --rounds 3 --threads 2
 """
 
 import argparse
@@ -40,6 +54,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parent
@@ -133,6 +148,28 @@ def parse_torch_output(text):
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+def parse_ort_output(text):
+    """Parse ort_bench.js JSON lines into ({(cell, hidden, layers, T): ns_per_step}, floor).
+
+    floor is {"ns": median per-call floor, "version": ..., "threads": ...}
+    or None when no floor line was seen; repeated shapes get the median.
+    """
+    samples, floors, floor = {}, [], None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        rec = json.loads(line)
+        if "floor_ns" in rec:
+            floors.append(rec["floor_ns"])
+            floor = {"version": rec.get("version", "?"), "threads": rec.get("threads")}
+            continue
+        samples.setdefault((rec["cell"], rec["hidden"], rec["layers"], rec["T"]), []).append(rec["ns_per_step"])
+    if floor is not None:
+        floor["ns"] = statistics.median(floors)
+    return {k: statistics.median(v) for k, v in samples.items()}, floor
+
+
 def go_duration_seconds(text):
     """Seconds in a Go -benchtime duration such as 200ms or 1.5s; None for counts like 100x."""
     m = re.fullmatch(r"(\d+(?:\.\d*)?)(ns|us|µs|ms|s|m)", text.strip())
@@ -163,7 +200,7 @@ def run_go(args):
 
 def run_torch(args):
     """Return (stdout, None) or (None, reason PyTorch could not be run)."""
-    python = args.python or ("/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable)
+    python = _python(args)
     if not shutil.which(python):
         return None, f"{python} not found"
     min_time = go_duration_seconds(args.benchtime) or 0.2
@@ -177,6 +214,46 @@ def run_torch(args):
     if proc.returncode != 0:
         last = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
         return None, last[0].removeprefix("bench_torch: ")
+    return proc.stdout, None
+
+
+def _python(args):
+    return args.python or ("/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable)
+
+
+def export_onnx(args):
+    """Export the shapes for ONNX Runtime; return None or the reason it failed."""
+    cmd = [_python(args), str(SCRIPTS / "bench_onnx.py"), "--out", str(args.onnx_models),
+           "--cells", ",".join(args.cells), "--hidden", ",".join(map(str, args.hidden)),
+           "--layers", ",".join(map(str, args.layers))]
+    print("bench_compare: " + " ".join(_quote(c) for c in cmd), file=sys.stderr)
+    proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        last = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
+        return "export failed: " + last[0].removeprefix("bench_onnx: ")
+    return None
+
+
+def run_ort(args):
+    """Return (stdout, None) or (None, reason ONNX Runtime could not be run)."""
+    node = shutil.which(args.node)
+    if not node:
+        return None, f"{args.node} not found"
+    min_time = go_duration_seconds(args.benchtime) or 0.2
+    cmd = [node, str(SCRIPTS / "ort_bench.js"), "--models", str(args.onnx_models),
+           "--cells", ",".join(args.cells), "--hidden", ",".join(map(str, args.hidden)),
+           "--layers", ",".join(map(str, args.layers)), "--lengths", ",".join(map(str, args.lengths)),
+           "--threads", str(args.threads), "--min-time", str(min_time)]
+    env = dict(os.environ)
+    if args.ort_modules:
+        env["NODE_PATH"] = str(args.ort_modules)
+    print(f"bench_compare: NODE_PATH={env.get('NODE_PATH', '')} " + " ".join(_quote(c) for c in cmd), file=sys.stderr)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sys.stderr.write(proc.stderr)
+    if proc.returncode != 0:
+        last = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
+        return None, last[0].removeprefix("ort_bench: ")
     return proc.stdout, None
 
 
@@ -206,13 +283,19 @@ def best(go, shape, schedules):
     return name, ns
 
 
-def render_table(shapes, go, torch, notes):
-    """The Markdown table for shapes [(cell, hidden, layers, T)], then notes."""
+def render_table(shapes, go, torch, notes, ort=None):
+    """The Markdown table for shapes [(cell, hidden, layers, T)], then notes.
+
+    With ort (ONNX Runtime's results), its time per step follows PyTorch's
+    and its ratio to the best float32 schedule follows PyTorch's.
+    """
     label = {"Pbf16": "P bf16"}
+    with_ort = ort is not None
     header = (["cell", "hidden", "layers", "T"]
               + [f"{label.get(s, s)} ns/step" for s in SCHEDULES] + ["PyTorch ns/step"]
+              + (["ORT ns/step"] if with_ort else [])
               + [f"PyTorch/{label.get(s, s)}" for s in SCHEDULES]
-              + ["best f32", "PyTorch/best f32"]
+              + ["best f32", "PyTorch/best f32"] + (["ORT/best f32"] if with_ort else [])
               + [f"{label.get(s, s)} B/step" for s in SCHEDULES])
     out = ["| " + " | ".join(header) + " |",
            "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
@@ -221,10 +304,12 @@ def render_table(shapes, go, torch, notes):
         t = torch.get(shape) if torch is not None else None
         name, ns = best(go, shape, F32_SCHEDULES)
         cell, hidden, layers, steps = shape
+        o = ort.get(shape) if with_ort else None
         row = ([cell, str(hidden), str(layers), str(steps)]
                + [_num(r.get("ns/step")) for r in res] + [_num(t)]
+               + ([_num(o)] if with_ort else [])
                + [_ratio(t, r.get("ns/step")) for r in res]
-               + [name or "n/a", _ratio(t, ns)]
+               + [name or "n/a", _ratio(t, ns)] + ([_ratio(o, ns)] if with_ort else [])
                + [_num(r.get("B/step")) for r in res])
         out.append("| " + " | ".join(row) + " |")
     if notes:
@@ -233,12 +318,14 @@ def render_table(shapes, go, torch, notes):
     return "\n".join(out) + "\n"
 
 
-def summary(shapes, go, torch, target=2.0):
-    """Notes on PyTorch/best over shapes with both results: median, minimum, misses."""
+def summary(shapes, go, torch, target=2.0, peer="PyTorch", min_steps=1):
+    """Notes on peer/best over shapes with both results (and T >= min_steps): median, minimum, misses."""
     notes = []
     for label, schedules in (("best float32 schedule", F32_SCHEDULES), ("best schedule, bf16 allowed", SCHEDULES)):
         ratios = []
         for shape in shapes:
+            if shape[3] < min_steps:
+                continue
             t = torch.get(shape)
             name, ns = best(go, shape, schedules)
             if t is not None and ns:
@@ -249,8 +336,9 @@ def summary(shapes, go, torch, target=2.0):
         med = statistics.median(r for r, _, _ in ratios)
         low, shape, name = ratios[0]
         misses = [r for r in ratios if r[0] < target]
-        notes.append(f"PyTorch/{label}: median {med:.2f}, smallest {low:.2f} "
-                     f"({'/'.join(map(str, shape))}, {name}); {len(misses)} of {len(ratios)} shape(s) below {target:g}x"
+        where = f" with T >= {min_steps}" if min_steps > 1 else ""
+        notes.append(f"{peer}/{label}: median {med:.2f}, smallest {low:.2f} "
+                     f"({'/'.join(map(str, shape))}, {name}); {len(misses)} of {len(ratios)} shape(s){where} below {target:g}x"
                      + ("" if not misses else ": " + ", ".join(
                          f"{'/'.join(map(str, s))} {r:.2f}" for r, s, _ in misses[:20])
                         + (" ..." if len(misses) > 20 else "")) + ".")
@@ -276,6 +364,14 @@ def parse_args(argv=None):
     ap.add_argument("--torch-output", type=Path, metavar="FILE",
                     help="parse these bench_torch.py JSON lines instead of running PyTorch")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch; print the Go columns only")
+    ap.add_argument("--onnx", action="store_true", help="also run ONNX Runtime (scripts/bench_onnx.py, ort_bench.js)")
+    ap.add_argument("--onnx-models", type=Path, default=Path(tempfile.gettempdir(), "rnnserve-onnx"),
+                    help="directory for the exported ONNX models (default: %(default)s)")
+    ap.add_argument("--node", default="node", help="Node.js binary (default: %(default)s)")
+    ap.add_argument("--ort-modules", type=Path,
+                    help="node_modules directory holding onnxruntime-node (default: NODE_PATH)")
+    ap.add_argument("--ort-output", type=Path, metavar="FILE",
+                    help="parse these ort_bench.js JSON lines instead of running ONNX Runtime")
     args = ap.parse_args(argv)
     if args.threads < 1 or args.count < 1 or args.rounds < 1:
         ap.error("--threads, --count and --rounds must be >= 1")
@@ -294,8 +390,11 @@ def main(argv=None, out=sys.stdout):
     args = parse_args(argv)
     shapes = [(c, h, l, t) for c in args.cells for h in args.hidden for l in args.layers for t in args.lengths]
 
-    # Alternate Go and PyTorch, round by round; medians over all rounds.
-    go_texts, torch_texts, reason = [], [], None
+    # Alternate Go, PyTorch and ONNX Runtime, round by round; medians over all rounds.
+    go_texts, torch_texts, ort_texts, reason, ort_reason = [], [], [], None, None
+    want_ort = args.onnx or args.ort_output is not None
+    if args.onnx and args.ort_output is None:
+        ort_reason = export_onnx(args)
     rounds = 1 if args.go_output else args.rounds
     for r in range(rounds):
         if rounds > 1:
@@ -309,6 +408,12 @@ def main(argv=None, out=sys.stdout):
             text, reason = run_torch(args)
             if text is not None:
                 torch_texts.append(text)
+        if args.ort_output:
+            ort_texts.append(args.ort_output.read_text())
+        elif want_ort and ort_reason is None:
+            text, ort_reason = run_ort(args)
+            if text is not None:
+                ort_texts.append(text)
     go, info = parse_go_output("".join(go_texts))
     if not go:
         raise SystemExit("bench_compare: no BenchmarkTableI results in the go test output")
@@ -319,6 +424,16 @@ def main(argv=None, out=sys.stdout):
         notes.append(f"PyTorch was unavailable: {reason}; its columns are n/a.")
     else:
         notes.extend(summary(shapes, go, torch))
+    ort = None
+    if want_ort:
+        ort, floor = parse_ort_output("".join(ort_texts))
+        if not ort:
+            notes.append(f"ONNX Runtime was unavailable: {ort_reason or 'no results'}; its columns are n/a.")
+        else:
+            notes.extend(summary(shapes, go, ort, target=1.25, peer="ONNX Runtime", min_steps=10))
+        if floor is not None:
+            notes.append(f"ONNX Runtime {floor['version']} per-call floor (a session adding 1 to 64 floats, "
+                         f"{floor['threads']} intra-op thread(s)): {floor['ns'] / 1000:.1f} µs.")
 
     missing = [s for s in shapes if not any(s + (k,) in go for k in SCHEDULES)]
     if missing:
@@ -327,7 +442,7 @@ def main(argv=None, out=sys.stdout):
     notes.append(f"Threads: {args.threads}; Go -benchtime {args.benchtime}"
                  + (f"; {rounds} alternating rounds, medians" if rounds > 1 else "")
                  + (f"; {machine}" if machine else "") + ".")
-    out.write(render_table(shapes, go, torch, notes))
+    out.write(render_table(shapes, go, torch, notes, ort))
     return 0
 
 

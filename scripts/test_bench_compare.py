@@ -47,6 +47,14 @@ TORCH_OUTPUT = """\
 {"cell": "gru", "hidden": 512, "layers": 8, "T": 100, "threads": 2, "ns_per_step": 2061728.39, "ns_per_op": 206172839.0}
 """
 
+ORT_OUTPUT = """\
+{"engine": "onnxruntime", "version": "1.30.0", "threads": 2, "floor_ns": 14000}
+{"engine": "onnxruntime", "cell": "lstm", "hidden": 64, "layers": 1, "T": 10, "threads": 2, "ns_per_step": 5000.0, "ns_per_op": 50000}
+{"engine": "onnxruntime", "cell": "gru", "hidden": 512, "layers": 8, "T": 100, "threads": 2, "ns_per_step": 3000000.0, "ns_per_op": 300000000}
+{"engine": "onnxruntime", "version": "1.30.0", "threads": 2, "floor_ns": 18000}
+{"engine": "onnxruntime", "version": "1.30.0", "threads": 2, "floor_ns": 16000}
+"""
+
 
 def test_go_regex_selects_requested_shapes():
     pattern = bench_compare.go_bench_regex(["lstm", "gru"], [64, 512], [1, 2], [1, 100], ["A", "A+"])
@@ -97,6 +105,35 @@ def test_parse_torch():
     # Three rounds of one shape: the median.
     rounds = "".join(TORCH_OUTPUT.splitlines(keepends=True)[0].replace("24000.0", v) for v in ("9.0", "30000.0", "20000.0"))
     assert bench_compare.parse_torch_output(rounds) == {("lstm", 64, 1, 10): 20000.0}
+
+
+def test_parse_ort():
+    ort, floor = bench_compare.parse_ort_output("ort_bench: a log line\n" + ORT_OUTPUT)
+    assert ort == {("lstm", 64, 1, 10): 5000.0, ("gru", 512, 8, 100): 3000000.0}, ort
+    # Three floor lines (rounds): the median.
+    assert floor == {"ns": 16000, "version": "1.30.0", "threads": 2}, floor
+    assert bench_compare.parse_ort_output("") == ({}, None)
+
+
+def test_table_and_summary_with_ort():
+    go, _ = bench_compare.parse_go_output(GO_OUTPUT_2)
+    torch = bench_compare.parse_torch_output(TORCH_OUTPUT)
+    ort, _ = bench_compare.parse_ort_output(ORT_OUTPUT)
+    shapes = [("lstm", 64, 1, 10), ("gru", 512, 8, 100)]
+    lines = bench_compare.render_table(shapes, go, torch, [], ort).splitlines()
+    assert lines[0] == ("| cell | hidden | layers | T | A ns/step | A+ ns/step | P ns/step | P bf16 ns/step | "
+                        "PyTorch ns/step | ORT ns/step | PyTorch/A | PyTorch/A+ | PyTorch/P | PyTorch/P bf16 | "
+                        "best f32 | PyTorch/best f32 | ORT/best f32 | A B/step | A+ B/step | P B/step | "
+                        "P bf16 B/step |"), lines[0]
+    assert lines[1] == "|---|" + "---:|" * 20, lines[1]
+    # ORT 5000 against the best float32 schedule, P at 4000: 1.25.
+    assert lines[2] == ("| lstm | 64 | 1 | 10 | 12,000 | 7,000 | 4,000 | 3,000 | 24,000 | 5,000 | 2.00 | 3.43 | "
+                        "6.00 | 8.00 | P | 6.00 | 1.25 | 66,560 | 6,656 | 5,000 | 2,500 |"), lines[2]
+    assert " | A | 0.50 | 0.73 | " in lines[3], lines[3]
+    notes = bench_compare.summary(shapes + [("lstm", 64, 1, 1)], go, ort, target=1.25, peer="ONNX Runtime",
+                                  min_steps=10)
+    assert notes[0] == ("ONNX Runtime/best float32 schedule: median 0.99, smallest 0.73 (gru/512/8/100, A); "
+                        "1 of 2 shape(s) with T >= 10 below 1.25x: gru/512/8/100 0.73."), notes
 
 
 def test_go_duration():
@@ -171,6 +208,24 @@ def test_main_with_captured_outputs():
         assert "PyTorch was unavailable: skipped with --no-torch;" in text, text
         assert "1 requested shape(s) had no Go result." in text, text
         assert "| gru | 256 | 3 | 1 | n/a |" in text, text
+
+
+def test_main_with_ort_output():
+    with tempfile.TemporaryDirectory() as d:
+        go_file, ort_file = Path(d, "go.txt"), Path(d, "ort.jsonl")
+        go_file.write_text(GO_OUTPUT_2)
+        ort_file.write_text(ORT_OUTPUT)
+        text = _main_output(["--cells", "lstm", "--hidden", "64", "--layers", "1", "--lengths", "10",
+                             "--threads", "2", "--go-output", str(go_file), "--no-torch",
+                             "--ort-output", str(ort_file)])
+        assert "| ORT ns/step |" in text.splitlines()[0], text
+        assert ("ONNX Runtime/best float32 schedule: median 1.25, smallest 1.25 (lstm/64/1/10, P); "
+                "0 of 1 shape(s) with T >= 10 below 1.25x.") in text, text
+        assert "ONNX Runtime 1.30.0 per-call floor (a session adding 1 to 64 floats, 2 intra-op thread(s)): 16.0 µs." in text, text
+        ort_file.write_text("")
+        text = _main_output(["--cells", "lstm", "--hidden", "64", "--layers", "1", "--lengths", "10",
+                             "--go-output", str(go_file), "--no-torch", "--ort-output", str(ort_file)])
+        assert "ONNX Runtime was unavailable" in text and "| ORT ns/step |" in text, text
 
 
 def test_main_rejects_output_without_results():

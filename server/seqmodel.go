@@ -436,10 +436,12 @@ func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, release
 		prog = m.wide
 		defer release()
 	}
-	p, err := prog.Plan(pin, schedule.PlanOptions{Head: wantHead})
+	p, err := prog.Acquire(pin, schedule.PlanOptions{Head: wantHead})
 	if err != nil {
 		return nil, err
 	}
+	// The outputs belong to the plan: they are copied out before it goes back.
+	defer p.Release()
 	out, err := p.Run()
 	if err != nil {
 		return nil, err
@@ -452,12 +454,12 @@ func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, release
 		// One row: the plan's buffers are already batch-first.
 		rr := &res[0]
 		if in.wants("output") {
-			rr.output = out.Output
+			rr.output = slices.Clone(out.Output)
 		}
 		if wantHead {
-			rr.head = out.Head
+			rr.head = slices.Clone(out.Head)
 		}
-		rr.hn, rr.cn = out.HN, out.CN
+		rr.hn, rr.cn = slices.Clone(out.HN), slices.Clone(out.CN)
 		return res, nil
 	}
 	for i, b := range order {

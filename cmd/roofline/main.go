@@ -6,28 +6,33 @@
 //
 //	go run ./cmd/roofline                       # everything, Markdown to stdout
 //	go run ./cmd/roofline -hidden 512,1024 -layers 1 -lengths 100 -precision f32,bf16
+//	go run ./cmd/roofline -no-shapes -rows 1,2 -kernel-hidden 512,1024,2048
 //
 // # Bandwidth
 //
 // One worker per core (schedule.Pool, pinned) sums its own buffer with the
 // assembly of internal/f32, which does nothing but load and add, over and
 // over for -time; the rate is bytes summed per second, all workers
-// together. Buffer sizes per worker: 16 KiB (L1), 512 KiB (L2), 8 MiB
+// together. Every rate is per second of each worker thread's own CPU time
+// (-clock cpu, the default: on a shared machine a core taken by another
+// tenant then does not count against us) or of wall time (-clock wall). Buffer sizes per worker: 16 KiB (L1), 512 KiB (L2), 8 MiB
 // (L3; 8 MiB per worker, so all workers together stay inside the shared
 // L3), 512 MiB (DRAM), and with -sweep a sweep from 16 KiB to 64 MiB that
 // shows where each level ends on this host. A measurement is repeated
 // -reps times and the best and median rates are reported: on a shared
 // machine the best is the hardware and the median what other tenants left.
 //
-// # Split matrix
+// # Recurrent product
 //
-// The private-cache effect on its own: an LSTM's recurrent matrix W_hh
-// (4H×H) split by rows across the workers, each worker multiplying its
-// own rows (allocated on its thread) by x over and over for -time, with
-// no barrier between them, so the rate is what the caches deliver and not
-// how well the OS co-schedules the workers. At H = 256 the matrix is 1
-// MiB: one core streams it from L3, two cores hold 512 KiB each in L2, and
-// the speed-up exceeds the core count.
+// The kernels on their own: for each hidden size (-kernel-hidden), batch
+// (-rows) and precision, W [4H][H] split by rows across the workers as the
+// partitioned schedule splits it, each worker multiplying its own rows
+// (allocated on its thread) by its rows of A over and over for -time, with
+// no barrier between them. Interleaved with it, repetition by repetition,
+// f32.Sum reads the very same bytes on the same workers: the fraction is
+// the kernel's rate over that read rate, so it holds wherever the bytes
+// live and whatever load the machine carries. ns/call is worker 0's best
+// time per call, the per-call floor at the small shapes.
 //
 // # Weight streaming
 //
@@ -42,7 +47,11 @@
 // size lives on this host, whatever the nominal cache sizes. The roofline
 // time is each class's bytes over its bandwidth (the best one measured);
 // the fraction is roofline time / best measured time, 1.0 being the
-// hardware's limit for that traffic.
+// hardware's limit for that traffic. At T > 1 the input projections (W_ih
+// times all T inputs) are arithmetic, not traffic: the model takes the
+// longer of the other weights' bytes at their bandwidth and the
+// projections' flops at f32.GemmNT's rate measured on L2-resident
+// operands in the same run.
 package main
 
 import (
@@ -83,7 +92,12 @@ type options struct {
 	reps      int
 	sweep     bool
 	noShapes  bool
-	l2, l3    int64 // private L2 per core and shared L3, bytes
+	noKernels bool
+	cpu       bool  // rates over thread CPU time, not wall time
+	khidden   []int // hidden sizes of the kernel table
+	rows      []int // batch rows of the kernel table
+	l1, l2    int64 // private L1d and L2 per core, bytes
+	l3        int64 // shared L3, bytes
 	dram      int64 // buffer per worker for the DRAM row
 }
 
@@ -98,14 +112,26 @@ func parseFlags(args []string) (*options, error) {
 	t := fs.Duration("time", 100*time.Millisecond, "time per repetition of one measurement")
 	reps := fs.Int("reps", 5, "repetitions of each measurement (best and median reported)")
 	sweep := fs.Bool("sweep", false, "also sweep buffer sizes from 16 KiB to 64 MiB")
-	noShapes := fs.Bool("no-shapes", false, "measure bandwidth only")
+	noShapes := fs.Bool("no-shapes", false, "skip the schedule's weight-streaming table")
+	noKernels := fs.Bool("no-kernels", false, "skip the recurrent-product table")
+	khidden := fs.String("kernel-hidden", "64,128,256,512,1024,2048", "hidden sizes of the recurrent-product table")
+	rows := fs.String("rows", "1,2,4", "batch rows of the recurrent-product table")
+	clock := fs.String("clock", "cpu", "what rates are per: cpu (each thread's CPU time; robust on a shared machine) or wall")
+	l1 := fs.Int64("l1", 32<<10, "private L1d bytes per core")
 	l2 := fs.Int64("l2", 1<<20, "private L2 bytes per core")
 	l3 := fs.Int64("l3", 32<<20, "shared L3 bytes")
 	dram := fs.Int64("dram", 512<<20, "bytes per worker for the DRAM measurement")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	o := &options{time: *t, reps: *reps, sweep: *sweep, noShapes: *noShapes, l2: *l2, l3: *l3, dram: *dram}
+	o := &options{time: *t, reps: *reps, sweep: *sweep, noShapes: *noShapes, noKernels: *noKernels, l1: *l1, l2: *l2, l3: *l3, dram: *dram}
+	switch *clock {
+	case "cpu":
+		o.cpu = true
+	case "wall":
+	default:
+		return nil, fmt.Errorf("-clock %q: want cpu or wall", *clock)
+	}
 	var err error
 	procs := runtime.GOMAXPROCS(0)
 	if *cores == "" {
@@ -122,6 +148,12 @@ func parseFlags(args []string) (*options, error) {
 		}
 	}
 	if o.hidden, err = ints("hidden", *hidden); err != nil {
+		return nil, err
+	}
+	if o.khidden, err = ints("kernel-hidden", *khidden); err != nil {
+		return nil, err
+	}
+	if o.rows, err = ints("rows", *rows); err != nil {
 		return nil, err
 	}
 	if o.layers, err = ints("layers", *layers); err != nil {
@@ -144,8 +176,8 @@ func parseFlags(args []string) (*options, error) {
 		}
 		o.precision = append(o.precision, p)
 	}
-	if o.reps < 1 || o.time <= 0 || o.l2 <= 0 || o.l3 <= 0 || o.dram < 1<<10 {
-		return nil, errors.New("-reps, -time, -l2 and -l3 must be positive, -dram at least 1 KiB")
+	if o.reps < 1 || o.time <= 0 || o.l1 <= 0 || o.l2 <= 0 || o.l3 <= 0 || o.dram < 1<<10 {
+		return nil, errors.New("-reps, -time, -l1, -l2 and -l3 must be positive, -dram at least 1 KiB")
 	}
 	return o, nil
 }
@@ -167,8 +199,8 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "# Roofline\n\n%s/%s, GOMAXPROCS %d, kernels %s; L2 %s per core, L3 %s (nominal).\n\n",
-		runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), rnn.KernelImpl(), size(o.l2), size(o.l3))
+	fmt.Fprintf(out, "# Roofline\n\n%s/%s, GOMAXPROCS %d, kernels %s; L1d %s and L2 %s per core, L3 %s (nominal).\n\n",
+		runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), rnn.KernelImpl(), size(o.l1), size(o.l2), size(o.l3))
 	fmt.Fprintln(out, "## Read bandwidth (GB/s, all workers together; best / median)")
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "| level | bytes per worker | "+joinCores(o.cores, " cores")+" |")
@@ -201,29 +233,14 @@ func run(args []string, out io.Writer) error {
 	for _, lv := range levels {
 		row := fmt.Sprintf("| %s | %s |", lv.name, size(lv.bytes))
 		for _, c := range o.cores {
-			r := readBandwidth(pools[c], lv.bytes, o.time, o.reps)
+			r := readBandwidth(pools[c], lv.bytes, o)
 			row += fmt.Sprintf(" %.1f / %.1f |", r.best/1e9, r.median/1e9)
 		}
 		fmt.Fprintln(out, row)
 	}
 	fmt.Fprintln(out)
-	if len(o.cores) > 1 {
-		fmt.Fprintln(out, "## Split matrix: W_hh of an LSTM split by rows, no barrier (GB/s of weights, best / median)")
-		fmt.Fprintln(out)
-		fmt.Fprintln(out, "| hidden | W_hh | "+joinCores(o.cores, " cores")+" | speed-up (best) |")
-		fmt.Fprintln(out, "|---:|---:|"+strings.Repeat("---:|", len(o.cores))+"---:|")
-		for _, h := range o.hidden {
-			row := fmt.Sprintf("| %d | %s |", h, size(int64(16*h*h)))
-			var rs []rate
-			for _, c := range o.cores {
-				r := splitGemv(pools[c], h, o.time, o.reps)
-				rs = append(rs, r)
-				row += fmt.Sprintf(" %.1f / %.1f |", r.best/1e9, r.median/1e9)
-			}
-			row += fmt.Sprintf(" %.2f |", rs[len(rs)-1].best/rs[0].best)
-			fmt.Fprintln(out, row)
-		}
-		fmt.Fprintln(out)
+	if !o.noKernels {
+		kernelTable(out, pools, o)
 	}
 	if o.noShapes {
 		return nil
@@ -235,16 +252,21 @@ func run(args []string, out io.Writer) error {
 		if v, ok := memo[k]; ok {
 			return v
 		}
-		v := readBandwidth(pools[cores], bytesPerWorker, o.time, o.reps).best
+		v := readBandwidth(pools[cores], bytesPerWorker, o).best
 		memo[k] = v
 		return v
 	}
+	flops := map[int]float64{}
+	for _, c := range o.cores {
+		flops[c] = gemmRate(pools[c], o)
+	}
 	fmt.Fprintln(out, "## Weight streaming, partitioned schedule, batch 1")
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "W_hh/worker: one worker's W_hh slice of one layer, and the level that holds the re-read weights (the whole model at T = 1); GB/s: weight bytes read per second (best run); level GB/s: read bandwidth measured at that footprint; roofline: the time the weight bytes need at the bandwidths of their footprints over the best measured time.")
+	fmt.Fprintf(out, "Arithmetic roof: f32.GemmNT, 100 rows × 256×256 W per worker (in L2): %s.\n\n", joinRates(o.cores, flops))
+	fmt.Fprintln(out, "W_hh/worker: one worker's W_hh slice of one layer, and the level that holds the re-read weights (the whole model at T = 1); GB/s: weight bytes read per second (best run); level GB/s: read bandwidth measured at that footprint; model µs: W_hh's bytes at the bandwidth of its footprint, plus the other weights' bytes at theirs or the input projections' arithmetic at the roof above, whichever takes longer; roofline: model time over the best measured time.")
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | level | µs/inference (best / median) | GB/s | level GB/s | roofline |")
-	fmt.Fprintln(out, "|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | level | µs/inference (best / median) | GB/s | level GB/s | model µs | roofline |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|")
 	for _, cell := range o.cells {
 		for _, h := range o.hidden {
 			for _, L := range o.layers {
@@ -262,15 +284,15 @@ func run(args []string, out io.Writer) error {
 							}
 							hhBW := at(c, s.sliceBytes)
 							otherBW := at(c, s.modelBytes/int64(c))
-							model := float64(s.otherBytes) / otherBW
+							model := max(float64(s.otherBytes)/otherBW, projFlops(net, T)/flops[c])
 							levelBW := otherBW
 							if s.hhBytes > 0 {
 								model += float64(s.hhBytes) / hhBW
 								levelBW = hhBW
 							}
-							fmt.Fprintf(out, "| %v | %d | %d | %d | %v | %d | %s | %s | %.1f / %.1f | %.1f | %.1f | %.2f |\n",
+							fmt.Fprintf(out, "| %v | %d | %d | %d | %v | %d | %s | %s | %.1f / %.1f | %.1f | %.1f | %.1f | %.2f |\n",
 								cell, h, L, T, prec, c, size(s.sliceBytes), s.level(c, o), s.best*1e6, s.median*1e6,
-								float64(s.hhBytes+s.otherBytes)/s.best/1e9, levelBW/1e9, model/s.best)
+								float64(s.hhBytes+s.otherBytes)/s.best/1e9, levelBW/1e9, model*1e6, model/s.best)
 						}
 					}
 				}
@@ -278,6 +300,26 @@ func run(args []string, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// projFlops is the arithmetic of one inference's input projections at
+// batch 1: W_ih times the T inputs of every layer and direction.
+func projFlops(net *rnn.Network, T int) float64 {
+	var f float64
+	for _, dirs := range net.Layers {
+		for _, l := range dirs {
+			f += 2 * float64(T) * float64(l.Rows()) * float64(l.Input)
+		}
+	}
+	return f
+}
+
+func joinRates(cores []int, r map[int]float64) string {
+	var s []string
+	for _, c := range cores {
+		s = append(s, fmt.Sprintf("%.0f GFLOP/s on %d core(s)", r[c]/1e9, c))
+	}
+	return strings.Join(s, ", ")
 }
 
 func joinCores(cores []int, suffix string) string {
@@ -304,8 +346,9 @@ func size(b int64) string {
 type rate struct{ best, median float64 }
 
 // readBandwidth has every worker of p sum its own buffer of the given size
-// for about d, reps times, and returns the total bytes per second.
-func readBandwidth(p *schedule.Pool, bytes int64, d time.Duration, reps int) rate {
+// for about -time, -reps times, and returns the bytes per second, all
+// workers together.
+func readBandwidth(p *schedule.Pool, bytes int64, o *options) rate {
 	n := p.Workers()
 	bufs := make([][]float32, n)
 	p.Each(func(w int) { // allocated and first touched by the worker that reads it
@@ -314,74 +357,12 @@ func readBandwidth(p *schedule.Pool, bytes int64, d time.Duration, reps int) rat
 			bufs[w][i] = 1
 		}
 	})
-	// Passes per repetition: calibrated on worker 0 alone.
-	passes := 1
-	for {
-		start := time.Now()
-		for i := 0; i < passes; i++ {
-			f32.Sum(bufs[0])
-		}
-		if time.Since(start) >= d/4 || passes >= 1<<30 {
-			break
-		}
-		passes *= 2
-	}
-	passes *= 4
 	sink := make([]float32, n)
 	var rates []float64
-	for r := 0; r < reps; r++ {
-		start := time.Now()
-		p.Each(func(w int) {
-			var s float32
-			for i := 0; i < passes; i++ {
-				s += f32.Sum(bufs[w])
-			}
-			sink[w] = s
-		})
-		rates = append(rates, float64(n)*float64(passes)*float64(bytes)/time.Since(start).Seconds())
-	}
-	return summarize(rates)
-}
-
-// splitGemv has each worker of p multiply its share of the rows of a
-// 4h×h matrix by a vector for about d, independently, reps times, and
-// returns the weight bytes read per second by all workers together.
-func splitGemv(p *schedule.Pool, h int, d time.Duration, reps int) rate {
-	n := p.Workers()
-	rows := make([]int, n)
-	for w := range rows {
-		rows[w] = 4*h*(w+1)/n - 4*h*w/n
-	}
-	ws := make([][]float32, n)
-	xs := make([][]float32, n)
-	ys := make([][]float32, n)
-	p.Each(func(w int) {
-		ws[w] = make([]float32, rows[w]*h)
-		for i := range ws[w] {
-			ws[w][i] = float32(i%7) - 3
-		}
-		xs[w] = make([]float32, h)
-		ys[w] = make([]float32, rows[w])
-	})
-	passes := make([]int, n)
-	var rates []float64
-	for r := 0; r < reps; r++ {
-		start := time.Now()
-		p.Each(func(w int) {
-			k := 0
-			for deadline := start.Add(d); time.Now().Before(deadline); k++ {
-				for i := 0; i < 8; i++ {
-					f32.GemvN(rows[w], h, ws[w], h, xs[w], 0, ys[w])
-				}
-			}
-			passes[w] = 8 * k
-		})
-		el := time.Since(start).Seconds()
-		var bytes float64
-		for w := range passes {
-			bytes += float64(passes[w]) * float64(4*rows[w]*h)
-		}
-		rates = append(rates, bytes/el)
+	for r := 0; r < o.reps; r++ {
+		rate, _ := forEach(p, o.time, o.cpu, func(int) float64 { return float64(bytes) },
+			func(w int) { sink[w] += f32.Sum(bufs[w]) })
+		rates = append(rates, rate)
 	}
 	return summarize(rates)
 }
@@ -411,12 +392,15 @@ func (s shapeResult) level(cores int, o *options) string {
 }
 
 // levelOf is the smallest level that holds perCore bytes in every core
-// (total together), leaving room for the activations: L2 up to 7/8 of a
-// core's L2, the shared L3 below half its size (other tenants use the rest
-// on a shared host, and measured bandwidth falls by half at 16 MiB on the
-// 32 MiB L3 of our benchmark machine), else DRAM.
+// (total together), leaving room for the activations: L1 up to 3/4 of a
+// core's L1d, L2 up to 7/8 of its L2, the shared L3 below half its size
+// (other tenants use the rest on a shared host, and measured bandwidth
+// falls by half at 16 MiB on the 32 MiB L3 of our benchmark machine), else
+// DRAM.
 func levelOf(perCore, total int64, o *options) string {
 	switch {
+	case perCore <= o.l1*3/4:
+		return "L1"
 	case perCore <= o.l2*7/8:
 		return "L2"
 	case total < o.l3/2:
@@ -459,6 +443,8 @@ func measureShape(net *rnn.Network, pool *schedule.Pool, prec schedule.Precision
 		s.otherBytes += s.hhBytes
 		s.hhBytes = 0
 	}
+	runtime.LockOSThread() // the thread's CPU clock is read on this thread
+	defer runtime.UnlockOSThread()
 	runs := 1
 	for {
 		start := time.Now()
@@ -470,13 +456,14 @@ func measureShape(net *rnn.Network, pool *schedule.Pool, prec schedule.Precision
 		if el := time.Since(start); el >= o.time || runs >= 1<<20 {
 			var v []float64
 			for rep := 0; rep < o.reps; rep++ {
-				start := time.Now()
+				clk := threadClock(o.cpu)
+				t0 := clk()
 				for i := 0; i < runs; i++ {
 					if _, err := p.Run(); err != nil {
 						return shapeResult{}, err
 					}
 				}
-				v = append(v, float64(runs)/time.Since(start).Seconds())
+				v = append(v, float64(runs)/(clk()-t0).Seconds())
 			}
 			rt := summarize(v)
 			s.best, s.median = 1/rt.best, 1/rt.median

@@ -6,11 +6,12 @@ import (
 )
 
 func TestLevelOf(t *testing.T) {
-	o := &options{l2: 1 << 20, l3: 32 << 20}
+	o := &options{l1: 32 << 10, l2: 1 << 20, l3: 32 << 20}
 	for _, c := range []struct {
 		perCore, total int64
 		want           string
 	}{
+		{16 << 10, 32 << 10, "L1"},
 		{64 << 10, 128 << 10, "L2"},
 		{512 << 10, 1 << 20, "L2"},  // LSTM 256 on two cores: the superlinear case
 		{1 << 20, 1 << 20, "L3"},    // the same on one core
@@ -24,7 +25,7 @@ func TestLevelOf(t *testing.T) {
 }
 
 func TestFlags(t *testing.T) {
-	for _, bad := range [][]string{{"-hidden", "0"}, {"-cells", "rnn"}, {"-precision", "int4"}, {"-reps", "0"}, {"-cores", "1000"}} {
+	for _, bad := range [][]string{{"-hidden", "0"}, {"-rows", "x"}, {"-kernel-hidden", "-1"}, {"-cells", "rnn"}, {"-precision", "int4"}, {"-reps", "0"}, {"-cores", "1000"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}
@@ -43,12 +44,13 @@ func TestFlags(t *testing.T) {
 func TestRunSmall(t *testing.T) {
 	var out strings.Builder
 	err := run([]string{"-cores", "1", "-hidden", "16", "-layers", "2", "-lengths", "1,3", "-cells", "lstm",
-		"-precision", "f32,bf16", "-time", "1ms", "-reps", "2", "-dram", "65536"}, &out)
+		"-precision", "f32,bf16", "-time", "1ms", "-reps", "2", "-dram", "65536", "-kernel-hidden", "16", "-rows", "1,3"}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
-	for _, want := range []string{"| L1 | 16 KiB |", "| DRAM | 64 KiB |", "| lstm | 16 | 2 | 1 | f32 | 1 |", "| lstm | 16 | 2 | 3 | bf16 | 1 |"} {
+	for _, want := range []string{"| L1 | 16 KiB |", "| DRAM | 64 KiB |", "| lstm | 16 | 2 | 1 | f32 | 1 |", "| lstm | 16 | 2 | 3 | bf16 | 1 |",
+		"| 16 | 1 | f32 | 1 | 4 KiB | L1 |", "| 16 | 3 | bf16 | 1 | 2 KiB | L1 |", "Arithmetic roof: "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}

@@ -22,10 +22,13 @@ const (
 // expf is e^x in float32: x = n·ln2 + r with |r| <= ln2/2 (Cody and
 // Waite's two-part ln 2), e^r by its Taylor polynomial of degree 7 (error
 // below 6e-9 on that interval), and 2^n put in the exponent field. x is
-// clamped to [-87, 88] first.
+// clamped to [-87, 88] first. n is x·log2(e) rounded to nearest even, as
+// the assembly's VROUNDPS does: adding and subtracting 1.5·2^23 leaves no
+// fraction bits (exact for |x·log2 e| < 2^22).
 func expf(x float32) float32 {
+	const round = 0x1.8p23
 	x = min(max(x, expLo), expHi)
-	n := float32(math.RoundToEven(float64(x * log2e)))
+	n := (float32(x*log2e) + round) - round
 	r := x - n*ln2hi
 	r = r - n*ln2lo
 	p := float32(1.0 / 5040)

@@ -9,7 +9,13 @@ import "golang.org/x/sys/cpu"
 var useAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 //go:noescape
-func gemmNTAVX2(m, n, k int, a *float32, lda int, w *float32, ldw int, c *float32, ldc int, beta float32)
+func gemmNT1x8(n, k int, a, w *float32, ldw int, c *float32, beta float32)
+
+//go:noescape
+func gemmNT2x4(n, k int, a *float32, lda int, w *float32, ldw int, c *float32, ldc int, beta float32)
+
+//go:noescape
+func gemmNT4x3(n, k, rows int, a *float32, lda int, w *float32, ldw int, c *float32, ldc int, beta float32)
 
 //go:noescape
 func gemvTAVX2(k, n int, w *float32, ldw int, x *float32, y *float32, beta float32)
@@ -27,7 +33,10 @@ func sigmoidAVX2(n int, x *float32, y *float32)
 func tanhAVX2(n int, x *float32, y *float32)
 
 //go:noescape
-func gemvBF16AVX2(n, k8 int, w *uint16, ldw int, x *float32, y *float32, beta float32)
+func gemvBF16x8(n, k16, rem2 int, a *float32, w *uint16, ldw int, c *float32, beta float32)
+
+//go:noescape
+func gemmBF16x2x4(n, k16, rem2 int, a *float32, lda int, w *uint16, ldw int, c *float32, ldc int, beta float32)
 
 //go:noescape
 func bf16ToF32AVX2(n int, src *uint16, dst *float32)
@@ -38,13 +47,45 @@ func sumAVX2(x *float32, n int) float32
 // The kernels below take arguments already checked by the exported
 // functions: sizes positive and slices long enough.
 
+// gemmNTKernel runs groups of A rows past W: one row through the 1×8
+// kernel, two through the 2×4, three or four through the 4×3. Rows of up
+// to smallK columns go in pairs: there a 4×3 panel's fewer, longer
+// dependency chains (twelve sums, each a chain of k/8 multiply-adds, then
+// the horizontal sums) leave the out-of-order core too little to overlap.
+// With more than four rows W goes in blocks of wBlock rows, each kept in
+// cache while every group passes it. All three kernels compute an element
+// the same way, so the grouping does not change a bit.
 func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
 	if !useAsm {
 		gemmNTGo(m, n, k, a, lda, w, ldw, beta, c, ldc)
 		return
 	}
-	gemmNTAVX2(m, n, k, &a[0], lda, &w[0], ldw, &c[0], ldc, beta)
+	nb, group := n, 4
+	if m > 4 {
+		nb = wBlock(k)
+	}
+	if k <= smallK && m != 3 {
+		group = 2
+	}
+	for j0 := 0; j0 < n; j0 += nb {
+		jb := min(nb, n-j0)
+		wj := &w[j0*ldw]
+		for i0 := 0; i0 < m; i0 += group {
+			ai, ci := &a[i0*lda], &c[i0*ldc+j0]
+			switch rows := min(group, m-i0); rows {
+			case 1:
+				gemmNT1x8(jb, k, ai, wj, ldw, ci, beta)
+			case 2:
+				gemmNT2x4(jb, k, ai, lda, wj, ldw, ci, ldc, beta)
+			default:
+				gemmNT4x3(jb, k, rows, ai, lda, wj, ldw, ci, ldc, beta)
+			}
+		}
+	}
 }
+
+// smallK is the longest row GemmNT takes A rows in pairs for.
+const smallK = 128
 
 func gemvTKernel(k, n int, w []float32, ldw int, x []float32, beta float32, y []float32) {
 	if !useAsm {
@@ -93,16 +134,25 @@ func tanhVec(dst, src []float32) int {
 	return n8
 }
 
-// gemvBF16Kernel does the first k&^7 columns in assembly, the rest in Go.
-func gemvBF16Kernel(n, k int, w []uint16, ldw int, x []float32, beta float32, y []float32) {
-	k8 := k &^ 7
-	if !useAsm || k8 == 0 {
-		gemvBF16Go(n, k, w, ldw, x, beta, y)
+// gemmBF16Kernel runs rows in pairs through the 2×4 assembly kernel and a
+// last odd row through the 1×8, over the first k&^1 columns; a last odd
+// column is added in Go.
+func gemmBF16Kernel(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta float32, c []float32, ldc int) {
+	k2 := k &^ 1
+	if !useAsm || k2 == 0 {
+		gemmBF16Go(m, n, k, a, lda, w, ldw, beta, c, ldc)
 		return
 	}
-	gemvBF16AVX2(n, k8, &w[0], ldw, &x[0], &y[0], beta)
-	if k8 < k {
-		gemvBF16Go(n, k-k8, w[k8:], ldw, x[k8:], 1, y)
+	k16 := k &^ 15
+	for i0 := 0; i0 < m; i0 += 2 {
+		if m-i0 == 1 {
+			gemvBF16x8(n, k16, k2-k16, &a[i0*lda], &w[0], ldw, &c[i0*ldc], beta)
+		} else {
+			gemmBF16x2x4(n, k16, k2-k16, &a[i0*lda], lda, &w[0], ldw, &c[i0*ldc], ldc, beta)
+		}
+	}
+	if k2 < k {
+		gemmBF16Go(m, n, 1, a[k2:], lda, w[k2:], ldw, 1, c, ldc)
 	}
 }
 

@@ -88,3 +88,35 @@ func BenchmarkLSTMGates(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGemmTree times GemmNT at the tree benchmark's shape, the Binary
+// TreeLSTM's inner product (5H × 2H, H = 150), for one node (the recursive
+// executor) and 32 (a height of the depth-batched one), beside gonum's
+// Sgemm.
+//
+//	go test ./internal/f32/ -run '^$' -bench 'BenchmarkGemmTree' -benchtime 200ms
+func BenchmarkGemmTree(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 8))
+	n, k := 750, 300
+	w := newGuarded(r, n, k, k, 0, 0).s()
+	for _, m := range []int{1, 32} {
+		a := newGuarded(r, m, k, k, 0, 0).s()
+		c := make([]float32, m*n)
+		flops := 2 * float64(m*n*k)
+		for _, impl := range []struct {
+			name string
+			f    func()
+		}{
+			{"f32", func() { GemmNT(m, n, k, a, k, w, k, 0, c, n) }},
+			{"gonum", func() { blas32.Implementation().Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, a, k, w, k, 0, c, n) }},
+		} {
+			b.Run(fmt.Sprintf("rows=%d/%s", m, impl.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					impl.f()
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

@@ -1,126 +1,234 @@
 //go:build !purego
 
 #include "textflag.h"
-#include "reduce_amd64.h"
+#include "macros_amd64.h"
 
-// BF16ROW4 multiplies eight bf16 columns at byte offset off of the four W
-// rows by the float32 x chunk XV, into accumulators A0..A3. A bf16 value is
-// the high half of a float32: zero-extend each to 32 bits and shift left 16.
-#define BF16ROW4(off, XV, A0, A1, A2, A3) \
-	VPMOVZXWD off(SI)(DX*2), Y8     \
-	VPMOVZXWD off(R8)(DX*2), Y9     \
-	VPMOVZXWD off(R10)(DX*2), Y10   \
-	VPMOVZXWD off(R12)(DX*2), Y11   \
-	VPSLLD $16, Y8, Y8              \
-	VPSLLD $16, Y9, Y9              \
-	VPSLLD $16, Y10, Y10            \
-	VPSLLD $16, Y11, Y11            \
-	VFMADD231PS Y8, XV, A0          \
-	VFMADD231PS Y9, XV, A1          \
-	VFMADD231PS Y10, XV, A2         \
-	VFMADD231PS Y11, XV, A3
+// himask<> keeps the high half of each 32-bit lane.
+DATA himask<>+0(SB)/4, $0xffff0000
+DATA himask<>+4(SB)/4, $0xffff0000
+DATA himask<>+8(SB)/4, $0xffff0000
+DATA himask<>+12(SB)/4, $0xffff0000
+DATA himask<>+16(SB)/4, $0xffff0000
+DATA himask<>+20(SB)/4, $0xffff0000
+DATA himask<>+24(SB)/4, $0xffff0000
+DATA himask<>+28(SB)/4, $0xffff0000
+GLOBL himask<>(SB), RODATA|NOPTR, $32
 
-// func gemvBF16AVX2(n, k8 int, w *uint16, ldw int, x *float32, y *float32, beta float32)
+// The bf16 kernels read sixteen bf16 values (32 bytes) of a W row at a
+// time. Lane i of that load holds values 2i (low half) and 2i+1 (high
+// half); as float32 they are the lane shifted left 16 bits and the lane
+// with its low half cleared, so no value needs a shuffle. The x chunk is
+// shuffled instead, once for every row it meets: its even values into
+// one register and its odd values into another (XSPLIT).
+
+// XSPLIT loads x[p..p+16) from (P)(DX*2) and leaves its even values in
+// E and odd values in O; clobbers T and U.
+#define XSPLIT(P, E, O, T, U) \
+	VMOVUPS (P)(DX*2), T       \
+	VMOVUPS 32(P)(DX*2), U     \
+	VSHUFPS $0x88, U, T, E     \
+	VSHUFPS $0xDD, U, T, O     \
+	VPERMPD $0xD8, E, E        \
+	VPERMPD $0xD8, O, O
+
+// XSPLITM is XSPLIT for the first DX (2..14, even) values at (P), the
+// rest read as zeros; XT and XU are T's and U's low halves.
+#define XSPLITM(P, E, O, T, U, XT, XU) \
+	LANEMASK(DX, XT, E)        \
+	VMASKMOVPS (P), E, T       \
+	LEAQ -8(DX), DX            \
+	LANEMASK(DX, XU, O)        \
+	VMASKMOVPS 32(P), O, U     \
+	LEAQ 8(DX), DX             \
+	VSHUFPS $0x88, U, T, E     \
+	VSHUFPS $0xDD, U, T, O     \
+	VPERMPD $0xD8, E, E        \
+	VPERMPD $0xD8, O, O
+
+// WROW widens the sixteen bf16 values at DX of the row at P into Y13
+// (even) and Y12 (odd); Y14 holds himask. WROWM does the same for the
+// value pairs at (P) that Y15 masks, the rest read as zeros.
+#define WROW(P) \
+	VMOVDQU (P)(DX*1), Y12     \
+	VPSLLD $16, Y12, Y13       \
+	VPAND Y14, Y12, Y12
+
+#define WROWM(P) \
+	VPMASKMOVD (P), Y15, Y12   \
+	VPSLLD $16, Y12, Y13       \
+	VPAND Y14, Y12, Y12
+
+// FMA1 adds the widened row (Y13, Y12) times x (even Y10, odd Y11) into
+// ACC; FMA2 adds it times two rows of x (Y8, Y9 and Y10, Y11) into ACC0
+// and ACC1.
+#define FMA1(ACC) \
+	VFMADD231PS Y13, Y10, ACC \
+	VFMADD231PS Y12, Y11, ACC
+
+#define FMA2(ACC0, ACC1) \
+	VFMADD231PS Y13, Y8, ACC0  \
+	VFMADD231PS Y12, Y9, ACC0  \
+	VFMADD231PS Y13, Y10, ACC1 \
+	VFMADD231PS Y12, Y11, ACC1
+
+// BFTAIL sets up a kernel's last rem2 (0..14, even) columns: DX = rem2,
+// zero flag set when there are none, else Y15 = the mask of rem2/2 value
+// pairs (DX unchanged).
+#define BFTAIL \
+	MOVQ rem2+16(FP), DX      \
+	SHRQ $1, DX               \
+	LANEMASK(DX, X15, Y15)    \
+	SHLQ $1, DX
+
+// func gemvBF16x8(n, k16, rem2 int, a *float32, w *uint16, ldw int, c *float32, beta float32)
 //
-// y[i] = beta*y[i] + Σ_{p<k8} W[i][p]·x[p] for i < n, W bf16 [n][ldw], k8 a
-// multiple of 8; beta == 0 means y is not read. Rows go four at a time
-// with the columns unrolled twice, then one at a time.
+// c[j] = beta*c[j] + Σ_{p<k16+rem2} a[p]·W[j][p] for j < n, W bf16, k16 a
+// multiple of 16 and rem2 an even 0..14: one row of A against eight W
+// rows at a time; a short last panel repeats its last row, not stored.
 //
-// Registers: SI, R8, R10, R12 the W rows; R11 the row stride in bytes; DI
-// x; BX y; CX rows left; DX the column; R9 k8; R13 the unrolled bound.
-TEXT ·gemvBF16AVX2(SB), NOSPLIT, $0-52
+// Registers: SI the end of a's k16 values; AX, BX, R8..R13 the same for
+// the W rows; DX the byte offset in W (negative; x's is twice it); CX the
+// W rows left; DI c; R14 ldw in bytes.
+TEXT ·gemvBF16x8(SB), NOSPLIT, $0-60
 	MOVQ n+0(FP), CX
-	MOVQ k8+8(FP), R9
-	MOVQ w+16(FP), SI
-	MOVQ ldw+24(FP), R11
-	SHLQ $1, R11
-	MOVQ x+32(FP), DI
-	MOVQ y+40(FP), BX
-	LEAQ -8(R9), R13
+	MOVQ k16+8(FP), DX
+	MOVQ a+24(FP), SI
+	LEAQ (SI)(DX*4), SI
+	MOVQ w+32(FP), AX
+	LEAQ (AX)(DX*2), AX
+	MOVQ ldw+40(FP), R14
+	SHLQ $1, R14
+	MOVQ c+48(FP), DI
+	VMOVDQU himask<>(SB), Y14
 
-brows4:
-	CMPQ CX, $4
-	JLT  brows1
-	LEAQ (SI)(R11*1), R8
-	LEAQ (R8)(R11*1), R10
-	LEAQ (R10)(R11*1), R12
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	XORQ DX, DX
-	CMPQ DX, R13
-	JGE  b4one
+pb8:
+	ROWS8(pb8go, doneb8)
 
-b4loop:
-	VMOVUPS (DI)(DX*4), Y12
-	VMOVUPS 32(DI)(DX*4), Y13
-	BF16ROW4(0, Y12, Y0, Y1, Y2, Y3)
-	BF16ROW4(16, Y13, Y4, Y5, Y6, Y7)
-	ADDQ $16, DX
-	CMPQ DX, R13
-	JLT  b4loop
+pb8go:
+	ZERO8
+	MOVQ k16+8(FP), DX
+	SHLQ $1, DX
+	NEGQ DX
+	JZ   tb8
 
-b4one:
-	CMPQ DX, R9
-	JGE  b4sum
-	VMOVUPS (DI)(DX*4), Y12
-	BF16ROW4(0, Y12, Y0, Y1, Y2, Y3)
+lb8:
+	XSPLIT(SI, Y10, Y11, Y8, Y9)
+	WROW(AX)
+	FMA1(Y0)
+	WROW(BX)
+	FMA1(Y1)
+	WROW(R8)
+	FMA1(Y2)
+	WROW(R9)
+	FMA1(Y3)
+	WROW(R10)
+	FMA1(Y4)
+	WROW(R11)
+	FMA1(Y5)
+	WROW(R12)
+	FMA1(Y6)
+	WROW(R13)
+	FMA1(Y7)
+	ADDQ $32, DX
+	JNZ  lb8
 
-b4sum:
-	VADDPS Y4, Y0, Y0
-	VADDPS Y5, Y1, Y1
-	VADDPS Y6, Y2, Y2
-	VADDPS Y7, Y3, Y3
-	REDUCE4(Y0, Y1, Y2, Y3, X0, X2)
-	MOVL beta+48(FP), AX
-	TESTL AX, AX
-	JZ   b4store
-	VBROADCASTSS beta+48(FP), X15
-	VFMADD231PS (BX), X15, X0
+tb8:
+	BFTAIL
+	JZ   rb8
+	XSPLITM(SI, Y10, Y11, Y8, Y9, X8, X9)
+	WROWM(AX)
+	FMA1(Y0)
+	WROWM(BX)
+	FMA1(Y1)
+	WROWM(R8)
+	FMA1(Y2)
+	WROWM(R9)
+	FMA1(Y3)
+	WROWM(R10)
+	FMA1(Y4)
+	WROWM(R11)
+	FMA1(Y5)
+	WROWM(R12)
+	FMA1(Y6)
+	WROWM(R13)
+	FMA1(Y7)
 
-b4store:
-	VMOVUPS X0, (BX)
-	LEAQ (R12)(R11*1), SI
-	ADDQ $16, BX
-	SUBQ $4, CX
-	JMP  brows4
+rb8:
+	REDUCE8
+	STORE18(beta+56(FP), pb8)
 
-brows1:
-	TESTQ CX, CX
-	JZ   bdone
-	VXORPS Y0, Y0, Y0
-	XORQ DX, DX
+doneb8:
+	VZEROUPPER
+	RET
 
-b1loop:
-	CMPQ DX, R9
-	JGE  b1sum
-	VPMOVZXWD (SI)(DX*2), Y8
-	VPSLLD $16, Y8, Y8
-	VFMADD231PS (DI)(DX*4), Y8, Y0
-	ADDQ $8, DX
-	JMP  b1loop
+// func gemmBF16x2x4(n, k16, rem2 int, a *float32, lda int, w *uint16, ldw int, c *float32, ldc int, beta float32)
+//
+// C = A·Wᵀ + beta·C over the first k16+rem2 columns (as gemvBF16x8's) for
+// two rows of A against four bf16 W rows at a time.
+//
+// Registers: SI, R12 the ends of the A rows' k16 values; AX, BX, R8, R9
+// the same for four W rows; DX the byte offset in W; CX the W rows left;
+// R10 C's first row; R11 ldc and R14 ldw in bytes.
+TEXT ·gemmBF16x2x4(SB), NOSPLIT, $0-76
+	MOVQ n+0(FP), CX
+	MOVQ k16+8(FP), DX
+	MOVQ a+24(FP), SI
+	MOVQ lda+32(FP), R12
+	LEAQ (SI)(R12*4), R12
+	LEAQ (SI)(DX*4), SI
+	LEAQ (R12)(DX*4), R12
+	MOVQ w+40(FP), AX
+	LEAQ (AX)(DX*2), AX
+	MOVQ ldw+48(FP), R14
+	SHLQ $1, R14
+	MOVQ c+56(FP), R10
+	MOVQ ldc+64(FP), R11
+	SHLQ $2, R11
+	VMOVDQU himask<>(SB), Y14
 
-b1sum:
-	REDUCE1(Y0, X0, X1)
-	MOVL beta+48(FP), AX
-	TESTL AX, AX
-	JZ   b1store
-	VMOVSS beta+48(FP), X15
-	VFMADD231SS (BX), X15, X0
+pb24:
+	ROWS4(pb24go, doneb24)
 
-b1store:
-	VMOVSS X0, (BX)
-	ADDQ R11, SI
-	ADDQ $4, BX
-	DECQ CX
-	JMP  brows1
+pb24go:
+	ZERO8
+	MOVQ k16+8(FP), DX
+	SHLQ $1, DX
+	NEGQ DX
+	JZ   tb24
 
-bdone:
+lb24:
+	XSPLIT(SI, Y8, Y9, Y12, Y13)
+	XSPLIT(R12, Y10, Y11, Y12, Y13)
+	WROW(AX)
+	FMA2(Y0, Y4)
+	WROW(BX)
+	FMA2(Y1, Y5)
+	WROW(R8)
+	FMA2(Y2, Y6)
+	WROW(R9)
+	FMA2(Y3, Y7)
+	ADDQ $32, DX
+	JNZ  lb24
+
+tb24:
+	BFTAIL
+	JZ   rb24
+	XSPLITM(SI, Y8, Y9, Y12, Y13, X12, X13)
+	XSPLITM(R12, Y10, Y11, Y12, Y13, X12, X13)
+	WROWM(AX)
+	FMA2(Y0, Y4)
+	WROWM(BX)
+	FMA2(Y1, Y5)
+	WROWM(R8)
+	FMA2(Y2, Y6)
+	WROWM(R9)
+	FMA2(Y3, Y7)
+
+rb24:
+	REDUCE8
+	STORE24(beta+72(FP), pb24)
+
+doneb24:
 	VZEROUPPER
 	RET
 

@@ -15,22 +15,23 @@ const (
 	errShortGat = "f32: gate slice too short"
 )
 
-// Blocking of GemmNT with more than two rows: mc rows of A at a time, and
-// k in blocks as long as fit aBlock floats of A (256 KiB, a quarter of a
-// typical L2) but at least kc. A block of four W rows stays in L1 while the
-// A rows stream from L2; the longer the k-block, the longer each W row's
-// sequential run, which is what lets the hardware prefetcher keep up when
-// W streams from L3 or DRAM (hidden 1024, 32 rows: 61 to 73 GFLOP/s
-// against a fixed 512).
+// kc is the k-block length GemmNTBF16 widens bf16 W panels in (8 rows × kc
+// float32 = 16 KiB, half of L1), and mc the A rows it runs per panel call.
 const (
-	kc     = 512
-	mc     = 128
-	aBlock = 64 << 10
+	kc = 512
+	mc = 128
 )
 
-// kBlock is the k-block length GemmNT uses for mb rows of A.
-func kBlock(mb, k int) int {
-	return min(k, max(kc, aBlock/mb&^7))
+// wBlockBytes bounds the block of W rows GemmNT keeps in L1 (short rows)
+// or L2 while it runs every group of four A rows past it (more than four
+// rows only): W streams from wherever it lives once per block.
+const wBlockBytes = 16 << 10
+
+// wBlock is the number of W rows in GemmNT's blocks for rows k long: a
+// multiple of 24, so the 4×3 kernel's panels of three rows and the 1×8
+// kernel's of eight fill every block but the last.
+func wBlock(k int) int {
+	return max(24, wBlockBytes/(4*k)/24*24)
 }
 
 // Impl names the kernels in use: "avx2+fma" or "go".
@@ -48,6 +49,13 @@ func checkMat(s []float32, rows, cols, ld int, short string) {
 
 // GemmNT computes C = A·Wᵀ + beta·C for A [m][k] (leading dimension lda),
 // W [n][k] (ldw) and C [m][n] (ldc). With beta == 0, C is only written.
+//
+// Every element of C is computed in one order, whatever m, n and its
+// position (gemmNTGo spells it out), so a row of C has the same bits
+// computed alone or as part of a batch (the tree executors rely on it to
+// agree bit for bit), and a range of W's rows multiplied on its own
+// (w[j0*ldw:], n = j1-j0, c[j0:]) gives the same columns as the whole
+// product: W_hh split over cores computes what one core would.
 func GemmNT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(errNegative)
@@ -67,22 +75,7 @@ func GemmNT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float3
 		}
 		return
 	}
-	if m <= 2 {
-		gemmNTKernel(m, n, k, a, lda, w, ldw, beta, c, ldc)
-		return
-	}
-	for i0 := 0; i0 < m; i0 += mc {
-		mb := min(mc, m-i0)
-		kcb := kBlock(mb, k)
-		for p0 := 0; p0 < k; p0 += kcb {
-			kb := min(kcb, k-p0)
-			b := beta
-			if p0 > 0 {
-				b = 1
-			}
-			gemmNTKernel(mb, n, kb, a[i0*lda+p0:], lda, w[p0:], ldw, b, c[i0*ldc:], ldc)
-		}
-	}
+	gemmNTKernel(m, n, k, a, lda, w, ldw, beta, c, ldc)
 }
 
 // GemvN computes y = W·x + beta·y for W [n][k] (leading dimension ldw):
@@ -214,13 +207,17 @@ func FromBF16(dst []float32, src []uint16) {
 }
 
 // bfPanel is the number of bf16 W rows GemmNTBF16 widens at a time when A
-// has more than one row.
-const bfPanel = 8
+// has more than bfDirect rows.
+const (
+	bfPanel  = 8
+	bfDirect = 4
+)
 
 // GemmNTBF16 is GemmNT with W stored as bf16 (leading dimension ldw, in
-// elements), computed in float32. With one row of A it streams W once,
-// widening in registers; with more it widens panels of 8 rows × kc columns
-// into a float32 scratch in L1 and runs the float32 kernel on them.
+// elements), computed in float32. Up to bfDirect rows of A it streams W
+// once per pair of rows, widening in registers; with more it widens
+// panels of 8 rows × kc columns into a float32 scratch in L1 and runs the
+// float32 kernels on them.
 func GemmNTBF16(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta float32, c []float32, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(errNegative)
@@ -245,8 +242,8 @@ func GemmNTBF16(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta flo
 		}
 		return
 	}
-	if m == 1 {
-		gemvBF16Kernel(n, k, w, ldw, a, beta, c)
+	if m <= bfDirect {
+		gemmBF16Kernel(m, n, k, a, lda, w, ldw, beta, c, ldc)
 		return
 	}
 	var panel [bfPanel * kc]float32

@@ -3,6 +3,7 @@ package f32
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 )
@@ -99,15 +100,13 @@ func TestGemmNT(t *testing.T) {
 				}
 			}
 		}
-		// k beyond one k-block: at 40 rows the block is aBlock/40 rounded
-		// down to 8 (1632); at 128 rows it is kc; the 2 rows left after
-		// one m-block of 130 take k whole.
-		testGemmNT(t, r, 5, 9, kc+37)
-		testGemmNT(t, r, 40, 9, kBlock(40, 1<<20)+37)
-		testGemmNT(t, r, 130, 5, kc+37)
+		// More than four rows with W beyond one block of wBlock rows, a
+		// short last block, and long rows.
+		testGemmNT(t, r, 6, wBlock(33)+13, 33)
+		testGemmNT(t, r, 9, 2*wBlock(1000)+1, 1000)
 		testGemmNT(t, r, 1, 6, 2*kc+3)
-		if kBlock(40, 1<<20) != 1632 || kBlock(128, 4096) != kc || kBlock(5, 100) != 100 {
-			t.Errorf("kBlock: %d %d %d", kBlock(40, 1<<20), kBlock(128, 4096), kBlock(5, 100))
+		if wBlock(64) != 48 || wBlock(1<<20) != 24 || wBlock(1000)%24 != 0 {
+			t.Errorf("wBlock: %d %d %d", wBlock(64), wBlock(1<<20), wBlock(1000))
 		}
 	})
 }
@@ -387,9 +386,9 @@ func TestBF16(t *testing.T) {
 	}
 	impls(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(6, 6))
-		for _, m := range []int{1, 2, 3, 9} {
+		for _, m := range []int{1, 2, 3, 4, 9} {
 			for _, n := range []int{1, 3, 4, 5, 8, 13, 64} {
-				for _, k := range []int{1, 7, 8, 9, 16, 23, 100, kc + 9} {
+				for _, k := range []int{1, 7, 8, 9, 16, 23, 32, 48, 100, kc + 9} {
 					ldw := k + r.IntN(3)
 					wf := newGuarded(r, n, k, ldw, 0, 0)
 					w := make([]uint16, len(wf.all)+5)
@@ -407,10 +406,13 @@ func TestBF16(t *testing.T) {
 					for i := 0; i < m; i++ {
 						for j := 0; j < n; j++ {
 							want := float64(beta) * float64(c0[c.off+i*(n+1)+j])
+							mag := math.Abs(want)
 							for p := 0; p < k; p++ {
-								want += float64(a.at(i, p)) * float64(wide[j*ldw+p])
+								v := float64(a.at(i, p)) * float64(wide[j*ldw+p])
+								want += v
+								mag += math.Abs(v)
 							}
-							if got := float64(c.at(i, j)); math.IsNaN(got) || math.Abs(got-want) > 1e-5 {
+							if got := float64(c.at(i, j)); math.IsNaN(got) || math.Abs(got-want) > 1e-6*(mag+1) {
 								t.Fatalf("m=%d n=%d k=%d: C[%d][%d] = %v, want %v", m, n, k, i, j, got, want)
 							}
 						}
@@ -460,5 +462,108 @@ func TestShapePanics(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+// TestGemmNTRowsIndependent checks the property the tree executors rely
+// on, on each path: a row of C has the same bits computed alone, in a
+// group of two, three or four, or in a batch that crosses W blocks; and
+// so does a range of W's rows (a core's share in the partitioned
+// schedule) computed on its own.
+func TestGemmNTRowsIndependent(t *testing.T) {
+	impls(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(8, 8))
+		type shape struct{ n, k int }
+		shapes := []shape{{1, 1}, {3, 5}, {7, 8}, {9, 13}, {29, 64}, {17, 150}, {23, 301}, {wBlock(1000) + 5, 1000}}
+		for _, s := range shapes {
+			const m = 11
+			lda, ldw, ldc := s.k+1, s.k+2, s.n+3
+			a := newGuarded(r, m, s.k, lda, 0, nan).s()
+			w := newGuarded(r, s.n, s.k, ldw, 0, nan).s()
+			c0 := newGuarded(r, m, s.n, ldc, 0, 0).s()
+			for _, beta := range []float32{0, 1, 0.75} {
+				all := append([]float32(nil), c0...)
+				GemmNT(m, s.n, s.k, a, lda, w, ldw, beta, all, ldc)
+				// W split by rows, as the partitioned schedule splits W_hh
+				// over cores: each range's columns of C are the batch's.
+				for _, j0 := range []int{0, 1, 3, s.n / 2, s.n - 1} {
+					for _, j1 := range []int{j0 + 1, (j0 + s.n + 1) / 2, s.n} {
+						if j0 < 0 || j1 > s.n || j0 >= j1 {
+							continue
+						}
+						part := append([]float32(nil), c0...)
+						GemmNT(m, j1-j0, s.k, a, lda, w[j0*ldw:], ldw, beta, part[j0:], ldc)
+						for i := 0; i < m; i++ {
+							for j := j0; j < j1; j++ {
+								if g, want := part[i*ldc+j], all[i*ldc+j]; math.Float32bits(g) != math.Float32bits(want) {
+									t.Fatalf("n=%d k=%d beta=%v: W rows [%d,%d): C[%d][%d] = %v, %v in the whole product",
+										s.n, s.k, beta, j0, j1, i, j, g, want)
+								}
+							}
+						}
+					}
+				}
+				for rows := 1; rows <= 5; rows++ {
+					for i0 := 0; i0+rows <= m; i0++ {
+						part := append([]float32(nil), c0...)
+						GemmNT(rows, s.n, s.k, a[i0*lda:], lda, w, ldw, beta, part[i0*ldc:], ldc)
+						for i := i0; i < i0+rows; i++ {
+							for j := 0; j < s.n; j++ {
+								if g, want := part[i*ldc+j], all[i*ldc+j]; math.Float32bits(g) != math.Float32bits(want) {
+									t.Fatalf("n=%d k=%d beta=%v: row %d col %d: %v in a group of %d at %d, %v in the batch of %d",
+										s.n, s.k, beta, i, j, g, rows, i0, want, m)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// fma32 is the float32 fused multiply-add a*b+c, rounded once (to nearest
+// even), computed exactly with math/big.
+func fma32(a, b, c float32) float32 {
+	const prec = 512 // exact for any float32 product and sum
+	x := new(big.Float).SetPrec(prec).SetFloat64(float64(a))
+	x.Mul(x, new(big.Float).SetPrec(prec).SetFloat64(float64(b)))
+	x.Add(x, new(big.Float).SetPrec(prec).SetFloat64(float64(c)))
+	f, _ := x.Float32()
+	return f
+}
+
+// TestGemmNTOrder checks the assembly bit for bit against the order the
+// package documents (dotGo's, with every multiply-add and the beta term
+// fused), emulated exactly: the kernels agree with one another because
+// each computes this.
+func TestGemmNTOrder(t *testing.T) {
+	if !useAsm {
+		t.Skip("no assembly on this CPU or build")
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, s := range []struct{ m, n, k int }{{1, 19, 37}, {2, 7, 8}, {3, 5, 3}, {4, 9, 70}, {7, 13, 17}, {5, 70, 9}} {
+		a := newGuarded(r, s.m, s.k, s.k, 0, 0).s()
+		w := newGuarded(r, s.n, s.k, s.k, 0, 0).s()
+		c0 := newGuarded(r, s.m, s.n, s.n, 0, 0).s()
+		for _, beta := range []float32{0, -1.5} {
+			c := append([]float32(nil), c0...)
+			GemmNT(s.m, s.n, s.k, a, s.k, w, s.k, beta, c, s.n)
+			for i := 0; i < s.m; i++ {
+				for j := 0; j < s.n; j++ {
+					var l [8]float32
+					for p := 0; p < s.k; p++ {
+						l[p%8] = fma32(a[i*s.k+p], w[j*s.k+p], l[p%8])
+					}
+					want := ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+					if beta != 0 {
+						want = fma32(beta, c0[i*s.n+j], want)
+					}
+					if got := c[i*s.n+j]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("%+v beta=%v: C[%d][%d] = %v, want %v", s, beta, i, j, got, want)
+					}
+				}
+			}
+		}
 	}
 }

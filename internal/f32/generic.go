@@ -5,7 +5,7 @@ package f32
 
 // gemmNTGo is
 //
-//	for i < m, j < n: c[i*ldc+j] = beta*c[i*ldc+j] + Σ_p a[i*lda+p]*w[j*ldw+p]
+//	for i < m, j < n: c[i*ldc+j] = dotGo(a row i, w row j) + beta*c[i*ldc+j]
 //
 // with c not read when beta == 0.
 func gemmNTGo(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
@@ -22,21 +22,34 @@ func gemmNTGo(m, n, k int, a []float32, lda int, w []float32, ldw int, beta floa
 	}
 }
 
-// dotGo is Σ_i x[i]*y[i] over len(x), with four partial sums.
+// dotGo is Σ_i x[i]*y[i] over len(x) in the order of every GemmNT kernel:
+// eight lanes, lane l summing the products at i ≡ l (mod 8) in increasing
+// i (the last len(x)%8 products go to lanes 0, 1, ... as if the row were
+// padded with zeros), then ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)). The
+// assembly fuses each multiply-add, so the two paths agree to rounding;
+// each alone gives a row the same bits in any batch.
 func dotGo(x, y []float32) float32 {
 	y = y[:len(x)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		s0 += x[i] * y[i]
-		s1 += x[i+1] * y[i+1]
-		s2 += x[i+2] * y[i+2]
-		s3 += x[i+3] * y[i+3]
+	var l0, l1, l2, l3, l4, l5, l6, l7 float32
+	var xt, yt [8]float32
+	for i := 0; i < len(x); i += 8 {
+		xs, ys := &xt, &yt
+		if i+8 <= len(x) {
+			xs, ys = (*[8]float32)(x[i:i+8]), (*[8]float32)(y[i:i+8])
+		} else {
+			copy(xt[:], x[i:])
+			copy(yt[:], y[i:])
+		}
+		l0 += xs[0] * ys[0]
+		l1 += xs[1] * ys[1]
+		l2 += xs[2] * ys[2]
+		l3 += xs[3] * ys[3]
+		l4 += xs[4] * ys[4]
+		l5 += xs[5] * ys[5]
+		l6 += xs[6] * ys[6]
+		l7 += xs[7] * ys[7]
 	}
-	for ; i < len(x); i++ {
-		s0 += x[i] * y[i]
-	}
-	return (s0 + s1) + (s2 + s3)
+	return ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))
 }
 
 // gemvTGo is
@@ -100,26 +113,31 @@ func gruGo(from, n, stride int, x, p, bih, bhh, hprev, hout []float32) {
 	}
 }
 
-// gemvBF16Go is
+// gemmBF16Go is
 //
-//	for i < n: y[i] = beta*y[i] + Σ_{p<k} float32(w[i*ldw+p])*x[p]
-func gemvBF16Go(n, k int, w []uint16, ldw int, x []float32, beta float32, y []float32) {
-	for i := 0; i < n; i++ {
-		row := w[i*ldw : i*ldw+k]
-		var s0, s1 float32
-		p := 0
-		for ; p+2 <= k; p += 2 {
-			s0 += bf16(row[p]) * x[p]
-			s1 += bf16(row[p+1]) * x[p+1]
+//	for i < m, j < n: c[i*ldc+j] = beta*c[i*ldc+j] + Σ_{p<k} a[i*lda+p]*float32(w[j*ldw+p])
+//
+// with c not read when beta == 0.
+func gemmBF16Go(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta float32, c []float32, ldc int) {
+	for i := 0; i < m; i++ {
+		x := a[i*lda : i*lda+k]
+		for j := 0; j < n; j++ {
+			row := w[j*ldw : j*ldw+k]
+			var s0, s1 float32
+			p := 0
+			for ; p+2 <= k; p += 2 {
+				s0 += bf16(row[p]) * x[p]
+				s1 += bf16(row[p+1]) * x[p+1]
+			}
+			if p < k {
+				s0 += bf16(row[p]) * x[p]
+			}
+			s := s0 + s1
+			if beta != 0 {
+				s += beta * c[i*ldc+j]
+			}
+			c[i*ldc+j] = s
 		}
-		if p < k {
-			s0 += bf16(row[p]) * x[p]
-		}
-		s := s0 + s1
-		if beta != 0 {
-			s += beta * y[i]
-		}
-		y[i] = s
 	}
 }
 

@@ -24,8 +24,8 @@ func sigmoidVec(dst, src []float32) int { return 0 }
 
 func tanhVec(dst, src []float32) int { return 0 }
 
-func gemvBF16Kernel(n, k int, w []uint16, ldw int, x []float32, beta float32, y []float32) {
-	gemvBF16Go(n, k, w, ldw, x, beta, y)
+func gemmBF16Kernel(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta float32, c []float32, ldc int) {
+	gemmBF16Go(m, n, k, a, lda, w, ldw, beta, c, ldc)
 }
 
 func bf16Kernel(dst []float32, src []uint16) int { return 0 }

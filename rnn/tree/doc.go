@@ -44,8 +44,9 @@
 // constituency trees. The top-down generator (TopDownLSTM, after Zhang, Lu
 // and Lapata's TD-TreeLSTM) is described at schedule.TreeProgram.Generate.
 //
-// Products go through gonum's BLAS interface (BLAS, by default rnn/gemm's
-// deterministic A·Wᵀ kernel); the pointwise kernels work on rows of n
-// nodes at once, so the same code serves one node (recursive executor) and
-// a whole height (depth-batched executor).
+// Products go through internal/f32's GemmNT, whose elements do not depend
+// on the number of rows, and the gates through its float32 sigmoid and
+// tanh; the pointwise kernels work on rows of n nodes at once, so the same
+// code serves one node (recursive executor) and a whole height
+// (depth-batched executor) with the same bits.
 package tree

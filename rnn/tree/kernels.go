@@ -1,34 +1,16 @@
 package tree
 
 import (
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
-
+	"rnnserve/internal/f32"
 	"rnnserve/rnn"
-	"rnnserve/rnn/gemm"
 )
 
-// BLAS is the float32 BLAS (gonum's interface) every tree product goes
-// through. It defaults to rnn/gemm's Implementation: gonum's BLAS with a
-// faster A·Wᵀ kernel whose elements do not depend on the number of rows,
-// so all executors agree bit for bit (docs/trees.md has the benchmarks).
-// Nil means blas32.Implementation(), gonum's unless swapped with
-// blas32.Use. Set it before running plans, not while they run.
-var BLAS blas.Float32 = gemm.Implementation{}
-
-func impl() blas.Float32 {
-	if BLAS != nil {
-		return BLAS
-	}
-	return blas32.Implementation()
-}
-
 // MatMulT computes C = A·Wᵀ + beta·C for A [m][k] (lda), W [n][k] (ldw)
-// and C [m][n] (ldc) with Sgemm, whatever m: one row and many rows go
-// through the same kernel, so an implementation whose elements do not
-// depend on m (rnn/gemm's) gives every executor the same bits.
+// and C [m][n] (ldc) with f32.GemmNT, whose elements do not depend on m:
+// a node computed alone (the recursive executor) and among others (the
+// depth-batched one) gets the same bits.
 func MatMulT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
-	impl().Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, a, lda, w, ldw, beta, c, ldc)
+	f32.GemmNT(m, n, k, a, lda, w, ldw, beta, c, ldc)
 }
 
 // BinaryLeaf finishes n Binary TreeLSTM leaves: g [n][3H] (leading
@@ -43,12 +25,12 @@ func BinaryLeaf(n, H int, g, b, h, c []float32, dst int) {
 		hr := h[(dst+r)*H : (dst+r+1)*H]
 		cr := c[(dst+r)*H : (dst+r+1)*H]
 		for j := range hr {
-			i := sigmoid(gr[j] + b[j])
-			o := sigmoid(gr[H+j] + b[H+j])
-			u := tanh(gr[2*H+j] + b[2*H+j])
+			i := f32.Sigmoid(gr[j] + b[j])
+			o := f32.Sigmoid(gr[H+j] + b[H+j])
+			u := f32.Tanh(gr[2*H+j] + b[2*H+j])
 			cv := i * u
 			cr[j] = cv
-			hr[j] = o * tanh(cv)
+			hr[j] = o * f32.Tanh(cv)
 		}
 	}
 }
@@ -67,14 +49,14 @@ func BinaryInner(n, H int, g, b []float32, left, right []int32, h, c []float32, 
 		ho := h[(dst+r)*H : (dst+r+1)*H]
 		co := c[(dst+r)*H : (dst+r+1)*H]
 		for j := range ho {
-			i := sigmoid(gr[j] + b[j])
-			fl := sigmoid(gr[H+j] + b[H+j])
-			fr := sigmoid(gr[2*H+j] + b[2*H+j])
-			o := sigmoid(gr[3*H+j] + b[3*H+j])
-			u := tanh(gr[4*H+j] + b[4*H+j])
+			i := f32.Sigmoid(gr[j] + b[j])
+			fl := f32.Sigmoid(gr[H+j] + b[H+j])
+			fr := f32.Sigmoid(gr[2*H+j] + b[2*H+j])
+			o := f32.Sigmoid(gr[3*H+j] + b[3*H+j])
+			u := f32.Tanh(gr[4*H+j] + b[4*H+j])
 			cv := i*u + fl*cl[j] + fr*cr[j]
 			co[j] = cv
-			ho[j] = o * tanh(cv)
+			ho[j] = o * f32.Tanh(cv)
 		}
 	}
 }
@@ -95,17 +77,17 @@ func ChildSum(n, H int, wx, b, iou, uf []float32, kids [][]int32, h, c []float32
 		ho := h[(dst+r)*H : (dst+r+1)*H]
 		co := c[(dst+r)*H : (dst+r+1)*H]
 		for j := range ho {
-			i := sigmoid(w[j] + b[j] + q[j])
-			o := sigmoid(w[H+j] + b[H+j] + q[H+j])
-			u := tanh(w[2*H+j] + b[2*H+j] + q[2*H+j])
+			i := f32.Sigmoid(w[j] + b[j] + q[j])
+			o := f32.Sigmoid(w[H+j] + b[H+j] + q[H+j])
+			u := f32.Tanh(w[2*H+j] + b[2*H+j] + q[2*H+j])
 			var fc float32
 			for k, kid := range kids[r] {
-				f := sigmoid(w[3*H+j] + b[3*H+j] + uf[(k0+k)*H+j])
+				f := f32.Sigmoid(w[3*H+j] + b[3*H+j] + uf[(k0+k)*H+j])
 				fc += f * c[int(kid)*H+j]
 			}
 			cv := i*u + fc
 			co[j] = cv
-			ho[j] = o * tanh(cv)
+			ho[j] = o * f32.Tanh(cv)
 		}
 		k0 += len(kids[r])
 	}
@@ -150,7 +132,7 @@ func TanhBias(n, H int, g, b, bil, h []float32, dst int) {
 			if bil != nil {
 				v = bil[r*H+j] + v
 			}
-			ho[j] = tanh(v)
+			ho[j] = f32.Tanh(v)
 		}
 	}
 }

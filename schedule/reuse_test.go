@@ -1,0 +1,90 @@
+package schedule
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+)
+
+// TestAcquireReuses runs two inputs of one shape through Acquire and
+// Release: the second gets the first's plan back, with its own data bound
+// in, and its outputs equal a fresh plan's bit for bit; an input of
+// another shape gets another plan.
+func TestAcquireReuses(t *testing.T) {
+	var pool *Pool
+	if runtime.GOMAXPROCS(0) >= 2 {
+		pool = testPool(t, 2)
+	}
+	r := rand.New(rand.NewPCG(8, 9))
+	for i, cfg := range sequenceConfigs() {
+		net := randomNet(t, cfg, uint64(i)+3)
+		for _, s := range sequenceSchedules(pool) {
+			if s.prog == nil {
+				continue
+			}
+			t.Run(fmt.Sprintf("%d/%s", i, s.name), func(t *testing.T) {
+				prog, err := s.prog(net)
+				if err != nil {
+					t.Fatal(err)
+				}
+				T, B := 5, 3
+				inputs := make([]Input, 2)
+				for k := range inputs {
+					inputs[k] = randomInput(net, T, B, true, r)
+					inputs[k].Lengths = []int{5, 3, 2}
+				}
+				first, err := prog.Acquire(inputs[0], PlanOptions{Head: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := first.Run(); err != nil {
+					t.Fatal(err)
+				}
+				first.Release()
+				var again *Plan
+				for range 3 { // a sync.Pool may hand out a new plan first; the released one comes back
+					if again, err = prog.Acquire(inputs[1], PlanOptions{Head: true}); err != nil {
+						t.Fatal(err)
+					}
+					if again == first {
+						break
+					}
+					again.Release()
+				}
+				if again != first && !raceEnabled {
+					t.Fatal("the released plan was not reused for an input of the same shape")
+				}
+				got, err := again.Run()
+				if err != nil {
+					t.Fatal(err)
+				}
+				fresh, err := prog.Plan(inputs[1], PlanOptions{Head: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := fresh.Run()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range [][2][]float32{{got.Output, want.Output}, {got.HN, want.HN}, {got.CN, want.CN}, {got.Head, want.Head}} {
+					if !slices.Equal(c[0], c[1]) {
+						t.Fatal("a reused plan's outputs differ from a fresh plan's")
+					}
+				}
+				again.Release()
+				other := inputs[1]
+				other.Lengths = []int{5, 5, 1}
+				q, err := prog.Acquire(other, PlanOptions{Head: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if q == first {
+					t.Error("an input of other lengths got the plan of the first")
+				}
+				q.Release()
+			})
+		}
+	}
+}

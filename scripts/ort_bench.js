@@ -1,0 +1,168 @@
+#!/usr/bin/env node
+// Time ONNX Runtime (its CPU build, through onnxruntime-node) on the
+// Table I models scripts/bench_onnx.py exported.
+//
+// One session per model, created once and reused for every length T, with
+// intraOpNumThreads = --threads, one inter-op thread and sequential
+// execution. Before timing, each model's output for the manifest's check
+// input must match PyTorch's within 1e-4. For each shape, after a warm-up
+// of at least --warmup seconds, the number of calls is calibrated so one
+// repeat takes at least --min-time seconds; the result is the median time
+// per call over --repeats repeats, each call awaiting session.run as a
+// Node.js service would. The floor model (y = x + 1) is timed the same way:
+// its time per call is the runtime's per-call floor.
+//
+// One JSON object per line goes to stdout:
+//
+//	{"engine": "onnxruntime", "version": "1.30.0", "threads": 1, "floor_ns": 14000}
+//	{"engine": "onnxruntime", "cell": "lstm", "hidden": 64, "layers": 1, "T": 10,
+//	 "threads": 1, "ns_per_step": 1234.5, "ns_per_op": 12345}
+//
+// onnxruntime-node must be resolvable: install it outside the repository
+// (npm install --ignore-scripts onnxruntime-node in a scratch directory;
+// the package carries the native library) and point NODE_PATH at that
+// directory's node_modules.
+//
+// Usage:
+//
+//	NODE_PATH=/tmp/ort/node_modules node scripts/ort_bench.js --models /tmp/rnnserve-onnx \
+//	    --threads 1 --lengths 1,10,100 [--cells lstm --hidden 64 --layers 1]
+//
+// Exit status: 0 on success, 2 on bad flags, 3 if onnxruntime-node cannot
+// be loaded, 4 if a model's output disagrees with PyTorch's.
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+
+const EXIT_FLAGS = 2;
+const EXIT_NO_ORT = 3;
+const EXIT_MISMATCH = 4;
+const TOLERANCE = 1e-4;
+
+function log(msg) {
+  process.stderr.write(`ort_bench: ${msg}\n`);
+}
+
+function fail(code, msg) {
+  log(msg);
+  process.exit(code);
+}
+
+function intList(name, text) {
+  const v = text.split(',').filter((s) => s.trim() !== '').map(Number);
+  if (v.length === 0 || v.some((x) => !Number.isInteger(x) || x < 1)) {
+    fail(EXIT_FLAGS, `--${name}: want positive integers, got ${JSON.stringify(text)}`);
+  }
+  return v;
+}
+
+function parseArgs(argv) {
+  const o = {models: '', threads: 1, lengths: [1, 10, 50, 100], cells: null, hidden: null, layers: null,
+    minTime: 0.2, repeats: 5, warmup: 0.2};
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i];
+    const val = argv[i + 1];
+    if (val === undefined) fail(EXIT_FLAGS, `${flag} needs a value`);
+    i++;
+    switch (flag) {
+      case '--models': o.models = val; break;
+      case '--threads': [o.threads] = intList('threads', val); break;
+      case '--lengths': o.lengths = intList('lengths', val); break;
+      case '--hidden': o.hidden = intList('hidden', val); break;
+      case '--layers': o.layers = intList('layers', val); break;
+      case '--repeats': [o.repeats] = intList('repeats', val); break;
+      case '--cells': o.cells = val.split(',').map((s) => s.trim()).filter(Boolean); break;
+      case '--min-time': o.minTime = Number(val); break;
+      case '--warmup': o.warmup = Number(val); break;
+      default: fail(EXIT_FLAGS, `unknown flag ${flag}`);
+    }
+  }
+  if (!o.models) fail(EXIT_FLAGS, '--models DIR is required');
+  if (!(o.minTime > 0) || !(o.warmup >= 0)) fail(EXIT_FLAGS, '--min-time must be > 0 and --warmup >= 0');
+  return o;
+}
+
+function median(v) {
+  const s = [...v].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+// seconds runs fn calls times, awaiting each, and returns the elapsed seconds.
+async function seconds(fn, calls) {
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) {
+    await fn();
+  }
+  return Number(process.hrtime.bigint() - t0) / 1e9;
+}
+
+// timePerCall warms fn up, calibrates, and returns the median seconds per call.
+async function timePerCall(fn, o) {
+  let calls = 1;
+  let el = await seconds(fn, calls);
+  for (let spent = el; spent < o.warmup; spent += el) {
+    calls = Math.min(calls * 2, 1 << 20);
+    el = await seconds(fn, calls);
+  }
+  calls = 1;
+  el = await seconds(fn, calls);
+  while (el < o.minTime) {
+    calls = Math.max(calls + 1, Math.min(100 * calls, Math.ceil(calls * 1.2 * o.minTime / Math.max(el, 1e-9))));
+    el = await seconds(fn, calls);
+  }
+  const samples = [];
+  for (let r = 0; r < o.repeats; r++) {
+    samples.push((await seconds(fn, calls)) / calls);
+  }
+  return median(samples);
+}
+
+function sessionOptions(threads) {
+  return {intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential',
+    graphOptimizationLevel: 'all'};
+}
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  let ort;
+  let version = 'unknown';
+  try {
+    ort = require('onnxruntime-node');
+    version = require('onnxruntime-node/package.json').version;
+  } catch (err) {
+    fail(EXIT_NO_ORT, `cannot load onnxruntime-node (set NODE_PATH to the node_modules it is installed in): ${err.message}`);
+  }
+  const manifest = JSON.parse(fs.readFileSync(path.join(o.models, 'manifest.json'), 'utf8'));
+
+  const floorSession = await ort.InferenceSession.create(path.join(o.models, manifest.floor.file), sessionOptions(o.threads));
+  const fx = new ort.Tensor('float32', new Float32Array(manifest.floor.width), [1, 1, manifest.floor.width]);
+  const floor = await timePerCall(() => floorSession.run({x: fx}), o);
+  console.log(JSON.stringify({engine: 'onnxruntime', version, threads: o.threads, floor_ns: Math.round(floor * 1e9)}));
+  log(`onnxruntime-node ${version}, ${o.threads} intra-op thread(s); per-call floor ${(floor * 1e6).toFixed(1)} µs`);
+
+  const want = (list, v) => list === null || list.includes(v);
+  for (const m of manifest.models) {
+    if (!want(o.cells, m.cell) || !want(o.hidden, m.hidden) || !want(o.layers, m.layers)) continue;
+    const session = await ort.InferenceSession.create(path.join(o.models, m.file), sessionOptions(o.threads));
+    const c = m.check;
+    const got = (await session.run({x: new ort.Tensor('float32', Float32Array.from(c.x), [c.steps, 1, m.hidden])})).y.data;
+    let worst = 0;
+    for (let i = 0; i < c.y.length; i++) worst = Math.max(worst, Math.abs(got[i] - c.y[i]));
+    if (got.length !== c.y.length || !(worst <= TOLERANCE)) {
+      fail(EXIT_MISMATCH, `${m.file}: ONNX Runtime's output differs from PyTorch's by ${worst}`);
+    }
+    for (const T of o.lengths) {
+      const data = new Float32Array(T * m.hidden);
+      for (let i = 0; i < data.length; i++) data[i] = Math.sin(i) * 0.5;
+      const x = new ort.Tensor('float32', data, [T, 1, m.hidden]);
+      const perCall = await timePerCall(() => session.run({x}), o);
+      console.log(JSON.stringify({engine: 'onnxruntime', cell: m.cell, hidden: m.hidden, layers: m.layers, T,
+        threads: o.threads, ns_per_step: Math.round(perCall * 1e9 / T * 10) / 10, ns_per_op: Math.round(perCall * 1e9)}));
+    }
+    await session.release();
+  }
+  await floorSession.release();
+}
+
+main().catch((err) => fail(1, err.stack || String(err)));
