@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -222,4 +223,43 @@ func TestRequestIDInContext(t *testing.T) {
 	if got != "ctx-1" || RequestID(context.Background()) != "" {
 		t.Errorf("RequestID %q", got)
 	}
+}
+
+// BenchmarkAccessLog times what the access log adds to a REST request:
+// the stubbed-engine request of BenchmarkRESTOverhead (binary output)
+// through the bare handler and through AccessLog writing JSON lines
+// (to io.Discard: the cost of the line, not of the disk), alternating in
+// one loop so that both see the same machine. It reports each path's mean
+// and their difference.
+//
+//	go test ./server/ -run '^$' -bench BenchmarkAccessLog -benchtime 20000x
+func BenchmarkAccessLog(b *testing.B) {
+	bm := benchModels(b)[1]
+	s := stubServer(b, bm)
+	bare := s.Handler()
+	logged := NewAccessLog(slog.New(slog.NewJSONHandler(io.Discard, nil))).Handler(bare)
+	toks := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(bm.ids)), ","), "[]")
+	body := fmt.Sprintf(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, %d], "data": [%s]}], "outputs": [{"name": "hidden", "parameters": {"binary_data": true}}]}`, len(bm.ids), toks)
+	var with, without time.Duration
+	for b.Loop() {
+		for i, h := range []http.Handler{bare, logged} {
+			req := httptest.NewRequest(http.MethodPost, "/v2/models/"+bm.entry.Name+"/infer", strings.NewReader(body))
+			w := httptest.NewRecorder()
+			t0 := time.Now()
+			h.ServeHTTP(w, req)
+			d := time.Since(t0)
+			if w.Code != http.StatusOK {
+				b.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+			if i == 0 {
+				without += d
+			} else {
+				with += d
+			}
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(without.Nanoseconds())/n, "bare-ns/req")
+	b.ReportMetric(float64(with.Nanoseconds())/n, "logged-ns/req")
+	b.ReportMetric(float64((with-without).Nanoseconds())/n, "added-ns/req")
 }
