@@ -71,17 +71,7 @@ func TestAccessLogREST(t *testing.T) {
 	defer hs.Close()
 	do := func(method, path, body string, header ...string) (*http.Response, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, hs.URL+path, strings.NewReader(body))
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Add(header[i], header[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
+		return sendWith(t, method, hs.URL+path, body, header...)
 	}
 	infer := `{"inputs": [` + tokensJSON([][]int64{{1, 2}}) + `]}`
 

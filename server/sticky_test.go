@@ -13,11 +13,11 @@ import (
 	pb "rnnserve/server/inferencepb"
 )
 
-// postWith posts body to url with the given header lines (name, value,
-// name, value...; a name may repeat).
-func postWith(t testing.TB, url, body string, header ...string) (int, string) {
+// sendWith sends a request with the given header lines (name, value, name,
+// value...; a name may repeat) and returns the response and its body.
+func sendWith(t testing.TB, method, url, body string, header ...string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,15 @@ func postWith(t testing.TB, url, body string, header ...string) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp, string(b)
+}
+
+// postWith posts body to url with the given header lines and returns the
+// status and body.
+func postWith(t testing.TB, url, body string, header ...string) (int, string) {
+	t.Helper()
+	resp, b := sendWith(t, http.MethodPost, url, body, header...)
+	return resp.StatusCode, b
 }
 
 // TestSequenceHeader runs a sequence whose id travels only in the
