@@ -6,6 +6,11 @@
 //	go run ./cmd/serve                       # bundled models on 127.0.0.1:8080, gRPC on 127.0.0.1:8081
 //	go run ./cmd/serve -grpc off             # REST only
 //	go run ./cmd/serve -config configs/serve.yaml -repository ./my-models
+//	RNNSERVE_LOG_FORMAT=json go run ./cmd/serve
+//
+// Every setting comes from its flag, its RNNSERVE_ environment variable,
+// the configuration file or its default, in that order (settings.go;
+// docs/configuration.md lists them). serve -h prints them and exits 0.
 //
 // With -repository every model directory is loaded at start, and the
 // repository endpoints load, reload and unload models from it by name
