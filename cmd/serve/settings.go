@@ -34,7 +34,8 @@ import (
 
 // envPrefix starts every environment variable serve reads. A Kubernetes
 // Service named rnnserve gives pods RNNSERVE_SERVICE_* and RNNSERVE_PORT*
-// variables (service links); no setting's variable has those names.
+// variables (service links, serviceLink); no setting's variable has such
+// a name.
 const envPrefix = "RNNSERVE_"
 
 // setting is one setting: a field of config (a dotted path of Go field
@@ -442,9 +443,10 @@ func parseConfig(args, environ []string, stderr io.Writer) (config, []string, er
 }
 
 // serviceLink matches the variables Kubernetes gives every pod for a
-// Service named rnnserve (enableServiceLinks): they are not settings, and
-// serve says nothing of them.
-var serviceLink = regexp.MustCompile(`^RNNSERVE_(SERVICE_|PORT$|PORT_)`)
+// Service named rnnserve or rnnserve-anything (enableServiceLinks; KServe
+// names its Services after the InferenceService, rnnserve-predictor):
+// they are not settings, and serve says nothing of them.
+var serviceLink = regexp.MustCompile(`^RNNSERVE_([A-Z0-9_]+_)?(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[A-Z0-9_]+)?)$`)
 
 // readFile decodes the YAML file at path over cfg, strictly: an unknown
 // key is an error. It returns the keys the file sets (dotted). An empty

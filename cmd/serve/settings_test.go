@@ -334,7 +334,8 @@ func TestBadSettings(t *testing.T) {
 // Kubernetes gives pods for a Service named rnnserve.
 func TestUnknownVariables(t *testing.T) {
 	_, notes, err := parseConfig(nil, []string{"RNNSERVE_MAX_STEP=5", "RNNSERVE_SERVICE_HOST=10.0.0.1", "RNNSERVE_SERVICE_PORT_HTTP=8080",
-		"RNNSERVE_PORT=tcp://10.0.0.1:8080", "RNNSERVE_PORT_8080_TCP_ADDR=10.0.0.1", "OTHER=1", "RNNSERVE_LISTEN=127.0.0.1:3"}, io.Discard)
+		"RNNSERVE_PORT=tcp://10.0.0.1:8080", "RNNSERVE_PORT_8080_TCP_ADDR=10.0.0.1", "RNNSERVE_PREDICTOR_SERVICE_HOST=10.0.0.2",
+		"RNNSERVE_PREDICTOR_PORT_80_TCP=tcp://10.0.0.2:80", "OTHER=1", "RNNSERVE_LISTEN=127.0.0.1:3"}, io.Discard)
 	if err != nil || len(notes) != 1 || !strings.Contains(notes[0], "RNNSERVE_MAX_STEP is not a setting") {
 		t.Errorf("notes %q, %v", notes, err)
 	}
