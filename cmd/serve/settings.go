@@ -371,8 +371,8 @@ func parseConfig(args, environ []string, stderr io.Writer) (config, []string, er
 			env[name] = v
 		}
 	}
-	for name := range env {
-		if !slices.ContainsFunc(settings, func(s setting) bool { return s.env() == name }) && !serviceLink.MatchString(name) {
+	for name, v := range env {
+		if !slices.ContainsFunc(settings, func(s setting) bool { return s.env() == name }) && !serviceLink(name, v) {
 			notes = append(notes, fmt.Sprintf("environment variable %s is not a setting of serve (serve -h lists them)", name))
 		}
 	}
@@ -442,11 +442,23 @@ func parseConfig(args, environ []string, stderr io.Writer) (config, []string, er
 	return cfg, notes, validate(&cfg, src)
 }
 
-// serviceLink matches the variables Kubernetes gives every pod for a
-// Service named rnnserve or rnnserve-anything (enableServiceLinks; KServe
-// names its Services after the InferenceService, rnnserve-predictor):
-// they are not settings, and serve says nothing of them.
-var serviceLink = regexp.MustCompile(`^RNNSERVE_([A-Z0-9_]+_)?(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[A-Z0-9_]+)?)$`)
+// serviceLink reports whether an RNNSERVE_ variable is one Kubernetes gives
+// every pod for a Service named rnnserve or rnnserve-anything
+// (enableServiceLinks; KServe names its Services after the
+// InferenceService: rnnserve-predictor): X_SERVICE_HOST,
+// X_SERVICE_PORT[_NAME], X_PORT=tcp://..., X_PORT_N_PROTO[_ADDR|_PORT|_PROTO].
+// They are not settings, and serve says nothing of them; a misspelt
+// setting such as RNNSERVE_GRPC_PORT=9001 is still noted.
+func serviceLink(name, value string) bool {
+	return serviceLinkName.MatchString(name) ||
+		serviceLinkPort.MatchString(name) && serviceLinkURL.MatchString(value)
+}
+
+var (
+	serviceLinkName = regexp.MustCompile(`^RNNSERVE_([A-Z0-9_]+_)?(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT_[0-9]+_(TCP|UDP|SCTP)(_ADDR|_PORT|_PROTO)?)$`)
+	serviceLinkPort = regexp.MustCompile(`^RNNSERVE_([A-Z0-9_]+_)?PORT$`)
+	serviceLinkURL  = regexp.MustCompile(`^(tcp|udp|sctp)://`)
+)
 
 // readFile decodes the YAML file at path over cfg, strictly: an unknown
 // key is an error. It returns the keys the file sets (dotted). An empty

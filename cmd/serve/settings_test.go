@@ -134,7 +134,7 @@ func TestSettingsComplete(t *testing.T) {
 			}
 			flags[name] = true
 		}
-		if envs[s.env()] || serviceLink.MatchString(s.env()) {
+		if envs[s.env()] || serviceLink(s.env(), "tcp://10.0.0.1:80") {
 			t.Errorf("variable %s: twice, or a Kubernetes service link's name", s.env())
 		}
 		envs[s.env()] = true
@@ -333,10 +333,10 @@ func TestBadSettings(t *testing.T) {
 // noted (a misspelt name does nothing otherwise), except the ones
 // Kubernetes gives pods for a Service named rnnserve.
 func TestUnknownVariables(t *testing.T) {
-	_, notes, err := parseConfig(nil, []string{"RNNSERVE_MAX_STEP=5", "RNNSERVE_SERVICE_HOST=10.0.0.1", "RNNSERVE_SERVICE_PORT_HTTP=8080",
+	_, notes, err := parseConfig(nil, []string{"RNNSERVE_MAX_STEP=5", "RNNSERVE_GRPC_PORT=9001", "RNNSERVE_SERVICE_HOST=10.0.0.1", "RNNSERVE_SERVICE_PORT_HTTP=8080",
 		"RNNSERVE_PORT=tcp://10.0.0.1:8080", "RNNSERVE_PORT_8080_TCP_ADDR=10.0.0.1", "RNNSERVE_PREDICTOR_SERVICE_HOST=10.0.0.2",
 		"RNNSERVE_PREDICTOR_PORT_80_TCP=tcp://10.0.0.2:80", "OTHER=1", "RNNSERVE_LISTEN=127.0.0.1:3"}, io.Discard)
-	if err != nil || len(notes) != 1 || !strings.Contains(notes[0], "RNNSERVE_MAX_STEP is not a setting") {
+	if err != nil || len(notes) != 2 || !strings.Contains(notes[0], "RNNSERVE_GRPC_PORT is not a setting") || !strings.Contains(notes[1], "RNNSERVE_MAX_STEP is not a setting") {
 		t.Errorf("notes %q, %v", notes, err)
 	}
 }
