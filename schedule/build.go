@@ -155,17 +155,8 @@ func (b *builder) build(in *Input, opt PlanOptions) {
 		b.hfull = b.buffer("hfull", KindActivation, B*w.hidden)
 	}
 	var seq [2]*Buffer
-	if n.NumLayers > 1 {
-		seq[0] = b.buffer("seq0", KindActivation, T*B*w.seq)
-	}
-	if n.NumLayers > 2 {
-		seq[1] = b.buffer("seq1", KindActivation, T*B*w.seq)
-	}
-	out := b.buffer("output", KindOutput, T*B*n.OutputWidth())
-	b.hn = b.buffer("h_n", KindOutput, n.StateSize(B))
-	if n.HasCell() {
-		b.cn = b.buffer("c_n", KindOutput, n.CellSize(B))
-	}
+	var out *Buffer
+	seq, out, b.hn, b.cn = b.stackBuffers(n, T, B, w)
 
 	for k, dirs := range b.prog.layers {
 		dst := out
@@ -186,6 +177,24 @@ func (b *builder) build(in *Input, opt PlanOptions) {
 	if opt.Head && n.HeadOut > 0 {
 		b.plan.head = b.headSteps(out, b.prog.headW, b.prog.headB)
 	}
+}
+
+// stackBuffers adds the buffers every sequence plan's stack writes: the
+// two sequences layers pass on to the next (ping-pong, as many as the
+// stack needs), the last layer's output and the final states.
+func (r *recorder) stackBuffers(n *rnn.Network, T, B int, w widths) (seq [2]*Buffer, out, hn, cn *Buffer) {
+	if n.NumLayers > 1 {
+		seq[0] = r.buffer("seq0", KindActivation, T*B*w.seq)
+	}
+	if n.NumLayers > 2 {
+		seq[1] = r.buffer("seq1", KindActivation, T*B*w.seq)
+	}
+	out = r.buffer("output", KindOutput, T*B*n.OutputWidth())
+	hn = r.buffer("h_n", KindOutput, n.StateSize(B))
+	if n.HasCell() {
+		cn = r.buffer("c_n", KindOutput, n.CellSize(B))
+	}
+	return seq, out, hn, cn
 }
 
 // times lists the time steps of direction d in the order they run.

@@ -305,18 +305,8 @@ func (pp *partProgram) plan(prog *Program, in *Input, opt PlanOptions) *Plan {
 	if w.gru && in.H0 == nil {
 		b.zero = b.buffer("zero", KindActivation, B*w.out)
 	}
-	var seq [2]*Buffer
-	if n.NumLayers > 1 {
-		seq[0] = b.buffer("seq0", KindActivation, T*B*w.seq)
-	}
-	if n.NumLayers > 2 {
-		seq[1] = b.buffer("seq1", KindActivation, T*B*w.seq)
-	}
-	out := b.buffer("output", KindOutput, T*B*n.OutputWidth())
-	b.hn = b.buffer("h_n", KindOutput, n.StateSize(B))
-	if n.HasCell() {
-		b.cn = b.buffer("c_n", KindOutput, n.CellSize(B))
-	}
+	seq, out, hn, cn := b.stackBuffers(n, T, B, w)
+	b.hn, b.cn = hn, cn
 	for k, dirs := range pp.layers {
 		dst := out
 		if k < n.NumLayers-1 {

@@ -51,23 +51,7 @@ func TestPartitionedAgreesWithAPlus(t *testing.T) {
 	pools := map[int]*Pool{2: testPool(t, 2), 3: testPool(t, 3)}
 	r := rand.New(rand.NewPCG(7, 11))
 	for i := 0; i < cases(48); i++ {
-		cfg := rnn.Config{
-			Cell:          []rnn.CellKind{rnn.LSTM, rnn.GRU}[i%2],
-			Input:         1 + r.IntN(40),
-			Hidden:        1 + r.IntN(70),
-			Layers:        1 + r.IntN(3),
-			Bidirectional: r.IntN(2) == 1,
-		}
-		if cfg.Cell == rnn.LSTM && cfg.Hidden > 1 && r.IntN(3) == 0 {
-			cfg.Proj = 1 + r.IntN(cfg.Hidden-1)
-		}
-		if r.IntN(3) == 0 {
-			cfg.Vocab = 1 + r.IntN(60)
-		}
-		if r.IntN(2) == 0 {
-			cfg.HeadOut = 1 + r.IntN(30)
-			cfg.Activation = rnn.Activation(r.IntN(3))
-		}
+		cfg := randomConfig(r, i, 1+r.IntN(70), 1+r.IntN(3), 60)
 		T := 1 + r.IntN(12)
 		B := []int{1, 1 + r.IntN(5)}[r.IntN(2)]
 		states := r.IntN(2) == 0

@@ -87,23 +87,7 @@ func closeTo(got, want []float32, tol float64) error {
 func TestScheduleAAgreesWithAPlus(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < cases(60); i++ {
-		cfg := rnn.Config{
-			Cell:          []rnn.CellKind{rnn.LSTM, rnn.GRU}[i%2],
-			Input:         1 + r.IntN(40),
-			Hidden:        2 + r.IntN(40),
-			Layers:        1 + r.IntN(4),
-			Bidirectional: r.IntN(2) == 1,
-		}
-		if cfg.Cell == rnn.LSTM && r.IntN(3) == 0 {
-			cfg.Proj = 1 + r.IntN(cfg.Hidden-1)
-		}
-		if r.IntN(3) == 0 {
-			cfg.Vocab = 1 + r.IntN(100)
-		}
-		if r.IntN(2) == 0 {
-			cfg.HeadOut = 1 + r.IntN(30)
-			cfg.Activation = rnn.Activation(r.IntN(3))
-		}
+		cfg := randomConfig(r, i, 2+r.IntN(40), 1+r.IntN(4), 100)
 		T := 1 + r.IntN(30)
 		B := []int{1, 1 + r.IntN(6)}[r.IntN(2)]
 		states := r.IntN(2) == 0
@@ -309,4 +293,29 @@ func cases(n int) int {
 		return max(n/6, 1)
 	}
 	return n
+}
+
+// randomConfig draws a uniform stack of the given hidden size and layers
+// (LSTM on even i, GRU on odd): random input size and direction, a
+// projection a third of the time (LSTM), an embedding of up to maxVocab a
+// third of the time, a head with a random activation half the time.
+func randomConfig(r *rand.Rand, i, hidden, layers, maxVocab int) rnn.Config {
+	cfg := rnn.Config{
+		Cell:          []rnn.CellKind{rnn.LSTM, rnn.GRU}[i%2],
+		Input:         1 + r.IntN(40),
+		Hidden:        hidden,
+		Layers:        layers,
+		Bidirectional: r.IntN(2) == 1,
+	}
+	if cfg.Cell == rnn.LSTM && cfg.Hidden > 1 && r.IntN(3) == 0 {
+		cfg.Proj = 1 + r.IntN(cfg.Hidden-1)
+	}
+	if r.IntN(3) == 0 {
+		cfg.Vocab = 1 + r.IntN(maxVocab)
+	}
+	if r.IntN(2) == 0 {
+		cfg.HeadOut = 1 + r.IntN(30)
+		cfg.Activation = rnn.Activation(r.IntN(3))
+	}
+	return cfg
 }

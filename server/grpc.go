@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
@@ -236,7 +237,11 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *pb.ModelInferRequest)
 // infer decodes and runs one inference request.
 func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, received time.Time) (*Response, error) {
 	r := &Request{Protocol: protocolGRPC, Received: received}
-	if err := fromGRPC(req, r); err != nil {
+	id, err := sequenceIDFrom(metadata.ValueFromIncomingContext(ctx, SequenceMetadata), sequenceMetadataName)
+	if err == nil {
+		err = withSequenceID(r, id, sequenceMetadataName, func() error { return fromGRPC(req, r) })
+	}
+	if err != nil {
 		g.s.Rejected(req.GetModelName(), req.GetModelVersion(), "infer", protocolGRPC, received, err)
 		return nil, err
 	}
@@ -244,9 +249,13 @@ func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, rece
 }
 
 // decodeGenerate decodes a generation request.
-func (g *grpcService) decodeGenerate(req *pb.ModelInferRequest, received time.Time) (*grpcGenerate, error) {
+func (g *grpcService) decodeGenerate(ctx context.Context, req *pb.ModelInferRequest, received time.Time) (*grpcGenerate, error) {
 	gen := &grpcGenerate{GenerateRequest: GenerateRequest{Protocol: protocolGRPC, Received: received}}
-	if err := generateFromGRPC(req, gen); err != nil {
+	err := noSequenceID(metadata.ValueFromIncomingContext(ctx, SequenceMetadata), sequenceMetadataName)
+	if err == nil {
+		err = generateFromGRPC(req, gen)
+	}
+	if err != nil {
 		g.s.Rejected(req.GetModelName(), req.GetModelVersion(), "generate", protocolGRPC, received, err)
 		return nil, err
 	}
@@ -257,7 +266,7 @@ func (g *grpcService) decodeGenerate(req *pb.ModelInferRequest, received time.Ti
 // text, the token ids and their log-probabilities, and the finish reason
 // as a response parameter.
 func (g *grpcService) generateWhole(ctx context.Context, req *pb.ModelInferRequest, received time.Time) (*pb.ModelInferResponse, error) {
-	gen, err := g.decodeGenerate(req, received)
+	gen, err := g.decodeGenerate(ctx, req, received)
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -332,7 +341,7 @@ func (g *grpcService) streamOne(ctx context.Context, stream pb.GRPCInferenceServ
 		}
 		return send(toGRPC(resp), true)
 	}
-	gen, err := g.decodeGenerate(req, received)
+	gen, err := g.decodeGenerate(ctx, req, received)
 	if err != nil {
 		return fail(err)
 	}

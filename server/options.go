@@ -119,8 +119,24 @@ func setInt64(p *int64, d int64) {
 	}
 }
 
-// ErrOptions is wrapped by every error Validate returns.
+// ErrOptions is matched by every error Validate returns.
 var ErrOptions = errors.New("server: invalid options")
+
+// OptionError is the error Validate returns: the setting, by its YAML key
+// below server: (max_steps, batching.max_rows), and what is wrong with it.
+// It matches ErrOptions.
+type OptionError struct {
+	Key     string
+	Problem string
+}
+
+func (e *OptionError) Error() string { return ErrOptions.Error() + ": " + e.Key + " " + e.Problem }
+
+func (e *OptionError) Is(target error) bool { return target == ErrOptions }
+
+func invalidOption(key, format string, a ...any) error {
+	return &OptionError{Key: key, Problem: fmt.Sprintf(format, a...)}
+}
 
 // Validate reports the first invalid setting, naming it.
 func (o Options) Validate() error {
@@ -143,7 +159,7 @@ func (o Options) Validate() error {
 		{"private_cache_bytes", o.PrivateCacheBytes, 0, 1 << 40},
 	} {
 		if c.v < c.lo || c.v > c.hi {
-			return fmt.Errorf("%w: %s = %d, want %d..%d", ErrOptions, c.name, c.v, c.lo, c.hi)
+			return invalidOption(c.name, "= %d, want %d..%d", c.v, c.lo, c.hi)
 		}
 	}
 	for _, c := range []struct {
@@ -151,17 +167,17 @@ func (o Options) Validate() error {
 		v    int64
 	}{{"cache_bytes", o.CacheBytes}, {"private_cache_bytes", o.PrivateCacheBytes}} {
 		if c.v%cachesim.DefaultLineSize != 0 {
-			return fmt.Errorf("%w: %s = %d, want a multiple of the %d-byte cache line", ErrOptions, c.name, c.v, cachesim.DefaultLineSize)
+			return invalidOption(c.name, "= %d, want a multiple of the %d-byte cache line", c.v, cachesim.DefaultLineSize)
 		}
 	}
 	if o.Batching.MaxQueueDelay < 0 || o.Batching.MaxQueueDelay > time.Minute {
-		return fmt.Errorf("%w: batching.max_queue_delay = %v, want 0..1m", ErrOptions, o.Batching.MaxQueueDelay)
+		return invalidOption("batching.max_queue_delay", "= %v, want 0..1m", o.Batching.MaxQueueDelay)
 	}
 	if o.ScheduleTiming < 0 || o.ScheduleTiming > time.Minute {
-		return fmt.Errorf("%w: schedule_timing = %v, want 0 (off)..1m", ErrOptions, o.ScheduleTiming)
+		return invalidOption("schedule_timing", "= %v, want 0 (off)..1m", o.ScheduleTiming)
 	}
 	if o.Sequences.IdleTimeout < time.Millisecond {
-		return fmt.Errorf("%w: sequences.idle_timeout = %v, want at least 1ms", ErrOptions, o.Sequences.IdleTimeout)
+		return invalidOption("sequences.idle_timeout", "= %v, want at least 1ms", o.Sequences.IdleTimeout)
 	}
 	return nil
 }

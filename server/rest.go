@@ -29,7 +29,7 @@ func (s *Server) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.CustomRecovery(func(c *gin.Context, v any) {
-		s.log.Error("panic serving request", "path", c.Request.URL.Path, "panic", v)
+		s.log.Error("panic serving request", "path", c.Request.URL.Path, "request_id", RequestID(c.Request.Context()), "panic", v)
 		c.AbortWithStatusJSON(http.StatusInternalServerError, api.Error{Error: "internal error"})
 	}))
 	r.GET("/v2/health/live", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"live": s.Live()}) })
@@ -153,7 +153,11 @@ func (s *Server) stats(c *gin.Context, name string) {
 func (s *Server) infer(c *gin.Context) {
 	received := time.Now()
 	r := &Request{Model: c.Param("name"), Version: c.Param("version"), Protocol: protocolREST, Received: received}
-	if err := s.decodeInferBody(c, r); err != nil {
+	id, err := sequenceIDFrom(c.Request.Header.Values(SequenceHeader), sequenceHeaderName)
+	if err == nil {
+		err = withSequenceID(r, id, sequenceHeaderName, func() error { return s.decodeInferBody(c, r) })
+	}
+	if err != nil {
 		s.Rejected(r.Model, c.Param("version"), "infer", protocolREST, received, err)
 		fail(c, err)
 		return
@@ -190,7 +194,10 @@ func (s *Server) generate(c *gin.Context, stream bool) {
 	received := time.Now()
 	g := &GenerateRequest{Model: c.Param("name"), Version: c.Param("version"), Protocol: protocolREST, Received: received}
 	var w api.GenerateRequest
-	err := s.readJSON(c, &w, false)
+	err := noSequenceID(c.Request.Header.Values(SequenceHeader), sequenceHeaderName)
+	if err == nil {
+		err = s.readJSON(c, &w, false)
+	}
 	if err == nil {
 		err = fromGenerateWire(&w, g)
 	}

@@ -31,6 +31,8 @@ type Deps struct {
 	// from by name and the index lists: one directory per model. nil
 	// refuses load and unload.
 	Repository fs.FS
+	// Build describes the binary: the rnnserve_build_info metric.
+	Build BuildInfo
 }
 
 // Pools are worker pools by their number of workers.
@@ -90,6 +92,7 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: log, metrics: newMetrics(), pools: deps.Pools, repo: deps.Repository,
 		stops: map[model]chan struct{}{}, gone: map[string]*sequenceStore{}, failed: map[string]string{}}
+	registerBuildInfo(s.metrics.reg, deps.Build)
 	s.measured = newMeasuredTraffic(s.metrics.reg, log)
 	table := map[string]model{}
 	for _, e := range entries {

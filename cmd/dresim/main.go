@@ -49,7 +49,7 @@ Output directory:
   rows.jsonl     the same rows as JSON lines (what merge and plot read)
   results.json   sweep, how the run ended, wall time and every row (written at
                  the end, also on Ctrl-C)
-  figures/       fig3..fig6 as PNG and SVG (the paper's Figures 3-6)
+  figures/       fig3..fig6 as PNG, SVG and PDF (the paper's Figures 3-6)
 
 Columns: index kind model cell hidden proj layers bidirectional vocab head_out
 t b schedule cache cache_bytes line_size ways(-1 = fully associative) runs
@@ -75,8 +75,9 @@ Sweep file (YAML; unknown keys are errors):
     input_lengths: [1, 10, 50, 100]
     vocab: [60, 10000]     # embedding (width hidden) and softmax head
   apps:                    # the catalog of package models (dresim apps)
-    names: [gnmt, deepspeech1, lm, bytener]
+    names: [gnmt, deepspeech1, lm, lm-dre, bytener]
     input_lengths: [10, 20, 50, 100]
+    no_head: [lm-dre]      # these apps again without their softmax head
   plots: {dre_cache: 25MB, traffic_cache: 12MB, thresholds: [1, 2, 4, 10, 20, 50], cell: lstm}
 
 Sizes take B, KiB, MiB, GiB (KB, MB, GB mean the same powers of 1024).

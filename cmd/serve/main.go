@@ -6,6 +6,11 @@
 //	go run ./cmd/serve                       # bundled models on 127.0.0.1:8080, gRPC on 127.0.0.1:8081
 //	go run ./cmd/serve -grpc off             # REST only
 //	go run ./cmd/serve -config configs/serve.yaml -repository ./my-models
+//	RNNSERVE_LOG_FORMAT=json go run ./cmd/serve
+//
+// Every setting comes from its flag, its RNNSERVE_ environment variable,
+// the configuration file or its default, in that order (settings.go;
+// docs/configuration.md lists them). serve -h prints them and exits 0.
 //
 // With -repository every model directory is loaded at start, and the
 // repository endpoints load, reload and unload models from it by name
@@ -21,7 +26,6 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -39,48 +43,63 @@ import (
 	"syscall"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"rnnserve/models"
 	"rnnserve/models/bundled"
 	"rnnserve/schedule"
 	"rnnserve/server"
 )
 
-// config is everything serve can be told, from the YAML file and flags.
+// config is everything serve can be told (settings.go lists each setting
+// with its flag, environment variable and file key).
 type config struct {
+	// File is the YAML configuration file read, if any.
+	File            string `yaml:"-"`
 	Listen          string `yaml:"listen"`
 	GRPCListen      string `yaml:"grpc_listen"`      // "off" or empty: no gRPC
 	ModelRepository string `yaml:"model_repository"` // empty: the embedded bundled models
 	// Models are single models to serve instead of a repository: a model
 	// folder or a lone weights file each (safetensors, PyTorch checkpoint
 	// or ONNX), named after the file or folder.
-	Models []string `yaml:"models"`
-	// PrintSpec prints the spec of every model (inferred where the folder
-	// had none) and exits instead of serving.
-	PrintSpec    bool           `yaml:"-"`
+	Models       []string       `yaml:"models"`
 	DrainTimeout time.Duration  `yaml:"drain_timeout"`
 	ReadTimeout  time.Duration  `yaml:"read_timeout"` // slow clients: the whole request must arrive within this
+	Log          logConfig      `yaml:"log"`
 	Server       server.Options `yaml:"server"`
+
+	// Actions, by flag only: print every model's spec (inferred where the
+	// folder had none), or the version, and exit instead of serving.
+	PrintSpec   bool `yaml:"-"`
+	ShowVersion bool `yaml:"-"`
 }
 
 func defaultConfig() config {
 	return config{Listen: "127.0.0.1:8080", GRPCListen: "127.0.0.1:8081", DrainTimeout: 30 * time.Second, ReadTimeout: 30 * time.Second,
-		Server: server.DefaultOptions()}
+		Log: logConfig{Format: "text", Level: logLevel(slog.LevelInfo), Access: true}, Server: server.DefaultOptions()}
 }
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp): // serve -h: the help is printed
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "serve:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string, stdout io.Writer, stderr *os.File) error {
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	cfg, err := parseConfig(args)
+func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
+	cfg, notes, err := parseConfig(args, environ, stderr)
 	if err != nil {
 		return err
+	}
+	build := buildInfo()
+	if cfg.ShowVersion {
+		fmt.Fprintf(stdout, "serve %s (commit %s, %s)\n", build.Version, build.Commit, build.GoVersion)
+		return nil
+	}
+	log := newLogger(stderr, cfg.Log)
+	for _, n := range notes {
+		log.Warn(n)
 	}
 	if cfg.Server.CacheBytes == 0 || cfg.Server.PrivateCacheBytes == 0 {
 		levels, err := server.HostCaches("/")
@@ -143,7 +162,7 @@ func run(args []string, stdout io.Writer, stderr *os.File) error {
 		}
 		pools[n] = p
 	}
-	srv, err := server.New(entries, cfg.Server, server.Deps{Log: log, Pools: pools, Repository: repo})
+	srv, err := server.New(entries, cfg.Server, server.Deps{Log: log, Pools: pools, Repository: repo, Build: build})
 	if err != nil {
 		return err
 	}
@@ -151,12 +170,17 @@ func run(args []string, stdout io.Writer, stderr *os.File) error {
 	if err != nil {
 		return err
 	}
-	gf, err := listenGRPC(cfg.GRPCListen, srv)
+	var accessLog *slog.Logger
+	if cfg.Log.Access {
+		accessLog = log
+	}
+	requests := server.NewAccessLog(accessLog)
+	gf, err := listenGRPC(cfg.GRPCListen, srv, requests.GRPCOptions()...)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("gRPC: %w", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout}
+	hs := &http.Server{Handler: requests.Handler(srv.Handler()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout}
 	srv.Start()
 	poolsInUse = true
 	names := make([]string, len(entries))
@@ -164,7 +188,7 @@ func run(args []string, stdout io.Writer, stderr *os.File) error {
 		names[i] = e.Name
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "grpc", gf.addr(), "repository", where, "models", names,
-		"llc_bytes", cfg.Server.CacheBytes, "private_cache_bytes", cfg.Server.PrivateCacheBytes)
+		"llc_bytes", cfg.Server.CacheBytes, "private_cache_bytes", cfg.Server.PrivateCacheBytes, "version", build.Version, "commit", build.Commit)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -194,80 +218,6 @@ func run(args []string, stdout io.Writer, stderr *os.File) error {
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// parseConfig reads the YAML file named by -config (if any), then applies
-// flags, which win.
-func parseConfig(args []string) (config, error) {
-	cfg := defaultConfig()
-	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
-	path := fl.String("config", "", "YAML config file (see configs/serve.yaml)")
-	listen := fl.String("listen", "", "listen address (default 127.0.0.1:8080; use 0.0.0.0:PORT to expose it)")
-	var repository string
-	fl.StringVar(&repository, "repository", "", "model repository directory: loaded at start, and the repository endpoints load and unload from it (default: the bundled models)")
-	fl.StringVar(&repository, "models", "", "the same as -repository (its older name)")
-	cache := fl.Int64("cache-bytes", 0, "last-level cache size for the schedule choice (default: read from the host)")
-	private := fl.Int64("private-cache-bytes", 0, "one core's private (L2) cache size for the schedule choice (default: read from the host)")
-	batching := fl.String("batching", "", "cellular batching: on or off (default on)")
-	grpcAddr := fl.String("grpc", "", "gRPC listen address (default 127.0.0.1:8081); off or empty turns gRPC off")
-	fl.Func("model", "serve this model folder or weights file (safetensors, PyTorch checkpoint, ONNX) instead of a repository; repeatable", func(v string) error {
-		cfg.Models = append(cfg.Models, v)
-		return nil
-	})
-	fl.BoolVar(&cfg.PrintSpec, "print-spec", false, "print every model's spec (inferred from the weights where the folder has none) as YAML and exit")
-	if err := fl.Parse(args); err != nil {
-		return cfg, err
-	}
-	if fl.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected arguments %q", fl.Args())
-	}
-	if *path != "" {
-		data, err := os.ReadFile(*path)
-		if err != nil {
-			return cfg, err
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) { // an empty file is an empty config
-			return cfg, fmt.Errorf("config %s: %w", *path, err)
-		}
-	}
-	if *listen != "" {
-		cfg.Listen = *listen
-	}
-	if repository != "" {
-		cfg.ModelRepository = repository
-	}
-	if len(cfg.Models) > 0 && cfg.ModelRepository != "" {
-		return cfg, errors.New("-model and -repository (model_repository) exclude each other")
-	}
-	fl.Visit(func(f *flag.Flag) {
-		if f.Name == "grpc" {
-			cfg.GRPCListen = *grpcAddr
-		}
-	})
-	if *cache != 0 {
-		cfg.Server.CacheBytes = *cache
-	}
-	if *private != 0 {
-		cfg.Server.PrivateCacheBytes = *private
-	}
-	switch *batching {
-	case "":
-	case "on", "off":
-		on := *batching == "on"
-		cfg.Server.Batching.Enabled = &on
-	default:
-		return cfg, fmt.Errorf("-batching %q: want on or off", *batching)
-	}
-	cfg.Server.EnsureDefaults()
-	if err := cfg.Server.Validate(); err != nil {
-		return cfg, err
-	}
-	if cfg.DrainTimeout <= 0 {
-		return cfg, fmt.Errorf("drain_timeout %v: want > 0", cfg.DrainTimeout)
-	}
-	return cfg, nil
 }
 
 // openModel loads one model named on the command line: a model folder (a

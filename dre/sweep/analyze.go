@@ -3,6 +3,7 @@ package sweep
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"rnnserve/dre"
@@ -36,6 +37,15 @@ func build(u *unit, B int, seed uint64) (*built, error) {
 		return nil, err
 	}
 	b := &built{prog: prog, plan: plan, net: net, workingSet: dre.WorkingSetOfProgram(prog, u.T, B)}
+	var notes []string
+	if u.Note != "" {
+		notes = append(notes, u.Note)
+	}
+	if !net.Uniform() {
+		// The row's cell and sizes are the top layer's; say what is below.
+		notes = append(notes, "layers "+stackString(net))
+	}
+	b.note = strings.Join(notes, "; ")
 	if u.App == nil || u.App.Decoder == nil {
 		return b, nil
 	}
@@ -65,8 +75,26 @@ func build(u *unit, B int, seed uint64) (*built, error) {
 	if u.Schedule == schedule.APlus {
 		a = "A+ on the encoder only"
 	}
-	b.note = fmt.Sprintf("%s; decoder (%d %v layers, attention) runs A's G per step for %d output tokens", a, dec.Stack.NumLayers, dec.Stack.Cell, S)
+	notes = append(notes, fmt.Sprintf("%s; decoder (%d %v layers, attention) runs A's G per step for %d output tokens", a, dec.Stack.NumLayers, dec.Stack.Cell, S))
+	b.note = strings.Join(notes, "; ")
 	return b, nil
+}
+
+// stackString describes the layers of net bottom first, e.g.
+// "lstm 2048, lstm 8192" or "gru 256 bidirectional, lstm 1024 proj 256".
+func stackString(net *rnn.Network) string {
+	var parts []string
+	for _, l := range net.Stack() {
+		s := fmt.Sprintf("%v %d", l.Cell, l.Hidden)
+		if l.Proj > 0 {
+			s += fmt.Sprintf(" proj %d", l.Proj)
+		}
+		if l.Bidirectional {
+			s += " bidirectional"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // decoderWorkingSet extends the paper's working set (weights + word

@@ -11,7 +11,8 @@
 // A sweep file (configs/sweeps/*.yaml; ParseSweep) names a grid, the
 // paper's Table I (hidden size, layers, cell, input length, vocabulary),
 // and applications from the catalog of package models (GNMT, DeepSpeech1,
-// LM, byteNER), the schedules (A, A+) and the caches. Each model at each
+// LM in two shapes, byteNER; optionally again without their softmax
+// head), the schedules (A, A+) and the caches. Each model at each
 // input length under each schedule is a unit: one dry plan, walked once
 // per cache, one row per cache. GNMT's unit is its encoder's plan followed
 // by its decoder's (schedule.DecoderProgram), so the decoder's traffic is
@@ -61,9 +62,13 @@
 // Plot draws fig3_dre_share, fig4_dre_share_by_length and
 // fig5_dre_share_by_vocab, the paper's Figures 3-5: the share of the
 // grid's benchmarks (under Schedule A, which is what the paper measured in
-// TensorFlow) whose DRE is above each threshold, per cache, by input
-// length and by vocabulary; and fig6_aplus_over_a, Figure 6: each
-// application's traffic under A+ normalised to A, per input length.
+// TensorFlow) whose DRE is above each threshold, one panel per cache
+// (smallest first, with Schedule A+ beside A), by input length and by
+// vocabulary; and fig6_aplus_over_a, Figure 6: each application's traffic
+// under A+ normalised to A, per input length, with the values the paper's
+// text gives marked over the bars they belong to. Each is written as PNG,
+// SVG and PDF, with its legend beside the data, never over it. Reports and
+// figures list caches by size, not by name.
 //
 // # Measured traffic
 //

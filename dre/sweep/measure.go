@@ -385,7 +385,7 @@ func (s *Sweep) MeasureItems() []MeasureItem {
 		for _, c := range s.Caches {
 			items = append(items, MeasureItem{
 				Target: Target{Spec: u.Spec, T: u.T, B: s.Batch, Schedule: u.Schedule, Seed: s.Seed},
-				Model:  u.Model, Cache: c, Runs: s.Runs,
+				Model:  appKey{u.Model, u.NoHead}.label(" "), Cache: c, Runs: s.Runs,
 			})
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"rnnserve/models"
 )
 
 const mib = 1 << 20
@@ -23,13 +25,15 @@ func Report(w io.Writer, sw *Sweep, rows []Row) {
 	}
 	reportShares(w, sw, grid)
 	reportObservations(w, sw, grid)
+	reportVocab(w, sw, grid)
 	reportSmall(w, grid)
 }
 
 // reportApps prints AvgRW(A)/AvgRW(A+) per application and input length,
-// for every cache, with the traffic of both schedules.
+// for every cache (smallest first), with the traffic of both schedules
+// and the savings the paper's text gives.
 func reportApps(w io.Writer, sw *Sweep, rows []Row) {
-	for _, c := range sw.Caches {
+	for _, c := range cachesBySize(sw.Caches) {
 		t := appRatios(rows, c.Name)
 		if len(t.apps) == 0 {
 			continue
@@ -38,31 +42,28 @@ func reportApps(w io.Writer, sw *Sweep, rows []Row) {
 		for _, T := range t.lengths {
 			fmt.Fprintf(w, " T=%d |", T)
 		}
-		fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---|", len(t.lengths)))
+		fmt.Fprintf(w, " paper (Section V-B, 12 MB) |\n|---|%s---|\n", strings.Repeat("---|", len(t.lengths)))
 		for i, app := range t.apps {
-			fmt.Fprintf(w, "| %s |", app)
+			fmt.Fprintf(w, "| %s |", app.label(" "))
+			var paper []string
 			for j, T := range t.lengths {
-				a := find(rows, app, T, "A", c.Name)
-				p := find(rows, app, T, "A+", c.Name)
+				if s := paperSavingOf(app.model, T); s > 0 {
+					paper = append(paper, fmt.Sprintf("%.2fx at T=%d", s, T))
+				}
+				a := findApp(rows, app, T, "A", c.Name)
+				p := findApp(rows, app, T, "A+", c.Name)
 				if t.ratio[i][j] == 0 || a == nil || p == nil {
 					fmt.Fprint(w, " - |")
 					continue
 				}
 				fmt.Fprintf(w, " %.2fx (%s / %s, DRE %.1f / %.1f) |", 1/t.ratio[i][j], mibs(a.AvgRW), mibs(p.AvgRW), a.DRE, p.DRE)
 			}
-			fmt.Fprintln(w)
+			if len(paper) == 0 {
+				paper = []string{"-"}
+			}
+			fmt.Fprintf(w, " %s |\n", strings.Join(paper, ", "))
 		}
 	}
-}
-
-func find(rows []Row, model string, T int, sched, cache string) *Row {
-	for i := range rows {
-		r := &rows[i]
-		if r.Model == model && r.T == T && r.Schedule == sched && r.Cache == cache {
-			return r
-		}
-	}
-	return nil
 }
 
 func mibs(b float64) string {
@@ -88,7 +89,7 @@ func reportShares(w io.Writer, sw *Sweep, grid []Row) {
 		}
 		fmt.Fprintf(w, " max DRE |\n|---|---|---|---|%s---|\n", strings.Repeat("---|", len(pc.Thresholds)))
 		for _, sched := range sw.Schedules {
-			for _, c := range sw.Caches {
+			for _, c := range cachesBySize(sw.Caches) {
 				for _, v := range distinct(rs, func(r *Row) int { return r.Vocab }) {
 					sel := filter(rs, func(r *Row) bool { return r.Schedule == sched && r.Cache == c.Name && r.Vocab == v })
 					if len(sel) == 0 {
@@ -107,7 +108,7 @@ func reportShares(w io.Writer, sw *Sweep, grid []Row) {
 			fmt.Fprintf(w, " > %g |", th)
 		}
 		fmt.Fprintf(w, "\n|---|---|---|---|%s\n", strings.Repeat("---|", len(pc.Thresholds)))
-		for _, c := range sw.Caches {
+		for _, c := range cachesBySize(sw.Caches) {
 			for _, v := range distinct(rs, func(r *Row) int { return r.Vocab }) {
 				for _, T := range distinct(rs, func(r *Row) int { return r.T }) {
 					sel := filter(rs, func(r *Row) bool { return r.Schedule == "A" && r.Cache == c.Name && r.Vocab == v && r.T == T })
@@ -150,7 +151,7 @@ func reportObservations(w io.Writer, sw *Sweep, grid []Row) {
 	fmt.Fprintf(w, "| factor | cache | pairs | grows | same (±1%%) | falls | spilling pairs: grows / same / falls | median DRE by value |\n|---|---|---|---|---|---|---|---|\n")
 	a := filter(grid, func(r *Row) bool { return r.Schedule == "A" })
 	for _, f := range factors {
-		for _, c := range sw.Caches {
+		for _, c := range cachesBySize(sw.Caches) {
 			rs := filter(a, func(r *Row) bool { return r.Cache == c.Name })
 			values := distinct(rs, f.get)
 			if len(values) < 2 {
@@ -267,4 +268,155 @@ func reportSmall(w io.Writer, grid []Row) {
 				mibs(r.AvgReadBytes), mibs(r.AvgWriteBytes), bound, r.DRE)
 		}
 	}
+}
+
+// gridPoint is a grid row's model and input length: every column that
+// pairs rows across vocabularies.
+type gridPoint struct {
+	cell          string
+	hidden, layer int
+	T             int
+}
+
+func gridPointOf(r *Row) gridPoint { return gridPoint{r.Cell, r.Hidden, r.Layers, r.T} }
+
+// vocabBytes is what a grid row's vocabulary puts in its model: the
+// embedding table and the head's weights and biases, in bytes.
+func vocabBytes(g *Grid, r *Row) (emb, head int64, err error) {
+	spec := TableISpec(r.Cell, r.Hidden, r.Layers, r.Vocab, g.HeadActivation)
+	net, err := models.Shape(&spec)
+	if err != nil {
+		return 0, 0, err
+	}
+	return 4 * int64(net.Vocab) * int64(net.Input), 4 * int64(net.HeadOut) * int64(net.OutputWidth()+1), nil
+}
+
+// spread formats the median and range of vs.
+func spread(vs []float64) string {
+	if len(vs) == 0 {
+		return "-"
+	}
+	s := slices.Sorted(slices.Values(vs))
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return fmt.Sprintf("%.2f (%.2f to %.2f)", med, s[0], s[len(s)-1])
+}
+
+// maxVocabNetworks bounds the grids whose DRE reportVocab lists network
+// by network.
+const maxVocabNetworks = 24
+
+// reportVocab checks what a larger vocabulary does to DRE. It pairs every
+// Schedule A grid row with the row that differs only in the next larger
+// vocabulary, counts the pairs by which side of 1 their DREs fall, and
+// sets what the larger vocabulary adds to the traffic and to the working
+// set against what it adds to the model: the embedding table, of which an
+// inference reads T rows, and the head, which it reads whole. For a small
+// grid it lists every network's DRE at each vocabulary.
+func reportVocab(w io.Writer, sw *Sweep, grid []Row) {
+	a := filter(grid, func(r *Row) bool { return r.Schedule == "A" })
+	vocabs := distinct(a, func(r *Row) int { return r.Vocab })
+	if len(vocabs) < 2 || sw.Grid == nil {
+		return
+	}
+	fmt.Fprintf(w, "\n## Vocabulary: what a larger one adds (Schedule A, all cells)\n\n")
+	fmt.Fprintf(w, "Pairs of rows that differ only in the vocabulary, at adjacent values. Added traffic and working set are the larger vocabulary's row minus the smaller's, per inference; the model gains an embedding table of vocab x input floats, of which an inference reads T rows, and a head of vocab x (output + 1) floats, read whole.\n\n")
+	fmt.Fprintf(w, "| cache | T | vocab | pairs | DRE >= 1 at both | falls below 1 | rises to 1 or more | below 1 at both | added traffic / added head | added working set / added embedding and head | added traffic / added working set |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	caches := cachesBySize(sw.Caches)
+	at := map[string]map[gridPoint]map[int]vocabRow{} // cache, network, vocab
+	var nets []gridPoint
+	for i := range a {
+		r := &a[i]
+		emb, head, err := vocabBytes(sw.Grid, r)
+		if err != nil {
+			fmt.Fprintf(w, "(row %d: %v)\n", r.Index, err)
+			return
+		}
+		n := gridPointOf(r)
+		if at[r.Cache] == nil {
+			at[r.Cache] = map[gridPoint]map[int]vocabRow{}
+		}
+		if at[r.Cache][n] == nil {
+			at[r.Cache][n] = map[int]vocabRow{}
+			if !slices.Contains(nets, n) {
+				nets = append(nets, n)
+			}
+		}
+		at[r.Cache][n][r.Vocab] = vocabRow{*r, emb, head}
+	}
+	lengths := distinct(a, func(r *Row) int { return r.T })
+	for _, c := range caches {
+		for _, T := range lengths {
+			for i := 0; i+1 < len(vocabs); i++ {
+				reportVocabPairs(w, c.Name, T, vocabs[i], vocabs[i+1], nets, at[c.Name])
+			}
+		}
+	}
+	if len(nets) > maxVocabNetworks {
+		return
+	}
+	fmt.Fprintf(w, "\n### DRE by vocabulary (Schedule A)\n\n| cache | cell | hidden | layers | T |")
+	for _, v := range vocabs {
+		fmt.Fprintf(w, " %d |", v)
+	}
+	fmt.Fprintf(w, "\n|---|---|---|---|---|%s\n", strings.Repeat("---|", len(vocabs)))
+	for _, c := range caches {
+		for _, n := range nets {
+			if at[c.Name][n] == nil {
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s | %d | %d | %d |", c.Name, n.cell, n.hidden, n.layer, n.T)
+			for _, v := range vocabs {
+				if s, ok := at[c.Name][n][v]; ok {
+					fmt.Fprintf(w, " %.2f |", s.row.DRE)
+				} else {
+					fmt.Fprint(w, " - |")
+				}
+			}
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+// vocabRow is a grid row with the bytes its vocabulary puts in the model.
+type vocabRow struct {
+	row       Row
+	emb, head int64
+}
+
+// reportVocabPairs prints the line of reportVocab's table for the
+// networks of input length T through one cache, vocabulary lo -> hi.
+func reportVocabPairs(w io.Writer, cache string, T, lo, hi int, nets []gridPoint, at map[gridPoint]map[int]vocabRow) {
+	var counts [4]int // DRE >= 1 at both, falls below 1, rises to 1 or more, below 1 at both
+	var perHead, perModel, perWS []float64
+	for _, n := range nets {
+		a, ok1 := at[n][lo]
+		b, ok2 := at[n][hi]
+		if n.T != T || !ok1 || !ok2 {
+			continue
+		}
+		switch da, db := a.row.DRE, b.row.DRE; {
+		case da >= 1 && db >= 1:
+			counts[0]++
+		case da >= 1:
+			counts[1]++
+		case db >= 1:
+			counts[2]++
+		default:
+			counts[3]++
+		}
+		dR := b.row.AvgRW - a.row.AvgRW
+		dW := float64(b.row.WorkingSetBytes - a.row.WorkingSetBytes)
+		perHead = append(perHead, dR/float64(b.head-a.head))
+		perModel = append(perModel, dW/float64(b.emb+b.head-a.emb-a.head))
+		perWS = append(perWS, dR/dW)
+	}
+	pairs := counts[0] + counts[1] + counts[2] + counts[3]
+	if pairs == 0 {
+		return
+	}
+	fmt.Fprintf(w, "| %s | %d | %d -> %d | %d | %d | %d | %d | %d | %s | %s | %s |\n", cache, T, lo, hi, pairs,
+		counts[0], counts[1], counts[2], counts[3], spread(perHead), spread(perModel), spread(perWS))
 }

@@ -106,9 +106,9 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Errorf("results.json: complete %v interrupted %v rows %d", res.Complete, res.Interrupted, len(res.Rows))
 	}
 	for _, f := range []string{fig3, fig4, fig5, fig6} {
-		for _, ext := range []string{".png", ".svg"} {
-			if st, err := os.Stat(filepath.Join(out, FiguresDir, f+ext)); err != nil || st.Size() < 1000 {
-				t.Errorf("figure %s%s: %v", f, ext, err)
+		for _, ext := range FigureFormats() {
+			if st, err := os.Stat(filepath.Join(out, FiguresDir, f+"."+ext)); err != nil || st.Size() < 1000 {
+				t.Errorf("figure %s.%s: %v", f, ext, err)
 			}
 		}
 	}

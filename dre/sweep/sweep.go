@@ -77,6 +77,11 @@ type Grid struct {
 type AppsGrid struct {
 	Names        []string `yaml:"names" json:"names"`
 	InputLengths []int    `yaml:"input_lengths" json:"input_lengths"`
+	// NoHead lists applications of Names to run a second time with their
+	// softmax head left out: what the recurrent layers (and the
+	// embedding) move alone. Their rows have the app's name and head_out
+	// 0. An app whose head is its decoder's (GNMT) cannot be listed.
+	NoHead []string `yaml:"no_head" json:"no_head,omitempty"`
 }
 
 // Plots chooses what the figures show.
@@ -550,6 +555,19 @@ func (s *Sweep) validate() *SweepError {
 		if e := checkInts("apps.input_lengths", a.InputLengths, 1, maxInputLen); e != nil {
 			return e
 		}
+		for i, n := range a.NoHead {
+			k := fmt.Sprintf("apps.no_head[%d]", i)
+			switch app, err := models.LookupApp(n); {
+			case !slices.Contains(a.Names, n):
+				return sweepErr(k, strconv.Quote(n), "not in apps.names (%s)", strings.Join(a.Names, ", "))
+			case slices.Contains(a.NoHead[:i], n):
+				return sweepErr(k, strconv.Quote(n), "listed twice")
+			case err != nil || app.Decoder != nil:
+				return sweepErr(k, strconv.Quote(n), "its head is its decoder's, which feeds the tokens it picks back")
+			case app.Encoder.Head == nil:
+				return sweepErr(k, strconv.Quote(n), "the application has no head")
+			}
+		}
 	}
 	if rows := s.Rows(); rows > maxRows {
 		return sweepErr("", nil, "%d rows, more than %d", rows, maxRows)
@@ -642,7 +660,7 @@ func (s *Sweep) Units() int64 {
 		n += int64(len(g.Cells)) * int64(len(g.Hidden)) * int64(len(g.Layers)) * int64(len(g.InputLengths)) * int64(len(g.Vocab)) * sched
 	}
 	if a := s.Apps; a != nil {
-		n += int64(len(a.Names)) * int64(len(a.InputLengths)) * sched
+		n += int64(len(a.Names)+len(a.NoHead)) * int64(len(a.InputLengths)) * sched
 	}
 	return n
 }
@@ -684,11 +702,14 @@ type unit struct {
 	App      *models.App // nil for a grid point
 	T        int
 	Schedule schedule.Schedule
+	NoHead   bool   // the app's head left out (apps.no_head)
+	Note     string // said in every row of the unit
 }
 
 // units lists the sweep's units in row order: the grid (cells, hidden
 // sizes, layer counts, vocabularies, input lengths, schedules, outermost
-// first), then the applications (name, input length, schedule).
+// first), then the applications (name, input length, schedule; an app of
+// no_head again without its head after its own units).
 func (s *Sweep) units() []unit {
 	var us []unit
 	var scheds []schedule.Schedule
@@ -726,6 +747,13 @@ func (s *Sweep) units() []unit {
 			}
 			for _, t := range a.InputLengths {
 				add(unit{Kind: "app", Model: app.Name, Spec: app.Encoder, App: &app, T: t})
+			}
+			if slices.Contains(a.NoHead, name) {
+				spec := app.Encoder
+				spec.Head = nil
+				for _, t := range a.InputLengths {
+					add(unit{Kind: "app", Model: app.Name, Spec: spec, App: &app, T: t, NoHead: true, Note: "head left out (apps.no_head)"})
+				}
 			}
 		}
 	}

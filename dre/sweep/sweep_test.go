@@ -45,7 +45,10 @@ func TestParseSweepErrors(t *testing.T) {
 		{"bad cell", strings.Replace(validSweep, "[lstm]", "[lstm, rnn]", 1), []string{`grid.cells[1] = "rnn"`, "lstm or gru"}},
 		{"bad schedule", validSweep + "schedules: [A, B]\n", []string{`schedules[1] = "B"`, "A or A+"}},
 		{"zero runs", strings.Replace(validSweep, "runs: 3", "runs: -1", 1), []string{"runs = -1"}},
-		{"unknown app", validSweep + "apps: {names: [gnmt, bert], input_lengths: [3]}\n", []string{`apps.names[1] = "bert"`, "gnmt, deepspeech1, lm, bytener"}},
+		{"unknown app", validSweep + "apps: {names: [gnmt, bert], input_lengths: [3]}\n", []string{`apps.names[1] = "bert"`, "gnmt, deepspeech1, lm, lm-dre, bytener"}},
+		{"no_head not in names", validSweep + "apps: {names: [lm], input_lengths: [3], no_head: [bytener]}\n", []string{`apps.no_head[0] = "bytener"`, "not in apps.names (lm)"}},
+		{"no_head twice", validSweep + "apps: {names: [lm], input_lengths: [3], no_head: [lm, lm]}\n", []string{`apps.no_head[1] = "lm"`, "twice"}},
+		{"no_head of a decoder", validSweep + "apps: {names: [gnmt], input_lengths: [3], no_head: [gnmt]}\n", []string{`apps.no_head[0] = "gnmt"`, "decoder"}},
 		{"app without lengths", validSweep + "apps: {names: [lm]}\n", []string{"apps.input_lengths", "empty"}},
 		{"nothing to do", "runs: 3\n", []string{"nothing to do"}},
 		{"duplicate cache names", strings.Replace(validSweep, "  - {name: small, size: 4KiB}", "  - {name: small, size: 4KiB}\n  - {name: small, size: 8KiB}", 1), []string{`caches[1].name = "small"`}},
@@ -120,7 +123,7 @@ func TestParseSweepDefaults(t *testing.T) {
 // TestCheckedInSweeps parses every sweep of configs/sweeps and checks the
 // sizes the docs quote.
 func TestCheckedInSweeps(t *testing.T) {
-	want := map[string]int64{"table1": 3840, "apps": 96, "paper": 3936}
+	want := map[string]int64{"table1": 3840, "apps": 144, "paper": 3984, "vocab": 144, "lm": 24}
 	files, err := filepath.Glob("../../configs/sweeps/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no sweeps: %v", err)
