@@ -10,7 +10,7 @@ import json
 import random
 import sys
 import tempfile
-import traceback
+import unittest
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -218,19 +218,9 @@ go_goroutines 12
 
 
 def main():
-    tests = [(name, fn) for name, fn in globals().items() if name.startswith("test_") and callable(fn)]
-    failed = 0
-    for name, fn in tests:
-        try:
-            fn()
-        except Exception:
-            failed += 1
-            print(f"FAIL {name}")
-            traceback.print_exc()
-        else:
-            print(f"ok   {name}")
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    tests = [unittest.FunctionTestCase(fn) for name, fn in globals().items() if name.startswith("test_") and callable(fn)]
+    result = unittest.TextTestRunner(verbosity=2).run(unittest.TestSuite(tests))
+    return 0 if result.wasSuccessful() else 1
 
 
 if __name__ == "__main__":
