@@ -19,6 +19,12 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
+# serve -version and rnnserve_build_info: the build context has no .git,
+# so give them (docs/deploy.md):
+#   --build-arg RNNSERVE_VERSION=$(git describe --tags --always --dirty)
+#   --build-arg RNNSERVE_COMMIT=$(git rev-parse HEAD)
+ARG RNNSERVE_VERSION
+ARG RNNSERVE_COMMIT
 RUN scripts/build-image.sh /out
 
 FROM gcr.io/distroless/static-debian12:nonroot

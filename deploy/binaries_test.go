@@ -100,6 +100,18 @@ func TestBuildScript(t *testing.T) {
 			t.Errorf("%s is %s", name, info.Path)
 		}
 	}
+	// serve knows the commit it was built from: from the Go build
+	// information, or from the script's -ldflags where go build stamped
+	// none (a Git worktree, or GOFLAGS=-buildvcs=false).
+	head, err := exec.Command("git", "-C", repoRoot, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Logf("no git commit to compare serve -version with: %v", err)
+		return
+	}
+	out, err := exec.Command(filepath.Join(dir, "serve"), "-version").Output()
+	if want := "(commit " + strings.TrimSpace(string(head)) + ","; err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("serve -version: %q %v, want %q", out, err, want)
+	}
 }
 
 // announced are serve's flags that the image and the manifests already
@@ -112,19 +124,41 @@ var announced = map[string]string{
 	"repository": "the model repository directory (-repository DIR)",
 }
 
+// serveHelp is what serve -h prints; it must exit 0.
+func serveHelp(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(binaries(t), "serve"), "-h").CombinedOutput()
+	if err != nil {
+		t.Fatalf("serve -h: %v, want exit status 0\n%s", err, out)
+	}
+	return string(out)
+}
+
 // serveFlags lists the flags serve -h prints.
 func serveFlags(t *testing.T) []string {
 	t.Helper()
-	out, _ := exec.Command(filepath.Join(binaries(t), "serve"), "-h").CombinedOutput() // -h may exit 1 (flag.ErrHelp)
+	out := serveHelp(t)
 	re := regexp.MustCompile(`(?m)^\s+-([\w-]+)`)
 	var flags []string
-	for _, m := range re.FindAllStringSubmatch(string(out), -1) {
+	for _, m := range re.FindAllStringSubmatch(out, -1) {
 		flags = append(flags, m[1])
 	}
 	if !slices.Contains(flags, "listen") {
 		t.Fatalf("serve -h lists no -listen flag:\n%s", out)
 	}
 	return flags
+}
+
+// serveEnv lists the environment variables serve -h names: each setting's
+// RNNSERVE_ variable (docs/configuration.md).
+func serveEnv(t *testing.T) []string {
+	t.Helper()
+	out := serveHelp(t)
+	env := regexp.MustCompile(`\bRNNSERVE_[A-Z0-9_]+\b`).FindAllString(out, -1)
+	if !slices.Contains(env, "RNNSERVE_LISTEN") {
+		t.Fatalf("serve -h names no RNNSERVE_LISTEN:\n%s", out)
+	}
+	return env
 }
 
 // checkFlags checks that every flag in args is one serve has, and returns

@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -66,6 +67,11 @@ func TestServeAsDeployed(t *testing.T) {
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.Env = append(os.Environ(), "GOMEMLIMIT=1073741824") // as the pod's resourceFieldRef gives it
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +134,13 @@ func TestServeAsDeployed(t *testing.T) {
 		}
 	case <-time.After(sc.LameDuck + sc.DrainTimeout):
 		t.Fatalf("serve still running %v after SIGTERM (lame duck %v, drain timeout %v)", time.Since(start), sc.LameDuck, sc.DrainTimeout)
+	}
+	// The pod's RNNSERVE_LOG_FORMAT=json: every log line is a JSON object
+	// (read once serve has exited and its output is all copied).
+	for line := range strings.Lines(logs.String()) {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("log line %q is not JSON (RNNSERVE_LOG_FORMAT=json in the pod)", line)
+		}
 	}
 }
 

@@ -32,8 +32,8 @@ import (
 // manifestDir holds the manifests, below the repository's root.
 var manifestDir = filepath.Join(repoRoot, "deploy", "kubernetes")
 
-// goRuntimeEnv are the environment variables the Go runtime reads, the
-// only ones serve reads today.
+// goRuntimeEnv are the environment variables the Go runtime reads; serve
+// reads its settings' RNNSERVE_ variables besides (serveEnv).
 var goRuntimeEnv = []string{"GOMEMLIMIT", "GOMAXPROCS", "GOGC", "GODEBUG", "GOTRACEBACK"}
 
 // servingRuntime is the part of KServe's serving.kserve.io/v1alpha1
@@ -387,9 +387,10 @@ func TestServingManifests(t *testing.T) {
 	}
 
 	// Environment: only what the binary reads.
+	reads := append(slices.Clone(goRuntimeEnv), serveEnv(t)...)
 	for _, e := range c.Env {
-		if !slices.Contains(goRuntimeEnv, e.Name) {
-			t.Errorf("env %s: serve does not read it (it reads %v)", e.Name, goRuntimeEnv)
+		if !slices.Contains(reads, e.Name) {
+			t.Errorf("env %s: serve does not read it (it reads %v)", e.Name, reads)
 		}
 		if e.Name == "GOMEMLIMIT" && (e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != "limits.memory") {
 			t.Errorf("GOMEMLIMIT should follow the memory limit (resourceFieldRef limits.memory)")

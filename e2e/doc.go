@@ -17,6 +17,12 @@
 //     reflected schema against Triton's own (compiled into the client
 //     module), the message size limit, bad input and its codes, and an
 //     unload that ends a live sequence;
+//   - TestStickySequences runs three replicas behind a real nginx
+//     configured by the recipe deploy/nginx/rnnserve.conf (a consistent
+//     hash of the X-Sequence-Id header): every step of every sequence
+//     lands on one replica and matches a separate server's outputs, and
+//     when a replica is killed its sequences get 404 "unknown sequence"
+//     while the others go on and new ones start on the live replicas;
 //   - TestDashboardQueries starts it next to a real Prometheus that
 //     scrapes it with the repository's scrape config (configs/prometheus),
 //     drives infer, sequence and generate traffic, and checks that every
@@ -25,7 +31,9 @@
 //
 // The package has no code of its own, only tests. The Prometheus tests
 // need Prometheus at /usr/bin/prometheus and promtool at /usr/bin/promtool
-// (Debian's package prometheus): without them they skip, or fail when the
-// environment variable CI is set, since CI installs the package.
+// (Debian's package prometheus), the sticky-sequence test nginx at
+// /usr/sbin/nginx (Debian's package nginx): without them they skip, or
+// fail when the environment variable CI is set, since CI installs the
+// packages.
 // docs/monitoring.md describes the dashboards the tests check.
 package e2e

@@ -103,6 +103,14 @@ type process struct {
 	log    string
 	exited chan struct{} // closed when the process has exited
 	err    error         // Wait's result; read it only after exited is closed
+	killed bool          // by kill: its exit status is no failure
+}
+
+// kill sends SIGKILL to the process (by its PID) and waits for its exit.
+func (p *process) kill() {
+	p.killed = true
+	p.cmd.Process.Kill()
+	<-p.exited
 }
 
 // startProcess starts bin with args in dir, its stdout and stderr going to
@@ -151,7 +159,7 @@ func (p *process) stop() error {
 			return fmt.Errorf("%s did not exit within %v of SIGTERM; killed", p.name, stopGrace)
 		}
 	}
-	if p.err != nil {
+	if p.err != nil && !p.killed {
 		return fmt.Errorf("%s: %w", p.name, p.err)
 	}
 	return nil

@@ -6,23 +6,38 @@
 #
 #   - CGO_ENABLED=0: static binaries, which need no libc in the image;
 #   - -trimpath and -ldflags '-s -w': no local paths, no symbol table;
-#   - serve (the bundled models are embedded in it) and dresim (sweeps).
+#   - serve (the bundled models are embedded in it) and dresim (sweeps);
+#   - serve's version and commit set with -ldflags -X, for builds whose Go
+#     build information has none (no .git, as in the container build):
+#     from RNNSERVE_VERSION and RNNSERVE_COMMIT when set (the Dockerfile's
+#     build arguments), else from git. serve prefers what go build stamps
+#     from the VCS (serve -version; docs/configuration.md).
 #
 # Then it checks that each binary is static (no ELF interpreter, no shared
 # libraries: readelf, from binutils) and that each starts and prints its
-# usage (-h).
+# usage (-h, exit status 0).
 #
-# Usage: scripts/build-image.sh OUTDIR
+# Usage: [RNNSERVE_VERSION=V] [RNNSERVE_COMMIT=C] scripts/build-image.sh OUTDIR
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
 mkdir -p "$1"
 out=$(cd "$1" && pwd)
 cd "$(dirname "$0")/.."
 
-export CGO_ENABLED=0
-for cmd in serve dresim; do
-	go build -trimpath -ldflags='-s -w' -o "$out/$cmd" "./cmd/$cmd"
+version=${RNNSERVE_VERSION:-$(git describe --tags --always --dirty 2>/dev/null || true)}
+commit=${RNNSERVE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || true)}
+serve_ldflags='-s -w'
+for kv in "version=$version" "commit=$commit"; do
+	case ${kv#*=} in
+	"") ;;
+	*[!A-Za-z0-9._+~-]*) echo "$0: serve's ${kv%%=*} \"${kv#*=}\": want letters, digits and . _ + ~ -" >&2; exit 1 ;;
+	*) serve_ldflags+=" -X main.$kv" ;;
+	esac
 done
+
+export CGO_ENABLED=0
+go build -trimpath -ldflags="$serve_ldflags" -o "$out/serve" ./cmd/serve
+go build -trimpath -ldflags='-s -w' -o "$out/dresim" ./cmd/dresim
 
 command -v readelf >/dev/null || { echo "$0: readelf (binutils) is needed to check the binaries are static" >&2; exit 1; }
 for cmd in serve dresim; do
@@ -35,11 +50,12 @@ for cmd in serve dresim; do
 done
 
 # serve prints its flags on -h; dresim its commands.
-usage=$("$out/serve" -h 2>&1 || true)
+usage=$("$out/serve" -h 2>&1) || { echo "$0: serve -h failed:" >&2; echo "$usage" >&2; exit 1; }
 case $usage in
 *-listen*) ;;
 *) echo "$0: serve -h does not print its flags:" >&2; echo "$usage" >&2; exit 1 ;;
 esac
+"$out/serve" -version
 usage=$("$out/dresim" -h 2>&1) || { echo "$0: dresim -h failed:" >&2; echo "$usage" >&2; exit 1; }
 case $usage in
 *"dresim run"*) ;;

@@ -59,9 +59,15 @@ type budgetWaiter struct {
 	ready    chan struct{}
 }
 
-func newBudget(o BudgetOptions, m *metrics) *budget {
-	m.budgetSize.Set(float64(o.Bytes))
-	return &budget{size: o.Bytes, wait: o.Wait, gauge: m.budgetUsed, refused: m.budgetRefused}
+// newBudget makes the budget of options o (Bytes 0: DefaultBudgetBytes,
+// and never less than one body at the limit maxBody).
+func newBudget(o BudgetOptions, maxBody int64, m *metrics) *budget {
+	size := o.Bytes
+	if size == 0 {
+		size = max(DefaultBudgetBytes, maxBody)
+	}
+	m.budgetSize.Set(float64(size))
+	return &budget{size: size, wait: o.Wait, gauge: m.budgetUsed, refused: m.budgetRefused}
 }
 
 // acquire takes n bytes (at most size), waiting in the queue until ctx

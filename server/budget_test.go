@@ -239,7 +239,7 @@ func TestConnectionCap(t *testing.T) {
 // time out with ErrOverBudget, a canceled client gets its cause.
 func TestBudgetReservation(t *testing.T) {
 	m := newMetrics()
-	b := newBudget(BudgetOptions{Bytes: 1000, Wait: 20 * time.Millisecond}, m)
+	b := newBudget(BudgetOptions{Bytes: 1000, Wait: 20 * time.Millisecond}, 0, m)
 	r := b.reserve(context.Background())
 	if err := r.grow(5000); err != nil || r.held != 1000 {
 		t.Fatalf("grow past the budget: held %d, %v; want the whole budget", r.held, err)
@@ -263,7 +263,7 @@ func TestBudgetReservation(t *testing.T) {
 		t.Errorf("in use after releases: %v", got)
 	}
 	var charge []int64
-	ch := &charged{r: bytes.NewReader(make([]byte, 3*budgetChunk+5)), res: &reservation{b: newBudget(BudgetOptions{Bytes: 1 << 30, Wait: time.Second}, newMetrics()), ctx: context.Background(), deadline: time.Now().Add(time.Second)}}
+	ch := &charged{r: bytes.NewReader(make([]byte, 3*budgetChunk+5)), res: &reservation{b: newBudget(BudgetOptions{Bytes: 1 << 30, Wait: time.Second}, 0, newMetrics()), ctx: context.Background(), deadline: time.Now().Add(time.Second)}}
 	buf := make([]byte, budgetChunk/2)
 	for {
 		_, err := ch.Read(buf)
@@ -290,7 +290,7 @@ func (b *budget) inUse() int64 {
 // that a request already holding bytes goes ahead of new ones; a waiter
 // that gives up lets the ones behind it through.
 func TestBudgetQueue(t *testing.T) {
-	b := newBudget(BudgetOptions{Bytes: 100, Wait: time.Minute}, newMetrics())
+	b := newBudget(BudgetOptions{Bytes: 100, Wait: time.Minute}, 0, newMetrics())
 	ctx := context.Background()
 	if err := b.acquire(ctx, 90, false); err != nil {
 		t.Fatal(err)

@@ -60,14 +60,16 @@ func newMeasuredTrafficWith(reg *prometheus.Registry, log *slog.Logger,
 		err = d.Err()
 	}
 	if err != nil {
-		log.Info("measured memory traffic is off: no hardware counters; the rnnserve_measured_* metrics are absent", "reason", err.Error())
+		log.Info("measured memory traffic off: no hardware counters (-log-level debug says why)")
+		log.Debug("measured memory traffic off: the rnnserve_measured_* metrics are absent", "reason", err.Error())
 		return nil
 	}
 	mt := &measuredTraffic{log: log, open: open,
 		llc:  d.Has(counters.LLCLoadMisses) || d.Has(counters.CacheMisses),
 		dram: d.Has(counters.DRAMReadBytes) && d.Has(counters.DRAMWriteBytes)}
 	if !mt.llc && !mt.dram {
-		log.Info("measured memory traffic is off: the counters this host has count no LLC misses or DRAM bytes", "counters", d.Summary())
+		log.Info("measured memory traffic off: no LLC-miss or DRAM-byte counters (-log-level debug says which there are)")
+		log.Debug("measured memory traffic off: the rnnserve_measured_* metrics are absent", "counters", d.Summary())
 		return nil
 	}
 	mt.inferences = prometheus.NewCounterVec(prometheus.CounterOpts{

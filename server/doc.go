@@ -11,7 +11,10 @@
 // same with its messages. Generation has GenerateRequest and
 // Server.Generate.
 // Behind them, batching, sequences, limits, statistics and metrics are
-// the same for every transport. Errors map to HTTP statuses by type in
+// the same for every transport. Both front ends also take a sequence id
+// from a header or metadata a load balancer can hash on (sticky.go), and
+// an AccessLog wraps them for request ids and access log lines
+// (accesslog.go). Errors map to HTTP statuses by type in
 // errors.go, and to gRPC codes by the same sentinels in grpc.go (CodeOf),
 // never by message text.
 //

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -277,8 +278,14 @@ func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, rece
 	res := g.s.budget.reserve(ctx)
 	defer res.release()
 	err := res.grow(int64(proto.Size(req)))
+	var id string
 	if err == nil {
-		err = fromGRPC(req, r, &tensorMemory{limit: 2 * g.s.opts.MaxBodyBytes, charge: res.grow})
+		id, err = sequenceIDFrom(metadata.ValueFromIncomingContext(ctx, SequenceMetadata), sequenceMetadataName)
+	}
+	if err == nil {
+		err = withSequenceID(r, id, sequenceMetadataName, func() error {
+			return fromGRPC(req, r, &tensorMemory{limit: 2 * g.s.opts.MaxBodyBytes, charge: res.grow})
+		})
 	}
 	if err != nil {
 		g.s.Rejected(req.GetModelName(), req.GetModelVersion(), "infer", protocolGRPC, received, err)
@@ -295,6 +302,9 @@ func (g *grpcService) decodeGenerate(ctx context.Context, req *pb.ModelInferRequ
 	res := g.s.budget.reserve(ctx)
 	defer res.release()
 	err := res.grow(int64(proto.Size(req)))
+	if err == nil {
+		err = noSequenceID(metadata.ValueFromIncomingContext(ctx, SequenceMetadata), sequenceMetadataName)
+	}
 	if err == nil {
 		err = generateFromGRPC(req, gen, &tensorMemory{limit: 2 * g.s.opts.MaxBodyBytes, charge: res.grow})
 	}

@@ -69,10 +69,10 @@ type BatchOptions struct {
 // BudgetOptions configure the memory budget (budget.go).
 type BudgetOptions struct {
 	// Bytes is how many request body bytes may be in flight at once, all
-	// requests and protocols together; at least MaxBodyBytes. The
-	// default, DefaultBudgetBytes, suits a machine of 4 GiB or more; an
-	// owner that knows the machine's memory sets BudgetFor(memory)
-	// (cmd/serve does).
+	// requests and protocols together: 0, or at least MaxBodyBytes. 0
+	// means DefaultBudgetBytes (or MaxBodyBytes, if larger), which suits a
+	// machine of 4 GiB or more; an owner that knows the machine's memory
+	// sets BudgetFor(memory) (cmd/serve does).
 	Bytes int64 `yaml:"bytes"`
 	// Wait is how long a request waits for room in the budget before it
 	// is refused with 503 and Retry-After.
@@ -108,7 +108,7 @@ func DefaultOptions() Options {
 		MaxSteps:          4096,
 		MaxRequestRows:    64,
 		MaxGenerateTokens: 4096,
-		Budget:            BudgetOptions{Bytes: DefaultBudgetBytes, Wait: time.Second},
+		Budget:            BudgetOptions{Wait: time.Second},
 		MaxConnections:    4096,
 		Batching: BatchOptions{
 			Enabled:     &on,
@@ -129,7 +129,6 @@ func (o *Options) EnsureDefaults() {
 	setInt(&o.MaxSteps, d.MaxSteps)
 	setInt(&o.MaxRequestRows, d.MaxRequestRows)
 	setInt(&o.MaxGenerateTokens, d.MaxGenerateTokens)
-	setInt64(&o.Budget.Bytes, d.Budget.Bytes)
 	if o.Budget.Wait == 0 {
 		o.Budget.Wait = d.Budget.Wait
 	}
@@ -159,8 +158,24 @@ func setInt64(p *int64, d int64) {
 	}
 }
 
-// ErrOptions is wrapped by every error Validate returns.
+// ErrOptions is matched by every error Validate returns.
 var ErrOptions = errors.New("server: invalid options")
+
+// OptionError is the error Validate returns: the setting, by its YAML key
+// below server: (max_steps, batching.max_rows), and what is wrong with it.
+// It matches ErrOptions.
+type OptionError struct {
+	Key     string
+	Problem string
+}
+
+func (e *OptionError) Error() string { return ErrOptions.Error() + ": " + e.Key + " " + e.Problem }
+
+func (e *OptionError) Is(target error) bool { return target == ErrOptions }
+
+func invalidOption(key, format string, a ...any) error {
+	return &OptionError{Key: key, Problem: fmt.Sprintf(format, a...)}
+}
 
 // Validate reports the first invalid setting, naming it.
 func (o Options) Validate() error {
@@ -174,7 +189,6 @@ func (o Options) Validate() error {
 		{"max_steps", int64(o.MaxSteps), 1, 1 << 20},
 		{"max_request_rows", int64(o.MaxRequestRows), 1, 1 << 16},
 		{"max_generate_tokens", int64(o.MaxGenerateTokens), 1, 1 << 20},
-		{"budget.bytes", o.Budget.Bytes, o.MaxBodyBytes, 1 << 50},
 		{"max_connections", int64(o.MaxConnections), 1, 1 << 24},
 		{"batching.max_rows", int64(o.Batching.MaxRows), 1, 1 << 16},
 		{"batching.queue_length", int64(o.Batching.QueueLength), 1, 1 << 20},
@@ -185,7 +199,7 @@ func (o Options) Validate() error {
 		{"private_cache_bytes", o.PrivateCacheBytes, 0, 1 << 40},
 	} {
 		if c.v < c.lo || c.v > c.hi {
-			return fmt.Errorf("%w: %s = %d, want %d..%d", ErrOptions, c.name, c.v, c.lo, c.hi)
+			return invalidOption(c.name, "= %d, want %d..%d", c.v, c.lo, c.hi)
 		}
 	}
 	for _, c := range []struct {
@@ -193,20 +207,23 @@ func (o Options) Validate() error {
 		v    int64
 	}{{"cache_bytes", o.CacheBytes}, {"private_cache_bytes", o.PrivateCacheBytes}} {
 		if c.v%cachesim.DefaultLineSize != 0 {
-			return fmt.Errorf("%w: %s = %d, want a multiple of the %d-byte cache line", ErrOptions, c.name, c.v, cachesim.DefaultLineSize)
+			return invalidOption(c.name, "= %d, want a multiple of the %d-byte cache line", c.v, cachesim.DefaultLineSize)
 		}
 	}
 	if o.Batching.MaxQueueDelay < 0 || o.Batching.MaxQueueDelay > time.Minute {
-		return fmt.Errorf("%w: batching.max_queue_delay = %v, want 0..1m", ErrOptions, o.Batching.MaxQueueDelay)
+		return invalidOption("batching.max_queue_delay", "= %v, want 0..1m", o.Batching.MaxQueueDelay)
+	}
+	if b := o.Budget.Bytes; b != 0 && (b < o.MaxBodyBytes || b > 1<<50) {
+		return invalidOption("budget.bytes", "= %d, want 0 (the default) or %d (max_body_bytes)..%d", b, o.MaxBodyBytes, int64(1)<<50)
 	}
 	if o.Budget.Wait < time.Millisecond || o.Budget.Wait > time.Minute {
-		return fmt.Errorf("%w: budget.wait = %v, want 1ms..1m", ErrOptions, o.Budget.Wait)
+		return invalidOption("budget.wait", "= %v, want 1ms..1m", o.Budget.Wait)
 	}
 	if o.ScheduleTiming < 0 || o.ScheduleTiming > time.Minute {
-		return fmt.Errorf("%w: schedule_timing = %v, want 0 (off)..1m", ErrOptions, o.ScheduleTiming)
+		return invalidOption("schedule_timing", "= %v, want 0 (off)..1m", o.ScheduleTiming)
 	}
 	if o.Sequences.IdleTimeout < time.Millisecond {
-		return fmt.Errorf("%w: sequences.idle_timeout = %v, want at least 1ms", ErrOptions, o.Sequences.IdleTimeout)
+		return invalidOption("sequences.idle_timeout", "= %v, want at least 1ms", o.Sequences.IdleTimeout)
 	}
 	return nil
 }

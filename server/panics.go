@@ -52,7 +52,8 @@ func (b *modelBase) protect(where string, f func() error) (err error) {
 	return f()
 }
 
-// logPanic logs a panic a front end recovered outside any model.
-func logPanic(log *slog.Logger, where string, v any) {
-	log.Error("panic contained", "where", where, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+// logPanic logs a panic a front end recovered outside any model, with
+// more attributes (the request id) after where.
+func logPanic(log *slog.Logger, where string, v any, attrs ...any) {
+	log.Error("panic contained", append(append([]any{"where", where}, attrs...), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))...)
 }

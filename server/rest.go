@@ -29,7 +29,7 @@ func (s *Server) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.CustomRecovery(func(c *gin.Context, v any) {
-		logPanic(s.log, "REST handler "+c.Request.URL.Path, v)
+		logPanic(s.log, "REST handler "+c.Request.URL.Path, v, "request_id", RequestID(c.Request.Context()))
 		s.metrics.panics.WithLabelValues("").Inc()
 		c.AbortWithStatusJSON(http.StatusInternalServerError, api.Error{Error: "internal error (the stack is in the server log)"})
 	}), func(c *gin.Context) {
@@ -164,8 +164,15 @@ func (s *Server) stats(c *gin.Context, name string) {
 func (s *Server) infer(c *gin.Context) {
 	received := time.Now()
 	r := &Request{Model: c.Param("name"), Version: c.Param("version"), Protocol: protocolREST, Received: received}
-	done, err := s.decodeInferBody(c, r)
-	defer done()
+	release := func() {}
+	defer func() { release() }()
+	id, err := sequenceIDFrom(c.Request.Header.Values(SequenceHeader), sequenceHeaderName)
+	if err == nil {
+		err = withSequenceID(r, id, sequenceHeaderName, func() (err error) {
+			release, err = s.decodeInferBody(c, r)
+			return err
+		})
+	}
 	if err != nil {
 		s.Rejected(r.Model, c.Param("version"), "infer", protocolREST, received, err)
 		s.fail(c, err)
@@ -204,8 +211,12 @@ func (s *Server) generate(c *gin.Context, stream bool) {
 	received := time.Now()
 	g := &GenerateRequest{Model: c.Param("name"), Version: c.Param("version"), Protocol: protocolREST, Received: received}
 	var w api.GenerateRequest
-	done, err := s.readJSON(c, &w, false)
-	defer done()
+	release := func() {}
+	defer func() { release() }()
+	err := noSequenceID(c.Request.Header.Values(SequenceHeader), sequenceHeaderName)
+	if err == nil {
+		release, err = s.readJSON(c, &w, false)
+	}
 	if err == nil {
 		err = fromGenerateWire(&w, g)
 	}

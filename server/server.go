@@ -32,6 +32,8 @@ type Deps struct {
 	// from by name and the index lists: one directory per model. nil
 	// refuses load and unload.
 	Repository fs.FS
+	// Build describes the binary: the rnnserve_build_info metric.
+	Build BuildInfo
 }
 
 // Pools are worker pools by their number of workers.
@@ -98,8 +100,9 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: log, metrics: newMetrics(), pools: deps.Pools, repo: deps.Repository,
 		stops: map[model]chan struct{}{}, gone: map[string]*sequenceStore{}, failed: map[string]string{}}
+	registerBuildInfo(s.metrics.reg, deps.Build)
 	s.measured = newMeasuredTraffic(s.metrics.reg, log)
-	s.budget = newBudget(opts.Budget, s.metrics)
+	s.budget = newBudget(opts.Budget, opts.MaxBodyBytes, s.metrics)
 	s.conns = make(chan struct{}, opts.MaxConnections)
 	s.metrics.connectionsLimit.Set(float64(opts.MaxConnections))
 	table := map[string]model{}

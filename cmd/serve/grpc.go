@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 
+	"google.golang.org/grpc"
+
 	"rnnserve/server"
 )
 
@@ -17,9 +19,9 @@ type grpcFront struct {
 // grpcOff reports whether a -grpc address turns gRPC off.
 func grpcOff(addr string) bool { return addr == "" || addr == "off" }
 
-// listenGRPC listens on addr for srv's gRPC front end; nil when addr turns
-// gRPC off.
-func listenGRPC(addr string, srv *server.Server) (*grpcFront, error) {
+// listenGRPC listens on addr for srv's gRPC front end, built with opts;
+// nil when addr turns gRPC off.
+func listenGRPC(addr string, srv *server.Server, opts ...grpc.ServerOption) (*grpcFront, error) {
 	if grpcOff(addr) {
 		return nil, nil
 	}
@@ -27,7 +29,7 @@ func listenGRPC(addr string, srv *server.Server) (*grpcFront, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &grpcFront{gs: srv.NewGRPC(), ln: srv.Listener(ln)}, nil
+	return &grpcFront{gs: srv.NewGRPC(opts...), ln: srv.Listener(ln)}, nil
 }
 
 // addr is where the front end listens, "off" when it does not.

@@ -33,7 +33,7 @@ func TestGRPCFlag(t *testing.T) {
 		{[]string{"-config", file}, "127.0.0.1:9000", false},
 		{[]string{"-config", file, "-grpc", "off"}, "off", true},
 	} {
-		cfg, err := parseConfig(c.args)
+		cfg, err := parse(c.args)
 		if err != nil || cfg.GRPCListen != c.want || grpcOff(cfg.GRPCListen) != c.off {
 			t.Errorf("%q: %q %v, want %q", c.args, cfg.GRPCListen, err, c.want)
 		}

@@ -6,6 +6,11 @@
 //	go run ./cmd/serve                       # bundled models on 127.0.0.1:8080, gRPC on 127.0.0.1:8081
 //	go run ./cmd/serve -grpc off             # REST only
 //	go run ./cmd/serve -config configs/serve.yaml -repository ./my-models
+//	RNNSERVE_LOG_FORMAT=json go run ./cmd/serve
+//
+// Every setting comes from its flag, its RNNSERVE_ environment variable,
+// the configuration file or its default, in that order (settings.go;
+// docs/configuration.md lists them). serve -h prints them and exits 0.
 //
 // With -repository every model directory is loaded at start, and the
 // repository endpoints load, reload and unload models from it by name
@@ -42,7 +47,6 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -60,16 +64,17 @@ import (
 	"syscall"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"rnnserve/models"
 	"rnnserve/models/bundled"
 	"rnnserve/schedule"
 	"rnnserve/server"
 )
 
-// config is everything serve can be told, from the YAML file and flags.
+// config is everything serve can be told (settings.go lists each setting
+// with its flag, environment variable and file key).
 type config struct {
+	// File is the YAML configuration file read, if any.
+	File            string `yaml:"-"`
 	Listen          string `yaml:"listen"`
 	GRPCListen      string `yaml:"grpc_listen"`      // "off" or empty: no gRPC
 	ModelRepository string `yaml:"model_repository"` // empty: the embedded bundled models
@@ -77,23 +82,24 @@ type config struct {
 	// folder or a lone weights file each (safetensors, PyTorch checkpoint
 	// or ONNX), named after the file or folder.
 	Models []string `yaml:"models"`
-	// PrintSpec prints the spec of every model (inferred where the folder
-	// had none) and exits instead of serving.
-	PrintSpec bool `yaml:"-"`
 	// LameDuck is how long serve goes on serving after SIGTERM, failing
 	// its readiness and closing every connection after its response,
 	// before it stops accepting.
 	LameDuck     time.Duration  `yaml:"lame_duck"`
 	DrainTimeout time.Duration  `yaml:"drain_timeout"`
 	ReadTimeout  time.Duration  `yaml:"read_timeout"` // slow clients: the whole request must arrive within this
+	Log          logConfig      `yaml:"log"`
 	Server       server.Options `yaml:"server"`
+
+	// Actions, by flag only: print every model's spec (inferred where the
+	// folder had none), or the version, and exit instead of serving.
+	PrintSpec   bool `yaml:"-"`
+	ShowVersion bool `yaml:"-"`
 }
 
 func defaultConfig() config {
-	cfg := config{Listen: "127.0.0.1:8080", GRPCListen: "127.0.0.1:8081", LameDuck: 5 * time.Second, DrainTimeout: 30 * time.Second,
-		ReadTimeout: 30 * time.Second, Server: server.DefaultOptions()}
-	cfg.Server.Budget.Bytes = 0 // from the machine's memory, unless set
-	return cfg
+	return config{Listen: "127.0.0.1:8080", GRPCListen: "127.0.0.1:8081", LameDuck: 5 * time.Second, DrainTimeout: 30 * time.Second,
+		ReadTimeout: 30 * time.Second, Log: logConfig{Format: "text", Level: logLevel(slog.LevelInfo), Access: true}, Server: server.DefaultOptions()}
 }
 
 // lastCall is how long, after the listeners close, an open HTTP
@@ -105,17 +111,28 @@ const lastCall = time.Second
 const cutGrace = 2 * time.Second
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp): // serve -h: the help is printed
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "serve:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string, stdout io.Writer, stderr *os.File) error {
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	cfg, err := parseConfig(args)
+func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
+	cfg, notes, err := parseConfig(args, environ, stderr)
 	if err != nil {
 		return err
+	}
+	build := buildInfo()
+	if cfg.ShowVersion {
+		fmt.Fprintf(stdout, "serve %s (commit %s, %s)\n", build.Version, build.Commit, build.GoVersion)
+		return nil
+	}
+	log := newLogger(stderr, cfg.Log)
+	for _, n := range notes {
+		log.Warn(n)
 	}
 	if cfg.Server.CacheBytes == 0 || cfg.Server.PrivateCacheBytes == 0 {
 		levels, err := server.HostCaches("/")
@@ -178,7 +195,10 @@ func run(args []string, stdout io.Writer, stderr *os.File) error {
 		}
 		pools[n] = p
 	}
-	srv, err := server.New(entries, cfg.Server, server.Deps{Log: log, Pools: pools, Repository: repo})
+	if cfg.Server.Budget.Bytes == 0 {
+		cfg.Server.Budget.Bytes = budgetFromMemory(cfg.Server.MaxBodyBytes)
+	}
+	srv, err := server.New(entries, cfg.Server, server.Deps{Log: log, Pools: pools, Repository: repo, Build: build})
 	if err != nil {
 		return err
 	}
@@ -187,12 +207,17 @@ func run(args []string, stdout io.Writer, stderr *os.File) error {
 		return err
 	}
 	ln = srv.Listener(ln)
-	gf, err := listenGRPC(cfg.GRPCListen, srv)
+	var accessLog *slog.Logger
+	if cfg.Log.Access {
+		accessLog = log
+	}
+	requests := server.NewAccessLog(accessLog)
+	gf, err := listenGRPC(cfg.GRPCListen, srv, requests.GRPCOptions()...)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("gRPC: %w", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout}
+	hs := &http.Server{Handler: requests.Handler(srv.Handler()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout}
 	srv.Start()
 	poolsInUse = true
 	names := make([]string, len(entries))
@@ -201,7 +226,7 @@ func run(args []string, stdout io.Writer, stderr *os.File) error {
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "grpc", gf.addr(), "repository", where, "models", names,
 		"llc_bytes", cfg.Server.CacheBytes, "private_cache_bytes", cfg.Server.PrivateCacheBytes,
-		"budget_bytes", cfg.Server.Budget.Bytes, "max_connections", cfg.Server.MaxConnections)
+		"budget_bytes", cfg.Server.Budget.Bytes, "max_connections", cfg.Server.MaxConnections, "version", build.Version, "commit", build.Commit)
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -289,105 +314,6 @@ func shutdown(log *slog.Logger, srv *server.Server, hs *http.Server, ln net.List
 		return fmt.Errorf("%w (%d requests)", errCut, len(cut))
 	}
 	return nil
-}
-
-// parseConfig reads the YAML file named by -config (if any), then applies
-// flags, which win.
-func parseConfig(args []string) (config, error) {
-	cfg := defaultConfig()
-	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
-	path := fl.String("config", "", "YAML config file (see configs/serve.yaml)")
-	listen := fl.String("listen", "", "listen address (default 127.0.0.1:8080; use 0.0.0.0:PORT to expose it)")
-	var repository string
-	fl.StringVar(&repository, "repository", "", "model repository directory: loaded at start, and the repository endpoints load and unload from it (default: the bundled models)")
-	fl.StringVar(&repository, "models", "", "the same as -repository (its older name)")
-	cache := fl.Int64("cache-bytes", 0, "last-level cache size for the schedule choice (default: read from the host)")
-	private := fl.Int64("private-cache-bytes", 0, "one core's private (L2) cache size for the schedule choice (default: read from the host)")
-	batching := fl.String("batching", "", "cellular batching: on or off (default on)")
-	lameDuck := fl.Duration("lame-duck", 0, "after SIGTERM, serve this long with readiness failing before draining (default 5s; 0 drains at once)")
-	drainTimeout := fl.Duration("drain-timeout", 0, "after the lame-duck period, wait at most this long for requests in flight, then cut them and exit 1 (default 30s)")
-	budgetBytes := fl.Int64("budget-bytes", 0, "memory budget: request bytes in flight across the server (default: an eighth of the memory the process may use, at most 256 MiB)")
-	maxConns := fl.Int("max-connections", 0, "most client connections open at once, REST and gRPC together (default 4096)")
-	grpcAddr := fl.String("grpc", "", "gRPC listen address (default 127.0.0.1:8081); off or empty turns gRPC off")
-	fl.Func("model", "serve this model folder or weights file (safetensors, PyTorch checkpoint, ONNX) instead of a repository; repeatable", func(v string) error {
-		cfg.Models = append(cfg.Models, v)
-		return nil
-	})
-	fl.BoolVar(&cfg.PrintSpec, "print-spec", false, "print every model's spec (inferred from the weights where the folder has none) as YAML and exit")
-	if err := fl.Parse(args); err != nil {
-		return cfg, err
-	}
-	if fl.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected arguments %q", fl.Args())
-	}
-	if *path != "" {
-		data, err := os.ReadFile(*path)
-		if err != nil {
-			return cfg, err
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) { // an empty file is an empty config
-			return cfg, fmt.Errorf("config %s: %w", *path, err)
-		}
-	}
-	if *listen != "" {
-		cfg.Listen = *listen
-	}
-	if repository != "" {
-		cfg.ModelRepository = repository
-	}
-	if len(cfg.Models) > 0 && cfg.ModelRepository != "" {
-		return cfg, errors.New("-model and -repository (model_repository) exclude each other")
-	}
-	fl.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "grpc":
-			cfg.GRPCListen = *grpcAddr
-		case "lame-duck":
-			cfg.LameDuck = *lameDuck
-		}
-	})
-	if *cache != 0 {
-		cfg.Server.CacheBytes = *cache
-	}
-	if *drainTimeout != 0 {
-		cfg.DrainTimeout = *drainTimeout
-	}
-	if *budgetBytes != 0 {
-		cfg.Server.Budget.Bytes = *budgetBytes
-	}
-	if *maxConns != 0 {
-		cfg.Server.MaxConnections = *maxConns
-	}
-	if cfg.Server.Budget.Bytes == 0 {
-		maxBody := cmp.Or(cfg.Server.MaxBodyBytes, server.DefaultOptions().MaxBodyBytes)
-		if mem := machineMemory(); mem > 0 {
-			cfg.Server.Budget.Bytes = server.BudgetFor(mem, maxBody)
-		}
-	}
-	if *private != 0 {
-		cfg.Server.PrivateCacheBytes = *private
-	}
-	switch *batching {
-	case "":
-	case "on", "off":
-		on := *batching == "on"
-		cfg.Server.Batching.Enabled = &on
-	default:
-		return cfg, fmt.Errorf("-batching %q: want on or off", *batching)
-	}
-	cfg.Server.EnsureDefaults()
-	if err := cfg.Server.Validate(); err != nil {
-		return cfg, err
-	}
-	if cfg.DrainTimeout <= 0 {
-		return cfg, fmt.Errorf("drain_timeout %v: want > 0", cfg.DrainTimeout)
-	}
-	if cfg.LameDuck < 0 || cfg.LameDuck > 10*time.Minute {
-		return cfg, fmt.Errorf("lame_duck %v: want 0..10m", cfg.LameDuck)
-	}
-	return cfg, nil
 }
 
 // openModel loads one model named on the command line: a model folder (a

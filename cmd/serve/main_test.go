@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -12,9 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"regexp"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,40 +27,35 @@ func TestParseConfig(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "serve.yaml")
 	os.WriteFile(file, []byte("listen: 127.0.0.1:9999\nserver:\n  batching:\n    max_rows: 8\n"), 0o644)
-	cfg, err := parseConfig([]string{"-config", file, "-batching", "off"})
+	cfg, err := parse([]string{"-config", file, "-batching", "off"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Listen != "127.0.0.1:9999" || cfg.Server.Batching.MaxRows != 8 || *cfg.Server.Batching.Enabled {
 		t.Errorf("config %+v", cfg)
 	}
-	cfg, _ = parseConfig([]string{"-config", file, "-listen", "127.0.0.1:1"})
+	cfg, _ = parse([]string{"-config", file, "-listen", "127.0.0.1:1"})
 	if cfg.Listen != "127.0.0.1:1" {
 		t.Errorf("flag did not override the file: %s", cfg.Listen)
 	}
-	if cfg, _ := parseConfig(nil); cfg.Listen != "127.0.0.1:8080" {
+	if cfg, _ := parse(nil); cfg.Listen != "127.0.0.1:8080" {
 		t.Errorf("default listen %s", cfg.Listen)
 	}
-	// configs/serve.yaml says it holds the defaults.
-	shipped, err := parseConfig([]string{"-config", "../../configs/serve.yaml"})
-	if dflt, _ := parseConfig(nil); err != nil || !reflect.DeepEqual(shipped, dflt) {
-		t.Errorf("configs/serve.yaml: %v\n%+v\nwant the defaults\n%+v", err, shipped, dflt)
-	}
 	// Shutdown timing and the memory budget: defaults, the file, flags.
-	cfg, err = parseConfig(nil)
+	cfg, err = parse(nil)
 	if err != nil || cfg.LameDuck != 5*time.Second || cfg.DrainTimeout != 30*time.Second {
 		t.Errorf("default lame duck %v, drain timeout %v (%v), want 5s and 30s", cfg.LameDuck, cfg.DrainTimeout, err)
 	}
-	if mem := machineMemory(); mem > 0 && cfg.Server.Budget.Bytes != server.BudgetFor(mem, cfg.Server.MaxBodyBytes) {
-		t.Errorf("default budget %d, want BudgetFor(%d)", cfg.Server.Budget.Bytes, mem)
+	if mem := machineMemory(); cfg.Server.Budget.Bytes != 0 || mem > 0 && budgetFromMemory(8<<20) != server.BudgetFor(mem, 8<<20) {
+		t.Errorf("default budget %d (0: from the memory at start), from memory %d, want BudgetFor(%d)", cfg.Server.Budget.Bytes, budgetFromMemory(8<<20), mem)
 	}
 	os.WriteFile(file, []byte("lame_duck: 2s\ndrain_timeout: 9s\nserver:\n  budget: {bytes: 33554432, wait: 3s}\n  max_connections: 10\n"), 0o644)
-	cfg, err = parseConfig([]string{"-config", file})
+	cfg, err = parse([]string{"-config", file})
 	if err != nil || cfg.LameDuck != 2*time.Second || cfg.DrainTimeout != 9*time.Second || cfg.Server.Budget.Bytes != 32<<20 ||
 		cfg.Server.Budget.Wait != 3*time.Second || cfg.Server.MaxConnections != 10 {
 		t.Errorf("from the file: %+v %v", cfg, err)
 	}
-	cfg, err = parseConfig([]string{"-config", file, "-lame-duck", "0", "-drain-timeout", "4s", "-budget-bytes", "16777216", "-max-connections", "7"})
+	cfg, err = parse([]string{"-config", file, "-lame-duck", "0", "-drain-timeout", "4s", "-budget-bytes", "16777216", "-max-connections", "7"})
 	if err != nil || cfg.LameDuck != 0 || cfg.DrainTimeout != 4*time.Second || cfg.Server.Budget.Bytes != 16<<20 || cfg.Server.MaxConnections != 7 {
 		t.Errorf("flags over the file: %+v %v", cfg, err)
 	}
@@ -70,25 +65,32 @@ func TestParseConfig(t *testing.T) {
 		want string
 	}{
 		{"colour: red\n", nil, "colour"},
-		{"server:\n  max_steps: -1\n", nil, "max_steps = -1"},
+		{"server:\n  max_steps: -1\n", nil, "(server.max_steps): server: invalid options: max_steps = -1"},
 		{"", []string{"-batching", "maybe"}, "want on or off"},
 		{"", []string{"extra"}, "unexpected arguments"},
-		{"lame_duck: -1s\n", nil, "lame_duck -1s"},
-		{"", []string{"-lame-duck", "11m"}, "lame_duck 11m0s"},
-		{"server:\n  max_body_bytes: 8388608\n  budget: {bytes: 4096}\n", nil, "budget.bytes = 4096"},
+		{"lame_duck: -1s\n", nil, "(lame_duck): lame-duck period -1s"},
+		{"", []string{"-lame-duck", "11m"}, "flag -lame-duck: lame-duck period 11m0s"},
+		{"server:\n  max_body_bytes: 8388608\n  budget: {bytes: 4096}\n", nil, "budget.bytes = 4096, want 0 (the default) or 8388608"},
 		{"server:\n  budget: {wait: 2m}\n", nil, "budget.wait"},
 		{"server:\n  max_connections: -1\n", nil, "max_connections = -1"},
 	} {
 		os.WriteFile(file, []byte(c.yaml), 0o644)
-		_, err := parseConfig(append([]string{"-config", file}, c.args...))
+		_, err := parse(append([]string{"-config", file}, c.args...))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q %v: %v, want an error mentioning %q", c.yaml, c.args, err, c.want)
 		}
 	}
 }
 
+// parse is parseConfig with flags only, no environment.
+func parse(args []string) (config, error) {
+	cfg, _, err := parseConfig(args, nil, io.Discard)
+	return cfg, err
+}
+
 // TestServeAndSIGTERM builds the server, serves the bundled model on a free
-// port, answers a request, and exits 0 on SIGTERM.
+// port, answers a request (echoing its request id and logging it), has
+// the build-info metric of its -version, and exits 0 on SIGTERM.
 func TestServeAndSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server binary")
@@ -96,7 +98,8 @@ func TestServeAndSIGTERM(t *testing.T) {
 	bin := buildServe(t)
 	cfg := filepath.Join(t.TempDir(), "serve.yaml")
 	os.WriteFile(cfg, []byte("read_timeout: 500ms\n"), 0o644)
-	cmd, base := startServe(t, bin, "-config", cfg, "-listen", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-cache-bytes", "1048576", "-lame-duck", "200ms")
+	srv := startServe(t, bin, nil, "-config", cfg, "-listen", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-cache-bytes", "1048576", "-lame-duck", "200ms")
+	base := srv.base
 	// A client that sends its body too slowly gets a 400 once the read
 	// timeout passes, and the server goes on serving.
 	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
@@ -110,62 +113,214 @@ func TestServeAndSIGTERM(t *testing.T) {
 	if !strings.HasPrefix(string(slow), "HTTP/1.1 400") || !strings.Contains(string(slow), "timeout") {
 		t.Errorf("slow client got %q, want a 400 about the timeout", slow)
 	}
-	resp, err := http.Post(base+"/v2/models/bytelm/infer", "application/json",
+	req, _ := http.NewRequest(http.MethodPost, base+"/v2/models/bytelm/infer",
 		strings.NewReader(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "data": [72, 105]}], "outputs": [{"name": "top_k", "parameters": {"k": 1}}]}`))
+	req.Header.Set("X-Request-Id", "sigterm-test-1")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("infer: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v, want status 0", err)
+	if id := resp.Header.Get("X-Request-Id"); id != "sigterm-test-1" {
+		t.Errorf("X-Request-Id %q, want the client's", id)
+	}
+	if line := srv.log.waitLine(t, "request_id=sigterm-test-1"); !strings.Contains(line, "msg=request") || !strings.Contains(line, "status=200") {
+		t.Errorf("access log line %q", line)
+	}
+
+	// The build-info metric says what -version says.
+	out, err := exec.Command(bin, "-version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`^serve (\S+) \(commit (\S+), (go\S+)\)\n$`).FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("-version printed %q", out)
+	}
+	metrics := getBody(t, base+"/metrics")
+	want := fmt.Sprintf(`rnnserve_build_info{commit=%q,goversion=%q,version=%q} 1`, m[2], m[3], m[1])
+	if !strings.Contains(metrics, want) {
+		t.Errorf("metrics lack %s", want)
+	}
+	stopServe(t, srv)
+}
+
+// getBody GETs url and returns the body of a 200 answer.
+func getBody(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return string(b)
+}
+
+// TestServeFromEnvironment configures the server by environment variables
+// alone, as a container's manifest does: JSON logs at level debug, an
+// access log line per request, the listen addresses and limits; a bad
+// variable stops it at once, naming the variable.
+func TestServeFromEnvironment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServe(t)
+	srv := startServe(t, bin, []string{"RNNSERVE_LISTEN=127.0.0.1:0", "RNNSERVE_GRPC=off", "RNNSERVE_LOG_FORMAT=json", "RNNSERVE_LOG_LEVEL=debug",
+		"RNNSERVE_CACHE_BYTES=1048576", "RNNSERVE_SCHEDULE_TIMING=0s", "RNNSERVE_MAX_STEPS=3", "RNNSERVE_MAX_STEP=5"})
+	resp, err := http.Post(srv.base+"/v2/models/bytelm/infer", "application/json",
+		strings.NewReader(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 4], "data": [72, 105, 33, 33]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "is 4, want 1..3") {
+		t.Errorf("4 steps with RNNSERVE_MAX_STEPS=3: %d %s", resp.StatusCode, body)
+	}
+	id := resp.Header.Get("X-Request-Id")
+	line := srv.log.waitLine(t, `"request_id":"`+id+`"`)
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["status"] != 400.0 || rec["path"] != "/v2/models/bytelm/infer" {
+		t.Errorf("access log line %q: %v", line, err)
+	}
+	srv.log.waitLine(t, `"level":"WARN","msg":"environment variable RNNSERVE_MAX_STEP is not a setting of serve`)
+	if strings.Contains(srv.log.String(), "measured memory traffic off") {
+		srv.log.waitLine(t, `"level":"DEBUG","msg":"measured memory traffic off`) // the reason, at debug
+	}
+	for line := range strings.Lines(srv.log.String()) {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("not a JSON log line: %q", line)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("server did not exit after SIGTERM")
+	}
+	stopServe(t, srv)
+
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "RNNSERVE_BATCHING_QUEUE_LENGTH=many")
+	out, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), `serve: environment variable RNNSERVE_BATCHING_QUEUE_LENGTH: "many" is not an integer`) {
+		t.Errorf("bad variable: exit %d %v, %s", code, err, out)
 	}
 }
 
-// buildServe builds the server binary into a temporary directory.
-func buildServe(t *testing.T) string {
+// TestHelpAndVersion: serve -h prints every setting with its variable and
+// exits 0; -version prints what -ldflags set when the build has no VCS
+// information.
+func TestHelpAndVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the server binary")
+	}
+	bin := buildServe(t, "-buildvcs=false", "-ldflags", "-X main.version=v9.8.7-test -X main.commit=0123abcd")
+	out, err := exec.Command(bin, "-h").CombinedOutput()
+	if err != nil {
+		t.Errorf("serve -h: %v, want exit 0", err)
+	}
+	for i := range settings {
+		if s := &settings[i]; !strings.Contains(string(out), "-"+s.flag+" ") || !strings.Contains(string(out), s.env()) {
+			t.Errorf("serve -h lacks -%s or %s", s.flag, s.env())
+		}
+	}
+	out, err = exec.Command(bin, "-version").Output()
+	if want := fmt.Sprintf("serve v9.8.7-test (commit 0123abcd, %s)\n", runtime.Version()); err != nil || string(out) != want {
+		t.Errorf("-version: %q %v, want %q", out, err, want)
+	}
+}
+
+// buildServe builds the server binary into a temporary directory, with
+// the extra go build arguments given.
+func buildServe(t *testing.T, args ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "serve")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	cmd := exec.Command("go", append(append([]string{"build", "-o", bin}, args...), ".")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
 }
 
-// startServe runs bin with args and returns it and its base URL once it
-// serves; the process is killed when the test ends.
-func startServe(t *testing.T, bin string, args ...string) (*exec.Cmd, string) {
+// served is a running server: its process, base URL and log.
+type served struct {
+	cmd  *exec.Cmd
+	base string
+	log  *syncBuffer
+}
+
+// syncBuffer is a log written by one goroutine and read by the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitLine waits for a log line containing want and returns it.
+func (b *syncBuffer) waitLine(t *testing.T, want string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for line := range strings.Lines(b.String()) {
+			if strings.Contains(line, want) {
+				return line
+			}
+		}
+	}
+	t.Fatalf("no log line with %q:\n%s", want, b.String())
+	return ""
+}
+
+// startServe runs bin with args (and env added to the test's
+// environment) and returns it once it serves; the process is killed when
+// the test ends. It finds the address in the serving log line, text or
+// JSON.
+func startServe(t *testing.T, bin string, env []string, args ...string) served {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	stderr, _ := cmd.StderrPipe()
+	// A short lame-duck period keeps the tests quick; a test's env or
+	// flags may set another.
+	cmd.Env = append(append(os.Environ(), "RNNSERVE_LAME_DUCK=100ms"), env...)
+	srv := served{cmd: cmd, log: &syncBuffer{}}
+	cmd.Stderr = srv.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`msg=serving addr=(\S+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
+	re := regexp.MustCompile(`msg=serving addr=(\S+)|"msg":"serving","addr":"([^"]+)"`)
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := re.FindStringSubmatch(srv.log.String()); m != nil {
+			srv.base = "http://" + m[1] + m[2]
+			return srv
 		}
-	}()
-	select {
-	case a := <-addr:
-		return cmd, "http://" + a
-	case <-time.After(60 * time.Second):
-		t.Fatal("server did not start")
 	}
-	return nil, ""
+	t.Fatalf("server did not start:\n%s", srv.log.String())
+	return srv
+}
+
+// stopServe sends SIGTERM and checks the server exits 0.
+func stopServe(t *testing.T, srv served) {
+	t.Helper()
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- srv.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v, want status 0\n%s", err, srv.log.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("server did not exit after SIGTERM")
+	}
 }
 
 // TestServeCheckpoint serves a model the way a PyTorch user has it, in
@@ -188,7 +343,7 @@ func TestServeCheckpoint(t *testing.T) {
 		}
 	}
 
-	_, base := startServe(t, bin, "-model", dir+"/model.pt", "-listen", "127.0.0.1:0", "-grpc", "off", "-cache-bytes", "1048576")
+	base := startServe(t, bin, nil, "-model", dir+"/model.pt", "-listen", "127.0.0.1:0", "-grpc", "off", "-cache-bytes", "1048576").base
 	gold, err := safetensors.ReadFile(dir + "/io.safetensors")
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+
+	"rnnserve/server"
 )
 
 // machineMemory is the memory this process may use: the least of the
@@ -65,4 +67,14 @@ func cgroupLimit(path string) (int64, bool) {
 		return 0, false
 	}
 	return v, true
+}
+
+// budgetFromMemory is the default memory budget: server.BudgetFor the
+// memory this process may use, or 0 (the server's own default) when it
+// cannot be read.
+func budgetFromMemory(maxBody int64) int64 {
+	if mem := machineMemory(); mem > 0 {
+		return server.BudgetFor(mem, maxBody)
+	}
+	return 0
 }

@@ -2,14 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,53 +15,14 @@ import (
 	"rnnserve/server"
 )
 
-// syncBuffer is a log buffer a test reads while the process writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// startLogged runs bin with args, its log in the returned buffer, and
-// returns its base URL once it is ready.
+// startLogged runs bin as startServe does and returns it, its base URL,
+// its log and a channel with its exit.
 func startLogged(t *testing.T, bin string, args ...string) (*exec.Cmd, string, *syncBuffer, chan error) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	logs := &syncBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	srv := startServe(t, bin, nil, args...)
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if i := strings.Index(logs.String(), "msg=serving addr="); i >= 0 {
-			addr := strings.Fields(logs.String()[i+len("msg=serving addr="):])[0]
-			return cmd, "http://" + addr, logs, exited
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("serve exited: %v\n%s", err, logs)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start\n%s", logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	go func() { exited <- srv.cmd.Wait() }()
+	return srv.cmd, srv.base, srv.log, exited
 }
 
 // TestLameDuckShutdown: on SIGTERM readiness fails at once, requests are
