@@ -85,11 +85,11 @@ const DefaultBudgetBytes = 256 << 20
 // BudgetFor is the default memory budget on a machine (or container) with
 // mem bytes of memory: an eighth of it, at most DefaultBudgetBytes and at
 // least one request at the body limit maxBody. Measured (docs/load.md),
-// 300 clients posting near-limit bodies took the process to under twice
-// its 256 MiB budget (the decoder's buffer, decoded tensors and the
-// collector's headroom), so requests in flight stay within about a
-// quarter of the memory, leaving the rest for models, sequences and
-// outputs.
+// 300 clients posting near-limit bodies took the process to about twice
+// its 256 MiB budget above its idle 42 MiB (the decoder's buffer, decoded
+// tensors and the collector's headroom), so requests in flight stay
+// within about a quarter of the memory, leaving the rest for models,
+// sequences and outputs.
 func BudgetFor(mem, maxBody int64) int64 {
 	return max(min(mem/8, DefaultBudgetBytes), maxBody)
 }
