@@ -179,3 +179,29 @@ func implName() string {
 	}
 	return "go"
 }
+
+//go:noescape
+func treeLeafAVX2(n int, stride int, y *float32, bias *float32, c *float32, h *float32)
+
+//go:noescape
+func treeInnerAVX2(n int, stride int, y *float32, bias *float32, cl *float32, cr *float32, c *float32, h *float32)
+
+// treeLeafKernel and treeInnerKernel handle the first n&^7 units in
+// assembly, the rest in Go, as lstmKernel does.
+func treeLeafKernel(n, stride int, y, bias, c, h []float32) {
+	from := 0
+	if n8 := n &^ 7; useAsm && n8 > 0 {
+		treeLeafAVX2(n8, stride, &y[0], &bias[0], &c[0], &h[0])
+		from = n8
+	}
+	treeLeafGo(from, n, stride, y, bias, c, h)
+}
+
+func treeInnerKernel(n, stride int, y, bias, cl, cr, c, h []float32) {
+	from := 0
+	if n8 := n &^ 7; useAsm && n8 > 0 {
+		treeInnerAVX2(n8, stride, &y[0], &bias[0], &cl[0], &cr[0], &c[0], &h[0])
+		from = n8
+	}
+	treeInnerGo(from, n, stride, y, bias, cl, cr, c, h)
+}

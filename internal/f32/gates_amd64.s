@@ -441,3 +441,101 @@ tanhloop:
 tanhdone:
 	VZEROUPPER
 	RET
+
+// func treeLeafAVX2(n int, stride int, y *float32, bias *float32, c *float32, h *float32)
+//
+// One Binary TreeLSTM leaf (TreeLeafGates) for the first n (a multiple of
+// 8) units; y and bias hold three gate blocks (i, o, u), stride elements
+// apart. The pointers advance eight units at a time.
+TEXT ·treeLeafAVX2(SB), NOSPLIT, $0-48
+	MOVQ n+0(FP), CX
+	MOVQ stride+8(FP), R11
+	SHLQ $2, R11
+	MOVQ y+16(FP), SI
+	MOVQ bias+24(FP), DI
+	MOVQ c+32(FP), R8
+	MOVQ h+40(FP), R9
+
+leafloop:
+	TESTQ CX, CX
+	JLE   leafdone
+	VMOVUPS (SI), Y0
+	VADDPS (DI), Y0, Y0
+	SIGMOID(Y0, Y8, Y9)
+	VMOVUPS (SI)(R11*2), Y2
+	VADDPS (DI)(R11*2), Y2, Y2
+	TANH(Y2, Y8, Y9, Y10, Y11)
+	VMULPS Y2, Y0, Y0
+	VMOVUPS Y0, (R8)
+	VMOVUPS (SI)(R11*1), Y1
+	VADDPS (DI)(R11*1), Y1, Y1
+	SIGMOID(Y1, Y8, Y9)
+	TANH(Y0, Y8, Y9, Y10, Y11)
+	VMULPS Y1, Y0, Y0
+	VMOVUPS Y0, (R9)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	SUBQ $8, CX
+	JMP  leafloop
+
+leafdone:
+	VZEROUPPER
+	RET
+
+// func treeInnerAVX2(n int, stride int, y *float32, bias *float32, cl *float32, cr *float32, c *float32, h *float32)
+//
+// One Binary TreeLSTM inner node (TreeInnerGates) for the first n (a
+// multiple of 8) units; y and bias hold five gate blocks (i, f_l, f_r, o,
+// u), stride elements apart: R11 is the stride in bytes, R12 three
+// strides. c = i·u, then + f_l·c_l and + f_r·c_r by fused multiply-adds.
+TEXT ·treeInnerAVX2(SB), NOSPLIT, $0-64
+	MOVQ n+0(FP), CX
+	MOVQ stride+8(FP), R11
+	SHLQ $2, R11
+	LEAQ (R11)(R11*2), R12
+	MOVQ y+16(FP), SI
+	MOVQ bias+24(FP), DI
+	MOVQ cl+32(FP), R8
+	MOVQ cr+40(FP), R9
+	MOVQ c+48(FP), R10
+	MOVQ h+56(FP), BX
+
+innerloop:
+	TESTQ CX, CX
+	JLE   innerdone
+	VMOVUPS (SI), Y0
+	VADDPS (DI), Y0, Y0
+	SIGMOID(Y0, Y8, Y9)
+	VMOVUPS (SI)(R11*4), Y4
+	VADDPS (DI)(R11*4), Y4, Y4
+	TANH(Y4, Y8, Y9, Y10, Y11)
+	VMULPS Y4, Y0, Y0
+	VMOVUPS (SI)(R11*1), Y1
+	VADDPS (DI)(R11*1), Y1, Y1
+	SIGMOID(Y1, Y8, Y9)
+	VFMADD231PS (R8), Y1, Y0
+	VMOVUPS (SI)(R11*2), Y2
+	VADDPS (DI)(R11*2), Y2, Y2
+	SIGMOID(Y2, Y8, Y9)
+	VFMADD231PS (R9), Y2, Y0
+	VMOVUPS Y0, (R10)
+	VMOVUPS (SI)(R12*1), Y3
+	VADDPS (DI)(R12*1), Y3, Y3
+	SIGMOID(Y3, Y8, Y9)
+	TANH(Y0, Y8, Y9, Y10, Y11)
+	VMULPS Y3, Y0, Y0
+	VMOVUPS Y0, (BX)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	ADDQ $32, R10
+	ADDQ $32, BX
+	SUBQ $8, CX
+	JMP  innerloop
+
+innerdone:
+	VZEROUPPER
+	RET
