@@ -78,9 +78,11 @@ func TreeKernelName(k Kernel) string {
 const MaxTreeBatchNodes = 1 << 22
 
 // TreeProgram is a tree model prepared for plans: its weight buffers. It
-// is immutable and safe for concurrent use; each batch gets its own plan.
+// is immutable and safe for concurrent use; each batch gets its own plan
+// (Plan), or one released by an earlier batch (Acquire).
 type TreeProgram struct {
 	Model *tree.Model
+	plans chan *TreePlan // released plans kept for reuse (Acquire)
 
 	weights                      []*Buffer
 	emb, w, b, u, ub, uf, vt     *Buffer
@@ -95,7 +97,7 @@ func NewTreeProgram(m *tree.Model) (*TreeProgram, error) {
 	if err := m.Config.Validate(); err != nil {
 		return nil, err
 	}
-	p := &TreeProgram{Model: m, dry: m.Dry()}
+	p := &TreeProgram{Model: m, dry: m.Dry(), plans: make(chan *TreePlan, keptPlans)}
 	E, H, C := m.Embed, m.Hidden, m.Classes
 	p.emb = p.weight("embedding.weight", m.Vocab*E, m.Embedding)
 	switch m.Cell {
