@@ -18,8 +18,8 @@ import (
 // needs no wake-up and its weights stay in that core's cache from one run
 // to the next. Workers 1..n-1 are goroutines started by NewPool, each
 // locked to an OS thread pinned to its own CPU (sched_setaffinity, where
-// the platform has it). Between jobs they spin for PoolOptions.Spin, so a
-// request that follows closely starts at once, then park.
+// the platform has it). Between jobs they spin briefly
+// (PoolOptions.IdleSpin), then park, giving their cores back.
 //
 // Parts are claimed, not assigned: each worker claims its own part of a
 // phase first and then any part nobody has claimed yet. A worker whose
@@ -37,17 +37,18 @@ import (
 // A Pool runs one job at a time; Phases serialises concurrent callers.
 // Close stops the workers; a Pool must not be used after Close.
 type Pool struct {
-	n      int
-	cpus   []int // CPU of each worker; nil when not pinned
-	spins  int
-	mu     sync.Mutex // one job at a time
-	cur    atomic.Pointer[poolJob]
-	gen    atomic.Uint64 // bumped for every job and at Close
-	wake   waiter        // helpers waiting for a job
-	quit   atomic.Bool
-	done   sync.WaitGroup
-	pinErr atomic.Pointer[error]
-	stolen atomic.Int64 // parts run by a worker other than their own
+	n         int
+	cpus      []int      // CPU of each worker; nil when not pinned
+	spins     int        // within a job
+	idleSpins int        // between jobs
+	mu        sync.Mutex // one job at a time
+	cur       atomic.Pointer[poolJob]
+	gen       atomic.Uint64 // bumped for every job and at Close
+	wake      waiter        // helpers waiting for a job
+	quit      atomic.Bool
+	done      sync.WaitGroup
+	pinErr    atomic.Pointer[error]
+	stolen    atomic.Int64 // parts run by a worker other than their own
 }
 
 // poolJob is one call of Phases: n phases of the pool's parts.
@@ -68,15 +69,27 @@ type PoolOptions struct {
 	Workers int
 	// NoPin leaves the workers' threads wherever the OS schedules them.
 	NoPin bool
-	// Spin is how long an idle worker, or one waiting at a barrier, spins
-	// before it parks; 0 means DefaultSpin, a negative value parks at once.
+	// Spin is how long a worker waiting within a job (for a part another
+	// worker is running) spins before it parks; 0 means DefaultSpin, a
+	// negative value parks at once.
 	Spin time.Duration
+	// IdleSpin is how long a helper spins after a job for the next one
+	// before it parks; 0 means DefaultIdleSpin, a negative value parks at
+	// once.
+	IdleSpin time.Duration
 }
 
+// DefaultIdleSpin is the default PoolOptions.IdleSpin. A helper that
+// spins between jobs holds its core and one of the Go runtime's Ps, which
+// the server's other goroutines (lanes, handlers) then cannot use; with
+// parts claimed, a helper still parked when a job starts costs nothing
+// but its share of the job, which the caller takes over until it wakes.
+// So helpers park almost at once.
+const DefaultIdleSpin = 20 * time.Microsecond
+
 // DefaultSpin is the default PoolOptions.Spin: long enough to cover the
-// gap between back-to-back requests (building the next plan) and the
-// occasional stall of one core within a job, short enough that an idle
-// pool gives its cores back within half a millisecond. A parked worker
+// occasional stall of one core within a job, short enough that a worker
+// gives its core back within half a millisecond. A parked worker
 // costs a futex wake-up, 40-70 µs on the project's VM; at 50 µs of spin
 // enough waits parked that a 2-worker LSTM (hidden 128, T = 100) took
 // 76 µs per step against 7 µs on one worker; at 500 µs it takes 8 µs,
@@ -101,7 +114,10 @@ func NewPool(opt PoolOptions) (*Pool, error) {
 	if opt.Spin == 0 {
 		opt.Spin = DefaultSpin
 	}
-	p := &Pool{n: opt.Workers, spins: spinIterations(opt.Spin)}
+	if opt.IdleSpin == 0 {
+		opt.IdleSpin = DefaultIdleSpin
+	}
+	p := &Pool{n: opt.Workers, spins: spinIterations(opt.Spin), idleSpins: spinIterations(opt.IdleSpin)}
 	p.wake.init()
 	if !opt.NoPin {
 		p.cpus = workerCPUs(p.n)
@@ -159,7 +175,7 @@ func (p *Pool) worker(w int) {
 	var seen uint64
 	for {
 		g := seen
-		p.wake.wait(p.spins, func() bool { return p.gen.Load() != g })
+		p.wake.wait(p.idleSpins, func() bool { return p.gen.Load() != g })
 		seen = p.gen.Load()
 		if p.quit.Load() {
 			return

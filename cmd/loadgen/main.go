@@ -17,6 +17,10 @@
 // client on a connection of its own) and the floor is the round trip of
 // ServerLive; -url still reads the model's metadata. With -binary the REST
 // requests ask for the output as binary tensor data instead of JSON.
+//
+// Any server that speaks the same REST calls can be driven (the serving
+// peers of scripts/loadtest_peers.sh): one whose model metadata has no
+// rnnserve "rnn" section shows "-" as its schedule.
 package main
 
 import (
@@ -82,6 +86,9 @@ func run() error {
 		sched = fmt.Sprintf("%s (%d cores)", sched, workers)
 	}
 	if *repo != "" {
+		if sched == "-" {
+			return fmt.Errorf("-repo: %s/v2/models/%s has no rnn.schedule in its metadata: not an rnnserve server", *url, *model)
+		}
 		d, err := engineTime(*repo, *model, sched, workers, *steps, *vocab)
 		if err != nil {
 			return err
@@ -261,8 +268,12 @@ func servedSchedule(url, model string) (string, int, error) {
 	if resp.StatusCode != http.StatusOK {
 		return "", 0, fmt.Errorf("GET /v2/models/%s: %s", model, resp.Status)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&meta); err != nil || meta.RNN.Schedule == "" {
-		return "", 0, fmt.Errorf("GET /v2/models/%s: no rnn.schedule in the metadata (%v)", model, err)
+	if err := json.NewDecoder(resp.Body).Decode(&meta); err != nil {
+		return "", 0, fmt.Errorf("GET /v2/models/%s: %w", model, err)
+	}
+	if meta.RNN.Schedule == "" {
+		// Not rnnserve (a peer serving the same model): no schedule to show.
+		return "-", 1, nil
 	}
 	workers := 1
 	for _, t := range meta.RNN.Traffic {

@@ -81,3 +81,38 @@ func TestHTTPFloor(t *testing.T) {
 		t.Errorf("404 health: %v", err)
 	}
 }
+
+// TestServedSchedule: rnnserve's metadata gives the schedule and its cores;
+// another server's (a peer without the "rnn" section) gives "-", and a
+// failing or malformed metadata call is an error.
+func TestServedSchedule(t *testing.T) {
+	bodies := map[string]string{
+		"/v2/models/rnn":  `{"name": "rnn", "rnn": {"schedule": "P", "wide_cores": 2, "traffic": [{"schedule": "A", "workers": 1}, {"schedule": "P", "workers": 1}]}}`,
+		"/v2/models/one":  `{"name": "one", "rnn": {"schedule": "A+", "traffic": [{"schedule": "A+", "workers": 1}]}}`,
+		"/v2/models/peer": `{"name": "peer", "versions": ["1"], "platform": "onnxruntime_onnx", "inputs": []}`,
+		"/v2/models/bad":  `{"name": `,
+	}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, ok := bodies[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(b))
+	}))
+	defer hs.Close()
+	for _, c := range []struct {
+		model, sched string
+		workers      int
+	}{{"rnn", "P", 2}, {"one", "A+", 1}, {"peer", "-", 1}} {
+		s, n, err := servedSchedule(hs.URL, c.model)
+		if err != nil || s != c.sched || n != c.workers {
+			t.Errorf("%s: %q on %d, %v; want %q on %d", c.model, s, n, err, c.sched, c.workers)
+		}
+	}
+	for _, m := range []string{"bad", "missing"} {
+		if s, _, err := servedSchedule(hs.URL, m); err == nil {
+			t.Errorf("%s: %q, want an error", m, s)
+		}
+	}
+}

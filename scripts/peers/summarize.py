@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Side-by-side table of rnnserve and its serving peers from loadgen's rows.
+
+Reads the Markdown rows cmd/loadgen printed for every run of
+scripts/loadtest_peers.sh (label "<server> r<round>", e.g. "rnnserve r2")
+and prints, per client count, each server's median requests/s, p50 and p99
+over its runs, rnnserve's ratios to each peer (paired: the ratio within
+each round, then the median over rounds), the issue's targets with whether
+this run met them, and the 1-client run-to-run spread (max/min of
+requests/s over the runs).
+
+Usage:
+    python3 scripts/peers/summarize.py ROWS_FILE [--reference rnnserve]
+"""
+
+import argparse
+import statistics
+import sys
+
+REFERENCE = "rnnserve"
+ORT = "ONNX Runtime"
+TORCH = "PyTorch"
+SPREAD_TARGET = 1.3
+
+
+class Run:
+    def __init__(self, server, round_, clients, rate, p50, p99, errors):
+        self.server, self.round, self.clients = server, round_, clients
+        self.rate, self.p50, self.p99, self.errors = rate, p50, p99, errors
+
+
+def parse_rows(text):
+    """The runs in loadgen's Markdown rows (other lines are skipped)."""
+    runs = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 13 or not cells[3].isdigit():
+            continue
+        label = cells[0]
+        server, sep, rnd = label.rpartition(" r")
+        if not sep or not rnd.isdigit():
+            raise ValueError(f"label {label!r}: want '<server> r<round>'")
+        runs.append(Run(server, int(rnd), int(cells[3]), float(cells[4]), int(cells[6]), int(cells[8]), int(cells[12])))
+    return runs
+
+
+def by(runs, server, clients):
+    return [r for r in runs if r.server == server and r.clients == clients]
+
+
+def paired(runs, server, peer, clients, key, invert=False):
+    """Median over rounds of server's key over peer's (peer over server if invert)."""
+    mine = {r.round: getattr(r, key) for r in by(runs, server, clients)}
+    theirs = {r.round: getattr(r, key) for r in by(runs, peer, clients)}
+    ratios = []
+    for rnd in sorted(mine.keys() & theirs.keys()):
+        a, b = (theirs[rnd], mine[rnd]) if invert else (mine[rnd], theirs[rnd])
+        if b > 0:
+            ratios.append(a / b)
+    return statistics.median(ratios) if ratios else None
+
+
+def fmt(v, digits=0):
+    if v is None:
+        return "n/a"
+    return f"{v:,.{digits}f}"
+
+
+def render(runs, reference=REFERENCE):
+    servers = [reference] + sorted({r.server for r in runs} - {reference}, key=lambda s: (s != ORT, s))
+    peers = servers[1:]
+    counts = sorted({r.clients for r in runs})
+    lines = []
+    head = ["clients"] + [f"{s} req/s" for s in servers] + [f"{reference}/{p} req/s" for p in peers]
+    head += [f"{s} p50 µs" for s in servers] + [f"{s} p99 µs" for s in servers]
+    head += [f"{p}/{reference} p99" for p in peers] + ["runs", "errors"]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---:|" * len(head))
+    med = {}
+    for c in counts:
+        row = [str(c)]
+        for s in servers:
+            rs = by(runs, s, c)
+            med[s, c] = {k: statistics.median(getattr(r, k) for r in rs) if rs else None for k in ("rate", "p50", "p99")}
+        row += [fmt(med[s, c]["rate"], 1) for s in servers]
+        row += [fmt(paired(runs, reference, p, c, "rate"), 2) for p in peers]
+        row += [fmt(med[s, c]["p50"]) for s in servers]
+        row += [fmt(med[s, c]["p99"]) for s in servers]
+        row += [fmt(paired(runs, reference, p, c, "p99", invert=True), 2) for p in peers]
+        row.append("/".join(str(len(by(runs, s, c))) for s in servers))
+        row.append(str(sum(r.errors for r in runs if r.clients == c)))
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    lines.append("Medians over each server's runs; ratios are paired (the ratio within each round, then the median "
+                 f"over rounds); {'/'.join(servers)} runs in the runs column.")
+    lines.append("")
+    lines += targets(runs, reference, counts)
+    lines.append("")
+    lines += spread(runs, servers)
+    return "\n".join(lines) + "\n"
+
+
+def targets(runs, reference, counts):
+    """Issue 16's serving targets, each with this run's figure."""
+    out = ["| target | this run | met |", "|---|---:|---|"]
+
+    def add(what, value, ok):
+        out.append(f"| {what} | {fmt(value, 2)} | {'n/a' if value is None else ('yes' if ok(value) else 'no')} |")
+
+    servers = {r.server for r in runs}
+    if ORT in servers and 1 in counts:
+        add(f"{reference}/{ORT} req/s at 1 client >= 1", paired(runs, reference, ORT, 1, "rate"), lambda v: v >= 1)
+    if ORT in servers and 64 in counts:
+        add(f"{reference}/{ORT} req/s at 64 clients >= 3", paired(runs, reference, ORT, 64, "rate"), lambda v: v >= 3)
+    if TORCH in servers and 64 in counts:
+        add(f"{reference}/{TORCH} req/s at 64 clients >= 10", paired(runs, reference, TORCH, 64, "rate"), lambda v: v >= 10)
+    for peer in (ORT, TORCH):
+        if peer not in servers:
+            continue
+        for c in counts:
+            add(f"{peer}/{reference} p99 at {c} client(s) > 1", paired(runs, reference, peer, c, "p99", invert=True),
+                lambda v: v > 1)
+    ones = [r.rate for r in by(runs, reference, 1)]
+    if len(ones) >= 2:
+        add(f"{reference} 1-client max/min req/s over {len(ones)} runs <= {SPREAD_TARGET}", max(ones) / min(ones),
+            lambda v: v <= SPREAD_TARGET)
+    return out
+
+
+def spread(runs, servers):
+    """Each server's 1-client requests/s, run by run, and max/min."""
+    out = ["| server | 1-client req/s by round | max/min |", "|---|---|---:|"]
+    for s in servers:
+        rs = sorted(by(runs, s, 1), key=lambda r: r.round)
+        if not rs:
+            continue
+        rates = [r.rate for r in rs]
+        ratio = max(rates) / min(rates) if min(rates) > 0 else None
+        out.append(f"| {s} | {', '.join(fmt(v, 1) for v in rates)} | {fmt(ratio, 2)} |")
+    return out
+
+
+def main(argv=None, out=sys.stdout):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("rows", help="a file of loadgen's Markdown rows")
+    ap.add_argument("--reference", default=REFERENCE)
+    args = ap.parse_args(argv)
+    with open(args.rows, encoding="utf-8") as f:
+        runs = parse_rows(f.read())
+    if not any(r.server == args.reference for r in runs):
+        print(f"summarize: no {args.reference} rows in {args.rows}", file=sys.stderr)
+        return 1
+    out.write(render(runs, args.reference))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
