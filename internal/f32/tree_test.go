@@ -112,3 +112,31 @@ func TestTreeGatesShort(t *testing.T) {
 		}()
 	}
 }
+
+// BenchmarkTreeGates times the Binary TreeLSTM kernels on one node of the
+// tree benchmark's width (hidden 150), reporting ns per unit.
+//
+//	go test ./internal/f32/ -run '^$' -bench TreeGates
+func BenchmarkTreeGates(b *testing.B) {
+	const n = 150
+	r := rand.New(rand.NewPCG(1, 1))
+	y, bias := make([]float32, 5*n), make([]float32, 5*n)
+	cl, cr, c, h := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+	for _, v := range [][]float32{y, bias, cl, cr} {
+		for i := range v {
+			v[i] = float32(4 * (2*r.Float64() - 1))
+		}
+	}
+	b.Run("leaf", func(b *testing.B) {
+		for b.Loop() {
+			TreeLeafGates(n, n, y, bias, c, h)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/unit")
+	})
+	b.Run("inner", func(b *testing.B) {
+		for b.Loop() {
+			TreeInnerGates(n, n, y, bias, cl, cr, c, h)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/unit")
+	})
+}
