@@ -154,8 +154,11 @@ func (p *TreeProgram) Weights() []*Buffer { return p.weights }
 type TreeOptions struct {
 	// Executor: Recursive (the default) or DepthBatched.
 	Executor TreeExecutor
-	// Workers bounds the recursive executor's goroutines; 0 means
-	// GOMAXPROCS. The depth-batched executor runs its steps in order.
+	// Workers bounds the goroutines a plan runs on, the caller's included;
+	// 0 means GOMAXPROCS. The recursive executor runs independent
+	// subtrees on them; the depth-batched one splits the batch into that
+	// many parts of consecutive trees (at most one per tree), each
+	// depth-batched on its own, and runs the parts on them.
 	Workers int
 	// AllNodes computes class probabilities at every node; otherwise only
 	// at the roots.

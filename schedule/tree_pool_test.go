@@ -1,10 +1,10 @@
 package schedule
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
 
 	"rnnserve/models"
@@ -26,16 +26,24 @@ func poisonTree(tp *TreePlan) {
 	}
 }
 
-// treeOutputs lists every node's h, c and probabilities (nil where the
-// plan has none).
-func treeOutputs(tp *TreePlan) [][]float32 {
-	var out [][]float32
+// NodeOutputs lists every node's h, c (none for cells without memory) and
+// class probabilities (none for nodes without), tree after tree, nodes in
+// post-order. (A test helper, for the external tests too.)
+func NodeOutputs(tp *TreePlan) (h, c, probs []float32) {
 	for i, tr := range tp.Trees {
 		for j := range tr.Nodes {
-			out = append(out, tp.H(i, j), tp.C(i, j), tp.Probs(i, j))
+			h = append(h, tp.H(i, j)...)
+			c = append(c, tp.C(i, j)...)
+			probs = append(probs, tp.Probs(i, j)...)
 		}
 	}
-	return out
+	return h, c, probs
+}
+
+// treeOutputs is NodeOutputs as one list.
+func treeOutputs(tp *TreePlan) [][]float32 {
+	h, c, pr := NodeOutputs(tp)
+	return [][]float32{h, c, pr}
 }
 
 func sameBits(t *testing.T, what string, got, want [][]float32) {
@@ -55,8 +63,54 @@ func sameBits(t *testing.T, what string, got, want [][]float32) {
 	}
 }
 
+// RandomTrees draws n trees of 1..maxLeaves leaves over words 0..vocab-1
+// (vocab at most 26) for cell: binary trees of mixed shapes, or, for
+// Child-Sum, trees of any arity from random parent pointers with a word at
+// every leaf and at some inner nodes. (A test helper, for the external
+// tests too.)
+func RandomTrees(rng *rand.Rand, cell tree.Cell, n, maxLeaves, vocab int) []*tree.Tree {
+	word := func(int) int32 { return int32(rng.IntN(vocab)) }
+	letters := make([]string, vocab)
+	for i := range letters {
+		letters[i] = "w" + string(rune('a'+i))
+	}
+	v, err := tree.NewVocab(letters, "")
+	if err != nil {
+		panic(err)
+	}
+	var out []*tree.Tree
+	for range n {
+		leaves := 1 + rng.IntN(maxLeaves)
+		if cell != tree.ChildSumLSTM {
+			out = append(out, tree.RandomBinary(rng, leaves, 2*rng.Float64(), word))
+			continue
+		}
+		// Parent pointers, 1-based, 0 for the root.
+		nodes := leaves + rng.IntN(leaves+1)
+		parents := make([]int, nodes)
+		words := make([]string, nodes)
+		for j := range parents {
+			if j > 0 {
+				parents[j] = rng.IntN(j) + 1
+			}
+			words[j] = letters[rng.IntN(vocab)]
+		}
+		tr, err := tree.FromParents(parents, words, nil, tree.Options{Vocab: v})
+		if err != nil {
+			panic(err)
+		}
+		for j := range tr.Nodes {
+			if len(tr.Nodes[j].Kids) > 0 && rng.IntN(3) == 0 {
+				tr.Nodes[j].Word = -1
+			}
+		}
+		out = append(out, tr)
+	}
+	return out
+}
+
 // randomTreeModel is a model of cell with widths that leave scalar tails
-// after the kernels' eight lanes, and random trees for it.
+// after the kernels' eight lanes, and a source of random trees for it.
 func randomTreeModel(t *testing.T, cell tree.Cell) (*tree.Model, func(rng *rand.Rand, n int) []*tree.Tree) {
 	t.Helper()
 	E, H := 11, 11
@@ -68,47 +122,7 @@ func randomTreeModel(t *testing.T, cell tree.Cell) (*tree.Model, func(rng *rand.
 		t.Fatal(err)
 	}
 	models.RandomizeTree(m, uint64(cell))
-	letters := make([]string, 12)
-	for k := range letters {
-		letters[k] = string(rune('a' + k))
-	}
-	vocab, err := tree.NewVocab(letters, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	word := func(rng *rand.Rand) func(int) int32 { return func(int) int32 { return int32(rng.IntN(12)) } }
-	return m, func(rng *rand.Rand, n int) []*tree.Tree {
-		out := make([]*tree.Tree, n)
-		for i := range out {
-			leaves := 1 + rng.IntN(9)
-			if cell != tree.ChildSumLSTM {
-				out[i] = tree.RandomBinary(rng, leaves, 2*rng.Float64(), word(rng))
-				continue
-			}
-			// Any arity (parent pointers, 1-based, 0 for the root), a word
-			// at every leaf and at some inner nodes.
-			nodes := leaves + rng.IntN(leaves+1)
-			parents := make([]int, nodes)
-			words := make([]string, nodes)
-			for j := range parents {
-				if j > 0 {
-					parents[j] = rng.IntN(j) + 1
-				}
-				words[j] = letters[rng.IntN(len(letters))]
-			}
-			ft, err := tree.FromParents(parents, words, nil, tree.Options{Vocab: vocab})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for j := range ft.Nodes {
-				if len(ft.Nodes[j].Kids) > 0 && rng.IntN(3) == 0 {
-					ft.Nodes[j].Word = -1
-				}
-			}
-			out[i] = ft
-		}
-		return out
-	}
+	return m, func(rng *rand.Rand, n int) []*tree.Tree { return RandomTrees(rng, cell, n, 9, 12) }
 }
 
 // TestTreePlanReuseDirty runs plans from Acquire, built into the memory of
@@ -169,107 +183,48 @@ func TestTreePlanReuseDirty(t *testing.T) {
 	}
 }
 
-// TestTreePartsConform holds the depth-batched executor split into parts
-// (three workers), built into a plan released by another batch, to the
-// conformance suite's checks on the PyTorch goldens: outputs within 1e-5,
-// every step's regions, the dry plan walking as the plan that ran. Then
-// TreePlan.Run, which runs the parts in parallel, must give the checked
-// run's bits.
-func TestTreePartsConform(t *testing.T) {
-	for _, name := range []string{"tree_rnn", "rntn", "binary_treelstm", "childsum_treelstm"} {
-		t.Run(name, func(t *testing.T) {
-			dir := filepath.Join("testdata", "trees", "golden", name)
-			m, err := models.LoadTree(filepath.Join(dir, "model.yaml"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			dryModel, err := tree.NewModel(m.Net.Config, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var trees []*tree.Tree
-			for _, line := range readTreeLines(t, filepath.Join(dir, "trees.txt")) {
-				var tr *tree.Tree
-				if strings.HasPrefix(line, "{") {
-					tr, err = tree.ParseJSON([]byte(line), m.ParseOptions())
-				} else {
-					tr, err = tree.ParseBracketed(line, m.ParseOptions())
-				}
-				if err != nil {
-					t.Fatalf("%q: %v", line, err)
-				}
-				trees = append(trees, tr)
-			}
-			if len(trees) < 3 {
-				t.Fatalf("%d golden trees: too few for three parts", len(trees))
-			}
-			gold := treeGoldenIO(t, dir)
-			want := map[string][]float64{"h": gold["h"], "probs": gold["probs"]}
-			if m.Net.Cell.HasMemory() {
-				want["c"] = gold["c"]
-			}
-			opt := TreeOptions{Executor: DepthBatched, AllNodes: true, Workers: 3}
-			var tp *TreePlan
-			outputs := func() map[string][]float32 {
-				var h, c, pr []float32
-				for i, tr := range trees {
-					for j := range tr.Nodes {
-						h = append(h, tp.H(i, j)...)
-						c = append(c, tp.C(i, j)...)
-						pr = append(pr, tp.Probs(i, j)...)
-					}
-				}
-				return map[string][]float32{"h": h, "c": c, "probs": pr}
-			}
-			conform(t, conformance{
-				build: func(dry bool) (*Plan, error) {
-					mm := m.Net
-					if dry {
-						mm = dryModel
-					}
-					prog, err := NewTreeProgram(mm)
-					if err != nil {
-						return nil, err
-					}
-					// Reversed, then released: the plan that runs is
-					// built into memory another batch used.
-					rev := make([]*tree.Tree, len(trees))
-					for i, tr := range trees {
-						rev[len(trees)-1-i] = tr
-					}
-					q, err := prog.Acquire(rev, TreeOptions{Executor: DepthBatched, Workers: 2})
-					if err != nil {
-						return nil, err
-					}
-					if !dry {
-						if err := q.Run(); err != nil {
-							return nil, err
-						}
-					}
-					q.Release()
-					q, err = prog.Acquire(trees, opt)
-					if err != nil {
-						return nil, err
-					}
-					if got := len(q.partEnd); got != 3 {
-						t.Fatalf("%d parts, want 3", got)
-					}
-					if !dry {
-						tp = q
-					}
-					return q.Plan, nil
-				},
-				outputs: outputs,
-				want:    want, tol: 1e-5,
-			})
-			checked := outputs()
-			if err := tp.Run(); err != nil {
-				t.Fatal(err)
-			}
-			for k, v := range outputs() {
-				sameBits(t, "parallel parts "+k, [][]float32{v}, [][]float32{checked[k]})
-			}
-		})
+// acquireReused is TreeProgram.Acquire of trees with opt after the
+// program ran, and released, a plan of the same trees in reverse order:
+// the plan returned is built into memory another batch used. It fails
+// unless the depth-batched executor split the batch into one part per
+// worker.
+func acquireReused(prog *TreeProgram, trees []*tree.Tree, opt TreeOptions) (*TreePlan, error) {
+	rev := make([]*tree.Tree, len(trees))
+	for i, tr := range trees {
+		rev[len(trees)-1-i] = tr
+	}
+	q, err := prog.Acquire(rev, TreeOptions{Executor: opt.Executor, Workers: 2})
+	if err != nil {
+		return nil, err
+	}
+	if !q.Plan.Dry() {
+		if err := q.Run(); err != nil {
+			return nil, err
+		}
+	}
+	q.Release()
+	if q, err = prog.Acquire(trees, opt); err != nil {
+		return nil, err
+	}
+	if want := min(opt.Workers, len(trees)); opt.Executor == DepthBatched && len(q.partEnd) != want {
+		return nil, fmt.Errorf("%d trees, %d workers: %d parts, want %d", len(trees), opt.Workers, len(q.partEnd), want)
+	}
+	return q, nil
+}
+
+// sameTreeRun runs tp again with TreePlan.Run (independent subtrees or
+// parts in parallel) and requires the outputs' bits to be those it had.
+func sameTreeRun(t *testing.T, tp *TreePlan, outputs func() map[string][]float32) {
+	t.Helper()
+	before := outputs()
+	for k, v := range before {
+		before[k] = slices.Clone(v)
+	}
+	if err := tp.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range outputs() {
+		sameBits(t, "TreePlan.Run "+k, [][]float32{v}, [][]float32{before[k]})
 	}
 }
 

@@ -8,7 +8,7 @@ import contextlib
 import io
 import sys
 import tempfile
-import traceback
+import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -45,21 +45,6 @@ TORCH_OUTPUT = """\
 """
 
 
-def test_parse_go():
-    go = tree_bench.parse_go(GO_OUTPUT)
-    assert go[(1, "recursive", 1)] == [2000.0], go
-    assert go[(1, "depth_batched", 25)] == [5000.0, 6000.0, 5500.0], go
-    assert go[(2, "depth_batched", 25)] == [9000.0], go
-    assert not any(k[1] not in tree_bench.EXECUTORS for k in go), go
-
-
-def test_parse_torch():
-    pt = tree_bench.parse_torch(TORCH_OUTPUT)
-    assert pt[(1, (1, 1), "per_node", 1)] == [500.0], pt
-    assert pt[(2, (1, 2), "depth_batched", 25)] == [4000.0], pt
-    assert pt[(2, (2, 2), "per_node", 1)] == [300.0], pt
-
-
 def row(text, threads, batch):
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -68,58 +53,54 @@ def row(text, threads, batch):
     raise AssertionError(f"no row for {threads} threads, batch {batch} in\n{text}")
 
 
-def test_table():
-    go, pt = tree_bench.parse_go(GO_OUTPUT), tree_bench.parse_torch(TORCH_OUTPUT)
-    text = tree_bench.table(go, pt, [1, 2], loads=[0.1, 2.5])
-    assert "from a loaded machine" in text, text
-    # 1 thread, batch 25: Go depth-batched is the median 5500 of three
-    # rounds, 2.75x PyTorch's 2000; the spread is 6000/5000.
-    r = row(text, 1, 25)
-    assert r[3] == "5500" and r[5] == "2000" and r[7] == "2.75x" and r[8] == "1.20", r
-    # Batch 1: best Go is depth-batched 4000, 8x per-node.
-    r = row(text, 1, 1)
-    assert r[2] == "2000" and r[3] == "4000" and r[6] == "8.00x", r
-    # 2 threads: PyTorch's fastest configuration, named.
-    r = row(text, 2, 25)
-    assert r[5] == "4000 (1x2)" and r[7] == "2.25x", r
-    assert "1 thread(s), batch 25: best Go (depth_batched) 2.75x PyTorch depth-batched (target 2x): met" in text
-    assert "1 thread(s), batch 1: best Go (depth_batched) 8.00x PyTorch per-node (target 5x): met; recursive alone 4.00x" in text
-    # Missing figures show as dashes, not errors.
-    r = row(text, 2, 10)
-    assert r[2:8] == ["-"] * 6, r
+class TreeBenchTest(unittest.TestCase):
+    def test_parse_go(self):
+        go = tree_bench.parse_go(GO_OUTPUT)
+        assert go[(1, "recursive", 1)] == [2000.0], go
+        assert go[(1, "depth_batched", 25)] == [5000.0, 6000.0, 5500.0], go
+        assert go[(2, "depth_batched", 25)] == [9000.0], go
+        assert not any(k[1] not in tree_bench.EXECUTORS for k in go), go
 
+    def test_parse_torch(self):
+        pt = tree_bench.parse_torch(TORCH_OUTPUT)
+        assert pt[(1, (1, 1), "per_node", 1)] == [500.0], pt
+        assert pt[(2, (1, 2), "depth_batched", 25)] == [4000.0], pt
+        assert pt[(2, (2, 2), "per_node", 1)] == [300.0], pt
 
-def test_quiet_load():
-    text = tree_bench.table({}, {}, [1], loads=[0.05, 0.2])
-    assert "loaded machine" not in text and "0.05 to 0.20" in text, text
+    def test_table(self):
+        go, pt = tree_bench.parse_go(GO_OUTPUT), tree_bench.parse_torch(TORCH_OUTPUT)
+        text = tree_bench.table(go, pt, [1, 2], loads=[0.1, 2.5])
+        assert "from a loaded machine" in text, text
+        # 1 thread, batch 25: Go depth-batched is the median 5500 of three
+        # rounds, 2.75x PyTorch's 2000; the spread is 6000/5000.
+        r = row(text, 1, 25)
+        assert r[3] == "5500" and r[5] == "2000" and r[7] == "2.75x" and r[8] == "1.20", r
+        # Batch 1: best Go is depth-batched 4000, 8x per-node.
+        r = row(text, 1, 1)
+        assert r[2] == "2000" and r[3] == "4000" and r[6] == "8.00x", r
+        # 2 threads: PyTorch's fastest configuration, named.
+        r = row(text, 2, 25)
+        assert r[5] == "4000 (1x2)" and r[7] == "2.25x", r
+        assert "1 thread(s), batch 25: best Go (depth_batched) 2.75x PyTorch depth-batched (target 2x): met" in text
+        assert "1 thread(s), batch 1: best Go (depth_batched) 8.00x PyTorch per-node (target 5x): met; recursive alone 4.00x" in text
+        # Missing figures show as dashes, not errors.
+        r = row(text, 2, 10)
+        assert r[2:8] == ["-"] * 6, r
 
+    def test_quiet_load(self):
+        text = tree_bench.table({}, {}, [1], loads=[0.05, 0.2])
+        assert "loaded machine" not in text and "0.05 to 0.20" in text, text
 
-def test_rerender():
-    with tempfile.TemporaryDirectory() as d:
-        g, t = Path(d) / "go.txt", Path(d) / "torch.txt"
-        g.write_text(GO_OUTPUT)
-        t.write_text(TORCH_OUTPUT)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            assert tree_bench.main(["--go-output", str(g), "--torch-output", str(t)]) == 0
-        assert row(out.getvalue(), 1, 25)[7] == "2.75x", out.getvalue()
-
-
-def main():
-    tests = [(name, fn) for name, fn in globals().items() if name.startswith("test_") and callable(fn)]
-    failed = 0
-    for name, fn in tests:
-        try:
-            fn()
-        except Exception:
-            failed += 1
-            print(f"FAIL {name}")
-            traceback.print_exc()
-        else:
-            print(f"ok   {name}")
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    def test_rerender(self):
+        with tempfile.TemporaryDirectory() as d:
+            g, t = Path(d) / "go.txt", Path(d) / "torch.txt"
+            g.write_text(GO_OUTPUT)
+            t.write_text(TORCH_OUTPUT)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                assert tree_bench.main(["--go-output", str(g), "--torch-output", str(t)]) == 0
+            assert row(out.getvalue(), 1, 25)[7] == "2.75x", out.getvalue()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    unittest.main()

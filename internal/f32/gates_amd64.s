@@ -465,6 +465,15 @@ LOOP:                          \
 	CMPQ AX, DX                \
 	JLT  LOOP
 
+// TREECHUNK ends the kernel at DONE when no units are left (CX bytes),
+// else sets DX to the bytes of this chunk: min(CX, 256), 64 units.
+#define TREECHUNK(DONE) \
+	TESTQ CX, CX    \
+	JLE   DONE      \
+	MOVQ  $256, DX  \
+	CMPQ  CX, DX    \
+	CMOVQLT CX, DX
+
 #define SIG0 SIGMOID(Y0, Y8, Y9)
 #define TANH0 TANH(Y0, Y8, Y9, Y10, Y11)
 
@@ -485,11 +494,7 @@ TEXT ·treeLeafAVX2(SB), 0, $768-48
 	LEAQ 0(SP), R13
 
 leafchunk:
-	TESTQ CX, CX
-	JLE   leafdone
-	MOVQ  $256, DX
-	CMPQ  CX, DX
-	CMOVQLT CX, DX
+	TREECHUNK(leafdone)
 	TREEGATE(SI, DI, 0, SIG0, leafi)
 	LEAQ (SI)(R11*1), R14
 	LEAQ (DI)(R11*1), R12
@@ -541,11 +546,7 @@ TEXT ·treeInnerAVX2(SB), 0, $1280-64
 	LEAQ 0(SP), R13
 
 innerchunk:
-	TESTQ CX, CX
-	JLE   innerdone
-	MOVQ  $256, DX
-	CMPQ  CX, DX
-	CMOVQLT CX, DX
+	TREECHUNK(innerdone)
 	TREEGATE(SI, DI, 0, SIG0, inneri)
 	LEAQ (SI)(R11*1), R14
 	LEAQ (DI)(R11*1), R12
