@@ -81,6 +81,8 @@ type lane[W any] struct {
 	waiting *job[W] // dequeued but not yet admitted: it did not fit
 	// rows is the lane's rows, for the other lanes to see.
 	rows atomic.Int64
+	// admitted counts the jobs the lane has taken in.
+	admitted atomic.Int64
 }
 
 // newBatcher makes a batcher with one lane per batch.
@@ -240,6 +242,7 @@ func (l *lane[W]) admit() {
 			continue
 		}
 		j.started = time.Now()
+		l.admitted.Add(1)
 		b.m.metrics.queue.Observe(j.started.Sub(j.enqueued).Seconds())
 	}
 }
