@@ -418,9 +418,24 @@ func conformTrees(t *testing.T) {
 		if m.Net.Cell.HasMemory() {
 			want["c"] = gold["c"]
 		}
-		for _, ex := range []TreeExecutor{Recursive, DepthBatched} {
-			t.Run(name+"/"+ex.String(), func(t *testing.T) {
+		// Both executors on one worker, and the depth-batched one split
+		// into three parts, which TreePlan.Run runs in parallel, built into
+		// the memory of a plan another batch used (TreeProgram.Acquire).
+		for _, c := range []struct {
+			name  string
+			opt   TreeOptions
+			reuse bool
+		}{
+			{"recursive", TreeOptions{Executor: Recursive, AllNodes: true, Workers: 1}, false},
+			{"depth_batched", TreeOptions{Executor: DepthBatched, AllNodes: true, Workers: 1}, false},
+			{"depth_batched/parts=3/reused", TreeOptions{Executor: DepthBatched, AllNodes: true, Workers: 3}, true},
+		} {
+			t.Run(name+"/"+c.name, func(t *testing.T) {
 				var tp *TreePlan
+				outputs := func() map[string][]float32 {
+					h, c, pr := NodeOutputs(tp)
+					return map[string][]float32{"h": h, "c": c, "probs": pr}
+				}
 				conform(t, conformance{
 					build: func(dry bool) (*Plan, error) {
 						mm := m.Net
@@ -431,7 +446,12 @@ func conformTrees(t *testing.T) {
 						if err != nil {
 							return nil, err
 						}
-						q, err := prog.Plan(trees, TreeOptions{Executor: ex, AllNodes: true, Workers: 1})
+						var q *TreePlan
+						if c.reuse {
+							q, err = acquireReused(prog, trees, c.opt)
+						} else {
+							q, err = prog.Plan(trees, c.opt)
+						}
 						if err != nil {
 							return nil, err
 						}
@@ -440,19 +460,10 @@ func conformTrees(t *testing.T) {
 						}
 						return q.Plan, nil
 					},
-					outputs: func() map[string][]float32 {
-						var h, c, pr []float32
-						for i, tr := range trees {
-							for j := range tr.Nodes {
-								h = append(h, tp.H(i, j)...)
-								c = append(c, tp.C(i, j)...)
-								pr = append(pr, tp.Probs(i, j)...)
-							}
-						}
-						return map[string][]float32{"h": h, "c": c, "probs": pr}
-					},
-					want: want, tol: 1e-5,
+					outputs: outputs,
+					want:    want, tol: 1e-5,
 				})
+				sameTreeRun(t, tp, outputs)
 			})
 		}
 	}

@@ -78,9 +78,11 @@ func TreeKernelName(k Kernel) string {
 const MaxTreeBatchNodes = 1 << 22
 
 // TreeProgram is a tree model prepared for plans: its weight buffers. It
-// is immutable and safe for concurrent use; each batch gets its own plan.
+// is immutable and safe for concurrent use; each batch gets its own plan
+// (Plan), or one released by an earlier batch (Acquire).
 type TreeProgram struct {
 	Model *tree.Model
+	plans chan *TreePlan // released plans kept for reuse (Acquire)
 
 	weights                      []*Buffer
 	emb, w, b, u, ub, uf, vt     *Buffer
@@ -95,7 +97,7 @@ func NewTreeProgram(m *tree.Model) (*TreeProgram, error) {
 	if err := m.Config.Validate(); err != nil {
 		return nil, err
 	}
-	p := &TreeProgram{Model: m, dry: m.Dry()}
+	p := &TreeProgram{Model: m, dry: m.Dry(), plans: make(chan *TreePlan, keptPlans)}
 	E, H, C := m.Embed, m.Hidden, m.Classes
 	p.emb = p.weight("embedding.weight", m.Vocab*E, m.Embedding)
 	switch m.Cell {
@@ -152,8 +154,11 @@ func (p *TreeProgram) Weights() []*Buffer { return p.weights }
 type TreeOptions struct {
 	// Executor: Recursive (the default) or DepthBatched.
 	Executor TreeExecutor
-	// Workers bounds the recursive executor's goroutines; 0 means
-	// GOMAXPROCS. The depth-batched executor runs its steps in order.
+	// Workers bounds the goroutines a plan runs on, the caller's included;
+	// 0 means GOMAXPROCS. The recursive executor runs independent
+	// subtrees on them; the depth-batched one splits the batch into that
+	// many parts of consecutive trees (at most one per tree), each
+	// depth-batched on its own, and runs the parts on them.
 	Workers int
 	// AllNodes computes class probabilities at every node; otherwise only
 	// at the roots.

@@ -56,13 +56,14 @@ func BenchmarkTreeLSTM(b *testing.B) {
 					if (k+1)*B > len(trees) {
 						k = 0
 					}
-					tp, err := prog.Plan(trees[k*B:(k+1)*B], schedule.TreeOptions{Executor: ex, AllNodes: true})
+					tp, err := prog.Acquire(trees[k*B:(k+1)*B], schedule.TreeOptions{Executor: ex, AllNodes: true})
 					if err != nil {
 						b.Fatal(err)
 					}
 					if err := tp.Run(); err != nil {
 						b.Fatal(err)
 					}
+					tp.Release()
 					k++
 				}
 				b.ReportMetric(float64(B*b.N)/b.Elapsed().Seconds(), "trees/s")

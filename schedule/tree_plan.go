@@ -19,6 +19,12 @@ import (
 // depth-batched one (so each height's outputs are one contiguous block and
 // only the children need gathering). The accessors take (tree, node)
 // whatever the layout.
+//
+// The depth-batched executor with more than one worker splits the batch
+// into parts of consecutive trees, as many as the workers (and trees),
+// with about as many nodes each; each part is depth-batched on its own
+// (its own state rows and scratch, its steps consecutive and marked with
+// the part as Step.Worker), and Run runs the parts in parallel.
 type TreePlan struct {
 	Plan     *Plan
 	Executor TreeExecutor
@@ -30,73 +36,319 @@ type TreePlan struct {
 	rowOf    []int32 // global node -> state row
 	h, c, pr *Buffer
 
-	// Recursive scheduling: global node -> its steps and parent.
+	// Recursive scheduling: global node -> the end of its steps, its
+	// parent and its number of children; the leaves; children pending.
 	stepEnd []int32
 	parent  []int32
 	nkids   []int32
 	leaves  []int32
+	pending []atomic.Int32
+
+	// Depth-batched parts: part p's steps are [partEnd[p-1], partEnd[p]).
+	partEnd []int32
+
+	b     treeBuilder    // the memory the plan is built in (see tree_store.go)
+	reuse chan *TreePlan // where Release puts the plan (Acquire)
 }
 
 // Plan builds the plan that runs trees on p's model with opt. Every tree
 // is checked against the model (arity, words). A dynamic model returns
 // ErrDynamicTree.
 func (p *TreeProgram) Plan(trees []*tree.Tree, opt TreeOptions) (*TreePlan, error) {
+	tp := &TreePlan{}
+	if err := p.build(tp, trees, opt); err != nil {
+		return nil, err
+	}
+	return tp, nil
+}
+
+// Acquire is Plan for a plan that is given back with Release once its
+// outputs have been read: it is built into the memory of a plan released
+// before (its buffers, steps, ops and index lists), so that at steady
+// state a batch allocates nothing. The program keeps up to keptPlans
+// released plans, each of at most keptPlanBytes of activations, outside
+// the garbage collector's reach (a sync.Pool would drop them at every
+// other collection and a batch would then pay for new ones).
+func (p *TreeProgram) Acquire(trees []*tree.Tree, opt TreeOptions) (*TreePlan, error) {
+	var tp *TreePlan
+	select {
+	case tp = <-p.plans:
+	default:
+		tp = &TreePlan{}
+	}
+	tp.reuse = p.plans
+	if err := p.build(tp, trees, opt); err != nil {
+		tp.Release()
+		return nil, err
+	}
+	return tp, nil
+}
+
+// Released plans a TreeProgram keeps: as many as batches of one model
+// usually run at once, and no more bytes of buffers each than a large
+// batch needs (a plan grown by an outsized one is left to the garbage
+// collector).
+const (
+	keptPlans     = 4
+	keptPlanBytes = 256 << 20
+)
+
+// Release gives a plan from Acquire back for reuse; neither it nor the
+// slices its accessors returned may be used after. It does nothing for a
+// plan from Plan.
+func (tp *TreePlan) Release() {
+	if tp.reuse == nil {
+		return
+	}
+	clear(tp.Trees) // the trees are the caller's
+	clear(tp.b.flat)
+	tp.Trees, tp.b.flat = tp.Trees[:0], tp.b.flat[:0]
+	if tp.b.keptBytes() > keptPlanBytes {
+		return
+	}
+	select {
+	case tp.reuse <- tp:
+	default:
+	}
+}
+
+// build checks trees and opt and builds their plan into tp.
+func (p *TreeProgram) build(tp *TreePlan, trees []*tree.Tree, opt TreeOptions) error {
 	m := p.Model
 	if m.Cell.Dynamic() {
-		return nil, ErrDynamicTree
+		return ErrDynamicTree
 	}
 	opt.EnsureDefaults()
 	if err := opt.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	if len(trees) == 0 {
-		return nil, inputErr("trees", "no trees")
+		return inputErr("trees", "no trees")
 	}
 	if len(trees) > MaxBatch {
-		return nil, inputErr("trees", "%d trees, limit %d", len(trees), MaxBatch)
+		return inputErr("trees", "%d trees, limit %d", len(trees), MaxBatch)
 	}
 	N := 0
 	for i, t := range trees {
 		if err := m.Check(t); err != nil {
-			return nil, fmt.Errorf("tree %d: %w", i, err)
+			return fmt.Errorf("tree %d: %w", i, err)
 		}
 		N += t.Len()
 		if N > MaxTreeBatchNodes {
-			return nil, inputErr("trees", "more than %d nodes in the batch", MaxTreeBatchNodes)
+			return inputErr("trees", "more than %d nodes in the batch", MaxTreeBatchNodes)
 		}
 	}
-	tp := &TreePlan{Executor: opt.Executor, Trees: trees, Workers: opt.Workers, AllNodes: opt.AllNodes}
-	b := &treeBuilder{prog: p, tp: tp, N: N}
-	b.plan = &Plan{B: len(trees), dry: p.dry}
-	b.plan.Buffers = append(b.plan.Buffers, p.weights...)
+	tp.Executor, tp.Workers, tp.AllNodes = opt.Executor, opt.Workers, opt.AllNodes
+	tp.Trees = append(tp.Trees[:0], trees...)
+	if tp.Plan == nil {
+		tp.Plan = &Plan{}
+	}
+	pl := tp.Plan
+	*pl = Plan{B: len(trees), dry: p.dry, Buffers: append(pl.Buffers[:0], p.weights...), Steps: pl.Steps[:0]}
+	b := &tp.b
+	b.reset(p, tp, N)
 	b.build()
-	b.plan.index(1)
-	tp.Plan = b.plan
-	return tp, nil
+	pl.index(1)
+	return nil
 }
 
 // treeBuilder emits a tree plan's steps. Both executors emit groups of
 // nodes through the same code: a group of one node (recursive, scratch row
-// = the node) or a whole height (depth-batched, scratch from row 0), so
-// each node's arithmetic is the same in both.
+// = the node) or a whole height of a part (depth-batched, scratch from the
+// part's first scratch row), so each node's arithmetic is the same in
+// both. It lives in its TreePlan, and what it builds with is reused from
+// one batch to the next (tree_store.go).
 type treeBuilder struct {
 	recorder
 	prog *TreeProgram
 	tp   *TreePlan
 	N    int
 
-	flat     []*tree.Node // global node -> node
-	words    *Buffer      // I64 [N]: each node's word id (-1 for none), by state row
-	x        *Buffer      // gathered word vectors [S][E]
-	kid      *Buffer      // gathered children states [S][2H]
-	g        *Buffer      // products [S][gate width]
-	bil, u   *Buffer      // RNTN: tensor term [S][H], v·V [S][2H·H]
-	hsum     *Buffer      // Child-Sum: Σ h_k [S][H]
-	iou      *Buffer      // Child-Sum: U_iou h̃ [S][3H]
-	kidh, uf *Buffer      // Child-Sum: children's h [SK][H], U_f h_k [SK][H]
-	rootH    *Buffer      // depth-batched roots' h [B][H]
+	flat    []*tree.Node // global node -> node
+	treeOf  []int32      // global node -> its tree
+	height  []int32      // global node -> its height
+	order   []int32      // nodes in plan order, group after group; a node's state row is its place here
+	groupAt []int32      // first place in order of each group, then N
+	parts   []treePart
+	count   []int32 // per height, for sorting a part's nodes
+	kidBase []int32 // recursive Child-Sum: first kid_h row of each node
+
+	ints  list[int32]
+	lists list[[]int32]
+	rows  list[Rows32]
+	ops   treeOps
+	bufs  []*Buffer // every buffer the plan has had but the weights, by name
+
+	words    *Buffer // I64 [N]: each node's word id (-1 for none), by state row
+	x        *Buffer // gathered word vectors [S][E]
+	kid      *Buffer // gathered children states [S][2H]
+	g        *Buffer // products [S][gate width]
+	bil, u   *Buffer // RNTN: tensor term [S][H], v·V [S][2H·H]
+	hsum     *Buffer // Child-Sum: Σ h_k [S][H]
+	iou      *Buffer // Child-Sum: U_iou h̃ [S][3H]
+	kidh, uf *Buffer // Child-Sum: children's h [SK][H], U_f h_k [SK][H]
+	rootH    *Buffer // depth-batched roots' h [B][H]
 	h, c, pr *Buffer
-	kidBase  []int32 // recursive Child-Sum: first kidh row of each node
+}
+
+// treePart is a range of trees run as one depth-batched part: its groups
+// and its first scratch rows (per node and per child).
+type treePart struct {
+	t0, t1       int // trees [t0, t1)
+	g0, g1       int // groups [g0, g1)
+	sBase, kBase int
+}
+
+// reset readies b to build a plan of N nodes for tp on p.
+func (b *treeBuilder) reset(p *TreeProgram, tp *TreePlan, N int) {
+	b.prog, b.tp, b.N = p, tp, N
+	b.recorder = recorder{plan: tp.Plan}
+	b.ints.reset()
+	b.lists.reset()
+	b.rows.reset()
+	b.ops.reset()
+	b.parts = b.parts[:0]
+	b.kidBase = nil
+	b.words, b.x, b.kid, b.g, b.bil, b.u, b.hsum, b.iou, b.kidh, b.uf, b.rootH, b.h, b.c, b.pr =
+		nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+}
+
+// stored returns the buffer named name that earlier plans built here
+// used, or a new one.
+func (b *treeBuilder) stored(name string) *Buffer {
+	for _, x := range b.bufs {
+		if x.Name == name {
+			return x
+		}
+	}
+	x := &Buffer{Name: name}
+	b.bufs = append(b.bufs, x)
+	return x
+}
+
+// keptBytes is the memory of the buffers b keeps.
+func (b *treeBuilder) keptBytes() int64 {
+	var n int64
+	for _, x := range b.bufs {
+		n += 4*int64(cap(x.F32)) + 8*int64(cap(x.I64))
+	}
+	return n
+}
+
+// buffer adds a float32 buffer to the plan, its memory reused from earlier
+// plans (not cleared) and grown when they were smaller; a dry plan's has
+// none.
+func (b *treeBuilder) buffer(name string, kind BufferKind, elems int) *Buffer {
+	buf := b.stored(name)
+	data := buf.F32
+	*buf = Buffer{Name: name, Kind: kind, Elems: elems, ElemSize: 4}
+	if !b.plan.dry {
+		buf.F32 = resize(data, elems)
+	}
+	b.plan.Buffers = append(b.plan.Buffers, buf)
+	return buf
+}
+
+// ids adds an int64 buffer of elems ids, its memory reused (even in a dry
+// plan: ids decide which rows are read).
+func (b *treeBuilder) ids(name string, kind BufferKind, elems int) *Buffer {
+	buf := b.stored(name)
+	data := buf.I64
+	*buf = Buffer{Name: name, Kind: kind, Elems: elems, ElemSize: 8, I64: resize(data, elems)}
+	b.plan.Buffers = append(b.plan.Buffers, buf)
+	return buf
+}
+
+// partition splits the batch into parts of consecutive trees for the
+// depth-batched executor: one per worker (at most one per tree), with
+// about as many nodes each.
+func (b *treeBuilder) partition() {
+	tp := b.tp
+	B, N := len(tp.Trees), b.N
+	P := 1
+	if tp.Executor == DepthBatched {
+		P = min(tp.Workers, B)
+	}
+	t0 := 0
+	for p := 1; p <= P; p++ {
+		t1 := B
+		if p < P {
+			// The first tree that starts at or after p/P of the nodes,
+			// leaving at least one tree for each part after this one.
+			target := int32(int64(N) * int64(p) / int64(P))
+			t1 = t0 + 1
+			for t1 < B-(P-p) && tp.offsets[t1] < target {
+				t1++
+			}
+		}
+		b.parts = append(b.parts, treePart{t0: t0, t1: t1})
+		t0 = t1
+	}
+}
+
+// group orders the nodes and forms the groups: every node alone in
+// post-order (recursive), or each part's nodes by height, a group per
+// height (depth-batched). It returns the scratch rows the groups need
+// per node (S) and per child (SK).
+func (b *treeBuilder) group(totalKids int) (S, SK int) {
+	tp, N := b.tp, b.N
+	b.order = resize(b.order, N)
+	b.groupAt = b.groupAt[:0]
+	if tp.Executor == Recursive {
+		for g := range N {
+			b.order[g] = int32(g)
+			b.groupAt = append(b.groupAt, int32(g))
+		}
+		b.groupAt = append(b.groupAt, int32(N))
+		b.parts[0].g0, b.parts[0].g1 = 0, N
+		return N, totalKids
+	}
+	at := int32(0)
+	for pi := range b.parts {
+		pt := &b.parts[pi]
+		lo, hi := tp.offsets[pt.t0], int32(N)
+		if pt.t1 < len(tp.Trees) {
+			hi = tp.offsets[pt.t1]
+		}
+		maxH := int32(0)
+		for g := lo; g < hi; g++ {
+			maxH = max(maxH, b.height[g])
+		}
+		// Counting sort by height, in node order within a height.
+		b.count = resize(b.count, int(maxH)+2)
+		clear(b.count)
+		for g := lo; g < hi; g++ {
+			b.count[b.height[g]+1]++
+		}
+		pt.g0 = len(b.groupAt)
+		s, sk := 0, 0
+		for h := range maxH + 1 {
+			b.count[h+1] += b.count[h]
+			b.groupAt = append(b.groupAt, at+b.count[h])
+			s = max(s, int(b.count[h+1]-b.count[h]))
+		}
+		pt.g1 = len(b.groupAt)
+		for g := lo; g < hi; g++ {
+			h := b.height[g]
+			b.order[at+b.count[h]] = g
+			b.count[h]++
+		}
+		for gi := pt.g0; gi < pt.g1; gi++ {
+			k, end := 0, at+(hi-lo)
+			if gi+1 < pt.g1 {
+				end = b.groupAt[gi+1]
+			}
+			for _, g := range b.order[b.groupAt[gi]:end] {
+				k += int(tp.nkids[g])
+			}
+			sk = max(sk, k)
+		}
+		pt.sBase, pt.kBase = S, SK
+		S, SK = S+s, SK+sk
+		at = hi
+	}
+	b.groupAt = append(b.groupAt, int32(N))
+	return S, SK
 }
 
 // rowList is the rows idx of buf, w wide.
@@ -106,72 +358,50 @@ func (b *treeBuilder) build() {
 	tp, m := b.tp, b.prog.Model
 	E, H, C := m.Embed, m.Hidden, m.Classes
 	B, N := len(tp.Trees), b.N
-	tp.offsets = make([]int32, B)
-	tp.parent = make([]int32, N)
-	tp.nkids = make([]int32, N)
-	b.flat = make([]*tree.Node, N)
-	var heights [][]int32 // per tree
-	maxH := 0
+	tp.offsets = resize(tp.offsets, B)
+	tp.parent = resize(tp.parent, N)
+	tp.nkids = resize(tp.nkids, N)
+	tp.rowOf = resize(tp.rowOf, N)
+	tp.leaves = tp.leaves[:0]
+	tp.partEnd = tp.partEnd[:0]
+	b.flat = resize(b.flat, N)
+	b.treeOf = resize(b.treeOf, N)
+	b.height = resize(b.height, N)
 	totalKids := 0
 	off := int32(0)
 	for i, t := range tp.Trees {
 		tp.offsets[i] = off
 		for j := range t.Nodes {
-			n := &t.Nodes[j]
-			b.flat[off+int32(j)] = n
-			tp.parent[off+int32(j)] = -1
+			n, g := &t.Nodes[j], off+int32(j)
+			b.flat[g], b.treeOf[g] = n, int32(i)
+			tp.parent[g] = -1
 			if n.Parent >= 0 {
-				tp.parent[off+int32(j)] = off + n.Parent
+				tp.parent[g] = off + n.Parent
 			}
-			tp.nkids[off+int32(j)] = int32(len(n.Kids))
+			tp.nkids[g] = int32(len(n.Kids))
 			totalKids += len(n.Kids)
+			h := int32(0)
+			for _, k := range n.Kids {
+				h = max(h, b.height[off+k]+1)
+			}
+			b.height[g] = h
 			if len(n.Kids) == 0 {
-				tp.leaves = append(tp.leaves, off+int32(j))
+				tp.leaves = append(tp.leaves, g)
 			}
 		}
-		hs := t.Heights()
-		heights = append(heights, hs)
-		maxH = max(maxH, int(hs[t.Root()]))
 		off += int32(t.Len())
 	}
-	// Groups: the recursive executor's nodes one by one in post-order, the
-	// depth-batched executor's heights.
-	var groups [][]int32
-	tp.rowOf = make([]int32, N)
-	S, SK := N, totalKids // scratch rows
-	if tp.Executor == Recursive {
-		groups = make([][]int32, N)
-		for g := range groups {
-			groups[g] = []int32{int32(g)}
-			tp.rowOf[g] = int32(g)
-		}
-	} else {
-		groups = make([][]int32, maxH+1)
-		for i, t := range tp.Trees {
-			for j := range t.Nodes {
-				h := heights[i][j]
-				groups[h] = append(groups[h], tp.offsets[i]+int32(j))
-			}
-		}
-		r := int32(0)
-		S, SK = 0, 0
-		for _, grp := range groups {
-			k := 0
-			for _, g := range grp {
-				tp.rowOf[g] = r
-				r++
-				k += len(b.flat[g].Kids)
-			}
-			S, SK = max(S, len(grp)), max(SK, k)
-		}
+	b.partition()
+	S, SK := b.group(totalKids)
+	for r, g := range b.order {
+		tp.rowOf[g] = int32(r)
 	}
-	b.plan.T = len(groups)
+	b.plan.T = len(b.groupAt) - 1
 
-	words := make([]int64, N)
+	b.words = b.ids("words", KindInput, N)
 	for g, n := range b.flat {
-		words[tp.rowOf[g]] = int64(n.Word)
+		b.words.I64[tp.rowOf[g]] = int64(n.Word)
 	}
-	b.words = b.ids("words", KindInput, N, words)
 
 	switch m.Cell {
 	case tree.TreeRNN, tree.RNTN:
@@ -197,7 +427,7 @@ func (b *treeBuilder) build() {
 		b.kidh = b.buffer("kid_h", KindActivation, max(SK, 1)*H)
 		b.uf = b.buffer("uf", KindActivation, max(SK, 1)*H)
 		if tp.Executor == Recursive {
-			b.kidBase = make([]int32, N)
+			b.kidBase = b.ints.take(N)
 			k := int32(0)
 			for g, n := range b.flat {
 				b.kidBase[g] = k
@@ -220,72 +450,56 @@ func (b *treeBuilder) build() {
 	tp.h, tp.c, tp.pr = b.h, b.c, b.pr
 	b.plan.output, b.plan.hn, b.plan.cn, b.plan.head = b.h, b.h, b.c, b.pr
 
-	roots := make(map[int32]int, B) // global root -> tree
-	for i, t := range tp.Trees {
-		roots[tp.offsets[i]+int32(t.Root())] = i
-	}
 	if tp.Executor == Recursive {
-		tp.stepEnd = make([]int32, N)
-	}
-	for gi, grp := range groups {
-		r0 := int(tp.rowOf[grp[0]])
-		s0, k0 := 0, 0
-		if tp.Executor == Recursive {
-			s0 = int(grp[0])
+		tp.stepEnd = resize(tp.stepEnd, N)
+		for gi := range N {
+			g := b.order[gi]
+			k0 := 0
 			if b.kidBase != nil {
-				k0 = int(b.kidBase[grp[0]])
+				k0 = int(b.kidBase[g])
 			}
-		}
-		b.cell(gi, grp, r0, s0, k0)
-		if tp.Executor == Recursive {
-			g := grp[0]
+			b.cell(gi, b.order[gi:gi+1], gi, gi, k0)
 			if tp.AllNodes {
-				b.classify(gi, b.h, r0, 1, r0)
-			} else if t, ok := roots[g]; ok {
-				b.classify(gi, b.h, r0, 1, t)
+				b.classify(gi, b.h, gi, 1, gi)
+			} else if tp.parent[g] < 0 {
+				b.classify(gi, b.h, gi, 1, int(b.treeOf[g]))
 			}
 			tp.stepEnd[g] = int32(len(b.plan.Steps))
 		}
+		return
 	}
-	if tp.Executor == DepthBatched {
-		if tp.AllNodes {
-			b.classify(-1, b.h, 0, N, 0)
-		} else {
-			b.gatherRoots(roots)
-			b.classify(-1, b.rootH, 0, B, 0)
+	for pi, pt := range b.parts {
+		b.at.Worker = pi
+		for gi := pt.g0; gi < pt.g1; gi++ {
+			r0, r1 := int(b.groupAt[gi]), int(b.groupAt[gi+1])
+			b.cell(gi, b.order[r0:r1], r0, pt.sBase, pt.kBase)
 		}
+		r0 := int(b.groupAt[pt.g0])
+		r1 := int(b.groupAt[pt.g1])
+		if tp.AllNodes {
+			b.classify(-1, b.h, r0, r1-r0, r0)
+		} else {
+			b.gatherRoots(pt.t0, pt.t1)
+			b.classify(-1, b.rootH, pt.t0, pt.t1-pt.t0, pt.t0)
+		}
+		tp.partEnd = append(tp.partEnd, int32(len(b.plan.Steps)))
 	}
+	b.at.Worker = 0
 }
 
-// stateRows returns the state rows of nodes' children number k (-1 if
-// absent) and of every child in order.
+// kidRows returns the state rows of the group's children number k (-1
+// where a node has fewer children).
 func (b *treeBuilder) kidRows(grp []int32, k int) []int32 {
 	tp := b.tp
-	out := make([]int32, len(grp))
+	out := b.ints.take(len(grp))
 	for r, g := range grp {
 		n := b.flat[g]
 		out[r] = -1
 		if k < len(n.Kids) {
-			tree := b.treeOf(g)
-			out[r] = tp.rowOf[tp.offsets[tree]+n.Kids[k]]
+			out[r] = tp.rowOf[tp.offsets[b.treeOf[g]]+n.Kids[k]]
 		}
 	}
 	return out
-}
-
-// treeOf returns the tree of global node g.
-func (b *treeBuilder) treeOf(g int32) int {
-	offs := b.tp.offsets
-	lo, hi := 0, len(offs)-1
-	for lo < hi {
-		mid := (lo + hi + 1) / 2
-		if offs[mid] <= g {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return lo
 }
 
 // wordVectors returns the A operand of a leaf product: the word's row of
@@ -302,8 +516,25 @@ func (b *treeBuilder) wordVectors(grp []int32, r0, s0 int) Mat {
 		return Mat{}
 	}
 	x := Dense(b.x, s0*E, len(grp), E)
-	b.add(newGather(x, table, Dense(b.words, r0, 1, len(grp))))
+	b.add(b.ops.gather.put(newGather(x, table, Dense(b.words, r0, 1, len(grp)))))
 	return x
+}
+
+// stable makes a product use the kernel whose results do not depend on the
+// number of rows, so that both executors give every node the same bits.
+func stable(o *gemmOp) *gemmOp {
+	o.stable = true
+	return o
+}
+
+// product emits c = a·wᵀ, stable.
+func (b *treeBuilder) product(c, a, w Mat) {
+	b.add(b.ops.gemm.put(stable(newGemmNT(c, a, w, 0))))
+}
+
+// gatherRows emits the gather of parts' rows side by side into dst.
+func (b *treeBuilder) gatherRows(dst Mat, parts ...Rows32) {
+	b.add(b.ops.rows.put(newGatherRows(dst, b.rows.add(len(b.rows.s), parts...)...)))
 }
 
 // cell emits the steps of one group's cell: nodes grp, whose state rows
@@ -317,21 +548,21 @@ func (b *treeBuilder) cell(t int, grp []int32, r0, s0, k0 int) {
 	switch m.Cell {
 	case tree.TreeRNN, tree.RNTN:
 		if leaves {
-			b.add(newGather(h, Dense(p.emb, 0, m.Vocab, E), Dense(b.words, r0, 1, n)))
+			b.add(b.ops.gather.put(newGather(h, Dense(p.emb, 0, m.Vocab, E), Dense(b.words, r0, 1, n))))
 			return
 		}
 		kid := b.gatherKids(grp, s0)
 		g := Dense(b.g, s0*H, n, H)
-		b.add(stable(newGemmNT(g, kid, Dense(p.w, 0, H, 2*H), 0)))
+		b.product(g, kid, Dense(p.w, 0, H, 2*H))
 		var bil Mat
 		if m.Cell == tree.RNTN {
 			W := 2 * H * H
 			u := Dense(b.u, s0*W, n, W)
 			bil = Dense(b.bil, s0*H, n, H)
-			b.add(stable(newGemmNT(u, kid, Dense(p.vt, 0, W, 2*H), 0)))
-			b.add(&bilinearOp{v: kid, u: u, out: bil})
+			b.product(u, kid, Dense(p.vt, 0, W, 2*H))
+			b.add(b.ops.bil.put(&bilinearOp{v: kid, u: u, out: bil}))
 		}
-		b.add(&tanhBiasOp{g: g, b: Whole(p.b), bil: bil, h: h})
+		b.add(b.ops.tanh.put(&tanhBiasOp{g: g, b: Whole(p.b), bil: bil, h: h}))
 
 	case tree.BinaryLSTM:
 		c := Dense(b.c, r0*H, n, H)
@@ -339,26 +570,19 @@ func (b *treeBuilder) cell(t int, grp []int32, r0, s0, k0 int) {
 		if leaves {
 			src := b.wordVectors(grp, r0, s0)
 			g := M(b.g, s0*G, n, 3*H, 3*H)
-			b.add(stable(newGemmNT(g, src, Dense(p.w, 0, 3*H, E), 0)))
-			b.add(&binaryLeafOp{g: g, b: Whole(p.b), h: h, c: c})
+			b.product(g, src, Dense(p.w, 0, 3*H, E))
+			b.add(b.ops.leaf.put(&binaryLeafOp{g: g, b: Whole(p.b), h: h, c: c}))
 			return
 		}
 		kid := b.gatherKids(grp, s0)
 		g := Dense(b.g, s0*G, n, G)
-		b.add(stable(newGemmNT(g, kid, Dense(p.u, 0, G, 2*H), 0)))
-		b.add(&binaryInnerOp{g: g, b: Whole(p.ub), left: rowList(b.c, b.kidRows(grp, 0), H),
-			right: rowList(b.c, b.kidRows(grp, 1), H), h: h, c: c})
+		b.product(g, kid, Dense(p.u, 0, G, 2*H))
+		b.add(b.ops.inner.put(&binaryInnerOp{g: g, b: Whole(p.ub), left: rowList(b.c, b.kidRows(grp, 0), H),
+			right: rowList(b.c, b.kidRows(grp, 1), H), h: h, c: c}))
 
 	case tree.ChildSumLSTM:
 		b.childSum(grp, r0, s0, k0)
 	}
-}
-
-// stable makes a product use the kernel whose results do not depend on the
-// number of rows, so that both executors give every node the same bits.
-func stable(o *gemmOp) *gemmOp {
-	o.stable = true
-	return o
 }
 
 // gatherKids copies the group's two children's h side by side into kid
@@ -366,46 +590,52 @@ func stable(o *gemmOp) *gemmOp {
 func (b *treeBuilder) gatherKids(grp []int32, s0 int) Mat {
 	H, n := b.prog.Model.Hidden, len(grp)
 	kid := Dense(b.kid, s0*2*H, n, 2*H)
-	b.add(newGatherRows(kid, rowList(b.h, b.kidRows(grp, 0), H), rowList(b.h, b.kidRows(grp, 1), H)))
+	b.gatherRows(kid, rowList(b.h, b.kidRows(grp, 0), H), rowList(b.h, b.kidRows(grp, 1), H))
 	return kid
 }
 
 func (b *treeBuilder) childSum(grp []int32, r0, s0, k0 int) {
-	m, p := b.prog.Model, b.prog
+	m, p, tp := b.prog.Model, b.prog, b.tp
 	E, H, n := m.Embed, m.Hidden, len(grp)
 	G := 4 * H
 	g := Dense(b.g, s0*G, n, G)
 	// W x for every node (zero for nodes without a word).
 	if src := b.wordVectors(grp, r0, s0); src.Buf == nil {
-		b.add(&zeroOp{g})
+		b.add(b.ops.zero.put(&zeroOp{g}))
 	} else {
-		b.add(stable(newGemmNT(g, src, Dense(p.w, 0, G, E), 0)))
+		b.product(g, src, Dense(p.w, 0, G, E))
 	}
-	// h̃ and U_iou h̃.
-	kids := make([][]int32, n)
-	var flatKids []int32
+	// h̃ and U_iou h̃. kids[r] are node r's children's rows, runs of
+	// flatKids, which lists them all in order.
+	kids := b.lists.take(n)
+	K := 0
+	for _, gl := range grp {
+		K += len(b.flat[gl].Kids)
+	}
+	flatKids := b.ints.take(K)
+	K = 0
 	for r, gl := range grp {
 		nd := b.flat[gl]
-		tr := b.treeOf(gl)
-		for _, k := range nd.Kids {
-			kids[r] = append(kids[r], b.tp.rowOf[b.tp.offsets[tr]+k])
+		off := tp.offsets[b.treeOf[gl]]
+		for i, k := range nd.Kids {
+			flatKids[K+i] = tp.rowOf[off+k]
 		}
-		flatKids = append(flatKids, kids[r]...)
+		kids[r] = flatKids[K : K+len(nd.Kids) : K+len(nd.Kids)]
+		K += len(nd.Kids)
 	}
 	hsum, iou := Dense(b.hsum, s0*H, n, H), Dense(b.iou, s0*3*H, n, 3*H)
-	b.add(&sumRowsOp{dst: hsum, src: b.h, rows: kids, flat: rowList(b.h, flatKids, H)})
-	b.add(stable(newGemmNT(iou, hsum, Dense(p.u, 0, 3*H, H), 0)))
+	b.add(b.ops.sum.put(&sumRowsOp{dst: hsum, src: b.h, rows: kids, flat: rowList(b.h, flatKids, H)}))
+	b.product(iou, hsum, Dense(p.u, 0, 3*H, H))
 	// U_f h_k for every child.
-	K := len(flatKids)
 	var uf Mat
 	if K > 0 {
 		kidh := Dense(b.kidh, k0*H, K, H)
 		uf = Dense(b.uf, k0*H, K, H)
-		b.add(newGatherRows(kidh, rowList(b.h, flatKids, H)))
-		b.add(stable(newGemmNT(uf, kidh, Dense(p.uf, 0, H, H), 0)))
+		b.gatherRows(kidh, rowList(b.h, flatKids, H))
+		b.product(uf, kidh, Dense(p.uf, 0, H, H))
 	}
-	b.add(&childSumOp{wx: g, b: Whole(p.b), iou: iou, kids: kids, flat: rowList(b.c, flatKids, H), uf: uf,
-		h: Dense(b.h, r0*H, n, H), c: Dense(b.c, r0*H, n, H)})
+	b.add(b.ops.child.put(&childSumOp{wx: g, b: Whole(p.b), iou: iou, kids: kids, flat: rowList(b.c, flatKids, H), uf: uf,
+		h: Dense(b.h, r0*H, n, H), c: Dense(b.c, r0*H, n, H)}))
 }
 
 // classify emits the classifier of n state rows from r0 of src into
@@ -415,27 +645,31 @@ func (b *treeBuilder) classify(t int, src *Buffer, r0, n, dst int) {
 	H, C := m.Hidden, m.Classes
 	pr := Dense(b.pr, dst*C, n, C)
 	b.pos(-1, 0, t)
-	b.add(stable(newGemmNT(pr, Dense(src, r0*H, n, H), Dense(p.clsW, 0, C, H), 0)))
-	b.add(newHead(pr, Whole(p.clsB), rnn.ActSoftmax))
+	b.product(pr, Dense(src, r0*H, n, H), Dense(p.clsW, 0, C, H))
+	b.add(b.ops.head.put(newHead(pr, Whole(p.clsB), rnn.ActSoftmax)))
 }
 
-func (b *treeBuilder) gatherRoots(roots map[int32]int) {
-	H := b.prog.Model.Hidden
-	idx := make([]int32, len(b.tp.Trees))
-	for g, t := range roots {
-		idx[t] = b.tp.rowOf[g]
+// gatherRoots gathers the roots' h of trees [t0, t1) into their rows of
+// root_h.
+func (b *treeBuilder) gatherRoots(t0, t1 int) {
+	tp, H := b.tp, b.prog.Model.Hidden
+	idx := b.ints.take(t1 - t0)
+	for t := t0; t < t1; t++ {
+		idx[t-t0] = tp.rowOf[int(tp.offsets[t])+tp.Trees[t].Root()]
 	}
 	b.pos(-1, 0, -1)
-	b.add(newGatherRows(Whole(b.rootH).reshape(len(idx), H), rowList(b.h, idx, H)))
+	b.gatherRows(Dense(b.rootH, t0*H, t1-t0, H), rowList(b.h, idx, H))
 }
 
-// Run computes every node: the depth-batched executor runs the steps in
-// order; the recursive one runs each node's steps on a pool of Workers
-// goroutines, a leaf whenever a worker is free and an inner node as soon
-// as its last child is done (by the worker that finished that child). With
-// one worker it runs the steps in plan order. A panic on a worker stops
-// the workers and Run returns it as a *PanicError (Part is the node group
-// it was running); on the calling goroutine it propagates.
+// Run computes every node. The depth-batched executor runs each part's
+// steps in order, the parts in parallel on up to Workers goroutines (the
+// caller's among them), each taking the next part not yet taken. The
+// recursive one runs each node's steps on up to Workers goroutines (the
+// caller's among them): a worker takes the next leaf not yet taken, and
+// the worker that finishes a node's last child goes on with the node. With
+// one worker either runs the steps in plan order. A panic in a step run
+// on several goroutines stops them and Run returns it as a *PanicError;
+// with one worker it propagates to the caller.
 func (tp *TreePlan) Run() error {
 	p := tp.Plan
 	if p.dry {
@@ -444,55 +678,84 @@ func (tp *TreePlan) Run() error {
 	if invariants {
 		return p.RunChecked()
 	}
-	if tp.Executor == DepthBatched || tp.Workers <= 1 || len(tp.leaves) <= 1 {
-		for i := range p.Steps {
-			p.Steps[i].op.run()
+	if tp.Executor == DepthBatched {
+		if tp.Workers <= 1 || len(tp.partEnd) <= 1 {
+			runSteps(p.Steps)
+			return nil
 		}
+		return parallel(min(tp.Workers, len(tp.partEnd)), len(tp.partEnd), func(i int) {
+			start := int32(0)
+			if i > 0 {
+				start = tp.partEnd[i-1]
+			}
+			runSteps(p.Steps[start:tp.partEnd[i]])
+		})
+	}
+	if tp.Workers <= 1 || len(tp.leaves) <= 1 {
+		runSteps(p.Steps)
 		return nil
 	}
 	N := len(tp.parent)
-	pending := make([]atomic.Int32, N)
+	if cap(tp.pending) < N {
+		tp.pending = make([]atomic.Int32, N)
+	}
+	pending := tp.pending[:N]
 	for g := range pending {
 		pending[g].Store(tp.nkids[g])
 	}
-	ready := make(chan int32, len(tp.leaves))
-	for _, l := range tp.leaves {
-		ready <- l
+	return parallel(min(tp.Workers, len(tp.leaves)), len(tp.leaves), func(i int) {
+		g := tp.leaves[i]
+		for {
+			start := int32(0)
+			if g > 0 {
+				start = tp.stepEnd[g-1]
+			}
+			runSteps(p.Steps[start:tp.stepEnd[g]])
+			par := tp.parent[g]
+			if par < 0 || pending[par].Add(-1) != 0 {
+				return
+			}
+			g = par
+		}
+	})
+}
+
+func runSteps(steps []Step) {
+	for i := range steps {
+		steps[i].op.run()
 	}
-	close(ready)
-	var wg sync.WaitGroup
+}
+
+// parallel calls f(i) for every i < n on workers goroutines, the caller's
+// and workers-1 started here, each taking the next i not yet taken, and
+// returns when all are done. A goroutine that has not started yet by the
+// time the others have taken every i finds nothing to do, so a busy core
+// delays nothing. A panic in f stops the goroutines from taking more and
+// is returned as a *PanicError (Part is the i it was running) once all
+// have stopped.
+func parallel(workers, n int, f func(i int)) error {
+	var next atomic.Int64
 	var failed atomic.Pointer[PanicError]
-	for range min(tp.Workers, len(tp.leaves)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			g := int32(-1)
-			defer func() {
-				if v := recover(); v != nil {
-					failed.CompareAndSwap(nil, panicked(v, 0, int(g)))
-				}
-			}()
-			for g = range ready {
-				if failed.Load() != nil {
-					return
-				}
-				for {
-					start := int32(0)
-					if g > 0 {
-						start = tp.stepEnd[g-1]
-					}
-					for i := start; i < tp.stepEnd[g]; i++ {
-						p.Steps[i].op.run()
-					}
-					par := tp.parent[g]
-					if par < 0 || pending[par].Add(-1) != 0 {
-						break
-					}
-					g = par
-				}
+	work := func() {
+		i := -1
+		defer func() {
+			if v := recover(); v != nil {
+				failed.CompareAndSwap(nil, panicked(v, 0, i))
 			}
 		}()
+		for failed.Load() == nil {
+			i = int(next.Add(1) - 1)
+			if i >= n {
+				return
+			}
+			f(i)
+		}
 	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
 	wg.Wait()
 	if pe := failed.Load(); pe != nil {
 		return pe

@@ -14,13 +14,14 @@ Three jobs, one per subcommand:
     bench   trees/s of a per-node recursive and a depth-batched (Fold-style)
             PyTorch Binary TreeLSTM (hidden 150, embeddings 300) on SST-like
             trees (schedule/testdata/trees/sstlike.txt, written here when missing),
-            batch 1, 10 and 25, at a given thread count.
+            batch 1, 10 and 25, at a given number of torch and OpenBLAS
+            threads; scripts/tree_bench.py runs it beside the Go executors.
 
 Usage (from the repository root):
 
     /usr/bin/python3 scripts/torch_tree.py golden [--check]
     /usr/bin/python3 scripts/torch_tree.py train             # ~5 min on 2 cores
-    /usr/bin/python3 scripts/torch_tree.py bench --threads 2
+    /usr/bin/python3 scripts/torch_tree.py bench --threads 2 [--blas-threads 1]
 
 The model definitions below are the weight-file contract: tensor names are
 the state_dict() names of TreeModel, and the equations are those of
@@ -651,11 +652,18 @@ def sstlike_trees(n, seed=7, vocab=5000):
 
 
 def cmd_bench(args):
-    os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
+    blas = args.blas_threads or args.threads
+    # OpenBLAS and OpenMP size their pools from the environment when they
+    # are loaded: set it before torch is imported, and pin OpenBLAS's own
+    # pool again through its API (torch.set_num_threads does not reach it).
+    os.environ["OPENBLAS_NUM_THREADS"] = str(blas)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import torch
     from torch import nn
+    import bench_torch
 
+    if not bench_torch.configure_blas(torch, blas):
+        print("# PyTorch is not using OpenBLAS", file=sys.stderr)
     torch.set_num_threads(args.threads)
     vocab = 5000
     words = [f"w{i}" for i in range(vocab)]
@@ -669,7 +677,7 @@ def cmd_bench(args):
     leaves = statistics.mean(sum(1 for n in t.nodes if not n.kids) for t in trees)
     height = statistics.mean(t.heights()[-1] for t in trees)
     print(f"# {len(trees)} SST-like trees: mean {leaves:.1f} leaves, mean height {height:.1f}; "
-          f"torch {torch.__version__}, {args.threads} thread(s)", flush=True)
+          f"torch {torch.__version__}, {args.threads} torch thread(s), {blas} OpenBLAS thread(s)", flush=True)
     torch.manual_seed(0)
     model = make_model(torch, nn, "binary_treelstm", vocab, 300, 150, 5).eval()
 
@@ -687,6 +695,8 @@ def cmd_bench(args):
     results = []
     with torch.no_grad():
         for impl, fn in (("per_node", per_node), ("depth_batched", depth_batched)):
+            if impl not in args.impl:
+                continue
             for B in args.batch:
                 batches = [trees[i:i + B] for i in range(0, len(trees) - B + 1, B)]
                 fn(batches[0])
@@ -699,7 +709,8 @@ def cmd_bench(args):
                         k += 1
                     samples.append(done / (time.perf_counter() - start))
                 tps = statistics.median(samples)
-                results.append({"impl": impl, "batch": B, "threads": args.threads, "trees_per_s": tps})
+                results.append({"impl": impl, "batch": B, "threads": args.threads, "blas_threads": blas,
+                                "trees_per_s": tps})
                 print(json.dumps(results[-1]), flush=True)
     return 0
 
@@ -722,7 +733,9 @@ def main(argv=None):
     t.add_argument("--seed", type=int, default=1)
     t.add_argument("--threads", type=int, default=1)
     b = sub.add_parser("bench")
-    b.add_argument("--threads", type=int, default=1)
+    b.add_argument("--threads", type=int, default=1, help="torch's threads (torch.set_num_threads, OMP_NUM_THREADS)")
+    b.add_argument("--blas-threads", type=int, default=0, help="OpenBLAS's threads (default: --threads)")
+    b.add_argument("--impl", nargs="+", default=["per_node", "depth_batched"], choices=["per_node", "depth_batched"])
     b.add_argument("--batch", type=int, nargs="+", default=[1, 10, 25])
     b.add_argument("--min-time", type=float, default=1.0)
     b.add_argument("--repeats", type=int, default=3)

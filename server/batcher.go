@@ -86,6 +86,8 @@ type lane[W any] struct {
 	running []*job[W] // admitted and not finished: what a panic fails
 	// rows is the lane's rows, for the other lanes to see.
 	rows atomic.Int64
+	// admitted counts the jobs the lane has taken in.
+	admitted atomic.Int64
 }
 
 // newBatcher makes a batcher with lanes lanes, each with a batch from
@@ -304,6 +306,7 @@ func (l *lane[W]) admit() {
 		}
 		l.running = append(l.running, j)
 		j.started = time.Now()
+		l.admitted.Add(1)
 		b.m.metrics.queue.Observe(j.started.Sub(j.enqueued).Seconds())
 	}
 }

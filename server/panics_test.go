@@ -186,6 +186,7 @@ func TestLanePanic(t *testing.T) {
 func TestTreeLanePanic(t *testing.T) {
 	s, hs := newTreeServerStopped(t)
 	tm := s.table()["treelstm"].(*treeModel)
+	tm.alwaysBatch = true // a lone request would run outside the lane
 	armed := armLanes(tm.batch)
 	s.Start()
 	url := hs + "/v2/models/treelstm/infer"

@@ -687,22 +687,16 @@ func TestLanesShareWork(t *testing.T) {
 		jobs = append(jobs, j)
 	}
 	s.Start()
-	var most [2]int64
-	for done := 0; done < len(jobs); {
-		for i, l := range m.batch.lanes {
-			most[i] = max(most[i], l.rows.Load())
-		}
-		select {
-		case err := <-jobs[done].done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			done++
-		default:
+	for _, j := range jobs {
+		if err := <-j.done; err != nil {
+			t.Fatal(err)
 		}
 	}
-	if most[0] < 5 || most[1] < 5 || most[0]+most[1] < 20 {
-		t.Errorf("lanes carried at most %v rows, want the 20 jobs split between them", most)
+	// Each lane takes in jobs only up to its share of the work in sight,
+	// so neither can take them all, however the goroutines are scheduled.
+	a, b := m.batch.lanes[0].admitted.Load(), m.batch.lanes[1].admitted.Load()
+	if a+b != int64(len(jobs)) || a < 5 || b < 5 {
+		t.Errorf("lanes took in %d and %d of the %d jobs, want them split", a, b, len(jobs))
 	}
 }
 

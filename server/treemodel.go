@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"rnnserve/models"
@@ -32,6 +33,10 @@ type treeModel struct {
 	batch   *batcher[*treeWork]
 	workers int
 	opts    *Options
+	// alwaysBatch sends a lone request through the batcher's lane instead
+	// of running its plan in the caller's goroutine (tests of the batched
+	// path set it).
+	alwaysBatch bool
 }
 
 var _ model = (*treeModel)(nil)
@@ -42,8 +47,10 @@ func (m *treeModel) base() *modelBase { return &m.modelBase }
 type treeWork struct {
 	trees []*tree.Tree
 	exec  schedule.TreeExecutor
-	all   bool        // every node's probabilities, not only the roots'
-	probs [][]float32 // per tree: the root's, or every node's, probabilities
+	all   bool // every node's probabilities, not only the roots'
+	// probs holds, tree after tree, each root's probabilities or (all)
+	// every node's, nodes in post-order.
+	probs []float32
 }
 
 // parseTree reads one element of the "trees" input: JSON when it starts
@@ -110,6 +117,25 @@ func (m *treeModel) infer(ctx context.Context, r *Request, tm *timing) ([]Output
 		w.all = w.all || o.Name == "node_probs"
 	}
 	j := &job[*treeWork]{ctx: ctx, rows: len(w.trees), work: w}
+	if !m.alwaysBatch {
+		j.solo = func(coreSlots) error {
+			if err := m.runJobs([]*job[*treeWork]{j}, w.trees); err != nil {
+				return err
+			}
+			m.observeStep(len(w.trees))
+			return nil
+		}
+	}
+	start := time.Now()
+	if ran, err := m.batch.solo(j); ran {
+		tm.compute = time.Since(start)
+		if err != nil {
+			return nil, 0, err
+		}
+		m.metrics.queue.Observe(0)
+		m.metrics.compute.Observe(tm.compute.Seconds())
+		return m.encode(w, outs), len(w.trees), nil
+	}
 	if err := m.batch.submit(j); err != nil {
 		return nil, 0, err
 	}
@@ -120,35 +146,78 @@ func (m *treeModel) infer(ctx context.Context, r *Request, tm *timing) ([]Output
 	return m.encode(w, outs), len(w.trees), nil
 }
 
+// runJobs runs the trees of jobs, which share their executor and outputs,
+// as one plan (trees lists them all, job after job) and copies each job's
+// probabilities into its work. The plan's memory comes from the program's
+// released plans and goes back to them.
+func (m *treeModel) runJobs(jobs []*job[*treeWork], trees []*tree.Tree) error {
+	first := jobs[0].work
+	tp, err := m.prog.Acquire(trees, schedule.TreeOptions{Executor: first.exec, AllNodes: first.all, Workers: m.workers})
+	if err != nil {
+		return err
+	}
+	defer tp.Release()
+	if err := tp.Run(); err != nil {
+		if pe, ok := errors.AsType[*schedule.PanicError](err); ok {
+			// A worker of the plan panicked: panic on, so that the lane
+			// fails its batch and is replaced (or the request's own
+			// recovery answers a lone request).
+			panic(pe)
+		}
+		return err
+	}
+	C := m.tm.Net.Classes
+	k := 0
+	for _, j := range jobs {
+		w := j.work
+		n := len(w.trees)
+		if w.all {
+			n = 0
+			for _, tr := range w.trees {
+				n += tr.Len()
+			}
+		}
+		w.probs = make([]float32, 0, n*C)
+		for i, tr := range w.trees {
+			if !w.all {
+				w.probs = append(w.probs, tp.Probs(k+i, tr.Root())...)
+				continue
+			}
+			for node := range tr.Nodes {
+				w.probs = append(w.probs, tp.Probs(k+i, node)...)
+			}
+		}
+		k += len(w.trees)
+	}
+	return nil
+}
+
 // encode builds the output tensors a tree request asked for.
 func (m *treeModel) encode(w *treeWork, outs []RequestedOutput) []OutputTensor {
 	C := m.tm.Net.Classes
 	B := int64(len(w.trees))
-	var res []OutputTensor
+	roots := w.probs
+	if w.all {
+		roots = make([]float32, 0, len(w.trees)*C)
+		off := 0
+		for _, tr := range w.trees {
+			off += tr.Len() * C
+			roots = append(roots, w.probs[off-C:off]...)
+		}
+	}
+	res := make([]OutputTensor, 0, len(outs))
 	for _, o := range outs {
 		switch o.Name {
-		case "probs", "class":
-			var f []float32
-			var ids []int64
-			for i, tr := range w.trees {
-				p := w.probs[i]
-				if w.all {
-					p = p[tr.Root()*C : (tr.Root()+1)*C]
-				}
-				f = append(f, p...)
-				ids = append(ids, int64(tree.Argmax(p)))
+		case "probs":
+			res = append(res, OutputTensor{Name: o.Name, Shape: []int64{B, int64(C)}, Datatype: "FP32", Float32: roots})
+		case "class":
+			ids := make([]int64, B)
+			for i := range ids {
+				ids[i] = int64(tree.Argmax(roots[i*C : (i+1)*C]))
 			}
-			if o.Name == "probs" {
-				res = append(res, OutputTensor{Name: o.Name, Shape: []int64{B, int64(C)}, Datatype: "FP32", Float32: f})
-			} else {
-				res = append(res, OutputTensor{Name: o.Name, Shape: []int64{B}, Datatype: "INT64", Int64: ids})
-			}
+			res = append(res, OutputTensor{Name: o.Name, Shape: []int64{B}, Datatype: "INT64", Int64: ids})
 		case "node_probs":
-			var f []float32
-			for _, p := range w.probs {
-				f = append(f, p...)
-			}
-			res = append(res, OutputTensor{Name: o.Name, Shape: []int64{int64(len(f) / C), int64(C)}, Datatype: "FP32", Float32: f})
+			res = append(res, OutputTensor{Name: o.Name, Shape: []int64{int64(len(w.probs) / C), int64(C)}, Datatype: "FP32", Float32: w.probs})
 		case "nodes":
 			ns := make([]int64, B)
 			for i, tr := range w.trees {
@@ -170,10 +239,11 @@ func (m *treeModel) run(stop <-chan struct{}) { m.batch.run(stop) }
 // plan, all with the first job's executor and outputs, at most max trees
 // (a larger job runs alone).
 type treeBatch struct {
-	m    *treeModel
-	jobs []*job[*treeWork]
-	n    int
-	max  int
+	m     *treeModel
+	jobs  []*job[*treeWork]
+	trees []*tree.Tree // the jobs' trees, reused from step to step
+	n     int
+	max   int
 }
 
 var _ batch[*treeWork] = (*treeBatch)(nil)
@@ -212,37 +282,17 @@ func (b *treeBatch) reap() []*job[*treeWork] {
 
 // step runs every admitted job's trees as one plan and finishes them all.
 func (b *treeBatch) step() []finishedJob[*treeWork] {
-	var trees []*tree.Tree
+	b.trees = b.trees[:0]
 	for _, j := range b.jobs {
-		trees = append(trees, j.work.trees...)
+		b.trees = append(b.trees, j.work.trees...)
 	}
-	first := b.jobs[0].work
-	tp, err := b.m.prog.Plan(trees, schedule.TreeOptions{Executor: first.exec, AllNodes: first.all, Workers: b.m.workers})
-	if err == nil {
-		err = tp.Run()
+	err := b.m.runJobs(b.jobs, b.trees)
+	clear(b.trees) // the requests' trees
+	fin := make([]finishedJob[*treeWork], len(b.jobs))
+	for i, j := range b.jobs {
+		fin[i] = finishedJob[*treeWork]{j: j, err: err}
 	}
-	if pe, ok := errors.AsType[*schedule.PanicError](err); ok {
-		panic(pe) // a worker of the plan panicked: the lane fails the batch and replaces it
-	}
-	fin := make([]finishedJob[*treeWork], 0, len(b.jobs))
-	k := 0
-	for _, j := range b.jobs {
-		w := j.work
-		if err == nil {
-			w.probs = make([][]float32, len(w.trees))
-			for i, tr := range w.trees {
-				if !w.all {
-					w.probs[i] = append([]float32(nil), tp.Probs(k+i, tr.Root())...)
-					continue
-				}
-				for node := range tr.Nodes {
-					w.probs[i] = append(w.probs[i], tp.Probs(k+i, node)...)
-				}
-			}
-		}
-		k += len(w.trees)
-		fin = append(fin, finishedJob[*treeWork]{j: j, err: err})
-	}
+	clear(b.jobs)
 	b.jobs, b.n = b.jobs[:0], 0
 	return fin
 }
@@ -268,9 +318,8 @@ func (s *Server) newTreeModel(e Entry) (*treeModel, error) {
 	s.initBase(&m.modelBase, e)
 	// One lane, one core slot: the plan spreads over the workers itself.
 	m.cores = newCoreSlots(1)
-	maxRows := s.opts.Batching.MaxRows
 	if m.batch, err = newBatcher(&m.modelBase, s.opts.Batching, 1, func() (batch[*treeWork], error) {
-		return &treeBatch{m: m, max: maxRows}, nil
+		return &treeBatch{m: m, max: s.opts.Batching.MaxRows}, nil
 	}); err != nil {
 		return nil, err
 	}

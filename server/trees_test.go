@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"rnnserve/models/bundled"
 	"rnnserve/server/api"
 )
@@ -25,6 +27,15 @@ func newTreeServer(t *testing.T, delay time.Duration) (*Server, *httptest.Server
 	s, err := New(entries, o, testDeps(t, o))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A queue delay asks for the batched path: every request through the
+	// lane, none run alone (TestTreeSolo covers lone requests).
+	if delay > 0 {
+		for _, m := range s.table() {
+			if tm, ok := m.(*treeModel); ok {
+				tm.alwaysBatch = true
+			}
+		}
 	}
 	s.Start()
 	hs := httptest.NewServer(s.Handler())
@@ -175,4 +186,42 @@ func TestTreeBatching(t *testing.T) {
 		t.Errorf("%d trees in %d plans: want %d trees in fewer plans", st.Tokens, st.Steps, n)
 	}
 	t.Logf("%d requests ran as %d plans", n, st.Steps)
+}
+
+// TestTreeSolo sends lone requests to an idle tree model: each runs as its
+// own plan in the handler's goroutine (the solo counter), not through the
+// batcher's lane, and answers exactly as the batched path does.
+func TestTreeSolo(t *testing.T) {
+	s, hs := newTreeServer(t, 0)
+	url := hs.URL + "/v2/models/treelstm/infer"
+	body := treeRequest([]string{"((3) ((*) ((4) ((+) (5)))))", "(8)"}, `{"executor": "depth_batched"}`, "class", "node_probs")
+	answers := map[bool]string{}
+	for _, batched := range []bool{false, true} {
+		for _, m := range s.table() {
+			if tm, ok := m.(*treeModel); ok {
+				tm.alwaysBatch = batched
+			}
+		}
+		solo0 := testutil.ToFloat64(s.metrics.solo.WithLabelValues("treelstm"))
+		code, out, _ := post(t, url, body)
+		if code != http.StatusOK {
+			t.Fatalf("batched %v: %d %s", batched, code, out)
+		}
+		var res api.InferResponse
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Outputs[0].Data.([]any); got[0].(float64) != 7 || got[1].(float64) != 8 {
+			t.Errorf("batched %v: classes %v, want [7 8]", batched, got)
+		}
+		data, _ := json.Marshal(res.Outputs)
+		answers[batched] = string(data)
+		solo := testutil.ToFloat64(s.metrics.solo.WithLabelValues("treelstm")) - solo0
+		if want := map[bool]float64{false: 1, true: 0}[batched]; solo != want {
+			t.Errorf("batched %v: %v solo plans, want %v", batched, solo, want)
+		}
+	}
+	if answers[false] != answers[true] {
+		t.Errorf("solo and batched answers differ:\n%s\n%s", answers[false], answers[true])
+	}
 }

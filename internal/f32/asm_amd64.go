@@ -179,3 +179,61 @@ func implName() string {
 	}
 	return "go"
 }
+
+//go:noescape
+func treeLeafAVX2(n int, stride int, y *float32, bias *float32, c *float32, h *float32)
+
+//go:noescape
+func treeInnerAVX2(n int, stride int, y *float32, bias *float32, cl *float32, cr *float32, c *float32, h *float32)
+
+// treeLeafKernel and treeInnerKernel run the first n&^7 units through the
+// assembly in place and the last n%8 through it too, copied into eight
+// lanes of zeros on the stack: every unit of a row is computed the same
+// way (a Binary TreeLSTM of hidden 150 has six such units per gate).
+func treeLeafKernel(n, stride int, y, bias, c, h []float32) {
+	if !useAsm {
+		treeLeafGo(0, n, stride, y, bias, c, h)
+		return
+	}
+	n8 := n &^ 7
+	if n8 > 0 {
+		treeLeafAVX2(n8, stride, &y[0], &bias[0], &c[0], &h[0])
+	}
+	if n8 == n {
+		return
+	}
+	var ty, tb [3 * 8]float32
+	var tc, th [8]float32
+	for q := 0; q < 3; q++ {
+		copy(ty[q*8:], y[q*stride+n8:q*stride+n])
+		copy(tb[q*8:], bias[q*stride+n8:q*stride+n])
+	}
+	treeLeafAVX2(8, 8, &ty[0], &tb[0], &tc[0], &th[0])
+	copy(c[n8:n], tc[:])
+	copy(h[n8:n], th[:])
+}
+
+func treeInnerKernel(n, stride int, y, bias, cl, cr, c, h []float32) {
+	if !useAsm {
+		treeInnerGo(0, n, stride, y, bias, cl, cr, c, h)
+		return
+	}
+	n8 := n &^ 7
+	if n8 > 0 {
+		treeInnerAVX2(n8, stride, &y[0], &bias[0], &cl[0], &cr[0], &c[0], &h[0])
+	}
+	if n8 == n {
+		return
+	}
+	var ty, tb [5 * 8]float32
+	var tl, tr, tc, th [8]float32
+	for q := 0; q < 5; q++ {
+		copy(ty[q*8:], y[q*stride+n8:q*stride+n])
+		copy(tb[q*8:], bias[q*stride+n8:q*stride+n])
+	}
+	copy(tl[:], cl[n8:n])
+	copy(tr[:], cr[n8:n])
+	treeInnerAVX2(8, 8, &ty[0], &tb[0], &tl[0], &tr[0], &tc[0], &th[0])
+	copy(c[n8:n], tc[:])
+	copy(h[n8:n], th[:])
+}

@@ -20,6 +20,12 @@ func gruKernel(n, stride int, x, p, bih, bhh, hprev, hout []float32) {
 	gruGo(0, n, stride, x, p, bih, bhh, hprev, hout)
 }
 
+func treeLeafKernel(n, stride int, y, bias, c, h []float32) { treeLeafGo(0, n, stride, y, bias, c, h) }
+
+func treeInnerKernel(n, stride int, y, bias, cl, cr, c, h []float32) {
+	treeInnerGo(0, n, stride, y, bias, cl, cr, c, h)
+}
+
 func sigmoidVec(dst, src []float32) int { return 0 }
 
 func tanhVec(dst, src []float32) int { return 0 }

@@ -15,51 +15,34 @@ func MatMulT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float
 
 // BinaryLeaf finishes n Binary TreeLSTM leaves: g [n][3H] (leading
 // dimension 3H) holds W x without the bias b [3H]; row r's state goes to
-// h and c at row dst+r (width H):
+// h and c at row dst+r (width H), by f32.TreeLeafGates:
 //
 //	i, o, u = σ(g_i + b_i), σ(g_o + b_o), tanh(g_u + b_u)
 //	c = i⊙u,  h = o⊙tanh(c)
 func BinaryLeaf(n, H int, g, b, h, c []float32, dst int) {
 	for r := 0; r < n; r++ {
-		gr := g[r*3*H : (r+1)*3*H]
-		hr := h[(dst+r)*H : (dst+r+1)*H]
-		cr := c[(dst+r)*H : (dst+r+1)*H]
-		for j := range hr {
-			i := f32.Sigmoid(gr[j] + b[j])
-			o := f32.Sigmoid(gr[H+j] + b[H+j])
-			u := f32.Tanh(gr[2*H+j] + b[2*H+j])
-			cv := i * u
-			cr[j] = cv
-			hr[j] = o * f32.Tanh(cv)
-		}
+		f32.TreeLeafGates(H, H, g[r*3*H:(r+1)*3*H], b, c[(dst+r)*H:(dst+r+1)*H], h[(dst+r)*H:(dst+r+1)*H])
 	}
 }
 
 // BinaryInner finishes n Binary TreeLSTM inner nodes: g [n][5H] holds
 // U [h_l; h_r] without the bias b [5H]; the children's memories are rows
-// left[r] and right[r] of c; the state goes to row dst+r of h and c:
+// left[r] and right[r] of c; the state goes to row dst+r of h and c, by
+// f32.TreeInnerGates:
 //
 //	i, f_l, f_r, o, u = σ, σ, σ, σ, tanh of (g + b)
 //	c = i⊙u + f_l⊙c_l + f_r⊙c_r,  h = o⊙tanh(c)
 func BinaryInner(n, H int, g, b []float32, left, right []int32, h, c []float32, dst int) {
 	for r := 0; r < n; r++ {
-		gr := g[r*5*H : (r+1)*5*H]
-		cl := c[int(left[r])*H : int(left[r]+1)*H]
-		cr := c[int(right[r])*H : int(right[r]+1)*H]
-		ho := h[(dst+r)*H : (dst+r+1)*H]
-		co := c[(dst+r)*H : (dst+r+1)*H]
-		for j := range ho {
-			i := f32.Sigmoid(gr[j] + b[j])
-			fl := f32.Sigmoid(gr[H+j] + b[H+j])
-			fr := f32.Sigmoid(gr[2*H+j] + b[2*H+j])
-			o := f32.Sigmoid(gr[3*H+j] + b[3*H+j])
-			u := f32.Tanh(gr[4*H+j] + b[4*H+j])
-			cv := i*u + fl*cl[j] + fr*cr[j]
-			co[j] = cv
-			ho[j] = o * f32.Tanh(cv)
-		}
+		f32.TreeInnerGates(H, H, g[r*5*H:(r+1)*5*H], b,
+			c[int(left[r])*H:int(left[r]+1)*H], c[int(right[r])*H:int(right[r]+1)*H],
+			c[(dst+r)*H:(dst+r+1)*H], h[(dst+r)*H:(dst+r+1)*H])
 	}
 }
+
+// chunk is the number of units ChildSum finishes at a time, through
+// vectors on its stack.
+const chunk = 64
 
 // ChildSum finishes n Child-Sum TreeLSTM nodes. wx [n][4H] holds W x
 // without the bias b [4H] (gates i, o, u, f; zero rows for nodes without a
@@ -69,25 +52,49 @@ func BinaryInner(n, H int, g, b []float32, left, right []int32, h, c []float32, 
 //
 //	i, o, u = σ, σ, tanh of (wx + b + iou);  f_k = σ(wx_f + b_f + U_f h_k)
 //	c = i⊙u + Σ_k f_k⊙c_k,  h = o⊙tanh(c)
+//
+// The sums are formed in Go and the nonlinearities applied by the vector
+// f32.SigmoidTo and f32.TanhTo, chunk units at a time: the same chunks for
+// every row, so a node gets the same bits wherever it sits.
 func ChildSum(n, H int, wx, b, iou, uf []float32, kids [][]int32, h, c []float32, dst int) {
+	var i, o, u, f, fc [chunk]float32
 	k0 := 0
 	for r := 0; r < n; r++ {
 		w := wx[r*4*H : (r+1)*4*H]
 		q := iou[r*3*H : (r+1)*3*H]
 		ho := h[(dst+r)*H : (dst+r+1)*H]
 		co := c[(dst+r)*H : (dst+r+1)*H]
-		for j := range ho {
-			i := f32.Sigmoid(w[j] + b[j] + q[j])
-			o := f32.Sigmoid(w[H+j] + b[H+j] + q[H+j])
-			u := f32.Tanh(w[2*H+j] + b[2*H+j] + q[2*H+j])
-			var fc float32
-			for k, kid := range kids[r] {
-				f := f32.Sigmoid(w[3*H+j] + b[3*H+j] + uf[(k0+k)*H+j])
-				fc += f * c[int(kid)*H+j]
+		for j0 := 0; j0 < H; j0 += chunk {
+			m := min(chunk, H-j0)
+			for j := range m {
+				i[j] = w[j0+j] + b[j0+j] + q[j0+j]
+				o[j] = w[H+j0+j] + b[H+j0+j] + q[H+j0+j]
+				u[j] = w[2*H+j0+j] + b[2*H+j0+j] + q[2*H+j0+j]
+				fc[j] = 0
 			}
-			cv := i*u + fc
-			co[j] = cv
-			ho[j] = o * f32.Tanh(cv)
+			f32.SigmoidTo(i[:m], i[:m])
+			f32.SigmoidTo(o[:m], o[:m])
+			f32.TanhTo(u[:m], u[:m])
+			for k, kid := range kids[r] {
+				ufk := uf[(k0+k)*H+j0 : (k0+k)*H+j0+m]
+				for j := range m {
+					f[j] = w[3*H+j0+j] + b[3*H+j0+j] + ufk[j]
+				}
+				f32.SigmoidTo(f[:m], f[:m])
+				ck := c[int(kid)*H+j0 : int(kid)*H+j0+m]
+				for j := range m {
+					fc[j] += f[j] * ck[j]
+				}
+			}
+			for j := range m {
+				cv := i[j]*u[j] + fc[j]
+				co[j0+j] = cv
+				f[j] = cv
+			}
+			f32.TanhTo(f[:m], f[:m])
+			for j := range m {
+				ho[j0+j] = o[j] * f[j]
+			}
 		}
 		k0 += len(kids[r])
 	}
@@ -122,7 +129,8 @@ func GatherRows(w int, dst []float32, ldd, col int, src []float32, idx []int32) 
 }
 
 // TanhBias writes tanh(g + b) (plus bil when not nil) for n rows of width
-// H into rows dst.. of h: the TreeRNN and RNTN nonlinearity.
+// H into rows dst.. of h: the TreeRNN and RNTN nonlinearity, by the vector
+// f32.TanhTo.
 func TanhBias(n, H int, g, b, bil, h []float32, dst int) {
 	for r := 0; r < n; r++ {
 		gr := g[r*H : (r+1)*H]
@@ -132,8 +140,9 @@ func TanhBias(n, H int, g, b, bil, h []float32, dst int) {
 			if bil != nil {
 				v = bil[r*H+j] + v
 			}
-			ho[j] = f32.Tanh(v)
+			ho[j] = v
 		}
+		f32.TanhTo(ho, ho)
 	}
 }
 
