@@ -472,7 +472,7 @@ func jsonData(t *Tensor, raw api.RawData, mem *tensorMemory) error {
 	case KindInt:
 		t.Int64 = make([]int64, 0, min(n, len(raw)/2+1))
 		bits, unsigned := 8*size, t.Datatype[0] == 'U'
-		return scanNumbers(t.Name, raw, n, func(i int, tok []byte) error {
+		return scanNumbers(t.Name, t.Shape, raw, n, func(i int, tok []byte) error {
 			var v int64
 			var err error
 			if unsigned {
@@ -493,7 +493,7 @@ func jsonData(t *Tensor, raw api.RawData, mem *tensorMemory) error {
 		})
 	case KindFloat:
 		t.Float32 = make([]float32, 0, min(n, len(raw)/2+1))
-		return scanNumbers(t.Name, raw, n, func(i int, tok []byte) error {
+		return scanNumbers(t.Name, t.Shape, raw, n, func(i int, tok []byte) error {
 			x, err := strconv.ParseFloat(string(tok), 32)
 			if err != nil || math.IsInf(x, 0) || math.IsNaN(x) {
 				return badRequest("input %q: value %s at index %d is not a finite float32", clip(t.Name), clip(string(tok)), i)
@@ -507,26 +507,93 @@ func jsonData(t *Tensor, raw api.RawData, mem *tensorMemory) error {
 	return errDatatype(t.Name, t.Datatype)
 }
 
-// scanNumbers walks a flat or nested JSON array of numbers (already
+// nesting checks the arrays of a tensor's JSON data as they open and
+// close: the data is either one flat array of values or arrays nested
+// exactly as the shape says (Triton's two forms); anything in between,
+// such as [[1,2,3],[4]] for shape [2,2], is refused rather than read as
+// flat.
+type nesting struct {
+	name   string
+	shape  []int64
+	depth  int
+	counts []int64 // elements so far of each open array
+	inner  bool    // an array inside the outer one was seen
+	flat   bool    // a value sat directly in the outer array
+}
+
+func (w *nesting) open() error {
+	if w.depth > 0 {
+		w.counts[w.depth-1]++
+		w.inner = true
+		if w.flat {
+			return w.mismatch()
+		}
+		if w.depth >= len(w.shape) {
+			return badRequest("input %q: data nested deeper than its shape %v", clip(w.name), clipShape(w.shape))
+		}
+	}
+	if w.depth++; w.depth > maxNesting {
+		return badRequest("input %q: data nested deeper than %d", clip(w.name), maxNesting)
+	}
+	if len(w.counts) < w.depth {
+		w.counts = append(w.counts, 0)
+	}
+	w.counts[w.depth-1] = 0
+	return nil
+}
+
+func (w *nesting) close() error {
+	d := w.depth
+	// A flat outer array's count is checked against the shape's size.
+	if !w.flat && (d > 1 || w.inner) && w.counts[d-1] != w.shape[d-1] {
+		return badRequest("input %q: an array at depth %d holds %d elements, but dimension %d of shape %v is %d", clip(w.name), d, w.counts[d-1], d-1, clipShape(w.shape), w.shape[d-1])
+	}
+	w.depth--
+	return nil
+}
+
+// value checks where a value sits: in the outer array (flat data) or at
+// the depth of the shape's last dimension.
+func (w *nesting) value() error {
+	switch {
+	case w.depth == 0:
+		return badRequest("input %q: data must be an array", clip(w.name))
+	case w.depth == 1 && !w.inner:
+		w.flat = true
+	case w.depth != len(w.shape) || w.flat:
+		return w.mismatch()
+	}
+	w.counts[w.depth-1]++
+	return nil
+}
+
+func (w *nesting) mismatch() error {
+	return badRequest("input %q: data must be one flat array or arrays nested as shape %v", clip(w.name), clipShape(w.shape))
+}
+
+// scanNumbers walks a flat or shape-nested JSON array of numbers (already
 // checked to be valid JSON by the decoder) in row-major order, calling
 // each for every number, and checks that it holds exactly want of them.
-func scanNumbers(name string, raw []byte, want int, each func(i int, tok []byte) error) error {
-	depth, i := 0, 0
+func scanNumbers(name string, shape []int64, raw []byte, want int, each func(i int, tok []byte) error) error {
+	w := nesting{name: name, shape: shape}
+	i := 0
 	for p := 0; p < len(raw); {
 		switch c := raw[p]; {
 		case c == '[':
-			if depth++; depth > maxNesting {
-				return badRequest("input %q: data nested deeper than %d", clip(name), maxNesting)
+			if err := w.open(); err != nil {
+				return err
 			}
 			p++
 		case c == ']':
-			depth--
+			if err := w.close(); err != nil {
+				return err
+			}
 			p++
 		case c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			p++
 		case c == '-' || c >= '0' && c <= '9':
-			if depth == 0 {
-				return badRequest("input %q: data must be an array", clip(name))
+			if err := w.value(); err != nil {
+				return err
 			}
 			end := p + 1
 			for end < len(raw) && (raw[end] >= '0' && raw[end] <= '9' || raw[end] == '.' || raw[end] == 'e' || raw[end] == 'E' || raw[end] == '+' || raw[end] == '-') {
@@ -541,7 +608,7 @@ func scanNumbers(name string, raw []byte, want int, each func(i int, tok []byte)
 			i++
 			p = end
 		default:
-			if depth == 0 {
+			if w.depth == 0 {
 				return badRequest("input %q: data must be an array", clip(name))
 			}
 			return badRequest("input %q: data must hold only numbers, found %q", clip(name), clip(string(raw[p:min(p+16, len(raw))])))
@@ -557,7 +624,7 @@ func scanNumbers(name string, raw []byte, want int, each func(i int, tok []byte)
 // text already checked by decodeJSON).
 func jsonStrings(t *Tensor, raw []byte, want int) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	depth := 0
+	w := nesting{name: t.Name, shape: t.Shape}
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -570,17 +637,19 @@ func jsonStrings(t *Tensor, raw []byte, want int) error {
 		case json.Delim:
 			switch v {
 			case '[':
-				if depth++; depth > maxNesting {
-					return badRequest("input %q: data nested deeper than %d", clip(t.Name), maxNesting)
+				if err := w.open(); err != nil {
+					return err
 				}
 			case ']':
-				depth--
+				if err := w.close(); err != nil {
+					return err
+				}
 			default:
 				return badRequest("input %q: BYTES data must be an array of strings", clip(t.Name))
 			}
 		case string:
-			if depth == 0 {
-				return badRequest("input %q: data must be an array", clip(t.Name))
+			if err := w.value(); err != nil {
+				return err
 			}
 			if len(t.Bytes) >= want {
 				return badRequest("input %q: more than %d values for its shape", clip(t.Name), want)

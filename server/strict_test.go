@@ -100,3 +100,44 @@ func TestTreeRequestsStrict(t *testing.T) {
 		}
 	}
 }
+
+// TestDataNesting: JSON tensor data is one flat array or arrays nested
+// exactly as the shape says, for numbers and strings alike; anything in
+// between is a 400, not read as flat.
+func TestDataNesting(t *testing.T) {
+	for _, c := range []struct {
+		datatype string
+		shape    []int64
+		data     string
+		want     string // "" if accepted
+	}{
+		{"INT64", []int64{2, 2}, `[1, 2, 3, 4]`, ""},
+		{"INT64", []int64{2, 2}, `[[1, 2], [3, 4]]`, ""},
+		{"INT64", []int64{2}, `[1, 2]`, ""},
+		{"INT64", []int64{}, `[7]`, ""},
+		{"INT64", []int64{2, 0}, `[]`, ""},
+		{"INT64", []int64{2, 0}, `[[], []]`, ""},
+		{"FP32", []int64{1, 2, 2}, `[[[1, 2], [3, 4]]]`, ""},
+		{"INT64", []int64{2, 2}, `[[1, 2, 3], [4]]`, "holds 3 elements"},
+		{"INT64", []int64{2, 2}, `[[1, 2], [3, 4], []]`, "holds 0 elements"},
+		{"INT64", []int64{2, 2}, `[[1, 2], 3, 4]`, "nested as shape"},
+		{"INT64", []int64{2, 2}, `[1, 2, [3, 4]]`, "nested as shape"},
+		{"INT64", []int64{2, 2}, `[[[1, 2]], [[3, 4]]]`, "nested deeper"},
+		{"FP32", []int64{1, 2, 2}, `[[1, 2], [3, 4]]`, "nested as shape"},
+		{"FP32", []int64{2, 0}, `[[], [], []]`, "holds 3 elements"},
+		{"BYTES", []int64{2, 1}, `["a", "b"]`, ""},
+		{"BYTES", []int64{2, 1}, `[["a"], ["b"]]`, ""},
+		{"BYTES", []int64{2, 1}, `[["a", "b"]]`, "holds 2 elements"},
+		{"BYTES", []int64{2, 1}, `[["a"], "b"]`, "nested as shape"},
+		{"BYTES", []int64{2}, `[["a"], ["b"]]`, "nested deeper"},
+	} {
+		tn := &Tensor{Name: "x", Datatype: c.datatype, Shape: c.shape}
+		err := jsonData(tn, api.RawData(c.data), &tensorMemory{limit: 1 << 20})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s %v %s: %v, want it read", c.datatype, c.shape, c.data, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s %v %s: %v, want an error with %q", c.datatype, c.shape, c.data, err, c.want)
+		}
+	}
+}
