@@ -140,6 +140,9 @@ func decodeSeq(r *Request, net *rnn.Network, o *Options) (*seqInput, error) {
 		if err := checkShape(t, []int64{int64(o.MaxRequestRows), int64(o.MaxSteps), int64(net.Input)}); err != nil {
 			return nil, err
 		}
+		if t.Shape[2] != int64(net.Input) {
+			return nil, badRequest("input %q: dimension 2 of shape %v is %d, want the model's input size %d", t.Name, t.Shape, t.Shape[2], net.Input)
+		}
 		for i, x := range t.Float32 {
 			if math.IsInf(float64(x), 0) || math.IsNaN(float64(x)) {
 				return nil, badRequest("input %q: value at index %d is not a finite float32", t.Name, i)

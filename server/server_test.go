@@ -354,6 +354,8 @@ func TestBadRequests(t *testing.T) {
 		{"lm", `{"inputs": [{"name": "features", "datatype": "FP32", "shape": [1, 1, 8], "data": [1,1,1,1,1,1,1,1]}]}`, 400, "not \"features\""},
 		{"feat", `{"inputs": [{"name": "features", "datatype": "FP32", "shape": [1, 1, 3], "data": [1, 1e39, 1]}]}`, 400, "finite"},
 		{"feat", `{"inputs": [{"name": "features", "datatype": "FP32", "shape": [1, 1, 4], "data": [1, 1, 1, 1]}]}`, 400, "dimension 2"},
+		{"feat", `{"inputs": [{"name": "features", "datatype": "FP32", "shape": [1, 3, 1], "data": [1, 2, 3]}]}`, 400, "input size 3"},
+		{"feat", `{"inputs": [{"name": "features", "datatype": "FP32", "shape": [1, 3, 1], "data": [1, 2, 3]}], "parameters": {"sequence_id": 9, "sequence_start": true}}`, 400, "input size 3"},
 		{"feat", `{"inputs": [{"name": "features", "datatype": "FP32", "shape": [1, 1, 3], "data": [1, 1, 1]}], "outputs": [{"name": "cell"}]}`, 400, "no cell state"},
 		{"lm", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 1], "data": [1]}], "parameters": {"sequence_start": true}}`, 400, "without sequence_id"},
 		{"lm", `{"inputs": [` + tokensJSON([][]int64{{1}, {2}}) + `], "parameters": {"sequence_id": 5, "sequence_start": true}}`, 400, "batch size 1"},
