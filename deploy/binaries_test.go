@@ -114,16 +114,6 @@ func TestBuildScript(t *testing.T) {
 	}
 }
 
-// announced are serve's flags that the image and the manifests already
-// pass because other work in flight adds them to the server (docs/deploy.md
-// says so): the gRPC listener and the model repository. While the built
-// serve lacks one, the checks that need it are skipped, visibly; once it
-// has it, they run.
-var announced = map[string]string{
-	"grpc":       "the gRPC listener (-grpc ADDR, default 127.0.0.1:8081)",
-	"repository": "the model repository directory (-repository DIR)",
-}
-
 // serveHelp is what serve -h prints; it must exit 0.
 func serveHelp(t *testing.T) string {
 	t.Helper()
@@ -162,37 +152,20 @@ func serveEnv(t *testing.T) []string {
 }
 
 // checkFlags checks that every flag in args is one serve has, and returns
-// args without the announced flags serve does not have yet (and their
-// values), skipping a subtest for each so that the gap shows.
+// args.
 func checkFlags(t *testing.T, where string, args []string) []string {
 	t.Helper()
 	have := serveFlags(t)
-	var kept []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
+	for _, a := range args {
 		if !strings.HasPrefix(a, "-") {
-			kept = append(kept, a)
 			continue
 		}
-		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if slices.Contains(have, name) {
-			kept = append(kept, a)
-			continue
-		}
-		why, ok := announced[name]
-		if !ok {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !slices.Contains(have, name) {
 			t.Errorf("%s passes -%s, which serve does not have (serve -h: %v)", where, name, have)
-			kept = append(kept, a)
-			continue
-		}
-		t.Run("flag -"+name, func(t *testing.T) {
-			t.Skipf("%s passes -%s, %s, which the built serve does not have yet", where, name, why)
-		})
-		if !hasValue {
-			i++ // and its value
 		}
 	}
-	return kept
+	return args
 }
 
 // freeAddr returns a loopback address with a port nothing listens on.

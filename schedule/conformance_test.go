@@ -392,31 +392,15 @@ func conformDecoder(t *testing.T) {
 func conformTrees(t *testing.T) {
 	for _, name := range []string{"tree_rnn", "rntn", "binary_treelstm", "childsum_treelstm"} {
 		dir := filepath.Join("testdata", "trees", "golden", name)
-		m, err := models.LoadTree(filepath.Join(dir, "model.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, trees := GoldenTrees(t, dir)
 		dryModel, err := tree.NewModel(m.Net.Config, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var trees []*tree.Tree
-		for _, line := range readTreeLines(t, filepath.Join(dir, "trees.txt")) {
-			var tr *tree.Tree
-			if strings.HasPrefix(line, "{") {
-				tr, err = tree.ParseJSON([]byte(line), m.ParseOptions())
-			} else {
-				tr, err = tree.ParseBracketed(line, m.ParseOptions())
-			}
-			if err != nil {
-				t.Fatalf("%q: %v", line, err)
-			}
-			trees = append(trees, tr)
-		}
-		gold := treeGoldenIO(t, dir)
-		want := map[string][]float64{"h": gold["h"], "probs": gold["probs"]}
+		gold := GoldenIO(t, dir)
+		want := map[string][]float64{"h": widen(gold["h"]), "probs": widen(gold["probs"])}
 		if m.Net.Cell.HasMemory() {
-			want["c"] = gold["c"]
+			want["c"] = widen(gold["c"])
 		}
 		// Both executors on one worker, and the depth-batched one split
 		// into three parts, which TreePlan.Run runs in parallel, built into
@@ -507,7 +491,9 @@ func conformGenerate(t *testing.T) {
 	})
 }
 
-func readTreeLines(t testing.TB, path string) []string {
+// ReadLines returns the non-blank lines of a text file, trimmed.
+// (Exported for the external test package too.)
+func ReadLines(t testing.TB, path string) []string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -522,24 +508,54 @@ func readTreeLines(t testing.TB, path string) []string {
 	return out
 }
 
-func treeGoldenIO(t testing.TB, dir string) map[string][]float64 {
+// GoldenTrees loads a tree golden case's model (dir/model.yaml) and
+// parses its trees (dir/trees.txt, bracketed or JSON, one per line).
+func GoldenTrees(t testing.TB, dir string) (*models.TreeModel, []*tree.Tree) {
+	t.Helper()
+	m, err := models.LoadTree(filepath.Join(dir, "model.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trees []*tree.Tree
+	for _, line := range ReadLines(t, filepath.Join(dir, "trees.txt")) {
+		var tr *tree.Tree
+		if strings.HasPrefix(line, "{") {
+			tr, err = tree.ParseJSON([]byte(line), m.ParseOptions())
+		} else {
+			tr, err = tree.ParseBracketed(line, m.ParseOptions())
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		trees = append(trees, tr)
+	}
+	return m, trees
+}
+
+// GoldenIO reads a golden case's tensors (dir/io.safetensors) as float32.
+func GoldenIO(t testing.TB, dir string) map[string][]float32 {
 	t.Helper()
 	f, err := safetensors.ReadFile(filepath.Join(dir, "io.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string][]float64{}
+	out := map[string][]float32{}
 	for _, name := range f.Names() {
 		tn, _ := f.Tensor(name)
 		v, err := tn.Float32s()
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := make([]float64, len(v))
-		for i, x := range v {
-			w[i] = float64(x)
-		}
-		out[name] = w
+		out[name] = v
 	}
 	return out
+}
+
+// widen converts float32 values to float64.
+func widen(v []float32) []float64 {
+	w := make([]float64, len(v))
+	for i, x := range v {
+		w[i] = float64(x)
+	}
+	return w
 }

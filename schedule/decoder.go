@@ -19,7 +19,7 @@ import (
 type DecoderProgram struct {
 	Dec *rnn.Decoder
 
-	weights               []*Buffer
+	weightList
 	emb, wa, wc, hw, hb   *Buffer
 	layers                []decoderLayer
 	dry                   bool
@@ -75,15 +75,6 @@ func NewDecoderProgram(d *rnn.Decoder) (*DecoderProgram, error) {
 	p.hb = p.weight("dec.head.bias", d.Vocab, n.HeadB)
 	return p, nil
 }
-
-func (p *DecoderProgram) weight(name string, elems int, data []float32) *Buffer {
-	b := &Buffer{Name: name, Kind: KindWeight, Elems: elems, ElemSize: 4, F32: data}
-	p.weights = append(p.weights, b)
-	return b
-}
-
-// Weights lists the decoder's weight buffers in layout order.
-func (p *DecoderProgram) Weights() []*Buffer { return p.weights }
 
 // DecodeInput says how many tokens to decode and from which start token.
 type DecodeInput struct {

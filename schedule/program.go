@@ -65,14 +65,14 @@ type Program struct {
 	Net      *rnn.Network
 	Schedule Schedule
 
-	weights []*Buffer
-	layers  [][]layerWeights
-	emb     *Buffer
-	headW   *Buffer
-	headB   *Buffer
-	dry     bool
-	part    *partProgram // Partitioned only
-	cache   sync.Map     // planKey -> *sync.Pool of plans (Acquire)
+	weightList
+	layers [][]layerWeights
+	emb    *Buffer
+	headW  *Buffer
+	headB  *Buffer
+	dry    bool
+	part   *partProgram // Partitioned only
+	cache  sync.Map     // planKey -> *sync.Pool of plans (Acquire)
 }
 
 type layerWeights struct {
@@ -137,14 +137,19 @@ func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
 	return p, nil
 }
 
-func (p *Program) weight(name string, elems int, data []float32) *Buffer {
+// weightList is a program's weight buffers in layout order, the first
+// buffers of each of its plans.
+type weightList struct{ weights []*Buffer }
+
+// weight adds a float32 weight buffer over data.
+func (w *weightList) weight(name string, elems int, data []float32) *Buffer {
 	b := &Buffer{Name: name, Kind: KindWeight, Elems: elems, ElemSize: 4, F32: data}
-	p.weights = append(p.weights, b)
+	w.weights = append(w.weights, b)
 	return b
 }
 
 // Weights lists the program's weight buffers in layout order.
-func (p *Program) Weights() []*Buffer { return p.weights }
+func (w *weightList) Weights() []*Buffer { return w.weights }
 
 // concatG builds the paper's G = [W; U] with shape [In+Out][Rows]: row j
 // holds the weights every gate gives input element j, W_ih's columns first,

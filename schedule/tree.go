@@ -84,7 +84,7 @@ type TreeProgram struct {
 	Model *tree.Model
 	plans chan *TreePlan // released plans kept for reuse (Acquire)
 
-	weights                      []*Buffer
+	weightList
 	emb, w, b, u, ub, uf, vt     *Buffer
 	grow, growB, clsW, clsB, sum *Buffer
 	dry                          bool
@@ -140,15 +140,6 @@ func NewTreeProgram(m *tree.Model) (*TreeProgram, error) {
 	p.clsB = p.weight("classifier.bias", C, m.ClsB)
 	return p, nil
 }
-
-func (p *TreeProgram) weight(name string, elems int, data []float32) *Buffer {
-	b := &Buffer{Name: name, Kind: KindWeight, Elems: elems, ElemSize: 4, F32: data}
-	p.weights = append(p.weights, b)
-	return b
-}
-
-// Weights lists the program's weight buffers in layout order.
-func (p *TreeProgram) Weights() []*Buffer { return p.weights }
 
 // TreeOptions select how a tree plan runs and what it computes.
 type TreeOptions struct {

@@ -23,7 +23,7 @@ func sstLike(tb testing.TB) ([]*tree.Tree, *tree.Vocab) {
 		tb.Fatal(err)
 	}
 	var trees []*tree.Tree
-	for _, line := range readLines(tb, "testdata/trees/sstlike.txt") {
+	for _, line := range schedule.ReadLines(tb, "testdata/trees/sstlike.txt") {
 		t, err := tree.ParseBracketed(line, tree.Options{Vocab: v, Arity: 2})
 		if err != nil {
 			tb.Fatal(err)

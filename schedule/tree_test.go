@@ -1,62 +1,20 @@
 package schedule_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"rnnserve/models"
-	"rnnserve/models/safetensors"
 	"rnnserve/rnn/tree"
 	"rnnserve/schedule"
 )
 
 const treeGolden = "testdata/trees/golden"
-
-func readLines(t testing.TB, path string) []string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); l != "" {
-			out = append(out, l)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func goldenIO(t *testing.T, dir string) map[string][]float32 {
-	t.Helper()
-	f, err := safetensors.ReadFile(filepath.Join(dir, "io.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]float32{}
-	for _, name := range f.Names() {
-		tn, _ := f.Tensor(name)
-		v, err := tn.Float32s()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[name] = v
-	}
-	return out
-}
 
 func closeTo(t *testing.T, what string, got, want []float32, tol float64) {
 	t.Helper()
@@ -81,24 +39,8 @@ func TestTreeGolden(t *testing.T) {
 	for _, name := range []string{"tree_rnn", "rntn", "binary_treelstm", "childsum_treelstm"} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(treeGolden, name)
-			m, err := models.LoadTree(filepath.Join(dir, "model.yaml"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var trees []*tree.Tree
-			for _, line := range readLines(t, filepath.Join(dir, "trees.txt")) {
-				var tr *tree.Tree
-				if strings.HasPrefix(line, "{") {
-					tr, err = tree.ParseJSON([]byte(line), m.ParseOptions())
-				} else {
-					tr, err = tree.ParseBracketed(line, m.ParseOptions())
-				}
-				if err != nil {
-					t.Fatalf("%q: %v", line, err)
-				}
-				trees = append(trees, tr)
-			}
-			want := goldenIO(t, dir)
+			m, trees := schedule.GoldenTrees(t, dir)
+			want := schedule.GoldenIO(t, dir)
 			prog, err := schedule.NewTreeProgram(m.Net)
 			if err != nil {
 				t.Fatal(err)
@@ -134,10 +76,10 @@ func TestTopDownGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := goldenIO(t, dir)
+	want := schedule.GoldenIO(t, dir)
 	cap := m.Spec.Generate
 	var h, c []float32
-	for _, line := range readLines(t, filepath.Join(dir, "trees.txt")) {
+	for _, line := range schedule.ReadLines(t, filepath.Join(dir, "trees.txt")) {
 		var ref struct {
 			Root      string   `json:"root"`
 			Parents   []int32  `json:"parents"`
