@@ -345,6 +345,10 @@ func (o *OutputTensor) AppendRaw(dst []byte) []byte {
 		_, size := DatatypeKind(o.Datatype)
 		for _, v := range o.Int64 {
 			switch size {
+			case 1:
+				dst = append(dst, byte(v))
+			case 2:
+				dst = binary.LittleEndian.AppendUint16(dst, uint16(v))
 			case 4:
 				dst = binary.LittleEndian.AppendUint32(dst, uint32(v))
 			default:
