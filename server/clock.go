@@ -48,6 +48,10 @@ func ranked(cands []candidate, traffic []api.ScheduleTraffic) []int {
 	return order
 }
 
+// timingGap is the pause before each timed run: longer than a pool
+// helper's idle spin (schedule's IdleSpin, 20 µs), so helpers park.
+const timingGap = 200 * time.Microsecond
+
 // timed is the median time of one inference and how many runs it is of.
 type timed struct {
 	median time.Duration
@@ -55,9 +59,17 @@ type timed struct {
 }
 
 // timePrograms runs one plan of each program on in, round after round
-// (each program once per round, so a slow moment of the machine hits all
-// of them alike), after one warm-up run each, until budget has passed and
-// each has minTimedRuns runs, and returns each program's median.
+// (each program in turn, so a slow moment of the machine hits all of them
+// alike), until budget has passed and each has minTimedRuns timed runs,
+// and returns each program's median. In its turn a program runs twice and
+// only the second run is timed, after a pause of timingGap: the first
+// brings its own weights back into the caches the other programs' runs
+// took (a serving process runs one schedule, whose weights stay cached),
+// and the pause lets a pool's helpers park as they do between lone
+// requests, so that a plan across several cores pays their wake-up as it
+// would when serving. Timed back to back instead, a program whose weights
+// are copies of its own paid the others' evictions and the choice could
+// go to a schedule 15-20% slower in service.
 func timePrograms(progs []*schedule.Program, in schedule.Input, budget time.Duration) ([]timed, error) {
 	plans := make([]*schedule.Plan, len(progs))
 	for i, prog := range progs {
@@ -74,6 +86,10 @@ func timePrograms(progs []*schedule.Program, in schedule.Input, budget time.Dura
 	start := time.Now()
 	for round := 0; round < minTimedRuns || time.Since(start) < budget; round++ {
 		for i, p := range plans {
+			if _, err := p.Run(); err != nil {
+				return nil, err
+			}
+			time.Sleep(timingGap)
 			t0 := time.Now()
 			if _, err := p.Run(); err != nil {
 				return nil, err
