@@ -6,19 +6,22 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
 
 	"rnnserve/models"
 	"rnnserve/models/safetensors"
+	"rnnserve/rnn"
 	"rnnserve/schedule"
 )
 
 // TestUserGoldens opens the weights file of every folder of
 // testdata/golden (written by scripts/torch_golden.py: one weights file as
 // a PyTorch user has it, no spec), checks the inferred spec against the one PyTorch's side knows
-// (expect.yaml), and runs the model under Schedules A, A+ and P, comparing
-// every output with PyTorch's within 1e-5 relative to max(1, |want|), as
-// schedule's goldens do. F16, BF16 and F64 weights are compared with a
+// (expect.yaml), and runs the model under every schedule (userSchedules:
+// A, A+, P on one and two workers, P with bf16 weights), comparing every
+// output with PyTorch's within 1e-5 relative to max(1, |want|), as
+// schedule's goldens do (bf16 weights within 5e-2). F16, BF16 and F64 weights are compared with a
 // reference computed in float32 from the same rounded values, so the
 // tolerance does not widen.
 func TestUserGoldens(t *testing.T) {
@@ -28,6 +31,15 @@ func TestUserGoldens(t *testing.T) {
 	}
 	if len(dirs) < 9 {
 		t.Fatalf("found %d user golden cases, want 9: regenerate with /usr/bin/python3 scripts/torch_golden.py", len(dirs))
+	}
+	var pool *schedule.Pool
+	if runtime.GOMAXPROCS(0) >= 2 {
+		if pool, err = schedule.NewPool(schedule.PoolOptions{Workers: 2}); err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+	} else {
+		t.Log("GOMAXPROCS < 2: P on two workers not run")
 	}
 	for _, expect := range dirs {
 		dir := filepath.Dir(expect)
@@ -45,13 +57,8 @@ func TestUserGoldens(t *testing.T) {
 				t.Fatal(err)
 			}
 			in, want := goldenIO(t, io)
-			for _, s := range []schedule.Schedule{schedule.A, schedule.APlus, schedule.Partitioned} {
-				var prog *schedule.Program
-				if s == schedule.Partitioned {
-					prog, err = schedule.NewPartitioned(m.Net, schedule.PartitionOptions{Workers: 1})
-				} else {
-					prog, err = schedule.NewProgram(m.Net, s)
-				}
+			for _, s := range userSchedules(pool) {
+				prog, err := s.prog(m.Net)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -68,13 +75,44 @@ func TestUserGoldens(t *testing.T) {
 					if !ok {
 						continue
 					}
-					if err := closeTo(got, w, 1e-5); err != nil {
-						t.Errorf("%v %s vs PyTorch: %v", s, name, err)
+					if err := closeTo(got, w, s.tol); err != nil {
+						t.Errorf("%s %s vs PyTorch: %v", s.name, name, err)
 					}
 				}
 			}
 		})
 	}
+}
+
+// userSchedule is a schedule the user goldens run under, with its
+// tolerance against PyTorch relative to max(1, |want|).
+type userSchedule struct {
+	name string
+	tol  float64
+	prog func(*rnn.Network) (*schedule.Program, error)
+}
+
+// userSchedules are every schedule a served model may run: A, A+, P on
+// one worker and on two (when the pool is there), and P with bf16
+// weights (a relative weight error of 2^-9 compounded through the steps,
+// as schedule's TestPartitionedGolden allows).
+func userSchedules(pool *schedule.Pool) []userSchedule {
+	ss := []userSchedule{
+		{"A", 1e-5, func(n *rnn.Network) (*schedule.Program, error) { return schedule.NewProgram(n, schedule.A) }},
+		{"A+", 1e-5, func(n *rnn.Network) (*schedule.Program, error) { return schedule.NewProgram(n, schedule.APlus) }},
+		{"P1", 1e-5, func(n *rnn.Network) (*schedule.Program, error) {
+			return schedule.NewPartitioned(n, schedule.PartitionOptions{Workers: 1})
+		}},
+		{"P1-bf16", 5e-2, func(n *rnn.Network) (*schedule.Program, error) {
+			return schedule.NewPartitioned(n, schedule.PartitionOptions{Workers: 1, Precision: schedule.BF16})
+		}},
+	}
+	if pool != nil {
+		ss = append(ss, userSchedule{"P2", 1e-5, func(n *rnn.Network) (*schedule.Program, error) {
+			return schedule.NewPartitioned(n, schedule.PartitionOptions{Pool: pool})
+		}})
+	}
+	return ss
 }
 
 // weightsFile is the one file of a golden folder that is not expect.yaml
