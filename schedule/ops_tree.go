@@ -125,7 +125,7 @@ func (o *decideOp) kernel() Kernel { return KArgmax }
 func (o *decideOp) run() {
 	l := o.logits.F32()
 	rnn.AddBias(1, len(l), l, len(l), o.b.F32())
-	*o.out = tree.Argmax(l)
+	*o.out = rnn.Argmax(l)
 }
 func (o *decideOp) regions(fn func(Region, bool)) {
 	emit(fn, o.logits, false)

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"rnnserve/models"
+	"rnnserve/rnn"
 	"rnnserve/rnn/tree"
 	"rnnserve/schedule"
 )
@@ -213,7 +214,7 @@ func (m *treeModel) encode(w *treeWork, outs []RequestedOutput) []OutputTensor {
 		case "class":
 			ids := make([]int64, B)
 			for i := range ids {
-				ids[i] = int64(tree.Argmax(roots[i*C : (i+1)*C]))
+				ids[i] = int64(rnn.Argmax(roots[i*C : (i+1)*C]))
 			}
 			res = append(res, OutputTensor{Name: o.Name, Shape: []int64{B}, Datatype: "INT64", Int64: ids})
 		case "node_probs":

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"rnnserve/models"
+	"rnnserve/rnn"
 	"rnnserve/rnn/tree"
 	"rnnserve/schedule"
 )
@@ -69,7 +70,7 @@ func TestTreeLSTMHeldOut(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, tr := range batch {
-				pred := tree.Argmax(tp.Probs(i, tr.Root()))
+				pred := rnn.Argmax(tp.Probs(i, tr.Root()))
 				if pred != ref.Predictions[lo+i] {
 					differ++
 					if differ <= 5 {

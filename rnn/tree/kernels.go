@@ -170,14 +170,3 @@ func Classify(n, C int, logits, b []float32) {
 	rnn.AddBias(n, C, logits, C, b)
 	rnn.Softmax(n, C, logits)
 }
-
-// Argmax returns the index of the largest value, the first on ties.
-func Argmax(v []float32) int {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return best
-}
