@@ -371,7 +371,9 @@ func TestServingManifests(t *testing.T) {
 	lameDuck := sc.LameDuck
 
 	// Shutdown timing: the grace period covers the preStop sleep, the
-	// lame-duck period and the drain timeout.
+	// lame-duck period, the drain timeout (serve's one-second last call
+	// for open connections runs within it) and the time serve gives the
+	// requests the timeout cut to write their last line.
 	var preStop time.Duration
 	if h := c.Lifecycle; h == nil || h.PreStop == nil || h.PreStop.Sleep == nil {
 		t.Error("no preStop sleep")
@@ -382,8 +384,8 @@ func TestServingManifests(t *testing.T) {
 		t.Errorf("preStop sleeps %v, want the lame-duck period %v", preStop, lameDuck)
 	}
 	grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
-	if need := preStop + lameDuck + sc.DrainTimeout; grace <= need {
-		t.Errorf("terminationGracePeriodSeconds %v, want more than preStop %v + lame duck %v + drain %v = %v", grace, preStop, lameDuck, sc.DrainTimeout, need)
+	if need := preStop + lameDuck + sc.DrainTimeout + serveCutGrace; grace <= need {
+		t.Errorf("terminationGracePeriodSeconds %v, want more than preStop %v + lame duck %v + drain %v + cut requests' last lines %v = %v", grace, preStop, lameDuck, sc.DrainTimeout, serveCutGrace, need)
 	}
 
 	// Environment: only what the binary reads.
@@ -424,6 +426,11 @@ func subset(a, b map[string]string) bool {
 
 // imageRef is the image every manifest runs.
 const imageRef = "rnnserve:latest"
+
+// serveCutGrace is cmd/serve's cutGrace: how long, after the drain
+// timeout, the requests it cut get to write their last line before serve
+// exits.
+const serveCutGrace = 2 * time.Second
 
 func checkImage(t *testing.T, where string, c corev1.Container) {
 	t.Helper()
