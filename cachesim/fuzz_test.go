@@ -10,19 +10,21 @@ import (
 // fully associative caches, the profile against both at the end.
 //
 // Input: byte 0 picks the line size (1..64 B), byte 1 the associativity
-// (1..4 ways or fully associative), byte 2 the number of sets (1..6) or of
+// (1..4, 8, 12, 16 or 20 ways, or fully associative), byte 2 the number of sets (1..6) or of
 // lines (1..12); then each 3 bytes are a request: write bit, address within
 // four times the capacity, and length up to three lines.
 func FuzzLRU(f *testing.F) {
 	f.Add([]byte{6, 1, 3, 0, 0, 64, 1, 200, 10, 0, 7, 190, 3, 128, 3})
 	f.Add([]byte{2, 4, 5, 1, 1, 1, 0, 2, 2, 1, 3, 3, 0, 4, 4, 1, 5, 5})
 	f.Add([]byte{0, 0, 1, 0, 0, 1, 1, 1, 1, 0, 2, 1})
+	f.Add([]byte{6, 6, 1, 0, 0, 64, 1, 200, 10, 0, 7, 190, 3, 128, 3, 1, 40, 90})
+	f.Add([]byte{6, 8, 1, 0, 0, 64, 1, 200, 10, 0, 7, 190, 3, 128, 3, 1, 40, 90})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < 3 {
 			return
 		}
 		lineSize := int64(1) << (data[0] % 7)
-		ways := []int{1, 2, 3, 4, FullyAssociative}[data[1]%5]
+		ways := []int{1, 2, 3, 4, FullyAssociative, 8, 12, 16, 20}[data[1]%9]
 		lines := int64(1 + data[2]%6)
 		if ways == FullyAssociative {
 			lines = int64(1 + data[2]%12)
