@@ -386,9 +386,8 @@ func (o *attnOp) kernel() Kernel { return KMatMul }
 func (o *attnOp) run() {
 	m := o.mem
 	for i := range m.B {
-		mem := o.mem.row(i).F32()
-		in := o.in.Row(i).F32()
-		out := o.out.Row(i).F32()
+		memRow, inRow, outRow := o.mem.row(i), o.in.Row(i), o.out.Row(i)
+		mem, in, out := memRow.F32(), inRow.F32(), outRow.F32()
 		if o.context {
 			rnn.AttentionContext(m.T, m.W, mem, m.B*m.W, in, out)
 		} else {

@@ -44,27 +44,33 @@ func (m Mat) Empty() bool { return m.Rows == 0 || m.Cols == 0 }
 
 // F32 is the float32 slice the kernel gets: from the first element to one
 // past the last, rows LD apart. Empty for an empty Mat or a dry buffer.
-func (m Mat) F32() []float32 {
-	if m.Buf.F32 == nil || m.Empty() {
+func (m *Mat) F32() []float32 {
+	b := m.Buf.F32
+	if b == nil || m.Rows == 0 || m.Cols == 0 {
 		return nil
 	}
-	return m.Buf.F32[m.Off : m.Off+m.span() : m.Off+m.span()]
+	end := m.Off + (m.Rows-1)*m.LD + m.Cols
+	return b[m.Off:end:end]
 }
 
 // U16 is F32 for a buffer of bf16 weights.
-func (m Mat) U16() []uint16 {
-	if m.Buf.U16 == nil || m.Empty() {
+func (m *Mat) U16() []uint16 {
+	b := m.Buf.U16
+	if b == nil || m.Rows == 0 || m.Cols == 0 {
 		return nil
 	}
-	return m.Buf.U16[m.Off : m.Off+m.span() : m.Off+m.span()]
+	end := m.Off + (m.Rows-1)*m.LD + m.Cols
+	return b[m.Off:end:end]
 }
 
 // I64 is F32 for a buffer of int64 ids.
-func (m Mat) I64() []int64 {
-	if m.Buf.I64 == nil || m.Empty() {
+func (m *Mat) I64() []int64 {
+	b := m.Buf.I64
+	if b == nil || m.Rows == 0 || m.Cols == 0 {
 		return nil
 	}
-	return m.Buf.I64[m.Off : m.Off+m.span() : m.Off+m.span()]
+	end := m.Off + (m.Rows-1)*m.LD + m.Cols
+	return b[m.Off:end:end]
 }
 
 // Region is the byte region m covers.
