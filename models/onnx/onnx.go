@@ -325,6 +325,7 @@ const (
 	axF = "F" // features
 	axD = "D" // directions (an RNN's Y)
 	axH = "H" // hidden units per direction (an RNN's Y)
+	axR = "R" // time and batch flattened into rows
 )
 
 func (g *graph) walk(gp *pb.GraphProto) (*Model, error) {
@@ -449,7 +450,14 @@ func (g *graph) walk(gp *pb.GraphProto) (*Model, error) {
 				}
 				break
 			}
-			return nil, bad(n, "shape %v on a value laid out %v: only joining the directions of an RNN output ([0, 0, -1]) is understood", shape, layout)
+			// out.reshape(-1, F) before a Linear head, which the exporter
+			// then writes as Gemm: the rows keep their order, and the head
+			// is applied row by row either way.
+			if len(layout) == 3 && layout[2] == axF && stage == 1 && len(shape) == 2 && shape[0] == -1 && shape[1] == int64(width) {
+				layout = []string{axR, axF}
+				break
+			}
+			return nil, bad(n, "shape %v on a value laid out %v: only joining the directions of an RNN output ([0, 0, -1]) and flattening it to rows ([-1, %d]) are understood", shape, layout, width)
 		case "LSTM", "GRU":
 			if mainIn != 0 || stage > 1 || len(layout) != 3 || layout[2] != axF {
 				return nil, bad(n, "an RNN whose input is laid out %v (want time, batch, features)", layout)

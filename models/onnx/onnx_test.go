@@ -213,3 +213,82 @@ func TestExternalData(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestTinyGemmHead: out.reshape(-1, H) followed by nn.Linear, which the
+// exporter writes as Reshape and Gemm (transB 1), and the same head written
+// as Gemm without transB (weight [H][out]); both with and without a bias,
+// then Softmax.
+func TestTinyGemmHead(t *testing.T) {
+	const H, out = 3, 5
+	w := make([]float32, out*H) // [out][H], PyTorch's Linear layout
+	for i := range w {
+		w[i] = float32(i) / 10
+	}
+	wT := make([]float32, H*out) // [H][out]
+	for o := range out {
+		for h := range H {
+			wT[h*out+o] = w[o*H+h]
+		}
+	}
+	bias := []float32{1, 2, 3, 4, 5}
+	for _, tc := range []struct {
+		name   string
+		transB bool
+		bias   bool
+	}{{"transB", true, true}, {"plain", false, true}, {"no-bias", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := tiny(func(g *pb.GraphProto) {
+				weight, dims := w, []int64{out, H}
+				if !tc.transB {
+					weight, dims = wT, []int64{H, out}
+				}
+				g.Initializer = append(g.Initializer,
+					&pb.TensorProto{Name: "shape", Dims: []int64{2}, DataType: int32(pb.TensorProto_INT64), Int64Data: []int64{-1, H}},
+					&pb.TensorProto{Name: "fc.weight", Dims: dims, DataType: int32(pb.TensorProto_FLOAT), FloatData: weight},
+					&pb.TensorProto{Name: "fc.bias", Dims: []int64{out}, DataType: int32(pb.TensorProto_FLOAT), FloatData: bias})
+				gemm := &pb.NodeProto{Name: "fc", OpType: "Gemm", Input: []string{"rows", "fc.weight"}, Output: []string{"logits"}}
+				if tc.bias {
+					gemm.Input = append(gemm.Input, "fc.bias")
+				}
+				if tc.transB {
+					gemm.Attribute = []*pb.AttributeProto{{Name: "transB", I: 1, Type: pb.AttributeProto_INT}}
+				}
+				g.Node = append(g.Node,
+					&pb.NodeProto{Name: "flat", OpType: "Reshape", Input: []string{"out", "shape"}, Output: []string{"rows"}},
+					gemm,
+					&pb.NodeProto{Name: "sm", OpType: "Softmax", Input: []string{"logits"}, Output: []string{"probs"},
+						Attribute: []*pb.AttributeProto{{Name: "axis", I: 1, Type: pb.AttributeProto_INT}}})
+				g.Output[0].Name = "probs"
+			})
+			m, err := Read(data, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.HeadOut != out || m.Activation != "softmax" {
+				t.Fatalf("head out %d, activation %q; want %d, softmax", m.HeadOut, m.Activation, out)
+			}
+			for i := range w {
+				if m.HeadW[i] != w[i] {
+					t.Fatalf("HeadW[%d] = %v, want %v (PyTorch's [out][H] layout)", i, m.HeadW[i], w[i])
+				}
+			}
+			if tc.bias != (m.HeadB != nil) {
+				t.Fatalf("HeadB %v with bias %v", m.HeadB, tc.bias)
+			}
+			for i := range m.HeadB {
+				if m.HeadB[i] != bias[i] {
+					t.Fatalf("HeadB = %v, want %v", m.HeadB, bias)
+				}
+			}
+		})
+	}
+	// Flattening to anything but [-1, width] is refused with the node named.
+	data := tiny(func(g *pb.GraphProto) {
+		g.Initializer = append(g.Initializer, &pb.TensorProto{Name: "shape", Dims: []int64{2}, DataType: int32(pb.TensorProto_INT64), Int64Data: []int64{-1, 2}})
+		g.Node = append(g.Node, &pb.NodeProto{Name: "flat", OpType: "Reshape", Input: []string{"out", "shape"}, Output: []string{"rows"}})
+		g.Output[0].Name = "rows"
+	})
+	if _, err := Read(data, nil); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "flat") {
+		t.Errorf("reshape to [-1, 2] of a width-3 output: %v, want ErrUnsupported naming the node", err)
+	}
+}
