@@ -29,8 +29,8 @@ func TestUserGoldens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(dirs) < 9 {
-		t.Fatalf("found %d user golden cases, want 9: regenerate with /usr/bin/python3 scripts/torch_golden.py", len(dirs))
+	if len(dirs) < 10 {
+		t.Fatalf("found %d user golden cases, want 10: regenerate with /usr/bin/python3 scripts/torch_golden.py", len(dirs))
 	}
 	var pool *schedule.Pool
 	if runtime.GOMAXPROCS(0) >= 2 {

@@ -620,6 +620,20 @@ class UserONNXBiGRU(nn.Module):
         return self.gru(x)
 
 
+class UserONNXGemm(nn.Module):
+    """An LSTM whose head is a Linear on out.reshape(-1, H), which the
+    exporter writes as Reshape and Gemm, then softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(7, 9)
+        self.fc = nn.Linear(9, 4)
+
+    def forward(self, x):  # [T, B, 7]
+        y, _ = self.lstm(x)
+        return torch.softmax(self.fc(y.reshape(-1, 9)), dim=-1)
+
+
 @dataclasses.dataclass(frozen=True)
 class UserCase:
     name: str
@@ -679,6 +693,10 @@ def _user_cases():
         UserCase("onnx_gru_bidir", lambda: UserONNXBiGRU(), "model.onnx", "onnx", features=6,
                  note="torch.onnx.export, opset 14: 2 bidirectional GRU nodes (linear_before_reset=1)",
                  expect="cell: gru\ninput_size: 6\nhidden_size: 10\nnum_layers: 2\nbidirectional: true\n"),
+        UserCase("onnx_lstm_gemm_head", lambda: UserONNXGemm(), "model.onnx", "onnx", features=7,
+                 note="torch.onnx.export, opset 14: LSTM, Reshape to [-1, 9], Gemm (transB), Softmax",
+                 expect="cell: lstm\ninput_size: 7\nhidden_size: 9\n"
+                        "head:\n  out_features: 4\n  activation: softmax\n"),
     ]
 
 
@@ -750,6 +768,10 @@ def run_user_case(case):
             io.update(output=y.transpose(0, 1).contiguous(), h_n=h, head=head.transpose(0, 1).contiguous())
             if c is not None:
                 io["c_n"] = c
+        elif isinstance(model, UserONNXGemm):
+            head = model(x).reshape(x.shape[0], x.shape[1], -1)
+            y, (h, c) = model.lstm(x)
+            io.update(output=y, h_n=h, c_n=c, head=head)
         elif isinstance(model, UserONNXBiGRU):
             y, h = model(x)
             io.update(output=y, h_n=h.reshape(-1))
