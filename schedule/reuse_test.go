@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"testing"
 )
@@ -42,16 +43,30 @@ func TestAcquireReuses(t *testing.T) {
 				if _, err := first.Run(); err != nil {
 					t.Fatal(err)
 				}
+				// The plans sit in a sync.Pool: a plan released on one P
+				// is that P's private entry, which a Get on another P does
+				// not see, and a collection may drop it. So the collector
+				// waits, and the test asks until it runs on the P that
+				// released it, holding the other plans it is given.
+				defer debug.SetGCPercent(debug.SetGCPercent(-1))
 				first.Release()
 				var again *Plan
-				for range 3 { // a sync.Pool may hand out a new plan first; the released one comes back
+				var others []*Plan
+				for range 200 {
 					if again, err = prog.Acquire(inputs[1], PlanOptions{Head: true}); err != nil {
 						t.Fatal(err)
 					}
 					if again == first {
 						break
 					}
-					again.Release()
+					others = append(others, again)
+					runtime.Gosched()
+				}
+				if again != first {
+					others = others[:len(others)-1] // again: run below
+				}
+				for _, o := range others {
+					o.Release()
 				}
 				if again != first && !raceEnabled {
 					t.Fatal("the released plan was not reused for an input of the same shape")
