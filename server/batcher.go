@@ -135,10 +135,18 @@ func (b *batcher[W]) wait(ctx context.Context, j *job[W]) error {
 }
 
 // solo runs j's plan now, in the caller's goroutine, if j can run as a
-// plan, nothing is queued and a core is free; it reports whether it did.
+// plan, the model is idle (nothing queued, no lane stepping rows) and a
+// core is free; it reports whether it did. While a lane steps rows the
+// job joins a batch instead: a whole plan would hold a core for the
+// whole request where a batch serves a row for a fraction of a step.
 func (b *batcher[W]) solo(j *job[W]) (ran bool, err error) {
 	if j.solo == nil || len(b.queue) > 0 {
 		return false, nil
+	}
+	for _, l := range b.lanes {
+		if l.rows.Load() > 0 {
+			return false, nil
+		}
 	}
 	b.mu.Lock()
 	closed := b.closed

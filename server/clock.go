@@ -157,3 +157,33 @@ func timeWide(net *rnn.Network, narrow, wide *schedule.Program, steps int, budge
 	return faster, fmt.Sprintf("a request that finds all of the model's %d cores free %s: on %d core(s) %v, on %d %v (medians)",
 		wide.Workers(), what, narrow.Workers(), ts[0].median.Round(time.Microsecond), wide.Workers(), ts[1].median.Round(time.Microsecond)), nil
 }
+
+// widePreference bounds how much slower P on the cores of one request may
+// be than the schedule the clock chose, for preferWide to take P anyway.
+const widePreference = 1.10
+
+// widePays is preferWide's rule: P across every core beats the chosen
+// schedule, and P on one request's cores is within widePreference of it.
+func widePays(chosen, narrow, wide time.Duration) bool {
+	return wide < chosen && float64(narrow) <= widePreference*float64(chosen)
+}
+
+// preferWide decides whether a model should run P although the clock
+// chose another schedule on the cores one request gets: with P, a
+// request that finds every core of the model free runs across all of
+// them, which that comparison leaves out. It times the chosen program, P
+// on one request's cores and P across every core, like timeChoice.
+func preferWide(net *rnn.Network, chosen, narrow, wide *schedule.Program, steps int, budget time.Duration) (bool, string, error) {
+	ts, err := timePrograms([]*schedule.Program{chosen, narrow, wide}, referenceInput(net, steps), budget)
+	if err != nil {
+		return false, "", err
+	}
+	pays := widePays(ts[0].median, ts[1].median, ts[2].median)
+	what := "keeps it"
+	if pays {
+		what = "takes P instead, for requests that find every core free"
+	}
+	return pays, fmt.Sprintf("against P across all %d cores, which a lone request would run, the chosen schedule %s (medians: chosen %v, P on %d core(s) %v, P on %d %v)",
+		wide.Workers(), what, ts[0].median.Round(time.Microsecond), narrow.Workers(), ts[1].median.Round(time.Microsecond),
+		wide.Workers(), ts[2].median.Round(time.Microsecond)), nil
+}

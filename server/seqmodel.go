@@ -720,18 +720,42 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 		return nil, err
 	}
 	m.reason = reason
+	auto := e.Config.Schedule == "" || e.Config.Schedule == "auto"
+	cores := coresPerRequest(runtime.GOMAXPROCS(0), 1)
+	wideTimed := false
+	if p := (candidate{sched: schedule.Partitioned, workers: s.trafficModel().workers}); auto && s.opts.ScheduleTiming > 0 && !net.Dry() &&
+		sched.sched != schedule.Partitioned && p.workers < cores {
+		wide := p
+		wide.workers = cores
+		var progs [3]*schedule.Program
+		for i, c := range []candidate{sched, p, wide} {
+			if progs[i], err = c.program(net, s.pools); err != nil {
+				return nil, err
+			}
+		}
+		pays, why, err := preferWide(net, progs[0], progs[1], progs[2], s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
+		if err != nil {
+			return nil, fmt.Errorf("timing P across all cores: %w", err)
+		}
+		m.reason += "; " + why
+		if pays {
+			sched, wideTimed = p, true
+		}
+	}
 	if m.prog, err = sched.program(net, s.pools); err != nil {
 		return nil, err
 	}
 	// P on one core per request also gets a form across every core, for a
 	// request that finds every core of the model free (see seqModel.widen).
-	if cores := coresPerRequest(runtime.GOMAXPROCS(0), 1); sched.sched == schedule.Partitioned && sched.workers < cores {
+	if sched.sched == schedule.Partitioned && sched.workers < cores {
 		wide := sched
 		wide.workers = cores
 		if m.wide, err = wide.program(net, s.pools); err != nil {
 			return nil, err
 		}
-		if s.opts.ScheduleTiming > 0 && (e.Config.Schedule == "" || e.Config.Schedule == "auto") {
+		if wideTimed {
+			m.reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
+		} else if s.opts.ScheduleTiming > 0 && auto {
 			faster, why, err := timeWide(net, m.prog, m.wide, s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
 			if err != nil {
 				return nil, fmt.Errorf("timing P across all cores: %w", err)

@@ -387,6 +387,27 @@ func TestCoresPerRequest(t *testing.T) {
 	}
 }
 
+// TestWidePays: P is taken over the clock's choice only when P across
+// every core beats it and P on one request's cores is within
+// widePreference of it.
+func TestWidePays(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		chosen, narrow, wide time.Duration
+		want                 bool
+	}{
+		{10 * ms, 10500 * time.Microsecond, 6 * ms, true},
+		{10 * ms, 11 * ms, 6 * ms, true}, // exactly widePreference
+		{10 * ms, 11200 * time.Microsecond, 6 * ms, false},
+		{10 * ms, 10 * ms, 10 * ms, false}, // wide not faster
+		{10 * ms, 9 * ms, 12 * ms, false},
+	} {
+		if got := widePays(c.chosen, c.narrow, c.wide); got != c.want {
+			t.Errorf("widePays(%v, %v, %v) = %v, want %v", c.chosen, c.narrow, c.wide, got, c.want)
+		}
+	}
+}
+
 // TestScheduleTiming turns the timing at load on: the traffic model's best
 // three candidates are timed, the metadata shows their measured medians
 // and how many runs each is of, the schedule that runs is the one with the
@@ -423,8 +444,15 @@ func TestScheduleTiming(t *testing.T) {
 		if timedRuns != timedCandidates {
 			t.Fatalf("%s: %d candidates timed, want %d (%+v)", name, timedRuns, timedCandidates, m.meta.RNN.Traffic)
 		}
-		if got, fastest := m.meta.RNN.Schedule, m.meta.RNN.Traffic[best].Schedule; got != fastest {
-			t.Errorf("%s runs %s, but %s had the least median", name, got, fastest)
+		tookP := strings.Contains(m.reason, "takes P instead")
+		if got, fastest := m.meta.RNN.Schedule, m.meta.RNN.Traffic[best].Schedule; got != fastest && !(tookP && got == "P") {
+			t.Errorf("%s runs %s, but %s had the least median (reason %q)", name, got, fastest, m.reason)
+		}
+		if fastest := m.meta.RNN.Traffic[best].Schedule; fastest != "P" && runtime.GOMAXPROCS(0) > 1 && !strings.Contains(m.reason, "against P across all") {
+			t.Errorf("%s: the clock chose %s, but the reason %q does not weigh P across all cores", name, fastest, m.reason)
+		}
+		if tookP && m.wide == nil {
+			t.Errorf("%s took P for its wide form but has none", name)
 		}
 		if !strings.Contains(m.reason, "timed on this host") {
 			t.Errorf("%s reason %q does not give the timing", name, m.reason)
