@@ -44,28 +44,18 @@ func (m Mat) Empty() bool { return m.Rows == 0 || m.Cols == 0 }
 
 // F32 is the float32 slice the kernel gets: from the first element to one
 // past the last, rows LD apart. Empty for an empty Mat or a dry buffer.
-func (m *Mat) F32() []float32 {
-	b := m.Buf.F32
-	if b == nil || m.Rows == 0 || m.Cols == 0 {
-		return nil
-	}
-	end := m.Off + (m.Rows-1)*m.LD + m.Cols
-	return b[m.Off:end:end]
-}
+// F32, U16 and I64 take a pointer: they run on every kernel call, and a
+// Mat copied by value through the stack stalls on store forwarding.
+func (m *Mat) F32() []float32 { return window(m.Buf.F32, m) }
 
 // U16 is F32 for a buffer of bf16 weights.
-func (m *Mat) U16() []uint16 {
-	b := m.Buf.U16
-	if b == nil || m.Rows == 0 || m.Cols == 0 {
-		return nil
-	}
-	end := m.Off + (m.Rows-1)*m.LD + m.Cols
-	return b[m.Off:end:end]
-}
+func (m *Mat) U16() []uint16 { return window(m.Buf.U16, m) }
 
 // I64 is F32 for a buffer of int64 ids.
-func (m *Mat) I64() []int64 {
-	b := m.Buf.I64
+func (m *Mat) I64() []int64 { return window(m.Buf.I64, m) }
+
+// window is m's elements of b, its buffer's storage (see F32).
+func window[T any](b []T, m *Mat) []T {
 	if b == nil || m.Rows == 0 || m.Cols == 0 {
 		return nil
 	}
