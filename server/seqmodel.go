@@ -722,7 +722,6 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	m.reason = reason
 	auto := e.Config.Schedule == "" || e.Config.Schedule == "auto"
 	cores := coresPerRequest(runtime.GOMAXPROCS(0), 1)
-	wideTimed := false
 	if p := (candidate{sched: schedule.Partitioned, workers: s.trafficModel().workers}); auto && s.opts.ScheduleTiming > 0 && !net.Dry() &&
 		sched.sched != schedule.Partitioned && p.workers < cores {
 		wide := p
@@ -738,24 +737,27 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 			return nil, fmt.Errorf("timing P across all cores: %w", err)
 		}
 		m.reason += "; " + why
+		m.prog = progs[0]
 		if pays {
-			sched, wideTimed = p, true
+			sched, m.prog, m.wide = p, progs[1], progs[2]
+			m.reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
 		}
 	}
-	if m.prog, err = sched.program(net, s.pools); err != nil {
-		return nil, err
+	if m.prog == nil {
+		if m.prog, err = sched.program(net, s.pools); err != nil {
+			return nil, err
+		}
 	}
 	// P on one core per request also gets a form across every core, for a
-	// request that finds every core of the model free (see seqModel.widen).
-	if sched.sched == schedule.Partitioned && sched.workers < cores {
+	// request that finds every core of the model free (see seqModel.widen),
+	// unless preferWide built and timed it above.
+	if sched.sched == schedule.Partitioned && sched.workers < cores && m.wide == nil {
 		wide := sched
 		wide.workers = cores
 		if m.wide, err = wide.program(net, s.pools); err != nil {
 			return nil, err
 		}
-		if wideTimed {
-			m.reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
-		} else if s.opts.ScheduleTiming > 0 && auto {
+		if s.opts.ScheduleTiming > 0 && auto {
 			faster, why, err := timeWide(net, m.prog, m.wide, s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
 			if err != nil {
 				return nil, fmt.Errorf("timing P across all cores: %w", err)
