@@ -1,0 +1,26 @@
+//go:build !purego
+
+package cachesim
+
+import "golang.org/x/sys/cpu"
+
+// useAsm selects the AVX-512 path for sets of at most 16 ways; tests clear
+// it to run the pure-Go path in the same binary.
+var useAsm = cpu.X86.HasAVX512F && cpu.X86.HasBMI1 && cpu.X86.HasBMI2
+
+// narrowRange runs accessNarrowGo's loop in assembly when the sets fit one
+// 512-bit register (at most 16 ways of 32 bits) and reports whether it did.
+// The arguments are accessNarrowGo's, already checked by the caller: set <
+// sets, len(tags) == sets*ways, and the keys of all n lines fit 32 bits.
+func narrowRange(tags []uint32, set, sets uint64, ways int, key, w uint32, n uint64) (misses, wbs uint64, ok bool) {
+	if !useAsm || ways > 16 {
+		return 0, 0, false
+	}
+	misses, wbs = lruRangeAVX512(&tags[0], set, sets, uint64(ways), key, w, n)
+	return misses, wbs, true
+}
+
+// lruRangeAVX512 is accessNarrowGo for 1 to 16 ways.
+//
+//go:noescape
+func lruRangeAVX512(tags *uint32, set, sets, ways uint64, key, w uint32, n uint64) (misses, wbs uint64)
