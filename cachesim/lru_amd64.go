@@ -4,23 +4,33 @@ package cachesim
 
 import "golang.org/x/sys/cpu"
 
-// useAsm selects the AVX-512 path for sets of at most 16 ways; tests clear
+// useAsm selects the AVX-512 path for sets of at most 32 ways; tests clear
 // it to run the pure-Go path in the same binary.
 var useAsm = cpu.X86.HasAVX512F && cpu.X86.HasBMI1 && cpu.X86.HasBMI2
 
-// narrowRange runs accessNarrowGo's loop in assembly when the sets fit one
-// 512-bit register (at most 16 ways of 32 bits) and reports whether it did.
+// narrowRange runs accessNarrowGo's loop in assembly when a set fits one
+// or two 512-bit registers (at most 32 ways of 32 bits) and reports whether
+// it did.
 // The arguments are accessNarrowGo's, already checked by the caller: set <
 // sets, len(tags) == sets*ways, and the keys of all n lines fit 32 bits.
 func narrowRange(tags []uint32, set, sets uint64, ways int, key, w uint32, n uint64) (misses, wbs uint64, ok bool) {
-	if !useAsm || ways > 16 {
+	switch {
+	case !useAsm || ways > 32:
 		return 0, 0, false
+	case ways <= 16:
+		misses, wbs = lruRange16AVX512(&tags[0], set, sets, uint64(ways), key, w, n)
+	default:
+		misses, wbs = lruRange32AVX512(&tags[0], set, sets, uint64(ways), key, w, n)
 	}
-	misses, wbs = lruRangeAVX512(&tags[0], set, sets, uint64(ways), key, w, n)
 	return misses, wbs, true
 }
 
-// lruRangeAVX512 is accessNarrowGo for 1 to 16 ways.
+// lruRange16AVX512 is accessNarrowGo for 1 to 16 ways.
 //
 //go:noescape
-func lruRangeAVX512(tags *uint32, set, sets, ways uint64, key, w uint32, n uint64) (misses, wbs uint64)
+func lruRange16AVX512(tags *uint32, set, sets, ways uint64, key, w uint32, n uint64) (misses, wbs uint64)
+
+// lruRange32AVX512 is accessNarrowGo for 17 to 32 ways.
+//
+//go:noescape
+func lruRange32AVX512(tags *uint32, set, sets, ways uint64, key, w uint32, n uint64) (misses, wbs uint64)

@@ -28,11 +28,12 @@ func paths(t *testing.T, f func(t *testing.T)) {
 	}
 }
 
-// pathCases are caches of every associativity from 1 to 16 ways (the
-// assembly's range) and beyond it, with 1 to 5 sets.
+// pathCases are caches of many associativities up to 32 ways (the
+// assembly's range: one register up to 16, two up to 32) and beyond it,
+// with 2 to 5 sets.
 func pathCases() []lruCase {
 	var cs []lruCase
-	for _, ways := range []int{1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 20, 32} {
+	for _, ways := range []int{1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 20, 31, 32, 33, 40} {
 		for _, sets := range []int{2, 3, 5} {
 			cs = append(cs, lruCase{fmt.Sprintf("%dway-%dsets", ways, sets), Config{Size: int64(ways*sets) * 64, Ways: ways}})
 		}
@@ -63,7 +64,7 @@ func TestLRUPathsAgree(t *testing.T) {
 		t.Skip("no assembly path on this machine or build")
 	}
 	defer func() { useAsm = true }()
-	cfgs := []Config{{Size: 12 << 20 / 64, Ways: 16}, {Size: 12 << 20 / 64, Ways: 8}}
+	cfgs := []Config{{Size: 12 << 20 / 64, Ways: 16}, {Size: 12 << 20 / 64, Ways: 8}, {Size: 12 << 20 / 64, Ways: 32}}
 	for _, tc := range pathCases() {
 		cfgs = append(cfgs, tc.cfg)
 	}
@@ -188,7 +189,7 @@ func TestNarrowRangeStaysInBounds(t *testing.T) {
 	}
 	const guard, poison = 37, 0xdeadbeef
 	rng := rand.New(rand.NewPCG(5, 5))
-	for ways := 1; ways <= 16; ways++ {
+	for ways := 1; ways <= 32; ways++ {
 		for _, sets := range []uint64{1, 2, 3, 7} {
 			n := int(sets) * ways
 			all := make([]uint32, guard+n+guard)
