@@ -87,13 +87,42 @@ type TreeProgram struct {
 	weightList
 	emb, w, b, u, ub, uf, vt     *Buffer
 	grow, growB, clsW, clsB, sum *Buffer
+	wordTable                    *Buffer // W·e for every word [Vocab][gates], or nil
 	dry                          bool
 }
 
-// NewTreeProgram prepares m. An RNTN gets a transposed copy of V
+// TreeProgramOptions configure NewTreeProgramWith.
+type TreeProgramOptions struct {
+	// MaxWordTable bounds the bytes of the word table of a Binary or
+	// Child-Sum TreeLSTM (see NewTreeProgramWith): 0 means
+	// DefaultMaxWordTable, a negative value never builds one.
+	MaxWordTable int64
+}
+
+// DefaultMaxWordTable is the largest word table NewTreeProgram builds:
+// 64 MiB, a vocabulary of 37,000 words at hidden 150 for a Binary
+// TreeLSTM (three gates of 150 floats a word). The benchmark model
+// (vocabulary 5000) needs 9 MB, SST's 21,700 words 39 MB.
+const DefaultMaxWordTable = 64 << 20
+
+// NewTreeProgram prepares m with the default options (NewTreeProgramWith).
+func NewTreeProgram(m *tree.Model) (*TreeProgram, error) {
+	return NewTreeProgramWith(m, TreeProgramOptions{})
+}
+
+// NewTreeProgramWith prepares m. An RNTN gets a transposed copy of V
 // ("cell.V^T", [2H·H][2H]) so that its product runs as A·Wᵀ like every
 // other; a dry model gives a dry program, whose plans can only be walked.
-func NewTreeProgram(m *tree.Model) (*TreeProgram, error) {
+//
+// A Binary or Child-Sum TreeLSTM whose word table takes at most
+// opt.MaxWordTable bytes gets one: "cell.W·embedding" [Vocab][G], row v
+// the input projection W·e(v) of word v (G = 3H or 4H gates, without the
+// bias), computed once here by the product the plans would run
+// (tree.MatMulT, f32.GemmNT, which computes every element in one order
+// whatever the number of rows), so a row holds the bits a plan's product
+// gives that word. Plans then read a node's row of the table instead of
+// gathering its word vector and multiplying it by W (WordTable).
+func NewTreeProgramWith(m *tree.Model, opt TreeProgramOptions) (*TreeProgram, error) {
 	if err := m.Config.Validate(); err != nil {
 		return nil, err
 	}
@@ -138,8 +167,40 @@ func NewTreeProgram(m *tree.Model) (*TreeProgram, error) {
 	}
 	p.clsW = p.weight("classifier.weight", C*H, m.ClsW)
 	p.clsB = p.weight("classifier.bias", C, m.ClsB)
+	if G := wordTableWidth(m); G > 0 && int64(m.Vocab)*int64(G)*4 <= opt.maxWordTable() {
+		var t []float32
+		if !p.dry {
+			t = make([]float32, m.Vocab*G)
+			tree.MatMulT(m.Vocab, G, E, m.Embedding, E, m.W, E, 0, t, G)
+		}
+		p.wordTable = p.weight("cell.W·embedding", m.Vocab*G, t)
+	}
 	return p, nil
 }
+
+// wordTableWidth is the width of a row of m's word table (the gates W
+// projects a word vector into), or 0 for cells without one.
+func wordTableWidth(m *tree.Model) int {
+	switch m.Cell {
+	case tree.BinaryLSTM:
+		return 3 * m.Hidden
+	case tree.ChildSumLSTM:
+		return 4 * m.Hidden
+	}
+	return 0
+}
+
+func (o TreeProgramOptions) maxWordTable() int64 {
+	if o.MaxWordTable == 0 {
+		return DefaultMaxWordTable
+	}
+	return o.MaxWordTable
+}
+
+// WordTable reports whether p's plans read nodes' input projections W·e
+// from a table computed at NewTreeProgramWith instead of running the
+// product (the buffer "cell.W·embedding").
+func (p *TreeProgram) WordTable() bool { return p.wordTable != nil }
 
 // TreeOptions select how a tree plan runs and what it computes.
 type TreeOptions struct {

@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -278,5 +279,169 @@ func TestGenerateCap(t *testing.T) {
 	}
 	if len(g.Words) != 4 || g.Truncated {
 		t.Errorf("chain to depth 4: %d nodes, truncated %v", len(g.Words), g.Truncated)
+	}
+}
+
+// sameBits reports the first element where got and want differ in their
+// bits (so -0 and +0 differ too).
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Errorf("%s: element %d is %v (%#08x), want %v (%#08x)", what, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+			return
+		}
+	}
+}
+
+// TestTreeWordTable checks the word table of Binary and Child-Sum
+// TreeLSTMs (TreeProgram.WordTable): plans that read W·e from it give the
+// bits of plans that run the product, under both executors, one and
+// several workers, at widths with scalar tails and at the benchmark's
+// (E 300, H 150); the table is built only up to MaxWordTable bytes; and no
+// step of a plan with the table reads W or the embedding: the leaves'
+// gathers read the table rows of their words (the same rows in the dry
+// plan's walk) and write the gates' rows their cell step reads.
+func TestTreeWordTable(t *testing.T) {
+	for _, cell := range []tree.Cell{tree.BinaryLSTM, tree.ChildSumLSTM} {
+		for _, size := range [][2]int{{9, 19}, {19, 70}, {300, 150}} {
+			E, H := size[0], size[1]
+			t.Run(fmt.Sprintf("%v/E=%d/H=%d", cell, E, H), func(t *testing.T) {
+				const V = 23
+				m := randomModel(t, cell, E, H, 5, V, uint64(E*H))
+				G := 3 * H
+				if cell == tree.ChildSumLSTM {
+					G = 4 * H
+				}
+				bytes := int64(V * G * 4)
+				with, err := schedule.NewTreeProgramWith(m, schedule.TreeProgramOptions{MaxWordTable: bytes})
+				if err != nil {
+					t.Fatal(err)
+				}
+				without, err := schedule.NewTreeProgramWith(m, schedule.TreeProgramOptions{MaxWordTable: bytes - 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				never, _ := schedule.NewTreeProgramWith(m, schedule.TreeProgramOptions{MaxWordTable: -1})
+				def, _ := schedule.NewTreeProgram(m)
+				if !with.WordTable() || without.WordTable() || never.WordTable() || !def.WordTable() {
+					t.Fatalf("word tables of %d bytes: at most %d bytes %v, %d %v, never %v, default %v; want true, false, false, true",
+						bytes, bytes, with.WordTable(), bytes-1, without.WordTable(), never.WordTable(), def.WordTable())
+				}
+				dryM, _ := tree.NewModel(m.Config, true)
+				dry, _ := schedule.NewTreeProgramWith(dryM, schedule.TreeProgramOptions{MaxWordTable: bytes})
+				rng := rand.New(rand.NewPCG(uint64(E), uint64(H)))
+				for round := range 3 {
+					trees := schedule.RandomTrees(rng, cell, 1+rng.IntN(10), 12, V)
+					for _, o := range []schedule.TreeOptions{
+						{Executor: schedule.Recursive, Workers: 1, AllNodes: round != 1},
+						{Executor: schedule.Recursive, Workers: 3, AllNodes: round != 1},
+						{Executor: schedule.DepthBatched, Workers: 1, AllNodes: round != 1},
+						{Executor: schedule.DepthBatched, Workers: 3, AllNodes: round != 1},
+					} {
+						what := fmt.Sprintf("round %d %v workers %d", round, o.Executor, o.Workers)
+						ref, err := without.Plan(trees, o)
+						if err != nil {
+							t.Fatal(err)
+						}
+						tp, err := with.Plan(trees, o)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if ref.WordTable || !tp.WordTable {
+							t.Fatalf("%s: plans' WordTable %v without, %v with", what, ref.WordTable, tp.WordTable)
+						}
+						if err := ref.Run(); err != nil {
+							t.Fatal(err)
+						}
+						if err := tp.Run(); err != nil {
+							t.Fatal(err)
+						}
+						h0, c0, p0 := schedule.NodeOutputs(ref)
+						h1, c1, p1 := schedule.NodeOutputs(tp)
+						sameBits(t, what+" h", h1, h0)
+						sameBits(t, what+" c", c1, c0)
+						sameBits(t, what+" probs", p1, p0)
+						dp, err := dry.Plan(trees, o)
+						if err != nil {
+							t.Fatal(err)
+						}
+						checkWordTableSteps(t, what, tp, trees, G)
+						checkWordTableSteps(t, what+" (dry)", dp, trees, G)
+					}
+				}
+			})
+		}
+	}
+}
+
+// checkWordTableSteps checks a plan with the word table: no step reads W
+// or the embedding; every gather from the table reads the rows of the
+// words of the nodes whose gates it writes (zero rows, read from nowhere,
+// for nodes without a word); every word read from the table is that of a
+// node of the batch, and every word of the batch is read. The gates'
+// rows a gather writes are read by the next cell step.
+func checkWordTableSteps(t *testing.T, what string, tp *schedule.TreePlan, trees []*tree.Tree, G int) {
+	t.Helper()
+	want := map[int64]bool{}
+	for _, tr := range trees {
+		for _, n := range tr.Nodes {
+			if n.Word >= 0 {
+				want[int64(n.Word)] = true
+			}
+		}
+	}
+	read := map[int64]bool{}
+	steps := tp.Plan.Steps
+	for i := range steps {
+		s := &steps[i]
+		var fromTable []schedule.Region
+		for _, r := range s.Reads() {
+			switch r.Buf.Name {
+			case "cell.W.weight", "embedding.weight":
+				t.Fatalf("%s: step %d (%v) reads %s", what, i, s.Kernel, r.Buf.Name)
+			case "cell.W·embedding":
+				if r.Len != int64(4*G) || r.Count != 1 || r.Off%int64(4*G) != 0 {
+					t.Fatalf("%s: step %d reads %+v of the table, want whole rows", what, i, r)
+				}
+				fromTable = append(fromTable, r)
+				read[r.Off/int64(4*G)] = true
+			}
+		}
+		if len(fromTable) == 0 || s.Kernel == schedule.KTreeCell {
+			continue // a single node's cell reads its row in place
+		}
+		if s.Kernel != schedule.KEmbed {
+			t.Fatalf("%s: step %d (%v) reads the table", what, i, s.Kernel)
+		}
+		w := s.Writes()
+		if len(w) != 1 || w[0].Buf.Name != "gates" || w[0].Len*int64(w[0].Count) < int64(len(fromTable)*4*G) {
+			t.Fatalf("%s: step %d gathers %d table rows into %+v", what, i, len(fromTable), w)
+		}
+		cell := i + 1
+		for cell < len(steps) && steps[cell].Kernel != schedule.KTreeCell {
+			cell++
+		}
+		if cell == len(steps) {
+			t.Fatalf("%s: step %d's gather is not followed by a cell", what, i)
+		}
+		found := false
+		for _, r := range steps[cell].Reads() {
+			found = found || r.Buf == w[0].Buf && r.Off == w[0].Off && r.Bytes() == w[0].Bytes()
+		}
+		if !found {
+			t.Errorf("%s: step %d writes %+v, which its cell does not read", what, i, w[0])
+		}
+	}
+	if len(read) != len(want) {
+		t.Errorf("%s: the plan reads %d rows of the table, the batch has %d words", what, len(read), len(want))
+	}
+	for w := range read {
+		if !want[w] {
+			t.Errorf("%s: the plan reads the table row of word %d, which no node has", what, w)
+		}
 	}
 }
