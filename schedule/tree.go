@@ -87,22 +87,24 @@ type TreeProgram struct {
 	weightList
 	emb, w, b, u, ub, uf, vt     *Buffer
 	grow, growB, clsW, clsB, sum *Buffer
-	wordTable                    *Buffer // W·e for every word [Vocab][gates], or nil
-	dry                          bool
+	// Word tables (NewTreeProgramWith), or nil: W·e of every word
+	// (Child-Sum), a leaf's h and c for every word (Binary TreeLSTM).
+	wordTable, leafH, leafC *Buffer
+	dry                     bool
 }
 
 // TreeProgramOptions configure NewTreeProgramWith.
 type TreeProgramOptions struct {
-	// MaxWordTable bounds the bytes of the word table of a Binary or
+	// MaxWordTable bounds the bytes of the word tables of a Binary or
 	// Child-Sum TreeLSTM (see NewTreeProgramWith): 0 means
-	// DefaultMaxWordTable, a negative value never builds one.
+	// DefaultMaxWordTable, a negative value never builds them.
 	MaxWordTable int64
 }
 
-// DefaultMaxWordTable is the largest word table NewTreeProgram builds:
-// 64 MiB, a vocabulary of 37,000 words at hidden 150 for a Binary
-// TreeLSTM (three gates of 150 floats a word). The benchmark model
-// (vocabulary 5000) needs 9 MB, SST's 21,700 words 39 MB.
+// DefaultMaxWordTable is the most bytes of word tables NewTreeProgram
+// builds: 64 MiB, a vocabulary of 55,000 words for a Binary TreeLSTM of
+// hidden 150 (h and c, 300 floats a word). The benchmark model
+// (vocabulary 5000) needs 6 MB, SST's 21,700 words 26 MB.
 const DefaultMaxWordTable = 64 << 20
 
 // NewTreeProgram prepares m with the default options (NewTreeProgramWith).
@@ -114,14 +116,23 @@ func NewTreeProgram(m *tree.Model) (*TreeProgram, error) {
 // ("cell.V^T", [2H·H][2H]) so that its product runs as A·Wᵀ like every
 // other; a dry model gives a dry program, whose plans can only be walked.
 //
-// A Binary or Child-Sum TreeLSTM whose word table takes at most
-// opt.MaxWordTable bytes gets one: "cell.W·embedding" [Vocab][G], row v
-// the input projection W·e(v) of word v (G = 3H or 4H gates, without the
-// bias), computed once here by the product the plans would run
-// (tree.MatMulT, f32.GemmNT, which computes every element in one order
-// whatever the number of rows), so a row holds the bits a plan's product
-// gives that word. Plans then read a node's row of the table instead of
-// gathering its word vector and multiplying it by W (WordTable).
+// What depends only on a node's word is computed here once for every word
+// of the vocabulary, when its tables take at most opt.MaxWordTable bytes,
+// by the kernels the plans would run, so a table's row holds the bits a
+// plan computes for that word (f32.GemmNT computes every element in one
+// order whatever the number of rows, and the gate kernels every unit of a
+// row the same way wherever the row sits):
+//
+//   - Binary TreeLSTM: a leaf's state, "cell.leaf.h" and "cell.leaf.c"
+//     [Vocab][H]: its gates W·e + b and their nonlinearities. A plan
+//     gathers its leaves' rows into their state rows instead of gathering
+//     word vectors, multiplying them by W and running the gates.
+//   - Child-Sum TreeLSTM: the input projection W·e (without the bias),
+//     "cell.W·embedding" [Vocab][4H]. A plan gathers its nodes' rows (a
+//     single node reads its row in place) instead of gathering word
+//     vectors and multiplying them by W.
+//
+// WordTable reports whether p has them.
 func NewTreeProgramWith(m *tree.Model, opt TreeProgramOptions) (*TreeProgram, error) {
 	if err := m.Config.Validate(); err != nil {
 		return nil, err
@@ -167,27 +178,47 @@ func NewTreeProgramWith(m *tree.Model, opt TreeProgramOptions) (*TreeProgram, er
 	}
 	p.clsW = p.weight("classifier.weight", C*H, m.ClsW)
 	p.clsB = p.weight("classifier.bias", C, m.ClsB)
-	if G := wordTableWidth(m); G > 0 && int64(m.Vocab)*int64(G)*4 <= opt.maxWordTable() {
-		var t []float32
-		if !p.dry {
-			t = make([]float32, m.Vocab*G)
-			tree.MatMulT(m.Vocab, G, E, m.Embedding, E, m.W, E, 0, t, G)
-		}
-		p.wordTable = p.weight("cell.W·embedding", m.Vocab*G, t)
+	if W := wordTableWidth(m); W > 0 && 4*int64(m.Vocab)*int64(W) <= opt.maxWordTable() {
+		p.wordTables()
 	}
 	return p, nil
 }
 
-// wordTableWidth is the width of a row of m's word table (the gates W
-// projects a word vector into), or 0 for cells without one.
+// wordTableWidth is the floats per word of m's word tables (see
+// NewTreeProgramWith), or 0 for cells without them.
 func wordTableWidth(m *tree.Model) int {
 	switch m.Cell {
 	case tree.BinaryLSTM:
-		return 3 * m.Hidden
+		return 2 * m.Hidden
 	case tree.ChildSumLSTM:
 		return 4 * m.Hidden
 	}
 	return 0
+}
+
+// wordTables computes p's word tables (see NewTreeProgramWith).
+func (p *TreeProgram) wordTables() {
+	m := p.Model
+	V, E, H := m.Vocab, m.Embed, m.Hidden
+	G := 4 * H
+	if m.Cell == tree.BinaryLSTM {
+		G = 3 * H
+	}
+	var wx, h, c []float32
+	if !p.dry {
+		wx = make([]float32, V*G)
+		tree.MatMulT(V, G, E, m.Embedding, E, m.W, E, 0, wx, G)
+	}
+	if m.Cell == tree.ChildSumLSTM {
+		p.wordTable = p.weight("cell.W·embedding", V*G, wx)
+		return
+	}
+	if !p.dry {
+		h, c = make([]float32, V*H), make([]float32, V*H)
+		tree.BinaryLeaf(V, H, wx, m.B, h, c, 0)
+	}
+	p.leafH = p.weight("cell.leaf.h", V*H, h)
+	p.leafC = p.weight("cell.leaf.c", V*H, c)
 }
 
 func (o TreeProgramOptions) maxWordTable() int64 {
@@ -197,10 +228,10 @@ func (o TreeProgramOptions) maxWordTable() int64 {
 	return o.MaxWordTable
 }
 
-// WordTable reports whether p's plans read nodes' input projections W·e
-// from a table computed at NewTreeProgramWith instead of running the
-// product (the buffer "cell.W·embedding").
-func (p *TreeProgram) WordTable() bool { return p.wordTable != nil }
+// WordTable reports whether p's plans read what depends only on a node's
+// word from tables computed by NewTreeProgramWith: a Binary TreeLSTM
+// leaf's state, a Child-Sum node's input projection W·e.
+func (p *TreeProgram) WordTable() bool { return p.wordTable != nil || p.leafH != nil }
 
 // TreeOptions select how a tree plan runs and what it computes.
 type TreeOptions struct {

@@ -297,14 +297,13 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 	}
 }
 
-// TestTreeWordTable checks the word table of Binary and Child-Sum
-// TreeLSTMs (TreeProgram.WordTable): plans that read W·e from it give the
-// bits of plans that run the product, under both executors, one and
-// several workers, at widths with scalar tails and at the benchmark's
-// (E 300, H 150); the table is built only up to MaxWordTable bytes; and no
-// step of a plan with the table reads W or the embedding: the leaves'
-// gathers read the table rows of their words (the same rows in the dry
-// plan's walk) and write the gates' rows their cell step reads.
+// TestTreeWordTable checks the word tables of Binary and Child-Sum
+// TreeLSTMs (TreeProgram.WordTable): plans that read a Binary leaf's state
+// or a Child-Sum node's W·e from them give the bits of plans that compute
+// them, under both executors, one and several workers, at widths with
+// scalar tails and at the benchmark's (E 300, H 150); the tables are built
+// only up to MaxWordTable bytes; and the steps of a plan with tables say
+// what runs (checkWordTableSteps), in the run and in the dry plan's walk.
 func TestTreeWordTable(t *testing.T) {
 	for _, cell := range []tree.Cell{tree.BinaryLSTM, tree.ChildSumLSTM} {
 		for _, size := range [][2]int{{9, 19}, {19, 70}, {300, 150}} {
@@ -312,11 +311,10 @@ func TestTreeWordTable(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/E=%d/H=%d", cell, E, H), func(t *testing.T) {
 				const V = 23
 				m := randomModel(t, cell, E, H, 5, V, uint64(E*H))
-				G := 3 * H
+				bytes := int64(V * 2 * H * 4) // h and c
 				if cell == tree.ChildSumLSTM {
-					G = 4 * H
+					bytes = int64(V * 4 * H * 4) // W·e
 				}
-				bytes := int64(V * G * 4)
 				with, err := schedule.NewTreeProgramWith(m, schedule.TreeProgramOptions{MaxWordTable: bytes})
 				if err != nil {
 					t.Fatal(err)
@@ -369,8 +367,8 @@ func TestTreeWordTable(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						checkWordTableSteps(t, what, tp, trees, G)
-						checkWordTableSteps(t, what+" (dry)", dp, trees, G)
+						checkWordTableSteps(t, what, tp, trees, H)
+						checkWordTableSteps(t, what+" (dry)", dp, trees, H)
 					}
 				}
 			})
@@ -378,14 +376,19 @@ func TestTreeWordTable(t *testing.T) {
 	}
 }
 
-// checkWordTableSteps checks a plan with the word table: no step reads W
-// or the embedding; every gather from the table reads the rows of the
-// words of the nodes whose gates it writes (zero rows, read from nowhere,
-// for nodes without a word); every word read from the table is that of a
-// node of the batch, and every word of the batch is read. The gates'
-// rows a gather writes are read by the next cell step.
-func checkWordTableSteps(t *testing.T, what string, tp *schedule.TreePlan, trees []*tree.Tree, G int) {
+// checkWordTableSteps checks the steps of a plan with word tables: none
+// reads the embedding, W or (Binary TreeLSTM) W's bias; every read of a
+// table is whole rows; a gather from "cell.leaf.h" or "cell.leaf.c" writes
+// as many rows of h or c, a gather from "cell.W·embedding" rows of the
+// gates (at least as many) that the next cell step reads (a cell step may read a single row
+// in place); and each table is read at the rows of exactly the words of
+// the batch's nodes that read one (Binary: the leaves; Child-Sum: every
+// node with a word).
+func checkWordTableSteps(t *testing.T, what string, tp *schedule.TreePlan, trees []*tree.Tree, H int) {
 	t.Helper()
+	binary := hasBuffer(tp.Plan, "cell.leaf.h")
+	width := map[string]int64{"cell.W·embedding": int64(4 * H), "cell.leaf.h": int64(H), "cell.leaf.c": int64(H)}
+	into := map[string]string{"cell.W·embedding": "gates", "cell.leaf.h": "h", "cell.leaf.c": "c"}
 	want := map[int64]bool{}
 	for _, tr := range trees {
 		for _, n := range tr.Nodes {
@@ -394,32 +397,42 @@ func checkWordTableSteps(t *testing.T, what string, tp *schedule.TreePlan, trees
 			}
 		}
 	}
-	read := map[int64]bool{}
+	read := map[string]map[int64]bool{}
 	steps := tp.Plan.Steps
 	for i := range steps {
 		s := &steps[i]
-		var fromTable []schedule.Region
+		table, rows := "", 0
 		for _, r := range s.Reads() {
-			switch r.Buf.Name {
-			case "cell.W.weight", "embedding.weight":
-				t.Fatalf("%s: step %d (%v) reads %s", what, i, s.Kernel, r.Buf.Name)
-			case "cell.W·embedding":
-				if r.Len != int64(4*G) || r.Count != 1 || r.Off%int64(4*G) != 0 {
-					t.Fatalf("%s: step %d reads %+v of the table, want whole rows", what, i, r)
+			name := r.Buf.Name
+			switch {
+			case name == "cell.W.weight" || name == "embedding.weight" || binary && name == "cell.W.bias":
+				t.Fatalf("%s: step %d (%v) reads %s", what, i, s.Kernel, name)
+			case width[name] > 0:
+				w := 4 * width[name]
+				if r.Len != w || r.Count != 1 || r.Off%w != 0 {
+					t.Fatalf("%s: step %d reads %+v of %s, want whole rows", what, i, r, name)
 				}
-				fromTable = append(fromTable, r)
-				read[r.Off/int64(4*G)] = true
+				if read[name] == nil {
+					read[name] = map[int64]bool{}
+				}
+				read[name][r.Off/w] = true
+				table, rows = name, rows+1
 			}
 		}
-		if len(fromTable) == 0 || s.Kernel == schedule.KTreeCell {
-			continue // a single node's cell reads its row in place
+		if table == "" || s.Kernel == schedule.KTreeCell && table == "cell.W·embedding" && rows == 1 {
+			continue
 		}
 		if s.Kernel != schedule.KEmbed {
-			t.Fatalf("%s: step %d (%v) reads the table", what, i, s.Kernel)
+			t.Fatalf("%s: step %d (%v) reads %s", what, i, s.Kernel, table)
 		}
+		// Child-Sum nodes without a word get a zero row, read from nowhere.
 		w := s.Writes()
-		if len(w) != 1 || w[0].Buf.Name != "gates" || w[0].Len*int64(w[0].Count) < int64(len(fromTable)*4*G) {
-			t.Fatalf("%s: step %d gathers %d table rows into %+v", what, i, len(fromTable), w)
+		if len(w) != 1 || w[0].Buf.Name != into[table] || w[0].Bytes()%(4*width[table]) != 0 ||
+			w[0].Bytes() < int64(rows)*4*width[table] || binary && w[0].Bytes() != int64(rows)*4*width[table] {
+			t.Fatalf("%s: step %d gathers %d rows of %s into %+v", what, i, rows, table, w)
+		}
+		if table != "cell.W·embedding" {
+			continue
 		}
 		cell := i + 1
 		for cell < len(steps) && steps[cell].Kernel != schedule.KTreeCell {
@@ -436,12 +449,27 @@ func checkWordTableSteps(t *testing.T, what string, tp *schedule.TreePlan, trees
 			t.Errorf("%s: step %d writes %+v, which its cell does not read", what, i, w[0])
 		}
 	}
-	if len(read) != len(want) {
-		t.Errorf("%s: the plan reads %d rows of the table, the batch has %d words", what, len(read), len(want))
+	tables := []string{"cell.W·embedding"}
+	if binary {
+		tables = []string{"cell.leaf.h", "cell.leaf.c"}
 	}
-	for w := range read {
-		if !want[w] {
-			t.Errorf("%s: the plan reads the table row of word %d, which no node has", what, w)
+	for _, name := range tables {
+		if len(read[name]) != len(want) {
+			t.Errorf("%s: the plan reads %d rows of %s, the batch has %d words", what, len(read[name]), name, len(want))
+		}
+		for w := range read[name] {
+			if !want[w] {
+				t.Errorf("%s: the plan reads the row of word %d of %s, which no node has", what, w, name)
+			}
 		}
 	}
+}
+
+func hasBuffer(p *schedule.Plan, name string) bool {
+	for _, b := range p.Buffers {
+		if b.Name == name {
+			return true
+		}
+	}
+	return false
 }

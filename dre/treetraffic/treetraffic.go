@@ -17,14 +17,16 @@
 // where words counts the nodes that read a word and outputs the rows of
 // probabilities (every node, or the roots).
 //
-// A plan of a program with a word table (schedule.TreeProgram.WordTable:
-// a Binary or Child-Sum TreeLSTM whose input projections W·e are read from
-// a precomputed [vocab][G] table, G = 3H or 4H) reads neither the
-// embedding nor W; its working set is what it reads instead:
+// A plan of a program with word tables (schedule.TreeProgram.WordTable)
+// reads neither the embedding nor W; its working set is what it reads
+// instead. A Binary TreeLSTM reads its leaves' states from a [vocab][2H]
+// table (h and c), a Child-Sum TreeLSTM its nodes' W·e from a [vocab][4H]
+// one:
 //
-//	weights      = every parameter except the embedding and W
-//	embedding    = the table: vocab × G × 4
-//	intermediate = 4 × (words·G + nodes·H·2 + outputs·C)
+//	weights      = every parameter except the embedding and W (and, for
+//	               the Binary TreeLSTM, W's bias)
+//	embedding    = the tables: vocab × (2H or 4H) × 4
+//	intermediate = 4 × (words·(0 or 4H) + nodes·H·2 + outputs·C)
 package treetraffic
 
 import (
@@ -45,8 +47,8 @@ type Report struct {
 	Trees    int    `json:"trees"`
 	Nodes    int    `json:"nodes"`
 	Steps    int    `json:"steps"`
-	// WordTable: the plan read input projections from the program's word
-	// table (see the package documentation).
+	// WordTable: the plan read what depends only on a word from the
+	// program's word tables (see the package documentation).
 	WordTable bool `json:"word_table"`
 	dre.Report
 }
@@ -58,8 +60,8 @@ type Batch struct {
 	Nodes    int // nodes computed
 	Words    int // nodes that read a word vector (or its row of the word table)
 	Outputs  int // rows of class probabilities (or logits) computed
-	// WordTable: the plan reads input projections from the program's
-	// word table, not the embedding and W.
+	// WordTable: the plan reads what depends only on a word from the
+	// program's word tables, not the embedding and W.
 	WordTable bool
 }
 
@@ -83,9 +85,16 @@ func WorkingSetOf(m *tree.Model, b Batch) dre.WorkingSet {
 	emb := 4 * int64(m.Vocab) * int64(m.Embed)
 	weights := m.WeightBytes() - emb
 	word := int64(m.Embed) // floats a node reads for its word
-	if G := int64(wordTableWidth(m)); b.WordTable && G > 0 {
-		weights -= 4 * G * int64(m.Embed) // W
-		emb, word = 4*int64(m.Vocab)*G, G
+	if b.WordTable {
+		H := int64(m.Hidden)
+		switch m.Cell {
+		case tree.BinaryLSTM: // leaves' h and c; W [3H][E] and its bias unread
+			weights -= 4 * 3 * H * (int64(m.Embed) + 1)
+			emb, word = 4*int64(m.Vocab)*2*H, 0
+		case tree.ChildSumLSTM: // W·e; W [4H][E] unread
+			weights -= 4 * 4 * H * int64(m.Embed)
+			emb, word = 4*int64(m.Vocab)*4*H, 4*H
+		}
 	}
 	state := int64(1)
 	if m.Cell.HasMemory() {
@@ -99,18 +108,6 @@ func WorkingSetOf(m *tree.Model, b Batch) dre.WorkingSet {
 	}
 	ws.Total = ws.Weights + ws.Embedding + ws.Intermediate
 	return ws
-}
-
-// wordTableWidth is the width of a row of m's word table, the gates W
-// projects a word into (0 for cells without one).
-func wordTableWidth(m *tree.Model) int {
-	switch m.Cell {
-	case tree.BinaryLSTM:
-		return 3 * m.Hidden
-	case tree.ChildSumLSTM:
-		return 4 * m.Hidden
-	}
-	return 0
 }
 
 // AnalyzePlan is Analyze for a fixed-structure tree plan.
@@ -146,10 +143,10 @@ type SweepOptions struct {
 	Shapes []tree.Shape
 	// AllNodes computes class probabilities at every node.
 	AllNodes bool
-	// MaxWordTable bounds the word table of a Binary TreeLSTM as
-	// schedule.TreeProgramOptions does: 0 means the default (the table
+	// MaxWordTable bounds the word tables of a Binary TreeLSTM as
+	// schedule.TreeProgramOptions does: 0 means the default (the tables
 	// the server would build), negative none (every leaf runs its input
-	// projection as a product, as the recursion paper's executors do).
+	// projection and gates, as the recursion paper's executors do).
 	MaxWordTable int64
 	// DRE sets the cache and runs (dre's defaults: 12 MiB fully
 	// associative LRU, 100 runs).

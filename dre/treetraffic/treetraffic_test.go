@@ -82,9 +82,10 @@ func TestAnalyzeGenerated(t *testing.T) {
 	}
 }
 
-// TestWordTableWorkingSet checks the working set of a plan that reads its
-// leaves' input projections from the word table: the table instead of the
-// embedding, the weights without W, and G floats per word.
+// TestWordTableWorkingSet checks the working set of a Binary TreeLSTM plan
+// that reads its leaves' states from the word tables: the tables instead
+// of the embedding, the weights without W and its bias, and nothing per
+// word beside the nodes' states.
 func TestWordTableWorkingSet(t *testing.T) {
 	const V, E, H, C = 50, 12, 10, 3
 	m, err := tree.NewModel(tree.Config{Cell: tree.BinaryLSTM, Vocab: V, Embed: E, Hidden: H, Classes: C}, true)
@@ -110,8 +111,8 @@ func TestWordTableWorkingSet(t *testing.T) {
 			t.Fatal(err)
 		}
 		emb, weights, word := int64(4*V*E), m.WeightBytes()-4*V*E, int64(E)
-		if table {
-			emb, weights, word = 4*V*3*H, m.WeightBytes()-4*V*E-4*3*H*E, 3*H
+		if table { // the leaves' h and c; neither W nor its bias
+			emb, weights, word = 4*V*2*H, m.WeightBytes()-4*V*E-4*3*H*E-4*3*H, 0
 		}
 		inter := 4 * (4*word + 7*H*2 + 1*C)
 		ws := r.WorkingSet
