@@ -87,13 +87,53 @@ type TreeProgram struct {
 	weightList
 	emb, w, b, u, ub, uf, vt     *Buffer
 	grow, growB, clsW, clsB, sum *Buffer
-	dry                          bool
+	// Word tables (NewTreeProgramWith), or nil: W·e of every word
+	// (Child-Sum), a leaf's h and c for every word (Binary TreeLSTM).
+	wordTable, leafH, leafC *Buffer
+	dry                     bool
 }
 
-// NewTreeProgram prepares m. An RNTN gets a transposed copy of V
+// TreeProgramOptions configure NewTreeProgramWith.
+type TreeProgramOptions struct {
+	// MaxWordTable bounds the bytes of the word tables of a Binary or
+	// Child-Sum TreeLSTM (see NewTreeProgramWith): 0 means
+	// DefaultMaxWordTable, a negative value never builds them.
+	MaxWordTable int64
+}
+
+// DefaultMaxWordTable is the most bytes of word tables NewTreeProgram
+// builds: 64 MiB, a vocabulary of 55,000 words for a Binary TreeLSTM of
+// hidden 150 (h and c, 300 floats a word). The benchmark model
+// (vocabulary 5000) needs 6 MB, SST's 21,700 words 26 MB.
+const DefaultMaxWordTable = 64 << 20
+
+// NewTreeProgram prepares m with the default options (NewTreeProgramWith).
+func NewTreeProgram(m *tree.Model) (*TreeProgram, error) {
+	return NewTreeProgramWith(m, TreeProgramOptions{})
+}
+
+// NewTreeProgramWith prepares m. An RNTN gets a transposed copy of V
 // ("cell.V^T", [2H·H][2H]) so that its product runs as A·Wᵀ like every
 // other; a dry model gives a dry program, whose plans can only be walked.
-func NewTreeProgram(m *tree.Model) (*TreeProgram, error) {
+//
+// What depends only on a node's word is computed here once for every word
+// of the vocabulary, when its tables take at most opt.MaxWordTable bytes,
+// by the kernels the plans would run, so a table's row holds the bits a
+// plan computes for that word (f32.GemmNT computes every element in one
+// order whatever the number of rows, and the gate kernels every unit of a
+// row the same way wherever the row sits):
+//
+//   - Binary TreeLSTM: a leaf's state, "cell.leaf.h" and "cell.leaf.c"
+//     [Vocab][H]: its gates W·e + b and their nonlinearities. A plan
+//     gathers its leaves' rows into their state rows instead of gathering
+//     word vectors, multiplying them by W and running the gates.
+//   - Child-Sum TreeLSTM: the input projection W·e (without the bias),
+//     "cell.W·embedding" [Vocab][4H]. A plan gathers its nodes' rows (a
+//     single node reads its row in place) instead of gathering word
+//     vectors and multiplying them by W.
+//
+// WordTable reports whether p has them.
+func NewTreeProgramWith(m *tree.Model, opt TreeProgramOptions) (*TreeProgram, error) {
 	if err := m.Config.Validate(); err != nil {
 		return nil, err
 	}
@@ -138,8 +178,60 @@ func NewTreeProgram(m *tree.Model) (*TreeProgram, error) {
 	}
 	p.clsW = p.weight("classifier.weight", C*H, m.ClsW)
 	p.clsB = p.weight("classifier.bias", C, m.ClsB)
+	if W := wordTableWidth(m); W > 0 && 4*int64(m.Vocab)*int64(W) <= opt.maxWordTable() {
+		p.wordTables()
+	}
 	return p, nil
 }
+
+// wordTableWidth is the floats per word of m's word tables (see
+// NewTreeProgramWith), or 0 for cells without them.
+func wordTableWidth(m *tree.Model) int {
+	switch m.Cell {
+	case tree.BinaryLSTM:
+		return 2 * m.Hidden
+	case tree.ChildSumLSTM:
+		return 4 * m.Hidden
+	}
+	return 0
+}
+
+// wordTables computes p's word tables (see NewTreeProgramWith).
+func (p *TreeProgram) wordTables() {
+	m := p.Model
+	V, E, H := m.Vocab, m.Embed, m.Hidden
+	G := 4 * H
+	if m.Cell == tree.BinaryLSTM {
+		G = 3 * H
+	}
+	var wx, h, c []float32
+	if !p.dry {
+		wx = make([]float32, V*G)
+		tree.MatMulT(V, G, E, m.Embedding, E, m.W, E, 0, wx, G)
+	}
+	if m.Cell == tree.ChildSumLSTM {
+		p.wordTable = p.weight("cell.W·embedding", V*G, wx)
+		return
+	}
+	if !p.dry {
+		h, c = make([]float32, V*H), make([]float32, V*H)
+		tree.BinaryLeaf(V, H, wx, m.B, h, c, 0)
+	}
+	p.leafH = p.weight("cell.leaf.h", V*H, h)
+	p.leafC = p.weight("cell.leaf.c", V*H, c)
+}
+
+func (o TreeProgramOptions) maxWordTable() int64 {
+	if o.MaxWordTable == 0 {
+		return DefaultMaxWordTable
+	}
+	return o.MaxWordTable
+}
+
+// WordTable reports whether p's plans read what depends only on a node's
+// word from tables computed by NewTreeProgramWith: a Binary TreeLSTM
+// leaf's state, a Child-Sum node's input projection W·e.
+func (p *TreeProgram) WordTable() bool { return p.wordTable != nil || p.leafH != nil }
 
 // TreeOptions select how a tree plan runs and what it computes.
 type TreeOptions struct {

@@ -31,6 +31,10 @@ type TreePlan struct {
 	Trees    []*tree.Tree
 	Workers  int
 	AllNodes bool
+	// WordTable: what depends only on a node's word (a Binary TreeLSTM
+	// leaf's state, a Child-Sum node's W·e) is read by gather steps from
+	// the program's word tables (TreeProgram.WordTable), not computed.
+	WordTable bool
 
 	offsets  []int32 // first global node of each tree
 	rowOf    []int32 // global node -> state row
@@ -139,6 +143,7 @@ func (p *TreeProgram) build(tp *TreePlan, trees []*tree.Tree, opt TreeOptions) e
 		}
 	}
 	tp.Executor, tp.Workers, tp.AllNodes = opt.Executor, opt.Workers, opt.AllNodes
+	tp.WordTable = p.WordTable()
 	tp.Trees = append(tp.Trees[:0], trees...)
 	if tp.Plan == nil {
 		tp.Plan = &Plan{}
@@ -412,13 +417,13 @@ func (b *treeBuilder) build() {
 			b.bil = b.buffer("bilinear", KindActivation, S*H)
 		}
 	case tree.BinaryLSTM:
-		if tp.Executor == DepthBatched {
+		if tp.Executor == DepthBatched && !tp.WordTable {
 			b.x = b.buffer("x", KindActivation, S*E)
 		}
 		b.kid = b.buffer("kids", KindActivation, S*2*H)
 		b.g = b.buffer("gates", KindActivation, S*5*H)
 	case tree.ChildSumLSTM:
-		if tp.Executor == DepthBatched {
+		if tp.Executor == DepthBatched && !tp.WordTable {
 			b.x = b.buffer("x", KindActivation, S*E)
 		}
 		b.g = b.buffer("gates", KindActivation, S*4*H)
@@ -520,6 +525,26 @@ func (b *treeBuilder) wordVectors(grp []int32, r0, s0 int) Mat {
 	return x
 }
 
+// wordProjections returns the Child-Sum group's input projections W·e
+// (4H wide, no bias) from the program's word table: for a single node
+// with a word, its row of the table (read in place), else the rows
+// gathered into the scratch rows of g from s0 (zero rows for nodes
+// without a word). It is what the product of wordVectors by W gives, bit
+// for bit: the table's rows were computed by the same product
+// (NewTreeProgramWith).
+func (b *treeBuilder) wordProjections(grp []int32, r0, s0 int) Mat {
+	G := 4 * b.prog.Model.Hidden
+	table := Dense(b.prog.wordTable, 0, b.prog.Model.Vocab, G)
+	if len(grp) == 1 {
+		if w := b.flat[grp[0]].Word; w >= 0 {
+			return table.Row(int(w))
+		}
+	}
+	g := Dense(b.g, s0*G, len(grp), G)
+	b.add(b.ops.gather.put(newGather(g, table, Dense(b.words, r0, 1, len(grp)))))
+	return g
+}
+
 // stable makes a product use the kernel whose results do not depend on the
 // number of rows, so that both executors give every node the same bits.
 func stable(o *gemmOp) *gemmOp {
@@ -567,6 +592,13 @@ func (b *treeBuilder) cell(t int, grp []int32, r0, s0, k0 int) {
 	case tree.BinaryLSTM:
 		c := Dense(b.c, r0*H, n, H)
 		G := 5 * H
+		if leaves && b.tp.WordTable {
+			// The leaves' states, their words' rows of the tables.
+			ids := Dense(b.words, r0, 1, n)
+			b.add(b.ops.gather.put(newGather(h, Dense(p.leafH, 0, m.Vocab, H), ids)))
+			b.add(b.ops.gather.put(newGather(c, Dense(p.leafC, 0, m.Vocab, H), ids)))
+			return
+		}
 		if leaves {
 			src := b.wordVectors(grp, r0, s0)
 			g := M(b.g, s0*G, n, 3*H, 3*H)
@@ -600,7 +632,9 @@ func (b *treeBuilder) childSum(grp []int32, r0, s0, k0 int) {
 	G := 4 * H
 	g := Dense(b.g, s0*G, n, G)
 	// W x for every node (zero for nodes without a word).
-	if src := b.wordVectors(grp, r0, s0); src.Buf == nil {
+	if b.tp.WordTable && (n > 1 || b.flat[grp[0]].Word >= 0) {
+		g = b.wordProjections(grp, r0, s0)
+	} else if src := b.wordVectors(grp, r0, s0); src.Buf == nil {
 		b.add(b.ops.zero.put(&zeroOp{g}))
 	} else {
 		b.product(g, src, Dense(p.w, 0, G, E))

@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -279,4 +280,196 @@ func TestGenerateCap(t *testing.T) {
 	if len(g.Words) != 4 || g.Truncated {
 		t.Errorf("chain to depth 4: %d nodes, truncated %v", len(g.Words), g.Truncated)
 	}
+}
+
+// sameBits reports the first element where got and want differ in their
+// bits (so -0 and +0 differ too).
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Errorf("%s: element %d is %v (%#08x), want %v (%#08x)", what, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+			return
+		}
+	}
+}
+
+// TestTreeWordTable checks the word tables of Binary and Child-Sum
+// TreeLSTMs (TreeProgram.WordTable): plans that read a Binary leaf's state
+// or a Child-Sum node's W·e from them give the bits of plans that compute
+// them, under both executors, one and several workers, at widths with
+// scalar tails and at the benchmark's (E 300, H 150); the tables are built
+// only up to MaxWordTable bytes; and the steps of a plan with tables say
+// what runs (checkWordTableSteps), in the run and in the dry plan's walk.
+func TestTreeWordTable(t *testing.T) {
+	for _, cell := range []tree.Cell{tree.BinaryLSTM, tree.ChildSumLSTM} {
+		for _, size := range [][2]int{{9, 19}, {19, 70}, {300, 150}} {
+			E, H := size[0], size[1]
+			t.Run(fmt.Sprintf("%v/E=%d/H=%d", cell, E, H), func(t *testing.T) {
+				const V = 23
+				m := randomModel(t, cell, E, H, 5, V, uint64(E*H))
+				bytes := int64(V * 2 * H * 4) // h and c
+				if cell == tree.ChildSumLSTM {
+					bytes = int64(V * 4 * H * 4) // W·e
+				}
+				with, err := schedule.NewTreeProgramWith(m, schedule.TreeProgramOptions{MaxWordTable: bytes})
+				if err != nil {
+					t.Fatal(err)
+				}
+				without, err := schedule.NewTreeProgramWith(m, schedule.TreeProgramOptions{MaxWordTable: bytes - 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				never, _ := schedule.NewTreeProgramWith(m, schedule.TreeProgramOptions{MaxWordTable: -1})
+				def, _ := schedule.NewTreeProgram(m)
+				if !with.WordTable() || without.WordTable() || never.WordTable() || !def.WordTable() {
+					t.Fatalf("word tables of %d bytes: at most %d bytes %v, %d %v, never %v, default %v; want true, false, false, true",
+						bytes, bytes, with.WordTable(), bytes-1, without.WordTable(), never.WordTable(), def.WordTable())
+				}
+				dryM, _ := tree.NewModel(m.Config, true)
+				dry, _ := schedule.NewTreeProgramWith(dryM, schedule.TreeProgramOptions{MaxWordTable: bytes})
+				rng := rand.New(rand.NewPCG(uint64(E), uint64(H)))
+				for round := range 3 {
+					trees := schedule.RandomTrees(rng, cell, 1+rng.IntN(10), 12, V)
+					for _, o := range []schedule.TreeOptions{
+						{Executor: schedule.Recursive, Workers: 1, AllNodes: round != 1},
+						{Executor: schedule.Recursive, Workers: 3, AllNodes: round != 1},
+						{Executor: schedule.DepthBatched, Workers: 1, AllNodes: round != 1},
+						{Executor: schedule.DepthBatched, Workers: 3, AllNodes: round != 1},
+					} {
+						what := fmt.Sprintf("round %d %v workers %d", round, o.Executor, o.Workers)
+						ref, err := without.Plan(trees, o)
+						if err != nil {
+							t.Fatal(err)
+						}
+						tp, err := with.Plan(trees, o)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if ref.WordTable || !tp.WordTable {
+							t.Fatalf("%s: plans' WordTable %v without, %v with", what, ref.WordTable, tp.WordTable)
+						}
+						if err := ref.Run(); err != nil {
+							t.Fatal(err)
+						}
+						if err := tp.Run(); err != nil {
+							t.Fatal(err)
+						}
+						h0, c0, p0 := schedule.NodeOutputs(ref)
+						h1, c1, p1 := schedule.NodeOutputs(tp)
+						sameBits(t, what+" h", h1, h0)
+						sameBits(t, what+" c", c1, c0)
+						sameBits(t, what+" probs", p1, p0)
+						dp, err := dry.Plan(trees, o)
+						if err != nil {
+							t.Fatal(err)
+						}
+						checkWordTableSteps(t, what, tp, trees, H)
+						checkWordTableSteps(t, what+" (dry)", dp, trees, H)
+					}
+				}
+			})
+		}
+	}
+}
+
+// checkWordTableSteps checks the steps of a plan with word tables: none
+// reads the embedding, W or (Binary TreeLSTM) W's bias; every read of a
+// table is whole rows; a gather from "cell.leaf.h" or "cell.leaf.c" writes
+// as many rows of h or c, a gather from "cell.W·embedding" rows of the
+// gates (at least as many) that the next cell step reads (a cell step may read a single row
+// in place); and each table is read at the rows of exactly the words of
+// the batch's nodes that read one (Binary: the leaves; Child-Sum: every
+// node with a word).
+func checkWordTableSteps(t *testing.T, what string, tp *schedule.TreePlan, trees []*tree.Tree, H int) {
+	t.Helper()
+	binary := hasBuffer(tp.Plan, "cell.leaf.h")
+	width := map[string]int64{"cell.W·embedding": int64(4 * H), "cell.leaf.h": int64(H), "cell.leaf.c": int64(H)}
+	into := map[string]string{"cell.W·embedding": "gates", "cell.leaf.h": "h", "cell.leaf.c": "c"}
+	want := map[int64]bool{}
+	for _, tr := range trees {
+		for _, n := range tr.Nodes {
+			if n.Word >= 0 {
+				want[int64(n.Word)] = true
+			}
+		}
+	}
+	read := map[string]map[int64]bool{}
+	steps := tp.Plan.Steps
+	for i := range steps {
+		s := &steps[i]
+		table, rows := "", 0
+		for _, r := range s.Reads() {
+			name := r.Buf.Name
+			switch {
+			case name == "cell.W.weight" || name == "embedding.weight" || binary && name == "cell.W.bias":
+				t.Fatalf("%s: step %d (%v) reads %s", what, i, s.Kernel, name)
+			case width[name] > 0:
+				w := 4 * width[name]
+				if r.Len != w || r.Count != 1 || r.Off%w != 0 {
+					t.Fatalf("%s: step %d reads %+v of %s, want whole rows", what, i, r, name)
+				}
+				if read[name] == nil {
+					read[name] = map[int64]bool{}
+				}
+				read[name][r.Off/w] = true
+				table, rows = name, rows+1
+			}
+		}
+		if table == "" || s.Kernel == schedule.KTreeCell && table == "cell.W·embedding" && rows == 1 {
+			continue
+		}
+		if s.Kernel != schedule.KEmbed {
+			t.Fatalf("%s: step %d (%v) reads %s", what, i, s.Kernel, table)
+		}
+		// Child-Sum nodes without a word get a zero row, read from nowhere.
+		w := s.Writes()
+		if len(w) != 1 || w[0].Buf.Name != into[table] || w[0].Bytes()%(4*width[table]) != 0 ||
+			w[0].Bytes() < int64(rows)*4*width[table] || binary && w[0].Bytes() != int64(rows)*4*width[table] {
+			t.Fatalf("%s: step %d gathers %d rows of %s into %+v", what, i, rows, table, w)
+		}
+		if table != "cell.W·embedding" {
+			continue
+		}
+		cell := i + 1
+		for cell < len(steps) && steps[cell].Kernel != schedule.KTreeCell {
+			cell++
+		}
+		if cell == len(steps) {
+			t.Fatalf("%s: step %d's gather is not followed by a cell", what, i)
+		}
+		found := false
+		for _, r := range steps[cell].Reads() {
+			found = found || r.Buf == w[0].Buf && r.Off == w[0].Off && r.Bytes() == w[0].Bytes()
+		}
+		if !found {
+			t.Errorf("%s: step %d writes %+v, which its cell does not read", what, i, w[0])
+		}
+	}
+	tables := []string{"cell.W·embedding"}
+	if binary {
+		tables = []string{"cell.leaf.h", "cell.leaf.c"}
+	}
+	for _, name := range tables {
+		if len(read[name]) != len(want) {
+			t.Errorf("%s: the plan reads %d rows of %s, the batch has %d words", what, len(read[name]), name, len(want))
+		}
+		for w := range read[name] {
+			if !want[w] {
+				t.Errorf("%s: the plan reads the row of word %d of %s, which no node has", what, w, name)
+			}
+		}
+	}
+}
+
+func hasBuffer(p *schedule.Plan, name string) bool {
+	for _, b := range p.Buffers {
+		if b.Name == name {
+			return true
+		}
+	}
+	return false
 }

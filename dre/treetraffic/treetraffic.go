@@ -16,6 +16,17 @@
 //
 // where words counts the nodes that read a word and outputs the rows of
 // probabilities (every node, or the roots).
+//
+// A plan of a program with word tables (schedule.TreeProgram.WordTable)
+// reads neither the embedding nor W; its working set is what it reads
+// instead. A Binary TreeLSTM reads its leaves' states from a [vocab][2H]
+// table (h and c), a Child-Sum TreeLSTM its nodes' W·e from a [vocab][4H]
+// one:
+//
+//	weights      = every parameter except the embedding and W (and, for
+//	               the Binary TreeLSTM, W's bias)
+//	embedding    = the tables: vocab × (2H or 4H) × 4
+//	intermediate = 4 × (words·(0 or 4H) + nodes·H·2 + outputs·C)
 package treetraffic
 
 import (
@@ -36,6 +47,9 @@ type Report struct {
 	Trees    int    `json:"trees"`
 	Nodes    int    `json:"nodes"`
 	Steps    int    `json:"steps"`
+	// WordTable: the plan read what depends only on a word from the
+	// program's word tables (see the package documentation).
+	WordTable bool `json:"word_table"`
 	dre.Report
 }
 
@@ -44,8 +58,11 @@ type Batch struct {
 	Executor string
 	Trees    int
 	Nodes    int // nodes computed
-	Words    int // nodes that read a word vector
+	Words    int // nodes that read a word vector (or its row of the word table)
 	Outputs  int // rows of class probabilities (or logits) computed
+	// WordTable: the plan reads what depends only on a word from the
+	// program's word tables, not the embedding and W.
+	WordTable bool
 }
 
 // ErrOptions is wrapped by invalid sweep options.
@@ -58,21 +75,35 @@ func Analyze(m *tree.Model, p *schedule.Plan, b Batch, opt dre.Options) (*Report
 	if err != nil {
 		return nil, err
 	}
-	return &Report{Cell: m.Cell.String(), Executor: b.Executor, Trees: b.Trees, Nodes: b.Nodes, Steps: len(p.Steps), Report: *r}, nil
+	return &Report{Cell: m.Cell.String(), Executor: b.Executor, Trees: b.Trees, Nodes: b.Nodes, Steps: len(p.Steps),
+		WordTable: b.WordTable, Report: *r}, nil
 }
 
 // WorkingSetOf computes the working set of batch b on m (see the package
 // documentation).
 func WorkingSetOf(m *tree.Model, b Batch) dre.WorkingSet {
 	emb := 4 * int64(m.Vocab) * int64(m.Embed)
+	weights := m.WeightBytes() - emb
+	word := int64(m.Embed) // floats a node reads for its word
+	if b.WordTable {
+		H := int64(m.Hidden)
+		switch m.Cell {
+		case tree.BinaryLSTM: // leaves' h and c; W [3H][E] and its bias unread
+			weights -= 4 * 3 * H * (int64(m.Embed) + 1)
+			emb, word = 4*int64(m.Vocab)*2*H, 0
+		case tree.ChildSumLSTM: // W·e; W [4H][E] unread
+			weights -= 4 * 4 * H * int64(m.Embed)
+			emb, word = 4*int64(m.Vocab)*4*H, 4*H
+		}
+	}
 	state := int64(1)
 	if m.Cell.HasMemory() {
 		state = 2
 	}
 	ws := dre.WorkingSet{
-		Weights:   m.WeightBytes() - emb,
+		Weights:   weights,
 		Embedding: emb,
-		Intermediate: 4 * (int64(b.Words)*int64(m.Embed) + int64(b.Nodes)*int64(m.Hidden)*state +
+		Intermediate: 4 * (int64(b.Words)*word + int64(b.Nodes)*int64(m.Hidden)*state +
 			int64(b.Outputs)*int64(m.Classes)),
 	}
 	ws.Total = ws.Weights + ws.Embedding + ws.Intermediate
@@ -81,7 +112,7 @@ func WorkingSetOf(m *tree.Model, b Batch) dre.WorkingSet {
 
 // AnalyzePlan is Analyze for a fixed-structure tree plan.
 func AnalyzePlan(m *tree.Model, tp *schedule.TreePlan, opt dre.Options) (*Report, error) {
-	b := Batch{Executor: tp.Executor.String(), Trees: len(tp.Trees), Nodes: tp.Nodes()}
+	b := Batch{Executor: tp.Executor.String(), Trees: len(tp.Trees), Nodes: tp.Nodes(), WordTable: tp.WordTable}
 	for _, t := range tp.Trees {
 		for _, n := range t.Nodes {
 			if n.Word >= 0 {
@@ -112,6 +143,11 @@ type SweepOptions struct {
 	Shapes []tree.Shape
 	// AllNodes computes class probabilities at every node.
 	AllNodes bool
+	// MaxWordTable bounds the word tables of a Binary TreeLSTM as
+	// schedule.TreeProgramOptions does: 0 means the default (the tables
+	// the server would build), negative none (every leaf runs its input
+	// projection and gates, as the recursion paper's executors do).
+	MaxWordTable int64
 	// DRE sets the cache and runs (dre's defaults: 12 MiB fully
 	// associative LRU, 100 runs).
 	DRE  dre.Options
@@ -181,7 +217,7 @@ func Sweep(opt SweepOptions) ([]Row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
-	prog, err := schedule.NewTreeProgram(m)
+	prog, err := schedule.NewTreeProgramWith(m, schedule.TreeProgramOptions{MaxWordTable: opt.MaxWordTable})
 	if err != nil {
 		return nil, err
 	}

@@ -81,3 +81,44 @@ func TestAnalyzeGenerated(t *testing.T) {
 		t.Errorf("%d steps (plan %d); cold reads %d bytes, weights %d", r.Steps, len(g.Plan.Steps), r.Cold.Read, r.WorkingSet.Weights)
 	}
 }
+
+// TestWordTableWorkingSet checks the working set of a Binary TreeLSTM plan
+// that reads its leaves' states from the word tables: the tables instead
+// of the embedding, the weights without W and its bias, and nothing per
+// word beside the nodes' states.
+func TestWordTableWorkingSet(t *testing.T) {
+	const V, E, H, C = 50, 12, 10, 3
+	m, err := tree.NewModel(tree.Config{Cell: tree.BinaryLSTM, Vocab: V, Embed: E, Hidden: H, Classes: C}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trees := []*tree.Tree{tree.Binary(tree.Balanced, 4, nil, func(i int) int32 { return int32(i) })}
+	for _, table := range []bool{true, false} {
+		max := int64(0)
+		if !table {
+			max = -1
+		}
+		prog, err := schedule.NewTreeProgramWith(m, schedule.TreeProgramOptions{MaxWordTable: max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp, err := prog.Plan(trees, schedule.TreeOptions{Executor: schedule.DepthBatched, Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := AnalyzePlan(m, tp, dre.Options{Runs: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		emb, weights, word := int64(4*V*E), m.WeightBytes()-4*V*E, int64(E)
+		if table { // the leaves' h and c; neither W nor its bias
+			emb, weights, word = 4*V*2*H, m.WeightBytes()-4*V*E-4*3*H*E-4*3*H, 0
+		}
+		inter := 4 * (4*word + 7*H*2 + 1*C)
+		ws := r.WorkingSet
+		if r.WordTable != table || ws.Embedding != emb || ws.Weights != weights || ws.Intermediate != inter {
+			t.Errorf("word table %v: report's %v, embedding %d, weights %d, intermediate %d; want %d, %d, %d",
+				table, r.WordTable, ws.Embedding, ws.Weights, ws.Intermediate, emb, weights, inter)
+		}
+	}
+}
