@@ -53,24 +53,35 @@ func sumAVX2(x *float32, n int) float32
 // dependency chains (twelve sums, each a chain of k/8 multiply-adds, then
 // the horizontal sums) leave the out-of-order core too little to overlap.
 // With more than four rows W goes in blocks of wBlock rows, each kept in
-// cache while every group passes it. All three kernels compute an element
-// the same way, so the grouping does not change a bit.
+// cache while every group passes it. When W is large enough to come from
+// DRAM and there are few rows (pulls), the first row goes through the 1×8
+// kernel on its own, block by block: its eight row streams pull the block
+// in at the GEMV's rate, where a 4×3 panel's three streams reach about
+// two thirds of it, and the other rows then find the block in cache.
+// All three kernels compute an element the same way, so the grouping does
+// not change a bit.
 func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
 	if !useAsm {
 		gemmNTGo(m, n, k, a, lda, w, ldw, beta, c, ldc)
 		return
 	}
-	nb, group := n, 4
+	nb, group, first := n, 4, 0
 	if m > 4 {
 		nb = wBlock(k)
 	}
 	if k <= smallK && m != 3 {
 		group = 2
 	}
+	if pulls(m, n, k) {
+		nb, first = wBlock(k), 1
+	}
 	for j0 := 0; j0 < n; j0 += nb {
 		jb := min(nb, n-j0)
 		wj := &w[j0*ldw]
-		for i0 := 0; i0 < m; i0 += group {
+		if first == 1 {
+			gemmNT1x8(jb, k, &a[0], wj, ldw, &c[j0], beta)
+		}
+		for i0 := first; i0 < m; i0 += group {
 			ai, ci := &a[i0*lda], &c[i0*ldc+j0]
 			switch rows := min(group, m-i0); rows {
 			case 1:

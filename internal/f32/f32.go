@@ -34,6 +34,29 @@ func wBlock(k int) int {
 	return max(24, wBlockBytes/(4*k)/24*24)
 }
 
+// pullBytes and pullRows bound when GemmNT pulls each W block in with
+// its first row alone: W larger than pullBytes (it comes from DRAM, or
+// from an L3 it shares with the rest of a step) and 3 to pullRows rows.
+// BenchmarkGemm, main's build and this rule's in turn, four rounds on a
+// quiet machine (2026-11-26 02:35 UTC, load 0.9): hidden 1024 (16 MiB of
+// W) with 16 rows 1.76-1.87 ms against 2.00-2.33 (one round 2.48), with 4
+// rows 0.62-0.68 ms against 0.59-1.46 (the same best, a quarter of the
+// spread). At hidden 512 (4 MiB, from L3) an earlier loaded run had the
+// rule 0.80x with 4 rows: a 4×3 panel streams L3 fast enough, and the
+// extra pass only costs, so W must be larger than that. Whole Table I
+// steps (T = 10, hidden 1024) moved by 0.96-1.13x, inside the noise of
+// the unchanged T = 100 rows. With more rows each block is reused often
+// enough that how it arrives matters little; with two, the 2×4 kernel's
+// four streams do.
+const (
+	pullBytes = 8 << 20
+	pullRows  = 16
+)
+
+func pulls(m, n, k int) bool {
+	return m >= 3 && m <= pullRows && 4*n*k > pullBytes
+}
+
 // Impl names the kernels in use: "avx2+fma" or "go".
 func Impl() string { return implName() }
 

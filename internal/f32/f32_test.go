@@ -567,3 +567,37 @@ func TestGemmNTOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmNTPull checks the products whose W is too large for the caches
+// and whose first row pulls each block in (pulls, assembly only): every
+// row of C equals the row computed alone, for each row count the rule
+// covers and its neighbours.
+func TestGemmNTPull(t *testing.T) {
+	if !useAsm {
+		t.Skip("no assembly on this CPU or build")
+	}
+	r := rand.New(rand.NewPCG(10, 10))
+	n, k := 2200, 1001 // 8.4 MiB of W, k%8 != 0
+	if !pulls(3, n, k) || pulls(2, n, k) || pulls(pullRows+1, n, k) || pulls(3, n, 128) {
+		t.Fatalf("pulls does not cover 3..%d rows of a %d×%d W only", pullRows, n, k)
+	}
+	lda, ldw, ldc := k+3, k+1, n+5
+	w := newGuarded(r, n, k, ldw, 0, nan).s()
+	for _, m := range []int{2, 3, 4, 5, 10, pullRows, pullRows + 1} {
+		a := newGuarded(r, m, k, lda, 0, nan).s()
+		c0 := newGuarded(r, m, n, ldc, 0, 0).s()
+		for _, beta := range []float32{0, 0.5} {
+			all := append([]float32(nil), c0...)
+			GemmNT(m, n, k, a, lda, w, ldw, beta, all, ldc)
+			for i := 0; i < m; i++ {
+				one := append([]float32(nil), c0[i*ldc:i*ldc+n]...)
+				GemmNT(1, n, k, a[i*lda:], lda, w, ldw, beta, one, n)
+				for j := range one {
+					if g, want := all[i*ldc+j], one[j]; math.Float32bits(g) != math.Float32bits(want) {
+						t.Fatalf("m=%d beta=%v: C[%d][%d] = %v, %v computed alone", m, beta, i, j, g, want)
+					}
+				}
+			}
+		}
+	}
+}
