@@ -15,6 +15,10 @@ func MatMulT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float
 	f32.GemmNT(m, n, k, a, lda, w, ldw, beta, c, ldc)
 }
 
+// Finite reports whether every value of x is finite (no infinity, no
+// NaN), in one vectorised pass where the CPU allows.
+func Finite(x []float32) bool { return f32.Finite(x) }
+
 // MatMul computes C = A·W + beta·C for A [m][k] (lda), W [k][n] (ldw) and
 // C [m][n] (ldc): the product for weights stored input-major, as Schedule
 // A's concatenated G is. Only the first n values of each row of C are

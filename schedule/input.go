@@ -151,6 +151,9 @@ func checkFloats(field string, v []float32, want int, how string) error {
 	if len(v) != want {
 		return inputErr(field, "%d values, want %s = %d", len(v), how, want)
 	}
+	if rnn.Finite(v) {
+		return nil
+	}
 	for i, x := range v {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 			return inputErr(field, "value %v at index %d is not finite", x, i)

@@ -44,6 +44,9 @@ func bf16ToF32AVX2(n int, src *uint16, dst *float32)
 //go:noescape
 func sumAVX2(x *float32, n int) float32
 
+//go:noescape
+func finiteAVX2(x *float32, n int) bool
+
 // The kernels below take arguments already checked by the exported
 // functions: sizes positive and slices long enough.
 
@@ -182,6 +185,16 @@ func sumKernel(x []float32) float32 {
 		return sumGo(x)
 	}
 	return sumAVX2(&x[0], n64) + sumGo(x[n64:])
+}
+
+// finiteKernel checks the first len(x)&^31 values in assembly, the rest
+// in Go.
+func finiteKernel(x []float32) bool {
+	n32 := len(x) &^ 31
+	if !useAsm || n32 == 0 {
+		return finiteGo(x)
+	}
+	return finiteAVX2(&x[0], n32) && finiteGo(x[n32:])
 }
 
 func implName() string {

@@ -120,3 +120,27 @@ func BenchmarkGemmTree(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFinite times the finiteness check of a request's inputs
+// (25600 values: Table I's hidden 256 at T = 100) on both paths.
+//
+//	go test ./internal/f32/ -run '^$' -bench 'BenchmarkFinite'
+func BenchmarkFinite(b *testing.B) {
+	x := make([]float32, 25600)
+	for i := range x {
+		x[i] = float32(i%97) * 0.37
+	}
+	saved := useAsm
+	defer func() { useAsm = saved }()
+	for _, asm := range []bool{false, saved} {
+		useAsm = asm
+		b.Run(implName(), func(b *testing.B) {
+			b.SetBytes(int64(4 * len(x)))
+			for b.Loop() {
+				if !Finite(x) {
+					b.Fatal("not finite")
+				}
+			}
+		})
+	}
+}

@@ -298,3 +298,44 @@ sumdone:
 	VZEROUPPER
 	MOVSS X0, ret+16(FP)
 	RET
+
+// expMask holds the float32 exponent bits in every lane.
+DATA ·expMask+0(SB)/4, $0x7f800000
+GLOBL ·expMask(SB), RODATA|NOPTR, $4
+
+// func finiteAVX2(x *float32, n int) bool
+//
+// Reports whether none of the n (a multiple of 32) floats at x has all
+// exponent bits set (an infinity or a NaN): each chunk's exponents are
+// compared with the all-ones exponent and the results ORed together.
+TEXT ·finiteAVX2(SB), NOSPLIT, $0-17
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHLQ $2, CX
+	ADDQ SI, CX
+	VPBROADCASTD ·expMask(SB), Y7
+	VPXOR Y6, Y6, Y6
+
+finloop:
+	CMPQ SI, CX
+	JGE  findone
+	VPAND (SI), Y7, Y0
+	VPAND 32(SI), Y7, Y1
+	VPAND 64(SI), Y7, Y2
+	VPAND 96(SI), Y7, Y3
+	VPCMPEQD Y7, Y0, Y0
+	VPCMPEQD Y7, Y1, Y1
+	VPCMPEQD Y7, Y2, Y2
+	VPCMPEQD Y7, Y3, Y3
+	VPOR Y1, Y0, Y0
+	VPOR Y3, Y2, Y2
+	VPOR Y0, Y6, Y6
+	VPOR Y2, Y6, Y6
+	ADDQ $128, SI
+	JMP  finloop
+
+findone:
+	VPTEST Y6, Y6
+	SETEQ ret+16(FP)
+	VZEROUPPER
+	RET

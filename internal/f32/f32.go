@@ -195,6 +195,11 @@ func GRUGates(n, stride int, x, p, bih, bhh, hprev, hout []float32) {
 // bandwidth of the level the buffer lives in (cmd/roofline).
 func Sum(x []float32) float32 { return sumKernel(x) }
 
+// Finite reports whether every value of x is finite (no infinity, no
+// NaN). It reads x once, in AVX2 where the CPU has it: the inputs a
+// request brings are checked with it before a plan runs.
+func Finite(x []float32) bool { return finiteKernel(x) }
+
 // ToBF16 stores src as bf16 in dst, rounding to nearest even; NaNs stay
 // NaNs.
 func ToBF16(dst []uint16, src []float32) {

@@ -601,3 +601,33 @@ func TestGemmNTPull(t *testing.T) {
 		}
 	}
 }
+
+// TestFinite puts an infinity or a NaN (of every exponent-all-ones form
+// and both signs) at each position of slices of lengths around the
+// assembly's 32-value chunks, on both paths, next to values that are
+// finite at every extreme (the largest float32, subnormals, -0).
+func TestFinite(t *testing.T) {
+	bad := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		math.Float32frombits(0x7fffffff), math.Float32frombits(0xff800001), math.Float32frombits(0x7fc00000)}
+	good := []float32{math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, math.Float32frombits(0x80000000), 1, 0x1p127}
+	impls(t, func(t *testing.T) {
+		for _, n := range []int{0, 1, 7, 31, 32, 33, 64, 95, 200} {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = good[i%len(good)]
+			}
+			if !Finite(x) {
+				t.Fatalf("n=%d: finite values reported not finite", n)
+			}
+			for i := 0; i < n; i++ {
+				for _, b := range bad {
+					y := append([]float32(nil), x...)
+					y[i] = b
+					if Finite(y) {
+						t.Fatalf("n=%d: %v (bits %#x) at %d not caught", n, b, math.Float32bits(b), i)
+					}
+				}
+			}
+		}
+	})
+}

@@ -1,5 +1,7 @@
 package f32
 
+import "math"
+
 // The pure-Go kernels: the portable path, and the reference the assembly is
 // tested against. Each is documented by its loop.
 
@@ -142,6 +144,26 @@ func gemmBF16Go(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta flo
 }
 
 // sumGo is Σ x[i], with eight partial sums as the assembly keeps.
+// finiteGo reports whether no value of x is an infinity or a NaN (all
+// exponent bits set): adding one to the exponent field carries into the
+// sign bit exactly then, and the carries of four running ORs are tested
+// once at the end.
+func finiteGo(x []float32) bool {
+	const exp, one = 0x7f800000, 0x00800000
+	var f0, f1, f2, f3 uint32
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		f0 |= math.Float32bits(x[i])&exp + one
+		f1 |= math.Float32bits(x[i+1])&exp + one
+		f2 |= math.Float32bits(x[i+2])&exp + one
+		f3 |= math.Float32bits(x[i+3])&exp + one
+	}
+	for ; i < len(x); i++ {
+		f0 |= math.Float32bits(x[i])&exp + one
+	}
+	return (f0|f1|f2|f3)&0x80000000 == 0
+}
+
 func sumGo(x []float32) float32 {
 	var s [8]float32
 	i := 0
