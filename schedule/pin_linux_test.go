@@ -38,12 +38,32 @@ func TestPoolRunRestoresCaller(t *testing.T) {
 	if before.Count() != runtime.NumCPU() {
 		t.Fatalf("the test's thread may run on %d CPUs, the process on %d: an earlier pool left it pinned", before.Count(), runtime.NumCPU())
 	}
-	var duringErr error
+	// A short job leaves the caller where it is (pinCallerPhases).
+	var short unix.CPUSet
+	var shortErr error
 	p.Run([]func(w int){func(w int) {
+		if w == 0 {
+			shortErr = unix.SchedGetaffinity(0, &short)
+		}
+	}})
+	if shortErr != nil {
+		t.Fatal(shortErr)
+	}
+	if short != before {
+		t.Errorf("worker 0 ran on %d CPUs during a one-phase job, want the caller's %d", short.Count(), before.Count())
+	}
+	// A long one pins it to worker 0's CPU for the job.
+	var duringErr error
+	phases := make([]func(w int), pinCallerPhases+1)
+	for i := range phases {
+		phases[i] = func(int) {}
+	}
+	phases[0] = func(w int) {
 		if w == 0 {
 			duringErr = unix.SchedGetaffinity(0, &during)
 		}
-	}})
+	}
+	p.Run(phases)
 	if err := p.PinError(); err != nil {
 		t.Skipf("pinning unavailable here: %v", err)
 	}

@@ -271,7 +271,7 @@ func (p *Pool) start(n int, f func(phase, w int), own bool) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if p.cpus != nil {
+	if p.cpus != nil && n > pinCallerPhases {
 		restore, err := pinCaller(p.cpus[0])
 		p.notePinErr(err)
 		defer restore()
@@ -286,6 +286,21 @@ func (p *Pool) start(n int, f func(phase, w int), own bool) {
 		panic(pe)
 	}
 }
+
+// pinCallerPhases is the number of phases above which a pinned pool pins
+// its caller's thread to worker 0's CPU for the job (the helpers are
+// pinned once, when they start). Pinning and restoring costs three
+// system calls per job, and a thread moved to another CPU: about 5 µs on
+// the project's VM, more than a whole one-step plan of a small model on
+// two cores. Table I under P on two cores, a caller never pinned against
+// one always pinned (5 alternating runs, 2026-11-26, quiet): T = 1 shapes
+// 1.1-3.7x faster, T = 10 mostly 1.0-1.6x, T = 100 0.78-1.15x (lstm and
+// gru at hidden 64, 4 layers, 0.78-0.80), so jobs of up to 64 phases (a
+// 4-layer stack at T = 10 has about 45) run with the caller wherever
+// the OS has it. With this rule, against always pinned (medians of 5
+// alternating runs): T = 1 1.05-4.44x (lstm/64/1/1 8.3 to 2.2 µs a step),
+// T = 10 0.96-1.55x, T = 100 (unchanged) 0.89-1.23x, the noise.
+const pinCallerPhases = 64
 
 // waiter lets goroutines wait for a condition: they spin on it for a
 // while, then park until a broadcast.
