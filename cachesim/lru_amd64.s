@@ -20,6 +20,26 @@
 //	BX  lines left, R9 misses, R10 write-backs
 //	Z31 key in every lane, Z30 1 in every lane
 //	K1  the set's lanes, K6 lane 0
+// ACCOUNT takes AX, the mask of lanes holding the line, and R13, the
+// mask of dirty lanes, and leaves in CX the line's position (the hit, or
+// ways-1 on a miss, from the sentinel bit in R14), counts a miss in R9
+// and a dirty eviction in R10, and leaves in DX lane 0's new entry (the
+// line's key in R12, dirty if the hit entry was). Clobbers AX and R13.
+#define ACCOUNT \
+	MOVL AX, CX      \
+	ORL R14, CX      \
+	TZCNTL CX, CX    \
+	SHRXL CX, R13, R13 \
+	ANDL $1, R13     \
+	CMPL AX, $1      \
+	SBBQ AX, AX      \
+	SUBQ AX, R9      \
+	MOVL R13, DX     \
+	ANDL AX, DX      \
+	ADDQ DX, R10     \
+	ANDNL R13, AX, DX \
+	ORL R12, DX
+
 TEXT ·lruRange16AVX512(SB), NOSPLIT, $0-64
 	MOVQ tags+0(FP), SI
 	MOVQ set+8(FP), DI
@@ -57,19 +77,7 @@ loop:
 	VPTESTMD Z30, Z0, K3      // dirty lanes
 	KMOVW K2, AX
 	KMOVW K3, R13
-	MOVL AX, CX
-	ORL R14, CX
-	TZCNTL CX, CX             // pos: the hit, or ways-1 on a miss
-	SHRXL CX, R13, R13
-	ANDL $1, R13              // dirty bit of the entry at pos
-	CMPL AX, $1               // CF = miss
-	SBBQ AX, AX               // AX = -1 on a miss, 0 on a hit
-	SUBQ AX, R9               // misses += miss
-	MOVL R13, DX
-	ANDL AX, DX               // a miss evicts the entry at pos
-	ADDQ DX, R10
-	ANDNL R13, AX, DX         // a hit keeps its dirty bit
-	ORL R12, DX               // lane 0's new entry
+	ACCOUNT
 	MOVL $2, AX
 	SHLXL CX, AX, AX
 	SUBL $2, AX
@@ -153,19 +161,7 @@ loop32:
 	KMOVW K5, DX
 	SHLL $16, DX
 	ORL DX, R13               // dirty lanes
-	MOVL AX, CX
-	ORL R14, CX
-	TZCNTL CX, CX             // pos: the hit, or ways-1 on a miss
-	SHRXL CX, R13, R13
-	ANDL $1, R13              // dirty bit of the entry at pos
-	CMPL AX, $1               // CF = miss
-	SBBQ AX, AX               // AX = -1 on a miss, 0 on a hit
-	SUBQ AX, R9               // misses += miss
-	MOVL R13, DX
-	ANDL AX, DX               // a miss evicts the entry at pos
-	ADDQ DX, R10
-	ANDNL R13, AX, DX         // a hit keeps its dirty bit
-	ORL R12, DX               // lane 0's new entry
+	ACCOUNT
 	MOVQ $2, AX
 	SHLXQ CX, AX, AX
 	SUBQ $2, AX               // lanes 1..pos of 32
