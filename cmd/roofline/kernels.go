@@ -147,20 +147,21 @@ func measureKernel(p *schedule.Pool, c kernelCase, o *options) kernelResult {
 func kernelTable(out io.Writer, pools map[int]*schedule.Pool, o *options) {
 	fmt.Fprintln(out, "## Recurrent product: W [4H][H] streamed by f32.GemmNT / GemmNTBF16")
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "Each worker multiplies its own rows of W (the partitioned schedule's split, allocated on its core) by rows of A (the batch), with no barrier between calls. GB/s: W bytes read per second, all workers; read GB/s: f32.Sum (a plain AVX2 load-and-add loop) over the same bytes on the same workers, interleaved with the kernel repetition by repetition; fraction: best kernel over best read, and the median of the per-repetition ratios.")
+	fmt.Fprintln(out, "Each worker multiplies its own rows of W (the partitioned schedule's split, allocated on its core) by rows of A (the batch), with no barrier between calls. GB/s: W bytes read per second, all workers; read GB/s: f32.Sum (a plain AVX2 load-and-add loop) over the same bytes on the same workers, interleaved with the kernel repetition by repetition; fraction: best kernel over best read, and the median of the per-repetition ratios; B/cycle: the best kernel and read rates per core and cycle of the clock above.")
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "| hidden | rows | weights | cores | W/core | level | ns/call | GB/s (best / median) | read GB/s (best / median) | fraction (best, paired median) |")
-	fmt.Fprintln(out, "|---:|---:|---|---:|---:|---|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "| hidden | rows | weights | cores | W/core | level | ns/call | GB/s (best / median) | read GB/s (best / median) | fraction (best, paired median) | B/cycle (kernel / read) |")
+	fmt.Fprintln(out, "|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|")
 	for _, h := range o.khidden {
 		for _, m := range o.rows {
 			for _, prec := range o.precision {
 				for _, cores := range o.cores {
 					c := kernelCase{hidden: h, rows: m, gates: 4, prec: prec}
 					r := measureKernel(pools[cores], c, o)
-					fmt.Fprintf(out, "| %d | %d | %v | %d | %s | %s | %.0f | %.1f / %.1f | %.1f / %.1f | %.2f, %.2f |\n",
+					fmt.Fprintf(out, "| %d | %d | %v | %d | %s | %s | %.0f | %.1f / %.1f | %.1f / %.1f | %.2f, %.2f | %s / %s |\n",
 						h, m, prec, cores, size(r.perCore), levelOf(r.perCore, r.total, o), r.nsPerCall,
 						r.kernel.best/1e9, r.kernel.median/1e9, r.read.best/1e9, r.read.median/1e9,
-						r.kernel.best/r.read.best, r.paired)
+						r.kernel.best/r.read.best, r.paired,
+						bytesPerCycle(r.kernel.best/float64(cores), o.hz), bytesPerCycle(r.read.best/float64(cores), o.hz))
 				}
 			}
 		}

@@ -93,12 +93,13 @@ type options struct {
 	sweep     bool
 	noShapes  bool
 	noKernels bool
-	cpu       bool  // rates over thread CPU time, not wall time
-	khidden   []int // hidden sizes of the kernel table
-	rows      []int // batch rows of the kernel table
-	l1, l2    int64 // private L1d and L2 per core, bytes
-	l3        int64 // shared L3, bytes
-	dram      int64 // buffer per worker for the DRAM row
+	cpu       bool    // rates over thread CPU time, not wall time
+	khidden   []int   // hidden sizes of the kernel table
+	rows      []int   // batch rows of the kernel table
+	l1, l2    int64   // private L1d and L2 per core, bytes
+	l3        int64   // shared L3, bytes
+	dram      int64   // buffer per worker for the DRAM row
+	hz        float64 // core clock estimated by coreClock; 0 when unknown
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -201,10 +202,18 @@ func run(args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "# Roofline\n\n%s/%s, GOMAXPROCS %d, kernels %s; L1d %s and L2 %s per core, L3 %s (nominal).\n\n",
 		runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), rnn.KernelImpl(), size(o.l1), size(o.l2), size(o.l3))
-	fmt.Fprintln(out, "## Read bandwidth (GB/s, all workers together; best / median)")
+	hz := coreClock(o.time, o.reps, o.cpu)
+	o.hz = hz
+	if hz > 0 {
+		fmt.Fprintf(out, "Core clock: %.2f GHz (a chain of dependent integer adds, one a cycle; best of %d runs).\n\n", hz/1e9, o.reps)
+	} else {
+		fmt.Fprintln(out, "Core clock: not estimated (no assembly to time on this build); bytes per cycle are n/a.")
+		fmt.Fprintln(out)
+	}
+	fmt.Fprintln(out, "## Read bandwidth (GB/s, all workers together; best / median; B/cycle: the best per core and cycle)")
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "| level | bytes per worker | "+joinCores(o.cores, " cores")+" |")
-	fmt.Fprintln(out, "|---|---:|"+strings.Repeat("---:|", len(o.cores)))
+	fmt.Fprintln(out, "| level | bytes per worker | "+joinCores(o.cores, " cores")+" | "+joinCores(o.cores, " cores B/cycle")+" |")
+	fmt.Fprintln(out, "|---|---:|"+strings.Repeat("---:|", 2*len(o.cores)))
 	levels := []struct {
 		name  string
 		bytes int64
@@ -232,11 +241,13 @@ func run(args []string, out io.Writer) error {
 	}
 	for _, lv := range levels {
 		row := fmt.Sprintf("| %s | %s |", lv.name, size(lv.bytes))
+		perCycle := ""
 		for _, c := range o.cores {
 			r := readBandwidth(pools[c], lv.bytes, o)
 			row += fmt.Sprintf(" %.1f / %.1f |", r.best/1e9, r.median/1e9)
+			perCycle += " " + bytesPerCycle(r.best/float64(c), hz) + " |"
 		}
-		fmt.Fprintln(out, row)
+		fmt.Fprintln(out, row+perCycle)
 	}
 	fmt.Fprintln(out)
 	if !o.noKernels {
@@ -262,7 +273,11 @@ func run(args []string, out io.Writer) error {
 	}
 	fmt.Fprintln(out, "## Weight streaming, partitioned schedule, batch 1")
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "Arithmetic roof: f32.GemmNT, 100 rows × 256×256 W per worker (in L2): %s.\n\n", joinRates(o.cores, flops))
+	fmt.Fprintf(out, "Arithmetic roof: f32.GemmNT, 100 rows × 256×256 W per worker (in L2): %s", joinRates(o.cores, flops))
+	if hz > 0 {
+		fmt.Fprintf(out, " (%.1f flops per cycle and core on one core; 32 is two 8-wide FMAs a cycle)", flops[o.cores[0]]/float64(o.cores[0])/hz)
+	}
+	fmt.Fprint(out, ".\n\n")
 	fmt.Fprintln(out, "W_hh/worker: one worker's W_hh slice of one layer, and the level that holds the re-read weights (the whole model at T = 1); GB/s: weight bytes read per second (best run); level GB/s: read bandwidth measured at that footprint; model µs: W_hh's bytes at the bandwidth of its footprint, plus the other weights' bytes at theirs or the input projections' arithmetic at the roof above, whichever takes longer; roofline: model time over the best measured time.")
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | level | µs/inference (best / median) | GB/s | level GB/s | model µs | roofline |")
@@ -300,6 +315,15 @@ func run(args []string, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// bytesPerCycle formats a rate per core in bytes per cycle of a clock of
+// hz, or n/a when the clock is unknown.
+func bytesPerCycle(rate, hz float64) string {
+	if hz <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f", rate/hz)
 }
 
 // projFlops is the arithmetic of one inference's input projections at

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLevelOf(t *testing.T) {
@@ -54,5 +55,28 @@ func TestRunSmall(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
+	}
+}
+
+// TestCoreClock checks the clock estimate where there is assembly to time
+// it: a sane frequency, and the same figure (within a factor 2, the
+// machine is shared) from the thread's CPU time and from the wall clock.
+// Without the assembly it must say so by returning 0.
+func TestCoreClock(t *testing.T) {
+	hz := coreClock(5*time.Millisecond, 3, true)
+	if chainAdds == 0 {
+		if hz != 0 {
+			t.Fatalf("coreClock without assembly = %g, want 0", hz)
+		}
+		return
+	}
+	if hz < 0.3e9 || hz > 8e9 {
+		t.Fatalf("coreClock = %.3g Hz, outside 0.3-8 GHz", hz)
+	}
+	if wall := coreClock(5*time.Millisecond, 3, false); wall < hz/2 || wall > hz*2 {
+		t.Errorf("coreClock: %.3g Hz from CPU time, %.3g from the wall clock", hz, wall)
+	}
+	if got := addChain(1000); got != chainAdds*1000 {
+		t.Errorf("addChain(1000) = %d, want %d", got, chainAdds*1000)
 	}
 }
