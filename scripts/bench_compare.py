@@ -16,9 +16,20 @@ the bytes of weights each schedule touches per step. A summary follows:
 the median and smallest ratio of the best float32 schedule (and of the
 best with bf16 allowed), and the shapes below 2x.
 
-With --rounds R the two benchmarks alternate R times (Go, PyTorch, Go,
-PyTorch, ...) and each figure is the median of its R results, so that a
-noisy neighbour on a shared machine hits both sides alike.
+With --rounds R the benchmarks alternate R times (Go, PyTorch, ONNX
+Runtime, Go, ...) over every shape, so that a noisy neighbour on a shared
+machine hits all sides alike. Then the project's rule for published
+tables applies (scripts/bench_rounds.py): a shape has settled when each of
+its figures that enter the ratios (our best float32 time per step, our
+best with bf16 allowed when Pbf16 runs, PyTorch's, ONNX Runtime's with
+--onnx) has two rounds within --agree percent of each other (|a-b| /
+min(a,b); default 10, 0: no reruns). The shapes that have not are rerun,
+only they and all engines in turn, one round at a time, until they settle
+or have had --max-rounds rounds (default R + 4). Each figure is the median
+of all of its shape's rounds; the table's last column counts them, with a
+† on a shape that never settled, and the notes name those shapes, state
+the rule, and give the 1-minute load average and the UTC time before the
+first round and after the last.
 
 The Go sub-benchmarks are named
 BenchmarkTableI/cell=lstm/hidden=64/layers=1/T=10/sched=A (or sched=A+) and
@@ -39,11 +50,19 @@ directory) and found through --ort-modules or NODE_PATH.
 If PyTorch or ONNX Runtime cannot be run, the other columns are printed
 with a note saying so. --go-output, --torch-output and --ort-output read
 captured outputs instead of running the benchmarks, to re-render a table or
-to test the parsing.
+to test the parsing; then nothing is rerun (what is not captured runs
+once), and the agreement is judged over the rounds the outputs hold: the
+k-th result of a benchmark in a file is its round k.
+
+bench_torch.py and ort_bench.js take the shapes as four lists (their
+product) and, when the shapes rerun are no product, as --shapes
+cell/hidden/layers/T,...; go test's -bench pattern then has one
+alternative per model, joined by |.
 
 Usage:
     python3 scripts/bench_compare.py --hidden 64,512 --layers 1,2 --lengths 1,100
     python3 scripts/bench_compare.py --onnx --ort-modules /tmp/ort/node_modules --rounds 3 --threads 2
+    python3 scripts/bench_compare.py --rounds 2 --agree 5 --max-rounds 8
 """
 
 import argparse
@@ -55,11 +74,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from itertools import zip_longest
 from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parent
 REPO = SCRIPTS.parent
 sys.path.insert(0, str(SCRIPTS))
+import bench_rounds  # noqa: E402
 import bench_torch  # noqa: E402  (flag parsing and defaults only; it imports torch lazily)
 
 SCHEDULES = ("A", "A+", "P", "Pbf16")
@@ -97,6 +118,38 @@ def go_bench_regex(cells, hidden, layers, lengths, schedules=SCHEDULES):
         f"^T={alt(lengths)}$",
         f"^sched={alt(schedules)}$",
     ])
+
+
+def product_lists(shapes):
+    """([cells], [hidden], [layers], [lengths]) when shapes are exactly their product, else None."""
+    lists = [list(dict.fromkeys(s[i] for s in shapes)) for i in range(4)]
+    size = len(lists[0]) * len(lists[1]) * len(lists[2]) * len(lists[3])
+    return lists if size == len(set(shapes)) else None
+
+
+def go_shapes_regex(shapes, schedules=SCHEDULES):
+    """The -bench pattern for a list of shapes (cell, hidden, layers, T).
+
+    A full product of values is go_bench_regex's pattern; any other subset
+    (the shapes rerun) is one alternative per (cell, hidden, layers) with
+    its lengths, joined by a top-level | (go test tries each alternative).
+    """
+    lists = product_lists(shapes)
+    if lists:
+        return go_bench_regex(*lists, schedules)
+    groups = {}
+    for cell, hidden, layers, steps in shapes:
+        groups.setdefault((cell, hidden, layers), []).append(steps)
+    return "|".join(go_bench_regex([c], [h], [l], ts, schedules) for (c, h, l), ts in groups.items())
+
+
+def shape_flags(shapes):
+    """bench_torch.py's and ort_bench.js's flags selecting shapes: the four lists, or --shapes."""
+    lists = product_lists(shapes)
+    if lists:
+        return [f for name, values in zip(("--cells", "--hidden", "--layers", "--lengths"), lists)
+                for f in (name, ",".join(map(str, values)))]
+    return ["--shapes", ",".join("/".join(map(str, s)) for s in shapes)]
 
 
 def parse_go_output(text):
@@ -170,6 +223,74 @@ def parse_ort_output(text):
     return {k: statistics.median(v) for k, v in samples.items()}, floor
 
 
+def _result_key(line):
+    """The benchmark a line of output is a result of: a Go result's shape and schedule, a JSON line's shape."""
+    line = line.strip()
+    m = GO_RESULT.match(line)
+    if m:
+        return m.group("cell", "hidden", "layers", "T", "sched")
+    if line.startswith("{"):
+        rec = json.loads(line)
+        return "floor" if "floor_ns" in rec else (rec["cell"], rec["hidden"], rec["layers"], rec["T"])
+    return None
+
+
+def split_rounds(text):
+    """Split captured output into rounds: the k-th result of each benchmark is in the k-th text.
+
+    Lines that are no result (headers, logs) go with the first.
+    """
+    chunks, seen = [[]], {}
+    for line in text.splitlines(keepends=True):
+        key = _result_key(line)
+        k = seen.get(key, 0) if key else 0
+        if key:
+            seen[key] = k + 1
+        chunks.extend([] for _ in range(k + 1 - len(chunks)))
+        chunks[k].append(line)
+    return ["".join(c) for c in chunks]
+
+
+def parse_round(go_text, torch_text, ort_text):
+    """One round's (Go results, PyTorch results, ONNX Runtime results), parsed."""
+    return parse_go_output(go_text)[0], parse_torch_output(torch_text), parse_ort_output(ort_text)[0]
+
+
+def round_figures(round_, shape, scheds):
+    """The figures of one round of shape that enter the ratios, {name: ns/step}.
+
+    Our best float32 time and our best with bf16 allowed (when Pbf16 ran)
+    count only when every schedule the shape has in any round (scheds) is
+    in this one, so that a round is never judged on part of the schedules.
+    """
+    go, torch, ort = round_
+    have = {s for s in SCHEDULES if "ns/step" in go.get(shape + (s,), {})}
+    figures = {}
+    if scheds & set(F32_SCHEDULES) and scheds <= have:
+        figures["our best float32"] = best(go, shape, F32_SCHEDULES)[1]
+    if "Pbf16" in scheds and scheds <= have:
+        figures["our best with bf16 allowed"] = best(go, shape, SCHEDULES)[1]
+    if shape in torch:
+        figures["PyTorch's"] = torch[shape]
+    if shape in ort:
+        figures["ONNX Runtime's"] = ort[shape]
+    return figures
+
+
+def shape_rounds(rounds, shape):
+    """(how many of rounds timed shape, {figure: [ns/step per round]})."""
+    scheds = {s for go, _, _ in rounds for s in SCHEDULES if shape + (s,) in go}
+    count, series = 0, {}
+    for round_ in rounds:
+        go, torch, ort = round_
+        if not (any(shape + (s,) in go for s in SCHEDULES) or shape in torch or shape in ort):
+            continue
+        count += 1
+        for name, ns in round_figures(round_, shape, scheds).items():
+            series.setdefault(name, []).append(ns)
+    return count, series
+
+
 def go_duration_seconds(text):
     """Seconds in a Go -benchtime duration such as 200ms or 1.5s; None for counts like 100x."""
     m = re.fullmatch(r"(\d+(?:\.\d*)?)(ns|us|µs|ms|s|m)", text.strip())
@@ -179,9 +300,8 @@ def go_duration_seconds(text):
     return float(m.group(1)) * scale
 
 
-def run_go(args):
-    cmd = ["go", "test", "./schedule/", "-run", "^$",
-           "-bench", go_bench_regex(args.cells, args.hidden, args.layers, args.lengths, args.schedules),
+def run_go(args, shapes):
+    cmd = ["go", "test", "./schedule/", "-run", "^$", "-bench", go_shapes_regex(shapes, args.schedules),
            "-benchtime", args.benchtime, "-cpu", str(args.threads), "-count", str(args.count)]
     env = dict(os.environ, GOMAXPROCS=str(args.threads))
     print("bench_compare: GOMAXPROCS=%d %s" % (args.threads, " ".join(_quote(c) for c in cmd)), file=sys.stderr)
@@ -198,16 +318,14 @@ def run_go(args):
     return "".join(lines)
 
 
-def run_torch(args):
-    """Return (stdout, None) or (None, reason PyTorch could not be run)."""
+def run_torch(args, shapes):
+    """Time shapes; return (stdout, None) or (None, reason PyTorch could not be run)."""
     python = _python(args)
     if not shutil.which(python):
         return None, f"{python} not found"
     min_time = go_duration_seconds(args.benchtime) or 0.2
-    cmd = [python, str(SCRIPTS / "bench_torch.py"),
-           "--cells", ",".join(args.cells), "--hidden", ",".join(map(str, args.hidden)),
-           "--layers", ",".join(map(str, args.layers)), "--lengths", ",".join(map(str, args.lengths)),
-           "--threads", str(args.threads), "--min-time", str(min_time)]
+    cmd = ([python, str(SCRIPTS / "bench_torch.py")] + shape_flags(shapes)
+           + ["--threads", str(args.threads), "--min-time", str(min_time)])
     print("bench_compare: " + " ".join(_quote(c) for c in cmd), file=sys.stderr)
     proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sys.stderr.write(proc.stderr)
@@ -235,16 +353,14 @@ def export_onnx(args):
     return None
 
 
-def run_ort(args):
-    """Return (stdout, None) or (None, reason ONNX Runtime could not be run)."""
+def run_ort(args, shapes):
+    """Time shapes; return (stdout, None) or (None, reason ONNX Runtime could not be run)."""
     node = shutil.which(args.node)
     if not node:
         return None, f"{args.node} not found"
     min_time = go_duration_seconds(args.benchtime) or 0.2
-    cmd = [node, str(SCRIPTS / "ort_bench.js"), "--models", str(args.onnx_models),
-           "--cells", ",".join(args.cells), "--hidden", ",".join(map(str, args.hidden)),
-           "--layers", ",".join(map(str, args.layers)), "--lengths", ",".join(map(str, args.lengths)),
-           "--threads", str(args.threads), "--min-time", str(min_time)]
+    cmd = ([node, str(SCRIPTS / "ort_bench.js"), "--models", str(args.onnx_models)] + shape_flags(shapes)
+           + ["--threads", str(args.threads), "--min-time", str(min_time)])
     env = dict(os.environ)
     if args.ort_modules:
         env["NODE_PATH"] = str(args.ort_modules)
@@ -283,11 +399,12 @@ def best(go, shape, schedules):
     return name, ns
 
 
-def render_table(shapes, go, torch, notes, ort=None):
+def render_table(shapes, go, torch, notes, ort=None, rounds=None):
     """The Markdown table for shapes [(cell, hidden, layers, T)], then notes.
 
     With ort (ONNX Runtime's results), its time per step follows PyTorch's
-    and its ratio to the best float32 schedule follows PyTorch's.
+    and its ratio to the best float32 schedule follows PyTorch's. With
+    rounds ({shape: text}), a last column says how many rounds each shape had.
     """
     label = {"Pbf16": "P bf16"}
     with_ort = ort is not None
@@ -296,7 +413,7 @@ def render_table(shapes, go, torch, notes, ort=None):
               + (["ORT ns/step"] if with_ort else [])
               + [f"PyTorch/{label.get(s, s)}" for s in SCHEDULES]
               + ["best f32", "PyTorch/best f32"] + (["ORT/best f32"] if with_ort else [])
-              + [f"{label.get(s, s)} B/step" for s in SCHEDULES])
+              + [f"{label.get(s, s)} B/step" for s in SCHEDULES] + (["rounds"] if rounds is not None else []))
     out = ["| " + " | ".join(header) + " |",
            "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for shape in shapes:
@@ -310,7 +427,7 @@ def render_table(shapes, go, torch, notes, ort=None):
                + ([_num(o)] if with_ort else [])
                + [_ratio(t, r.get("ns/step")) for r in res]
                + [name or "n/a", _ratio(t, ns)] + ([_ratio(o, ns)] if with_ort else [])
-               + [_num(r.get("B/step")) for r in res])
+               + [_num(r.get("B/step")) for r in res] + ([rounds.get(shape, "0")] if rounds is not None else []))
         out.append("| " + " | ".join(row) + " |")
     if notes:
         out.append("")
@@ -356,7 +473,9 @@ def parse_args(argv=None):
                     help="go test -benchtime; also PyTorch's least time per repeat (default: %(default)s)")
     ap.add_argument("--count", type=int, default=1, help="go test -count; the median is used (default: 1)")
     ap.add_argument("--rounds", type=int, default=1,
-                    help="alternate the Go and PyTorch runs this many times; medians of all rounds (default: 1)")
+                    help="alternate the Go, PyTorch and ORT runs this many times for every shape; "
+                         "medians of all rounds (default: 1)")
+    bench_rounds.add_arguments(ap, "shape")
     ap.add_argument("--schedules", type=schedule_list, default=list(SCHEDULES),
                     help="Go schedules to run, among " + ",".join(SCHEDULES) + " (default: all)")
     ap.add_argument("--python", help="interpreter with torch (default: /usr/bin/python3)")
@@ -375,6 +494,7 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     if args.threads < 1 or args.count < 1 or args.rounds < 1:
         ap.error("--threads, --count and --rounds must be >= 1")
+    bench_rounds.check_arguments(ap, args)
     return args
 
 
@@ -386,47 +506,70 @@ def schedule_list(text):
     return values
 
 
+def shape_name(shape):
+    return "/".join(map(str, shape))
+
+
 def main(argv=None, out=sys.stdout):
     args = parse_args(argv)
     shapes = [(c, h, l, t) for c in args.cells for h in args.hidden for l in args.layers for t in args.lengths]
-
-    # Alternate Go, PyTorch and ONNX Runtime, round by round; medians over all rounds.
-    go_texts, torch_texts, ort_texts, reason, ort_reason = [], [], [], None, None
     want_ort = args.onnx or args.ort_output is not None
+    captured = any(f is not None for f in (args.go_output, args.torch_output, args.ort_output))
+    reason = "skipped with --no-torch" if args.no_torch else None
+    ort_reason = None
     if args.onnx and args.ort_output is None:
         ort_reason = export_onnx(args)
-    rounds = 1 if args.go_output else args.rounds
-    for r in range(rounds):
-        if rounds > 1:
-            print(f"bench_compare: round {r + 1} of {rounds}", file=sys.stderr)
-        go_texts.append(args.go_output.read_text() if args.go_output else run_go(args))
+    start = bench_rounds.stamp()
+
+    # Each round runs Go, PyTorch and ONNX Runtime in turn over the shapes it
+    # is given; texts gathers every round's output, for the medians.
+    texts, rounds = {"go": [], "torch": [], "ort": []}, []
+
+    def run_round(subset, r):
+        nonlocal reason, ort_reason
+        if not captured and (r > 1 or args.rounds > 1):
+            print(f"bench_compare: round {r} ({len(subset)} of {len(shapes)} shape(s))", file=sys.stderr)
+        go_text = args.go_output.read_text() if args.go_output else run_go(args, subset)
+        torch_text = ort_text = None
         if args.torch_output:
-            torch_texts.append(args.torch_output.read_text())
-        elif args.no_torch:
-            reason = "skipped with --no-torch"
+            torch_text = args.torch_output.read_text()
         elif reason is None:
-            text, reason = run_torch(args)
-            if text is not None:
-                torch_texts.append(text)
+            torch_text, reason = run_torch(args, subset)
         if args.ort_output:
-            ort_texts.append(args.ort_output.read_text())
+            ort_text = args.ort_output.read_text()
         elif want_ort and ort_reason is None:
-            text, ort_reason = run_ort(args)
+            ort_text, ort_reason = run_ort(args, subset)
+        for engine, text in (("go", go_text), ("torch", torch_text), ("ort", ort_text)):
             if text is not None:
-                ort_texts.append(text)
-    go, info = parse_go_output("".join(go_texts))
+                texts[engine].append(text)
+        rounds.append(parse_round(go_text, torch_text or "", ort_text or ""))
+
+    def series(shape):
+        return shape_rounds(rounds, shape)[1]
+
+    if captured:
+        # No reruns: one pass, and the rounds are those the outputs hold.
+        run_round(shapes, 1)
+        rounds = [parse_round(*parts) for parts in zip_longest(
+            *(split_rounds("".join(texts[e])) for e in ("go", "torch", "ort")), fillvalue="")]
+        counts = {s: shape_rounds(rounds, s)[0] for s in shapes}
+    else:
+        counts = bench_rounds.rerun(shapes, args.rounds, args.max_rounds, args.agree, run_round, series)
+    end = bench_rounds.stamp()
+
+    go, info = parse_go_output("".join(texts["go"]))
     if not go:
         raise SystemExit("bench_compare: no BenchmarkTableI results in the go test output")
 
     notes = []
-    torch = parse_torch_output("".join(torch_texts)) if torch_texts else None
+    torch = parse_torch_output("".join(texts["torch"])) if texts["torch"] else None
     if torch is None:
         notes.append(f"PyTorch was unavailable: {reason}; its columns are n/a.")
     else:
         notes.extend(summary(shapes, go, torch))
     ort = None
     if want_ort:
-        ort, floor = parse_ort_output("".join(ort_texts))
+        ort, floor = parse_ort_output("".join(texts["ort"]))
         if not ort:
             notes.append(f"ONNX Runtime was unavailable: {ort_reason or 'no results'}; its columns are n/a.")
         else:
@@ -438,11 +581,19 @@ def main(argv=None, out=sys.stdout):
     missing = [s for s in shapes if not any(s + (k,) in go for k in SCHEDULES)]
     if missing:
         notes.append(f"{len(missing)} requested shape(s) had no Go result.")
+    figures = dict.fromkeys(name for s in shapes for name in series(s))  # those measured, in order
+    labels, agreement = bench_rounds.settle_report(
+        shapes, counts, series, args.agree, None if captured else args.max_rounds, name=shape_name,
+        figures=", ".join(figures) + " ns/step" if figures else "")
+    notes.extend(agreement)
+    live = [not args.go_output, not (args.torch_output or args.no_torch), args.onnx and not args.ort_output]
+    if any(live):
+        notes.append(bench_rounds.load_note(start, end))
     machine = ", ".join(f"{k} {info[k]}" for k in ("goos", "goarch", "cpu") if k in info)
     notes.append(f"Threads: {args.threads}; Go -benchtime {args.benchtime}"
-                 + (f"; {rounds} alternating rounds, medians" if rounds > 1 else "")
+                 + (f"; {args.rounds} alternating round(s) of every shape first" if not captured else "")
                  + (f"; {machine}" if machine else "") + ".")
-    out.write(render_table(shapes, go, torch, notes, ort))
+    out.write(render_table(shapes, go, torch, notes, ort, labels))
     return 0
 
 

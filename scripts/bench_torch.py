@@ -21,9 +21,13 @@ pthread pool, which torch.set_num_threads does not reach.
 Exit status: 0 on success, 2 on bad flags, 3 if torch cannot be imported,
 4 if the BLAS is not OpenBLAS.
 
+--shapes times a list of shapes (cell/hidden/layers/T) instead of the
+product of --cells, --hidden, --layers and --lengths.
+
 Usage:
     /usr/bin/python3 scripts/bench_torch.py --hidden 64,512 --layers 1,2 \\
         --cells lstm --lengths 1,100 --threads 1
+    /usr/bin/python3 scripts/bench_torch.py --shapes lstm/64/1/10,gru/512/2/1
 """
 
 import argparse
@@ -61,12 +65,37 @@ def cell_list(text):
     return values
 
 
+def shape_list(text):
+    """cell/hidden/layers/T,... -> [(cell, hidden, layers, T)]."""
+    shapes = []
+    for item in (v.strip() for v in text.split(",")):
+        if not item:
+            continue
+        parts = item.split("/")
+        if len(parts) != 4 or parts[0] not in CELLS or not all(p.isdigit() and int(p) > 0 for p in parts[1:]):
+            raise argparse.ArgumentTypeError(f"shapes are cell/hidden/layers/T with a cell among "
+                                             f"{','.join(CELLS)}: {item!r}")
+        shapes.append((parts[0], int(parts[1]), int(parts[2]), int(parts[3])))
+    if not shapes:
+        raise argparse.ArgumentTypeError(f"no shapes in {text!r}")
+    return shapes
+
+
+def shapes(args):
+    """The shapes to time: --shapes, or the product of the four lists."""
+    if args.shapes:
+        return args.shapes
+    return [(c, h, l, t) for c in args.cells for h in args.hidden for l in args.layers for t in args.lengths]
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hidden", type=int_list, default=HIDDEN, help="hidden sizes (default: %(default)s)")
     ap.add_argument("--layers", type=int_list, default=LAYERS, help="layer counts (default: 1..8)")
     ap.add_argument("--cells", type=cell_list, default=CELLS, help="lstm,gru (default: both)")
     ap.add_argument("--lengths", type=int_list, default=LENGTHS, help="input lengths T (default: %(default)s)")
+    ap.add_argument("--shapes", type=shape_list, metavar="CELL/HIDDEN/LAYERS/T,...",
+                    help="time these shapes instead of the product of the four lists above")
     ap.add_argument("--threads", type=int, default=1, help="torch and OpenBLAS threads (default: 1)")
     ap.add_argument("--min-time", type=float, default=0.2, metavar="SECONDS",
                     help="least duration of one timed repeat (default: %(default)s)")
@@ -169,18 +198,15 @@ def main(argv=None):
         log("PyTorch is not using OpenBLAS; pass --any-blas to time it anyway")
         return EXIT_NOT_OPENBLAS
 
-    for cell in args.cells:
-        for hidden in args.hidden:
-            for layers in args.layers:
-                for steps in args.lengths:
-                    seconds = time_shape(torch, cell, hidden, layers, steps, args)
-                    ns_per_op = seconds * 1e9
-                    print(json.dumps({
-                        "cell": cell, "hidden": hidden, "layers": layers, "T": steps,
-                        "threads": args.threads,
-                        "ns_per_step": round(ns_per_op / steps, 1),
-                        "ns_per_op": round(ns_per_op, 1),
-                    }), flush=True)
+    for cell, hidden, layers, steps in shapes(args):
+        seconds = time_shape(torch, cell, hidden, layers, steps, args)
+        ns_per_op = seconds * 1e9
+        print(json.dumps({
+            "cell": cell, "hidden": hidden, "layers": layers, "T": steps,
+            "threads": args.threads,
+            "ns_per_step": round(ns_per_op / steps, 1),
+            "ns_per_op": round(ns_per_op, 1),
+        }), flush=True)
     return 0
 
 

@@ -27,6 +27,11 @@
 //
 //	NODE_PATH=/tmp/ort/node_modules node scripts/ort_bench.js --models /tmp/rnnserve-onnx \
 //	    --threads 1 --lengths 1,10,100 [--cells lstm --hidden 64 --layers 1]
+//	NODE_PATH=... node scripts/ort_bench.js --models /tmp/rnnserve-onnx --shapes lstm/64/1/10,gru/512/2/1
+//
+// --shapes (cell/hidden/layers/T, comma-separated) times just those shapes
+// instead of the lengths --lengths of the models --cells, --hidden and
+// --layers select.
 //
 // Exit status: 0 on success, 2 on bad flags, 3 if onnxruntime-node cannot
 // be loaded, 4 if a model's output disagrees with PyTorch's.
@@ -57,9 +62,23 @@ function intList(name, text) {
   return v;
 }
 
+function shapeList(text) {
+  const shapes = text.split(',').filter((s) => s.trim() !== '').map((item) => {
+    const [cell, ...dims] = item.trim().split('/');
+    const [hidden, layers, T] = dims.map(Number);
+    const bad = dims.length !== 3 || !['lstm', 'gru'].includes(cell) || dims.some((d) => !/^[0-9]+$/.test(d) || d < 1);
+    if (bad) {
+      fail(EXIT_FLAGS, `--shapes: want cell/hidden/layers/T, got ${JSON.stringify(item)}`);
+    }
+    return {cell, hidden, layers, T};
+  });
+  if (shapes.length === 0) fail(EXIT_FLAGS, `--shapes: no shapes in ${JSON.stringify(text)}`);
+  return shapes;
+}
+
 function parseArgs(argv) {
   const o = {models: '', threads: 1, lengths: [1, 10, 50, 100], cells: null, hidden: null, layers: null,
-    minTime: 0.2, repeats: 5, warmup: 0.2};
+    shapes: null, minTime: 0.2, repeats: 5, warmup: 0.2};
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
     const val = argv[i + 1];
@@ -73,6 +92,7 @@ function parseArgs(argv) {
       case '--layers': o.layers = intList('layers', val); break;
       case '--repeats': [o.repeats] = intList('repeats', val); break;
       case '--cells': o.cells = val.split(',').map((s) => s.trim()).filter(Boolean); break;
+      case '--shapes': o.shapes = shapeList(val); break;
       case '--min-time': o.minTime = Number(val); break;
       case '--warmup': o.warmup = Number(val); break;
       default: fail(EXIT_FLAGS, `unknown flag ${flag}`);
@@ -142,8 +162,16 @@ async function main() {
   log(`onnxruntime-node ${version}, ${o.threads} intra-op thread(s); per-call floor ${(floor * 1e6).toFixed(1)} µs`);
 
   const want = (list, v) => list === null || list.includes(v);
+  // lengths(m): the lengths to time model m at, none if it is not selected.
+  const lengths = (m) => {
+    if (o.shapes !== null) {
+      return o.shapes.filter((s) => s.cell === m.cell && s.hidden === m.hidden && s.layers === m.layers).map((s) => s.T);
+    }
+    return want(o.cells, m.cell) && want(o.hidden, m.hidden) && want(o.layers, m.layers) ? o.lengths : [];
+  };
   for (const m of manifest.models) {
-    if (!want(o.cells, m.cell) || !want(o.hidden, m.hidden) || !want(o.layers, m.layers)) continue;
+    const modelLengths = lengths(m);
+    if (modelLengths.length === 0) continue;
     const session = await ort.InferenceSession.create(path.join(o.models, m.file), sessionOptions(o.threads));
     const c = m.check;
     const got = (await session.run({x: new ort.Tensor('float32', Float32Array.from(c.x), [c.steps, 1, m.hidden])})).y.data;
@@ -152,7 +180,7 @@ async function main() {
     if (got.length !== c.y.length || !(worst <= TOLERANCE)) {
       fail(EXIT_MISMATCH, `${m.file}: ONNX Runtime's output differs from PyTorch's by ${worst}`);
     }
-    for (const T of o.lengths) {
+    for (const T of modelLengths) {
       const data = new Float32Array(T * m.hidden);
       for (let i = 0; i < data.length; i++) data[i] = Math.sin(i) * 0.5;
       const x = new ort.Tensor('float32', data, [T, 1, m.hidden]);

@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""Tests for bench_compare.py's parsing and table, on captured output.
+"""Tests for bench_compare.py's parsing and table, on captured output, and
+its rounds (the agreement rule of bench_rounds.py) with fake runners.
 
-Runs without Go benchmarks or torch:  python3 scripts/test_bench_compare.py
+Runs without Go benchmarks, torch or node:  python3 scripts/test_bench_compare.py
 """
 
+import contextlib
 import io
 import re
 import sys
 import tempfile
 import traceback
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_compare  # noqa: E402
+import bench_rounds  # noqa: E402
+import bench_torch  # noqa: E402
 
 # go test output with GOMAXPROCS=2: every name carries the -2 suffix. The
 # lstm/64/1/T=10 A+ benchmark ran twice (-count 2), and there is noise
@@ -238,6 +243,214 @@ def test_main_rejects_output_without_results():
             assert "no BenchmarkTableI results" in str(e)
         else:
             raise AssertionError("main accepted output without results")
+
+
+def test_settle_rule():
+    agree, settled = bench_rounds.agree, bench_rounds.settled
+    # |a-b| / min(a,b): 10% of the smaller one, the bound included.
+    assert agree(100, 110, 10) and agree(110, 100, 10) and not agree(100, 110.5, 10)
+    assert settled([100, 109], 10) and not settled([100, 111], 10)
+    # Any two rounds: the first and the third here.
+    assert settled([100, 150, 105], 10) and not settled([100, 150, 300], 10)
+    # A single round never settles; nor does none.
+    assert not settled([100], 10) and not settled([], 10)
+    assert bench_rounds.unsettled({"a": [100, 105], "b": [100, 200], "c": [], "d": [7]}, 10) == ["b", "d"]
+
+
+def test_rerun_runs_only_unsettled_items():
+    values = {"x": [100, 200, 105, 300], "y": [100, 200, 400, 800, 1600, 3200], "z": [100, 101, 500]}
+    calls = []
+    counts = bench_rounds.rerun(["x", "y", "z"], 2, 5, 10, lambda subset, r: calls.append((r, list(subset))),
+                                lambda i: {"ns": values[i][:len([c for c in calls if i in c[1]])]})
+    assert calls == [(1, ["x", "y", "z"]), (2, ["x", "y", "z"]), (3, ["x", "y"]), (4, ["y"]), (5, ["y"])], calls
+    assert counts == {"x": 3, "y": 5, "z": 2}, counts
+    # --agree 0: the first rounds only.
+    calls.clear()
+    assert bench_rounds.rerun(["x", "y"], 2, 5, 0, lambda subset, r: calls.append(r),
+                              lambda i: {"ns": [1, 2]}) == {"x": 2, "y": 2} and calls == [1, 2]
+
+
+def test_round_figures():
+    go, _ = bench_compare.parse_go_output(GO_OUTPUT_2)
+    torch = bench_compare.parse_torch_output(TORCH_OUTPUT)
+    ort, _ = bench_compare.parse_ort_output(ORT_OUTPUT)
+    shape = ("lstm", 64, 1, 10)
+    figures = bench_compare.round_figures((go, torch, ort), shape, {"A", "A+", "P", "Pbf16"})
+    assert figures == {"our best float32": 4000, "our best with bf16 allowed": 3000, "PyTorch's": 24000,
+                       "ONNX Runtime's": 5000}, figures
+    # A round without one of the shape's schedules says nothing of our best.
+    del go[shape + ("P",)]
+    assert bench_compare.round_figures((go, {}, {}), shape, {"A", "A+", "P", "Pbf16"}) == {}
+    # Without Pbf16 there is no bf16 figure.
+    assert bench_compare.round_figures((go, {}, {}), shape, {"A", "A+"}) == {"our best float32": 7000}
+
+
+def test_split_rounds_of_captured_output():
+    # The k-th result of a benchmark is round k: the three A+ lines are
+    # rounds 1, 2 and 3 of lstm/64/1/10; the other schedules ran once.
+    parts = bench_compare.split_rounds(GO_OUTPUT_2)
+    assert len(parts) == 3, parts
+    rounds = [bench_compare.parse_round(p, "", "") for p in parts]
+    assert [r[0][("lstm", 64, 1, 10, "A+")]["ns/step"] for r in rounds] == [6000, 8000, 7000]
+    assert "goos: linux" in parts[0] and "BenchmarkTableIP" not in parts[1] + parts[2]
+    count, series = bench_compare.shape_rounds(rounds, ("lstm", 64, 1, 10))
+    # Rounds 2 and 3 lack A and P: only round 1 gives our best.
+    assert count == 3 and series == {"our best float32": [4000], "our best with bf16 allowed": [3000]}, series
+    assert bench_compare.shape_rounds(rounds, ("gru", 64, 1, 1)) == (0, {})
+    torch_rounds = bench_compare.split_rounds(TORCH_OUTPUT * 2 + "bench_torch: done\n")
+    assert len(torch_rounds) == 2 and torch_rounds[0] == TORCH_OUTPUT + "bench_torch: done\n", torch_rounds
+    # ONNX Runtime's floor lines are rounds too, apart from the shapes.
+    assert len(bench_compare.split_rounds(ORT_OUTPUT)) == 3
+
+
+def test_subset_selection():
+    full = [(c, h, 1, t) for c in ("lstm", "gru") for h in (64, 512) for t in (1, 100)]
+    # The full product: the same pattern and lists as before.
+    assert bench_compare.go_shapes_regex(full, ["A+", "P"]) == bench_compare.go_bench_regex(
+        ["lstm", "gru"], [64, 512], [1], [1, 100], ["A+", "P"])
+    assert bench_compare.shape_flags(full) == ["--cells", "lstm,gru", "--hidden", "64,512", "--layers", "1",
+                                               "--lengths", "1,100"]
+    # A subset: one alternative per model, with its lengths.
+    subset = [("lstm", 64, 1, 1), ("lstm", 64, 1, 100), ("gru", 512, 1, 100)]
+    pattern = bench_compare.go_shapes_regex(subset, ["P"])
+    assert pattern == ("^BenchmarkTableIP$/^cell=(lstm)$/^hidden=(64)$/^layers=(1)$/^T=(1|100)$/^sched=(P)$|"
+                       "^BenchmarkTableIP$/^cell=(gru)$/^hidden=(512)$/^layers=(1)$/^T=(100)$/^sched=(P)$"), pattern
+    assert bench_compare.shape_flags(subset) == ["--shapes", "lstm/64/1/1,lstm/64/1/100,gru/512/1/100"]
+    # bench_torch.py reads those flags back.
+    args = bench_torch.parse_args(["--shapes", "lstm/64/1/1,gru/512/1/100"])
+    assert bench_torch.shapes(args) == [("lstm", 64, 1, 1), ("gru", 512, 1, 100)]
+    args = bench_torch.parse_args(bench_compare.shape_flags(full))
+    assert bench_torch.shapes(args) == full
+
+
+SETTLES_AT_3 = ("lstm", 64, 1, 10)   # PyTorch 4000, 6000, 4200: rounds 1 and 3 agree
+NEVER = ("gru", 64, 1, 10)           # our P halves every round
+
+
+def fake_runners():
+    """Fake run_go, run_torch and run_ort whose figures change by round, and the shapes each was given."""
+    calls = {"go": [], "torch": [], "ort": []}
+
+    def run_go(args, shapes):
+        r = len(calls["go"])
+        calls["go"].append(list(shapes))
+        lines = ["goos: linux\n"]
+        for c, h, l, t in shapes:
+            p = 1000 / 2 ** r if (c, h, l, t) == NEVER else 1000
+            for sched, ns in (("A+", 2000), ("P", p), ("Pbf16", 800)):
+                top = "BenchmarkTableI" if sched == "A+" else "BenchmarkTableIP"
+                lines.append(f"{top}/cell={c}/hidden={h}/layers={l}/T={t}/sched={sched}-2 \t 100\t 1 ns/op\t "
+                             f"{ns} ns/step\t 5000 B/step\n")
+        return "".join(lines)
+
+    def json_runner(engine, values):
+        def run(args, shapes):
+            r = len(calls[engine])
+            calls[engine].append(list(shapes))
+            return "".join(
+                '{"cell": "%s", "hidden": %d, "layers": %d, "T": %d, "ns_per_step": %s}\n'
+                % (s + (values.get(s, [4000] * 9)[r],)) for s in shapes), None
+        return run
+
+    return calls, dict(run_go=run_go, run_torch=json_runner("torch", {SETTLES_AT_3: [4000, 6000, 4200]}),
+                       run_ort=json_runner("ort", {}), export_onnx=lambda args: None)
+
+
+def fake_clock():
+    loads, times = iter([0.25, 0.75]), iter(["2026-11-26 02:40:00 UTC", "2026-11-26 02:59:00 UTC"])
+    return dict(loadavg=lambda: next(loads), utc_now=lambda: next(times))
+
+
+FOUR = ["--cells", "lstm,gru", "--hidden", "64", "--layers", "1", "--lengths", "1,10", "--threads", "2",
+        "--schedules", "A+,P,Pbf16", "--onnx"]
+
+
+def table_rows(text):
+    return {tuple(c.strip() for c in line.strip("|").split("|"))[:4]: [c.strip() for c in line.strip("|").split("|")]
+            for line in text.splitlines() if line.startswith("| lstm") or line.startswith("| gru")}
+
+
+def test_main_reruns_unsettled_shapes():
+    calls, runners = fake_runners()
+    with mock.patch.multiple(bench_compare, **runners), mock.patch.multiple(bench_rounds, **fake_clock()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        text = _main_output(FOUR + ["--rounds", "2", "--max-rounds", "5"])
+    everything = [("lstm", 64, 1, 1), SETTLES_AT_3, ("gru", 64, 1, 1), NEVER]
+    # Two rounds of every shape; the one that settles at round 3 and the one
+    # that never does are rerun, then the latter alone up to 5 rounds; each
+    # engine is given the same shapes.
+    want = [everything, everything, [SETTLES_AT_3, NEVER], [NEVER], [NEVER]]
+    assert calls == {"go": want, "torch": want, "ort": want}, calls
+    rows = table_rows(text)
+    assert text.splitlines()[0].endswith("| P bf16 B/step | rounds |"), text
+    assert [rows[tuple(map(str, s))][-1] for s in everything] == ["2", "3", "2", "5†"], rows
+    # Medians of all of a shape's rounds: PyTorch 4000, 6000, 4200; our P
+    # 1000, 500, 250, 125, 62.5.
+    assert rows[tuple(map(str, SETTLES_AT_3))][8] == "4,200", rows
+    assert rows[tuple(map(str, NEVER))][6] == "250", rows
+    assert ("Each shape rerun until two rounds agree within 10% on every figure (our best float32, our best "
+            "with bf16 allowed, PyTorch's, ONNX Runtime's ns/step), at most 5 rounds; figures are medians of all "
+            "of its rounds.") in text, text
+    assert "Did not settle within 5 rounds (†): gru/64/1/10.\n" in text, text
+    assert ("Load average (1 min): 0.25 before the first round (2026-11-26 02:40:00 UTC), 0.75 after the last "
+            "(2026-11-26 02:59:00 UTC).") in text, text
+    assert "Threads: 2; Go -benchtime 200ms; 2 alternating round(s) of every shape first; goos linux." in text, text
+
+
+def test_main_without_agreement():
+    calls, runners = fake_runners()
+    with mock.patch.multiple(bench_compare, **runners), mock.patch.multiple(bench_rounds, **fake_clock()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        text = _main_output(FOUR + ["--rounds", "2", "--agree", "0"])
+    assert len(calls["go"]) == 2 and len(calls["torch"]) == 2, calls
+    assert [row[-1] for row in table_rows(text).values()] == ["2"] * 4, text
+    assert "†" not in text and "Agreement of rounds not checked (--agree 0)." in text, text
+    # --max-rounds defaults to --rounds + 4; it cannot be less than --rounds.
+    assert bench_compare.parse_args(["--rounds", "3"]).max_rounds == 7
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            bench_compare.parse_args(["--rounds", "3", "--max-rounds", "2"])
+        except SystemExit:
+            pass
+        else:
+            raise AssertionError("--max-rounds below --rounds accepted")
+
+
+def test_main_captured_rounds_are_not_rerun():
+    # Two rounds in each captured output: Go agrees, PyTorch does not on
+    # lstm/64/1/10 (24000 then 30000).
+    torch2 = TORCH_OUTPUT + TORCH_OUTPUT.replace("24000.0", "30000.0")
+    calls, runners = fake_runners()
+    with tempfile.TemporaryDirectory() as d, mock.patch.multiple(bench_compare, **runners):
+        go_file, torch_file = Path(d, "go.txt"), Path(d, "torch.jsonl")
+        go_file.write_text(GO_OUTPUT_1 + GO_OUTPUT_1.replace("250000 ns/step", "260000 ns/step"))
+        torch_file.write_text(torch2)
+        args = ["--go-output", str(go_file), "--torch-output", str(torch_file), "--rounds", "3"]
+        text = _main_output(["--cells", "gru", "--hidden", "128", "--layers", "3", "--lengths", "1"] + args)
+        assert table_rows(text)[("gru", "128", "3", "1")][-1] == "2", text
+        assert ("Captured outputs, not rerun: a shape settles when two of its rounds (its k-th result in each "
+                "output is its round k) agree within 10% on every figure") in text, text
+        assert "Did not settle" not in text and "Load average" not in text, text
+        text = _main_output(["--cells", "lstm", "--hidden", "64", "--layers", "1", "--lengths", "10"] + args)
+        # No Go result for this shape: PyTorch's rounds alone decide.
+        assert table_rows(text)[("lstm", "64", "1", "10")][-1] == "2†", text
+        go_file.write_text(GO_OUTPUT_2)
+        text = _main_output(["--cells", "lstm", "--hidden", "64", "--layers", "1", "--lengths", "10"] + args)
+        # Three rounds (A+ ran three times), PyTorch two that disagree.
+        assert table_rows(text)[("lstm", "64", "1", "10")][-1] == "3†", text
+        assert "Did not settle (†): lstm/64/1/10.\n" in text, text
+    assert calls == {"go": [], "torch": [], "ort": []}, calls
+
+
+def test_load_average_fallback():
+    assert bench_rounds.loadavg("/nonexistent/loadavg") is None
+    with tempfile.TemporaryDirectory() as d:
+        Path(d, "loadavg").write_text("0.42 0.30 0.20 1/234 5678\n")
+        assert bench_rounds.loadavg(str(Path(d, "loadavg"))) == 0.42
+    note = bench_rounds.load_note(("2026-11-26 02:40:00 UTC", None), ("2026-11-26 02:41:00 UTC", 1.5))
+    assert note == ("Load average (1 min): n/a before the first round (2026-11-26 02:40:00 UTC), 1.50 after the "
+                    "last (2026-11-26 02:41:00 UTC); /proc/loadavg could not be read."), note
+    assert bench_rounds.utc_now().endswith(" UTC")
 
 
 def main():

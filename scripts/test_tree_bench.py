@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
-"""Tests for tree_bench.py's parsing and table, on captured output.
+"""Tests for tree_bench.py's parsing and table, on captured output, and its
+rounds (the agreement rule of bench_rounds.py) with a fake runner.
 
 Runs without Go benchmarks or torch:  python3 scripts/test_tree_bench.py
 """
 
 import contextlib
 import io
+import json
+import re
 import sys
 import tempfile
 import unittest
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_rounds  # noqa: E402
 import tree_bench  # noqa: E402
 
 # Two runs of BenchmarkTreeLSTM, at GOMAXPROCS 1 (no suffix) and 2 (-2),
@@ -99,7 +104,102 @@ class TreeBenchTest(unittest.TestCase):
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
                 assert tree_bench.main(["--go-output", str(g), "--torch-output", str(t)]) == 0
-            assert row(out.getvalue(), 1, 25)[7] == "2.75x", out.getvalue()
+            text = out.getvalue()
+            assert row(text, 1, 25)[7] == "2.75x", text
+            # Captured runs are not rerun, but their rounds are judged: the
+            # rows with figures of a single round have not settled; 1 thread,
+            # batch 25 has three rounds of Go depth-batched.
+            assert row(text, 1, 25)[9] == "3†" and row(text, 1, 10)[9] == "0", text
+            assert ("Did not settle (†): 1 thread(s) batch 1, 1 thread(s) batch 25, 2 thread(s) batch 1, "
+                    "2 thread(s) batch 25.") in text, text
+            assert "Captured outputs, not rerun" in text and "Load average (1 min):" not in text, text
+
+    def test_row_series(self):
+        go = {(1, "recursive", 1): [100, 150, 104], (1, "depth_batched", 1): [200, 205]}
+        torch = {(1, (1, 1), "per_node", 1): [50, 80]}
+        series = tree_bench.row_series(go, torch, (1, 1))
+        assert series == {"Go recursive": [100, 150, 104], "Go depth_batched": [200, 205],
+                          "PyTorch per_node": [50, 80], "PyTorch depth_batched": []}, series
+        assert bench_rounds.unsettled(series, 10) == ["PyTorch per_node"]
+        assert tree_bench.row_rounds(go, torch, (1, 1)) == 3
+        # At two threads, only the configuration the table shows (the
+        # fastest median) counts: 2x2 here, whose rounds agree.
+        torch = {(2, (2, 2), "per_node", 1): [300, 310], (2, (1, 2), "per_node", 1): [100, 500]}
+        assert tree_bench.row_series({}, torch, (2, 1))["PyTorch per_node"] == [300, 310]
+
+    def test_reruns_unsettled_rows(self):
+        # 1 thread, batch 10: Go recursive settles at round 3. 2 threads,
+        # batch 25: PyTorch depth-batched doubles every round in every
+        # configuration. Every other figure is steady.
+        varying = {("go", 1, "recursive", 10): [1000, 1500, 1050]}
+        for t, b in tree_bench.TORCH_CONFIGS[2]:
+            varying[("torch", t, b, "depth_batched", 25)] = [100 * 2 ** k for k in range(9)]
+        calls, counter = [], {}
+
+        def value(key):
+            k = counter.get(key, 0)
+            counter[key] = k + 1
+            return varying[key][k] if key in varying else 1000
+
+        def fake_run(cmd, cwd, env=None, log=None):
+            log.extend([0.1, 0.2])
+            if "-test.bench" in cmd:
+                n = int(cmd[cmd.index("-test.cpu") + 1])
+                pattern = cmd[cmd.index("-test.bench") + 1]
+                batches = [int(b) for b in re.search(r"batch=\((.*)\)", pattern)[1].split("|")]
+                calls.append(("go", n, batches))
+                suffix = f"-{n}" if n > 1 else ""
+                return "".join(f"BenchmarkTreeLSTM/executor={ex}/batch={B}{suffix} 10 1 ns/op "
+                               f"{value(('go', n, ex, B))} trees/s\n" for ex in tree_bench.EXECUTORS for B in batches)
+            t, b = int(cmd[cmd.index("--threads") + 1]), int(cmd[cmd.index("--blas-threads") + 1])
+            batches = [int(x) for x in cmd[cmd.index("--batch") + 1:]]
+            calls.append(("torch", max(t, b), batches))
+            return "".join(json.dumps({"impl": impl, "batch": B, "threads": t, "blas_threads": b,
+                                       "trees_per_s": value(("torch", t, b, impl, B))}) + "\n"
+                           for impl in tree_bench.IMPLS for B in batches)
+
+        loads, times = iter([0.05, 0.3]), iter(["2026-11-26 02:19:00 UTC", "2026-11-26 02:22:00 UTC"])
+        out = io.StringIO()
+        with mock.patch.multiple(tree_bench, run=fake_run), \
+                mock.patch.multiple(bench_rounds, loadavg=lambda: next(loads), utc_now=lambda: next(times)), \
+                contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            assert tree_bench.main(["--go", "true", "--rounds", "2", "--max-rounds", "5"]) == 0
+        text = out.getvalue()
+        go1 = [c for c in calls if c[:2] == ("go", 1)]
+        go2 = [c for c in calls if c[:2] == ("go", 2)]
+        assert [c[2] for c in go1] == [[1, 10, 25], [1, 10, 25], [10]], calls
+        assert [c[2] for c in go2] == [[1, 10, 25], [1, 10, 25], [25], [25], [25]], calls
+        # PyTorch runs with Go, the same batches, each configuration.
+        torch2 = [c[2] for c in calls if c[:2] == ("torch", 2)]
+        assert torch2 == [[1, 10, 25]] * 6 + [[25]] * 9, calls
+        assert [c for c in calls if c[:2] == ("torch", 1)] == [("torch", 1, c[2]) for c in go1], calls
+        # Go first in odd rounds, last in even ones: round 1 is six calls.
+        assert [c[:2] for c in calls[:2] + calls[6:8]] == [("go", 1), ("torch", 1), ("torch", 1), ("go", 1)], calls
+        assert [row(text, n, B)[9] for n in (1, 2) for B in tree_bench.BATCHES] == ["2", "3", "2", "2", "2", "5†"], text
+        # Medians of all rounds: 1000, 1500, 1050; 100 to 1600 in the configuration shown.
+        assert row(text, 1, 10)[2] == "1050" and row(text, 2, 25)[5] == "400 (2x2)", text
+        assert ("Each row rerun until two rounds agree within 10% on every figure (trees/s of Go recursive and "
+                "depth-batched, PyTorch per-node and depth-batched as shown), at most 5 rounds") in text, text
+        assert "Did not settle within 5 rounds (†): 2 thread(s) batch 25." in text, text
+        assert ("Load average (1 min): 0.05 before the first round (2026-11-26 02:19:00 UTC), 0.30 after the last "
+                "(2026-11-26 02:22:00 UTC).") in text, text
+        assert "2026-11-26 02:19:00 UTC" in text.splitlines()[0], text
+
+    def test_no_reruns_with_agree_0(self):
+        calls = []
+
+        def fake_run(cmd, cwd, env=None, log=None):
+            calls.append(cmd)
+            # Go's figure doubles every round: it would be rerun.
+            return f"BenchmarkTreeLSTM/executor=recursive/batch=1 10 1 ns/op {2 ** len(calls)} trees/s\n"
+
+        with mock.patch.multiple(tree_bench, run=fake_run), contextlib.redirect_stdout(io.StringIO()) as out, \
+                contextlib.redirect_stderr(io.StringIO()):
+            assert tree_bench.main(["--go", "true", "--rounds", "2", "--agree", "0", "--threads", "1"]) == 0
+        # Two rounds of Go and PyTorch at one thread, however unsettled.
+        assert len(calls) == 4, calls
+        text = out.getvalue()
+        assert row(text, 1, 1)[9] == "2" and "Agreement of rounds not checked (--agree 0)." in text, text
 
 
 if __name__ == "__main__":

@@ -19,11 +19,20 @@ the fastest, naming it.
 The runs are interleaved: every round runs, for each thread count, the Go
 benchmark and each PyTorch configuration one after the other (Go first in
 odd rounds, last in even ones), so that other processes on a shared
-machine weigh on both sides alike. Each figure is the median of its
-rounds; the spread column is the largest max/min over the rounds of the
-row's figures. The load average is read before and after every run and
-printed with the table: figures taken while other processes ran are from
-a loaded machine and say where we stand, not what an idle machine gives.
+machine weigh on both sides alike. After --rounds rounds, a row (a
+thread count and a batch) has settled when each of its figures (Go
+recursive, Go depth-batched, and PyTorch per-node and depth-batched in the
+configuration the table shows) has two rounds that agree within --agree
+percent (|a-b| / min(a,b); default 10, 0: no reruns); the rows that have
+not are rerun, only they, round by round, until they settle or have had
+--max-rounds rounds (default --rounds + 4). Each figure is the median of
+all its rounds; the rounds column counts them, with a † on a row that
+never settled (named in the notes); the spread column is the largest
+max/min over the rounds of the row's figures. The load average is read
+before and after every run and printed with the table, with the 1-minute
+load and the UTC time before the first round and after the last: figures
+taken while other processes ran are from a loaded machine and say where we
+stand, not what an idle machine gives.
 
 The ratios are best Go (the faster executor) over PyTorch per-node and
 over PyTorch depth-batched; the targets (issue 16) are >= 5x per-node at
@@ -33,10 +42,12 @@ Usage (from anywhere; PyTorch is run with /usr/bin/python3):
 
     python3 scripts/tree_bench.py                       # 3 rounds, 1 and 2 threads
     python3 scripts/tree_bench.py --rounds 5 --benchtime 2s --min-time 2
+    python3 scripts/tree_bench.py --agree 5 --max-rounds 10
     python3 scripts/tree_bench.py --go-output go.txt --torch-output torch.txt   # re-render
 
 --go-output and --torch-output render captured outputs instead of running
-(each a concatenation of runs, as --save writes them).
+(each a concatenation of runs, as --save writes them); they are not rerun,
+but whether each row's rounds agree is checked and reported all the same.
 """
 
 import argparse
@@ -47,15 +58,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parent
 REPO = SCRIPTS.parent
+sys.path.insert(0, str(SCRIPTS))
+import bench_rounds  # noqa: E402
+
 BATCHES = (1, 10, 25)
 EXECUTORS = ("recursive", "depth_batched")
 IMPLS = ("per_node", "depth_batched")
 TORCH_CONFIGS = {1: [(1, 1)], 2: [(2, 2), (1, 2), (2, 1)]}
+FIGURES = "trees/s of Go recursive and depth-batched, PyTorch per-node and depth-batched as shown"
 
 # BenchmarkTreeLSTM/executor=depth_batched/batch=25-2   262   4778022 ns/op   5232 trees/s ...
 # (the -N suffix is GOMAXPROCS, absent when it is 1)
@@ -108,9 +122,38 @@ def spread(values):
     return max(values) / min(values) if values and min(values) > 0 else float("nan")
 
 
-def table(go, torch, threads, loads=None, notes=()):
-    """The Markdown table (and notes) of medians over the rounds."""
+def torch_best(torch, n, impl, B):
+    """(median, (torch, OpenBLAS threads), values) of PyTorch's fastest configuration, or None."""
+    best = None
+    for cfg in TORCH_CONFIGS.get(n, [(n, n)]):
+        v = torch.get((n, cfg, impl, B), [])
+        if v and (best is None or statistics.median(v) > best[0]):
+            best = (statistics.median(v), cfg, v)
+    return best
+
+
+def row_series(go, torch, row):
+    """A row's figures, {name: [trees/s per round]}: the Go executors and PyTorch's shown configurations."""
+    n, B = row
+    series = {f"Go {ex}": go.get((n, ex, B), []) for ex in EXECUTORS}
+    for impl in IMPLS:
+        series[f"PyTorch {impl}"] = (torch_best(torch, n, impl, B) or (None, None, []))[2]
+    return series
+
+
+def row_rounds(go, torch, row):
+    """How many rounds a row has: the most of any of its figures."""
+    return max(len(v) for v in row_series(go, torch, row).values())
+
+
+def row_name(row):
+    return f"{row[0]} thread(s) batch {row[1]}"
+
+
+def table(go, torch, threads, loads=None, notes=(), rounds=None):
+    """The Markdown table (and notes) of medians over the rounds; rounds: {(threads, batch): rounds column}."""
     lines = []
+    loads = [x for x in loads or [] if x is not None]
     if loads:
         lo, hi = min(loads), max(loads)
         lines.append(f"Load average (1 min) read before and after every run: {lo:.2f} to {hi:.2f} "
@@ -119,8 +162,8 @@ def table(go, torch, threads, loads=None, notes=()):
                         if hi >= 0.5 else ""))
         lines.append("")
     lines.append("| threads | batch | Go recursive | Go depth-batched | PyTorch per-node | PyTorch depth-batched "
-                 "| best Go / per-node | best Go / depth-batched | spread |")
-    lines.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+                 "| best Go / per-node | best Go / depth-batched | spread |" + (" rounds |" if rounds else ""))
+    lines.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if rounds else ""))
     verdicts = []
     for n in threads:
         for B in BATCHES:
@@ -129,11 +172,7 @@ def table(go, torch, threads, loads=None, notes=()):
             pt = {}
             spreads = [spread(v) for v in g.values() if v]
             for impl in IMPLS:
-                best = None
-                for cfg in TORCH_CONFIGS.get(n, [(n, n)]):
-                    v = torch.get((n, cfg, impl, B), [])
-                    if v and (best is None or statistics.median(v) > best[0]):
-                        best = (statistics.median(v), cfg, v)
+                best = torch_best(torch, n, impl, B)
                 if best:
                     pt[impl] = best
                     spreads.append(spread(best[2]))
@@ -156,7 +195,7 @@ def table(go, torch, threads, loads=None, notes=()):
             sp = max((s for s in spreads if s == s), default=float("nan"))
             lines.append(f"| {n} | {B} | {fmt_go('recursive')} | {fmt_go('depth_batched')} | {fmt_pt('per_node')} "
                          f"| {fmt_pt('depth_batched')} | {ratio('per_node')} | {ratio('depth_batched')} "
-                         f"| {sp:.2f} |")
+                         f"| {sp:.2f} |" + (f" {rounds[(n, B)]} |" if rounds else ""))
             if B == 1 and bg and "per_node" in pt:
                 r = bg[0] / pt["per_node"][0]
                 rec = f"; recursive alone {gm['recursive'] / pt['per_node'][0]:.2f}x" if gm["recursive"] else ""
@@ -176,29 +215,29 @@ def table(go, torch, threads, loads=None, notes=()):
     return "\n".join(lines)
 
 
-def loadavg():
-    try:
-        return float(Path("/proc/loadavg").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return float("nan")
-
-
 def run(cmd, cwd, env=None, log=None):
     """Runs cmd, returns its stdout; the load average before and after goes to log."""
-    before = loadavg()
+    before = bench_rounds.loadavg()
     res = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    after = loadavg()
+    after = bench_rounds.loadavg()
     if log is not None:
         log.extend([before, after])
-    print(f"  load {before:.2f} -> {after:.2f}: {' '.join(str(c) for c in cmd)}", file=sys.stderr, flush=True)
+    print(f"  load {bench_rounds.fmt_load(before)} -> {bench_rounds.fmt_load(after)}: "
+          f"{' '.join(str(c) for c in cmd)}", file=sys.stderr, flush=True)
     if res.returncode != 0:
         raise RuntimeError(f"{' '.join(str(c) for c in cmd)} failed ({res.returncode}):\n{res.stderr[-2000:]}")
     return res.stdout
 
 
+def go_pattern(batches):
+    """-test.bench for BenchmarkTreeLSTM at these batches, both executors."""
+    return "^BenchmarkTreeLSTM$/^executor=/^batch=(" + "|".join(map(str, batches)) + ")$"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of every row (default: 3)")
+    bench_rounds.add_arguments(ap, "row")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (1 and 2)")
     ap.add_argument("--benchtime", default="1s", help="go test -benchtime for each Go figure")
     ap.add_argument("--min-time", type=float, default=1.0, help="seconds per PyTorch figure")
@@ -211,11 +250,19 @@ def main(argv=None):
     threads = [int(t) for t in args.threads.split(",") if t.strip()]
     if not threads or any(t not in TORCH_CONFIGS for t in threads) or args.rounds < 1:
         ap.error("--threads takes 1 and/or 2; --rounds at least 1")
+    bench_rounds.check_arguments(ap, args)
+    rows = [(n, B) for n in threads for B in BATCHES]
+
+    def series(row):
+        return row_series(go, torch, row)
 
     if args.go_output or args.torch_output:
         go = parse_go(Path(args.go_output).read_text()) if args.go_output else {}
         torch = parse_torch(Path(args.torch_output).read_text()) if args.torch_output else {}
-        print(table(go, torch, threads))
+        counts = {row: row_rounds(go, torch, row) for row in rows}
+        labels, notes = bench_rounds.settle_report(rows, counts, series, args.agree, what="row", name=row_name,
+                                                   figures=FIGURES)
+        print(table(go, torch, threads, notes=notes, rounds=labels))
         return 0
 
     loads = []
@@ -224,11 +271,16 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         binary = Path(tmp) / "schedule.test"
         subprocess.run([args.go, "test", "-c", "-o", str(binary), "./schedule"], cwd=REPO, check=True)
-        for rnd in range(args.rounds):
-            print(f"round {rnd + 1} of {args.rounds}", file=sys.stderr, flush=True)
+
+        def run_round(subset, r):
+            print(f"round {r} ({len(subset)} of {len(rows)} row(s))", file=sys.stderr, flush=True)
             for n in threads:
+                batches = [B for m, B in subset if m == n]
+                if not batches:
+                    continue
+
                 def go_run():
-                    out = run([str(binary), "-test.run", "^$", "-test.bench", "^BenchmarkTreeLSTM$",
+                    out = run([str(binary), "-test.run", "^$", "-test.bench", go_pattern(batches),
                                "-test.benchtime", args.benchtime, "-test.cpu", str(n)],
                               cwd=REPO / "schedule", log=loads)
                     go_raw.append(out)
@@ -237,13 +289,17 @@ def main(argv=None):
                 def torch_runs():
                     for t, b in TORCH_CONFIGS[n]:
                         out = run([args.python, str(SCRIPTS / "torch_tree.py"), "bench", "--threads", str(t),
-                                   "--blas-threads", str(b), "--min-time", str(args.min_time), "--repeats", "1"],
-                                  cwd=REPO, log=loads)
+                                   "--blas-threads", str(b), "--min-time", str(args.min_time), "--repeats", "1",
+                                   "--batch"] + [str(B) for B in batches], cwd=REPO, log=loads)
                         torch_raw.append(out)
                         merge(torch, parse_torch(out))
 
-                for step in ((go_run, torch_runs) if rnd % 2 == 0 else (torch_runs, go_run)):
+                for step in ((go_run, torch_runs) if r % 2 == 1 else (torch_runs, go_run)):
                     step()
+
+        start = bench_rounds.stamp()
+        counts = bench_rounds.rerun(rows, args.rounds, args.max_rounds, args.agree, run_round, series)
+        end = bench_rounds.stamp()
     if args.save:
         d = Path(args.save)
         d.mkdir(parents=True, exist_ok=True)
@@ -254,10 +310,12 @@ def main(argv=None):
         if line.startswith("model name"):
             cpu = line.split(":", 1)[1].strip()
             break
-    print(f"Trees side by side, {time.strftime('%Y-%m-%d %H:%M')}, {cpu}, {args.rounds} round(s), "
+    labels, notes = bench_rounds.settle_report(rows, counts, series, args.agree, args.max_rounds, what="row",
+                                               name=row_name, figures=FIGURES)
+    print(f"Trees side by side, {start[0]}, {cpu}, {args.rounds} round(s) of every row, "
           f"Go -benchtime {args.benchtime}, PyTorch {args.min_time:g} s per figure.")
     print()
-    print(table(go, torch, threads, loads))
+    print(table(go, torch, threads, loads, notes + [bench_rounds.load_note(start, end)], labels))
     return 0
 
 
