@@ -15,6 +15,14 @@ func MatMulT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float
 	f32.GemmNT(m, n, k, a, lda, w, ldw, beta, c, ldc)
 }
 
+// MatMulTOnce is MatMulT for a W that is read once and not again for a
+// while (an input projection's W_ih): with a few rows it pulls W in
+// through its first row's eight row streams whatever W's size
+// (f32.GemmNTOnce). Same results, bit for bit.
+func MatMulTOnce(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
+	f32.GemmNTOnce(m, n, k, a, lda, w, ldw, beta, c, ldc)
+}
+
 // Finite reports whether every value of x is finite (no infinity, no
 // NaN), in one vectorised pass where the CPU allows.
 func Finite(x []float32) bool { return f32.Finite(x) }

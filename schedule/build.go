@@ -307,7 +307,7 @@ func (b *builder) layerAPlus(lw *layerWeights, k, d int, x, out *Buffer) {
 	h := Dense(b.h, 0, B, O)
 	whh := Dense(lw.whh, 0, R, O)
 	b.pos(k, d, -1)
-	b.add(newGemmNT(Dense(b.xp, 0, T*B, R), Dense(x, 0, T*B, I), Dense(lw.wih, 0, R, I), 0))
+	b.add(readOnce(newGemmNT(Dense(b.xp, 0, T*B, R), Dense(x, 0, T*B, I), Dense(lw.wih, 0, R, I), 0)))
 	b.initState(l, k, d, h)
 	for _, t := range times(T, d) {
 		b.pos(k, d, t)

@@ -173,11 +173,20 @@ type gemmOp struct {
 	nn      bool
 	stable  bool
 	tanh    bool
+	once    bool // W is read once per plan (an input projection): rnn.MatMulTOnce
 }
 
 func newGemmNT(c, a, w Mat, beta float32) *gemmOp {
 	mustShape(c.Rows == a.Rows && a.Cols == w.Cols && c.Cols == w.Rows)
 	return &gemmOp{c: c, a: a, w: w, beta: beta}
+}
+
+// readOnce marks a product whose W the plan reads once (an input
+// projection's W_ih, all T steps at once), so that with a few rows the
+// kernels pull W in as a stream (rnn.MatMulTOnce).
+func readOnce(o *gemmOp) *gemmOp {
+	o.once = true
+	return o
 }
 
 func newGemmNN(c, a, w Mat, beta float32) *gemmOp {
@@ -195,6 +204,8 @@ func (o *gemmOp) run() {
 		tree.MatMulT(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
 	case o.w.Buf.ElemSize == 2:
 		rnn.MatMulTBF16(m, n, k, o.a.F32(), o.a.LD, o.w.U16(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
+	case o.once:
+		rnn.MatMulTOnce(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
 	default:
 		rnn.MatMulT(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
 	}

@@ -366,7 +366,7 @@ func (b *pbuilder) layer(k, d int, x, out *Buffer) {
 		}
 		s, rows := &pl.w[w], G*u.n()
 		b.on(w)
-		b.add(newGemmNT(Dense(b.xp[w], 0, T*B, rows), Dense(x, 0, T*B, I), Dense(s.wih, 0, rows, I), 0))
+		b.add(readOnce(newGemmNT(Dense(b.xp[w], 0, T*B, rows), Dense(x, 0, T*B, I), Dense(s.wih, 0, rows, I), 0)))
 		if l.Cell == rnn.LSTM {
 			c := Dense(b.c[w], 0, B, u.n())
 			if b.c0 != nil {

@@ -422,3 +422,43 @@ func TestPoolTakesOverAbsentWorkers(t *testing.T) {
 		t.Errorf("Stolen() = %d, want %d (the absent workers' parts)", got, 2*phases)
 	}
 }
+
+// TestProjectionReadOnce checks that A+ and P mark their input
+// projections (every W_ih product, all T steps at once) as reading W once,
+// so the kernels pull W_ih in as a stream, and no other product: the
+// recurrent W_hh and the head are re-read or warm.
+func TestProjectionReadOnce(t *testing.T) {
+	net := randomNet(t, rnn.Config{Cell: rnn.LSTM, Input: 12, Hidden: 16, Layers: 2}, 1)
+	in := randomInput(net, 5, 1, false, rand.New(rand.NewPCG(1, 1)))
+	progs := map[string]func() (*Program, error){
+		"A+": func() (*Program, error) { return NewProgram(net, APlus) },
+		"P":  func() (*Program, error) { return NewPartitioned(net, PartitionOptions{Workers: 1}) },
+	}
+	for name, mk := range progs {
+		prog, err := mk()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := prog.Plan(in, PlanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		projections := 0
+		for _, st := range p.Steps {
+			g, ok := st.op.(*gemmOp)
+			if !ok {
+				continue
+			}
+			ih := strings.HasSuffix(g.w.Buf.Name, ".weight_ih")
+			if g.once != ih {
+				t.Errorf("%s: product over %s has once = %v", name, g.w.Buf.Name, g.once)
+			}
+			if ih {
+				projections++
+			}
+		}
+		if projections < 2 {
+			t.Errorf("%s: %d input projections marked, want one per layer at least", name, projections)
+		}
+	}
+}

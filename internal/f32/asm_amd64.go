@@ -57,13 +57,14 @@ func finiteAVX2(x *float32, n int) bool
 // the horizontal sums) leave the out-of-order core too little to overlap.
 // With more than four rows W goes in blocks of wBlock rows, each kept in
 // cache while every group passes it. When W is large enough to come from
-// DRAM and there are few rows (pulls), the first row goes through the 1×8
+// DRAM, or the caller says it is read once (GemmNTOnce), and there are
+// few rows (pulls), the first row goes through the 1×8
 // kernel on its own, block by block: its eight row streams pull the block
 // in at the GEMV's rate, where a 4×3 panel's three streams reach about
 // two thirds of it, and the other rows then find the block in cache.
 // All three kernels compute an element the same way, so the grouping does
 // not change a bit.
-func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
+func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int, once bool) {
 	if !useAsm {
 		gemmNTGo(m, n, k, a, lda, w, ldw, beta, c, ldc)
 		return
@@ -75,7 +76,7 @@ func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta 
 	if k <= smallK && m != 3 {
 		group = 2
 	}
-	if pulls(m, n, k) {
+	if pulls(m, n, k, once) {
 		nb, first = wBlock(k), 1
 	}
 	for j0 := 0; j0 < n; j0 += nb {

@@ -53,8 +53,8 @@ const (
 	pullRows  = 16
 )
 
-func pulls(m, n, k int) bool {
-	return m >= 3 && m <= pullRows && 4*n*k > pullBytes
+func pulls(m, n, k int, once bool) bool {
+	return m >= 3 && m <= pullRows && (once || 4*n*k > pullBytes)
 }
 
 // Impl names the kernels in use: "avx2+fma" or "go".
@@ -98,7 +98,33 @@ func GemmNT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float3
 		}
 		return
 	}
-	gemmNTKernel(m, n, k, a, lda, w, ldw, beta, c, ldc)
+	gemmNTKernel(m, n, k, a, lda, w, ldw, beta, c, ldc, false)
+}
+
+// GemmNTOnce is GemmNT for a W read once and then not again for a while,
+// such as an input projection's W_ih, which one inference reads once per
+// layer, so that in a model larger than the cache it comes from DRAM:
+// with 3 to pullRows rows the first row pulls each block of W in through
+// the 1×8 kernel's eight row streams, whatever W's size (GemmNT does so
+// only above pullBytes, because for a W that stays in cache the extra
+// pass costs). Rows of 1 KiB (hidden 256) reached a quarter of the
+// sequential read rate from DRAM through the 4×3 kernel's three streams.
+// The results are GemmNT's, bit for bit.
+func GemmNTOnce(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(errNegative)
+	}
+	checkMat(a, m, k, lda, errShortA)
+	checkMat(w, n, k, ldw, errShortW)
+	checkMat(c, m, n, ldc, errShortC)
+	if m == 0 || n == 0 || k == 0 {
+		GemmNT(m, n, k, a, lda, w, ldw, beta, c, ldc)
+		return
+	}
+	if beta == 0 {
+		beta = 0 // -0 too: C is not read
+	}
+	gemmNTKernel(m, n, k, a, lda, w, ldw, beta, c, ldc, true)
 }
 
 // GemvN computes y = W·x + beta·y for W [n][k] (leading dimension ldw):
@@ -288,7 +314,7 @@ func GemmNTBF16(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta flo
 			}
 			for i0 := 0; i0 < m; i0 += mc {
 				mb := min(mc, m-i0)
-				gemmNTKernel(mb, nb, kb, a[i0*lda+p0:], lda, panel[:], kb, b, c[i0*ldc+j0:], ldc)
+				gemmNTKernel(mb, nb, kb, a[i0*lda+p0:], lda, panel[:], kb, b, c[i0*ldc+j0:], ldc, false)
 			}
 		}
 	}

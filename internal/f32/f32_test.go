@@ -578,8 +578,9 @@ func TestGemmNTPull(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(10, 10))
 	n, k := 2200, 1001 // 8.4 MiB of W, k%8 != 0
-	if !pulls(3, n, k) || pulls(2, n, k) || pulls(pullRows+1, n, k) || pulls(3, n, 128) {
-		t.Fatalf("pulls does not cover 3..%d rows of a %d×%d W only", pullRows, n, k)
+	if !pulls(3, n, k, false) || pulls(2, n, k, false) || pulls(pullRows+1, n, k, false) || pulls(3, n, 128, false) ||
+		!pulls(3, n, 128, true) || pulls(2, n, 128, true) || pulls(pullRows+1, n, 128, true) {
+		t.Fatalf("pulls does not cover 3..%d rows of a %d×%d W only, or of any W read once", pullRows, n, k)
 	}
 	lda, ldw, ldc := k+3, k+1, n+5
 	w := newGuarded(r, n, k, ldw, 0, nan).s()
@@ -599,6 +600,49 @@ func TestGemmNTPull(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestGemmNTOnce checks that GemmNTOnce, which pulls W in through its
+// first row whatever W's size, gives GemmNT's bits, row by row, for
+// every row count around the pull's bounds, odd k and strides, both
+// betas, on both paths; and that it checks its arguments as GemmNT does.
+func TestGemmNTOnce(t *testing.T) {
+	impls(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(11, 11))
+		for _, nk := range [][2]int{{1024, 256}, {77, 131}, {50, 9}} {
+			n, k := nk[0], nk[1]
+			lda, ldw, ldc := k+3, k+1, n+5
+			w := newGuarded(r, n, k, ldw, 0, nan).s()
+			for _, m := range []int{1, 2, 3, 4, 5, 10, pullRows, pullRows + 1, 40} {
+				a := newGuarded(r, m, k, lda, 0, nan).s()
+				c0 := newGuarded(r, m, n, ldc, 0, 0).s()
+				for _, beta := range []float32{0, 0.5} {
+					once := append([]float32(nil), c0...)
+					GemmNTOnce(m, n, k, a, lda, w, ldw, beta, once, ldc)
+					plain := append([]float32(nil), c0...)
+					GemmNT(m, n, k, a, lda, w, ldw, beta, plain, ldc)
+					for i := range once {
+						if math.Float32bits(once[i]) != math.Float32bits(plain[i]) {
+							t.Fatalf("n=%d k=%d m=%d beta=%v: element %d = %v, GemmNT gives %v", n, k, m, beta, i, once[i], plain[i])
+						}
+					}
+				}
+			}
+		}
+	})
+	for _, bad := range []func(){
+		func() { GemmNTOnce(-1, 1, 1, nil, 1, nil, 1, 0, nil, 1) },
+		func() { GemmNTOnce(2, 2, 2, make([]float32, 3), 2, make([]float32, 4), 2, 0, make([]float32, 4), 2) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("GemmNTOnce accepted bad arguments")
+				}
+			}()
+			bad()
+		}()
 	}
 }
 

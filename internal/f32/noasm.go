@@ -6,7 +6,7 @@ package f32
 // two paths then compare the pure-Go path with itself.
 var useAsm = false
 
-func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
+func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int, _ bool) {
 	gemmNTGo(m, n, k, a, lda, w, ldw, beta, c, ldc)
 }
 
