@@ -579,7 +579,7 @@ func TestGemmNTPull(t *testing.T) {
 	r := rand.New(rand.NewPCG(10, 10))
 	n, k := 2200, 1001 // 8.4 MiB of W, k%8 != 0
 	if !pulls(3, n, k, false) || pulls(2, n, k, false) || pulls(pullRows+1, n, k, false) || pulls(3, n, 128, false) ||
-		!pulls(3, n, 128, true) || pulls(2, n, 128, true) || pulls(pullRows+1, n, 128, true) {
+		!pulls(3, n, 128, true) || pulls(2, n, 128, true) || pulls(pullRows+1, n, 128, true) || pulls(3, 64, 256, true) {
 		t.Fatalf("pulls does not cover 3..%d rows of a %d×%d W only, or of any W read once", pullRows, n, k)
 	}
 	lda, ldw, ldc := k+3, k+1, n+5
@@ -610,7 +610,7 @@ func TestGemmNTPull(t *testing.T) {
 func TestGemmNTOnce(t *testing.T) {
 	impls(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(11, 11))
-		for _, nk := range [][2]int{{1024, 256}, {77, 131}, {50, 9}} {
+		for _, nk := range [][2]int{{1024, 256}, {300, 251}, {77, 131}, {50, 9}} {
 			n, k := nk[0], nk[1]
 			lda, ldw, ldc := k+3, k+1, n+5
 			w := newGuarded(r, n, k, ldw, 0, nan).s()
