@@ -144,3 +144,39 @@ func BenchmarkFinite(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGemvCold times the products over a W that comes from DRAM: each
+// call takes the next of enough 4H×H matrices to fill 48 MiB, more than
+// the L3, beside f32.Sum over the same matrices (a sequential read). At
+// hidden 256 (rows of 1 KiB) the row-interleaved kernels read far below
+// the sequential rate; GemmNTOnce's pull narrows the gap for a few rows.
+//
+//	go test ./internal/f32/ -run '^$' -bench BenchmarkGemvCold -count 3
+func BenchmarkGemvCold(b *testing.B) {
+	for _, h := range []int{256, 1024} {
+		n, k := 4*h, h
+		ws := make([][]float32, max(2, (48<<20)/(4*n*k)))
+		r := rand.New(rand.NewPCG(1, 1))
+		for i := range ws {
+			ws[i] = newGuarded(r, n, k, k, 0, 0).s()
+		}
+		a := newGuarded(r, 10, k, k, 0, 0).s()
+		c := make([]float32, 10*n)
+		var sink float32
+		run := func(name string, f func(w []float32)) {
+			b.Run(fmt.Sprintf("H=%d/%s", h, name), func(b *testing.B) {
+				b.SetBytes(int64(4 * n * k))
+				i := 0
+				for b.Loop() {
+					f(ws[i%len(ws)])
+					i++
+				}
+			})
+		}
+		run("sum", func(w []float32) { sink += Sum(w) })
+		run("gemv", func(w []float32) { GemvN(n, k, w, k, a, 0, c) })
+		run("m=10", func(w []float32) { GemmNT(10, n, k, a, k, w, k, 0, c, n) })
+		run("m=10/once", func(w []float32) { GemmNTOnce(10, n, k, a, k, w, k, 0, c, n) })
+		_ = sink
+	}
+}

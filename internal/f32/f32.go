@@ -86,6 +86,24 @@ func checkMat(s []float32, rows, cols, ld int, short string) {
 // (w[j0*ldw:], n = j1-j0, c[j0:]) gives the same columns as the whole
 // product: W_hh split over cores computes what one core would.
 func GemmNT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
+	gemmNT(m, n, k, a, lda, w, ldw, beta, c, ldc, false)
+}
+
+// GemmNTOnce is GemmNT for a W read once and then not again for a while,
+// such as an input projection's W_ih, which one inference reads once per
+// layer, so that in a model larger than the cache it comes from DRAM.
+// With 3 to pullRows rows, the first row pulls each block of W in through
+// the 1×8 kernel's eight row streams once W is larger than onceBytes
+// (GemmNT does so only above pullBytes, because for a W that stays in
+// cache the extra pass costs). From DRAM, at hidden 256 (rows of 1 KiB),
+// ten rows through the 4×3 kernel read W at 0.30 of a sequential read of
+// the same bytes, and at 0.43 with the pull (one row alone: 0.61;
+// BenchmarkGemvCold, 2026-11-26). The results are GemmNT's, bit for bit.
+func GemmNTOnce(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
+	gemmNT(m, n, k, a, lda, w, ldw, beta, c, ldc, true)
+}
+
+func gemmNT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int, once bool) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(errNegative)
 	}
@@ -104,33 +122,7 @@ func GemmNT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float3
 		}
 		return
 	}
-	gemmNTKernel(m, n, k, a, lda, w, ldw, beta, c, ldc, false)
-}
-
-// GemmNTOnce is GemmNT for a W read once and then not again for a while,
-// such as an input projection's W_ih, which one inference reads once per
-// layer, so that in a model larger than the cache it comes from DRAM:
-// with 3 to pullRows rows the first row pulls each block of W in through
-// the 1×8 kernel's eight row streams once W is larger than onceBytes
-// (GemmNT does so only above pullBytes, because for a W that stays in
-// cache the extra pass costs). Rows of 1 KiB (hidden 256) reached a quarter of the
-// sequential read rate from DRAM through the 4×3 kernel's three streams.
-// The results are GemmNT's, bit for bit.
-func GemmNTOnce(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
-	if m < 0 || n < 0 || k < 0 {
-		panic(errNegative)
-	}
-	checkMat(a, m, k, lda, errShortA)
-	checkMat(w, n, k, ldw, errShortW)
-	checkMat(c, m, n, ldc, errShortC)
-	if m == 0 || n == 0 || k == 0 {
-		GemmNT(m, n, k, a, lda, w, ldw, beta, c, ldc)
-		return
-	}
-	if beta == 0 {
-		beta = 0 // -0 too: C is not read
-	}
-	gemmNTKernel(m, n, k, a, lda, w, ldw, beta, c, ldc, true)
+	gemmNTKernel(m, n, k, a, lda, w, ldw, beta, c, ldc, once)
 }
 
 // GemvN computes y = W·x + beta·y for W [n][k] (leading dimension ldw):
