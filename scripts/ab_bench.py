@@ -64,13 +64,16 @@ def table(results, builds, metric=None):
     unit = metric or "time"
     lines = [f"| benchmark | {builds[0]} median ({unit}) | range | {builds[1]} median | range | speed-up new/old |",
              "|---|---:|---:|---:|---:|---:|"]
+    def fmt(v):
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
     for name, per in results.items():
         if any(not per.get(b) for b in builds):
             continue
         med = [statistics.median(per[b]) for b in builds]
         ratio = med[0] / med[1] if lower else med[1] / med[0]
-        rng = [f"{min(per[b]):.4g}-{max(per[b]):.4g}" for b in builds]
-        lines.append(f"| {name} | {med[0]:.4g} | {rng[0]} | {med[1]:.4g} | {rng[1]} | {ratio:.2f} |")
+        rng = [f"{fmt(min(per[b]))}-{fmt(max(per[b]))}" for b in builds]
+        lines.append(f"| {name} | {fmt(med[0])} | {rng[0]} | {fmt(med[1])} | {rng[1]} | {ratio:.2f} |")
     return "\n".join(lines) + "\n"
 
 

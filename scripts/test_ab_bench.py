@@ -58,6 +58,10 @@ class Main(unittest.TestCase):
         table = ab_bench.table({"B": {"old": [50.0], "new": [100.0]}}, ("old", "new"), "GFLOP/s")
         self.assertIn("| 2.00 |", table)
 
+    def test_large_values_with_separators(self):
+        table = ab_bench.table({"B": {"old": [17790.0], "new": [17430.0]}}, ("old", "new"))
+        self.assertIn("| B | 17,790 | 17,790-17,790 | 17,430 | 17,430-17,430 | 1.02 |", table)
+
     def test_no_results(self):
         with self.assertRaises(SystemExit):
             ab_bench.main(["a", "b", "--bench", "X"], out=io.StringIO(), runner=lambda p, a: "PASS\n")
