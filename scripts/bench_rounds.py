@@ -63,14 +63,14 @@ def rerun(items, rounds, max_rounds, pct, run_round, series_of):
     stops after `rounds` rounds.
     """
     counts = {i: 0 for i in items}
-    todo, r = list(items), 0
-    while todo:
+    pending, r = list(items), 0
+    while pending:
         r += 1
-        run_round(todo, r)
-        for i in todo:
+        run_round(pending, r)
+        for i in pending:
             counts[i] += 1
         if r >= rounds:
-            todo = [i for i in todo if pct and counts[i] < max_rounds and unsettled(series_of(i), pct)]
+            pending = [i for i in pending if pct and counts[i] < max_rounds and unsettled(series_of(i), pct)]
     return counts
 
 

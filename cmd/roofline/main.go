@@ -202,10 +202,9 @@ func run(args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "# Roofline\n\n%s/%s, GOMAXPROCS %d, kernels %s; L1d %s and L2 %s per core, L3 %s (nominal).\n\n",
 		runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), rnn.KernelImpl(), size(o.l1), size(o.l2), size(o.l3))
-	hz := coreClock(o.time, o.reps, o.cpu)
-	o.hz = hz
-	if hz > 0 {
-		fmt.Fprintf(out, "Core clock: %.2f GHz (a chain of dependent integer adds, one a cycle; best of %d runs).\n\n", hz/1e9, o.reps)
+	o.hz = coreClock(o.time, o.reps, o.cpu)
+	if o.hz > 0 {
+		fmt.Fprintf(out, "Core clock: %.2f GHz (a chain of dependent integer adds, one a cycle; best of %d runs).\n\n", o.hz/1e9, o.reps)
 	} else {
 		fmt.Fprintln(out, "Core clock: not estimated (no assembly to time on this build); bytes per cycle are n/a.")
 		fmt.Fprintln(out)
@@ -245,7 +244,7 @@ func run(args []string, out io.Writer) error {
 		for _, c := range o.cores {
 			r := readBandwidth(pools[c], lv.bytes, o)
 			row += fmt.Sprintf(" %.1f / %.1f |", r.best/1e9, r.median/1e9)
-			perCycle += " " + bytesPerCycle(r.best/float64(c), hz) + " |"
+			perCycle += " " + bytesPerCycle(r.best/float64(c), o.hz) + " |"
 		}
 		fmt.Fprintln(out, row+perCycle)
 	}
@@ -274,8 +273,8 @@ func run(args []string, out io.Writer) error {
 	fmt.Fprintln(out, "## Weight streaming, partitioned schedule, batch 1")
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "Arithmetic roof: f32.GemmNT, 100 rows × 256×256 W per worker (in L2): %s", joinRates(o.cores, flops))
-	if hz > 0 {
-		fmt.Fprintf(out, " (%.1f flops per cycle and core on one core; 32 is two 8-wide FMAs a cycle)", flops[o.cores[0]]/float64(o.cores[0])/hz)
+	if o.hz > 0 {
+		fmt.Fprintf(out, " (%.1f flops per cycle and core on one core; 32 is two 8-wide FMAs a cycle)", flops[o.cores[0]]/float64(o.cores[0])/o.hz)
 	}
 	fmt.Fprint(out, ".\n\n")
 	fmt.Fprintln(out, "W_hh/worker: one worker's W_hh slice of one layer, and the level that holds the re-read weights (the whole model at T = 1); GB/s: weight bytes read per second (best run); level GB/s: read bandwidth measured at that footprint; model µs: W_hh's bytes at the bandwidth of its footprint, plus the other weights' bytes at theirs or the input projections' arithmetic at the roof above, whichever takes longer; roofline: model time over the best measured time.")
