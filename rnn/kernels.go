@@ -131,3 +131,13 @@ func Embed(dst []float32, table []float32, dim int, ids []int64) {
 		copy(dst[i*dim:(i+1)*dim], table[int(id)*dim:int(id+1)*dim])
 	}
 }
+
+// PackT writes W [n][k] (leading dimension ldw) into dst (n·k floats) in
+// the panel order MatMulTPacked reads as one stream (f32.PackNT).
+func PackT(dst []float32, n, k int, w []float32, ldw int) { f32.PackNT(dst, n, k, w, ldw) }
+
+// MatMulTPacked is MatMulT with W packed by PackT: the same results, bit
+// for bit, with W read sequentially.
+func MatMulTPacked(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int) {
+	f32.GemmNTPacked(m, n, k, a, lda, p, beta, c, ldc)
+}

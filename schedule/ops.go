@@ -178,6 +178,7 @@ type gemmOp struct {
 
 func newGemmNT(c, a, w Mat, beta float32) *gemmOp {
 	mustShape(c.Rows == a.Rows && a.Cols == w.Cols && c.Cols == w.Rows)
+	mustShape(!w.Buf.Packed || w.Off == 0 && w.LD == w.Cols && w.Rows*w.Cols == w.Buf.Elems)
 	return &gemmOp{c: c, a: a, w: w, beta: beta}
 }
 
@@ -204,6 +205,8 @@ func (o *gemmOp) run() {
 		tree.MatMulT(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
 	case o.w.Buf.ElemSize == 2:
 		rnn.MatMulTBF16(m, n, k, o.a.F32(), o.a.LD, o.w.U16(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
+	case o.w.Buf.Packed:
+		rnn.MatMulTPacked(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.beta, o.c.F32(), o.c.LD)
 	case o.once:
 		rnn.MatMulTOnce(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
 	default:

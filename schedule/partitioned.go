@@ -51,7 +51,21 @@ type PartitionOptions struct {
 	Pool *Pool
 	// Precision of the stored recurrent weights.
 	Precision Precision
+	// PackBytes: a worker's float32 W_hh slice larger than this many
+	// bytes is stored packed (rnn.PackT), which its recurrent product
+	// reads as one stream; 0 means DefaultPackBytes, -1 never. Packing
+	// changes neither a bit of the results nor the bytes a plan reads.
+	PackBytes int
 }
+
+// DefaultPackBytes is the W_hh slice size above which NewPartitioned
+// packs: W_hh slices that fit a core's L2 (1 MiB here) read as fast row
+// by row. Measured on the Table I shapes, P's steps with and without
+// packing in turn (scripts/ab_bench.py, 5 rounds each, 2026-11-26
+// 06:14-06:16 UTC, load 1.0-1.7): hidden 1024, 1.05-1.18x faster on
+// one core and 1.08-1.20x on two; hidden 256 (1 MiB and 512 KiB slices)
+// 0.95-1.06x, noise or a little loss.
+const DefaultPackBytes = 1 << 20
 
 type partProgram struct {
 	workers int
@@ -152,6 +166,7 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 				s := &pl.w[w]
 				s.wih = p.addWeight(name+".weight_ih", rows*l.Input, es)
 				s.whh = p.addWeight(name+".weight_hh", rows*l.Out(), es)
+				s.whh.Packed = opt.Precision == F32 && packs(rows, l.Out(), opt.PackBytes)
 				if l.Cell == rnn.LSTM {
 					s.bias = p.addWeight(name+".bias", rows, 4)
 				} else {
@@ -180,6 +195,16 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 		}
 	}
 	return p, nil
+}
+
+// packs says whether a rows×cols float32 W_hh slice is stored packed
+// under PackBytes. Rows of a multiple of eight columns only: the packed
+// products of several rows (a batch) have no kernel for a column tail.
+func packs(rows, cols, limit int) bool {
+	if limit == 0 {
+		limit = DefaultPackBytes
+	}
+	return limit > 0 && cols%8 == 0 && 4*rows*cols > limit
 }
 
 // Workers is the number of workers a Partitioned program splits every
@@ -230,7 +255,13 @@ func (pp *partProgram) fill(w int) {
 				}
 			}
 			set(s.wih, gather(l.Wih, l.Input))
-			set(s.whh, gather(l.Whh, l.Out()))
+			if s.whh.Packed {
+				n := G * u.n()
+				s.whh.F32 = make([]float32, n*l.Out())
+				rnn.PackT(s.whh.F32, n, l.Out(), gather(l.Whh, l.Out()), l.Out())
+			} else {
+				set(s.whh, gather(l.Whh, l.Out()))
+			}
 			if l.Proj > 0 {
 				r := pl.prow[w]
 				set(s.whr, append([]float32(nil), l.Whr[r.lo*l.Hidden:r.hi*l.Hidden]...))

@@ -462,3 +462,94 @@ func TestProjectionReadOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionedPacked checks P with packed W_hh slices against P
+// without: every output bit for bit, over random shapes of both cells
+// (column counts that are and are not a multiple of eight), batches of
+// 1 to 5 rows (the packed products of one, two and several rows), carried
+// and initial states, on 1 to 3 workers; that exactly the W_hh slices
+// packs allows are packed; and that both plans read the same regions.
+// With the default bound, hidden 512 on one worker (4 MiB slices) packs
+// and hidden 256 (1 MiB) does not.
+func TestPartitionedPacked(t *testing.T) {
+	pools := map[int]*Pool{2: testPool(t, 2), 3: testPool(t, 3)}
+	r := rand.New(rand.NewPCG(17, 5))
+	for i := 0; i < cases(24); i++ {
+		hidden := []int{8, 16, 24, 40, 13, 21}[i%6]
+		cfg := randomConfig(r, i, hidden, 1+r.IntN(3), 60)
+		T, B := 1+r.IntN(8), 1+r.IntN(5)
+		states := r.IntN(2) == 0
+		workers := 1 + i%3
+		name := fmt.Sprintf("%d/%v/h=%d/p=%d/L=%d/bi=%v/T=%d/B=%d/states=%v/workers=%d",
+			i, cfg.Cell, cfg.Hidden, cfg.Proj, cfg.Layers, cfg.Bidirectional, T, B, states, workers)
+		t.Run(name, func(t *testing.T) {
+			net := randomNet(t, cfg, uint64(i))
+			in := randomInput(net, T, B, states, r)
+			progs := map[bool]*Program{}
+			for _, packed := range []bool{false, true} {
+				limit := -1
+				if packed {
+					limit = 1
+				}
+				prog, err := NewPartitioned(net, PartitionOptions{Workers: workers, Pool: pools[workers], PackBytes: limit})
+				if err != nil {
+					t.Fatal(err)
+				}
+				progs[packed] = prog
+				for _, b := range prog.Weights() {
+					out := cfg.Hidden
+					if cfg.Proj > 0 {
+						out = cfg.Proj
+					}
+					want := packed && filepath.Ext(b.Name) == ".weight_hh" && out%8 == 0 && b.Elems > 0
+					if b.Packed != want {
+						t.Fatalf("%s (%d floats): packed %v, want %v", b.Name, b.Elems, b.Packed, want)
+					}
+				}
+			}
+			want := runProgram(t, progs[false], in)
+			got := runProgram(t, progs[true], in)
+			for _, c := range []struct {
+				name      string
+				got, want []float32
+			}{{"output", got.Output, want.Output}, {"h_n", got.HN, want.HN}, {"c_n", got.CN, want.CN}, {"head", got.Head, want.Head}} {
+				for j := range c.want {
+					if math.Float32bits(c.got[j]) != math.Float32bits(c.want[j]) {
+						t.Fatalf("%s[%d] = %v packed, %v not", c.name, j, c.got[j], c.want[j])
+					}
+				}
+			}
+			var regions [2][]string
+			for k, packed := range []bool{false, true} {
+				p, err := progs[packed].Plan(in, PlanOptions{Head: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Walk(func(r Region, w bool) {
+					regions[k] = append(regions[k], fmt.Sprintf("%s %d %d %d %d %v", r.Buf.Name, r.Off, r.Len, r.Count, r.Stride, w))
+				})
+			}
+			if strings.Join(regions[0], "\n") != strings.Join(regions[1], "\n") {
+				t.Error("the packed program's plan reads other regions")
+			}
+		})
+	}
+	for _, c := range []struct {
+		hidden int
+		want   bool
+	}{{512, true}, {256, false}} {
+		net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 8, Hidden: c.hidden, Layers: 1}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog, err := NewPartitioned(net, PartitionOptions{Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range prog.Weights() {
+			if filepath.Ext(b.Name) == ".weight_hh" && b.Packed != c.want {
+				t.Errorf("hidden %d, default bound: %s packed %v, want %v", c.hidden, b.Name, b.Packed, c.want)
+			}
+		}
+	}
+}

@@ -42,6 +42,10 @@ type Buffer struct {
 	F32      []float32
 	U16      []uint16
 	I64      []int64
+	// Packed says F32 holds a matrix in rnn.PackT's panel order: the
+	// same bytes as the row-major matrix (a Dense Mat over the whole
+	// buffer names them), read by the products as one stream.
+	Packed bool
 }
 
 // Bytes is the buffer's size in bytes.

@@ -110,19 +110,33 @@ func gemmNT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float3
 	checkMat(a, m, k, lda, errShortA)
 	checkMat(w, n, k, ldw, errShortW)
 	checkMat(c, m, n, ldc, errShortC)
+	if gemmTrivial(m, n, k, beta, c, ldc) {
+		return
+	}
+	gemmNTKernel(m, n, k, a, lda, w, ldw, plusZero(beta), c, ldc, once)
+}
+
+// gemmTrivial does a product with no rows, no columns or no terms (C =
+// beta·C) and says whether it did.
+func gemmTrivial(m, n, k int, beta float32, c []float32, ldc int) bool {
 	if m == 0 || n == 0 {
-		return
+		return true
 	}
+	if k > 0 {
+		return false
+	}
+	for i := 0; i < m; i++ {
+		scaleGo(plusZero(beta), c[i*ldc:i*ldc+n])
+	}
+	return true
+}
+
+// plusZero turns -0 into 0: a beta of either means C is not read.
+func plusZero(beta float32) float32 {
 	if beta == 0 {
-		beta = 0 // -0 too: C is not read
+		return 0
 	}
-	if k == 0 {
-		for i := 0; i < m; i++ {
-			scaleGo(beta, c[i*ldc:i*ldc+n])
-		}
-		return
-	}
-	gemmNTKernel(m, n, k, a, lda, w, ldw, beta, c, ldc, once)
+	return beta
 }
 
 // GemvN computes y = W·x + beta·y for W [n][k] (leading dimension ldw):

@@ -1,0 +1,131 @@
+package f32
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestPackNT checks that PackNT fills exactly n·k floats and that every
+// row comes back from UnpackRow, for row counts around the panels of
+// eight and columns around the chunks of eight.
+func TestPackNT(t *testing.T) {
+	r := rand.New(rand.NewPCG(20, 20))
+	for _, n := range []int{1, 7, 8, 9, 16, 23, 40} {
+		for _, k := range []int{1, 3, 8, 9, 16, 21, 64} {
+			ldw := k + 2
+			w := newGuarded(r, n, k, ldw, 0, nan)
+			dst := newGuarded(r, 1, n*k, n*k, 0, -7)
+			for i := range dst.s() {
+				dst.s()[i] = -7
+			}
+			PackNT(dst.s(), n, k, w.s(), ldw)
+			dst.checkPads(t, fmt.Sprintf("n=%d k=%d packed", n, k))
+			seen := 0
+			for _, v := range dst.s() {
+				if v != -7 {
+					seen++
+				}
+			}
+			if seen != n*k {
+				t.Fatalf("n=%d k=%d: PackNT wrote %d of the %d floats", n, k, seen, n*k)
+			}
+			row := make([]float32, k)
+			for j := 0; j < n; j++ {
+				UnpackRow(row, n, k, dst.s(), j)
+				for p, v := range row {
+					if v != w.at(j, p) {
+						t.Fatalf("n=%d k=%d: row %d column %d unpacks as %v, W has %v", n, k, j, p, v, w.at(j, p))
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGemmNTPacked checks GemmNTPacked against GemmNT on the same W, bit
+// for bit, on both paths: rows around the panels of eight and the
+// blocks of wBlock rows, columns around the chunks of eight, one row and
+// several, both betas, NaN around A, W and C (a kernel that read past
+// them would turn the results or the pads into NaN).
+func TestGemmNTPacked(t *testing.T) {
+	impls(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(21, 21))
+		for _, nk := range [][2]int{{8, 8}, {7, 5}, {9, 13}, {24, 1}, {64, 64}, {100, 131}, {2*wBlock(300) + 13, 300}, {200, 128}, {1030, 1024}} {
+			n, k := nk[0], nk[1]
+			ldw := k + 1
+			w := newGuarded(r, n, k, ldw, 0, nan).s()
+			p := newGuarded(r, 1, n*k, n*k, 0, nan)
+			PackNT(p.s(), n, k, w, ldw)
+			for _, m := range []int{1, 2, 3, 4, 5, 7, 17} {
+				lda, ldc := k+3, n+5
+				a := newGuarded(r, m, k, lda, 0, nan).s()
+				c0 := newGuarded(r, m, n, ldc, 0, nan)
+				for _, beta := range []float32{0, 0.5} {
+					want := append([]float32(nil), c0.s()...)
+					GemmNT(m, n, k, a, lda, w, ldw, beta, want, ldc)
+					got := &guarded{all: append([]float32(nil), c0.all...), off: c0.off, rows: m, cols: n, ld: ldc, guard: c0.guard, pad: nan}
+					GemmNTPacked(m, n, k, a, lda, p.s(), beta, got.s(), ldc)
+					got.checkPads(t, fmt.Sprintf("n=%d k=%d m=%d C", n, k, m))
+					for i := 0; i < m; i++ {
+						for j := 0; j < n; j++ {
+							g, w := got.s()[i*ldc+j], want[i*ldc+j]
+							if math.Float32bits(g) != math.Float32bits(w) {
+								t.Fatalf("n=%d k=%d m=%d beta=%v: C[%d][%d] = %v, GemmNT gives %v", n, k, m, beta, i, j, g, w)
+							}
+						}
+					}
+				}
+			}
+			p.checkPads(t, fmt.Sprintf("n=%d k=%d packed W", n, k))
+		}
+	})
+	for _, bad := range []func(){
+		func() { GemmNTPacked(-1, 1, 1, nil, 1, nil, 0, nil, 1) },
+		func() { GemmNTPacked(1, 2, 2, make([]float32, 2), 2, make([]float32, 3), 0, make([]float32, 2), 2) },
+		func() { GemmNTPacked(2, 2, 2, make([]float32, 3), 2, make([]float32, 4), 0, make([]float32, 4), 2) },
+		func() { PackNT(make([]float32, 3), 2, 2, make([]float32, 4), 2) },
+		func() { UnpackRow(make([]float32, 2), 2, 2, make([]float32, 4), 2) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("bad arguments accepted")
+				}
+			}()
+			bad()
+		}()
+	}
+}
+
+// BenchmarkGemmPacked times C = A·Wᵀ with W row-major (GemmNT) and packed
+// (GemmNTPacked) for an LSTM's recurrent matrix (4H×H), one and several
+// rows, reporting W's bytes per second for one row.
+//
+//	go test ./internal/f32/ -run '^$' -bench 'BenchmarkGemmPacked' -count 5
+func BenchmarkGemmPacked(b *testing.B) {
+	for _, h := range []int{64, 256, 1024} {
+		n, k := 4*h, h
+		r := rand.New(rand.NewPCG(1, 1))
+		w := newGuarded(r, n, k, k, 0, 0).s()
+		p := make([]float32, n*k)
+		PackNT(p, n, k, w, k)
+		for _, m := range []int{1, 2, 4, 16, 64} {
+			a := newGuarded(r, m, k, k, 0, 0).s()
+			c := make([]float32, m*n)
+			for _, packed := range []bool{false, true} {
+				b.Run(fmt.Sprintf("H=%d/m=%d/packed=%v", h, m, packed), func(b *testing.B) {
+					b.SetBytes(int64(4 * n * k))
+					for b.Loop() {
+						if packed {
+							GemmNTPacked(m, n, k, a, k, p, 0, c, n)
+						} else {
+							GemmNT(m, n, k, a, k, w, k, 0, c, n)
+						}
+					}
+				})
+			}
+		}
+	}
+}
