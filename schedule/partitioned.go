@@ -51,10 +51,11 @@ type PartitionOptions struct {
 	Pool *Pool
 	// Precision of the stored recurrent weights.
 	Precision Precision
-	// PackBytes: a worker's float32 W_hh slice larger than this many
-	// bytes is stored packed (rnn.PackT), which its recurrent product
-	// reads as one stream; 0 means DefaultPackBytes, -1 never. Packing
-	// changes neither a bit of the results nor the bytes a plan reads.
+	// PackBytes: a worker's float32 W_hh or W_ih slice larger than this
+	// many bytes is stored packed (rnn.PackT), which its products read
+	// as one stream; 0 means the defaults (DefaultPackBytes for W_hh,
+	// DefaultPackInputBytes for W_ih), -1 never. Packing changes neither
+	// a bit of the results nor the bytes a plan reads.
 	PackBytes int
 }
 
@@ -66,6 +67,16 @@ type PartitionOptions struct {
 // one core and 1.08-1.20x on two; hidden 256 (1 MiB and 512 KiB slices)
 // 0.95-1.06x, noise or a little loss.
 const DefaultPackBytes = 1 << 20
+
+// DefaultPackInputBytes is the same bound for W_ih, which a plan reads
+// once per layer (the input projection of all its steps), so that it
+// comes from L3 or DRAM unless it stays in L2 from one inference to the
+// next: the bound of f32.GemmNTOnce's pull. Measured as above with W_hh
+// packed on both sides (06:43-06:47 UTC, load 1.2-2.3, noisy): hidden
+// 256 1.02-1.16x on one core (4 layers 1.06-1.16x) and 0.98-1.08x on
+// two; hidden 1024 1.00-1.10x on one core and 1.04-1.52x on two (T =
+// 10 the most); hidden 64, whose 64 KiB stay in L2, 0.97-1.01x if packed.
+const DefaultPackInputBytes = 256 << 10
 
 type partProgram struct {
 	workers int
@@ -165,8 +176,9 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 				rows := l.Cell.Gates() * pl.units[w].n()
 				s := &pl.w[w]
 				s.wih = p.addWeight(name+".weight_ih", rows*l.Input, es)
+				s.wih.Packed = opt.Precision == F32 && packs(rows, l.Input, opt.PackBytes, DefaultPackInputBytes)
 				s.whh = p.addWeight(name+".weight_hh", rows*l.Out(), es)
-				s.whh.Packed = opt.Precision == F32 && packs(rows, l.Out(), opt.PackBytes)
+				s.whh.Packed = opt.Precision == F32 && packs(rows, l.Out(), opt.PackBytes, DefaultPackBytes)
 				if l.Cell == rnn.LSTM {
 					s.bias = p.addWeight(name+".bias", rows, 4)
 				} else {
@@ -197,12 +209,13 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 	return p, nil
 }
 
-// packs says whether a rows×cols float32 W_hh slice is stored packed
-// under PackBytes. Rows of a multiple of eight columns only: the packed
-// products of several rows (a batch) have no kernel for a column tail.
-func packs(rows, cols, limit int) bool {
+// packs says whether a rows×cols float32 slice is stored packed under
+// the PackBytes option limit, def being its default. Rows of a multiple
+// of eight columns only: the packed products of several rows have no
+// kernel for a column tail.
+func packs(rows, cols, limit, def int) bool {
 	if limit == 0 {
-		limit = DefaultPackBytes
+		limit = def
 	}
 	return limit > 0 && cols%8 == 0 && 4*rows*cols > limit
 }
@@ -254,7 +267,13 @@ func (pp *partProgram) fill(w int) {
 					b.F32 = v
 				}
 			}
-			set(s.wih, gather(l.Wih, l.Input))
+			if s.wih.Packed {
+				n := G * u.n()
+				s.wih.F32 = make([]float32, n*l.Input)
+				rnn.PackT(s.wih.F32, n, l.Input, gather(l.Wih, l.Input), l.Input)
+			} else {
+				set(s.wih, gather(l.Wih, l.Input))
+			}
 			if s.whh.Packed {
 				n := G * u.n()
 				s.whh.F32 = make([]float32, n*l.Out())

@@ -463,14 +463,14 @@ func TestProjectionReadOnce(t *testing.T) {
 	}
 }
 
-// TestPartitionedPacked checks P with packed W_hh slices against P
-// without: every output bit for bit, over random shapes of both cells
+// TestPartitionedPacked checks P with packed W_hh and W_ih slices
+// against P without: every output bit for bit, over random shapes of both cells
 // (column counts that are and are not a multiple of eight), batches of
 // 1 to 5 rows (the packed products of one, two and several rows), carried
-// and initial states, on 1 to 3 workers; that exactly the W_hh slices
-// packs allows are packed; and that both plans read the same regions.
-// With the default bound, hidden 512 on one worker (4 MiB slices) packs
-// and hidden 256 (1 MiB) does not.
+// and initial states, on 1 to 3 workers; that exactly the slices packs
+// allows are packed; and that both plans read the same regions. With the
+// default bounds, hidden 512 on one worker (4 MiB W_hh slices) packs W_hh
+// and hidden 256 (1 MiB) does not, and W_ih packs above 256 KiB.
 func TestPartitionedPacked(t *testing.T) {
 	pools := map[int]*Pool{2: testPool(t, 2), 3: testPool(t, 3)}
 	r := rand.New(rand.NewPCG(17, 5))
@@ -497,11 +497,16 @@ func TestPartitionedPacked(t *testing.T) {
 				}
 				progs[packed] = prog
 				for _, b := range prog.Weights() {
-					out := cfg.Hidden
+					cols := map[string]int{".weight_hh": cfg.Hidden, ".weight_ih": cfg.Input}
 					if cfg.Proj > 0 {
-						out = cfg.Proj
+						cols[".weight_hh"] = cfg.Proj
 					}
-					want := packed && filepath.Ext(b.Name) == ".weight_hh" && out%8 == 0 && b.Elems > 0
+					var k int
+					if _, err := fmt.Sscanf(b.Name, "l%d", &k); err == nil {
+						cols[".weight_ih"] = net.Layers[k][0].Input
+					}
+					c, ok := cols[filepath.Ext(b.Name)]
+					want := packed && ok && c%8 == 0 && b.Elems > 0
 					if b.Packed != want {
 						t.Fatalf("%s (%d floats): packed %v, want %v", b.Name, b.Elems, b.Packed, want)
 					}
@@ -535,10 +540,10 @@ func TestPartitionedPacked(t *testing.T) {
 		})
 	}
 	for _, c := range []struct {
-		hidden int
-		want   bool
-	}{{512, true}, {256, false}} {
-		net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 8, Hidden: c.hidden, Layers: 1}, true)
+		hidden, input int
+		whh, wih      bool
+	}{{512, 8, true, false}, {256, 256, false, true}, {256, 64, false, false}, {64, 64, false, false}} {
+		net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: c.input, Hidden: c.hidden, Layers: 1}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -547,8 +552,9 @@ func TestPartitionedPacked(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, b := range prog.Weights() {
-			if filepath.Ext(b.Name) == ".weight_hh" && b.Packed != c.want {
-				t.Errorf("hidden %d, default bound: %s packed %v, want %v", c.hidden, b.Name, b.Packed, c.want)
+			want, ok := map[string]bool{".weight_hh": c.whh, ".weight_ih": c.wih}[filepath.Ext(b.Name)]
+			if ok && b.Packed != want {
+				t.Errorf("hidden %d input %d, default bounds: %s packed %v, want %v", c.hidden, c.input, b.Name, b.Packed, want)
 			}
 		}
 	}
