@@ -220,6 +220,10 @@ func packs(rows, cols, limit, def int) bool {
 	return limit > 0 && cols%8 == 0 && 4*rows*cols > limit
 }
 
+// PacksWHH says whether NewPartitioned, with the default bounds, stores
+// a float32 W_hh slice of rows×cols packed.
+func PacksWHH(rows, cols int) bool { return packs(rows, cols, 0, DefaultPackBytes) }
+
 // Workers is the number of workers a Partitioned program splits every
 // layer over; 1 for the other schedules, which run on one core.
 func (p *Program) Workers() int {

@@ -14,7 +14,9 @@ import (
 
 // kernelCase is one shape of the recurrent product: rows of A (the batch)
 // times W [gates·hidden][hidden], in float32 or bf16, its rows split
-// evenly over the workers as the partitioned schedule splits them.
+// evenly over the workers as the partitioned schedule splits them. A
+// float32 share is packed (f32.PackNT) where the schedule would pack it
+// (schedule.PacksWHH), so the product is the one P runs.
 type kernelCase struct {
 	hidden, rows, gates int
 	prec                schedule.Precision
@@ -23,11 +25,12 @@ type kernelCase struct {
 // kernelWorker is one worker's share: its W rows (allocated and first
 // touched on its thread), x and y.
 type kernelWorker struct {
-	n     int // W rows
-	w     []float32
-	w16   []uint16
-	x, y  []float32
-	bytes []float32 // W's bytes seen as float32, for the read loop
+	n      int // W rows
+	packed bool
+	w      []float32
+	w16    []uint16
+	x, y   []float32
+	bytes  []float32 // W's bytes seen as float32, for the read loop
 }
 
 func newKernelWorker(c kernelCase, n int, seed uint64) *kernelWorker {
@@ -48,6 +51,11 @@ func newKernelWorker(c kernelCase, n int, seed uint64) *kernelWorker {
 		k.w16 = make([]uint16, len(w))
 		f32.ToBF16(k.w16, w)
 		k.bytes = unsafe.Slice((*float32)(unsafe.Pointer(&k.w16[0])), len(k.w16)/2)
+	} else if schedule.PacksWHH(n, c.hidden) {
+		k.packed = true
+		k.w = make([]float32, len(w))
+		f32.PackNT(k.w, n, c.hidden, w, c.hidden)
+		k.bytes = k.w
 	} else {
 		k.w = w
 		k.bytes = w
@@ -59,6 +67,10 @@ func newKernelWorker(c kernelCase, n int, seed uint64) *kernelWorker {
 func (k *kernelWorker) call(c kernelCase) {
 	if k.w16 != nil {
 		f32.GemmNTBF16(c.rows, k.n, c.hidden, k.x, c.hidden, k.w16, c.hidden, 0, k.y, k.n)
+		return
+	}
+	if k.packed {
+		f32.GemmNTPacked(c.rows, k.n, c.hidden, k.x, c.hidden, k.w, 0, k.y, k.n)
 		return
 	}
 	f32.GemmNT(c.rows, k.n, c.hidden, k.x, c.hidden, k.w, c.hidden, 0, k.y, k.n)
@@ -105,6 +117,7 @@ type kernelResult struct {
 	kernel, read rate    // W bytes per second, all workers together
 	paired       float64 // median over repetitions of kernel/read
 	nsPerCall    float64 // worker 0's best time per call
+	packed       bool    // worker 0's float32 W is packed
 	perCore      int64   // W bytes per worker (the largest share)
 	total        int64   // W bytes, all workers
 }
@@ -119,7 +132,7 @@ func measureKernel(p *schedule.Pool, c kernelCase, o *options) kernelResult {
 	p.Each(func(w int) {
 		ws[w] = newKernelWorker(c, total*(w+1)/nw-total*w/nw, uint64(w)+1)
 	})
-	var res kernelResult
+	res := kernelResult{packed: ws[0].packed}
 	for _, k := range ws {
 		res.perCore = max(res.perCore, k.streamed())
 		res.total += k.streamed()
@@ -145,9 +158,9 @@ func measureKernel(p *schedule.Pool, c kernelCase, o *options) kernelResult {
 // the recurrent product streams W on each core count, beside the read
 // bandwidth measured over the same bytes in the same run.
 func kernelTable(out io.Writer, pools map[int]*schedule.Pool, o *options) {
-	fmt.Fprintln(out, "## Recurrent product: W [4H][H] streamed by f32.GemmNT / GemmNTBF16")
+	fmt.Fprintln(out, "## Recurrent product: W [4H][H] streamed by f32.GemmNT / GemmNTPacked / GemmNTBF16")
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "Each worker multiplies its own rows of W (the partitioned schedule's split, allocated on its core) by rows of A (the batch), with no barrier between calls. GB/s: W bytes read per second, all workers; read GB/s: f32.Sum (a plain AVX2 load-and-add loop) over the same bytes on the same workers, interleaved with the kernel repetition by repetition; fraction: best kernel over best read, and the median of the per-repetition ratios; B/cycle: the best kernel and read rates per core and cycle of the clock above.")
+	fmt.Fprintln(out, "Each worker multiplies its own rows of W (the partitioned schedule's split, allocated on its core) by rows of A (the batch), with no barrier between calls; \"f32 packed\": W stored in panels read as one stream (f32.PackNT, f32.GemmNTPacked), as P stores a W_hh slice larger than 1 MiB. GB/s: W bytes read per second, all workers; read GB/s: f32.Sum (a plain AVX2 load-and-add loop) over the same bytes on the same workers, interleaved with the kernel repetition by repetition; fraction: best kernel over best read, and the median of the per-repetition ratios; B/cycle: the best kernel and read rates per core and cycle of the clock above.")
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "| hidden | rows | weights | cores | W/core | level | ns/call | GB/s (best / median) | read GB/s (best / median) | fraction (best, paired median) | B/cycle (kernel / read) |")
 	fmt.Fprintln(out, "|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|")
@@ -157,8 +170,12 @@ func kernelTable(out io.Writer, pools map[int]*schedule.Pool, o *options) {
 				for _, cores := range o.cores {
 					c := kernelCase{hidden: h, rows: m, gates: 4, prec: prec}
 					r := measureKernel(pools[cores], c, o)
-					fmt.Fprintf(out, "| %d | %d | %v | %d | %s | %s | %.0f | %.1f / %.1f | %.1f / %.1f | %.2f, %.2f | %s / %s |\n",
-						h, m, prec, cores, size(r.perCore), levelOf(r.perCore, r.total, o), r.nsPerCall,
+					weights := prec.String()
+					if r.packed {
+						weights += " packed"
+					}
+					fmt.Fprintf(out, "| %d | %d | %s | %d | %s | %s | %.0f | %.1f / %.1f | %.1f / %.1f | %.2f, %.2f | %s / %s |\n",
+						h, m, weights, cores, size(r.perCore), levelOf(r.perCore, r.total, o), r.nsPerCall,
 						r.kernel.best/1e9, r.kernel.median/1e9, r.read.best/1e9, r.read.median/1e9,
 						r.kernel.best/r.read.best, r.paired,
 						bytesPerCycle(r.kernel.best/float64(cores), o.hz), bytesPerCycle(r.read.best/float64(cores), o.hz))

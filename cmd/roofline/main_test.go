@@ -41,17 +41,19 @@ func TestFlags(t *testing.T) {
 }
 
 // TestRunSmall runs the whole command on tiny buffers and one tiny shape
-// and checks the tables it prints.
+// and checks the tables it prints, with the recurrent product of hidden
+// 512 (a 4 MiB W on one core) on the packed W P would store.
 func TestRunSmall(t *testing.T) {
 	var out strings.Builder
 	err := run([]string{"-cores", "1", "-hidden", "16", "-layers", "2", "-lengths", "1,3", "-cells", "lstm",
-		"-precision", "f32,bf16", "-time", "1ms", "-reps", "2", "-dram", "65536", "-kernel-hidden", "16", "-rows", "1,3"}, &out)
+		"-precision", "f32,bf16", "-time", "1ms", "-reps", "2", "-dram", "65536", "-kernel-hidden", "16,512", "-rows", "1,3"}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
 	for _, want := range []string{"| L1 | 16 KiB |", "| DRAM | 64 KiB |", "| lstm | 16 | 2 | 1 | f32 | 1 |", "| lstm | 16 | 2 | 3 | bf16 | 1 |",
-		"| 16 | 1 | f32 | 1 | 4 KiB | L1 |", "| 16 | 3 | bf16 | 1 | 2 KiB | L1 |", "Arithmetic roof: "} {
+		"| 16 | 1 | f32 | 1 | 4 KiB | L1 |", "| 16 | 3 | bf16 | 1 | 2 KiB | L1 |", "Arithmetic roof: ",
+		"| 512 | 1 | f32 packed | 1 | 4 MiB |", "| 512 | 3 | f32 packed | 1 | 4 MiB |", "| 512 | 1 | bf16 | 1 | 2 MiB |"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
