@@ -11,11 +11,14 @@ import (
 
 // BenchmarkTableIP is BenchmarkTableI for the partitioned schedule: every
 // Table I shape at batch 1, on GOMAXPROCS workers (set it with -cpu), with
-// float32 (sched=P) and bf16 (sched=Pbf16) weights. Like BenchmarkTableI it
+// float32 (sched=P) and bf16 (sched=Pbf16) weights, and float32 with no
+// slice packed (sched=Prows: every weight row-major, for comparing with
+// P's packed W_hh and W_ih in one run). Like BenchmarkTableI it
 // reuses its plan from Program.Acquire and reports ns/step and the weight bytes
 // read per step (half for bf16's matrices).
 //
 //	go test ./schedule/ -run '^$' -bench 'BenchmarkTableIP/' -benchtime 200ms -cpu 1,2
+//	go test ./schedule/ -run '^$' -bench 'TableIP/cell=lstm/hidden=1024/layers=1/T=100$/sched=(P|Prows)$' -count 5
 //
 // scripts/bench_compare.py runs it beside BenchmarkTableI and PyTorch.
 func BenchmarkTableIP(b *testing.B) {
@@ -32,17 +35,17 @@ func BenchmarkTableIP(b *testing.B) {
 			for _, layers := range []int{1, 2, 3, 4, 5, 6, 7, 8} {
 				var net *rnn.Network
 				for _, T := range []int{1, 10, 50, 100} {
-					for _, prec := range []Precision{F32, BF16} {
-						sched := "P"
-						if prec == BF16 {
-							sched = "Pbf16"
-						}
-						name := fmt.Sprintf("cell=%v/hidden=%d/layers=%d/T=%d/sched=%s", cell, hidden, layers, T, sched)
+					for _, v := range []struct {
+						sched string
+						prec  Precision
+						pack  int
+					}{{"P", F32, 0}, {"Pbf16", BF16, 0}, {"Prows", F32, -1}} {
+						name := fmt.Sprintf("cell=%v/hidden=%d/layers=%d/T=%d/sched=%s", cell, hidden, layers, T, v.sched)
 						b.Run(name, func(b *testing.B) {
 							if net == nil {
 								net = randomNet(b, rnn.Config{Cell: cell, Input: hidden, Hidden: hidden, Layers: layers}, 1)
 							}
-							prog, err := NewPartitioned(net, PartitionOptions{Workers: runtime.GOMAXPROCS(0), Pool: pool, Precision: prec})
+							prog, err := NewPartitioned(net, PartitionOptions{Workers: runtime.GOMAXPROCS(0), Pool: pool, Precision: v.prec, PackBytes: v.pack})
 							if err != nil {
 								b.Fatal(err)
 							}
