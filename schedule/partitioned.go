@@ -263,31 +263,25 @@ func (pp *partProgram) fill(w int) {
 				}
 				return dst
 			}
-			set := func(b *Buffer, v []float32) {
-				if pp.prec == BF16 {
+			// set stores a slice of rows of cols floats as b keeps it:
+			// bf16, packed (rnn.PackT) or as it is.
+			set := func(b *Buffer, v []float32, cols int) {
+				switch {
+				case pp.prec == BF16:
 					b.U16 = make([]uint16, len(v))
 					rnn.ToBF16(b.U16, v)
-				} else {
+				case b.Packed:
+					b.F32 = make([]float32, len(v))
+					rnn.PackT(b.F32, len(v)/cols, cols, v, cols)
+				default:
 					b.F32 = v
 				}
 			}
-			if s.wih.Packed {
-				n := G * u.n()
-				s.wih.F32 = make([]float32, n*l.Input)
-				rnn.PackT(s.wih.F32, n, l.Input, gather(l.Wih, l.Input), l.Input)
-			} else {
-				set(s.wih, gather(l.Wih, l.Input))
-			}
-			if s.whh.Packed {
-				n := G * u.n()
-				s.whh.F32 = make([]float32, n*l.Out())
-				rnn.PackT(s.whh.F32, n, l.Out(), gather(l.Whh, l.Out()), l.Out())
-			} else {
-				set(s.whh, gather(l.Whh, l.Out()))
-			}
+			set(s.wih, gather(l.Wih, l.Input), l.Input)
+			set(s.whh, gather(l.Whh, l.Out()), l.Out())
 			if l.Proj > 0 {
 				r := pl.prow[w]
-				set(s.whr, append([]float32(nil), l.Whr[r.lo*l.Hidden:r.hi*l.Hidden]...))
+				set(s.whr, append([]float32(nil), l.Whr[r.lo*l.Hidden:r.hi*l.Hidden]...), l.Hidden)
 			}
 			if l.Cell == rnn.LSTM {
 				s.bias.F32 = gather(sumBias(l), 1)

@@ -270,20 +270,22 @@ func gemvPacked8(panels, k int, a, w, c *float32, beta float32)
 func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32)
 
 // gemmPackedAsm runs the whole panels of a packed W (n a multiple of
-// eight) past A. One row streams W through gemvPacked8, two go through
-// gemmPacked3x4 together. With more rows W goes in blocks of packBlockBytes: the first row pulls each block in
-// as one stream (gemvPacked8), and the other rows find it in cache, in
-// groups of three (or two) through gemmPacked3x4, which reads each W
-// chunk once for the group, a last single row through gemvPacked8. gemmPacked3x4 takes no column tail:
-// with k%8 != 0 the rows beyond one go through unpacked blocks
-// (gemmPackedGo's order on the Go path, GemmNT's kernels here).
+// eight) past A. One row streams W through gemvPacked8; two go through
+// gemmPacked3x4 together. With more rows W goes in blocks of
+// packBlockBytes: the first row pulls each block in as one stream
+// (gemvPacked8) and the others find it in cache, in groups of three (or
+// two) through gemmPacked3x4, which reads each W chunk once per group.
+// gemmPacked3x4 takes no column tail, so with k%8 != 0 every row goes
+// through gemvPacked8 on its own (the schedules pack no such W).
 func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int) {
 	if m == 1 {
 		gemvPacked8(n/8, k, &a[0], &p[0], &c[0], beta)
 		return
 	}
 	if k%8 != 0 {
-		gemmPackedUnpacking(m, n, k, a, lda, p, beta, c, ldc)
+		for i := 0; i < m; i++ {
+			gemvPacked8(n/8, k, &a[i*lda], &p[0], &c[i*ldc], beta)
+		}
 		return
 	}
 	if m == 2 {
@@ -310,22 +312,3 @@ func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32,
 // packBlockBytes bounds the block of a packed W that several groups of
 // rows pass in turn (L2 holds it).
 const packBlockBytes = 128 << 10
-
-// gemmPackedUnpacking runs several rows past a packed W whose rows have
-// a column tail: three panels at a time unpacked into a row-major block
-// for GemmNT's kernels.
-func gemmPackedUnpacking(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int) {
-	sp := unpackPool.Get().(*[]float32)
-	if cap(*sp) < unpackRows*k {
-		*sp = make([]float32, unpackRows*k)
-	}
-	blk := (*sp)[:unpackRows*k]
-	for j0 := 0; j0 < n; j0 += unpackRows {
-		jb := min(unpackRows, n-j0)
-		for j := 0; j < jb; j += 8 {
-			unpackPanel(blk[j*k:(j+8)*k], k, p[(j0+j)*k:(j0+j+8)*k])
-		}
-		gemmNTKernel(m, jb, k, a, lda, blk, k, beta, c[j0:], ldc, false)
-	}
-	unpackPool.Put(sp)
-}

@@ -1,7 +1,5 @@
 package f32
 
-import "sync"
-
 // Packed W: the rows of a W [n][k] reordered so that a GEMV reads it as one
 // sequential stream. GemmNT's 1×8 kernel reads eight rows at once, eight
 // streams k floats apart; the hardware prefetchers follow each, but at
@@ -103,34 +101,5 @@ func gemmPackedGo(m, n, k int, a []float32, lda int, p []float32, beta float32, 
 	for j := 0; j < n; j++ {
 		UnpackRow(row, n, k, p, j)
 		gemmNTGo(m, 1, k, a, lda, row, k, beta, c[j:], ldc)
-	}
-}
-
-// unpackRows is the block of W rows a packed product of several rows
-// unpacks at a time: three panels, a multiple of the 4×3 kernel's three
-// rows and of the panels' eight.
-const unpackRows = 24
-
-// unpackPool holds the scratch blocks (unpackRows·k floats).
-var unpackPool = sync.Pool{New: func() any { return new([]float32) }}
-
-// unpackPanel writes one packed panel (eight rows of k) into dst,
-// row-major with leading dimension k.
-func unpackPanel(dst []float32, k int, panel []float32) {
-	t := k & 7
-	body := k - t
-	panel = panel[:8*k]
-	dst = dst[:8*k]
-	for c := 0; c < body; c += 8 {
-		src := panel[8*c : 8*c+64]
-		for r := 0; r < 8; r++ {
-			*(*[8]float32)(dst[r*k+c:]) = *(*[8]float32)(src[8*r:])
-		}
-	}
-	if t > 0 {
-		tail := panel[8*body:]
-		for r := 0; r < 8; r++ {
-			copy(dst[r*k+body:r*k+k], tail[r*t:(r+1)*t])
-		}
 	}
 }
