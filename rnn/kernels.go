@@ -35,6 +35,20 @@ func MatMul(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float3
 	f32.GemmNN(m, n, k, a, lda, w, ldw, beta, c, ldc)
 }
 
+// LSTMStep runs one LSTM step of one row of H units: y [4H] becomes y
+// + W_hh·h (W_hh [4H][k], ldw, gate-major), then LSTMPointwise's gates
+// (c updated, hout written), with the same results as MatMulT and
+// LSTMPointwise but in one kernel call (f32.LSTMStep). hout must not
+// overlap h.
+func LSTMStep(H, k int, h, whh []float32, ldw int, y, bias, c, hout []float32) {
+	f32.LSTMStep(H, k, h, whh, ldw, y, bias, c, hout)
+}
+
+// LSTMStepPacked is LSTMStep for a W_hh packed by PackT: the same results.
+func LSTMStepPacked(H, k int, h, whh []float32, y, bias, c, hout []float32) {
+	f32.LSTMStepPacked(H, k, h, whh, y, bias, c, hout)
+}
+
 // LSTMPointwise finishes an LSTM step for B rows of H units:
 // y [B][4H] (leading dimension ldy) holds W_ih x + W_hh h without biases;
 // bias [4H] is b_ih + b_hh; c [B][H] is updated in place; h [B][H]

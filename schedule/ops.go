@@ -249,6 +249,42 @@ func (o *lstmOp) regions(fn func(Region, bool)) {
 	emit(fn, o.h, true)
 }
 
+// lstmStepOp is a whole LSTM step of one row in one kernel call
+// (rnn.LSTMStep, or rnn.LSTMStepPacked for a packed w): y += h·wᵀ, then
+// the gates of lstmOp (c updated, h_t into hout), with the results and
+// the regions of that gemmOp and lstmOp. w is float32; hout must not
+// overlap h.
+type lstmStepOp struct{ y, h, w, bias, c, hout Mat }
+
+func newLSTMStep(y, h, w, bias, c, hout Mat) *lstmStepOp {
+	H := hout.Cols
+	mustShape(y.Rows == 1 && h.Rows == 1 && c.Rows == 1 && hout.Rows == 1 && y.Cols == 4*H && c.Cols == H &&
+		bias.Cols == 4*H && w.Rows == 4*H && w.Cols == h.Cols && w.Buf.ElemSize == 4 &&
+		(!w.Buf.Packed || w.Off == 0 && w.LD == w.Cols && w.Rows*w.Cols == w.Buf.Elems) &&
+		(h.Buf != hout.Buf || h.Off+h.Cols <= hout.Off || hout.Off+hout.Cols <= h.Off))
+	return &lstmStepOp{y, h, w, bias, c, hout}
+}
+
+func (o *lstmStepOp) kernel() Kernel { return KLSTMStep }
+func (o *lstmStepOp) run() {
+	H, k := o.hout.Cols, o.h.Cols
+	if o.w.Buf.Packed {
+		rnn.LSTMStepPacked(H, k, o.h.F32(), o.w.F32(), o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
+		return
+	}
+	rnn.LSTMStep(H, k, o.h.F32(), o.w.F32(), o.w.LD, o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
+}
+func (o *lstmStepOp) regions(fn func(Region, bool)) {
+	emit(fn, o.w, false)
+	emit(fn, o.h, false)
+	emit(fn, o.y, false)
+	emit(fn, o.bias, false)
+	emit(fn, o.c, false)
+	emit(fn, o.y, true)
+	emit(fn, o.c, true)
+	emit(fn, o.hout, true)
+}
+
 // gruOp finishes a GRU step for H = hout.Cols units: x [B][3H] holds
 // W_ih x and hp [B][3H] W_hh h, both without biases; h_{t-1} is read from
 // hprev and h_t written to hout (the same Mat for an update in place).

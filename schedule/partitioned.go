@@ -470,6 +470,33 @@ type stateRows struct {
 	n, first, done int
 }
 
+// one is h_{t-1} of a step of one row that has one (carried or from
+// h0), else a Mat without a buffer.
+func (hp stateRows) one() Mat {
+	switch {
+	case hp.n != 1:
+		return Mat{}
+	case hp.first == 1:
+		return hp.carried
+	}
+	return hp.start
+}
+
+// lstmFinal copies the final c (and h, without a projection) of the rows
+// that end at this LSTM step out of worker's units u.
+func (b *pbuilder) lstmFinal(hp stateRows, cn, hn, c, hdst Mat, u span, k, d, t int, proj bool) {
+	if hp.done >= hp.n {
+		return
+	}
+	rows := hp.n
+	b.pos(k, d, -1)
+	b.add(newCopy(cn.RowRange(hp.done, rows).ColRange(u.lo, u.hi), c.RowRange(hp.done, rows)))
+	if !proj {
+		b.add(newCopy(hn.RowRange(hp.done, rows).ColRange(u.lo, u.hi), hdst.RowRange(hp.done, rows)))
+	}
+	b.pos(k, d, t)
+}
+
 // stepPhase adds time step t of layer k, direction d, for the rows and
 // initial states hp describes; hout is where h_t goes.
 func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat) {
@@ -499,6 +526,14 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 			hdst = M(b.hfull, u.lo, rows, nu, H)
 		}
 		if l.Cell == rnn.LSTM {
+			c := Dense(b.c[w], 0, rows, nu)
+			// One row with a previous state and float32 W_hh: the product
+			// and the gates in one call.
+			if src := hp.one(); src.Buf != nil && s.whh.ElemSize == 4 {
+				b.add(newLSTMStep(xp, src, whh, Whole(s.bias), c, hdst))
+				b.lstmFinal(hp, cn, hn, c, hdst, u, k, d, t, proj)
+				continue
+			}
 			// The recurrent product of the rows with a previous state.
 			if hp.first > 0 {
 				b.add(newGemmNT(xp.RowRange(0, hp.first), hp.carried, whh, 1))
@@ -506,16 +541,8 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 			if hp.start.Buf != nil {
 				b.add(newGemmNT(xp.RowRange(hp.first, rows), hp.start, whh, 1))
 			}
-			c := Dense(b.c[w], 0, rows, nu)
 			b.add(newLSTM(xp, Whole(s.bias), c, hdst))
-			if hp.done < rows {
-				b.pos(k, d, -1)
-				b.add(newCopy(cn.RowRange(hp.done, rows).ColRange(u.lo, u.hi), c.RowRange(hp.done, rows)))
-				if !proj {
-					b.add(newCopy(hn.RowRange(hp.done, rows).ColRange(u.lo, u.hi), hdst.RowRange(hp.done, rows)))
-				}
-				b.pos(k, d, t)
-			}
+			b.lstmFinal(hp, cn, hn, c, hdst, u, k, d, t, proj)
 			continue
 		}
 		yh := Dense(b.yh[w], 0, rows, G)

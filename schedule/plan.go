@@ -69,15 +69,16 @@ func (r Region) Bytes() int64 { return r.Len * int64(r.Count) }
 type Kernel uint8
 
 const (
-	KCopy   Kernel = iota + 1 // copy or zero rows
-	KEmbed                    // gather embedding rows
-	KMatMul                   // C = A·Wᵀ (+ C): Sgemv at one row, else Sgemm
-	KLSTM                     // LSTM gate nonlinearities and state update
-	KGRU                      // GRU gate nonlinearities and state update
-	KHead                     // bias add and softmax / log-softmax of the head
+	KCopy     Kernel = iota + 1 // copy or zero rows
+	KEmbed                      // gather embedding rows
+	KMatMul                     // C = A·Wᵀ (+ C): Sgemv at one row, else Sgemm
+	KLSTM                       // LSTM gate nonlinearities and state update
+	KGRU                        // GRU gate nonlinearities and state update
+	KHead                       // bias add and softmax / log-softmax of the head
+	KLSTMStep                   // a whole LSTM step of one row: W_hh·h and the gates in one call
 )
 
-var kernelNames = [...]string{KCopy: "copy", KEmbed: "embed", KMatMul: "matmul", KLSTM: "lstm_gates", KGRU: "gru_gates", KHead: "head"}
+var kernelNames = [...]string{KCopy: "copy", KEmbed: "embed", KMatMul: "matmul", KLSTM: "lstm_gates", KGRU: "gru_gates", KHead: "head", KLSTMStep: "lstm_step"}
 
 func (k Kernel) String() string {
 	if int(k) < len(kernelNames) && kernelNames[k] != "" {

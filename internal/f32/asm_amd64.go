@@ -24,6 +24,9 @@ func gemvTAVX2(k, n int, w *float32, ldw int, x *float32, y *float32, beta float
 func lstmAVX2(n int, stride int, y *float32, bias *float32, c *float32, h *float32)
 
 //go:noescape
+func lstmStepAVX2(n, k int, h, w *float32, ldw int, xp, bias, c, hout *float32)
+
+//go:noescape
 func gruAVX2(n int, stride int, x *float32, p *float32, bih *float32, bhh *float32, hprev *float32, hout *float32)
 
 //go:noescape
@@ -118,6 +121,16 @@ func lstmKernel(n, stride int, y, bias, c, h []float32) {
 		from = n8
 	}
 	lstmGo(from, n, stride, y, bias, c, h)
+}
+
+// lstmStepKernel runs LSTMStep in one assembly call when n and k are
+// multiples of eight, and reports whether it did.
+func lstmStepKernel(n, k int, h, w []float32, ldw int, xp, bias, c, hout []float32) bool {
+	if !useAsm || n%8 != 0 || k%8 != 0 || k == 0 {
+		return false
+	}
+	lstmStepAVX2(n, k, &h[0], &w[0], ldw, &xp[0], &bias[0], &c[0], &hout[0])
+	return true
 }
 
 func gruKernel(n, stride int, x, p, bih, bhh, hprev, hout []float32) {

@@ -389,7 +389,7 @@ func TestBF16(t *testing.T) {
 		for _, m := range []int{1, 2, 3, 4, 9} {
 			for _, n := range []int{1, 3, 4, 5, 8, 13, 64} {
 				for _, k := range []int{1, 7, 8, 9, 16, 23, 32, 48, 100, kc + 9} {
-					ldw := k + r.IntN(3)
+					ldw := max(k, 1) + r.IntN(3)
 					wf := newGuarded(r, n, k, ldw, 0, 0)
 					w := make([]uint16, len(wf.all)+5)
 					ToBF16(w, wf.all)
@@ -670,6 +670,62 @@ func TestFinite(t *testing.T) {
 					if Finite(y) {
 						t.Fatalf("n=%d: %v (bits %#x) at %d not caught", n, b, math.Float32bits(b), i)
 					}
+				}
+			}
+		}
+	})
+}
+
+// TestLSTMStep checks the fused step, on row-major and on packed W,
+// against the two calls it replaces, GemmNT (beta 1) and LSTMGates, bit
+// for bit: xp, c and hout, on both paths, with W's row gaps and everything past the read operands poisoned
+// with NaN and everything past the written ones holding a sentinel.
+func TestLSTMStep(t *testing.T) {
+	impls(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(6, 6))
+		for _, n := range []int{1, 5, 8, 13, 16, 24, 64} {
+			for _, k := range []int{0, 1, 7, 8, 16, 24, 64, 72} {
+				ldw := max(k, 1) + r.IntN(3)
+				w := newGuarded(r, 4*n, k, ldw, 0, nan)
+				h := newGuarded(r, 1, k, k, 0, nan)
+				bias := newGuarded(r, 1, 4*n, 4*n, 0, nan)
+				xp := newGuarded(r, 1, 4*n, 4*n, 0, sentinel)
+				c := newGuarded(r, 1, n, n, 0, sentinel)
+				for i := range xp.s() {
+					xp.s()[i] *= 4
+				}
+				wantXP := append([]float32(nil), xp.s()...)
+				wantC := append([]float32(nil), c.s()...)
+				wantH := make([]float32, n)
+				GemmNT(1, 4*n, k, h.s(), max(k, 1), w.s(), ldw, 1, wantXP, 4*n)
+				LSTMGates(n, n, wantXP, bias.s(), wantC, wantH)
+
+				xp0, c0 := append([]float32(nil), xp.s()...), append([]float32(nil), c.s()...)
+				for _, packed := range []bool{false, true} {
+					copy(xp.s(), xp0)
+					copy(c.s(), c0)
+					hout := newGuarded(r, 1, n, n, 0, sentinel)
+					if packed {
+						p := newGuarded(r, 1, 4*n*k, 4*n*k, 0, nan)
+						PackNT(p.s(), 4*n, k, w.s(), ldw)
+						LSTMStepPacked(n, k, h.s(), p.s(), xp.s(), bias.s(), c.s(), hout.s())
+					} else {
+						LSTMStep(n, k, h.s(), w.s(), ldw, xp.s(), bias.s(), c.s(), hout.s())
+					}
+					what := fmt.Sprintf("n=%d k=%d ldw=%d packed %v", n, k, ldw, packed)
+					for _, o := range []struct {
+						name      string
+						got, want []float32
+					}{{"xp", xp.s(), wantXP}, {"c", c.s(), wantC}, {"h", hout.s(), wantH}} {
+						for i := range o.want {
+							if math.Float32bits(o.got[i]) != math.Float32bits(o.want[i]) {
+								t.Fatalf("%s: %s[%d] = %v, want %v", what, o.name, i, o.got[i], o.want[i])
+							}
+						}
+					}
+					xp.checkPads(t, what+" xp")
+					c.checkPads(t, what+" c")
+					hout.checkPads(t, what+" h")
 				}
 			}
 		}

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Eight-lane copies of the constants of the float32 exp, sigmoid and tanh
 // approximations (approx.go documents them), for use as memory operands.
@@ -297,6 +298,49 @@ GLOBL bias127<>(SB), RODATA|NOPTR, $32
 	VBLENDVPS T, U, X, X           \
 	VORPS S, X, X
 
+// LSTMCELL finishes eight units from the pre-activations (biases added)
+// i, f, g, o in Y0..Y3: c at CPTR is updated and h stored at HPTR.
+// Clobbers Y0..Y3 and Y8..Y11.
+#define LSTMCELL(CPTR, HPTR) \
+	SIGMOID(Y0, Y8, Y9)          \
+	SIGMOID(Y1, Y8, Y9)          \
+	TANH(Y2, Y8, Y9, Y10, Y11)   \
+	SIGMOID(Y3, Y8, Y9)          \
+	VMULPS Y2, Y0, Y0            \
+	VFMADD231PS CPTR, Y1, Y0     \
+	VMOVUPS Y0, CPTR             \
+	TANH(Y0, Y8, Y9, Y10, Y11)   \
+	VMULPS Y3, Y0, Y0            \
+	VMOVUPS Y0, HPTR
+
+// LSTMPANEL adds W_q·h to the eight sums of gate Q's panel of the units
+// at CX bytes: DI is the panel's first W row (rows R14 bytes apart), SI
+// the end of h, LOOP a label of its own. Each sum is made as gemmNT1x8
+// makes it with beta 1: adding xp with one more rounding is what its
+// fused multiply-add by 1 does. The sums go to xp and stay in YOUT; DI
+// moves on to gate Q+1's panel, n rows further.
+#define LSTMPANEL(Q, YOUT, LOOP) \
+	MOVQ k+8(FP), DX                \
+	SHLQ $2, DX                     \
+	LEAQ (DI)(DX*1), AX             \
+	NEXT7ROWS                       \
+	NEGQ DX                         \
+	ZERO8                           \
+LOOP:                               \
+	VMOVUPS (SI)(DX*1), Y8          \
+	FMA18(0)                        \
+	ADDQ $32, DX                    \
+	JNZ  LOOP                       \
+	REDUCE8                         \
+	MOVQ n+0(FP), DX                \
+	IMULQ $(4*Q), DX                \
+	ADDQ xp+40(FP), DX              \
+	VADDPS (DX)(CX*1), Y0, YOUT     \
+	VMOVUPS YOUT, (DX)(CX*1)        \
+	MOVQ n+0(FP), DX                \
+	IMULQ R14, DX                   \
+	ADDQ DX, DI
+
 // func lstmAVX2(n int, stride int, y *float32, bias *float32, c *float32, h *float32)
 //
 // One batch row of LSTMGates for the first n (a multiple of 8) units; y and
@@ -323,26 +367,69 @@ lstmloop:
 	JGE  lstmdone
 	VMOVUPS (SI)(DX*1), Y0
 	VADDPS (DI)(DX*1), Y0, Y0
-	SIGMOID(Y0, Y8, Y9)
 	VMOVUPS (AX)(DX*1), Y1
 	VADDPS (R10)(DX*1), Y1, Y1
-	SIGMOID(Y1, Y8, Y9)
 	VMOVUPS (R13)(DX*1), Y2
 	VADDPS (CX)(DX*1), Y2, Y2
-	TANH(Y2, Y8, Y9, Y10, Y11)
 	VMOVUPS (BX)(DX*1), Y3
 	VADDPS (R11)(DX*1), Y3, Y3
-	SIGMOID(Y3, Y8, Y9)
-	VMULPS Y2, Y0, Y0
-	VFMADD231PS (R8)(DX*1), Y1, Y0
-	VMOVUPS Y0, (R8)(DX*1)
-	TANH(Y0, Y8, Y9, Y10, Y11)
-	VMULPS Y3, Y0, Y0
-	VMOVUPS Y0, (R9)(DX*1)
+	LSTMCELL((R8)(DX*1), (R9)(DX*1))
 	ADDQ $32, DX
 	JMP  lstmloop
 
 lstmdone:
+	VZEROUPPER
+	RET
+
+// func lstmStepAVX2(n, k int, h, w *float32, ldw int, xp, bias, c, hout *float32)
+//
+// One LSTM time step of one batch row, n units (n and k positive
+// multiples of 8), eight units at a time: the four gate panels (W rows
+// q*n+u .. q*n+u+7, ldw floats apart) against h, added to xp and stored
+// there, then the gates of those eight units as lstmAVX2 computes them,
+// from the sums still in Y12..Y15: c updated, hout written. So while one
+// group's gates are computed the next group's rows of W are already
+// being read. hout must not overlap h.
+//
+// Registers: SI the end of h; DI the panel's first W row; AX, BX,
+// R8..R13 the ends of its eight rows; DX their byte offset; CX the units
+// done, in bytes; R14 ldw in bytes.
+TEXT ·lstmStepAVX2(SB), NOSPLIT, $0-72
+	MOVQ k+8(FP), SI
+	SHLQ $2, SI
+	ADDQ h+16(FP), SI
+	MOVQ ldw+32(FP), R14
+	SHLQ $2, R14
+	XORQ CX, CX
+
+stepgroup:
+	MOVQ n+0(FP), DX
+	SHLQ $2, DX
+	CMPQ CX, DX
+	JGE  stepdone
+	MOVQ CX, DI
+	IMULQ ldw+32(FP), DI
+	ADDQ w+24(FP), DI
+	LSTMPANEL(0, Y12, steppi)
+	LSTMPANEL(1, Y13, steppf)
+	LSTMPANEL(2, Y14, steppg)
+	LSTMPANEL(3, Y15, steppo)
+	MOVQ n+0(FP), AX
+	SHLQ $2, AX
+	MOVQ bias+48(FP), BX
+	ADDQ CX, BX
+	LEAQ (BX)(AX*2), R8
+	VADDPS (BX), Y12, Y0
+	VADDPS (BX)(AX*1), Y13, Y1
+	VADDPS (R8), Y14, Y2
+	VADDPS (R8)(AX*1), Y15, Y3
+	MOVQ c+56(FP), R9
+	MOVQ hout+64(FP), R10
+	LSTMCELL((R9)(CX*1), (R10)(CX*1))
+	ADDQ $32, CX
+	JMP  stepgroup
+
+stepdone:
 	VZEROUPPER
 	RET
 

@@ -35,17 +35,6 @@ GLOBL ·laneIota(SB), RODATA|NOPTR, $32
 // stored. Row pointers point at the end of the row's whole chunks and DX
 // runs from -4*(k&^7) up to 0, so the loop needs no compare.
 
-// FMA18 accumulates the A chunk in Y8 times the eight W rows at DX.
-#define FMA18(OFF) \
-	VFMADD231PS OFF(AX)(DX*1), Y8, Y0  \
-	VFMADD231PS OFF(BX)(DX*1), Y8, Y1  \
-	VFMADD231PS OFF(R8)(DX*1), Y8, Y2  \
-	VFMADD231PS OFF(R9)(DX*1), Y8, Y3  \
-	VFMADD231PS OFF(R10)(DX*1), Y8, Y4 \
-	VFMADD231PS OFF(R11)(DX*1), Y8, Y5 \
-	VFMADD231PS OFF(R12)(DX*1), Y8, Y6 \
-	VFMADD231PS OFF(R13)(DX*1), Y8, Y7
-
 // MFMA is VMASKMOVPS (P), Y14, Y9 then Y9·Y8 into ACC: one masked W
 // row's tail.
 #define MFMA(P, ACC) \

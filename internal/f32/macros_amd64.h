@@ -11,6 +11,18 @@
 	VXORPS Y6, Y6, Y6 \
 	VXORPS Y7, Y7, Y7
 
+// FMA18 accumulates the A chunk in Y8 times the eight W rows at OFF(ptr)(DX),
+// the rows in AX, BX, R8..R13, into Y0..Y7.
+#define FMA18(OFF) \
+	VFMADD231PS OFF(AX)(DX*1), Y8, Y0  \
+	VFMADD231PS OFF(BX)(DX*1), Y8, Y1  \
+	VFMADD231PS OFF(R8)(DX*1), Y8, Y2  \
+	VFMADD231PS OFF(R9)(DX*1), Y8, Y3  \
+	VFMADD231PS OFF(R10)(DX*1), Y8, Y4 \
+	VFMADD231PS OFF(R11)(DX*1), Y8, Y5 \
+	VFMADD231PS OFF(R12)(DX*1), Y8, Y6 \
+	VFMADD231PS OFF(R13)(DX*1), Y8, Y7
+
 // REDUCE8 sums the eight lanes of each of Y0..Y7 and leaves the sums in
 // Y0, lane i holding Yi's: ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)), the
 // order every GemmNT kernel (and gemmNTGo) uses. Clobbers Y1..Y7.
@@ -122,6 +134,17 @@ s24mput:                               \
 	VMASKMOVPS X0, X13, (R10)          \
 	VMASKMOVPS X1, X13, (R10)(R11*1)
 
+// NEXT7ROWS points BX, R8..R13 at the seven W rows after AX, R14 bytes
+// apart.
+#define NEXT7ROWS \
+	LEAQ (AX)(R14*1), BX  \
+	LEAQ (AX)(R14*2), R8  \
+	LEAQ (BX)(R14*2), R9  \
+	LEAQ (AX)(R14*4), R10 \
+	LEAQ (BX)(R14*4), R11 \
+	LEAQ (R8)(R14*4), R12 \
+	LEAQ (R9)(R14*4), R13
+
 // ROWS8 points BX, R8..R13 at the seven W rows after AX (R14 bytes apart)
 // for a panel of eight, repeating the last row where fewer than eight
 // are left (CX), and jumps to DONE when none are; ROWS4 does the same
@@ -129,13 +152,7 @@ s24mput:                               \
 #define ROWS8(GO, DONE) \
 	CMPQ CX, $8               \
 	JLT  rows8part            \
-	LEAQ (AX)(R14*1), BX      \
-	LEAQ (AX)(R14*2), R8      \
-	LEAQ (BX)(R14*2), R9      \
-	LEAQ (AX)(R14*4), R10     \
-	LEAQ (BX)(R14*4), R11     \
-	LEAQ (R8)(R14*4), R12     \
-	LEAQ (R9)(R14*4), R13     \
+	NEXT7ROWS                 \
 	JMP  GO                   \
 rows8part:                    \
 	TESTQ CX, CX              \
