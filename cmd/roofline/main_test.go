@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,33 @@ func TestLevelOf(t *testing.T) {
 		if got := levelOf(c.perCore, c.total, o); got != c.want {
 			t.Errorf("levelOf(%d, %d) = %s, want %s", c.perCore, c.total, got, c.want)
 		}
+	}
+}
+
+// TestModel checks the roofline time against sums done by hand: W_hh at
+// its bandwidth with its first pass at the model's when that is slower,
+// plus the longer of the other weights' time and the projections'.
+func TestModel(t *testing.T) {
+	const MB = 1e6
+	s := shapeResult{hhBytes: 9 * 16 * MB, passBytes: 16 * MB, otherBytes: 16 * MB}
+	for _, c := range []struct {
+		hhBW, otherBW, proj, want float64
+	}{
+		// A cold first pass: 16 MB at 25 GB/s, 8 passes at 100, W_ih at 25.
+		{100e9, 25e9, 0, 16*MB/25e9 + 8*16*MB/100e9 + 16*MB/25e9},
+		// The projections take longer than W_ih.
+		{100e9, 25e9, 1e-3, 16*MB/25e9 + 8*16*MB/100e9 + 1e-3},
+		// The model's footprint is read no slower than W_hh's: no cold pass.
+		{100e9, 100e9, 0, 9*16*MB/100e9 + 16*MB/100e9},
+	} {
+		if got := s.model(c.hhBW, c.otherBW, c.proj); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("model(%g, %g, %g) = %g, want %g", c.hhBW, c.otherBW, c.proj, got, c.want)
+		}
+	}
+	// At T = 1 every weight is "other" (measureShape moves W_hh there).
+	one := shapeResult{otherBytes: 32 * MB, passBytes: 16 * MB}
+	if got, want := one.model(100e9, 25e9, 0), 32*MB/25e9; math.Abs(got-want) > 1e-12 {
+		t.Errorf("T = 1: model %g, want %g", got, want)
 	}
 }
 

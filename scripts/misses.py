@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Every Table I shape that misses the ONNX Runtime target, beside the
+hardware's limit for it.
+
+Reads the side-by-side tables of scripts/bench_compare.py (one per thread
+count) and the per-shape model of cmd/roofline from the same session, and
+prints, for every shape with T >= 10 where ONNX Runtime / our best float32
+time is below the target (1.25x by default):
+
+- the model's time per step: W_hh's bytes at the read bandwidth of their
+  level (the first pass of an inference at the whole model's), plus the
+  longer of the other weights' bytes and the input projections' arithmetic
+  at the measured GEMM roof (cmd/roofline explains it);
+- model/best: how close our best float32 time is to it;
+- ORT/model: how close ONNX Runtime is to it;
+- needed: the fraction of the model our time would have to reach for the
+  target, target / (ORT/model). Above 1 no engine streaming these weights
+  can lead ONNX Runtime by the target: the miss is the hardware's.
+
+Usage:
+    python3 scripts/bench_compare.py ... --threads 1 > t1.md
+    python3 scripts/bench_compare.py ... --threads 2 > t2.md
+    go run ./cmd/roofline -no-kernels -hidden 64,256,1024 -layers 1,4 -lengths 10,100 -reps 3 > roof.md
+    python3 scripts/misses.py --table t1.md --table t2.md --roofline roof.md
+"""
+
+import argparse
+import re
+import sys
+
+
+def md_tables(text):
+    """Every Markdown table in text, as a list of {header: cell} rows."""
+    tables, header, rows = [], None, []
+    for line in text.splitlines() + [""]:
+        if not line.startswith("|"):
+            if header is not None:
+                tables.append(rows)
+            header, rows = None, []
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = cells
+        elif not set(cells[0]) <= set("-: "):
+            rows.append(dict(zip(header, cells)))
+    return tables
+
+
+def number(s):
+    return float(s.replace(",", ""))
+
+
+def table_i(text):
+    """{(cell, hidden, layers, T, threads): (ORT/best, best ns/step, ORT ns/step)}."""
+    m = re.search(r"^Threads: (\d+);", text, re.M)
+    if not m:
+        raise ValueError("not a bench_compare table: no 'Threads:' line")
+    threads = int(m.group(1))
+    out = {}
+    for rows in md_tables(text):
+        for r in rows:
+            if "ORT/best f32" not in r or not r.get("T", "").isdigit():
+                continue
+            best = r["best f32"]
+            key = (r["cell"], int(r["hidden"]), int(r["layers"]), int(r["T"]), threads)
+            out[key] = (number(r["ORT/best f32"]), number(r[best + " ns/step"]), number(r["ORT ns/step"]))
+    return out
+
+
+def roofline(text):
+    """{(cell, hidden, layers, T, cores): (model ns/step, W_hh level)} for float32 rows."""
+    out = {}
+    for rows in md_tables(text):
+        for r in rows:
+            if "model µs" not in r or r.get("weights") != "f32":
+                continue
+            T = int(r["T"])
+            key = (r["cell"], int(r["hidden"]), int(r["layers"]), T, int(r["cores"]))
+            out[key] = (number(r["model µs"]) * 1000 / T, r["level"])
+    return out
+
+
+def misses(tables, model, target):
+    """Rows of the misses table, sorted by cores, cell, hidden, layers, T."""
+    rows = []
+    for key in sorted(tables, key=lambda k: (k[4], k[0], k[1], k[2], k[3])):
+        ratio, best, ort = tables[key]
+        if key[3] < 10 or ratio >= target:
+            continue
+        if key not in model:
+            raise ValueError("no roofline row for %s/%d/%d/%d on %d cores" % key)
+        m, level = model[key]
+        rows.append({"key": key, "ratio": ratio, "level": level, "model": m, "best": best,
+                     "model/best": m / best, "ort/model": ort / m, "needed": target * m / ort})
+    return rows
+
+
+def render(rows, target):
+    out = ["| shape | cores | ORT/best | W_hh level | model µs/step | best µs/step | model/best | ORT/model | needed | whose |",
+           "|---|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        c, h, l, T, cores = r["key"]
+        whose = "hardware" if r["needed"] > 1 else "ours"
+        out.append(f"| {c}/{h}/{l}/{T} | {cores} | {r['ratio']:.2f} | {r['level']} | {r['model'] / 1000:.1f} | "
+                   f"{r['best'] / 1000:.1f} | {r['model/best']:.2f} | {r['ort/model']:.2f} | {r['needed']:.2f} | {whose} |")
+    for cores in sorted({r["key"][4] for r in rows}):
+        rs = [r for r in rows if r["key"][4] == cores]
+        ours = [r for r in rs if r["needed"] <= 1]
+        line = (f"{cores} core(s): {len(rs)} shape(s) below {target}x, {len(rs) - len(ours)} of them "
+                f"the hardware's (needed above 1)")
+        if ours:
+            span = lambda f: f"{min(f(r) for r in ours):.2f}-{max(f(r) for r in ours):.2f}"
+            line += (f"; at the other {len(ours)} a lead of {target}x needs {span(lambda r: r['needed'])} "
+                     f"of the model, and our best is at {span(lambda r: r['model/best'])} of it")
+        out += ["", line + "."]
+    return "\n".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--table", action="append", required=True, help="bench_compare.py output (repeat per thread count)")
+    ap.add_argument("--roofline", required=True, help="cmd/roofline output with the same shapes")
+    ap.add_argument("--target", type=float, default=1.25, help="ONNX Runtime / our best to reach (default 1.25)")
+    a = ap.parse_args(argv)
+    tables = {}
+    for path in a.table:
+        with open(path, encoding="utf-8") as f:
+            tables.update(table_i(f.read()))
+    with open(a.roofline, encoding="utf-8") as f:
+        model = roofline(f.read())
+    print(render(misses(tables, model, a.target), a.target))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Tests of scripts/misses.py on small tables of the two tools' formats."""
+
+import contextlib
+import io
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import misses  # noqa: E402
+
+TABLE = """| cell | hidden | layers | T | A+ ns/step | P ns/step | ORT ns/step | best f32 | ORT/best f32 |
+|---|---:|---:|---:|---:|---:|---:|---|---:|
+| lstm | 64 | 1 | 1 | 2,000 | 1,400 | 20,000 | P | 14.29 |
+| lstm | 64 | 1 | 100 | 1,300 | 1,200 | 1,400 | P | 1.17 |
+| lstm | 256 | 1 | 100 | 17,000 | 16,000 | 17,600 | P | 1.10 |
+| gru | 256 | 1 | 100 | 11,000 | 12,000 | 16,500 | A+ | 1.50 |
+
+ONNX Runtime/best float32 schedule: median 1.17.
+Threads: %d; Go -benchtime 100ms; 2 alternating round(s) of every shape first.
+"""
+
+ROOF = """| cell | hidden | layers | T | weights | cores | W_hh/worker | level | µs/inference (best / median) | GB/s | level GB/s | model µs | roofline |
+|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|
+| lstm | 64 | 1 | 100 | f32 | 1 | 64 KiB | L2 | 117.0 / 117.6 | 56.9 | 112.3 | 90.0 | 0.76 |
+| lstm | 64 | 1 | 100 | bf16 | 1 | 32 KiB | L2 | 127.0 / 127.6 | 56.9 | 112.3 | 45.0 | 0.36 |
+| lstm | 256 | 1 | 100 | f32 | 1 | 1 MiB | L3 | 1631.7 / 1663.3 | 64.5 | 94.9 | 1600.0 | 0.97 |
+| gru | 256 | 1 | 100 | f32 | 1 | 768 KiB | L2 | 1220.1 / 1247.6 | 65.0 | 111.9 | 1063.5 | 0.87 |
+"""
+
+
+class TestMisses(unittest.TestCase):
+    def test_rows(self):
+        rows = misses.misses(misses.table_i(TABLE % 1), misses.roofline(ROOF), 1.25)
+        # T = 1 and shapes at or above the target are left out.
+        self.assertEqual([r["key"] for r in rows], [("lstm", 64, 1, 100, 1), ("lstm", 256, 1, 100, 1)])
+        a, b = rows
+        self.assertAlmostEqual(a["model"], 900.0)  # the f32 row, per step
+        self.assertAlmostEqual(a["model/best"], 900 / 1200)
+        self.assertAlmostEqual(a["ort/model"], 1400 / 900)
+        self.assertAlmostEqual(a["needed"], 1.25 * 900 / 1400)
+        self.assertEqual(a["level"], "L2")
+        self.assertAlmostEqual(b["needed"], 1.25 * 16000 / 17600)
+        self.assertGreater(b["needed"], 1)
+
+    def test_render(self):
+        rows = misses.misses(misses.table_i(TABLE % 1), misses.roofline(ROOF), 1.25)
+        text = misses.render(rows, 1.25)
+        self.assertIn("| lstm/64/1/100 | 1 | 1.17 | L2 | 0.9 | 1.2 | 0.75 | 1.56 | 0.80 | ours |", text)
+        self.assertIn("| lstm/256/1/100 | 1 | 1.10 | L3 | 16.0 | 16.0 | 1.00 | 1.10 | 1.14 | hardware |", text)
+        self.assertIn("1 core(s): 2 shape(s) below 1.25x, 1 of them the hardware's", text)
+        self.assertIn("at the other 1 a lead of 1.25x needs 0.80-0.80 of the model, and our best is at 0.75-0.75", text)
+
+    def test_threads_key(self):
+        self.assertIn(("lstm", 64, 1, 100, 2), misses.table_i(TABLE % 2))
+
+    def test_errors(self):
+        with self.assertRaises(ValueError):
+            misses.table_i(TABLE.replace("Threads: %d;", "Threads?"))
+        with self.assertRaises(ValueError):
+            misses.misses(misses.table_i(TABLE % 2), misses.roofline(ROOF), 1.25)  # no 2-core rows
+
+    def test_main(self):
+        with tempfile.TemporaryDirectory() as d:
+            t, r = os.path.join(d, "t.md"), os.path.join(d, "r.md")
+            with open(t, "w", encoding="utf-8") as f:
+                f.write(TABLE % 1)
+            with open(r, "w", encoding="utf-8") as f:
+                f.write(ROOF)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                misses.main(["--table", t, "--roofline", r, "--target", "1.6"])
+            self.assertIn("3 shape(s) below 1.6x", out.getvalue())
+            self.assertIn("| gru/256/1/100 | 1 | 1.50 | L2 | 10.6 | 11.0 |", out.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()
