@@ -408,10 +408,31 @@ func TestWidePays(t *testing.T) {
 	}
 }
 
+// TestClockPick: the clock's fastest is run only when it beats the
+// traffic model's choice (first) by more than overruleMargin.
+func TestClockPick(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		medians []time.Duration
+		want    int
+	}{
+		{[]time.Duration{10 * ms, 11 * ms, 12 * ms}, 0},
+		{[]time.Duration{10 * ms, 9600 * time.Microsecond, 12 * ms}, 0}, // 4% faster: within the margin
+		{[]time.Duration{10 * ms, 12 * ms, 9400 * time.Microsecond}, 2}, // 6% faster
+		{[]time.Duration{10 * ms, 9 * ms, 8 * ms}, 2},
+		{[]time.Duration{10 * ms}, 0},
+	} {
+		if got := clockPick(c.medians); got != c.want {
+			t.Errorf("clockPick(%v) = %d, want %d", c.medians, got, c.want)
+		}
+	}
+}
+
 // TestScheduleTiming turns the timing at load on: the traffic model's best
 // three candidates are timed, the metadata shows their measured medians
 // and how many runs each is of, the schedule that runs is the one with the
-// least median, and the reason says so. Whether a request may spread over
+// least median or the traffic model's choice within overruleMargin of it,
+// and the reason says so. Whether a request may spread over
 // every core is timed too, and kept only when it was faster.
 func TestScheduleTiming(t *testing.T) {
 	entries, err := LoadRepository(partRepo)
@@ -445,10 +466,19 @@ func TestScheduleTiming(t *testing.T) {
 			t.Fatalf("%s: %d candidates timed, want %d (%+v)", name, timedRuns, timedCandidates, m.meta.RNN.Traffic)
 		}
 		tookP := strings.Contains(m.reason, "takes P instead")
-		if got, fastest := m.meta.RNN.Schedule, m.meta.RNN.Traffic[best].Schedule; got != fastest && !(tookP && got == "P") {
+		kept := strings.Contains(m.reason, "the clock keeps it")
+		got, fastest := m.meta.RNN.Schedule, m.meta.RNN.Traffic[best].Schedule
+		if got != fastest && !(tookP && got == "P") && !kept {
 			t.Errorf("%s runs %s, but %s had the least median (reason %q)", name, got, fastest, m.reason)
 		}
-		if fastest := m.meta.RNN.Traffic[best].Schedule; !strings.HasPrefix(fastest, "P") && runtime.GOMAXPROCS(0) > 1 && !strings.Contains(m.reason, "against P across all") {
+		if kept {
+			for _, tr := range m.meta.RNN.Traffic {
+				if tr.Schedule == got && tr.MeasuredSeconds != nil && *tr.MeasuredSeconds > least/(1-overruleMargin) {
+					t.Errorf("%s kept %s at %v s, more than the margin above the least median %v s", name, got, *tr.MeasuredSeconds, least)
+				}
+			}
+		}
+		if !strings.HasPrefix(got, "P") && runtime.GOMAXPROCS(0) > 1 && !strings.Contains(m.reason, "against P across all") {
 			t.Errorf("%s: the clock chose %s, but the reason %q does not weigh P across all cores", name, fastest, m.reason)
 		}
 		if tookP && m.wide == nil {
