@@ -126,7 +126,8 @@ const dramSlack = 0.02
 //
 // With a timing budget (Options.ScheduleTiming) and weights, the best
 // three candidates of that ranking are then timed on the host and the
-// fastest wins (see clock.go); the metadata shows both.
+// fastest wins if it beats the rule's choice by more than overruleMargin
+// (see clock.go); the metadata shows both.
 func chooseSchedule(net *rnn.Network, cfg ModelConfig, tm trafficModel, pools Pools, budget time.Duration) (candidate, string, []api.ScheduleTraffic, error) {
 	want, prec, err := cfg.parseSchedule()
 	if err != nil {
