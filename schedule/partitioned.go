@@ -28,6 +28,8 @@ import (
 //	       [p0,p1) of h = W_hr·hfull, split like the units)
 //
 // With a zero initial state the first step skips the recurrent product.
+// An LSTM step of one row is one kernel call, the product and the gates
+// together (rnn.LSTMStep; lstmStepOp declares the regions of both).
 // The embedding gather, the head product (split by output rows) and its
 // softmax (split by time steps) are phases too.
 //
