@@ -22,11 +22,13 @@ import (
 // (PoolOptions.IdleSpin), then park, giving their cores back.
 //
 // Parts are claimed, not assigned: each worker claims its own part of a
-// phase first and then any part nobody has claimed yet. A worker whose
-// core is taken by another process (or that is still parked) therefore
-// never holds the others up: when it comes back it finds its parts done
-// and catches up, and a job that finds only one core runs on that one,
-// as if the plan were serial. Only a part already started is waited for.
+// phase, and a worker whose peers' parts are late (stealDelay) takes any
+// of them nobody has claimed yet, and then keeps taking them at once
+// while it finds them unclaimed. A worker whose core is taken by another
+// process (or that is still parked) therefore never holds the others up:
+// when it comes back it finds its parts done and catches up, and a job
+// that finds only one core runs on that one, as if the plan were serial.
+// Only a part already started is waited for.
 // Each is the exception: its parts run on their own workers' threads,
 // whatever the wait, because it is how memory gets first-touched there.
 //
@@ -47,6 +49,7 @@ type Pool struct {
 	n         int
 	cpus      []int      // CPU of each worker; nil when not pinned
 	spins     int        // within a job
+	stealAt   int        // polls before a worker looks at another's claim
 	idleSpins int        // between jobs
 	mu        sync.Mutex // one job at a time
 	cur       atomic.Pointer[poolJob]
@@ -56,15 +59,32 @@ type Pool struct {
 	done      sync.WaitGroup
 	pinErr    atomic.Pointer[error]
 	stolen    atomic.Int64 // parts run by a worker other than their own
+	parts     []partState  // one per part, reused by every job
+}
+
+// partState is where one part's progress is published, phase after
+// phase and job after job. claimed counts the phases whose part some
+// worker has taken, done those it has finished; both only grow, and at
+// the end of a job every part's counters are equal. Each counter has a
+// cache line to itself (128 bytes apart, so no adjacent-line prefetch
+// pairs them either): a part's owner writes its claim without touching a
+// line any other core reads, and the one line a phase hands over is the
+// done counter, which the others poll. With the former shared per-phase
+// claim bytes and done counter, every phase moved three or four lines
+// between the cores; this way, two (BenchmarkPoolBarrier).
+type partState struct {
+	claimed atomic.Int64
+	_       [120]byte
+	done    atomic.Int64
+	_       [120]byte
 }
 
 // poolJob is one call of Phases: n phases of the pool's parts.
 type poolJob struct {
 	f      func(phase, w int)
 	phases int
+	base   int64                      // every part's counters at the start
 	own    bool                       // every part on its own worker (Each)
-	claim  []atomic.Bool              // [phase][part]
-	done   []atomic.Int32             // parts done, per phase
 	finish waiter                     // workers waiting for a phase's parts
 	failed atomic.Pointer[PanicError] // the first part that panicked
 }
@@ -126,6 +146,7 @@ func NewPool(opt PoolOptions) (*Pool, error) {
 		opt.IdleSpin = DefaultIdleSpin
 	}
 	p := &Pool{n: opt.Workers, spins: spinIterations(opt.Spin), idleSpins: spinIterations(opt.IdleSpin)}
+	p.stealAt = min(p.spins, spinIterations(stealDelay))
 	p.wake.init()
 	if !opt.NoPin {
 		p.cpus = workerCPUs(p.n)
@@ -194,27 +215,82 @@ func (p *Pool) worker(w int) {
 	}
 }
 
-// run is worker w's share of job j: phase by phase, its own part and then
-// any part nobody has claimed, then wait until the phase is done.
+// run is worker w's share of job j: phase by phase, its own part (if
+// nobody has taken it), then wait until the phase is done, taking any
+// part nobody has claimed.
 func (p *Pool) run(j *poolJob, w int) {
+	eager := false // the last phase found a part unclaimed: look at once
 	for ph := range j.phases {
-		if j.own {
-			j.call(ph, w)
-			j.complete(ph, p.n)
-		} else {
-			for k := range p.n {
-				part := (w + k) % p.n
-				if j.claim[ph*p.n+part].CompareAndSwap(false, true) {
-					if part != w {
-						p.stolen.Add(1)
-					}
-					j.call(ph, part)
-					j.complete(ph, p.n)
-				}
+		t := j.base + int64(ph) // a part's counters before phase ph
+		// Claimed even in a job of Each, where nobody else may take it:
+		// a helper can come back to a job it has run (it woke for a later
+		// one and found this one still current), and must then run
+		// nothing.
+		if p.parts[w].claimed.CompareAndSwap(t, t+1) {
+			p.runPart(j, ph, w, t)
+		}
+		p.await(j, w, ph, t, &eager)
+	}
+}
+
+// stealDelay is how long a worker waits for another's part of a phase
+// before it looks at whether that part was claimed at all. Looking moves
+// the claim's cache line to this core and back, so a worker does it only
+// when the part is late, or at once after a phase whose part it found
+// unclaimed (its worker is absent: parked, or its core taken). A helper
+// that is absent at the start of a job thus costs its job one delay.
+const stealDelay = time.Microsecond
+
+// await returns once every part of phase ph is done. A part that is late
+// and unclaimed it runs itself (not in a job of Each).
+func (p *Pool) await(j *poolJob, w, ph int, t int64, eager *bool) {
+	ready := func() bool { // its own part too: another may have taken it
+		for k := range p.n {
+			if p.parts[(w+k)%p.n].done.Load() <= t {
+				return false
 			}
 		}
-		j.finish.wait(p.spins, func() bool { return j.done[ph].Load() == int32(p.n) })
+		return true
 	}
+	stealAt := p.stealAt
+	if *eager {
+		stealAt = 0
+	}
+	for i := 0; ; i++ {
+		if ready() {
+			return
+		}
+		if i == stealAt && !j.own {
+			*eager = p.steal(j, w, ph, t)
+		}
+		if i >= p.spins && i >= stealAt {
+			break
+		}
+	}
+	j.finish.wait(0, ready)
+}
+
+// steal runs every other part of phase ph nobody has claimed yet, and
+// reports whether there was one.
+func (p *Pool) steal(j *poolJob, w, ph int, t int64) bool {
+	took := false
+	for k := 1; k < p.n; k++ {
+		q := (w + k) % p.n
+		if p.parts[q].claimed.Load() == t && p.parts[q].claimed.CompareAndSwap(t, t+1) {
+			p.stolen.Add(1)
+			took = true
+			p.runPart(j, ph, q, t)
+		}
+	}
+	return took
+}
+
+// runPart runs part q of phase ph and publishes it done, waking parked
+// waiters.
+func (p *Pool) runPart(j *poolJob, ph, q int, t int64) {
+	j.call(ph, q)
+	p.parts[q].done.Store(t + 1)
+	j.finish.broadcast()
 }
 
 // call runs part of phase ph, unless a part has panicked already; a panic
@@ -229,14 +305,6 @@ func (j *poolJob) call(ph, part int) {
 		}
 	}()
 	j.f(ph, part)
-}
-
-// complete counts one part of phase ph done, waking the waiters when it
-// was the last.
-func (j *poolJob) complete(ph, n int) {
-	if j.done[ph].Add(1) == int32(n) {
-		j.finish.broadcast()
-	}
 }
 
 // Phases runs a job of n phases on all workers: f(ph, w) for every part w
@@ -276,7 +344,10 @@ func (p *Pool) start(n int, f func(phase, w int), own bool) {
 		p.notePinErr(err)
 		defer restore()
 	}
-	j := &poolJob{f: f, phases: n, own: own, claim: make([]atomic.Bool, n*p.n), done: make([]atomic.Int32, n)}
+	if len(p.parts) != p.n {
+		p.parts = make([]partState, p.n)
+	}
+	j := &poolJob{f: f, phases: n, own: own, base: p.parts[0].done.Load()}
 	j.finish.init()
 	p.cur.Store(j)
 	p.gen.Add(1)

@@ -3,12 +3,14 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"rnnserve/models"
 	"rnnserve/rnn/tree"
@@ -180,5 +182,74 @@ func TestTreePlanPanic(t *testing.T) {
 	}
 	if got := again.Probs(0, trees[0].Root()); !slices.Equal(got, want) {
 		t.Errorf("after the panic: probs %v, want %v", got, want)
+	}
+}
+
+// TestPoolPhaseOrder runs jobs whose parts take random times on a pool
+// that waits only briefly before taking over late parts, so parts are
+// often run by a worker other than their own, and checks the barrier: no
+// part of a phase starts before every part of the phase before it has
+// finished, and every part runs once.
+func TestPoolPhaseOrder(t *testing.T) {
+	const n, phases = 3, 40
+	if runtime.GOMAXPROCS(0) < n {
+		old := runtime.GOMAXPROCS(n)
+		t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+	}
+	p, err := NewPool(PoolOptions{Workers: n, NoPin: true, Spin: 2 * time.Microsecond, IdleSpin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rng := rand.New(rand.NewPCG(7, 7))
+	for rep := 0; rep < 200; rep++ {
+		var finished [phases]atomic.Int32
+		var bad atomic.Int32
+		work := make([]int, phases*n) // busy-wait iterations of each part
+		for i := range work {
+			if rng.IntN(4) == 0 {
+				work[i] = rng.IntN(20000)
+			}
+		}
+		p.Phases(phases, func(ph, w int) {
+			if ph > 0 && finished[ph-1].Load() != n {
+				bad.Add(1)
+			}
+			x := 0
+			for i := 0; i < work[ph*n+w]; i++ {
+				x += i
+			}
+			sink.Add(int64(x))
+			finished[ph].Add(1)
+		})
+		for ph := range finished {
+			if got := finished[ph].Load(); got != n {
+				t.Fatalf("job %d phase %d: %d parts ran, want %d", rep, ph, got, n)
+			}
+		}
+		if bad.Load() != 0 {
+			t.Fatalf("job %d: %d parts started before the phase before them had finished", rep, bad.Load())
+		}
+	}
+	t.Logf("%d parts taken over", p.Stolen())
+}
+
+var sink atomic.Int64
+
+// TestPoolEachOnce alternates Each with Phases: every worker must run its
+// part of each Each exactly once, even when a helper wakes for a later
+// job and finds an earlier one still current.
+func TestPoolEachOnce(t *testing.T) {
+	p := testPool(t, 2)
+	var calls [2]atomic.Int64
+	const jobs = 3000
+	for range jobs {
+		p.Each(func(w int) { calls[w].Add(1) })
+		p.Phases(1, func(int, int) {})
+	}
+	for w := range calls {
+		if got := calls[w].Load(); got != jobs {
+			t.Errorf("worker %d ran its part of Each %d times in %d jobs", w, got, jobs)
+		}
 	}
 }
