@@ -53,6 +53,19 @@ class TestMisses(unittest.TestCase):
         self.assertIn("1 core(s): 2 shape(s) below 1.25x, 1 of them the hardware's", text)
         self.assertIn("at the other 1 a lead of 1.25x needs 0.80-0.80 of the model, and our best is at 0.75-0.75", text)
 
+    def test_ceiling(self):
+        ceil = misses.ceiling(misses.table_i(TABLE % 1), misses.roofline(ROOF), 1.25, 1.5)
+        # lstm/64/1/100 1400/900, lstm/256/1/100 17600/16000, gru/256/1/100
+        # 16500/10635; T = 1 is left out.
+        n, med, below = ceil[1]
+        self.assertEqual((n, below), (3, 1))
+        self.assertAlmostEqual(med, 16500 / 10635)
+        text = misses.render_ceiling(ceil, 1.25, 1.6)
+        self.assertIn("1 core(s), at the model everywhere (3 shapes with T >= 10): ORT/model median 1.55 "
+                      "against the median target 1.6x (out of reach for any engine at the model); "
+                      "1 shape(s) still below 1.25x.", text)
+        self.assertIn("(within reach at the model)", misses.render_ceiling(ceil, 1.25, 1.5))
+
     def test_threads_key(self):
         self.assertIn(("lstm", 64, 1, 100, 2), misses.table_i(TABLE % 2))
 
