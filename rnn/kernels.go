@@ -44,6 +44,23 @@ func LSTMStep(H, k int, h, whh []float32, ldw int, y, bias, c, hout []float32) {
 	f32.LSTMStep(H, k, h, whh, ldw, y, bias, c, hout)
 }
 
+// LSTMStepReverse is LSTMStep with the units taken in chunks of
+// StepChunk from the last (f32.LSTMStepReverse): the same results, with
+// W_hh read backwards, so that a step after a forward one starts on the
+// rows still in the cache.
+func LSTMStepReverse(H, k int, h, whh []float32, ldw int, y, bias, c, hout []float32) {
+	f32.LSTMStepReverse(H, k, h, whh, ldw, y, bias, c, hout)
+}
+
+// LSTMStepPackedReverse is LSTMStepReverse for a W_hh packed by PackT;
+// H must be a multiple of 8.
+func LSTMStepPackedReverse(H, k int, h, whh []float32, y, bias, c, hout []float32) {
+	f32.LSTMStepPackedReverse(H, k, h, whh, y, bias, c, hout)
+}
+
+// StepChunk is the units LSTMStepReverse takes at a time, in order.
+const StepChunk = f32.StepChunk
+
 // LSTMStepPacked is LSTMStep for a W_hh packed by PackT: the same results.
 func LSTMStepPacked(H, k int, h, whh []float32, y, bias, c, hout []float32) {
 	f32.LSTMStepPacked(H, k, h, whh, y, bias, c, hout)

@@ -253,29 +253,50 @@ func (o *lstmOp) regions(fn func(Region, bool)) {
 // (rnn.LSTMStep, or rnn.LSTMStepPacked for a packed w): y += h·wᵀ, then
 // the gates of lstmOp (c updated, h_t into hout), with the results and
 // the regions of that gemmOp and lstmOp. w is float32; hout must not
-// overlap h.
-type lstmStepOp struct{ y, h, w, bias, c, hout Mat }
+// overlap h. With reverse (H a multiple of 8) the units go in chunks of
+// rnn.StepChunk from the last (rnn.LSTMStepReverse or
+// rnn.LSTMStepPackedReverse), and the regions of w say so, chunk by
+// chunk.
+type lstmStepOp struct {
+	y, h, w, bias, c, hout Mat
+	reverse                bool
+}
 
-func newLSTMStep(y, h, w, bias, c, hout Mat) *lstmStepOp {
+func newLSTMStep(y, h, w, bias, c, hout Mat, reverse bool) *lstmStepOp {
 	H := hout.Cols
 	mustShape(y.Rows == 1 && h.Rows == 1 && c.Rows == 1 && hout.Rows == 1 && y.Cols == 4*H && c.Cols == H &&
 		bias.Cols == 4*H && w.Rows == 4*H && w.Cols == h.Cols && w.Buf.ElemSize == 4 &&
-		(!w.Buf.Packed || w.Off == 0 && w.LD == w.Cols && w.Rows*w.Cols == w.Buf.Elems) &&
+		(!w.Buf.Packed || w.Off == 0 && w.LD == w.Cols && w.Rows*w.Cols == w.Buf.Elems) && (!reverse || H%8 == 0) &&
 		(h.Buf != hout.Buf || h.Off+h.Cols <= hout.Off || hout.Off+hout.Cols <= h.Off))
-	return &lstmStepOp{y, h, w, bias, c, hout}
+	return &lstmStepOp{y, h, w, bias, c, hout, reverse}
 }
 
 func (o *lstmStepOp) kernel() Kernel { return KLSTMStep }
 func (o *lstmStepOp) run() {
 	H, k := o.hout.Cols, o.h.Cols
-	if o.w.Buf.Packed {
+	switch {
+	case o.w.Buf.Packed && o.reverse:
+		rnn.LSTMStepPackedReverse(H, k, o.h.F32(), o.w.F32(), o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
+	case o.w.Buf.Packed:
 		rnn.LSTMStepPacked(H, k, o.h.F32(), o.w.F32(), o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
-		return
+	case o.reverse:
+		rnn.LSTMStepReverse(H, k, o.h.F32(), o.w.F32(), o.w.LD, o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
+	default:
+		rnn.LSTMStep(H, k, o.h.F32(), o.w.F32(), o.w.LD, o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
 	}
-	rnn.LSTMStep(H, k, o.h.F32(), o.w.F32(), o.w.LD, o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
 }
 func (o *lstmStepOp) regions(fn func(Region, bool)) {
-	emit(fn, o.w, false)
+	if o.reverse {
+		H := o.hout.Cols
+		for hi := H; hi > 0; hi -= rnn.StepChunk {
+			lo := max(hi-rnn.StepChunk, 0)
+			for g := range 4 {
+				emit(fn, o.w.RowRange(g*H+lo, g*H+hi), false)
+			}
+		}
+	} else {
+		emit(fn, o.w, false)
+	}
 	emit(fn, o.h, false)
 	emit(fn, o.y, false)
 	emit(fn, o.bias, false)

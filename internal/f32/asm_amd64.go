@@ -24,7 +24,7 @@ func gemvTAVX2(k, n int, w *float32, ldw int, x *float32, y *float32, beta float
 func lstmAVX2(n int, stride int, y *float32, bias *float32, c *float32, h *float32)
 
 //go:noescape
-func lstmStepAVX2(n, k int, h, w *float32, ldw int, xp, bias, c, hout *float32)
+func lstmStepAVX2(n, k int, h, w *float32, ldw int, xp, bias, c, hout *float32, lo, hi int)
 
 //go:noescape
 func gruAVX2(n int, stride int, x *float32, p *float32, bih *float32, bhh *float32, hprev *float32, hout *float32)
@@ -125,11 +125,17 @@ func lstmKernel(n, stride int, y, bias, c, h []float32) {
 
 // lstmStepKernel runs LSTMStep in one assembly call when n and k are
 // multiples of eight, and reports whether it did.
-func lstmStepKernel(n, k int, h, w []float32, ldw int, xp, bias, c, hout []float32) bool {
+func lstmStepKernel(n, k int, h, w []float32, ldw int, xp, bias, c, hout []float32, reverse bool) bool {
 	if !useAsm || n%8 != 0 || k%8 != 0 || k == 0 {
 		return false
 	}
-	lstmStepAVX2(n, k, &h[0], &w[0], ldw, &xp[0], &bias[0], &c[0], &hout[0])
+	if !reverse {
+		lstmStepAVX2(n, k, &h[0], &w[0], ldw, &xp[0], &bias[0], &c[0], &hout[0], 0, n)
+		return true
+	}
+	for hi := n; hi > 0; hi -= StepChunk {
+		lstmStepAVX2(n, k, &h[0], &w[0], ldw, &xp[0], &bias[0], &c[0], &hout[0], max(hi-StepChunk, 0), hi)
+	}
 	return true
 }
 

@@ -676,14 +676,16 @@ func TestFinite(t *testing.T) {
 	})
 }
 
-// TestLSTMStep checks the fused step, on row-major and on packed W,
+// TestLSTMStep checks the fused step, on row-major and on packed W, with
+// its units in order and chunk by chunk from the last (LSTMStepReverse,
+// LSTMStepPackedReverse),
 // against the two calls it replaces, GemmNT (beta 1) and LSTMGates, bit
 // for bit: xp, c and hout, on both paths, with W's row gaps and everything past the read operands poisoned
 // with NaN and everything past the written ones holding a sentinel.
 func TestLSTMStep(t *testing.T) {
 	impls(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(6, 6))
-		for _, n := range []int{1, 5, 8, 13, 16, 24, 64} {
+		for _, n := range []int{1, 5, 8, 13, 16, 24, 40, 64, 104} {
 			for _, k := range []int{0, 1, 7, 8, 16, 24, 64, 72} {
 				ldw := max(k, 1) + r.IntN(3)
 				w := newGuarded(r, 4*n, k, ldw, 0, nan)
@@ -701,18 +703,28 @@ func TestLSTMStep(t *testing.T) {
 				LSTMGates(n, n, wantXP, bias.s(), wantC, wantH)
 
 				xp0, c0 := append([]float32(nil), xp.s()...), append([]float32(nil), c.s()...)
-				for _, packed := range []bool{false, true} {
+				for _, form := range []string{"in order", "reverse", "packed", "packed reverse"} {
+					if form == "packed reverse" && n%8 != 0 {
+						continue
+					}
 					copy(xp.s(), xp0)
 					copy(c.s(), c0)
 					hout := newGuarded(r, 1, n, n, 0, sentinel)
-					if packed {
+					switch form {
+					case "packed", "packed reverse":
 						p := newGuarded(r, 1, 4*n*k, 4*n*k, 0, nan)
 						PackNT(p.s(), 4*n, k, w.s(), ldw)
-						LSTMStepPacked(n, k, h.s(), p.s(), xp.s(), bias.s(), c.s(), hout.s())
-					} else {
+						if form == "packed" {
+							LSTMStepPacked(n, k, h.s(), p.s(), xp.s(), bias.s(), c.s(), hout.s())
+						} else {
+							LSTMStepPackedReverse(n, k, h.s(), p.s(), xp.s(), bias.s(), c.s(), hout.s())
+						}
+					case "reverse":
+						LSTMStepReverse(n, k, h.s(), w.s(), ldw, xp.s(), bias.s(), c.s(), hout.s())
+					default:
 						LSTMStep(n, k, h.s(), w.s(), ldw, xp.s(), bias.s(), c.s(), hout.s())
 					}
-					what := fmt.Sprintf("n=%d k=%d ldw=%d packed %v", n, k, ldw, packed)
+					what := fmt.Sprintf("n=%d k=%d ldw=%d %s", n, k, ldw, form)
 					for _, o := range []struct {
 						name      string
 						got, want []float32

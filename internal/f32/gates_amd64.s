@@ -381,10 +381,11 @@ lstmdone:
 	VZEROUPPER
 	RET
 
-// func lstmStepAVX2(n, k int, h, w *float32, ldw int, xp, bias, c, hout *float32)
+// func lstmStepAVX2(n, k int, h, w *float32, ldw int, xp, bias, c, hout *float32, lo, hi int)
 //
-// One LSTM time step of one batch row, n units (n and k positive
-// multiples of 8), eight units at a time: the four gate panels (W rows
+// One LSTM time step of one batch row, units [lo, hi) of n (n, k, lo and
+// hi multiples of 8, k positive), eight units at a time: the four gate
+// panels (W rows
 // q*n+u .. q*n+u+7, ldw floats apart) against h, added to xp and stored
 // there, then the gates of those eight units as lstmAVX2 computes them,
 // from the sums still in Y12..Y15: c updated, hout written. So while one
@@ -392,18 +393,19 @@ lstmdone:
 // being read. hout must not overlap h.
 //
 // Registers: SI the end of h; DI the panel's first W row; AX, BX,
-// R8..R13 the ends of its eight rows; DX their byte offset; CX the units
-// done, in bytes; R14 ldw in bytes.
-TEXT ·lstmStepAVX2(SB), NOSPLIT, $0-72
+// R8..R13 the ends of its eight rows; DX their byte offset; CX the
+// group's first unit, in bytes; R14 ldw in bytes.
+TEXT ·lstmStepAVX2(SB), NOSPLIT, $0-88
 	MOVQ k+8(FP), SI
 	SHLQ $2, SI
 	ADDQ h+16(FP), SI
 	MOVQ ldw+32(FP), R14
 	SHLQ $2, R14
-	XORQ CX, CX
+	MOVQ lo+72(FP), CX
+	SHLQ $2, CX
 
 stepgroup:
-	MOVQ n+0(FP), DX
+	MOVQ hi+80(FP), DX
 	SHLQ $2, DX
 	CMPQ CX, DX
 	JGE  stepdone

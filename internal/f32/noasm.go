@@ -16,7 +16,7 @@ func gemvTKernel(k, n int, w []float32, ldw int, x []float32, beta float32, y []
 
 func lstmKernel(n, stride int, y, bias, c, h []float32) { lstmGo(0, n, stride, y, bias, c, h) }
 
-func lstmStepKernel(n, k int, h, w []float32, ldw int, xp, bias, c, hout []float32) bool {
+func lstmStepKernel(n, k int, h, w []float32, ldw int, xp, bias, c, hout []float32, reverse bool) bool {
 	return false
 }
 
