@@ -30,7 +30,7 @@ import (
 // With a zero initial state the first step skips the recurrent product.
 // An LSTM step of one row is one kernel call, the product and the gates
 // together (rnn.LSTMStep; lstmStepOp declares the regions of both), and
-// where a worker's W_hh is about a core's L2 (alternateBytes) it reads
+// where a worker's W_hh is about a core's L2 (alternateMin, alternateMax) it reads
 // W_hh forwards at even steps and backwards, chunk by chunk, at odd ones
 // (rnn.LSTMStepReverse): a step starts on the rows the step before read
 // last, which are still in the cache (dre's
@@ -75,13 +75,20 @@ type PartitionOptions struct {
 // 0.95-1.06x, noise or a little loss.
 const DefaultPackBytes = 1 << 20
 
-// alternateBytes bounds the W_hh slices whose one-row LSTM steps read W_hh
-// forwards and backwards in turn (lstmStepOp's reverse): the order pays
-// where a slice is about a core's L2 (1 MiB here), so that what the step
-// before read last is still there. Far larger slices stream from L3 or
-// DRAM whichever way they are read, and the chunks cost calls: at hidden
-// 1024 (16 MiB, one core) alternating measured 0.85-0.93x.
-const alternateBytes = 2 << 20
+// alternateMin and alternateMax bound the W_hh slices whose one-row LSTM
+// steps read W_hh forwards and backwards in turn (lstmStepOp's reverse):
+// the order pays where a slice is about a core's L2 (1 MiB here), so that
+// what the step before read last is still there. Far larger slices stream
+// from L3 or DRAM whichever way they are read, and the chunks cost calls:
+// at hidden 1024 (16 MiB, one core) alternating measured 0.85-0.93x.
+// Slices that fit L2 gain nothing and lose the prefetcher's run at each
+// chunk: the step alone at hidden 128 (256 KiB), alternating by 16 or 32
+// units, took 3.3-3.5 µs against 2.9-3.1 (hidden 64, 64 KiB, 0.79-0.90
+// against 0.85-1.01: noise or a little gain from L1).
+const (
+	alternateMin = 512 << 10
+	alternateMax = 2 << 20
+)
 
 // DefaultPackInputBytes is the same bound for W_ih, which a plan reads
 // once per layer (the input projection of all its steps), so that it
@@ -548,7 +555,8 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 			// ones, so each step starts where the one before ended, on
 			// rows still in the cache.
 			if src := hp.one(); src.Buf != nil && s.whh.ElemSize == 4 {
-				alt := nu%8 == 0 && s.whh.Elems*s.whh.ElemSize <= alternateBytes
+				size := s.whh.Elems * s.whh.ElemSize
+				alt := nu%8 == 0 && size > alternateMin && size <= alternateMax
 				b.add(newLSTMStep(xp, src, whh, Whole(s.bias), c, hdst, alt && t%2 == 1))
 				b.lstmFinal(hp, cn, hn, c, hdst, u, k, d, t, proj)
 				continue

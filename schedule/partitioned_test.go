@@ -559,3 +559,23 @@ func TestPartitionedPacked(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionedAlternates runs P where its one-row LSTM steps read W_hh
+// backwards at odd steps (slices of 1 MiB row-major, hidden 256 on one
+// worker, and 2 MiB packed, hidden 512 on two), with and without initial
+// states, against A+.
+func TestPartitionedAlternates(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, c := range []struct{ hidden, workers int }{{256, 1}, {512, 2}} {
+		cfg := rnn.Config{Cell: rnn.LSTM, Input: 24, Hidden: c.hidden, Layers: 2}
+		net := randomNet(t, cfg, 3)
+		prog, err := NewPartitioned(net, PartitionOptions{Workers: c.workers, Pool: testPool(t, c.workers)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, states := range []bool{false, true} {
+			in := randomInput(net, 7, 1, states, r)
+			compareResults(t, runProgram(t, prog, in), run(t, net, APlus, in), 1e-5)
+		}
+	}
+}
