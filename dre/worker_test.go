@@ -186,22 +186,28 @@ func TestWorkingSetOfPrecision(t *testing.T) {
 
 // TestAlternatingStepsReuseCache: P reads W_hh forwards at even steps and
 // backwards at odd ones, so a worker whose W_hh is about its private
-// cache's size finds most of it still there at the next step. At hidden
-// 256 (1 MiB of W_hh) through a 1 MiB fully associative LRU, every step
-// read forwards would miss all of W_hh, the cyclic pattern LRU is worst
-// at; alternating, a warm step misses about a sixth of it.
+// cache's size finds most of it still there at the next step. Through a
+// 1 MiB fully associative LRU, an LSTM of hidden 256 (1 MiB of W_hh) or
+// a GRU of hidden 320 (1.2 MiB) whose every step read W_hh forwards would
+// miss all of it, the cyclic pattern LRU is worst at; alternating, a warm
+// step misses a sixth to a third of it.
 func TestAlternatingStepsReuseCache(t *testing.T) {
-	cfg := rnn.Config{Cell: rnn.LSTM, Input: 256, Hidden: 256, Layers: 1}
-	const T = 100
-	prog, p := partPlan(t, cfg, 1, schedule.F32, T)
-	r, err := Analyze(p, WorkingSetOfProgram(prog, T, 1), Options{Runs: 3, PrivateCache: cachesim.Config{Size: 1 << 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	whh := float64(4 * 256 * 256 * 4)
-	perStep := r.Workers[0] / T
-	t.Logf("warm private-cache traffic %.0f bytes a step, W_hh %.0f", perStep, whh)
-	if perStep > whh/4 {
-		t.Errorf("a warm step reads %.0f bytes past a 1 MiB LRU, want at most a quarter of W_hh (%.0f): are the steps not alternating?", perStep, whh/4)
+	for _, cfg := range []rnn.Config{
+		{Cell: rnn.LSTM, Input: 256, Hidden: 256, Layers: 1},
+		{Cell: rnn.GRU, Input: 320, Hidden: 320, Layers: 1},
+	} {
+		const T = 100
+		prog, p := partPlan(t, cfg, 1, schedule.F32, T)
+		r, err := Analyze(p, WorkingSetOfProgram(prog, T, 1), Options{Runs: 3, PrivateCache: cachesim.Config{Size: 1 << 20}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		whh := float64(cfg.Cell.Gates() * cfg.Hidden * cfg.Hidden * 4)
+		perStep := r.Workers[0] / T
+		t.Logf("%v hidden %d: warm private-cache traffic %.0f bytes a step, W_hh %.0f", cfg.Cell, cfg.Hidden, perStep, whh)
+		if perStep > whh/2 {
+			t.Errorf("%v hidden %d: a warm step reads %.0f bytes past a 1 MiB LRU, want at most half of W_hh (%.0f): are the steps not alternating?",
+				cfg.Cell, cfg.Hidden, perStep, whh/2)
+		}
 	}
 }

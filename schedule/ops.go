@@ -174,6 +174,37 @@ type gemmOp struct {
 	stable  bool
 	tanh    bool
 	once    bool // W is read once per plan (an input projection): rnn.MatMulTOnce
+	// reverse takes W's rows (float32, nt) in chunks of reverseRows from
+	// the last, each chunk's rows in order: the same results, W read
+	// backwards (see alternateMin).
+	reverse bool
+}
+
+// reverseRows is the rows of W a reversed gemmOp takes at a time: the
+// rows of rnn.StepChunk units of a four-gate cell, a multiple of 8 so
+// that a packed W's chunks are whole panels.
+const reverseRows = 4 * rnn.StepChunk
+
+// reversed marks a product of one row whose W is read backwards (at an
+// odd step of a GRU, as lstmStepOp's reverse does for an LSTM); W's rows
+// must be a multiple of 8.
+func reversed(o *gemmOp) *gemmOp {
+	mustShape(o.c.Rows == 1 && !o.nn && o.w.Buf.ElemSize == 4 && o.w.Rows%8 == 0)
+	o.reverse = true
+	return o
+}
+
+// chunks calls f for W's rows [lo, hi) in the order a reversed op reads
+// them, or once for all of them.
+func (o *gemmOp) chunks(f func(lo, hi int)) {
+	n := o.w.Rows
+	if !o.reverse {
+		f(0, n)
+		return
+	}
+	for hi := n; hi > 0; hi -= reverseRows {
+		f(max(hi-reverseRows, 0), hi)
+	}
 }
 
 func newGemmNT(c, a, w Mat, beta float32) *gemmOp {
@@ -205,6 +236,16 @@ func (o *gemmOp) run() {
 		tree.MatMulT(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
 	case o.w.Buf.ElemSize == 2:
 		rnn.MatMulTBF16(m, n, k, o.a.F32(), o.a.LD, o.w.U16(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
+	case o.reverse && o.w.Buf.Packed:
+		w, c := o.w.F32(), o.c.F32()
+		o.chunks(func(lo, hi int) {
+			rnn.MatMulTPacked(m, hi-lo, k, o.a.F32(), o.a.LD, w[lo*k:], o.beta, c[lo:], o.c.LD)
+		})
+	case o.reverse:
+		w, c := o.w.F32(), o.c.F32()
+		o.chunks(func(lo, hi int) {
+			rnn.MatMulT(m, hi-lo, k, o.a.F32(), o.a.LD, w[lo*o.w.LD:], o.w.LD, o.beta, c[lo:], o.c.LD)
+		})
 	case o.w.Buf.Packed:
 		rnn.MatMulTPacked(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.beta, o.c.F32(), o.c.LD)
 	case o.once:
@@ -217,7 +258,7 @@ func (o *gemmOp) run() {
 	}
 }
 func (o *gemmOp) regions(fn func(Region, bool)) {
-	emit(fn, o.w, false)
+	o.chunks(func(lo, hi int) { emit(fn, o.w.RowRange(lo, hi), false) })
 	emit(fn, o.a, false)
 	if o.beta != 0 {
 		emit(fn, o.c, false)

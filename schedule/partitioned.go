@@ -29,11 +29,12 @@ import (
 //
 // With a zero initial state the first step skips the recurrent product.
 // An LSTM step of one row is one kernel call, the product and the gates
-// together (rnn.LSTMStep; lstmStepOp declares the regions of both), and
-// where a worker's W_hh is about a core's L2 (alternateMin, alternateMax) it reads
-// W_hh forwards at even steps and backwards, chunk by chunk, at odd ones
-// (rnn.LSTMStepReverse): a step starts on the rows the step before read
-// last, which are still in the cache (dre's
+// together (rnn.LSTMStep; lstmStepOp declares the regions of both).
+// Where a worker's W_hh is about a core's L2 (alternateMin,
+// alternateMax), a step of one row reads W_hh forwards at even steps and
+// backwards, chunk by chunk, at odd ones (rnn.LSTMStepReverse, a
+// reversed gemmOp for a GRU): a step starts on the rows the step before
+// read last, which are still in the cache (dre's
 // TestAlternatingStepsReuseCache).
 // The embedding gather, the head product (split by output rows) and its
 // softmax (split by time steps) are phases too.
@@ -84,9 +85,10 @@ const DefaultPackBytes = 1 << 20
 // Slices that fit L2 gain nothing and lose the prefetcher's run at each
 // chunk: the step alone at hidden 128 (256 KiB), alternating by 16 or 32
 // units, took 3.3-3.5 µs against 2.9-3.1 (hidden 64, 64 KiB, 0.79-0.90
-// against 0.85-1.01: noise or a little gain from L1).
+// against 0.85-1.01: noise or a little gain from L1), and P at gru/256
+// (768 KiB) 0.91-1.02x.
 const (
-	alternateMin = 512 << 10
+	alternateMin = 1 << 20
 	alternateMax = 2 << 20
 )
 
@@ -547,17 +549,17 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 		if proj {
 			hdst = M(b.hfull, u.lo, rows, nu, H)
 		}
+		// A one-row step whose W_hh is about a core's L2 reads it forwards
+		// at even steps and backwards, chunk by chunk, at odd ones, so it
+		// starts where the step before ended, on rows still in the cache.
+		size := s.whh.Elems * s.whh.ElemSize
+		alt := t%2 == 1 && nu%8 == 0 && s.whh.ElemSize == 4 && size >= alternateMin && size <= alternateMax
 		if l.Cell == rnn.LSTM {
 			c := Dense(b.c[w], 0, rows, nu)
 			// One row with a previous state and float32 W_hh: the product
-			// and the gates in one call. With whole panels of eight units
-			// W_hh is read forwards at even steps and backwards at odd
-			// ones, so each step starts where the one before ended, on
-			// rows still in the cache.
+			// and the gates in one call.
 			if src := hp.one(); src.Buf != nil && s.whh.ElemSize == 4 {
-				size := s.whh.Elems * s.whh.ElemSize
-				alt := nu%8 == 0 && size > alternateMin && size <= alternateMax
-				b.add(newLSTMStep(xp, src, whh, Whole(s.bias), c, hdst, alt && t%2 == 1))
+				b.add(newLSTMStep(xp, src, whh, Whole(s.bias), c, hdst, alt))
 				b.lstmFinal(hp, cn, hn, c, hdst, u, k, d, t, proj)
 				continue
 			}
@@ -574,15 +576,21 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 		}
 		yh := Dense(b.yh[w], 0, rows, G)
 		bih, bhh := Whole(s.bih), Whole(s.bhh)
+		product := func(r, h Mat) {
+			o := newGemmNT(r, h, whh, 0)
+			if alt && rows == 1 {
+				o = reversed(o)
+			}
+			b.add(o)
+		}
 		if hp.first > 0 {
-			r := yh.RowRange(0, hp.first)
-			b.add(newGemmNT(r, hp.carried, whh, 0))
+			product(yh.RowRange(0, hp.first), hp.carried)
 		}
 		start := hp.start
 		if hp.first < rows {
 			r := yh.RowRange(hp.first, rows)
 			if start.Buf != nil {
-				b.add(newGemmNT(r, start, whh, 0))
+				product(r, start)
 			} else {
 				b.add(&zeroOp{r})
 				start = M(b.zero, 0, rows-hp.first, O, O)

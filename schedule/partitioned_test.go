@@ -560,22 +560,88 @@ func TestPartitionedPacked(t *testing.T) {
 	}
 }
 
-// TestPartitionedAlternates runs P where its one-row LSTM steps read W_hh
-// backwards at odd steps (slices of 1 MiB row-major, hidden 256 on one
-// worker, and 2 MiB packed, hidden 512 on two), with and without initial
-// states, against A+.
+// TestPartitionedAlternates runs P where its one-row steps read W_hh
+// backwards at odd steps (LSTM: slices of 1 MiB row-major, hidden 256 on
+// one worker, and 2 MiB packed, hidden 512 on two; GRU: 1.2 MiB packed,
+// hidden 320 on one), with and without initial states, against A+.
 func TestPartitionedAlternates(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
-	for _, c := range []struct{ hidden, workers int }{{256, 1}, {512, 2}} {
-		cfg := rnn.Config{Cell: rnn.LSTM, Input: 24, Hidden: c.hidden, Layers: 2}
+	for _, c := range []struct {
+		cell            rnn.CellKind
+		hidden, workers int
+	}{{rnn.LSTM, 256, 1}, {rnn.LSTM, 512, 2}, {rnn.GRU, 320, 1}} {
+		cfg := rnn.Config{Cell: c.cell, Input: 24, Hidden: c.hidden, Layers: 1}
 		net := randomNet(t, cfg, 3)
 		prog, err := NewPartitioned(net, PartitionOptions{Workers: c.workers, Pool: testPool(t, c.workers)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, states := range []bool{false, true} {
-			in := randomInput(net, 7, 1, states, r)
+			in := randomInput(net, 4, 1, states, r)
 			compareResults(t, runProgram(t, prog, in), run(t, net, APlus, in), 1e-5)
+		}
+	}
+}
+
+// TestReversedGemm checks that a reversed product of one row (W's rows in
+// chunks from the last) gives the plain product's bits, row-major (with a
+// row gap) and packed, and declares the same bytes of W, chunk by chunk
+// in the order it reads them.
+func TestReversedGemm(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	for _, n := range []int{8, 96, 136, 264} {
+		for _, k := range []int{1, 7, 64, 75} {
+			for _, packed := range []bool{false, true} {
+				ld := k
+				if !packed {
+					ld += 3
+				}
+				wb := &Buffer{Name: "w", Kind: KindWeight, Elems: n * ld, ElemSize: 4, F32: make([]float32, n*ld)}
+				for i := range wb.F32 {
+					wb.F32[i] = r.Float32() - 0.5
+				}
+				if packed {
+					rm := append([]float32(nil), wb.F32...)
+					rnn.PackT(wb.F32, n, k, rm, k)
+					wb.Packed = true
+				}
+				ab := &Buffer{Name: "a", Kind: KindInput, Elems: k, ElemSize: 4, F32: make([]float32, k)}
+				for i := range ab.F32 {
+					ab.F32[i] = r.Float32() - 0.5
+				}
+				var got [2][]float32
+				var regs [2][]Region
+				for i, rev := range []bool{false, true} {
+					cb := &Buffer{Name: "c", Kind: KindActivation, Elems: n, ElemSize: 4, F32: make([]float32, n)}
+					o := newGemmNT(Dense(cb, 0, 1, n), Dense(ab, 0, 1, k), M(wb, 0, n, k, ld), 0)
+					if rev {
+						o = reversed(o)
+					}
+					o.run()
+					got[i] = cb.F32
+					o.regions(func(g Region, write bool) {
+						if g.Buf == wb {
+							regs[i] = append(regs[i], g)
+						}
+					})
+				}
+				what := fmt.Sprintf("n=%d k=%d packed %v", n, k, packed)
+				for j := range got[0] {
+					if math.Float32bits(got[0][j]) != math.Float32bits(got[1][j]) {
+						t.Fatalf("%s: row %d = %v reversed, %v not", what, j, got[1][j], got[0][j])
+					}
+				}
+				var bytes [2]int64
+				for i := range regs {
+					for _, g := range regs[i] {
+						bytes[i] += g.Bytes()
+					}
+				}
+				chunks := (n + reverseRows - 1) / reverseRows
+				if bytes[0] != bytes[1] || len(regs[1]) != chunks || regs[1][0].Off <= regs[1][len(regs[1])-1].Off && chunks > 1 {
+					t.Errorf("%s: reversed W regions %v (%d bytes), plain %v (%d)", what, regs[1], bytes[1], regs[0], bytes[0])
+				}
+			}
 		}
 	}
 }
