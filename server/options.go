@@ -42,7 +42,9 @@ type Options struct {
 	// ScheduleTiming is how long, per model, schedule auto may spend at
 	// load timing its best-modelled candidates on this host (a batch-1
 	// input of TrafficSteps steps) before it picks the fastest; 0 turns
-	// the timing off, and the modelled traffic alone decides.
+	// the timing off, and the modelled traffic alone decides. When the
+	// clock would overrule the model it times the two once more, for as
+	// long again.
 	ScheduleTiming time.Duration `yaml:"schedule_timing"`
 }
 
