@@ -197,13 +197,18 @@ func reversed(o *gemmOp) *gemmOp {
 // chunks calls f for W's rows [lo, hi) in the order a reversed op reads
 // them, or once for all of them.
 func (o *gemmOp) chunks(f func(lo, hi int)) {
-	n := o.w.Rows
 	if !o.reverse {
-		f(0, n)
+		f(0, o.w.Rows)
 		return
 	}
-	for hi := n; hi > 0; hi -= reverseRows {
-		f(max(hi-reverseRows, 0), hi)
+	backChunks(o.w.Rows, reverseRows, f)
+}
+
+// backChunks calls f for [0, n) in chunks of size from the last, as the
+// reversed kernels take them.
+func backChunks(n, size int, f func(lo, hi int)) {
+	for hi := n; hi > 0; hi -= size {
+		f(max(hi-size, 0), hi)
 	}
 }
 
@@ -329,12 +334,11 @@ func (o *lstmStepOp) run() {
 func (o *lstmStepOp) regions(fn func(Region, bool)) {
 	if o.reverse {
 		H := o.hout.Cols
-		for hi := H; hi > 0; hi -= rnn.StepChunk {
-			lo := max(hi-rnn.StepChunk, 0)
+		backChunks(H, rnn.StepChunk, func(lo, hi int) {
 			for g := range 4 {
 				emit(fn, o.w.RowRange(g*H+lo, g*H+hi), false)
 			}
-		}
+		})
 	} else {
 		emit(fn, o.w, false)
 	}

@@ -133,9 +133,9 @@ func lstmStepKernel(n, k int, h, w []float32, ldw int, xp, bias, c, hout []float
 		lstmStepAVX2(n, k, &h[0], &w[0], ldw, &xp[0], &bias[0], &c[0], &hout[0], 0, n)
 		return true
 	}
-	for hi := n; hi > 0; hi -= StepChunk {
-		lstmStepAVX2(n, k, &h[0], &w[0], ldw, &xp[0], &bias[0], &c[0], &hout[0], max(hi-StepChunk, 0), hi)
-	}
+	backChunks(n, StepChunk, func(lo, hi int) {
+		lstmStepAVX2(n, k, &h[0], &w[0], ldw, &xp[0], &bias[0], &c[0], &hout[0], lo, hi)
+	})
 	return true
 }
 

@@ -239,6 +239,26 @@ func LSTMStepReverse(n, k int, h, w []float32, ldw int, xp, bias, c, hout []floa
 // units are 128 rows of W, 128 KiB at k = 256.
 const StepChunk = 32
 
+// backChunks calls f for [0, n) in chunks of size from the last: [n-size,
+// n), then the one before, down to [0, ...).
+func backChunks(n, size int, f func(lo, hi int)) {
+	for hi := n; hi > 0; hi -= size {
+		f(max(hi-size, 0), hi)
+	}
+}
+
+// reverseStep is the reversed LSTM step of n units chunk by chunk:
+// product(r, m) adds m rows of W·h, from row r, to xp[r:], for each
+// gate's rows of the chunk; then the chunk's gates.
+func reverseStep(n int, xp, bias, c, hout []float32, product func(r, m int)) {
+	backChunks(n, StepChunk, func(lo, hi int) {
+		for g := range 4 {
+			product(g*n+lo, hi-lo)
+		}
+		lstmKernel(hi-lo, n, xp[lo:], bias[lo:], c[lo:], hout[lo:])
+	})
+}
+
 func lstmStep(n, k int, h, w []float32, ldw int, xp, bias, c, hout []float32, reverse bool) {
 	if n <= 0 {
 		return
@@ -255,14 +275,9 @@ func lstmStep(n, k int, h, w []float32, ldw int, xp, bias, c, hout []float32, re
 		lstmKernel(n, n, xp, bias, c, hout)
 		return
 	}
-	for hi := n; hi > 0; hi -= StepChunk {
-		lo := max(hi-StepChunk, 0)
-		for g := range 4 {
-			r := g*n + lo
-			GemmNT(1, hi-lo, k, h, max(k, 1), w[r*ldw:], ldw, 1, xp[r:], hi-lo)
-		}
-		lstmKernel(hi-lo, n, xp[lo:], bias[lo:], c[lo:], hout[lo:])
-	}
+	reverseStep(n, xp, bias, c, hout, func(r, m int) {
+		GemmNT(1, m, k, h, max(k, 1), w[r*ldw:], ldw, 1, xp[r:], m)
+	})
 }
 
 // LSTMStepPacked is LSTMStep for a W packed by PackNT(p, 4n, k, ...),
@@ -300,14 +315,9 @@ func lstmStepPacked(n, k int, h, p []float32, xp, bias, c, hout []float32, rever
 	if len(p) < 4*n*k {
 		panic(errShortW)
 	}
-	for hi := n; hi > 0; hi -= StepChunk {
-		lo := max(hi-StepChunk, 0)
-		for g := range 4 {
-			r := g*n + lo
-			GemmNTPacked(1, hi-lo, k, h, max(k, 1), p[r*k:], 1, xp[r:], hi-lo)
-		}
-		lstmKernel(hi-lo, n, xp[lo:], bias[lo:], c[lo:], hout[lo:])
-	}
+	reverseStep(n, xp, bias, c, hout, func(r, m int) {
+		GemmNTPacked(1, m, k, h, max(k, 1), p[r*k:], 1, xp[r:], m)
+	})
 }
 
 // GRUGates finishes one GRU row of n units. x (W_ih x), p (W_hh h), bih
