@@ -21,6 +21,16 @@ import (
 // only the re-reads of scratch every worker shares (hfull, with a
 // projection).
 
+// ReplayWorker is Replay restricted to the steps worker w runs: what one
+// core's private cache sees. It fails as Replay does.
+func ReplayWorker(p *schedule.Plan, l *Layout, w int, s cachesim.Sink) error {
+	if err := check(p, l); err != nil {
+		return err
+	}
+	replayWorker(p, l, w, s)
+	return nil
+}
+
 // replayWorker is replay restricted to the steps of worker w: it sends
 // their regions, in plan order, to s at the addresses of l.
 func replayWorker(p *schedule.Plan, l *Layout, w int, s cachesim.Sink) {

@@ -1,6 +1,7 @@
 package dre
 
 import (
+	"errors"
 	"math"
 	"testing"
 
@@ -43,7 +44,9 @@ func TestReplayWorkerPartitions(t *testing.T) {
 	var sum counter
 	for w := range p.Workers() {
 		var c counter
-		replayWorker(p, l, w, &c)
+		if err := ReplayWorker(p, l, w, &c); err != nil {
+			t.Fatal(err)
+		}
 		if c.reads == 0 || c.read > all.read*6/10 {
 			t.Errorf("worker %d reads %d of the plan's %d bytes, want about half", w, c.read, all.read)
 		}
@@ -54,6 +57,9 @@ func TestReplayWorkerPartitions(t *testing.T) {
 	}
 	if p.Workers() != 2 {
 		t.Errorf("plan on %d workers, want 2", p.Workers())
+	}
+	if err := ReplayWorker(p, NewLayout(p.Buffers[1:]), 0, &sum); !errors.Is(err, ErrPlan) {
+		t.Errorf("a layout without the plan's first buffer: %v, want ErrPlan", err)
 	}
 }
 

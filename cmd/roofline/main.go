@@ -51,7 +51,17 @@
 // inference is the exception: it reads W_hh from wherever the whole
 // model lives (DRAM when the model does not fit this host's share of
 // L3), so when that is slower, one pass is priced at the model's
-// bandwidth and the others at W_hh's. At T > 1 the input projections
+// bandwidth and the others at W_hh's. Where a worker's W_hh slice is
+// larger than its L2, how much of each step's W_hh L2 still holds depends
+// on the order the plan reads it in (P reads it forwards and backwards in
+// turn at some sizes, so a step starts on the rows the step before read
+// last): the plan's own regions, each worker's steps of two inferences
+// replayed through an LRU the size of one core's L2 (-l2, -l2-ways; the
+// second inference counted), give the W_hh bytes that miss it. Those are
+// priced at the bandwidth of the slice's footprint and the rest at L2's
+// (the rate measured with half of -l2 per worker); "footprint model µs"
+// prices every W_hh byte at the footprint's, as the model did before the
+// plans read W_hh backwards. At T > 1 the input projections
 // (W_ih times all T inputs) are arithmetic, not traffic: the model takes
 // the longer of the other weights' bytes at their bandwidth and the
 // projections' flops at f32.GemmNT's rate measured on L2-resident
@@ -71,6 +81,8 @@ import (
 	"strings"
 	"time"
 
+	"rnnserve/cachesim"
+	"rnnserve/dre"
 	"rnnserve/internal/f32"
 	"rnnserve/models"
 	"rnnserve/rnn"
@@ -101,6 +113,7 @@ type options struct {
 	khidden   []int   // hidden sizes of the kernel table
 	rows      []int   // batch rows of the kernel table
 	l1, l2    int64   // private L1d and L2 per core, bytes
+	l2Ways    int     // associativity of the private L2, for the simulated one
 	l3        int64   // shared L3, bytes
 	dram      int64   // buffer per worker for the DRAM row
 	hz        float64 // core clock estimated by coreClock; 0 when unknown
@@ -124,12 +137,13 @@ func parseFlags(args []string) (*options, error) {
 	clock := fs.String("clock", "cpu", "what rates are per: cpu (each thread's CPU time; robust on a shared machine) or wall")
 	l1 := fs.Int64("l1", 32<<10, "private L1d bytes per core")
 	l2 := fs.Int64("l2", 1<<20, "private L2 bytes per core")
+	l2Ways := fs.Int("l2-ways", 8, "associativity of the private L2 (the simulated L2 the W_hh misses come from)")
 	l3 := fs.Int64("l3", 32<<20, "shared L3 bytes")
 	dram := fs.Int64("dram", 512<<20, "bytes per worker for the DRAM measurement")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	o := &options{time: *t, reps: *reps, sweep: *sweep, noShapes: *noShapes, noKernels: *noKernels, l1: *l1, l2: *l2, l3: *l3, dram: *dram}
+	o := &options{time: *t, reps: *reps, sweep: *sweep, noShapes: *noShapes, noKernels: *noKernels, l1: *l1, l2: *l2, l2Ways: *l2Ways, l3: *l3, dram: *dram}
 	switch *clock {
 	case "cpu":
 		o.cpu = true
@@ -183,6 +197,9 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if o.reps < 1 || o.time <= 0 || o.l1 <= 0 || o.l2 <= 0 || o.l3 <= 0 || o.dram < 1<<10 {
 		return nil, errors.New("-reps, -time, -l1, -l2 and -l3 must be positive, -dram at least 1 KiB")
+	}
+	if err := (cachesim.Config{Size: o.l2, LineSize: cachesim.DefaultLineSize, Ways: o.l2Ways}).Validate(); o.l2Ways < 1 || err != nil {
+		return nil, fmt.Errorf("-l2 %d with -l2-ways %d is not a cache: %v", o.l2, o.l2Ways, err)
 	}
 	return o, nil
 }
@@ -281,10 +298,10 @@ func run(args []string, out io.Writer) error {
 		fmt.Fprintf(out, " (%.1f flops per cycle and core on one core; 32 is two 8-wide FMAs a cycle)", flops[o.cores[0]]/float64(o.cores[0])/o.hz)
 	}
 	fmt.Fprint(out, ".\n\n")
-	fmt.Fprintln(out, "W_hh/worker: one worker's W_hh slice of one layer, and the level that holds the re-read weights (the whole model at T = 1); GB/s: weight bytes read per second (best run); level GB/s: read bandwidth measured at that footprint; model µs: W_hh's bytes at the bandwidth of its footprint (its first pass in an inference at the whole model's, where slower), plus the other weights' bytes at theirs or the input projections' arithmetic at the roof above, whichever takes longer; roofline: model time over the best measured time.")
+	fmt.Fprintf(out, "W_hh/worker: one worker's W_hh slice of one layer, and the level that holds the re-read weights (the whole model at T = 1); GB/s: weight bytes read per second (best run); level GB/s: read bandwidth measured at that footprint; W_hh past L2: the share of W_hh's bytes that miss a simulated %s %d-way LRU L2 per core in a warm inference of the plan; model µs: those bytes at the bandwidth of W_hh's footprint (its first pass in an inference at the whole model's, where slower) and the rest at L2's, plus the other weights' bytes at theirs or the input projections' arithmetic at the roof above, whichever takes longer; footprint model µs: the same with every W_hh byte at its footprint's bandwidth; roofline: model time over the best measured time.\n", size(o.l2), o.l2Ways)
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | level | µs/inference (best / median) | GB/s | level GB/s | model µs | roofline |")
-	fmt.Fprintln(out, "|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | level | µs/inference (best / median) | GB/s | level GB/s | W_hh past L2 | footprint model µs | model µs | roofline |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, cell := range o.cells {
 		for _, h := range o.hidden {
 			for _, L := range o.layers {
@@ -301,15 +318,22 @@ func run(args []string, out io.Writer) error {
 								return err
 							}
 							hhBW := at(c, s.sliceBytes)
+							hitBW := at(c, min(s.sliceBytes, o.l2/2))
 							otherBW := at(c, s.modelBytes/int64(c))
-							model := s.model(hhBW, otherBW, projFlops(net, T)/flops[c])
-							levelBW := otherBW
+							proj := projFlops(net, T) / flops[c]
+							model := s.model(hhBW, hitBW, otherBW, proj)
+							flat := s.model(hhBW, hhBW, otherBW, proj)
+							if s.hhMiss < 0 {
+								model = flat
+							}
+							levelBW, past := otherBW, "-"
 							if s.hhBytes > 0 {
 								levelBW = hhBW
+								past = fmt.Sprintf("%.0f%%", 100*float64(s.missed())/float64(s.hhBytes))
 							}
-							fmt.Fprintf(out, "| %v | %d | %d | %d | %v | %d | %s | %s | %.1f / %.1f | %.1f | %.1f | %.1f | %.2f |\n",
+							fmt.Fprintf(out, "| %v | %d | %d | %d | %v | %d | %s | %s | %.1f / %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.2f |\n",
 								cell, h, L, T, prec, c, size(s.sliceBytes), s.level(c, o), s.best*1e6, s.median*1e6,
-								float64(s.hhBytes+s.otherBytes)/s.best/1e9, levelBW/1e9, model*1e6, model/s.best)
+								float64(s.hhBytes+s.otherBytes)/s.best/1e9, levelBW/1e9, past, flat*1e6, model*1e6, model/s.best)
 						}
 					}
 				}
@@ -406,24 +430,92 @@ type shapeResult struct {
 	sliceBytes   int64   // the largest W_hh slice of one worker and layer
 	passBytes    int64   // every W_hh buffer once: one step of every layer
 	modelBytes   int64   // all weight buffers
+	// hhMiss is the W_hh bytes a warm inference reads past a private L2
+	// (all workers together, hhMisses), or -1 when not simulated: every
+	// W_hh byte then counts as a miss.
+	hhMiss int64
 }
 
-// model is the roofline time of one inference, in seconds: W_hh's bytes
-// at hhBW, its first pass at otherBW instead when that is slower (the
-// bandwidth of the whole model's footprint, where W_hh comes from at the
-// start of an inference), plus the longer of the other weights' bytes at
-// otherBW and the input projections' arithmetic (proj seconds).
-func (s shapeResult) model(hhBW, otherBW, proj float64) float64 {
+// missed is the W_hh bytes the model prices at the footprint's bandwidth.
+func (s shapeResult) missed() int64 {
+	if s.hhMiss < 0 {
+		return s.hhBytes
+	}
+	return min(s.hhMiss, s.hhBytes)
+}
+
+// model is the roofline time of one inference, in seconds: the W_hh
+// bytes that miss L2 at hhBW and the others at hitBW, the first pass at
+// otherBW instead when that is slower (the bandwidth of the whole model's
+// footprint, where W_hh comes from at the start of an inference), plus the
+// longer of the other weights' bytes at otherBW and the input
+// projections' arithmetic (proj seconds).
+func (s shapeResult) model(hhBW, hitBW, otherBW, proj float64) float64 {
 	t := max(float64(s.otherBytes)/otherBW, proj)
 	if s.hhBytes == 0 {
 		return t
 	}
-	t += float64(s.hhBytes) / hhBW
+	miss := s.missed()
+	t += float64(miss)/hhBW + float64(s.hhBytes-miss)/hitBW
 	if otherBW < hhBW {
-		cold := float64(min(s.passBytes, s.hhBytes))
+		cold := float64(min(s.passBytes, miss))
 		t += cold/otherBW - cold/hhBW
 	}
 	return t
+}
+
+// hhMisses replays each worker's steps of two inferences of p in a row
+// through an LRU of its own the size of one core's L2 and returns the
+// W_hh bytes the second inference misses, all workers together.
+func hhMisses(p *schedule.Plan, o *options) (int64, error) {
+	l := dre.NewLayout(p.Buffers)
+	var hh [][2]int64
+	for _, b := range p.Buffers {
+		if isHH(b) {
+			a, _ := l.Addr(b)
+			hh = append(hh, [2]int64{a, a + b.Bytes()})
+		}
+	}
+	var total int64
+	for w := range p.Workers() {
+		c, err := cachesim.NewLRU(cachesim.Config{Size: o.l2, LineSize: cachesim.DefaultLineSize, Ways: o.l2Ways})
+		if err != nil {
+			return 0, err
+		}
+		s := &hhSink{c: c, hh: hh}
+		for run := range 2 {
+			s.count = run == 1
+			if err := dre.ReplayWorker(p, l, w, s); err != nil {
+				return 0, err
+			}
+		}
+		total += s.missed * c.Config().LineSize
+	}
+	return total, nil
+}
+
+// hhSink passes every access on to an LRU and, while count is set, adds
+// up the lines that reads inside a W_hh buffer miss.
+type hhSink struct {
+	c      *cachesim.LRU
+	hh     [][2]int64 // W_hh buffers' address ranges
+	count  bool
+	missed int64 // lines
+}
+
+func (s *hhSink) Read(a, n int64) {
+	before := s.c.Stats().Misses
+	s.c.Read(a, n)
+	if s.count && slices.ContainsFunc(s.hh, func(r [2]int64) bool { return a >= r[0] && a < r[1] }) {
+		s.missed += s.c.Stats().Misses - before
+	}
+}
+
+func (s *hhSink) Write(a, n int64) { s.c.Write(a, n) }
+
+// isHH reports whether b is a layer's recurrent weights.
+func isHH(b *schedule.Buffer) bool {
+	return b.Kind == schedule.KindWeight && strings.HasSuffix(b.Name, ".weight_hh")
 }
 
 // level names the nominal level that holds the weights re-read most
@@ -474,7 +566,7 @@ func measureShape(net *rnn.Network, pool *schedule.Pool, prec schedule.Precision
 			if reg.Buf.Kind != schedule.KindWeight {
 				continue
 			}
-			if strings.HasSuffix(reg.Buf.Name, ".weight_hh") {
+			if isHH(reg.Buf) {
 				s.hhBytes += reg.Bytes()
 				s.sliceBytes = max(s.sliceBytes, reg.Buf.Bytes())
 			} else {
@@ -484,14 +576,17 @@ func measureShape(net *rnn.Network, pool *schedule.Pool, prec schedule.Precision
 	}
 	s.modelBytes = p.BufferBytes(schedule.KindWeight)
 	for _, b := range p.Buffers {
-		if b.Kind == schedule.KindWeight && strings.HasSuffix(b.Name, ".weight_hh") {
+		if isHH(b) {
 			s.passBytes += b.Bytes()
 		}
 	}
+	s.hhMiss = -1
 	if T == 1 {
 		// Each worker's W_hh is read once per inference: it lives where the model does.
 		s.otherBytes += s.hhBytes
 		s.hhBytes = 0
+	} else if s.hhMiss, err = hhMisses(p, o); err != nil {
+		return shapeResult{}, err
 	}
 	runtime.LockOSThread() // the thread's CPU clock is read on this thread
 	defer runtime.UnlockOSThread()

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"rnnserve/rnn"
+	"rnnserve/schedule"
 )
 
 func TestLevelOf(t *testing.T) {
@@ -28,10 +31,11 @@ func TestLevelOf(t *testing.T) {
 
 // TestModel checks the roofline time against sums done by hand: W_hh at
 // its bandwidth with its first pass at the model's when that is slower,
-// plus the longer of the other weights' time and the projections'.
+// plus the longer of the other weights' time and the projections'; and
+// with some W_hh bytes hitting L2, those at L2's bandwidth.
 func TestModel(t *testing.T) {
 	const MB = 1e6
-	s := shapeResult{hhBytes: 9 * 16 * MB, passBytes: 16 * MB, otherBytes: 16 * MB}
+	s := shapeResult{hhBytes: 9 * 16 * MB, passBytes: 16 * MB, otherBytes: 16 * MB, hhMiss: -1}
 	for _, c := range []struct {
 		hhBW, otherBW, proj, want float64
 	}{
@@ -42,19 +46,76 @@ func TestModel(t *testing.T) {
 		// The model's footprint is read no slower than W_hh's: no cold pass.
 		{100e9, 100e9, 0, 9*16*MB/100e9 + 16*MB/100e9},
 	} {
-		if got := s.model(c.hhBW, c.otherBW, c.proj); math.Abs(got-c.want) > 1e-12 {
+		// Without a simulation every W_hh byte is a miss, whatever L2's rate.
+		if got := s.model(c.hhBW, 400e9, c.otherBW, c.proj); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("model(%g, %g, %g) = %g, want %g", c.hhBW, c.otherBW, c.proj, got, c.want)
 		}
 	}
+	// 40 MB of W_hh miss L2: 16 MB of them (the first pass) at the model's
+	// 25 GB/s, 24 MB at 100; the other 104 MB hit, at 200.
+	hit := s
+	hit.hhMiss = 40 * MB
+	if got, want := hit.model(100e9, 200e9, 25e9, 0), 16*MB/25e9+24*MB/100e9+104*MB/200e9+16*MB/25e9; math.Abs(got-want) > 1e-12 {
+		t.Errorf("with hits: model %g, want %g", got, want)
+	}
+	// A simulation that counts more misses than reads is capped at the reads.
+	hit.hhMiss = 1e3 * MB
+	if got, want := hit.model(100e9, 200e9, 100e9, 0), s.model(100e9, 200e9, 100e9, 0); math.Abs(got-want) > 1e-12 {
+		t.Errorf("misses past the reads: model %g, want %g", got, want)
+	}
 	// At T = 1 every weight is "other" (measureShape moves W_hh there).
-	one := shapeResult{otherBytes: 32 * MB, passBytes: 16 * MB}
-	if got, want := one.model(100e9, 25e9, 0), 32*MB/25e9; math.Abs(got-want) > 1e-12 {
+	one := shapeResult{otherBytes: 32 * MB, passBytes: 16 * MB, hhMiss: -1}
+	if got, want := one.model(100e9, 400e9, 25e9, 0), 32*MB/25e9; math.Abs(got-want) > 1e-12 {
 		t.Errorf("T = 1: model %g, want %g", got, want)
 	}
 }
 
+// TestHHMisses simulates the W_hh misses of P's plans against a 1 MiB
+// 8-way L2: a 1 MiB slice on one core, read forwards and backwards in
+// turn, misses well under half of its bytes; the same model on two cores
+// (512 KiB each) misses a few per cent once warm; a 4 MiB slice misses all.
+func TestHHMisses(t *testing.T) {
+	o := &options{l2: 1 << 20, l2Ways: 8}
+	for _, c := range []struct {
+		hidden, workers int
+		lo, hi          float64 // bounds on the share of W_hh bytes missed
+	}{
+		{256, 1, 0.02, 0.5},
+		{256, 2, 0, 0.1},
+		{512, 1, 0.95, 1},
+	} {
+		net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: c.hidden, Hidden: c.hidden, Layers: 1}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, err := schedule.NewPool(schedule.PoolOptions{Workers: c.workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		prog, err := schedule.NewPartitioned(net, schedule.PartitionOptions{Pool: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const T = 6
+		p, err := prog.Plan(schedule.Input{T: T, B: 1, Features: make([]float32, T*c.hidden)}, schedule.PlanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		miss, err := hhMisses(p, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := float64(T-1) * float64(4*c.hidden*c.hidden*4) // the first step skips W_hh (zero initial state)
+		t.Logf("lstm/%d on %d workers: %.3f of W_hh missed", c.hidden, c.workers, float64(miss)/read)
+		if share := float64(miss) / read; share < c.lo || share > c.hi {
+			t.Errorf("lstm/%d on %d workers: %d W_hh bytes missed of %.0f read (%.3f), want %.2f-%.2f", c.hidden, c.workers, miss, read, share, c.lo, c.hi)
+		}
+	}
+}
+
 func TestFlags(t *testing.T) {
-	for _, bad := range [][]string{{"-hidden", "0"}, {"-rows", "x"}, {"-kernel-hidden", "-1"}, {"-cells", "rnn"}, {"-precision", "int4"}, {"-reps", "0"}, {"-cores", "1000"}} {
+	for _, bad := range [][]string{{"-hidden", "0"}, {"-rows", "x"}, {"-kernel-hidden", "-1"}, {"-cells", "rnn"}, {"-precision", "int4"}, {"-reps", "0"}, {"-l2-ways", "0"}, {"-l2", "1000", "-l2-ways", "3"}, {"-cores", "1000"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}
