@@ -7,8 +7,10 @@ count) and the per-shape model of cmd/roofline from the same session, and
 prints, for every shape with T >= 10 where ONNX Runtime / our best float32
 time is below the target (1.25x by default):
 
-- the model's time per step: W_hh's bytes at the read bandwidth of their
-  level (the first pass of an inference at the whole model's), plus the
+- the model's time per step: the W_hh bytes that miss a simulated L2 (the
+  plan's own reads through an LRU the size of one core's L2) at the read
+  bandwidth of their level and the rest at L2's (the first pass of an
+  inference at the whole model's), plus the
   longer of the other weights' bytes and the input projections' arithmetic
   at the measured GEMM roof (cmd/roofline explains it);
 - model/best: how close our best float32 time is to it;
