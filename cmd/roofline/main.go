@@ -322,10 +322,7 @@ func run(args []string, out io.Writer) error {
 							otherBW := at(c, s.modelBytes/int64(c))
 							proj := projFlops(net, T) / flops[c]
 							model := s.model(hhBW, hitBW, otherBW, proj)
-							flat := s.model(hhBW, hhBW, otherBW, proj)
-							if s.hhMiss < 0 {
-								model = flat
-							}
+							flat := s.model(hhBW, hhBW, otherBW, proj) // every W_hh byte at the footprint's rate
 							levelBW, past := otherBW, "-"
 							if s.hhBytes > 0 {
 								levelBW = hhBW
@@ -504,11 +501,13 @@ type hhSink struct {
 }
 
 func (s *hhSink) Read(a, n int64) {
+	if !s.count || !slices.ContainsFunc(s.hh, func(r [2]int64) bool { return a >= r[0] && a < r[1] }) {
+		s.c.Read(a, n)
+		return
+	}
 	before := s.c.Stats().Misses
 	s.c.Read(a, n)
-	if s.count && slices.ContainsFunc(s.hh, func(r [2]int64) bool { return a >= r[0] && a < r[1] }) {
-		s.missed += s.c.Stats().Misses - before
-	}
+	s.missed += s.c.Stats().Misses - before
 }
 
 func (s *hhSink) Write(a, n int64) { s.c.Write(a, n) }
