@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"rnnserve/cachesim/internal/cgpattern"
+	"rnnserve/internal/fuzzbound"
 )
 
 // The caches cachegrind is asked to model, and the same in our Config.
@@ -234,7 +235,7 @@ func FuzzParseCachegrindSummary(f *testing.F) {
 	f.Add(string(sample))
 	f.Add("events: Ir\nsummary: 7\n")
 	f.Add("events: A B\nsummary: 1 99999999999999999999\n")
-	f.Fuzz(func(t *testing.T, in string) {
+	fuzzbound.String(f, fuzzbound.Limits{}, func(t *testing.T, in string) {
 		got, err := parseCachegrindSummary(strings.NewReader(in))
 		if err != nil {
 			if !errors.Is(err, errCachegrindFormat) {

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"rnnserve/internal/fuzzbound"
 )
 
 // extOp is one request of an ExtentLRU test trace.
@@ -315,7 +317,7 @@ func FuzzExtentLRU(f *testing.F) {
 	f.Add([]byte{4, 0, 0, 0, 10, 1, 0, 1, 5, 3, 0, 0, 20})
 	f.Add([]byte{1, 1, 0, 2, 0, 3, 0, 4, 200, 0, 0, 0, 0})
 	f.Add([]byte{16, 0, 1, 255, 255, 1, 0, 0, 255, 7, 9, 9, 0, 40})
-	f.Fuzz(func(t *testing.T, data []byte) {
+	fuzzbound.Bytes(f, fuzzbound.Limits{}, func(t *testing.T, data []byte) {
 		if len(data) < 1 {
 			return
 		}

@@ -3,6 +3,8 @@ package cachesim
 import (
 	"slices"
 	"testing"
+
+	"rnnserve/internal/fuzzbound"
 )
 
 // FuzzLRU decodes a cache configuration and a trace from the input and
@@ -19,7 +21,7 @@ func FuzzLRU(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 0, 1, 1, 1, 1, 0, 2, 1})
 	f.Add([]byte{6, 6, 1, 0, 0, 64, 1, 200, 10, 0, 7, 190, 3, 128, 3, 1, 40, 90})
 	f.Add([]byte{6, 8, 1, 0, 0, 64, 1, 200, 10, 0, 7, 190, 3, 128, 3, 1, 40, 90})
-	f.Fuzz(func(t *testing.T, data []byte) {
+	fuzzbound.Bytes(f, fuzzbound.Limits{}, func(t *testing.T, data []byte) {
 		if len(data) < 3 {
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"rnnserve/internal/fuzzbound"
 	"rnnserve/models/pytorch"
 	"rnnserve/models/safetensors"
 	"rnnserve/rnn"
@@ -324,7 +325,7 @@ func FuzzWeights(f *testing.F) {
 		}
 		f.Add(data)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	fuzzbound.Bytes(f, fuzzbound.Limits{}, func(t *testing.T, data []byte) {
 		ts, _, err := readWeights(data, "model", nil)
 		if err != nil {
 			return

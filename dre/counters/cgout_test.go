@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"rnnserve/cachesim"
+	"rnnserve/internal/fuzzbound"
 )
 
 func parseFile(t *testing.T, path string) *ValgrindTotals {
@@ -119,7 +120,7 @@ func FuzzParseValgrindOutput(f *testing.F) {
 	}
 	f.Add("events: A\ntotals: 1\ntotals: 2\n")
 	f.Add("events: Ir Dr\nsummary: 1\n")
-	f.Fuzz(func(t *testing.T, in string) {
+	fuzzbound.String(f, fuzzbound.Limits{}, func(t *testing.T, in string) {
 		tot, err := ParseValgrindOutput(strings.NewReader(in))
 		if err != nil {
 			if !errors.Is(err, ErrValgrindOutput) {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"rnnserve/internal/fuzzbound"
 )
 
 // formats is a PMU's format/ directory.
@@ -56,28 +58,30 @@ func FuzzParseEventConfig(f *testing.F) {
 	f.Add("event=0x04,umask=0x03", "config:0-7", "config:8-15")
 	f.Add("event=1,umask", "config:0-3,32-35", "config:63")
 	f.Fuzz(func(t *testing.T, desc, evFormat, umFormat string) {
-		fm := formats(map[string]string{"event": evFormat, "umask": umFormat})
-		got, err := parseEventConfig(desc, fm)
-		if err != nil {
-			return
-		}
-		// Every set bit of the config lies in a range of a format used.
-		var allowed uint64
-		for _, f := range []string{evFormat, umFormat} {
-			_, ranges, _ := strings.Cut(f, ":")
-			for r := range strings.SplitSeq(ranges, ",") {
-				lo, hi, err := parseBitRange(r)
-				if err != nil {
-					continue
-				}
-				for b := lo; b <= hi; b++ {
-					allowed |= 1 << b
+		fuzzbound.Run(t, len(desc)+len(evFormat)+len(umFormat), func() {
+			fm := formats(map[string]string{"event": evFormat, "umask": umFormat})
+			got, err := parseEventConfig(desc, fm)
+			if err != nil {
+				return
+			}
+			// Every set bit of the config lies in a range of a format used.
+			var allowed uint64
+			for _, f := range []string{evFormat, umFormat} {
+				_, ranges, _ := strings.Cut(f, ":")
+				for r := range strings.SplitSeq(ranges, ",") {
+					lo, hi, err := parseBitRange(r)
+					if err != nil {
+						continue
+					}
+					for b := lo; b <= hi; b++ {
+						allowed |= 1 << b
+					}
 				}
 			}
-		}
-		if got&^allowed != 0 {
-			t.Fatalf("config %#x sets bits %#x outside the formats %q, %q", got, got&^allowed, evFormat, umFormat)
-		}
+			if got&^allowed != 0 {
+				t.Fatalf("config %#x sets bits %#x outside the formats %q, %q", got, got&^allowed, evFormat, umFormat)
+			}
+		})
 	})
 }
 

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"rnnserve/internal/fuzzbound"
 )
 
 const validSweep = `
@@ -216,7 +218,7 @@ func FuzzParseSweep(f *testing.F) {
 	}
 	f.Add([]byte("a: &x [*x]\n"))
 	f.Add([]byte("caches: [{size: 1}]\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
+	fuzzbound.Bytes(f, fuzzbound.Limits{}, func(t *testing.T, data []byte) {
 		s, err := ParseSweep("fuzz.yaml", data)
 		if err != nil {
 			if !errors.Is(err, ErrSweep) {

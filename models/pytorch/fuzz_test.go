@@ -3,6 +3,8 @@ package pytorch
 import (
 	"errors"
 	"testing"
+
+	"rnnserve/internal/fuzzbound"
 )
 
 // FuzzRead feeds Read arbitrary bytes: it must return tensors or an error
@@ -16,7 +18,7 @@ func FuzzRead(f *testing.F) {
 	}
 	f.Add(zipWithPickle("\x80\x02}q\x00X\x01\x00\x00\x00aK\x01s."))
 	sentinels := []error{ErrFormat, ErrCorrupt, ErrTruncated, ErrMissingRecord, ErrClass, ErrContent, ErrTooLarge}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	fuzzbound.Bytes(f, fuzzbound.Limits{}, func(t *testing.T, data []byte) {
 		file, err := Read(data)
 		if err != nil {
 			for _, s := range sentinels {

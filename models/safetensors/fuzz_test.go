@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"rnnserve/internal/fuzzbound"
 )
 
 // FuzzRead checks that Read never panics, that its errors carry the
@@ -26,7 +28,7 @@ func FuzzRead(f *testing.F) {
 		f.Add(bad.data)
 	}
 
-	f.Fuzz(func(t *testing.T, data []byte) {
+	fuzzbound.Bytes(f, fuzzbound.Limits{}, func(t *testing.T, data []byte) {
 		got, err := Read(data)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "safetensors: ") {

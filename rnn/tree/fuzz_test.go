@@ -3,6 +3,8 @@ package tree
 import (
 	"errors"
 	"testing"
+
+	"rnnserve/internal/fuzzbound"
 )
 
 // fuzzVocab has an UNK so that any word parses; the limits are small so
@@ -31,7 +33,7 @@ func FuzzParseBracketed(f *testing.F) {
 	for _, s := range []string{"(3 (2 It) (4 (2 is) (3 good)))", "(It (is good))", "((", "())", "(-LRB- 3)", "It", "(1 2 3)"} {
 		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, s string) {
+	fuzzbound.String(f, fuzzbound.Limits{}, func(t *testing.T, s string) {
 		opt := fuzzOptions(t)
 		tr, err := ParseBracketed(s, opt)
 		checkParsed(t, tr, err, opt)
@@ -48,7 +50,7 @@ func FuzzParseJSON(f *testing.F) {
 	for _, s := range []string{`{"label":3,"children":[{"word":"It"},{"word":"is"}]}`, `{"word":"x"}`, `{"children":[{`, `{}`} {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
+	fuzzbound.Bytes(f, fuzzbound.Limits{}, func(t *testing.T, b []byte) {
 		opt := fuzzOptions(t)
 		tr, err := ParseJSON(b, opt)
 		checkParsed(t, tr, err, opt)
@@ -60,12 +62,14 @@ func FuzzParseParents(f *testing.F) {
 		f.Add(s, uint8(3))
 	}
 	f.Fuzz(func(t *testing.T, s string, nwords uint8) {
-		opt := fuzzOptions(t)
-		words := make([]string, int(nwords)%70)
-		for i := range words {
-			words[i] = sst[i%len(sst)]
-		}
-		tr, err := ParseParents(s, words, nil, opt)
-		checkParsed(t, tr, err, opt)
+		fuzzbound.Run(t, len(s)+1, func() {
+			opt := fuzzOptions(t)
+			words := make([]string, int(nwords)%70)
+			for i := range words {
+				words[i] = sst[i%len(sst)]
+			}
+			tr, err := ParseParents(s, words, nil, opt)
+			checkParsed(t, tr, err, opt)
+		})
 	})
 }
