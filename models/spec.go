@@ -28,6 +28,7 @@ type Spec struct {
 	Layers        []LayerSpec `yaml:"layers,omitempty"`        // a stack of modules instead of the six keys above
 	Embedding     *Embedding  `yaml:"embedding,omitempty"`     // nil: the model takes float features
 	Head          *Head       `yaml:"head,omitempty"`          // nil: no head
+	IO            *IO         `yaml:"io,omitempty"`            // input and output names and layout; nil: rnnserve's (see IO)
 	Prefixes      *Prefixes   `yaml:"prefixes,omitempty"`      // tensor-name prefixes; nil: defaults, or found in the file
 	Weights       string      `yaml:"weights,omitempty"`       // weights file relative to the spec; empty: random
 	Seed          uint64      `yaml:"seed,omitempty"`          // seed for random weights
@@ -216,6 +217,9 @@ func (s *Spec) Config() (rnn.Config, error) {
 	}
 	if err := c.Validate(); err != nil {
 		return c, fmt.Errorf("%w: %w", ErrSpec, err)
+	}
+	if err := s.validateIO(c); err != nil {
+		return c, err
 	}
 	return c, nil
 }

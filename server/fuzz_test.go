@@ -116,6 +116,7 @@ func FuzzSeqDecode(f *testing.F) {
 	}
 	o := testOptions()
 	o.MaxSteps = 64
+	names := newSeqNames(lm.Net, nil)
 	f.Add(int64(1), int64(2), []byte{1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0}, "top_k", "INT64")
 	f.Add(int64(2), int64(1), []byte{1, 0, 0, 0, 7, 0, 0, 0}, "logits", "INT32")
 	f.Fuzz(func(t *testing.T, b, tt int64, raw []byte, out, dt string) {
@@ -124,7 +125,7 @@ func FuzzSeqDecode(f *testing.F) {
 		if err := r.Inputs[0].DecodeRaw(raw); err != nil {
 			return
 		}
-		in, err := decodeSeq(r, lm.Net, &o)
+		in, err := decodeSeq(r, lm.Net, names, &o)
 		if err != nil {
 			if StatusOf(err) != http.StatusBadRequest {
 				t.Fatalf("decode error %v maps to %d", err, StatusOf(err))

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"fmt"
-
 	"gopkg.in/yaml.v3"
 
 	"rnnserve/server/api"
@@ -12,28 +10,7 @@ import (
 func seqMetadata(m *seqModel, sched candidate, traffic []api.ScheduleTraffic) api.ModelMetadata {
 	n := m.net
 	md := api.ModelMetadata{Name: m.name, Versions: []string{version}, Platform: "rnnserve_" + n.Cell.String()}
-	if n.Vocab > 0 {
-		md.Inputs = []api.TensorMetadata{{Name: "tokens", Datatype: "INT64", Shape: []int64{-1, -1}, Doc: fmt.Sprintf("token ids [B, T] in [0, %d)", n.Vocab)}}
-	} else {
-		md.Inputs = []api.TensorMetadata{{Name: "features", Datatype: "FP32", Shape: []int64{-1, -1, int64(n.Input)}, Doc: "feature vectors [B, T, input_size]"}}
-	}
-	md.Inputs = append(md.Inputs, api.TensorMetadata{Name: "lengths", Datatype: "INT64", Shape: []int64{-1},
-		Doc: "optional [B]: each row's real steps in 1..T, any order; steps past a row's length are padding (zero output, the head of zero), as pack_padded_sequence gives"})
-	W := int64(n.OutputWidth())
-	if n.HeadOut > 0 {
-		V := int64(n.HeadOut)
-		md.Outputs = append(md.Outputs,
-			api.TensorMetadata{Name: "logits", Datatype: "FP32", Shape: []int64{-1, -1, V}, Doc: outputNames["logits"]},
-			api.TensorMetadata{Name: "probs", Datatype: "FP32", Shape: []int64{-1, -1, V}, Doc: outputNames["probs"]},
-			api.TensorMetadata{Name: "top_k", Datatype: "INT64", Shape: []int64{-1, -1, -1}, Doc: outputNames["top_k"]},
-			api.TensorMetadata{Name: "top_k_probs", Datatype: "FP32", Shape: []int64{-1, -1, -1}, Doc: outputNames["top_k_probs"]})
-	}
-	md.Outputs = append(md.Outputs,
-		api.TensorMetadata{Name: "output", Datatype: "FP32", Shape: []int64{-1, -1, W}, Doc: outputNames["output"]},
-		api.TensorMetadata{Name: "hidden", Datatype: "FP32", Shape: append([]int64{-1}, stateShape(n, false)...), Doc: outputNames["hidden"]})
-	if n.HasCell() {
-		md.Outputs = append(md.Outputs, api.TensorMetadata{Name: "cell", Datatype: "FP32", Shape: append([]int64{-1}, stateShape(n, true)...), Doc: outputNames["cell"]})
-	}
+	md.Inputs, md.Outputs = m.names.metadata(n)
 	wide := 0
 	if m.wide != nil {
 		wide = m.wide.Workers()

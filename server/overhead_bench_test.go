@@ -132,7 +132,7 @@ type stubModel struct {
 }
 
 func (m *stubModel) infer(ctx context.Context, r *Request, tm *timing) ([]OutputTensor, int, error) {
-	in, err := decodeSeq(r, m.net, m.opts)
+	in, err := decodeSeq(r, m.net, m.names, m.opts)
 	if err != nil {
 		return nil, 0, err
 	}

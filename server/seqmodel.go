@@ -33,6 +33,7 @@ type seqModel struct {
 	waiting    atomic.Int64 // unbatched requests waiting for a core
 	maxWait    int64
 	opts       *Options
+	names      *seqNames
 }
 
 var _ model = (*seqModel)(nil)
@@ -65,21 +66,23 @@ func (r *seqInput) steps(b int) int {
 }
 
 type outputSpec struct {
-	name string
+	name string // as served
+	def  outputDef
 	last bool // only the last time step
 	k    int  // top_k
 }
 
-func (r *seqInput) wants(name string) bool {
+// wants reports whether the request asks for an output of the kind.
+func (r *seqInput) wants(kind string) bool {
 	for _, o := range r.outputs {
-		if o.name == name {
+		if o.def.kind == kind {
 			return true
 		}
 	}
 	return false
 }
 
-// Outputs a sequence model may be asked for.
+// Outputs a sequence model may be asked for under rnnserve's names.
 var outputNames = map[string]string{
 	"logits":      "FP32 [B, T, V]: the head's output (after the model's activation)",
 	"probs":       "FP32 [B, T, V]: next-token probabilities",
@@ -90,10 +93,11 @@ var outputNames = map[string]string{
 	"cell":        "FP32 [B, layers*dirs, H]: the final c of the LSTM layers ([B, total] for a mixed stack)",
 }
 
-// decodeSeq validates a request against a sequence model's network.
-func decodeSeq(r *Request, net *rnn.Network, o *Options) (*seqInput, error) {
+// decodeSeq validates a request against a sequence model's network and
+// the names it is served under.
+func decodeSeq(r *Request, net *rnn.Network, names *seqNames, o *Options) (*seqInput, error) {
 	in := &seqInput{}
-	want := map[bool]string{true: "tokens", false: "features"}[net.Vocab > 0]
+	want := names.input
 	if len(r.Inputs) == 0 {
 		return nil, badRequest("no input: send %q", want)
 	}
@@ -113,16 +117,30 @@ func decodeSeq(r *Request, net *rnn.Network, o *Options) (*seqInput, error) {
 		return nil, badRequest("more inputs than %q and %q (%q and %q)", want, "lengths", clip(inputs[0].Name), clip(inputs[1].Name))
 	}
 	t := &inputs[0]
-	switch t.Name {
-	case "tokens":
-		if net.Vocab == 0 {
-			return nil, badRequest(`the model takes input "features" [B, T, %d] FP32, not "tokens"`, net.Input)
-		}
+	switch {
+	case t.Name == want:
+	case t.Name == "tokens" && net.Vocab == 0 && !names.custom:
+		return nil, badRequest(`the model takes input "features" [B, T, %d] FP32, not "tokens"`, net.Input)
+	case t.Name == "features" && net.Vocab > 0 && !names.custom:
+		return nil, badRequest(`the model takes input "tokens" [B, T] INT64, not "features"`)
+	default:
+		return nil, badRequest("unknown input %q (want %q)", clip(t.Name), want)
+	}
+	// Limits on the first two axes as the model lays them out.
+	rows, steps := int64(o.MaxRequestRows), int64(o.MaxSteps)
+	if names.timeMajor {
+		rows, steps = steps, rows
+	}
+	switch {
+	case net.Vocab > 0:
 		if t.Datatype != "INT64" && t.Datatype != "INT32" {
-			return nil, badRequest(`input "tokens": datatype %q, want INT64 or INT32`, clip(t.Datatype))
+			return nil, badRequest(`input %q: datatype %q, want INT64 or INT32 token ids`, want, clip(t.Datatype))
 		}
-		if err := checkShape(t, []int64{int64(o.MaxRequestRows), int64(o.MaxSteps)}); err != nil {
+		if err := checkShape(t, []int64{rows, steps}); err != nil {
 			return nil, err
+		}
+		if names.timeMajor {
+			t = toBatchFirst(t)
 		}
 		for j, id := range t.Int64 {
 			if id < 0 || id >= int64(net.Vocab) {
@@ -130,14 +148,11 @@ func decodeSeq(r *Request, net *rnn.Network, o *Options) (*seqInput, error) {
 			}
 		}
 		in.tokens = t.Int64
-	case "features":
-		if net.Vocab > 0 {
-			return nil, badRequest(`the model takes input "tokens" [B, T] INT64, not "features"`)
-		}
+	default:
 		if t.Datatype != "FP32" {
-			return nil, badRequest(`input "features": datatype %q, want FP32`, clip(t.Datatype))
+			return nil, badRequest(`input %q: datatype %q, want FP32 features`, want, clip(t.Datatype))
 		}
-		if err := checkShape(t, []int64{int64(o.MaxRequestRows), int64(o.MaxSteps), int64(net.Input)}); err != nil {
+		if err := checkShape(t, []int64{rows, steps, int64(net.Input)}); err != nil {
 			return nil, err
 		}
 		if t.Shape[2] != int64(net.Input) {
@@ -148,9 +163,10 @@ func decodeSeq(r *Request, net *rnn.Network, o *Options) (*seqInput, error) {
 				return nil, badRequest("input %q: value at index %d is not a finite float32", t.Name, i)
 			}
 		}
+		if names.timeMajor {
+			t = toBatchFirst(t)
+		}
 		in.features = t.Float32
-	default:
-		return nil, badRequest("unknown input %q (want %q)", clip(t.Name), want)
 	}
 	in.B, in.T = int(t.Shape[0]), int(t.Shape[1])
 	if lengths != nil {
@@ -158,7 +174,7 @@ func decodeSeq(r *Request, net *rnn.Network, o *Options) (*seqInput, error) {
 			return nil, err
 		}
 	}
-	if err := decodeOutputs(in, r.Outputs, net); err != nil {
+	if err := decodeOutputs(in, r.Outputs, net, names); err != nil {
 		return nil, err
 	}
 	if r.Sequence.ID != "" && in.B != 1 {
@@ -201,28 +217,29 @@ func checkShape(t *Tensor, limits []int64) error {
 	return nil
 }
 
-func decodeOutputs(in *seqInput, outs []RequestedOutput, net *rnn.Network) error {
+func decodeOutputs(in *seqInput, outs []RequestedOutput, net *rnn.Network, names *seqNames) error {
 	if len(outs) == 0 {
-		outs = []RequestedOutput{{Name: "output"}}
-		if net.HeadOut > 0 {
-			outs[0].Name = "logits"
+		for _, name := range names.defaults {
+			outs = append(outs, RequestedOutput{Name: name})
 		}
 	}
 	for _, o := range outs {
-		if _, ok := outputNames[o.Name]; !ok {
-			return fmt.Errorf("%w %q (known: logits, probs, top_k, top_k_probs, output, hidden, cell)", ErrUnsupportedOutput, clip(o.Name))
-		}
-		switch o.Name {
-		case "logits", "probs", "top_k", "top_k_probs":
-			if net.HeadOut == 0 {
+		def, ok := names.outputs[o.Name]
+		if !ok {
+			switch _, ours := outputNames[o.Name]; {
+			case ours && names.custom:
+				return fmt.Errorf("%w %q: the model's outputs have its own names (%s)", ErrUnsupportedOutput, clip(o.Name), names.known())
+			case o.Name == "logits" || o.Name == "probs" || o.Name == "top_k" || o.Name == "top_k_probs":
 				return fmt.Errorf("%w %q: the model has no head", ErrUnsupportedOutput, o.Name)
-			}
-		case "cell":
-			if !net.HasCell() {
+			case o.Name == "cell":
 				return fmt.Errorf("%w %q: a GRU has no cell state", ErrUnsupportedOutput, o.Name)
 			}
+			return fmt.Errorf("%w %q (known: %s)", ErrUnsupportedOutput, clip(o.Name), names.known())
 		}
-		spec := outputSpec{name: o.Name, k: 5}
+		if def.kind == "none" {
+			return fmt.Errorf("%w %q: the exported model has this output, but rnnserve does not compute it (known: %s)", ErrUnsupportedOutput, clip(o.Name), names.known())
+		}
+		spec := outputSpec{name: o.Name, def: def, k: 5}
 		what := fmt.Sprintf("output %q", o.Name)
 		if err := o.Parameters.only(what, "last_step", "k"); err != nil {
 			return err
@@ -259,7 +276,7 @@ type rowResult struct {
 func (m *seqModel) infer(ctx context.Context, r *Request, tm *timing) ([]OutputTensor, int, error) {
 	// Request parameters other than the sequence controls are ignored,
 	// as KServe v2 allows (Triton clients send priority and timeout).
-	in, err := decodeSeq(r, m.net, m.opts)
+	in, err := decodeSeq(r, m.net, m.names, m.opts)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -294,8 +311,7 @@ func (m *seqModel) infer(ctx context.Context, r *Request, tm *timing) ([]OutputT
 func (m *seqModel) run1(ctx context.Context, in *seqInput, state *seqState, tm *timing) ([]rowResult, error) {
 	wantHead, lastOnly := false, true
 	for _, o := range in.outputs {
-		switch o.name {
-		case "logits", "probs", "top_k", "top_k_probs":
+		if o.def.head() {
 			wantHead = true
 			lastOnly = lastOnly && o.last
 		}
@@ -490,7 +506,8 @@ func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, release
 	return res, nil
 }
 
-// encode builds the output tensors a request asked for, batch-first.
+// encode builds the output tensors a request asked for, in the layout
+// the model's names give (batch-first unless its spec's io says otherwise).
 func (m *seqModel) encode(in *seqInput, res []rowResult) ([]OutputTensor, error) {
 	n := m.net
 	B := int64(in.B)
@@ -500,7 +517,8 @@ func (m *seqModel) encode(in *seqInput, res []rowResult) ([]OutputTensor, error)
 		if o.last {
 			steps = 1
 		}
-		switch o.name {
+		var out OutputTensor
+		switch o.def.kind {
 		case "logits", "probs", "top_k", "top_k_probs":
 			V := n.HeadOut
 			var f []float32
@@ -520,7 +538,7 @@ func (m *seqModel) encode(in *seqInput, res []rowResult) ([]OutputTensor, error)
 				}
 				for t := 0; t < int(steps); t++ {
 					row := rows[t*V : (t+1)*V]
-					switch o.name {
+					switch o.def.kind {
 					case "logits":
 						f = append(f, row...)
 					case "probs":
@@ -530,7 +548,7 @@ func (m *seqModel) encode(in *seqInput, res []rowResult) ([]OutputTensor, error)
 						rnn.Probabilities(n.Activation, row, probs)
 						top := make([]int64, o.k)
 						rnn.TopK(probs, top)
-						if o.name == "top_k" {
+						if o.def.kind == "top_k" {
 							ids = append(ids, top...)
 						} else {
 							for _, id := range top {
@@ -540,13 +558,13 @@ func (m *seqModel) encode(in *seqInput, res []rowResult) ([]OutputTensor, error)
 					}
 				}
 			}
-			switch o.name {
+			switch o.def.kind {
 			case "top_k":
-				outs = append(outs, OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(o.k)}, Datatype: "INT64", Int64: ids})
+				out = OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(o.k)}, Datatype: "INT64", Int64: ids}
 			case "top_k_probs":
-				outs = append(outs, OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(o.k)}, Datatype: "FP32", Float32: f})
+				out = OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(o.k)}, Datatype: "FP32", Float32: f}
 			default:
-				outs = append(outs, OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(V)}, Datatype: "FP32", Float32: f})
+				out = OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(V)}, Datatype: "FP32", Float32: f}
 			}
 		case "output":
 			W := n.OutputWidth()
@@ -560,18 +578,30 @@ func (m *seqModel) encode(in *seqInput, res []rowResult) ([]OutputTensor, error)
 				}
 				f = appendOrAlias(f, rows, len(res))
 			}
-			outs = append(outs, OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(W)}, Datatype: "FP32", Float32: f})
+			out = OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(W)}, Datatype: "FP32", Float32: f}
 		case "hidden", "cell":
+			if o.def.torch {
+				t, err := torchStates(n, o.name, o.def, res)
+				if err != nil {
+					return nil, err
+				}
+				outs = append(outs, t)
+				continue
+			}
 			var f []float32
 			for _, rr := range res {
-				if o.name == "hidden" {
+				if o.def.kind == "hidden" {
 					f = appendOrAlias(f, rr.hn, len(res))
 				} else {
 					f = appendOrAlias(f, rr.cn, len(res))
 				}
 			}
-			outs = append(outs, OutputTensor{Name: o.name, Shape: append([]int64{B}, stateShape(n, o.name == "cell")...), Datatype: "FP32", Float32: f})
+			outs = append(outs, OutputTensor{Name: o.name, Shape: append([]int64{B}, stateShape(n, o.def.kind == "cell")...), Datatype: "FP32", Float32: f})
+			continue
+		default:
+			return nil, fmt.Errorf("server: output %q of kind %q has no encoder", o.name, o.def.kind)
 		}
+		outs = append(outs, m.names.lay(o.def, out))
 	}
 	return outs, nil
 }
@@ -713,7 +743,7 @@ func logOf(p float32) float64 {
 // batcher.
 func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	net := e.Model.Net
-	m := &seqModel{net: net, maxWait: int64(s.opts.Batching.QueueLength), opts: &s.opts}
+	m := &seqModel{net: net, maxWait: int64(s.opts.Batching.QueueLength), opts: &s.opts, names: newSeqNames(net, e.Model.Spec.IO)}
 	s.initBase(&m.modelBase, e)
 	sched, reason, traffic, err := chooseSchedule(net, e.Config, s.trafficModel(), s.pools, s.opts.ScheduleTiming)
 	if err != nil {
