@@ -4,14 +4,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
-	pb "github.com/advancedclimatesystems/gonnx/onnx"
 	"google.golang.org/protobuf/proto"
 
+	"rnnserve/models/internal/onnxbuild"
 	"rnnserve/models/onnx"
+	pb "rnnserve/models/onnx/onnxpb"
 	"rnnserve/models/pytorch"
 	"rnnserve/models/safetensors"
 )
@@ -160,11 +160,7 @@ func TestOpenONNXExternalData(t *testing.T) {
 		}
 		var blob []byte
 		for _, init := range mp.GetGraph().GetInitializer() {
-			raw := init.GetRawData()
-			init.ExternalData = []*pb.StringStringEntryProto{{Key: "location", Value: location},
-				{Key: "offset", Value: strconv.Itoa(len(blob))}, {Key: "length", Value: strconv.Itoa(len(raw))}}
-			init.DataLocation, init.RawData = pb.TensorProto_EXTERNAL, nil
-			blob = append(blob, raw...)
+			blob = append(blob, onnxbuild.External(init, location, len(blob))...)
 		}
 		model, err := proto.Marshal(&mp)
 		if err != nil {

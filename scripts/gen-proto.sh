@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the Go code of rnnserve's gRPC protocol (server/inferencepb)
-# from its .proto files. The generated code is committed, so building and
+# and of the part of the ONNX model format it reads (models/onnx/onnxpb)
+# from their .proto files. The generated code is committed, so building and
 # testing need no protoc; run this after changing a .proto file.
 #
 # Needs protoc (Debian: apt-get install protobuf-compiler). The two Go
@@ -27,4 +28,7 @@ protoc -I "$DIR" \
 	--go_out="$DIR" --go_opt=paths=source_relative \
 	--go-grpc_out="$DIR" --go-grpc_opt=paths=source_relative \
 	"$DIR"/grpc_service.proto "$DIR"/model_config.proto
-echo "gen-proto: regenerated $DIR with $(protoc --version), protoc-gen-go ${PROTOBUF_VERSION}, protoc-gen-go-grpc ${PROTOC_GEN_GO_GRPC_VERSION}"
+ONNX=models/onnx/onnxpb
+protoc -I "$ONNX" --plugin=protoc-gen-go="$BIN/protoc-gen-go" \
+	--go_out="$ONNX" --go_opt=paths=source_relative "$ONNX"/onnx.proto
+echo "gen-proto: regenerated $DIR and $ONNX with $(protoc --version), protoc-gen-go ${PROTOBUF_VERSION}, protoc-gen-go-grpc ${PROTOC_GEN_GO_GRPC_VERSION}"

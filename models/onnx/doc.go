@@ -3,9 +3,9 @@
 // optional MatMul+Add (or Gemm) head and an optional Softmax or
 // LogSoftmax, with the glue the exporter writes around them.
 //
-// The ModelProto is decoded by the generated protobuf types of
-// github.com/advancedclimatesystems/gonnx/onnx (google.golang.org/protobuf
-// underneath); this package only walks the graph.
+// The ModelProto is decoded by google.golang.org/protobuf into the
+// generated types of models/onnx/onnxpb (the part of onnx.proto this
+// package reads); this package walks the graph.
 //
 // # What is recognised
 //

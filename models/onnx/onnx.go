@@ -10,9 +10,9 @@ import (
 	"slices"
 	"strings"
 
-	pb "github.com/advancedclimatesystems/gonnx/onnx"
 	"google.golang.org/protobuf/proto"
 
+	pb "rnnserve/models/onnx/onnxpb"
 	"rnnserve/models/safetensors"
 	"rnnserve/models/sniff"
 )
@@ -78,6 +78,11 @@ type Weights struct {
 // MaxElements bounds one tensor of the graph.
 const MaxElements = 1 << 32
 
+// maxDepth bounds message nesting while decoding; onnxpb's messages nest
+// at most six deep (ModelProto, GraphProto, NodeProto, AttributeProto,
+// TensorProto, StringStringEntryProto), so deeper input is not ONNX.
+const maxDepth = 16
+
 // Read decodes a serialized ONNX model and finds the recurrent model in
 // its graph. open returns the bytes of an external data file given its
 // location relative to the model's folder; nil refuses external data.
@@ -86,7 +91,8 @@ func Read(data []byte, open func(location string) ([]byte, error)) (*Model, erro
 		return nil, fmt.Errorf("%w: this is %v", ErrFormat, f)
 	}
 	var mp pb.ModelProto
-	if err := proto.Unmarshal(data, &mp); err != nil {
+	// Fields onnxpb does not declare are skipped, not kept.
+	if err := (proto.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: maxDepth}).Unmarshal(data, &mp); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrFormat, err)
 	}
 	if mp.GetGraph() == nil || len(mp.GetGraph().GetNode()) == 0 {

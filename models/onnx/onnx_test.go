@@ -1,7 +1,6 @@
 package onnx
 
 import (
-	"encoding/binary"
 	"errors"
 	"math"
 	"os"
@@ -10,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	pb "github.com/advancedclimatesystems/gonnx/onnx"
 	"google.golang.org/protobuf/proto"
+
+	b "rnnserve/models/internal/onnxbuild"
+	pb "rnnserve/models/onnx/onnxpb"
 )
 
 func golden(t testing.TB, name string) []byte {
@@ -48,45 +49,23 @@ func TestReadExports(t *testing.T) {
 // features -> LSTM -> Squeeze(axis 1) -> output, with edit applied.
 func tiny(edit func(g *pb.GraphProto)) []byte {
 	const in, H = 2, 3
-	f32 := func(name string, dims []int64, v float32) *pb.TensorProto {
-		n := int64(1)
-		for _, d := range dims {
-			n *= d
-		}
-		t := &pb.TensorProto{Name: name, Dims: dims, DataType: int32(pb.TensorProto_FLOAT)}
-		for i := int64(0); i < n; i++ {
-			t.FloatData = append(t.FloatData, v+float32(i)/100)
-		}
-		return t
-	}
-	i64 := func(name string, v ...int64) *pb.TensorProto {
-		return &pb.TensorProto{Name: name, Dims: []int64{int64(len(v))}, DataType: int32(pb.TensorProto_INT64), Int64Data: v}
-	}
-	vi := func(name string, elem pb.TensorProto_DataType) *pb.ValueInfoProto {
-		return &pb.ValueInfoProto{Name: name, Type: &pb.TypeProto{Value: &pb.TypeProto_TensorType{TensorType: &pb.TypeProto_Tensor{ElemType: int32(elem)}}}}
-	}
 	g := &pb.GraphProto{
-		Name:  "tiny",
-		Input: []*pb.ValueInfoProto{vi("x", pb.TensorProto_FLOAT)},
+		Name:  proto.String("tiny"),
+		Input: []*pb.ValueInfoProto{b.Value("x", pb.TensorProto_FLOAT)},
 		Initializer: []*pb.TensorProto{
-			f32("W", []int64{1, 4 * H, in}, 0.1), f32("R", []int64{1, 4 * H, H}, 0.2), f32("B", []int64{1, 8 * H}, 0.3), i64("axes", 1),
+			b.Fill("W", []int64{1, 4 * H, in}, 0.1, 0.01), b.Fill("R", []int64{1, 4 * H, H}, 0.2, 0.01),
+			b.Fill("B", []int64{1, 8 * H}, 0.3, 0.01), b.Ints("axes", 1),
 		},
 		Node: []*pb.NodeProto{
-			{Name: "lstm", OpType: "LSTM", Input: []string{"x", "W", "R", "B"}, Output: []string{"y", "", ""},
-				Attribute: []*pb.AttributeProto{{Name: "hidden_size", I: H, Type: pb.AttributeProto_INT}}},
-			{Name: "squeeze", OpType: "Squeeze", Input: []string{"y", "axes"}, Output: []string{"out"}},
+			b.Node("lstm", "LSTM", []string{"x", "W", "R", "B"}, []string{"y", "", ""}, b.Int("hidden_size", H)),
+			b.Node("squeeze", "Squeeze", []string{"y", "axes"}, []string{"out"}),
 		},
-		Output: []*pb.ValueInfoProto{vi("out", pb.TensorProto_FLOAT)},
+		Output: []*pb.ValueInfoProto{b.Value("out", pb.TensorProto_FLOAT)},
 	}
 	if edit != nil {
 		edit(g)
 	}
-	data, err := proto.Marshal(&pb.ModelProto{IrVersion: 7, ProducerName: "test", Graph: g,
-		OpsetImport: []*pb.OperatorSetIdProto{{Version: 14}}})
-	if err != nil {
-		panic(err)
-	}
-	return data
+	return b.Model(g, 14)
 }
 
 func TestTinyGateOrder(t *testing.T) {
@@ -120,34 +99,28 @@ func TestReadErrors(t *testing.T) {
 		{"safetensors handed as ONNX", append([]byte{2, 0, 0, 0, 0, 0, 0, 0}, "{}"...), ErrFormat, "this is a safetensors file"},
 		{"not protobuf", []byte{0x08, 0x07, 0x12, 0xff, 0xff}, ErrFormat, "not an ONNX model"},
 		{"unsupported operator", tiny(func(g *pb.GraphProto) {
-			g.Node[1] = &pb.NodeProto{Name: "act", OpType: "Relu", Input: []string{"y"}, Output: []string{"out"}}
+			g.Node[1] = b.Node("act", "Relu", []string{"y"}, []string{"out"})
 		}), ErrUnsupported, `node "act" (Relu)`},
 		{"extra node", tiny(func(g *pb.GraphProto) {
-			g.Node = append(g.Node, &pb.NodeProto{Name: "stray", OpType: "Conv", Input: []string{"W"}, Output: []string{"z"}})
+			g.Node = append(g.Node, b.Node("stray", "Conv", []string{"W"}, []string{"z"}))
 		}), ErrUnsupported, `node "stray" (Conv)`},
 		{"reverse only", tiny(func(g *pb.GraphProto) {
-			g.Node[0].Attribute = append(g.Node[0].Attribute, &pb.AttributeProto{Name: "direction", S: []byte("reverse"), Type: pb.AttributeProto_STRING})
+			g.Node[0].Attribute = append(g.Node[0].Attribute, b.String("direction", "reverse"))
 		}), ErrUnsupported, `direction "reverse"`},
 		{"clip", tiny(func(g *pb.GraphProto) {
-			g.Node[0].Attribute = append(g.Node[0].Attribute, &pb.AttributeProto{Name: "clip", F: 3, Type: pb.AttributeProto_FLOAT})
+			g.Node[0].Attribute = append(g.Node[0].Attribute, b.Float("clip", 3))
 		}), ErrUnsupported, "attribute clip"},
 		{"nonzero initial state", tiny(func(g *pb.GraphProto) {
-			g.Initializer = append(g.Initializer, &pb.TensorProto{Name: "h0", Dims: []int64{1, 1, 3}, DataType: int32(pb.TensorProto_FLOAT), FloatData: []float32{1, 0, 0}})
+			g.Initializer = append(g.Initializer, b.Floats("h0", []int64{1, 1, 3}, []float32{1, 0, 0}))
 			g.Node[0].Input = append(g.Node[0].Input, "", "h0")
 		}), ErrUnsupported, `initial state "h0"`},
-		{"wrong hidden size", tiny(func(g *pb.GraphProto) { g.Node[0].Attribute[0].I = 4 }), ErrUnsupported, "want [1][16][input]"},
-		{"custom domain", tiny(func(g *pb.GraphProto) { g.Node[1].Domain = "com.microsoft" }), ErrUnsupported, "com.microsoft"},
+		{"wrong hidden size", tiny(func(g *pb.GraphProto) { g.Node[0].Attribute[0].I = proto.Int64(4) }), ErrUnsupported, "want [1][16][input]"},
+		{"custom domain", tiny(func(g *pb.GraphProto) { g.Node[1].Domain = proto.String("com.microsoft") }), ErrUnsupported, "com.microsoft"},
 		{"external data outside the folder", tiny(func(g *pb.GraphProto) {
-			w := g.Initializer[0]
-			w.FloatData = nil
-			w.DataLocation = pb.TensorProto_EXTERNAL
-			w.ExternalData = []*pb.StringStringEntryProto{{Key: "location", Value: "../../etc/passwd"}}
+			b.External(g.Initializer[0], "../../etc/passwd", 0)
 		}), ErrExternalData, "outside the model's folder"},
 		{"external data absolute", tiny(func(g *pb.GraphProto) {
-			w := g.Initializer[0]
-			w.FloatData = nil
-			w.DataLocation = pb.TensorProto_EXTERNAL
-			w.ExternalData = []*pb.StringStringEntryProto{{Key: "location", Value: "/etc/passwd"}}
+			b.External(g.Initializer[0], "/etc/passwd", 0)
 		}), ErrExternalData, "outside the model's folder"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -177,16 +150,7 @@ func TestExternalData(t *testing.T) {
 	}
 	var blob []byte
 	for _, init := range mp.GetGraph().GetInitializer() {
-		raw := init.GetRawData()
-		if raw == nil {
-			for _, f := range init.GetFloatData() {
-				raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
-			}
-		}
-		init.ExternalData = []*pb.StringStringEntryProto{{Key: "location", Value: "weights/data.bin"},
-			{Key: "offset", Value: itoa(len(blob))}, {Key: "length", Value: itoa(len(raw))}}
-		init.DataLocation, init.RawData, init.FloatData = pb.TensorProto_EXTERNAL, nil, nil
-		blob = append(blob, raw...)
+		blob = append(blob, b.External(init, "weights/data.bin", len(blob))...)
 	}
 	ext, _ := proto.Marshal(&mp)
 	var asked []string
@@ -242,23 +206,17 @@ func TestTinyGemmHead(t *testing.T) {
 				if !tc.transB {
 					weight, dims = wT, []int64{H, out}
 				}
-				g.Initializer = append(g.Initializer,
-					&pb.TensorProto{Name: "shape", Dims: []int64{2}, DataType: int32(pb.TensorProto_INT64), Int64Data: []int64{-1, H}},
-					&pb.TensorProto{Name: "fc.weight", Dims: dims, DataType: int32(pb.TensorProto_FLOAT), FloatData: weight},
-					&pb.TensorProto{Name: "fc.bias", Dims: []int64{out}, DataType: int32(pb.TensorProto_FLOAT), FloatData: bias})
-				gemm := &pb.NodeProto{Name: "fc", OpType: "Gemm", Input: []string{"rows", "fc.weight"}, Output: []string{"logits"}}
+				g.Initializer = append(g.Initializer, b.Ints("shape", -1, H), b.Floats("fc.weight", dims, weight), b.Floats("fc.bias", []int64{out}, bias))
+				gemm := b.Node("fc", "Gemm", []string{"rows", "fc.weight"}, []string{"logits"})
 				if tc.bias {
 					gemm.Input = append(gemm.Input, "fc.bias")
 				}
 				if tc.transB {
-					gemm.Attribute = []*pb.AttributeProto{{Name: "transB", I: 1, Type: pb.AttributeProto_INT}}
+					gemm.Attribute = append(gemm.Attribute, b.Int("transB", 1))
 				}
-				g.Node = append(g.Node,
-					&pb.NodeProto{Name: "flat", OpType: "Reshape", Input: []string{"out", "shape"}, Output: []string{"rows"}},
-					gemm,
-					&pb.NodeProto{Name: "sm", OpType: "Softmax", Input: []string{"logits"}, Output: []string{"probs"},
-						Attribute: []*pb.AttributeProto{{Name: "axis", I: 1, Type: pb.AttributeProto_INT}}})
-				g.Output[0].Name = "probs"
+				g.Node = append(g.Node, b.Node("flat", "Reshape", []string{"out", "shape"}, []string{"rows"}), gemm,
+					b.Node("sm", "Softmax", []string{"logits"}, []string{"probs"}, b.Int("axis", 1)))
+				g.Output[0].Name = proto.String("probs")
 			})
 			m, err := Read(data, nil)
 			if err != nil {
@@ -284,9 +242,9 @@ func TestTinyGemmHead(t *testing.T) {
 	}
 	// Flattening to anything but [-1, width] is refused with the node named.
 	data := tiny(func(g *pb.GraphProto) {
-		g.Initializer = append(g.Initializer, &pb.TensorProto{Name: "shape", Dims: []int64{2}, DataType: int32(pb.TensorProto_INT64), Int64Data: []int64{-1, 2}})
-		g.Node = append(g.Node, &pb.NodeProto{Name: "flat", OpType: "Reshape", Input: []string{"out", "shape"}, Output: []string{"rows"}})
-		g.Output[0].Name = "rows"
+		g.Initializer = append(g.Initializer, b.Ints("shape", -1, 2))
+		g.Node = append(g.Node, b.Node("flat", "Reshape", []string{"out", "shape"}, []string{"rows"}))
+		g.Output[0].Name = proto.String("rows")
 	})
 	if _, err := Read(data, nil); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "flat") {
 		t.Errorf("reshape to [-1, 2] of a width-3 output: %v, want ErrUnsupported naming the node", err)

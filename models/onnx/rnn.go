@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	pb "github.com/advancedclimatesystems/gonnx/onnx"
+	pb "rnnserve/models/onnx/onnxpb"
 )
 
 // rnn reads one LSTM or GRU node's attributes and weights.
