@@ -46,7 +46,8 @@
 //	intermediate = 4 × ( T·B·input                  the input sequence
 //	                   + Σ_layers T·B·dirs·out       every layer's output sequence
 //	                   + Σ_layers dirs·B·(out + hidden if LSTM)   the final h (and c)
-//	                   + T·B·head_out )              the head's output
+//	                   + T·B·head_out )              the head's output (B·head_out
+//	                                                 for a head on h_n or the last step)
 //
 // where out is the layer's projection size if any, else its hidden size
 // (the layers of a mixed stack differ). Token ids are not counted. A

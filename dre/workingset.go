@@ -28,7 +28,7 @@ func WorkingSetOf(net *rnn.Network, T, B int) WorkingSet {
 func WorkingSetOfPrecision(net *rnn.Network, T, B int, prec schedule.Precision) WorkingSet {
 	tb := int64(T) * int64(B)
 	emb := 4 * int64(net.Vocab) * int64(net.Input)
-	values := tb*int64(net.Input) + tb*int64(net.HeadOut)
+	values := tb*int64(net.Input) + int64(net.HeadRows(T, B))*int64(net.HeadOut)
 	for _, dirs := range net.Layers {
 		l, d := dirs[0], int64(len(dirs))
 		state := int64(l.Out())

@@ -164,7 +164,7 @@ func DeepSpeech1() App {
 		Name:  "deepspeech1",
 		Title: "Deep Speech speech recognition (Hannun et al. 2014): 5 bidirectional LSTM layers of 2048, 494 features, 28 characters",
 		Encoder: Spec{Cell: "lstm", InputSize: 494, HiddenSize: 2048, NumLayers: 5, Bidirectional: true,
-			Head: &Head{OutFeatures: 28, Activation: "softmax"}},
+			Head: &Head{OutFeatures: 28, Activation: "softmax", Input: "every_step"}},
 	}
 }
 

@@ -1,12 +1,14 @@
 package models_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 
 	"rnnserve/models"
@@ -44,10 +46,7 @@ func TestUserGoldens(t *testing.T) {
 	for _, expect := range dirs {
 		dir := filepath.Dir(expect)
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			m, err := models.Open(weightsFile(t, dir))
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := openGolden(t, weightsFile(t, dir), expect)
 			if !m.Source.Inferred {
 				t.Error("Source.Inferred is false for a folder without a spec")
 			}
@@ -82,6 +81,83 @@ func TestUserGoldens(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openGolden opens a golden weights file as the operator would: alone,
+// or with the head input expect.yaml states (what -head-input passes),
+// since no state_dict records it. Over a bidirectional RNN, opening it
+// alone must be refused with the line that settles it; over one
+// direction it must load with a head on every step whose last row is
+// what the stated head input gives (the meanings agree there).
+func openGolden(t *testing.T, file, expect string) *models.Model {
+	t.Helper()
+	data, err := os.ReadFile(expect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := models.ParseSpec(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := models.Open(file)
+	if want.Head == nil || want.Head.Input == "" {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return alone
+	}
+	hi := want.Head.Input
+	mods := want.Modules()
+	if mods[len(mods)-1].Bidirectional {
+		var amb *models.AmbiguousError
+		if !errors.As(err, &amb) || !errors.Is(err, models.ErrAmbiguous) || !strings.Contains(err.Error(), `add "input: h_n"`) ||
+			!amb.Source.Inferred || amb.Spec == nil {
+			t.Errorf("opened alone: %v, want an *AmbiguousError naming the line to add", err)
+		}
+		if err == nil {
+			t.FailNow()
+		}
+	} else if err != nil {
+		t.Fatalf("opened alone: %v", err)
+	} else if alone.Net.HeadInput != rnn.HeadEveryStep {
+		t.Errorf("opened alone: head input %v, want every_step", alone.Net.HeadInput)
+	}
+	m, err := models.OpenWith(file, models.OpenOptions{HeadInput: hi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alone != nil && err == nil {
+		// One direction: every_step's last row is the head on h_n.
+		io, err := safetensors.ReadFile(filepath.Join(filepath.Dir(expect), "io.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, _ := goldenIO(t, io)
+		every, one := runA(t, alone.Net, in), runA(t, m.Net, in)
+		last := every[(in.T-1)*in.B*alone.Net.HeadOut:]
+		if err := closeTo(last, one, 1e-6); err != nil {
+			t.Errorf("every_step's last row against %s: %v", hi, err)
+		}
+	}
+	return m
+}
+
+// runA runs net on in under Schedule A+ and returns the head.
+func runA(t *testing.T, net *rnn.Network, in schedule.Input) []float32 {
+	t.Helper()
+	prog, err := schedule.NewProgram(net, schedule.APlus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := prog.Plan(in, schedule.PlanOptions{Head: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := plan.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Head
 }
 
 // userSchedule is a schedule the user goldens run under, with its

@@ -71,7 +71,11 @@ func (m *module) String() string {
 //
 // The head's activation cannot be seen in the weights: the inferred
 // spec's head has none (raw scores, what nn.Linear returns); set
-// head.activation in a spec to change it. Where the tensors fit more than
+// head.activation in a spec to change it. Nor can where the head reads
+// (head.input): the inferred spec leaves it unset, which means
+// every_step over a unidirectional RNN, where every_step, last_step and
+// h_n agree; over a bidirectional one the spec's Config is an
+// *AmbiguousError until head.input is set. Where the tensors fit more than
 // one model, the *InferError lists the candidates and the prefixes key
 // that settles it. The returned spec sets Prefixes only where they differ
 // from DefaultPrefixes.
@@ -213,7 +217,7 @@ func infer(ts Tensors, given *Prefixes) (*Spec, error) {
 	}
 	s.EnsureDefaults()
 	s.Prefixes = trimDefaults(s, p)
-	if _, err := s.Config(); err != nil {
+	if _, err := s.shape(); err != nil {
 		return nil, &InferError{[]string{err.Error()}}
 	}
 	return s, nil

@@ -27,6 +27,7 @@ embedding:
 head:
   out_features: 5
   activation: log_softmax
+  input: every_step
 `
 
 func TestParseSpec(t *testing.T) {
@@ -59,6 +60,10 @@ func TestParseSpecErrors(t *testing.T) {
 		{"cell: lstm\ninput_size: 3\nhidden_size: 4\nembedding: {vocab_size: 0}\n", "embedding.vocab_size = 0"},
 		{"cell: lstm\ninput_size: 3\nhidden_size: 4\nhead: {out_features: 2, activation: relu}\n", `"relu"`},
 		{"cell: lstm\ninput_size: 3\nhidden_size: 4\nhead: {out_features: 0}\n", "head.out_features = 0"},
+		{"cell: lstm\ninput_size: 3\nhidden_size: 4\nhead: {out_features: 2, input: h_n_reverse}\n", `"h_n_reverse"`},
+		{"cell: lstm\ninput_size: 3\nhidden_size: 4\nbidirectional: true\nhead: {out_features: 2}\n", `add "input: h_n"`},
+		{"input_size: 3\nlayers: [{cell: gru, hidden_size: 4}, {cell: lstm, hidden_size: 3, bidirectional: true}]\nhead: {out_features: 2}\n",
+			"head reads a bidirectional lstm"},
 		{"cell: lstm\ninput_size: 3000000\nhidden_size: 3000000\n", "2^34"},
 		{"cell: [lstm]\n", "line 1"},
 		{"a: 1\n---\nb: 2\n", "field a not found"},
@@ -67,6 +72,42 @@ func TestParseSpecErrors(t *testing.T) {
 		if !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ParseSpec(%q) = %v, want ErrSpec mentioning %q", c.doc, err, c.want)
 		}
+	}
+}
+
+// TestHeadInput: head.input reaches the network; where the last layer
+// runs in one direction an unset head.input is every_step (the three
+// meanings agree there); over a bidirectional one it must be stated, and
+// the error says so with the line to add, matching ErrAmbiguous.
+func TestHeadInput(t *testing.T) {
+	for _, c := range []struct {
+		doc  string
+		want rnn.HeadInput
+	}{
+		{"cell: gru\ninput_size: 3\nhidden_size: 4\nhead: {out_features: 2}\n", rnn.HeadEveryStep},
+		{"cell: gru\ninput_size: 3\nhidden_size: 4\nhead: {out_features: 2, input: h_n}\n", rnn.HeadFinalState},
+		{"cell: gru\ninput_size: 3\nhidden_size: 4\nbidirectional: true\nhead: {out_features: 2, input: last_step}\n", rnn.HeadLastStep},
+		{"cell: gru\ninput_size: 3\nhidden_size: 4\nbidirectional: true\nhead: {out_features: 2, input: every_step}\n", rnn.HeadEveryStep},
+		{"cell: lstm\ninput_size: 3\nhidden_size: 4\nbidirectional: true\nhead: {out_features: 2, input: h_n}\n", rnn.HeadFinalState},
+	} {
+		s, err := ParseSpec([]byte(c.doc))
+		if err != nil {
+			t.Errorf("%q: %v", c.doc, err)
+			continue
+		}
+		m, err := Build(s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Net.HeadInput != c.want {
+			t.Errorf("%q: head input %v, want %v", c.doc, m.Net.HeadInput, c.want)
+		}
+	}
+	_, err := ParseSpec([]byte("cell: lstm\ninput_size: 3\nhidden_size: 4\nbidirectional: true\nhead: {out_features: 2}\n"))
+	var amb *AmbiguousError
+	if !errors.Is(err, ErrAmbiguous) || !errors.As(err, &amb) || amb.Spec == nil || amb.Source.Inferred ||
+		!strings.Contains(err.Error(), "the spec does not say") {
+		t.Errorf("unset head.input over a bidirectional LSTM: %v", err)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"rnnserve/rnn"
 )
 
 // SpecFile is the name of a model folder's spec.
@@ -39,7 +41,11 @@ var ErrNoModel = errors.New("models: no model in the folder")
 // to save beside the weights as model.yaml and edit (the head's
 // activation, which no weights file records, is the usual edit). ONNX
 // external data files are read only from inside the ONNX file's folder.
-func Open(name string) (*Model, error) {
+func Open(name string) (*Model, error) { return OpenWith(name, OpenOptions{}) }
+
+// OpenWith is Open with options for a weights file whose spec is
+// inferred (see OpenFSWith).
+func OpenWith(name string, opt OpenOptions) (*Model, error) {
 	fi, err := os.Stat(name)
 	if err != nil {
 		return nil, fmt.Errorf("open model: %w", err)
@@ -53,7 +59,7 @@ func Open(name string) (*Model, error) {
 		return nil, fmt.Errorf("open model: %w", err)
 	}
 	defer root.Close()
-	m, err := OpenFS(root.FS(), file)
+	m, err := OpenFSWith(root.FS(), file, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +72,48 @@ func Open(name string) (*Model, error) {
 // OpenFS is Open on a file system: name is a folder ("." for the root),
 // a spec file or a weights file in fsys. Every file it reads, ONNX
 // external data included, is read through fsys.
-func OpenFS(fsys fs.FS, name string) (*Model, error) {
+func OpenFS(fsys fs.FS, name string) (*Model, error) { return OpenFSWith(fsys, name, OpenOptions{}) }
+
+// OpenOptions state what a weights file cannot, for a model whose spec is
+// inferred from one. A model read from a spec file takes none: its spec
+// states them.
+type OpenOptions struct {
+	// HeadInput is where the head reads (see Head.Input): every_step,
+	// last_step or h_n. Empty leaves it to the file: ONNX graphs show
+	// it; a state_dict cannot, which is fine over a unidirectional RNN
+	// and an *AmbiguousError over a bidirectional one.
+	HeadInput string
+}
+
+// apply sets the options on spec s, inferred from the weights file name.
+func (o OpenOptions) apply(s *Spec, name string) error {
+	if o.HeadInput == "" {
+		return nil
+	}
+	if _, err := rnn.ParseHeadInput(o.HeadInput); err != nil {
+		return fmt.Errorf("%w: head input: %w", ErrSpec, err)
+	}
+	switch {
+	case s.Head == nil:
+		return fmt.Errorf("%w: head input %s given, but %s has no head", ErrSpec, o.HeadInput, name)
+	case s.Head.Input != "" && s.Head.Input != o.HeadInput:
+		return fmt.Errorf("%w: head input %s given, but the graph of %s reads %s", ErrSpec, o.HeadInput, name, s.Head.Input)
+	}
+	s.Head.Input = o.HeadInput
+	return nil
+}
+
+// OpenFSWith is OpenFS with options for a weights file whose spec is
+// inferred.
+func OpenFSWith(fsys fs.FS, name string, opt OpenOptions) (*Model, error) {
+	m, err := openFS(fsys, name, opt)
+	if err == nil && !m.Source.Inferred && opt != (OpenOptions{}) {
+		return nil, fmt.Errorf("%w: %s is a spec: it states the head input itself (head.input), options are for a weights file alone", ErrSpec, name)
+	}
+	return m, err
+}
+
+func openFS(fsys fs.FS, name string, opt OpenOptions) (*Model, error) {
 	fi, err := fs.Stat(fsys, name)
 	if err != nil {
 		return nil, fmt.Errorf("open model: %w", err)
@@ -105,12 +152,34 @@ func OpenFS(fsys fs.FS, name string) (*Model, error) {
 		return nil, fmt.Errorf("load weights %s: %w", name, err)
 	}
 	s.Weights = path.Base(name)
-	m, err := buildFrom(s, ts)
-	if err != nil {
+	if err := opt.apply(s, name); err != nil {
 		return nil, fmt.Errorf("load weights %s: %w", name, err)
 	}
-	m.Source.Weights, m.Source.Format, m.Source.Inferred = name, format, true
+	src := Source{Weights: name, Format: format, Inferred: true}
+	m, err := buildFrom(s, ts)
+	if err != nil {
+		var amb *AmbiguousError
+		if errors.As(err, &amb) {
+			amb.Source = src
+		}
+		return nil, fmt.Errorf("load weights %s: %w", name, err)
+	}
+	m.Source.Weights, m.Source.Format, m.Source.Inferred = src.Weights, src.Format, true
 	return m, nil
+}
+
+// writeComment writes text as YAML comment lines of at most about 76
+// characters, broken between words.
+func writeComment(buf *bytes.Buffer, text string) {
+	line := "#"
+	for _, w := range strings.Fields(text) {
+		if len(line) > 1 && len(line)+1+len(w) > 76 {
+			buf.WriteString(line + "\n")
+			line = "#"
+		}
+		line += " " + w
+	}
+	buf.WriteString(line + "\n")
 }
 
 // weightFiles lists the files of folder dir whose names end like a
@@ -150,6 +219,9 @@ func FormatSpec(m *Model) ([]byte, error) {
 		if m.Spec.Head != nil && m.Spec.Head.Activation == "" {
 			buf.WriteString("# No weights file records the head's activation: set head.activation\n# to softmax or log_softmax if the model applies one after its head.\n")
 		}
+	}
+	for _, o := range m.Spec.unstated() {
+		writeComment(&buf, "Not servable until stated: "+o)
 	}
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)

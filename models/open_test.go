@@ -14,6 +14,7 @@ import (
 	pb "rnnserve/models/onnx/onnxpb"
 	"rnnserve/models/pytorch"
 	"rnnserve/models/safetensors"
+	"rnnserve/rnn"
 )
 
 func copyFile(t *testing.T, from, to string) {
@@ -218,5 +219,54 @@ func TestParseSpecStackErrors(t *testing.T) {
 		if !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ParseSpec(%q) = %v, want ErrSpec mentioning %q", c.doc, err, c.want)
 		}
+	}
+}
+
+// TestOpenHeadInput: a bidirectional classifier's checkpoint alone is an
+// *AmbiguousError carrying the inferred spec, which FormatSpec prints
+// with what it lacks; saved as it is, the spec is refused the same way;
+// with the line added, or with OpenOptions.HeadInput, it loads. The
+// option is refused for a spec, for a model without a head, and for a
+// value that is no head input.
+func TestOpenHeadInput(t *testing.T) {
+	dir := t.TempDir()
+	copyFile(t, "testdata/golden/ckpt_bilstm_classifier_hn/model.pt", filepath.Join(dir, "model.pt"))
+	_, err := Open(dir)
+	var amb *AmbiguousError
+	if !errors.As(err, &amb) || !amb.Source.Inferred || amb.Source.Weights != "model.pt" || amb.Spec.Head == nil {
+		t.Fatalf("Open: %v, want an *AmbiguousError with the inferred spec", err)
+	}
+	text, err := FormatSpec(&Model{Spec: amb.Spec, Source: amb.Source})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(text), "# Not servable until stated: head.input") {
+		t.Errorf("FormatSpec does not say what is missing:\n%s", text)
+	}
+	os.WriteFile(filepath.Join(dir, SpecFile), text, 0o644)
+	if _, err := Open(dir); !errors.Is(err, ErrAmbiguous) {
+		t.Errorf("the printed spec saved as it is: %v, want ErrAmbiguous", err)
+	}
+	edited := strings.Replace(string(text), "out_features: 4", "out_features: 4\n  input: h_n", 1)
+	os.WriteFile(filepath.Join(dir, SpecFile), []byte(edited), 0o644)
+	m, err := Open(dir)
+	if err != nil || m.Net.HeadInput != rnn.HeadFinalState {
+		t.Fatalf("the spec with the line added: %v", err)
+	}
+	if _, err := OpenWith(dir, OpenOptions{HeadInput: "h_n"}); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), "is a spec") {
+		t.Errorf("option with a spec: %v", err)
+	}
+	os.Remove(filepath.Join(dir, SpecFile))
+	for hi, want := range map[string]rnn.HeadInput{"h_n": rnn.HeadFinalState, "last_step": rnn.HeadLastStep, "every_step": rnn.HeadEveryStep} {
+		m, err := OpenWith(filepath.Join(dir, "model.pt"), OpenOptions{HeadInput: hi})
+		if err != nil || m.Net.HeadInput != want || m.Spec.Head.Input != hi {
+			t.Errorf("OpenWith %s: %v", hi, err)
+		}
+	}
+	if _, err := OpenWith(filepath.Join(dir, "model.pt"), OpenOptions{HeadInput: "h_0"}); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), `"h_0"`) {
+		t.Errorf("OpenWith h_0: %v", err)
+	}
+	if _, err := OpenWith("testdata/golden/onnx_gru_bidir/model.onnx", OpenOptions{HeadInput: "h_n"}); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), "has no head") {
+		t.Errorf("OpenWith a model without a head: %v", err)
 	}
 }

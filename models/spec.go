@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -50,11 +51,21 @@ type Embedding struct {
 	VocabSize int `yaml:"vocab_size"`
 }
 
-// Head is a linear layer applied to every time step of the last layer's output.
+// Head is a linear layer (nn.Linear) on the last layer's results: on
+// every time step of its output, on its last step, or on its final
+// states (Input).
 type Head struct {
 	OutFeatures int    `yaml:"out_features"`
 	Activation  string `yaml:"activation,omitempty"` // none (default) | softmax | log_softmax
 	Bias        *bool  `yaml:"bias,omitempty"`       // default true; false: nn.Linear(bias=False)
+	// Input is where the head reads (rnn.HeadInput): every_step
+	// (fc(out)), last_step (fc(out[:, -1])) or h_n (fc(h_n[-1]), or
+	// fc(cat(h_n[-2], h_n[-1])) for two directions). Empty means
+	// every_step where the three agree, that is where the last layer
+	// runs in one direction (last_step and h_n are then every_step's
+	// last row); over a bidirectional layer it must be stated (see
+	// AmbiguousError).
+	Input string `yaml:"input,omitempty"`
 }
 
 // Prefixes maps each part of the model to the name of its module in the
@@ -97,6 +108,50 @@ func (p PrefixList) MarshalYAML() (any, error) {
 
 // ErrSpec is matched by every error about a spec file's content.
 var ErrSpec = errors.New("models: invalid spec")
+
+// ErrAmbiguous is matched by every *AmbiguousError.
+var ErrAmbiguous = errors.New("models: the spec leaves open what the model computes")
+
+// AmbiguousError is a spec that leaves unstated a key whose possible
+// values give different results and that no state_dict records: where
+// the head reads, over an RNN that runs in both directions (head.input).
+// The model is not built: rnnserve never serves a guessed meaning. Each
+// entry of Open names the key, the values and the line to add. It
+// matches ErrAmbiguous and ErrSpec.
+type AmbiguousError struct {
+	// Spec is the spec, complete but for the keys in Open: FormatSpec
+	// of a Model holding it prints it for the user to finish.
+	Spec *Spec
+	// Source says where the weights came from when the spec was
+	// inferred from them (Source.Inferred), as Open fills it in.
+	Source Source
+	Open   []string
+}
+
+func (e *AmbiguousError) Error() string {
+	what := "the spec does not say"
+	if e.Source.Inferred {
+		what = "the weights file cannot say"
+	}
+	return fmt.Sprintf("models: %s what the model computes: %s", what, strings.Join(e.Open, "; "))
+}
+
+// Is makes errors.Is(err, ErrAmbiguous) and errors.Is(err, ErrSpec) true.
+func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous || target == ErrSpec }
+
+// unstated lists the keys the spec must state but does not, each with
+// the line that states it.
+func (s *Spec) unstated() []string {
+	var open []string
+	mods := s.Modules()
+	top := mods[len(mods)-1]
+	if s.Head != nil && s.Head.Input == "" && top.Bidirectional {
+		open = append(open, fmt.Sprintf("head.input is not set, and the head reads a bidirectional %s, where every_step "+
+			"(fc(out), a row per step), last_step (fc(out[:, -1])) and h_n (fc(cat(h_n[-2], h_n[-1]))) give different results: "+
+			"add \"input: h_n\" under \"head:\" for a classifier on the final states (or input: every_step, or input: last_step)", top.Cell))
+	}
+	return open
+}
 
 // MaxSpecBytes bounds a spec file; real ones are a few hundred bytes.
 const MaxSpecBytes = 1 << 20
@@ -157,8 +212,22 @@ func (s *Spec) Modules() []LayerSpec {
 		Bidirectional: s.Bidirectional, ProjSize: s.ProjSize, Bias: s.Bias}}
 }
 
-// Config converts the spec to the network shape it describes.
+// Config converts the spec to the network shape it describes. A spec
+// that leaves open what the model computes gets an *AmbiguousError.
 func (s *Spec) Config() (rnn.Config, error) {
+	c, err := s.shape()
+	if err != nil {
+		return c, err
+	}
+	if open := s.unstated(); len(open) > 0 {
+		return c, &AmbiguousError{Spec: s, Open: open}
+	}
+	return c, nil
+}
+
+// shape is Config without the check that the spec states every key
+// whose values give different results.
+func (s *Spec) shape() (rnn.Config, error) {
 	c := rnn.Config{Input: s.InputSize}
 	if len(s.Layers) == 0 {
 		cell, err := rnn.ParseCell(s.Cell)
@@ -210,6 +279,9 @@ func (s *Spec) Config() (rnn.Config, error) {
 		var err error
 		if c.Activation, err = rnn.ParseActivation(s.Head.Activation); err != nil {
 			return c, fmt.Errorf("%w: head.activation: %w", ErrSpec, err)
+		}
+		if c.HeadInput, err = rnn.ParseHeadInput(s.Head.Input); err != nil {
+			return c, fmt.Errorf("%w: head.input: %w", ErrSpec, err)
 		}
 	}
 	if p := s.Prefixes; p != nil && p.RNN != nil && len(p.RNN) != len(s.Modules()) {

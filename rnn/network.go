@@ -77,6 +77,53 @@ func (a Activation) String() string {
 	return "none"
 }
 
+// HeadInput is what the head reads: the three ways a PyTorch module feeds
+// an nn.Linear from its RNN's results. A weights file has the same
+// tensors whichever its forward does; they differ in what they compute
+// once the RNN runs in both directions.
+type HeadInput uint8
+
+const (
+	// HeadEveryStep reads every time step of the last layer's output, a
+	// head row per step ([T][B][HeadOut]): fc(out), as a language model
+	// or a tagger does.
+	HeadEveryStep HeadInput = iota
+	// HeadLastStep reads the last layer's output at each row's last step,
+	// one head row per sequence ([B][HeadOut]): fc(out[-1]) time-major,
+	// fc(out[:, -1]) batch first. For two directions that is the forward
+	// direction's last state and the backward direction's first step.
+	HeadLastStep
+	// HeadFinalState reads the last layer's final hidden states, its
+	// directions concatenated, one head row per sequence ([B][HeadOut]):
+	// fc(h_n[-1]) for one direction, fc(cat(h_n[-2], h_n[-1])) for two,
+	// the usual sequence classifier. With one direction it equals
+	// HeadLastStep.
+	HeadFinalState
+)
+
+// ParseHeadInput accepts "every_step" (or ""), "last_step" and "h_n".
+func ParseHeadInput(s string) (HeadInput, error) {
+	switch s {
+	case "", "every_step":
+		return HeadEveryStep, nil
+	case "last_step":
+		return HeadLastStep, nil
+	case "h_n":
+		return HeadFinalState, nil
+	}
+	return 0, fmt.Errorf("rnn: unknown head input %q (want every_step, last_step or h_n)", s)
+}
+
+func (h HeadInput) String() string {
+	switch h {
+	case HeadLastStep:
+		return "last_step"
+	case HeadFinalState:
+		return "h_n"
+	}
+	return "every_step"
+}
+
 // Layer holds the weights of one direction of one recurrent layer.
 // A Layer whose weight slices are nil describes shapes only (a dry model,
 // used for traffic analysis of models nobody has trained).
@@ -131,6 +178,16 @@ type Network struct {
 	HeadW      []float32 // [HeadOut][OutputWidth()]
 	HeadB      []float32 // [HeadOut]
 	Activation Activation
+	HeadInput  HeadInput // what the head reads; its width is OutputWidth() whichever
+}
+
+// HeadRows is the number of head rows a run of T steps of batch B
+// gives: T*B when the head reads every step, else B.
+func (n *Network) HeadRows(T, B int) int {
+	if n.HeadInput == HeadEveryStep {
+		return T * B
+	}
+	return B
 }
 
 // Dirs is 2 when the last layer is bidirectional, else 1.
@@ -243,7 +300,7 @@ func NewNetwork(cfg Config, dry bool) (*Network, error) {
 	n := &Network{
 		Cell: top.Cell, Input: cfg.Input, Hidden: top.Hidden, Proj: top.Proj,
 		NumLayers: len(stack), Bidirectional: top.Bidirectional,
-		Vocab: cfg.Vocab, HeadOut: cfg.HeadOut, Activation: cfg.Activation,
+		Vocab: cfg.Vocab, HeadOut: cfg.HeadOut, Activation: cfg.Activation, HeadInput: cfg.HeadInput,
 	}
 	alloc := func(k int) []float32 {
 		if dry {
@@ -297,6 +354,7 @@ type Config struct {
 	Vocab      int
 	HeadOut    int
 	Activation Activation
+	HeadInput  HeadInput
 }
 
 // LayerConfig is the shape of one layer of a stack.
@@ -369,6 +427,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: activation %d", ErrShape, c.Activation)
 	case c.Activation != ActNone && c.HeadOut == 0:
 		return fmt.Errorf("%w: activation %v needs a head", ErrShape, c.Activation)
+	case c.HeadInput > HeadFinalState:
+		return fmt.Errorf("%w: head input %d", ErrShape, c.HeadInput)
+	case c.HeadInput != HeadEveryStep && c.HeadOut == 0:
+		return fmt.Errorf("%w: head input %v needs a head", ErrShape, c.HeadInput)
 	}
 	// Bound the largest matrix so element counts fit comfortably in an int.
 	in := c.Input
@@ -406,7 +468,7 @@ func (c Config) Validate() error {
 // Config returns the shape of n: the uniform form for a uniform stack,
 // else Stack.
 func (n *Network) Config() Config {
-	c := Config{Input: n.Input, Vocab: n.Vocab, HeadOut: n.HeadOut, Activation: n.Activation}
+	c := Config{Input: n.Input, Vocab: n.Vocab, HeadOut: n.HeadOut, Activation: n.Activation, HeadInput: n.HeadInput}
 	if n.Uniform() {
 		c.Cell, c.Hidden, c.Proj, c.Layers, c.Bidirectional = n.Cell, n.Hidden, n.Proj, n.NumLayers, n.Bidirectional
 	} else {

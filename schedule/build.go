@@ -326,14 +326,49 @@ func (b *builder) layerAPlus(lw *layerWeights, k, d int, x, out *Buffer) {
 	b.finalState(l, k, d, h)
 }
 
-// headSteps applies the head to every time step of out: one product over
-// all T*B rows, then the bias and the activation.
+// headSteps applies the head to what it reads (Network.HeadInput): one
+// product over its rows, then the bias and the activation.
 func (b *builder) headSteps(out, hw, hb *Buffer) *Buffer {
 	n := b.net
-	rows, V, W := b.T*b.B, n.HeadOut, n.OutputWidth()
-	head := b.buffer("head", KindOutput, rows*V)
+	V, W := n.HeadOut, n.OutputWidth()
+	src := b.headInput(n, b.in, out, b.hn)
+	head := b.buffer("head", KindOutput, src.Rows*V)
 	b.pos(-1, 0, -1)
-	b.add(newGemmNT(Dense(head, 0, rows, V), Dense(out, 0, rows, W), Dense(hw, 0, V, W), 0))
-	b.add(newHead(Dense(head, 0, rows, V), Whole(hb), n.Activation))
+	b.add(newGemmNT(Dense(head, 0, src.Rows, V), src, Dense(hw, 0, V, W), 0))
+	b.add(newHead(Dense(head, 0, src.Rows, V), Whole(hb), n.Activation))
 	return head
+}
+
+// headInput returns the rows the head reads, [rows][OutputWidth]: every
+// step of the output (T·B rows), or one row per sequence, gathered by
+// steps added here where they are not already contiguous: each row's
+// last step (its Lengths) of the output, or the last layer's final h of
+// each direction side by side, as torch.cat(h_n[-2], h_n[-1]) lays
+// them.
+func (r *recorder) headInput(n *rnn.Network, in *Input, out, hn *Buffer) Mat {
+	T, B, W := in.T, in.B, n.OutputWidth()
+	top := len(n.Layers) - 1
+	switch {
+	case n.HeadInput == rnn.HeadEveryStep:
+		return Dense(out, 0, T*B, W)
+	case n.HeadInput == rnn.HeadLastStep && in.Lengths == nil:
+		return Dense(out, (T-1)*B*W, B, W)
+	case n.HeadInput == rnn.HeadFinalState && n.Dirs() == 1:
+		return Dense(hn, n.StateOffset(top, 0, B), B, W)
+	}
+	dst := Dense(r.buffer("head_in", KindActivation, B*W), 0, B, W)
+	r.pos(-1, 0, -1)
+	if n.HeadInput == rnn.HeadLastStep {
+		srcs := make([]Mat, B)
+		for i, l := range in.Lengths {
+			srcs[i] = Dense(out, ((l-1)*B+i)*W, 1, W)
+		}
+		r.add(newGatherMats(dst, srcs))
+		return dst
+	}
+	O := n.Out()
+	for d := range n.Layers[top] {
+		r.add(newCopy(dst.ColRange(d*O, (d+1)*O), Dense(hn, n.StateOffset(top, d, B), B, O)))
+	}
+	return dst
 }

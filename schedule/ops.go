@@ -135,6 +135,15 @@ func (o *gatherRowsOp) regions(fn func(Region, bool)) {
 	emit(fn, o.dst, true)
 }
 
+// newGatherMats copies srcs[i] into row i of dst.
+func newGatherMats(dst Mat, srcs []Mat) *gatherRowsOp {
+	mustShape(len(srcs) == dst.Rows)
+	for _, s := range srcs {
+		mustShape(s.Rows == 1 && s.Cols == dst.Cols)
+	}
+	return &gatherRowsOp{dst: dst, srcs: srcs}
+}
+
 func newGatherRows(dst Mat, parts ...Rows32) *gatherRowsOp {
 	w := 0
 	for _, p := range parts {

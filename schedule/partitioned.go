@@ -632,11 +632,19 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 	b.next()
 }
 
-// head applies the head to every time step: the product split by output
-// rows, then bias and activation split by time steps.
+// head applies the head to what it reads (Network.HeadInput): the rows
+// gathered on worker 0 where they are not contiguous already, the
+// product split by output rows, then bias and activation split by rows.
 func (b *pbuilder) head(out *Buffer) *Buffer {
 	n, N := b.net, b.pp.workers
-	rows, V, W := b.T*b.B, n.HeadOut, n.OutputWidth()
+	V, W := n.HeadOut, n.OutputWidth()
+	b.on(0)
+	steps := len(b.plan.Steps)
+	src := b.headInput(n, b.in, out, b.hn)
+	if len(b.plan.Steps) > steps {
+		b.next() // the rows were gathered on worker 0
+	}
+	rows := src.Rows
 	head := b.buffer("head", KindOutput, rows*V)
 	hw, hb := Dense(b.prog.headW, 0, V, W), Whole(b.prog.headB)
 	b.pos(-1, 0, -1)
@@ -645,7 +653,7 @@ func (b *pbuilder) head(out *Buffer) *Buffer {
 			continue
 		}
 		b.on(w)
-		b.add(newGemmNT(M(head, v.lo, rows, v.n(), V), Dense(out, 0, rows, W), hw.RowRange(v.lo, v.hi), 0))
+		b.add(newGemmNT(M(head, v.lo, rows, v.n(), V), src, hw.RowRange(v.lo, v.hi), 0))
 	}
 	b.next()
 	for w, r := range split(rows, N) {

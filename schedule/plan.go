@@ -154,8 +154,9 @@ var ErrDryPlan = errors.New("schedule: plan has no weights or inputs (dry run on
 
 // Result holds the outputs of a run, all time-major like PyTorch's
 // (batch_first=False): Output [T][B][Dirs*Out], HN [Layers*Dirs][B][Out],
-// CN [Layers*Dirs][B][Hidden] (LSTM only), Head [T][B][HeadOut] when the
-// plan computes the head. The slices belong to the plan.
+// CN [Layers*Dirs][B][Hidden] (LSTM only), and when the plan computes
+// the head, Head [T][B][HeadOut] for a head that reads every step, else
+// [B][HeadOut] (rnn.Network.HeadInput). The slices belong to the plan.
 type Result struct {
 	Output []float32
 	HN     []float32

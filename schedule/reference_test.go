@@ -13,7 +13,9 @@ import (
 // bidirectional, projection), with h0/c0, embedding, head and per-row
 // lengths (steps past a row's length are padding: zero outputs, and the
 // row's final state is the one after its last real step, as PyTorch's
-// packed sequences give). It shares no code with the schedules. Outputs are time-major like Result's.
+// packed sequences give), the head on what it reads (every step, each
+// row's last step, or the final states). It shares no code with the
+// schedules. Outputs are time-major like Result's.
 func refStack(net *rnn.Network, in Input) (out, hn, cn, head []float64) {
 	T, B := in.T, in.B
 	sig := func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
@@ -127,14 +129,42 @@ func refStack(net *rnn.Network, in Input) (out, hn, cn, head []float64) {
 	if net.HeadOut == 0 {
 		return out, hn, cn, nil
 	}
+	// What the head reads: every step, each row's last step, or the top
+	// layer's final h of each direction side by side.
+	var rows [][]float64
+	switch net.HeadInput {
+	case rnn.HeadEveryStep:
+		for r := range T * B {
+			rows = append(rows, out[r*W:(r+1)*W])
+		}
+	case rnn.HeadLastStep:
+		for b := range B {
+			L := T
+			if in.Lengths != nil {
+				L = in.Lengths[b]
+			}
+			rows = append(rows, out[((L-1)*B+b)*W:((L-1)*B+b+1)*W])
+		}
+	case rnn.HeadFinalState:
+		top := len(net.Layers) - 1
+		O := net.Out()
+		for b := range B {
+			var row []float64
+			for d := range net.Layers[top] {
+				off := net.StateOffset(top, d, B) + b*O
+				row = append(row, hn[off:off+O]...)
+			}
+			rows = append(rows, row)
+		}
+	}
 	V := net.HeadOut
-	head = make([]float64, T*B*V)
-	for r := range T * B {
+	head = make([]float64, len(rows)*V)
+	for r, src := range rows {
 		row := head[r*V : (r+1)*V]
 		for v := range V {
 			row[v] = float64(net.HeadB[v])
 			for j := range W {
-				row[v] += float64(net.HeadW[v*W+j]) * out[r*W+j]
+				row[v] += float64(net.HeadW[v*W+j]) * src[j]
 			}
 		}
 		if net.Activation == rnn.ActNone {

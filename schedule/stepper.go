@@ -40,7 +40,10 @@ type Stepper struct {
 	trace   []Step
 }
 
-// HeadMode says which of a sequence's steps get head outputs.
+// HeadMode says which of a sequence's steps get head outputs. A network
+// whose head reads one row per sequence (rnn.HeadLastStep or
+// rnn.HeadFinalState, the same thing in one direction) takes HeadLast
+// only: its head row is the last step's.
 type HeadMode uint8
 
 const (
@@ -143,6 +146,9 @@ func (s *Stepper) Add(q *Sequence) error {
 	n := s.net
 	if len(s.seqs) >= s.max {
 		return fmt.Errorf("%w: batch full (%d rows)", ErrStepper, s.max)
+	}
+	if q.Head == HeadAll && n.HeadOut > 0 && n.HeadInput != rnn.HeadEveryStep {
+		return inputErr("head", "the head reads %v: one row per sequence, at its last step (HeadLast), not every step", n.HeadInput)
 	}
 	if q.H0 != nil {
 		if err := checkFloats("h0", q.H0, n.StateSize(1), stateHow(n, n.Out(), "h")); err != nil {

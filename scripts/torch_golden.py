@@ -634,6 +634,48 @@ class UserONNXGemm(nn.Module):
         return torch.softmax(self.fc(y.reshape(-1, 9)), dim=-1)
 
 
+class UserBiLSTMClassifier(nn.Module):
+    """The usual sequence classifier: fc(cat(h_n[-2], h_n[-1])) over a
+    bidirectional LSTM, batch_first."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(30, 8)
+        self.lstm = nn.LSTM(8, 12, num_layers=2, bidirectional=True, batch_first=True)
+        self.fc = nn.Linear(24, 4)
+
+    def forward(self, tokens):  # [B, T]
+        y, (h, c) = self.lstm(self.embedding(tokens))
+        return y, (h, c), self.fc(torch.cat((h[-2], h[-1]), dim=1))
+
+
+class UserGRUClassifier(nn.Module):
+    """fc(h_n[-1]) over a unidirectional 2-layer GRU."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(6, 10, num_layers=2)
+        self.fc = nn.Linear(10, 3)
+
+    def forward(self, x):  # [T, B, 6]
+        y, h = self.gru(x)
+        return y, h, self.fc(h[-1])
+
+
+class UserBiGRULastStep(nn.Module):
+    """fc(out[:, -1]) over a bidirectional GRU, batch_first: the forward
+    direction's last state beside the backward direction's first step."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(5, 7, bidirectional=True, batch_first=True)
+        self.head = nn.Linear(14, 4)
+
+    def forward(self, x):  # [B, T, 5]
+        y, h = self.rnn(x)
+        return y, h, self.head(y[:, -1])
+
+
 @dataclasses.dataclass(frozen=True)
 class UserCase:
     name: str
@@ -646,6 +688,14 @@ class UserCase:
     dtype: object = torch.float32  # dtype the weights are stored in
     expect: str = ""  # the spec the loader must infer
     note: str = ""
+    # where the head reads, as the operator states it (head.input): ""
+    # or every_step for a head on every step ([T, B, out] in io), h_n or
+    # last_step for one row per sequence ([B, out])
+    head_input: str = ""
+
+    @property
+    def head_per_step(self):
+        return self.head_input in ("", "every_step")
 
     @property
     def seed(self):
@@ -660,9 +710,25 @@ def _user_cases():
                         "embedding:\n  vocab_size: 50\nhead:\n  out_features: 50\n"
                         "prefixes:\n  embedding: emb\n  rnn: lstm\n  head: fc\n"),
         UserCase("safetensors_nested_bigru", lambda: UserTagger(), "weights.safetensors", "safetensors", features=9,
-                 note="safetensors, names encoder.gru/out, bidirectional GRU",
+                 note="safetensors, names encoder.gru/out, bidirectional GRU, a head on every step (a tagger)",
+                 head_input="every_step",
                  expect="cell: gru\ninput_size: 9\nhidden_size: 14\nbidirectional: true\n"
-                        "head:\n  out_features: 5\nprefixes:\n  rnn: encoder.gru\n  head: out\n"),
+                        "head:\n  out_features: 5\n  input: every_step\nprefixes:\n  rnn: encoder.gru\n  head: out\n"),
+        UserCase("ckpt_bilstm_classifier_hn", lambda: UserBiLSTMClassifier(), "model.pt", "pt", tokens=30,
+                 batch_first=True, head_input="h_n",
+                 note="fc(cat(h_n[-2], h_n[-1])) over a 2-layer bidirectional LSTM, batch_first",
+                 expect="cell: lstm\ninput_size: 8\nhidden_size: 12\nnum_layers: 2\nbidirectional: true\n"
+                        "embedding:\n  vocab_size: 30\nhead:\n  out_features: 4\n  input: h_n\n"
+                        "prefixes:\n  rnn: lstm\n  head: fc\n"),
+        UserCase("ckpt_gru_classifier_hn", lambda: UserGRUClassifier(), "model.pt", "pt", features=6,
+                 head_input="h_n", note="fc(h_n[-1]) over a 2-layer GRU (one direction)",
+                 expect="cell: gru\ninput_size: 6\nhidden_size: 10\nnum_layers: 2\n"
+                        "head:\n  out_features: 3\n  input: h_n\nprefixes:\n  rnn: gru\n  head: fc\n"),
+        UserCase("safetensors_bigru_last_step", lambda: UserBiGRULastStep(), "model.safetensors", "safetensors",
+                 features=5, batch_first=True, head_input="last_step",
+                 note="fc(out[:, -1]) over a bidirectional GRU, batch_first",
+                 expect="cell: gru\ninput_size: 5\nhidden_size: 7\nbidirectional: true\n"
+                        "head:\n  out_features: 4\n  input: last_step\n"),
         UserCase("f16_safetensors_lstm", lambda: UserBare("lstm"), "model.safetensors", "safetensors", features=8,
                  dtype=torch.float16, note="F16 weights (reference computed from the F16 values in float32)",
                  expect="cell: lstm\ninput_size: 8\nhidden_size: 16\nnum_layers: 2\n"
@@ -763,9 +829,11 @@ def run_user_case(case):
             y, (h, c) = model.rnn(model.embedding(xin))
             io.update(output=y.transpose(0, 1).contiguous(), h_n=h, c_n=c, head=head)
         elif case.batch_first:
-            y, state, head = model(x.t().contiguous())
+            y, state, head = model(x.transpose(0, 1).contiguous())
             h, c = _flat_states(state)
-            io.update(output=y.transpose(0, 1).contiguous(), h_n=h, head=head.transpose(0, 1).contiguous())
+            if case.head_per_step:
+                head = head.transpose(0, 1).contiguous()
+            io.update(output=y.transpose(0, 1).contiguous(), h_n=h, head=head)
             if c is not None:
                 io["c_n"] = c
         elif isinstance(model, UserONNXGemm):
@@ -805,9 +873,12 @@ def run_user_case(case):
         files[case.file] = buf.getvalue()
     else:
         raise ValueError(case.writer)
+    given = ""
+    if case.head_input:
+        given = f"# head.input is the operator's answer (-head-input {case.head_input}): the file cannot say.\n"
     files["expect.yaml"] = (f"{GENERATED_MARK} (case {case.name}); do not edit.\n"
                             f"# The spec the loader must infer from {case.file}; it never reads this file.\n"
-                            + case.expect).encode()
+                            + given + case.expect).encode()
     files["io.safetensors"] = encode_safetensors(io, {"generator": "scripts/torch_golden.py",
                                                       "torch_version": torch.__version__, "case": case.name})
     return files
@@ -844,8 +915,14 @@ file under the user's own module names, plus:
   `features` F32 [T, B, F]; `output` F32 [T, B, D*Hout] of the last RNN
   layer; `h_n` and `c_n` F32 flattened, each RNN module's h_n (c_n for
   LSTM modules) in turn, as the engine lays them out; `head` F32
-  [T, B, out] (after log_softmax for the ONNX LM, whose graph contains
-  it; raw scores elsewhere).
+  [T, B, out] for a head on every step, [B, out] for a head that reads
+  h_n or the last step (after log_softmax for the ONNX LM, whose graph
+  contains it; raw scores elsewhere).
+
+A state_dict does not record where its head reads. Where the case's
+`expect.yaml` sets `head.input`, the Go test passes that value as the
+operator would (`-head-input`), and checks that without it a
+bidirectional model is refused.
 
 Weights are PyTorch's default initialisation plus uniform(-0.5, 0.5)
 noise (embeddings keep their N(0, 1) init), stored in the dtype shown;

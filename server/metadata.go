@@ -22,7 +22,7 @@ func seqMetadata(m *seqModel, sched candidate, traffic []api.ScheduleTraffic) ap
 		Batching: m.batching, Traffic: traffic,
 	}
 	if n.HeadOut > 0 {
-		md.RNN.Activation = n.Activation.String()
+		md.RNN.Activation, md.RNN.HeadInput = n.Activation.String(), n.HeadInput.String()
 	}
 	if !n.Uniform() {
 		// A mixed stack: cell, sizes and direction above are the last

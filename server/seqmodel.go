@@ -330,7 +330,7 @@ func (m *seqModel) inferBatched(ctx context.Context, in *seqInput, state *seqSta
 		q := &schedule.Sequence{Outputs: in.wants("output")}
 		if wantHead {
 			q.Head = schedule.HeadAll
-			if lastOnly {
+			if lastOnly || n.HeadInput != rnn.HeadEveryStep {
 				q.Head = schedule.HeadLast
 			}
 		}
@@ -481,15 +481,19 @@ func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, release
 		rr.hn, rr.cn = slices.Clone(out.HN), slices.Clone(out.CN)
 		return res, nil
 	}
+	perStep := n.HeadInput == rnn.HeadEveryStep
 	for i, b := range order {
 		rr := &res[b]
 		for t := 0; t < in.steps(b); t++ {
 			if in.wants("output") {
 				rr.output = append(rr.output, out.Output[(t*B+i)*W:(t*B+i+1)*W]...)
 			}
-			if wantHead {
+			if wantHead && perStep {
 				rr.head = append(rr.head, out.Head[(t*B+i)*V:(t*B+i+1)*V]...)
 			}
+		}
+		if wantHead && !perStep {
+			rr.head = slices.Clone(out.Head[i*V : (i+1)*V])
 		}
 		for k, dirs := range n.Layers {
 			for d, l := range dirs {
@@ -524,9 +528,15 @@ func (m *seqModel) encode(in *seqInput, res []rowResult) ([]OutputTensor, error)
 			var f []float32
 			var ids []int64
 			probs := make([]float32, V)
+			// A head on h_n or the last step has one row per sequence:
+			// [B, V] (or [B, k]), as the PyTorch module returns it.
+			perStep := o.def.perStep()
+			if !perStep {
+				steps = 1
+			}
 			for b, rr := range res {
 				rows := rr.head
-				if o.last {
+				if o.last || !perStep {
 					rows = rows[len(rows)-V:]
 				} else if pad := in.T - in.steps(b); pad > 0 {
 					// Padding steps: the head of a zero output, as PyTorch
@@ -558,13 +568,19 @@ func (m *seqModel) encode(in *seqInput, res []rowResult) ([]OutputTensor, error)
 					}
 				}
 			}
+			shape := func(last int64) []int64 {
+				if !o.def.perStep() {
+					return []int64{B, last}
+				}
+				return []int64{B, steps, last}
+			}
 			switch o.def.kind {
 			case "top_k":
-				out = OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(o.k)}, Datatype: "INT64", Int64: ids}
+				out = OutputTensor{Name: o.name, Shape: shape(int64(o.k)), Datatype: "INT64", Int64: ids}
 			case "top_k_probs":
-				out = OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(o.k)}, Datatype: "FP32", Float32: f}
+				out = OutputTensor{Name: o.name, Shape: shape(int64(o.k)), Datatype: "FP32", Float32: f}
 			default:
-				out = OutputTensor{Name: o.name, Shape: []int64{B, steps, int64(V)}, Datatype: "FP32", Float32: f}
+				out = OutputTensor{Name: o.name, Shape: shape(int64(V)), Datatype: "FP32", Float32: f}
 			}
 		case "output":
 			W := n.OutputWidth()
@@ -600,6 +616,10 @@ func (m *seqModel) encode(in *seqInput, res []rowResult) ([]OutputTensor, error)
 			continue
 		default:
 			return nil, fmt.Errorf("server: output %q of kind %q has no encoder", o.name, o.def.kind)
+		}
+		if !o.def.perStep() {
+			outs = append(outs, out) // [B, V]: batch-first whatever the layout
+			continue
 		}
 		outs = append(outs, m.names.lay(o.def, out))
 	}

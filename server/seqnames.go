@@ -32,12 +32,17 @@ type outputDef struct {
 	torch  bool
 	states []int // h_n indices (layer*dirs + direction), with torch
 	join   bool
+	// perSequence: a head output of a model whose head reads h_n or
+	// the last step, one row per sequence ([B, V]) instead of per step.
+	perSequence bool
 }
 
 // perStep reports whether the output has a time axis.
 func (d outputDef) perStep() bool {
 	switch d.kind {
-	case "logits", "probs", "top_k", "top_k_probs", "output":
+	case "logits", "probs", "top_k", "top_k_probs":
+		return !d.perSequence
+	case "output":
 		return true
 	}
 	return false
@@ -57,6 +62,7 @@ func newSeqNames(net *rnn.Network, io *models.IO) *seqNames {
 	s := &seqNames{outputs: map[string]outputDef{}}
 	add := func(name string, d outputDef) {
 		if _, taken := s.outputs[name]; !taken {
+			d.perSequence = d.head() && net.HeadInput != rnn.HeadEveryStep
 			s.outputs[name] = d
 			s.order = append(s.order, name)
 		}
@@ -267,6 +273,9 @@ func (s *seqNames) metadata(n *rnn.Network) (inputs, outputs []api.TensorMetadat
 			md.Datatype = "INT64"
 		}
 		switch {
+		case d.perSequence:
+			md.Shape = []int64{-1, width}
+			md.Doc = strings.Replace(md.Doc, ", T, ", ", ", 1) + fmt.Sprintf(" (one row per sequence: the head reads %v)", n.HeadInput)
 		case d.perStep() && d.rows:
 			md.Shape = []int64{-1, width}
 		case d.perStep():
@@ -278,6 +287,9 @@ func (s *seqNames) metadata(n *rnn.Network) (inputs, outputs []api.TensorMetadat
 		}
 		if s.custom {
 			md.Doc = customDoc(d, bt)
+			if d.perSequence {
+				md.Doc = strings.Replace(customDoc(d, "[B"), ", V]", ", V] (no time axis)", 1) + fmt.Sprintf(": the head reads %v", n.HeadInput)
+			}
 		}
 		outputs = append(outputs, md)
 	}

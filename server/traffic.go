@@ -285,7 +285,7 @@ func cellularTraffic(net *rnn.Network, cacheBytes int64, steps int) (api.Schedul
 	} else {
 		q.Features = make([]float32, steps*net.Input)
 	}
-	if net.HeadOut > 0 {
+	if net.HeadOut > 0 && net.HeadInput == rnn.HeadEveryStep {
 		q.Head = schedule.HeadAll
 	}
 	p, err := schedule.TraceStepper(net, q)

@@ -82,6 +82,9 @@ type config struct {
 	// folder or a lone weights file each (safetensors, PyTorch checkpoint
 	// or ONNX), named after the file or folder.
 	Models []string `yaml:"models"`
+	// HeadInput states where the head of each -model weights file reads
+	// (every_step, last_step or h_n), which no state_dict records.
+	HeadInput string `yaml:"head_input"`
 	// LameDuck is how long serve goes on serving after SIGTERM, failing
 	// its readiness and closing every connection after its response,
 	// before it stops accepting.
@@ -151,8 +154,14 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 	var entries []server.Entry
 	if len(cfg.Models) > 0 {
 		repo, where = nil, "models given on the command line"
+		opt := models.OpenOptions{HeadInput: cfg.HeadInput}
 		for _, p := range cfg.Models {
-			e, err := openModel(p)
+			e, err := openModel(p, opt)
+			var amb *models.AmbiguousError
+			if cfg.PrintSpec && errors.As(err, &amb) {
+				// Print what was inferred, with what must be added.
+				e, err = server.Entry{Name: modelName(p), Model: &models.Model{Spec: amb.Spec, Source: amb.Source}}, nil
+			}
 			if err != nil {
 				return err
 			}
@@ -316,11 +325,21 @@ func shutdown(log *slog.Logger, srv *server.Server, hs *http.Server, ln net.List
 	return nil
 }
 
+// modelName is the name a model given on the command line is served
+// under: the folder's or the file's name without its extension.
+func modelName(p string) string {
+	base := filepath.Base(p)
+	return strings.TrimSuffix(base, filepath.Ext(base))
+}
+
 // openModel loads one model named on the command line: a model folder (a
 // spec, or one weights file whose spec is inferred) or a weights file,
-// read only from inside its directory. It is served under the folder's or
-// the file's name without its extension.
-func openModel(p string) (server.Entry, error) {
+// read only from inside its directory, whose inferred spec opt completes.
+// It is served under the folder's or the file's name without its
+// extension. A model the weights alone leave open (a head over a
+// bidirectional RNN) is refused with the spec line and the flag that
+// settle it.
+func openModel(p string, opt models.OpenOptions) (server.Entry, error) {
 	fi, err := os.Stat(p)
 	if err != nil {
 		return server.Entry{}, fmt.Errorf("-model: %w", err)
@@ -336,17 +355,23 @@ func openModel(p string) (server.Entry, error) {
 	}
 	defer root.Close()
 	if fi.IsDir() {
+		if opt != (models.OpenOptions{}) {
+			return server.Entry{}, fmt.Errorf("-model %s: -head-input is for a weights file given alone; a model folder states it in its %s (head.input)", p, models.SpecFile)
+		}
 		e, err := server.LoadModel(root.FS(), base)
 		if err != nil {
 			return server.Entry{}, fmt.Errorf("-model %s: %w", p, err)
 		}
 		return e, nil
 	}
-	m, err := models.OpenFS(root.FS(), base)
+	m, err := models.OpenFSWith(root.FS(), base, opt)
+	if errors.Is(err, models.ErrAmbiguous) {
+		return server.Entry{}, fmt.Errorf("-model %s: %w (or pass -head-input h_n, every_step or last_step; -print-spec prints the spec to complete)", p, err)
+	}
 	if err != nil {
 		return server.Entry{}, fmt.Errorf("-model %s: %w", p, err)
 	}
-	return server.Entry{Name: strings.TrimSuffix(base, filepath.Ext(base)), Model: m}, nil
+	return server.Entry{Name: modelName(p), Model: m}, nil
 }
 
 // printSpecs writes every sequence model's spec, each under a comment

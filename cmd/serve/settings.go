@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"rnnserve/rnn"
 	"rnnserve/server"
 )
 
@@ -57,6 +58,7 @@ var settings = []setting{
 	{field: "GRPCListen", flag: "grpc", arg: "ADDR", usage: "gRPC listen address; off turns gRPC off (so does an empty flag)"},
 	{field: "ModelRepository", flag: "repository", arg: "DIR", alias: "models", usage: "model repository directory: its models load at start, and the repository endpoints load and unload from it", def: "the bundled models"},
 	{field: "Models", flag: "model", arg: "PATH", usage: "serve this model folder or weights file (safetensors, PyTorch checkpoint, ONNX) instead of a repository; repeat the flag for more, or list them in the variable separated by colons", def: "none"},
+	{field: "HeadInput", flag: "head-input", arg: "WHERE", usage: "where the head of each -model weights file reads, which no state_dict records: every_step (fc(out)), last_step (fc(out[:, -1])) or h_n (fc(h_n[-1]), or fc(cat(h_n[-2], h_n[-1])) for two directions); needed for a head over a bidirectional RNN", def: "unset (every_step over a unidirectional RNN; a bidirectional one is refused)"},
 	{field: "LameDuck", flag: "lame-duck", usage: "on SIGINT or SIGTERM, how long serve goes on serving with its readiness failing (each REST response closing its connection) before it stops accepting; 0 stops at once; a second signal ends it"},
 	{field: "DrainTimeout", flag: "drain-timeout", usage: "after the lame-duck period, how long the requests in flight may take to finish; what is left then is cut short and serve exits 1"},
 	{field: "ReadTimeout", flag: "read-timeout", usage: "a request's headers and body must arrive within this (slow clients get 400); 0 waits forever"},
@@ -522,6 +524,9 @@ func validate(cfg *config, src source) error {
 	}
 	if cfg.ReadTimeout < 0 {
 		return fmt.Errorf("%s: read timeout %v: want 0 (none) or more", src.where(settingOf("ReadTimeout")), cfg.ReadTimeout)
+	}
+	if _, err := rnn.ParseHeadInput(cfg.HeadInput); err != nil {
+		return fmt.Errorf("%s: %w", src.where(settingOf("HeadInput")), err)
 	}
 	if cfg.LameDuck < 0 || cfg.LameDuck > 10*time.Minute {
 		return fmt.Errorf("%s: lame-duck period %v: want 0..10m", src.where(settingOf("LameDuck")), cfg.LameDuck)

@@ -172,6 +172,8 @@ func samples(s *setting) [3]string {
 		return [3]string{"16777216", "33554432", "67108864"}
 	case "model":
 		return [3]string{"a.pt", "b.pt:c.pt", "d.pt"}
+	case "head-input":
+		return [3]string{"h_n", "last_step", "every_step"}
 	}
 	switch s.argName() {
 	case "N":

@@ -46,7 +46,10 @@ type RNNMetadata struct {
 	VocabSize     int    `json:"vocab_size,omitempty"`
 	HeadSize      int    `json:"head_size,omitempty"`
 	Activation    string `json:"activation,omitempty"`
-	WeightBytes   int64  `json:"weight_bytes"`
+	// HeadInput is where the head reads: every_step (logits [B, T, V]),
+	// last_step or h_n (logits [B, V], one row per sequence).
+	HeadInput   string `json:"head_input,omitempty"`
+	WeightBytes int64  `json:"weight_bytes"`
 	// Layers, for a stack of layers that differ (several RNN modules in
 	// sequence), lists every layer bottom first; Cell through ProjSize
 	// above are then the last layer's.
