@@ -24,7 +24,7 @@ hidden_size: 4
 num_layers: 2
 bidirectional: true
 embedding: {vocab_size: 11}
-head: {out_features: 6, activation: log_softmax}
+head: {out_features: 6, activation: log_softmax, input: every_step}
 seed: 9
 `,
 		"uni": `
