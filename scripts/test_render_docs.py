@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Tests of scripts/render_docs.py on a small repository of its own, and the
+check that this repository's docs are current with docs/data."""
+
+import contextlib
+import io
+import os
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import render_docs  # noqa: E402
+
+RUNS = """run,date,utc,commit,machine,load_before,load_after,command,note
+2026-01-02-t-1t,2026-01-02,10:00-10:05,abc1234,m1,0.5,1.0,python3 bench.py --threads 1,
+2026-01-02-t-2t,2026-01-02,10:05-10:10,abc1234,m1,1.0,1.9,python3 bench.py --threads 2,
+2026-01-03-ab,2026-01-03,,,m1,0.8-1.2,,python3 ab.py old new,a note
+"""
+MACHINES = """machine,cpu,cores,l1d_kib,l2_kib,l3_mib,memory_gib,note
+m1,Test CPU,2,32,1024,32,24,
+"""
+SHAPES = """run,shape,P ns/step,ORT/best
+2026-01-02-t-1t,lstm/64,1500,1.20
+2026-01-02-t-1t,lstm/256,16400,1.09
+2026-01-02-t-2t,lstm/64,900,1.77
+2026-01-02-t-2t,lstm/256,8000,1.18
+"""
+FIGURES = """run,subject,metric,value
+2026-01-03-ab,lstm/64,one core,1.05
+2026-01-03-ab,lstm/64,two cores,1.06
+2026-01-03-ab,gru/64,one core,0.98-1.01
+"""
+PAGE = """# Page
+
+Text before.
+
+<!-- table {"data": "shapes.csv", "run": "2026-01-02-t-1t"} -->
+stale content
+<!-- /table -->
+
+Text after.
+"""
+
+
+class Repo:
+    """A temporary repository with docs/data and one page."""
+
+    def __init__(self, page=PAGE, runs=RUNS, shapes=SHAPES):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.root = Path(self.tmp.name)
+        data = self.root / "docs" / "data"
+        data.mkdir(parents=True)
+        (data / "runs.csv").write_text(runs)
+        (data / "machines.csv").write_text(MACHINES)
+        (data / "shapes.csv").write_text(shapes)
+        (data / "figures.csv").write_text(FIGURES)
+        (self.root / "docs" / "page.md").write_text(page)
+        (self.root / "README.md").write_text("# readme\n")
+
+    def page(self):
+        return (self.root / "docs" / "page.md").read_text()
+
+    def render(self, check=False):
+        return render_docs.render_all(self.root, check)
+
+    def close(self):
+        self.tmp.cleanup()
+
+
+def render(spec, **kw):
+    repo = Repo(page=f"<!-- table {spec} -->\n<!-- /table -->\n", **kw)
+    try:
+        problems, _ = repo.render()
+        if problems:
+            raise AssertionError(problems)
+        return repo.page()
+    finally:
+        repo.close()
+
+
+class TestRender(unittest.TestCase):
+    def test_one_run_with_caption(self):
+        repo = Repo()
+        self.addCleanup(repo.close)
+        problems, stale = repo.render()
+        self.assertEqual(problems, [])
+        self.assertEqual(stale, ["docs/page.md"])
+        text = repo.page()
+        self.assertNotIn("stale content", text)
+        self.assertIn("Text before.", text)
+        self.assertIn("Text after.", text)
+        self.assertIn("`python3 bench.py --threads 1`: `2026-01-02-t-1t` "
+                      "(2026-01-02 10:00-10:05 UTC, commit abc1234, load 0.5 → 1.0).", text)
+        self.assertIn("On Test CPU, 32 KiB L1d, 1 MiB L2 per core, 32 MiB L3. Figures: `docs/data/shapes.csv`.", text)
+        self.assertIn("| shape | P ns/step | ORT/best |\n|---|---:|---:|\n"
+                      "| lstm/64 | 1500 | 1.20 |\n| lstm/256 | 16400 | 1.09 |\n<!-- /table -->", text)
+        self.assertNotIn("2026-01-02-t-2t", text)
+        # Rendering again changes nothing, and the check then passes.
+        self.assertEqual(repo.render(), ([], []))
+        self.assertEqual(repo.render(check=True), ([], []))
+
+    def test_check_writes_nothing(self):
+        repo = Repo()
+        self.addCleanup(repo.close)
+        problems, stale = repo.render(check=True)
+        self.assertEqual((problems, stale), ([], ["docs/page.md"]))
+        self.assertIn("stale content", repo.page())
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            self.assertEqual(render_docs.main(["--check", "--root", str(repo.root)]), 1)
+        self.assertIn("docs/page.md has tables that differ", err.getvalue())
+
+    def test_a_hand_edit_is_stale(self):
+        repo = Repo()
+        self.addCleanup(repo.close)
+        repo.render()
+        page = repo.root / "docs" / "page.md"
+        page.write_text(page.read_text().replace("| 16400 |", "| 15000 |"))
+        self.assertEqual(repo.render(check=True), ([], ["docs/page.md"]))
+
+    def test_join_scale_where(self):
+        text = render('{"data": "shapes.csv", "join": {"1t": "2026-01-02-t-1t", "2t": "2026-01-02-t-2t"}, '
+                      '"key": ["shape"], "columns": ["shape", {"col": "1t P ns/step", "as": "P µs, 1 thread", '
+                      '"scale": 0.001, "digits": 2}, {"col": "2t P ns/step", "as": "P µs, 2 threads", "scale": 0.001, '
+                      '"digits": 1}, "2t ORT/best"], "where": {"shape": "lstm/256"}}')
+        self.assertIn("| shape | P µs, 1 thread | P µs, 2 threads | 2t ORT/best |\n|---|---:|---:|---:|\n"
+                      "| lstm/256 | 16.40 | 8.0 | 1.18 |\n", text)
+        self.assertIn("`2026-01-02-t-1t`", text)
+        self.assertIn("`2026-01-02-t-2t`", text)
+
+    def test_runs_stacked_with_run_fields(self):
+        text = render('{"data": "shapes.csv", "runs": ["2026-01-02-t-1t", "2026-01-02-t-2t"], '
+                      '"columns": ["run.utc", "shape", {"col": "P ns/step", "digits": 0}], "where": {"shape": "lstm/64"}, '
+                      '"caption": false}')
+        self.assertEqual(text, "<!-- table " + text.split("<!-- table ")[1].split("\n")[0].split(" -->")[0] + " -->\n"
+                         "| run.utc | shape | P ns/step |\n|---|---|---:|\n"
+                         "| 10:00-10:05 | lstm/64 | 1,500 |\n| 10:05-10:10 | lstm/64 | 900 |\n<!-- /table -->\n")
+
+    def test_pivot(self):
+        text = render('{"data": "figures.csv", "run": "2026-01-03-ab", "pivot": "shape"}')
+        self.assertIn("`python3 ab.py old new`: `2026-01-03-ab` (2026-01-03, commit not recorded, load 0.8-1.2).", text)
+        self.assertIn("| shape | one core | two cores |\n|---|---:|---:|\n"
+                      "| lstm/64 | 1.05 | 1.06 |\n| gru/64 | 0.98-1.01 |  |\n", text)
+
+    def test_spec_errors(self):
+        for spec, want in (
+                ('{"data": "shapes.csv"}', "exactly one of run, runs, join"),
+                ('{"data": "shapes.csv", "run": "2026-01-09-x"}', "not in runs.csv"),
+                ('{"data": "shapes.csv", "run": "2026-01-03-ab"}', "no rows of run"),
+                ('{"data": "nope.csv", "run": "2026-01-02-t-1t"}', "no dataset nope.csv"),
+                ('{"data": "../runs.csv", "run": "2026-01-02-t-1t"}', "no dataset"),
+                ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "columns": ["x"]}', "no column 'x'"),
+                ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "colums": []}', "unknown spec key"),
+                ('{"data": "shapes.csv", run}', "not JSON")):
+            repo = Repo(page=f"<!-- table {spec} -->\n<!-- /table -->\n")
+            try:
+                problems, stale = repo.render()
+                self.assertEqual(stale, [], spec)
+                self.assertTrue(any(want in p for p in problems), (spec, problems))
+            finally:
+                repo.close()
+        repo = Repo(page='<!-- table {"data": "shapes.csv", "run": "2026-01-02-t-1t"} -->\nno end\n')
+        self.addCleanup(repo.close)
+        problems, _ = repo.render()
+        self.assertTrue(any("has no <!-- /table -->" in p for p in problems), problems)
+
+
+class TestData(unittest.TestCase):
+    def problems(self, runs=RUNS, shapes=SHAPES):
+        repo = Repo(page="# nothing\n", runs=runs, shapes=shapes)
+        try:
+            return repo.render()[0]
+        finally:
+            repo.close()
+
+    def test_sound(self):
+        self.assertEqual(self.problems(), [])
+
+    def test_row_without_run(self):
+        got = self.problems(shapes=SHAPES + "2026-01-09-x,lstm/64,1,1\n")
+        self.assertIn("shapes.csv:6: run '2026-01-09-x' is not in runs.csv", got)
+
+    def test_run_without_rows(self):
+        got = self.problems(runs=RUNS + "2026-01-04-idle,2026-01-04,,,m1,,,cmd,\n")
+        self.assertIn("runs.csv: run 2026-01-04-idle has no rows in any dataset", got)
+
+    def test_bad_runs(self):
+        bad = RUNS + ("2026-01-05-a,2026-01-06,,,m1,,,cmd,\n"
+                      "2026-01-05-b,2026-01-05,,,m9,,,cmd,\n"
+                      "2026-01-05-c,2026-01-05,,zzz,m1,high,,,\n"
+                      "2026-01-05-D,2026-01-05,,,m1,,,cmd,\n")
+        shapes = SHAPES + "".join(f"2026-01-05-{x},s,1,1\n" for x in "abcD")
+        got = "\n".join(self.problems(runs=bad, shapes=shapes))
+        self.assertIn("2026-01-05-a: date '2026-01-06' is not YYYY-MM-DD or not the id's", got)
+        self.assertIn("2026-01-05-b: unknown machine 'm9'", got)
+        self.assertIn("2026-01-05-c: no command", got)
+        self.assertIn("2026-01-05-c: commit 'zzz' is not a hash", got)
+        self.assertIn("2026-01-05-c: load_before 'high' is not a number or a range", got)
+        self.assertIn("2026-01-05-D: an id is the date", got)
+
+    def test_duplicate_run(self):
+        lines = RUNS.splitlines()
+        with self.assertRaises(render_docs.DataError):
+            repo = Repo(runs="\n".join(lines + lines[1:2]) + "\n")
+            try:
+                repo.render()
+            finally:
+                repo.close()
+
+    def test_short_row(self):
+        got = self.problems(shapes=SHAPES + "2026-01-02-t-1t,gru/64\n")
+        self.assertIn("shapes.csv:6: the row has not as many cells as the header", got)
+
+
+class TestImport(unittest.TestCase):
+    TABLE = """| shape | P ns/step | ORT/best |
+|---|---:|---:|
+| lstm/64 | **1,400** | 1.25 |
+| lstm/1024 | 338,200 | n/a |
+
+Notes after the table.
+"""
+
+    def test_append(self):
+        repo = Repo(runs=RUNS + "2026-01-04-t-1t,2026-01-04,,,m1,,,python3 bench.py,\n")
+        self.addCleanup(repo.close)
+        self.assertEqual(render_docs.import_table(repo.root, "shapes.csv", "2026-01-04-t-1t", self.TABLE), 2)
+        text = (repo.root / "docs" / "data" / "shapes.csv").read_text()
+        self.assertTrue(text.endswith("2026-01-04-t-1t,lstm/64,1400,1.25\n2026-01-04-t-1t,lstm/1024,338200,\n"), text)
+        self.assertEqual(repo.render()[0], [])
+        with self.assertRaisesRegex(render_docs.DataError, "already has rows"):
+            render_docs.import_table(repo.root, "shapes.csv", "2026-01-04-t-1t", self.TABLE)
+
+    def test_refusals(self):
+        repo = Repo()
+        self.addCleanup(repo.close)
+        with self.assertRaisesRegex(render_docs.DataError, "not in runs.csv"):
+            render_docs.import_table(repo.root, "shapes.csv", "2026-01-09-x", self.TABLE)
+        with self.assertRaisesRegex(render_docs.DataError, "no column"):
+            render_docs.import_table(repo.root, "shapes.csv", "2026-01-03-ab", "| shape | speed |\n|---|---|\n| a | 1 |\n")
+        with self.assertRaisesRegex(render_docs.DataError, "no Markdown table"):
+            render_docs.import_table(repo.root, "shapes.csv", "2026-01-03-ab", "nothing here\n")
+
+
+class TestThisRepository(unittest.TestCase):
+    def test_docs_are_current(self):
+        problems, stale = render_docs.render_all(render_docs.ROOT, check=True)
+        self.assertEqual(problems, [])
+        self.assertEqual(stale, [], "run python3 scripts/render_docs.py and commit the docs")
+
+
+if __name__ == "__main__":
+    unittest.main()
