@@ -11,7 +11,7 @@ import (
 	"slices"
 	"sort"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"rnnserve/models/safetensors"
 	"rnnserve/rnn/tree"

@@ -1,7 +1,7 @@
 package server
 
 import (
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"rnnserve/server/api"
 )

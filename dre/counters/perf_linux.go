@@ -13,7 +13,6 @@ import (
 	"syscall"
 
 	perf "github.com/hodgesds/perf-utils"
-	"go.uber.org/multierr"
 	"golang.org/x/sys/unix"
 )
 
@@ -377,13 +376,19 @@ var errnos = []syscall.Errno{unix.EACCES, unix.EPERM, unix.ENOENT, unix.ENODEV, 
 
 // findErrno returns the errno err wraps, or, for perf-utils' errors,
 // which carry the errno only as text (formatted with %q, possibly inside
-// another %q), the errno whose message the text contains.
+// another %q) in errors joined by multierr.Append (which unwrap as
+// errors.Join's do), the errno whose message one of the joined errors
+// contains.
 func findErrno(err error) (syscall.Errno, bool) {
 	var en syscall.Errno
 	if errors.As(err, &en) {
 		return en, true
 	}
-	for _, e := range multierr.Errors(err) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
 		msg := e.Error()
 		for _, en := range errnos {
 			if strings.Contains(msg, en.Error()) {

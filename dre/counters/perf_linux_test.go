@@ -12,16 +12,17 @@ import (
 	"time"
 
 	perf "github.com/hodgesds/perf-utils"
-	"go.uber.org/multierr"
 	"golang.org/x/sys/unix"
 )
 
 // perfUtilsErr builds an error the way perf-utils does when one event
 // fails: the errno quoted (%q) inside NewProfiler's message, which is
-// quoted again inside the profiler set's message and joined by multierr.
+// quoted again inside the profiler set's message and joined to the
+// others. perf-utils joins with multierr.Append, whose errors (multierr
+// v1.11, as go.mod selects) unwrap to their parts as errors.Join's do.
 func perfUtilsErr(what string, errno unix.Errno) error {
 	inner := fmt.Errorf("Failed to open perf event for PerfEventAttr &{Type:0 Size:128 Config:0}: %q", errno)
-	return multierr.Append(nil, fmt.Errorf("Failed to setup %s profiler: pid (0) cpu (-1) %q", what, inner))
+	return errors.Join(fmt.Errorf("Failed to setup %s profiler: pid (0) cpu (-1) %q", what, inner))
 }
 
 // fakeValue is what a fake profiler reports for one event.
@@ -304,6 +305,11 @@ func TestFindErrno(t *testing.T) {
 		got, ok := findErrno(perfUtilsErr("x", en))
 		if !ok || got != en {
 			t.Errorf("%v: found %v, %v", en, got, ok)
+		}
+		// multierr.Append(nil, err) is err itself: one failure is not joined.
+		got, ok = findErrno(perfUtilsErr("x", en).(interface{ Unwrap() []error }).Unwrap()[0])
+		if !ok || got != en {
+			t.Errorf("%v unjoined: found %v, %v", en, got, ok)
 		}
 		got, ok = findErrno(fmt.Errorf("open: %w", en))
 		if !ok || got != en {

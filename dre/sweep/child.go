@@ -7,7 +7,7 @@ import (
 	"io"
 	"runtime/debug"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"rnnserve/dre"
 	"rnnserve/models"
