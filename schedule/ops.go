@@ -185,7 +185,7 @@ type gemmOp struct {
 	once    bool // W is read once per plan (an input projection): rnn.MatMulTOnce
 	// reverse takes W's rows (float32, nt) in chunks of reverseRows from
 	// the last, each chunk's rows in order: the same results, W read
-	// backwards (see alternateMin).
+	// backwards (see alternates).
 	reverse bool
 }
 

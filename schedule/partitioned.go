@@ -3,6 +3,7 @@ package schedule
 import (
 	"fmt"
 
+	"rnnserve/internal/host"
 	"rnnserve/rnn"
 )
 
@@ -30,8 +31,7 @@ import (
 // With a zero initial state the first step skips the recurrent product.
 // An LSTM step of one row is one kernel call, the product and the gates
 // together (rnn.LSTMStep; lstmStepOp declares the regions of both).
-// Where a worker's W_hh is about a core's L2 (alternateMin,
-// alternateMax), a step of one row reads W_hh forwards at even steps and
+// Where a worker's W_hh is about a core's L2 (alternates), a step of one row reads W_hh forwards at even steps and
 // backwards, chunk by chunk, at odd ones (rnn.LSTMStepReverse, a
 // reversed gemmOp for a GRU): a step starts on the rows the step before
 // read last, which are still in the cache (dre's
@@ -61,51 +61,39 @@ type PartitionOptions struct {
 	Precision Precision
 	// PackBytes: a worker's float32 W_hh or W_ih slice larger than this
 	// many bytes is stored packed (rnn.PackT), which its products read
-	// as one stream; 0 means the defaults (DefaultPackBytes for W_hh,
-	// DefaultPackInputBytes for W_ih), -1 never. Packing changes neither
-	// a bit of the results nor the bytes a plan reads.
+	// as one stream; 0 means the defaults (PackBounds), -1 never. Packing
+	// changes neither a bit of the results nor the bytes a plan reads.
 	PackBytes int
+	// PrivateCacheBytes is one core's private cache (its L2), which the
+	// default packing bounds and the alternation of W_hh's reading order
+	// are set from; 0 means the host's (internal/host).
+	PrivateCacheBytes int64
 }
 
-// DefaultPackBytes is the W_hh slice size above which NewPartitioned
-// packs: W_hh slices that fit a core's L2 (1 MiB here) read as fast row
-// by row. Measured on the Table I shapes, P's steps with and without
-// packing in turn (scripts/ab_bench.py, 5 rounds each, 2026-11-26
-// 06:14-06:16 UTC, load 1.0-1.7): hidden 1024, 1.05-1.18x faster on
-// one core and 1.08-1.20x on two; hidden 256 (1 MiB and 512 KiB slices)
-// 0.95-1.06x, noise or a little loss.
-const DefaultPackBytes = 1 << 20
+// PackBounds are the default PackBytes for a host whose cores each have
+// l2 bytes of private cache: W_hh slices larger than l2 are packed (one
+// that fits is read as fast row by row, and one that does not streams
+// from L3 or DRAM, where eight row streams a panel fall short of one
+// sequential one); W_ih slices, read once per layer, from a quarter of
+// l2, the size below which W_ih stays in L2 from one inference to the
+// next (f32.GemmNTOnce's bound). docs/data/host-tuning.md has the
+// measurements on the project's 1 MiB-L2 host.
+func PackBounds(l2 int64) (whh, wih int) { return int(l2), int(l2 / 4) }
 
-// alternateMin and alternateMax bound the W_hh slices whose one-row LSTM
-// steps read W_hh forwards and backwards in turn (lstmStepOp's reverse):
-// the order pays where a slice is about a core's L2 (1 MiB here), so that
-// what the step before read last is still there. Far larger slices stream
-// from L3 or DRAM whichever way they are read, and the chunks cost calls:
-// at hidden 1024 (16 MiB, one core) alternating measured 0.85-0.93x.
-// Slices that fit L2 gain nothing and lose the prefetcher's run at each
-// chunk: the step alone at hidden 128 (256 KiB), alternating by 16 or 32
-// units, took 3.3-3.5 µs against 2.9-3.1 (hidden 64, 64 KiB, 0.79-0.90
-// against 0.85-1.01: noise or a little gain from L1), and P at gru/256
-// (768 KiB) 0.91-1.02x.
-const (
-	alternateMin = 1 << 20
-	alternateMax = 2 << 20
-)
-
-// DefaultPackInputBytes is the same bound for W_ih, which a plan reads
-// once per layer (the input projection of all its steps), so that it
-// comes from L3 or DRAM unless it stays in L2 from one inference to the
-// next: the bound of f32.GemmNTOnce's pull. Measured as above with W_hh
-// packed on both sides (06:43-06:47 UTC, load 1.2-2.3, noisy): hidden
-// 256 1.02-1.16x on one core (4 layers 1.06-1.16x) and 0.98-1.08x on
-// two; hidden 1024 1.00-1.10x on one core and 1.04-1.52x on two (T =
-// 10 the most); hidden 64, whose 64 KiB stay in L2, 0.97-1.01x if packed.
-const DefaultPackInputBytes = 256 << 10
+// alternates bounds the W_hh slices whose one-row LSTM steps read W_hh
+// forwards and backwards in turn (lstmStepOp's reverse), for a host whose
+// cores each have l2 bytes of private cache: from l2 to twice it. Such a
+// slice does not fit L2, but what the step before read last is still
+// there. A far larger slice streams from L3 or DRAM whichever way it is
+// read, and its chunks only cost calls; a slice that fits gains nothing
+// and loses the prefetchers' run at each chunk.
+func alternates(size int, l2 int64) bool { return int64(size) >= l2 && int64(size) <= 2*l2 }
 
 type partProgram struct {
 	workers int
 	pool    *Pool
 	prec    Precision
+	l2      int64 // one core's private cache: alternates
 	layers  [][]partLayer
 }
 
@@ -178,7 +166,12 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 		return nil, fmt.Errorf("%w %v", ErrUnknownPrecision, opt.Precision)
 	}
 	p := &Program{Net: net, Schedule: Partitioned, dry: dry}
-	pp := &partProgram{workers: n, pool: opt.Pool, prec: opt.Precision}
+	l2 := opt.PrivateCacheBytes
+	if l2 <= 0 {
+		l2 = host.Get().L2()
+	}
+	packHH, packIH := PackBounds(l2)
+	pp := &partProgram{workers: n, pool: opt.Pool, prec: opt.Precision, l2: l2}
 	p.part = pp
 	if net.Vocab > 0 {
 		p.emb = p.weight("embedding", net.Vocab*net.Input, net.Embedding)
@@ -200,9 +193,9 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 				rows := l.Cell.Gates() * pl.units[w].n()
 				s := &pl.w[w]
 				s.wih = p.addWeight(name+".weight_ih", rows*l.Input, es)
-				s.wih.Packed = opt.Precision == F32 && packs(rows, l.Input, opt.PackBytes, DefaultPackInputBytes)
+				s.wih.Packed = opt.Precision == F32 && packs(rows, l.Input, opt.PackBytes, packIH)
 				s.whh = p.addWeight(name+".weight_hh", rows*l.Out(), es)
-				s.whh.Packed = opt.Precision == F32 && packs(rows, l.Out(), opt.PackBytes, DefaultPackBytes)
+				s.whh.Packed = opt.Precision == F32 && packs(rows, l.Out(), opt.PackBytes, packHH)
 				if l.Cell == rnn.LSTM {
 					s.bias = p.addWeight(name+".bias", rows, 4)
 				} else {
@@ -244,9 +237,12 @@ func packs(rows, cols, limit, def int) bool {
 	return limit > 0 && cols%8 == 0 && 4*rows*cols > limit
 }
 
-// PacksWHH says whether NewPartitioned, with the default bounds, stores
-// a float32 W_hh slice of rows×cols packed.
-func PacksWHH(rows, cols int) bool { return packs(rows, cols, 0, DefaultPackBytes) }
+// PacksWHH says whether NewPartitioned, with the default bounds on this
+// host, stores a float32 W_hh slice of rows×cols packed.
+func PacksWHH(rows, cols int) bool {
+	whh, _ := PackBounds(host.Get().L2())
+	return packs(rows, cols, 0, whh)
+}
 
 // Workers is the number of workers a Partitioned program splits every
 // layer over; 1 for the other schedules, which run on one core.
@@ -553,7 +549,7 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 		// at even steps and backwards, chunk by chunk, at odd ones, so it
 		// starts where the step before ended, on rows still in the cache.
 		size := s.whh.Elems * s.whh.ElemSize
-		alt := t%2 == 1 && nu%8 == 0 && s.whh.ElemSize == 4 && size >= alternateMin && size <= alternateMax
+		alt := t%2 == 1 && nu%8 == 0 && s.whh.ElemSize == 4 && alternates(size, b.pp.l2)
 		if l.Cell == rnn.LSTM {
 			c := Dense(b.c[w], 0, rows, nu)
 			// One row with a previous state and float32 W_hh: the product

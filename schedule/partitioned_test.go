@@ -469,8 +469,9 @@ func TestProjectionReadOnce(t *testing.T) {
 // 1 to 5 rows (the packed products of one, two and several rows), carried
 // and initial states, on 1 to 3 workers; that exactly the slices packs
 // allows are packed; and that both plans read the same regions. With the
-// default bounds, hidden 512 on one worker (4 MiB W_hh slices) packs W_hh
-// and hidden 256 (1 MiB) does not, and W_ih packs above 256 KiB.
+// default bounds for a 1 MiB L2, hidden 512 on one worker (4 MiB W_hh
+// slices) packs W_hh and hidden 256 (1 MiB) does not, and W_ih packs
+// above 256 KiB; for a 2 MiB L2, above 2 MiB and 512 KiB.
 func TestPartitionedPacked(t *testing.T) {
 	pools := map[int]*Pool{2: testPool(t, 2), 3: testPool(t, 3)}
 	r := rand.New(rand.NewPCG(17, 5))
@@ -540,30 +541,36 @@ func TestPartitionedPacked(t *testing.T) {
 		})
 	}
 	for _, c := range []struct {
+		l2            int64
 		hidden, input int
 		whh, wih      bool
-	}{{512, 8, true, false}, {256, 256, false, true}, {256, 64, false, false}, {64, 64, false, false}} {
+	}{
+		{1 << 20, 512, 8, true, false}, {1 << 20, 256, 256, false, true}, {1 << 20, 256, 64, false, false}, {1 << 20, 64, 64, false, false},
+		// A 2 MiB L2 (Intel's Xeons): W_hh packs above 2 MiB, W_ih above 512 KiB.
+		{2 << 20, 512, 8, true, false}, {2 << 20, 256, 256, false, true}, {2 << 20, 256, 128, false, false}, {2 << 20, 352, 8, false, false},
+	} {
 		net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: c.input, Hidden: c.hidden, Layers: 1}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		prog, err := NewPartitioned(net, PartitionOptions{Workers: 1})
+		prog, err := NewPartitioned(net, PartitionOptions{Workers: 1, PrivateCacheBytes: c.l2})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, b := range prog.Weights() {
 			want, ok := map[string]bool{".weight_hh": c.whh, ".weight_ih": c.wih}[filepath.Ext(b.Name)]
 			if ok && b.Packed != want {
-				t.Errorf("hidden %d input %d, default bounds: %s packed %v, want %v", c.hidden, c.input, b.Name, b.Packed, want)
+				t.Errorf("L2 %d, hidden %d input %d, default bounds: %s packed %v, want %v", c.l2, c.hidden, c.input, b.Name, b.Packed, want)
 			}
 		}
 	}
 }
 
 // TestPartitionedAlternates runs P where its one-row steps read W_hh
-// backwards at odd steps (LSTM: slices of 1 MiB row-major, hidden 256 on
-// one worker, and 2 MiB packed, hidden 512 on two; GRU: 1.2 MiB packed,
-// hidden 320 on one), with and without initial states, against A+.
+// backwards at odd steps, with a 1 MiB L2 per core (LSTM: slices of 1
+// MiB row-major, hidden 256 on one worker, and 2 MiB packed, hidden 512
+// on two; GRU: 1.2 MiB packed, hidden 320 on one), with and without
+// initial states, against A+.
 func TestPartitionedAlternates(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
 	for _, c := range []struct {
@@ -572,7 +579,7 @@ func TestPartitionedAlternates(t *testing.T) {
 	}{{rnn.LSTM, 256, 1}, {rnn.LSTM, 512, 2}, {rnn.GRU, 320, 1}} {
 		cfg := rnn.Config{Cell: c.cell, Input: 24, Hidden: c.hidden, Layers: 1}
 		net := randomNet(t, cfg, 3)
-		prog, err := NewPartitioned(net, PartitionOptions{Workers: c.workers, Pool: testPool(t, c.workers)})
+		prog, err := NewPartitioned(net, PartitionOptions{Workers: c.workers, Pool: testPool(t, c.workers), PrivateCacheBytes: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}

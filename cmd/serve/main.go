@@ -47,7 +47,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -64,8 +63,10 @@ import (
 	"syscall"
 	"time"
 
+	"rnnserve/internal/host"
 	"rnnserve/models"
 	"rnnserve/models/bundled"
+	"rnnserve/rnn"
 	"rnnserve/schedule"
 	"rnnserve/server"
 )
@@ -138,15 +139,16 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 		log.Warn(n)
 	}
 	if cfg.Server.CacheBytes == 0 || cfg.Server.PrivateCacheBytes == 0 {
-		levels, err := server.HostCaches("/")
-		if err != nil {
-			log.Warn("cannot read the host's cache sizes; modelling a 12 MiB last-level cache and 1 MiB private caches", "err", err)
+		h := host.Get()
+		if h.CacheErr != nil {
+			log.Warn("cannot read the host's cache sizes; modelling the defaults", "err", h.CacheErr,
+				"last_level_bytes", h.L3(), "private_cache_bytes", h.L2())
 		}
 		if cfg.Server.CacheBytes == 0 {
-			cfg.Server.CacheBytes = cmp.Or(server.LastLevelBytes(levels), 12<<20)
+			cfg.Server.CacheBytes = h.L3()
 		}
 		if cfg.Server.PrivateCacheBytes == 0 {
-			cfg.Server.PrivateCacheBytes = cmp.Or(server.PrivateBytes(levels), 1<<20)
+			cfg.Server.PrivateCacheBytes = h.L2()
 		}
 	}
 	var repo fs.FS = bundled.FS
@@ -235,7 +237,7 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "grpc", gf.addr(), "repository", where, "models", names,
 		"llc_bytes", cfg.Server.CacheBytes, "private_cache_bytes", cfg.Server.PrivateCacheBytes,
-		"budget_bytes", cfg.Server.Budget.Bytes, "max_connections", cfg.Server.MaxConnections, "version", build.Version, "commit", build.Commit)
+		"cpu", host.Get().Model, "kernels", rnn.KernelImpl(), "budget_bytes", cfg.Server.Budget.Bytes, "max_connections", cfg.Server.MaxConnections, "version", build.Version, "commit", build.Commit)
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)

@@ -4,9 +4,23 @@ package f32
 
 import "golang.org/x/sys/cpu"
 
-// useAsm selects the AVX2+FMA assembly; tests clear it to run the pure-Go
-// path in the same binary.
-var useAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+// What this CPU offers the kernels, read once: AVX2 and FMA; AVX-512 (F,
+// BW, DQ, VL, with BMI2 for the tail masks) unless the build has the tag
+// noavx512; and AVX512_BF16's dot products.
+var (
+	hostAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	hostAVX512 = hostAVX2 && !noAVX512 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &&
+		cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL && cpu.X86.HasBMI2
+	hostBF16 = hostAVX512 && cpu.X86.HasAVX512BF16
+)
+
+// useAsm selects the AVX2+FMA assembly, useDPBF16 the AVX512_BF16 kernels
+// of GemmNTBF16. They start at what the host has; tests lower them
+// (setLevel) to run every path in one binary.
+var (
+	useAsm    = hostAVX2
+	useDPBF16 = hostBF16
+)
 
 //go:noescape
 func gemmNT1x8(n, k int, a, w *float32, ldw int, c *float32, beta float32)
@@ -172,6 +186,10 @@ func tanhVec(dst, src []float32) int {
 // last odd row through the 1×8, over the first k&^1 columns; a last odd
 // column is added in Go.
 func gemmBF16Kernel(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta float32, c []float32, ldc int) {
+	if useAsm && useDPBF16 {
+		gemmBF16DP(m, n, k, a, lda, w, ldw, beta, c, ldc)
+		return
+	}
 	k2 := k &^ 1
 	if !useAsm || k2 == 0 {
 		gemmBF16Go(m, n, k, a, lda, w, ldw, beta, c, ldc)
@@ -218,7 +236,10 @@ func finiteKernel(x []float32) bool {
 }
 
 func implName() string {
-	if useAsm {
+	switch {
+	case useAsm && useDPBF16:
+		return "avx2+fma+avx512bf16"
+	case useAsm:
 		return "avx2+fma"
 	}
 	return "go"
@@ -291,7 +312,7 @@ func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc
 // gemmPackedAsm runs the whole panels of a packed W (n a multiple of
 // eight) past A. One row streams W through gemvPacked8; two go through
 // gemmPacked3x4 together. With more rows W goes in blocks of
-// packBlockBytes: the first row pulls each block in as one stream
+// blocking.packBlock bytes: the first row pulls each block in as one stream
 // (gemvPacked8) and the others find it in cache, in groups of three (or
 // two) through gemmPacked3x4, which reads each W chunk once per group.
 // gemmPacked3x4 takes no column tail, so with k%8 != 0 every row goes
@@ -311,7 +332,7 @@ func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32,
 		gemmPacked3x4(n/8, k/8, 2, &a[0], lda, &p[0], &c[0], ldc, beta)
 		return
 	}
-	nb := max(8, packBlockBytes/(4*k)&^7)
+	nb := max(8, blocks().packBlock/(4*k)&^7)
 	for j0 := 0; j0 < n; j0 += nb {
 		jb := min(nb, n-j0)
 		w := &p[j0*k]
@@ -327,7 +348,3 @@ func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32,
 		}
 	}
 }
-
-// packBlockBytes bounds the block of a packed W that several groups of
-// rows pass in turn (L2 holds it).
-const packBlockBytes = 128 << 10

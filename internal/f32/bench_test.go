@@ -130,10 +130,9 @@ func BenchmarkFinite(b *testing.B) {
 	for i := range x {
 		x[i] = float32(i%97) * 0.37
 	}
-	saved := useAsm
-	defer func() { useAsm = saved }()
-	for _, asm := range []bool{false, saved} {
-		useAsm = asm
+	defer setLevel(hostLevel())
+	for _, l := range levels() {
+		setLevel(l)
 		b.Run(implName(), func(b *testing.B) {
 			b.SetBytes(int64(4 * len(x)))
 			for b.Loop() {

@@ -5,12 +5,20 @@
 // # Layers
 //
 // Every kernel has a pure-Go implementation that documents it by its loop
-// (generic.go, approx.go) and, on amd64 with AVX2 and FMA, an assembly one
-// (*_amd64.s) chosen at run time from the CPU's feature flags
-// (golang.org/x/sys/cpu). Building with -tags purego leaves the assembly
-// out, so the pure-Go path can be tested and benchmarked on its own; the
-// tests also run both paths in one binary and compare them. Impl names
-// the path in use.
+// (generic.go, approx.go, bf16dp.go) and, on amd64 with AVX2 and FMA, an
+// assembly one (*_amd64.s) chosen at run time from the CPU's feature
+// flags (golang.org/x/sys/cpu); where the CPU has AVX-512 with
+// AVX512_BF16, GemmNTBF16's products of up to four rows use its bf16 dot
+// products instead (bf16dp_amd64.s). Building with -tags purego leaves
+// the assembly out, so the pure-Go path can be tested and benchmarked on
+// its own; -tags noavx512 keeps to AVX2, so that two builds of one commit
+// can be timed against each other on an AVX-512 host. The tests run every
+// path the host has in one binary and compare them. Impl names the
+// kernels in use.
+//
+// The sizes the products block by (a fraction of a core's L1d or L2, or
+// of the last-level cache) come from the host's caches as internal/host
+// reads them, once per process (blocking.go).
 //
 // # Layout
 //
@@ -71,4 +79,12 @@
 // weights, lane i holding weights 2i (low half) and 2i+1 (high half), so
 // a shift left by 16 gives the even ones as float32 and a mask the odd
 // ones, against x split once per tile into its even and odd values.
+//
+// With AVX512_BF16, VDPBF16PS multiplies bf16 pairs and adds both
+// products to a float32 lane, 32 columns an instruction. x must be bf16
+// too, so each row of A is split into hi (its top 16 bits) and lo (the
+// rest, rounded to bf16), hi + lo within 2^-16 of x, and W goes through
+// both: the weights keep their 2^-9, x nearly all of its precision. The
+// order of the sums differs from the other path's, so the two agree to
+// rounding, not bit for bit.
 package f32

@@ -17,52 +17,35 @@ const (
 )
 
 // kc is the k-block length GemmNTBF16 widens bf16 W panels in (8 rows × kc
-// float32 = 16 KiB, half of L1), and mc the A rows it runs per panel call.
+// float32 = 16 KiB, a stack array: half the smallest L1d the project's
+// hosts have, 32 KiB), and mc the A rows it runs per panel call.
 const (
 	kc = 512
 	mc = 128
 )
 
-// wBlockBytes bounds the block of W rows GemmNT keeps in L1 (short rows)
-// or L2 while it runs every group of four A rows past it (more than four
-// rows only): W streams from wherever it lives once per block.
-const wBlockBytes = 16 << 10
-
-// wBlock is the number of W rows in GemmNT's blocks for rows k long: a
-// multiple of 24, so the 4×3 kernel's panels of three rows and the 1×8
-// kernel's of eight fill every block but the last.
+// wBlock is the number of W rows in GemmNT's blocks for rows k long: as
+// many as blocking.wBlock bytes hold, a multiple of 24, so the 4×3
+// kernel's panels of three rows and the 1×8 kernel's of eight fill every
+// block but the last.
 func wBlock(k int) int {
-	return max(24, wBlockBytes/(4*k)/24*24)
+	return max(24, blocks().wBlock/(4*k)/24*24)
 }
 
-// pullBytes and pullRows bound when GemmNT pulls each W block in with
-// its first row alone: W larger than pullBytes (it comes from DRAM, or
-// from an L3 it shares with the rest of a step) and 3 to pullRows rows.
-// BenchmarkGemm, main's build and this rule's in turn, four rounds on a
-// quiet machine (2026-11-26 02:35 UTC, load 0.9): hidden 1024 (16 MiB of
-// W) with 16 rows 1.76-1.87 ms against 2.00-2.33 (one round 2.48), with 4
-// rows 0.62-0.68 ms against 0.59-1.46 (the same best, a quarter of the
-// spread). At hidden 512 (4 MiB, from L3) an earlier loaded run had the
-// rule 0.80x with 4 rows: a 4×3 panel streams L3 fast enough, and the
-// extra pass only costs, so W must be larger than that. Whole Table I
-// steps (T = 10, hidden 1024) moved by 0.96-1.13x, inside the noise of
-// the unchanged T = 100 rows. With more rows each block is reused often
-// enough that how it arrives matters little; with two, the 2×4 kernel's
-// four streams do.
-const (
-	pullBytes = 8 << 20
-	pullRows  = 16
-)
+// pullRows is the most A rows for which GemmNT pulls each W block in
+// with its first row alone: with more, each block is reused often enough
+// that how it arrives matters little (and with two, the 2×4 kernel's
+// four streams pull it anyway).
+const pullRows = 16
 
+// pulls says whether GemmNT runs m rows past a W [n][k] by pulling each
+// block in with the first row: 3 to pullRows rows, and W larger than
+// blocking.pull (it comes from DRAM or a shared L3), or larger than
+// blocking.once when the caller reads it once (GemmNTOnce).
 func pulls(m, n, k int, once bool) bool {
-	return m >= 3 && m <= pullRows && (4*n*k > pullBytes || once && 4*n*k > onceBytes)
+	b := blocks()
+	return m >= 3 && m <= pullRows && (4*n*k > b.pull || once && 4*n*k > b.once)
 }
-
-// onceBytes is the size above which GemmNTOnce pulls W in: a smaller W
-// stays in a core's L2 from one inference to the next, and then the pull
-// only regroups the rows (hidden 64's 48-64 KiB of W_ih measured 0.82x
-// with it, in a loaded run).
-const onceBytes = 256 << 10
 
 // Impl names the kernels in use: "avx2+fma" or "go".
 func Impl() string { return implName() }
@@ -94,12 +77,11 @@ func GemmNT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float3
 // such as an input projection's W_ih, which one inference reads once per
 // layer, so that in a model larger than the cache it comes from DRAM.
 // With 3 to pullRows rows, the first row pulls each block of W in through
-// the 1×8 kernel's eight row streams once W is larger than onceBytes
-// (GemmNT does so only above pullBytes, because for a W that stays in
-// cache the extra pass costs). From DRAM, at hidden 256 (rows of 1 KiB),
-// ten rows through the 4×3 kernel read W at 0.30 of a sequential read of
-// the same bytes, and at 0.43 with the pull (one row alone: 0.61;
-// BenchmarkGemvCold, 2026-11-26). The results are GemmNT's, bit for bit.
+// the 1×8 kernel's eight row streams once W is larger than a quarter of
+// L2 (blocking.once; GemmNT does so only above blocking.pull, because for
+// a W that stays in cache the extra pass costs): from DRAM a 4×3 panel's
+// three row streams read W far below a sequential read of the same bytes
+// (BenchmarkGemvCold). The results are GemmNT's, bit for bit.
 func GemmNTOnce(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
 	gemmNT(m, n, k, a, lda, w, ldw, beta, c, ldc, true)
 }

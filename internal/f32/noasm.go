@@ -4,7 +4,12 @@ package f32
 
 // useAsm is always false without the assembly; the tests that compare the
 // two paths then compare the pure-Go path with itself.
-var useAsm = false
+var (
+	useAsm    = false
+	useDPBF16 = false
+)
+
+const hostAVX2, hostAVX512, hostBF16 = false, false, false
 
 func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int, _ bool) {
 	gemmNTGo(m, n, k, a, lda, w, ldw, beta, c, ldc)

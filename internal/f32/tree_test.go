@@ -63,7 +63,7 @@ func TestTreeGatesAsmMatchesGo(t *testing.T) {
 	if !useAsm {
 		t.Skip("no assembly on this CPU or build")
 	}
-	defer func() { useAsm = true }()
+	defer setLevel(hostLevel())
 	r := rand.New(rand.NewPCG(16, 6))
 	const n, stride = 150, 153
 	y, bias, cl, cr := make([]float32, 5*stride), make([]float32, 5*stride), make([]float32, n), make([]float32, n)
@@ -74,8 +74,8 @@ func TestTreeGatesAsmMatchesGo(t *testing.T) {
 	}
 	var c, h [2][n]float32
 	var ci, hi [2][n]float32
-	for p, asm := range []bool{false, true} {
-		useAsm = asm
+	for p, l := range []level{levelGo, levelAVX2} {
+		setLevel(l)
 		TreeLeafGates(n, stride, y, bias, c[p][:], h[p][:])
 		TreeInnerGates(n, stride, y, bias, cl, cr, ci[p][:], hi[p][:])
 	}

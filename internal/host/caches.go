@@ -1,4 +1,4 @@
-package server
+package host
 
 import (
 	"fmt"
@@ -9,25 +9,13 @@ import (
 	"strings"
 )
 
-// CacheLevel is one cache of the host's CPU 0 as sysfs describes it.
-type CacheLevel struct {
-	Level int
-	Type  string // Data, Instruction or Unified
-	Bytes int64
-	// Private is true for a cache no other core shares: the CPUs of its
-	// shared_cpu_list are all SMT siblings of CPU 0
-	// (topology/thread_siblings_list). Where sysfs does not list the
-	// sharing CPUs, every level below the highest counts as private.
-	Private bool
-}
-
-// HostCaches reads CPU 0's caches from sysfs under root ("/" on a real
-// host; tests pass a directory of their own), smallest level first.
-func HostCaches(root string) ([]CacheLevel, error) {
+// readCaches reads CPU 0's caches from sysfs under root, smallest level
+// first.
+func readCaches(root string) ([]Cache, error) {
 	cpu0 := filepath.Join(root, "sys/devices/system/cpu/cpu0")
 	dirs, err := filepath.Glob(filepath.Join(cpu0, "cache/index*"))
 	if err != nil || len(dirs) == 0 {
-		return nil, fmt.Errorf("server: no cache information under %s", filepath.Join(cpu0, "cache"))
+		return nil, fmt.Errorf("host: no cache information under %s", filepath.Join(cpu0, "cache"))
 	}
 	core := map[int]bool{0: true} // CPU 0 and its SMT siblings
 	if b, err := os.ReadFile(filepath.Join(cpu0, "topology/thread_siblings_list")); err == nil {
@@ -37,7 +25,7 @@ func HostCaches(root string) ([]CacheLevel, error) {
 			}
 		}
 	}
-	var levels []CacheLevel
+	var caches []Cache
 	var unknown []int // indexes of levels without sharing information
 	top := 0
 	for _, d := range dirs {
@@ -47,44 +35,35 @@ func HostCaches(root string) ([]CacheLevel, error) {
 		}
 		lvl, err := strconv.Atoi(read("level"))
 		if err != nil {
-			return nil, fmt.Errorf("server: %s/level: %q", d, read("level"))
+			return nil, fmt.Errorf("host: %s/level: %q", d, read("level"))
 		}
 		size, err := parseCacheSize(read("size"))
 		if err != nil {
-			return nil, fmt.Errorf("server: %s/size: %w", d, err)
+			return nil, fmt.Errorf("host: %s/size: %w", d, err)
 		}
-		l := CacheLevel{Level: lvl, Type: read("type"), Bytes: size, Private: true}
+		c := Cache{Level: lvl, Type: read("type"), Bytes: size, Private: true}
+		c.LineBytes, _ = strconv.Atoi(read("coherency_line_size"))
+		c.Ways, _ = strconv.Atoi(read("ways_of_associativity"))
 		if shared, err := parseCPUList(read("shared_cpu_list")); err != nil {
-			unknown = append(unknown, len(levels))
+			unknown = append(unknown, len(caches))
 		} else {
-			for _, c := range shared {
-				l.Private = l.Private && core[c]
+			c.SharedBy = len(shared)
+			for _, cpu := range shared {
+				c.Private = c.Private && core[cpu]
 			}
 		}
 		top = max(top, lvl)
-		levels = append(levels, l)
+		caches = append(caches, c)
 	}
 	for _, i := range unknown {
-		levels[i].Private = levels[i].Level < top
+		caches[i].Private = caches[i].Level < top
 	}
-	sort.Slice(levels, func(i, j int) bool { return levels[i].Level < levels[j].Level })
-	return levels, nil
-}
-
-// PrivateBytes is the size of the largest data or unified cache private
-// to CPU 0's core (its L2 on most hosts), or 0 when there is none.
-func PrivateBytes(levels []CacheLevel) int64 {
-	var best CacheLevel
-	for _, l := range levels {
-		if l.Type != "Instruction" && l.Private && (l.Level > best.Level || l.Level == best.Level && l.Bytes > best.Bytes) {
-			best = l
-		}
-	}
-	return best.Bytes
+	sort.SliceStable(caches, func(i, j int) bool { return caches[i].Level < caches[j].Level })
+	return caches, nil
 }
 
 // parseCPUList reads sysfs CPU lists such as "0", "0-3" or "0,64" or
-// "0-1,8-9".
+// "0-1,8-9". At most 1<<16 CPUs: the list is a file's, not ours.
 func parseCPUList(s string) ([]int, error) {
 	if s == "" {
 		return nil, fmt.Errorf("empty CPU list")
@@ -93,7 +72,7 @@ func parseCPUList(s string) ([]int, error) {
 	for _, part := range strings.Split(s, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
-		if err != nil {
+		if err != nil || a < 0 {
 			return nil, fmt.Errorf("CPU list %q", s)
 		}
 		b := a
@@ -102,22 +81,14 @@ func parseCPUList(s string) ([]int, error) {
 				return nil, fmt.Errorf("CPU list %q", s)
 			}
 		}
+		if len(cpus)+b-a >= 1<<16 {
+			return nil, fmt.Errorf("CPU list %q: too many CPUs", s)
+		}
 		for c := a; c <= b; c++ {
 			cpus = append(cpus, c)
 		}
 	}
 	return cpus, nil
-}
-
-// LastLevelBytes is the size of the highest-level data or unified cache.
-func LastLevelBytes(levels []CacheLevel) int64 {
-	var best CacheLevel
-	for _, l := range levels {
-		if l.Type != "Instruction" && l.Level >= best.Level {
-			best = l
-		}
-	}
-	return best.Bytes
 }
 
 // parseCacheSize reads sysfs sizes such as "32K", "2048K" or "32M".
@@ -132,7 +103,7 @@ func parseCacheSize(s string) (int64, error) {
 		mult, s = 1<<30, strings.TrimSuffix(s, "G")
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
+	if err != nil || n <= 0 || n > 1<<40/mult {
 		return 0, fmt.Errorf("size %q", s)
 	}
 	return n * mult, nil
