@@ -300,9 +300,9 @@ def caption(data, rids, dataset):
     for cmd, runs in by_cmd.items():
         parts = []
         for r in runs:
-            when = r["date"] + (f" {r['utc']} UTC" if r["utc"] else "")
+            when = f"{r['utc']} UTC, " if r["utc"] else ""  # the date is the id's
             commit = f"commit {r['commit']}" if r["commit"] else "commit not recorded"
-            parts.append(f"`{r['run']}` ({when}, {commit}, {load_text(r)})")
+            parts.append(f"`{r['run']}` ({when}{commit}, {load_text(r)})")
         lines.append(f"`{cmd}`: " + "; ".join(parts) + ".")
     machines = dict.fromkeys(machine_text(data.machines[data.runs[r]["machine"]]) for r in rids)
     lines.append(f"On {'; '.join(machines)}. Figures: `docs/data/{dataset}`.")

@@ -92,7 +92,7 @@ class TestRender(unittest.TestCase):
         self.assertIn("Text before.", text)
         self.assertIn("Text after.", text)
         self.assertIn("`python3 bench.py --threads 1`: `2026-01-02-t-1t` "
-                      "(2026-01-02 10:00-10:05 UTC, commit abc1234, load 0.5 → 1.0).", text)
+                      "(10:00-10:05 UTC, commit abc1234, load 0.5 → 1.0).", text)
         self.assertIn("On Test CPU, 32 KiB L1d, 1 MiB L2 per core, 32 MiB L3. Figures: `docs/data/shapes.csv`.", text)
         self.assertIn("| shape | P ns/step | ORT/best |\n|---|---:|---:|\n"
                       "| lstm/64 | 1500 | 1.20 |\n| lstm/256 | 16400 | 1.09 |\n<!-- /table -->", text)
@@ -139,7 +139,7 @@ class TestRender(unittest.TestCase):
 
     def test_pivot(self):
         text = render('{"data": "figures.csv", "run": "2026-01-03-ab", "pivot": "shape"}')
-        self.assertIn("`python3 ab.py old new`: `2026-01-03-ab` (2026-01-03, commit not recorded, load 0.8-1.2).", text)
+        self.assertIn("`python3 ab.py old new`: `2026-01-03-ab` (commit not recorded, load 0.8-1.2).", text)
         self.assertIn("| shape | one core | two cores |\n|---|---:|---:|\n"
                       "| lstm/64 | 1.05 | 1.06 |\n| gru/64 | 0.98-1.01 |  |\n", text)
 
