@@ -38,9 +38,10 @@ load of every run it shows. The spec is JSON:
 Usage:
     python3 scripts/render_docs.py            # rewrite the docs' tables
     python3 scripts/render_docs.py --check    # fail if a table is stale or the data is inconsistent
-    python3 scripts/render_docs.py import DATASET RUN < table.md
+    python3 scripts/render_docs.py import DATASET RUN [--set COLUMN=VALUE] < table.md
         # append a Markdown table's rows (e.g. bench_compare.py's output)
-        # to docs/data/DATASET under RUN, which runs.csv must already have
+        # to docs/data/DATASET under RUN, which runs.csv must already have;
+        # --set fills a column the table does not print (threads=1)
 
 Only the standard library: CI runs it on a bare machine.
 """
@@ -399,7 +400,28 @@ def clean(value):
     return plain if NUMBER.match(plain) else v
 
 
-def import_table(root, dataset, rid, text):
+PAIRED = re.compile(r"^(.*) \((.+?)( /|,) (.+)\)$")
+
+
+def split_cells(header, theirs, row):
+    """{column: cell} of a printed row; a column "X (a / b)" (or "X (a, b)")
+    whose parts the dataset holds as "X a" and "X b" is split in two."""
+    got = {}
+    for h, cell in zip(theirs, row):
+        m = PAIRED.match(h)
+        if h not in header and m and f"{m[1]} {m[2]}" in header and f"{m[1]} {m[4]}" in header:
+            parts = cell.split(" / " if m[3] == " /" else ", ")
+            if len(parts) != 2:
+                raise DataError(f"column {h!r}: cell {cell!r} is not two values")
+            got[f"{m[1]} {m[2]}"], got[f"{m[1]} {m[4]}"] = clean(parts[0]), clean(parts[1])
+        else:
+            got[h] = clean(cell)
+    return got
+
+
+def import_table(root, dataset, rid, text, fixed=None):
+    """Append the first Markdown table of text to dataset under run rid;
+    fixed ({column: value}) fills columns the table does not print."""
     data = Data(Path(root) / "docs" / "data")
     if rid not in data.runs:
         raise DataError(f"run {rid} is not in runs.csv: add its line first")
@@ -407,13 +429,15 @@ def import_table(root, dataset, rid, text):
     if any(r["run"] == rid for r in rows):
         raise DataError(f"{dataset} already has rows of run {rid}")
     theirs, new = parse_markdown_table(text)
-    unknown = [h for h in theirs if h not in header]
-    if unknown:
-        raise DataError(f"{dataset} has no column(s) {', '.join(unknown)}")
+    fixed = fixed or {}
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     for r in new:
-        got = dict(zip(theirs, (clean(c) for c in r)))
+        got = split_cells(header, theirs, r)
+        got.update(fixed)
+        unknown = [h for h in got if h not in header]
+        if unknown:
+            raise DataError(f"{dataset} has no column(s) {', '.join(unknown)}")
         got["run"] = rid
         w.writerow([got.get(h, "") for h in header])
     path = data.dir / dataset
@@ -430,10 +454,18 @@ def main(argv=None):
         ap = argparse.ArgumentParser(prog="render_docs.py import")
         ap.add_argument("dataset")
         ap.add_argument("run")
+        ap.add_argument("--set", action="append", default=[], metavar="COLUMN=VALUE",
+                        help="a column the table does not print, the same on every row (e.g. threads=1)")
         ap.add_argument("--root", default=str(ROOT))
         a = ap.parse_args(argv[1:])
         try:
-            n = import_table(a.root, a.dataset, a.run, sys.stdin.read())
+            fixed = {}
+            for kv in a.set:
+                if "=" not in kv:
+                    raise DataError(f"--set {kv!r} is not COLUMN=VALUE")
+                k, v = kv.split("=", 1)
+                fixed[k] = v
+            n = import_table(a.root, a.dataset, a.run, sys.stdin.read(), fixed)
         except DataError as e:
             print(f"render_docs: {e}", file=sys.stderr)
             return 1

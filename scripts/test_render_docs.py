@@ -232,6 +232,21 @@ Notes after the table.
         with self.assertRaisesRegex(render_docs.DataError, "already has rows"):
             render_docs.import_table(repo.root, "shapes.csv", "2026-01-04-t-1t", self.TABLE)
 
+    def test_split_and_set(self):
+        repo = Repo(runs=RUNS + "2026-01-04-r,2026-01-04,,,m1,,,go run ./cmd/roofline,\n",
+                    shapes="run,shape,threads,GB/s best,GB/s median,fraction best,fraction paired median\n")
+        self.addCleanup(repo.close)
+        table = ("| shape | GB/s (best / median) | fraction (best, paired median) |\n|---|---:|---:|\n"
+                 "| lstm/512 | 84.1 / 82.5 | 0.87, 0.86 |\n")
+        self.assertEqual(render_docs.import_table(repo.root, "shapes.csv", "2026-01-04-r", table, {"threads": "2"}), 1)
+        text = (repo.root / "docs" / "data" / "shapes.csv").read_text()
+        self.assertTrue(text.endswith("2026-01-04-r,lstm/512,2,84.1,82.5,0.87,0.86\n"), text)
+        with self.assertRaisesRegex(render_docs.DataError, "no column"):
+            render_docs.import_table(repo.root, "shapes.csv", "2026-01-02-t-1t", table, {"cores": "2"})
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(render_docs.main(["import", "shapes.csv", "2026-01-03-ab", "--set", "threads=1",
+                                               "--root", str(repo.root)]), 1)  # no table on stdin
+
     def test_refusals(self):
         repo = Repo()
         self.addCleanup(repo.close)
