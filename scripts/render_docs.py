@@ -35,6 +35,14 @@ load of every run it shows. The spec is JSON:
            (columns then names metrics).
   caption  false to leave the caption out (another table beside it has it).
 
+A plot is the same kind of block, `<!-- plot {...} -->` ... `<!-- /plot -->`,
+whose spec names data and run or runs (and where), x (a column or run.FIELD,
+one tick per distinct value, in the runs' order), y (a numeric column), and
+optionally series (a column: one line per value) and target (a dashed
+line); file is the SVG written under docs/data (plots/NAME.svg) and title
+its title. The block holds the caption and the image link; the SVG is
+written, and checked, with the docs.
+
 Usage:
     python3 scripts/render_docs.py            # rewrite the docs' tables
     python3 scripts/render_docs.py --check    # fail if a table is stale or the data is inconsistent
@@ -50,6 +58,7 @@ import argparse
 import csv
 import io
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -57,8 +66,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RUN_FIELDS = ["run", "date", "utc", "commit", "machine", "load_before", "load_after", "command", "note"]
 MACHINE_FIELDS = ["machine", "cpu", "cores", "l1d_kib", "l2_kib", "l3_mib", "memory_gib", "note"]
-BEGIN = re.compile(r"^<!-- table (\{.*\}) -->\s*$")
-END = "<!-- /table -->"
+BEGIN = re.compile(r"^<!-- (table|plot) (\{.*\}) -->\s*$")
+END = {"table": "<!-- /table -->", "plot": "<!-- /plot -->"}
 NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 RANGE = re.compile(r"^-?\d+(\.\d+)?(-\d+(\.\d+)?)?x?$")
 
@@ -148,16 +157,22 @@ class Data:
         return problems
 
 
-def parse_spec(text, where):
+def parse_spec(text, where, kind="table"):
     try:
         spec = json.loads(text)
     except json.JSONDecodeError as e:
-        raise DataError(f"{where}: the table spec is not JSON: {e}")
+        raise DataError(f"{where}: the {kind} spec is not JSON: {e}")
     if not isinstance(spec, dict) or "data" not in spec:
-        raise DataError(f"{where}: the table spec needs data")
+        raise DataError(f"{where}: the {kind} spec needs data")
     if sum(k in spec for k in ("run", "runs", "join")) != 1:
-        raise DataError(f"{where}: the table spec needs exactly one of run, runs, join")
-    unknown = set(spec) - {"data", "run", "runs", "join", "key", "columns", "where", "caption", "pivot"}
+        raise DataError(f"{where}: the {kind} spec needs exactly one of run, runs, join")
+    known = {"data", "run", "runs", "join", "key", "columns", "where", "caption", "pivot"}
+    if kind == "plot":
+        known = {"data", "run", "runs", "where", "caption", "x", "y", "series", "file", "title", "target"}
+        for need in ("x", "y", "file", "title"):
+            if need not in spec:
+                raise DataError(f"{where}: the plot spec needs {need}")
+    unknown = set(spec) - known
     if unknown:
         raise DataError(f"{where}: unknown spec key(s) {', '.join(sorted(unknown))}")
     return spec
@@ -318,30 +333,131 @@ def render_block(data, spec):
     return out
 
 
-def render_text(data, text, where="text"):
-    """text with every table block rendered afresh."""
+def plot_points(data, spec):
+    """[(series, x label, y)] of a plot spec, in the runs' order, and its runs."""
+    name = spec["data"]
+    rows, header = data.dataset(name)
+    rids = [spec["run"]] if "run" in spec else spec["runs"]
+    got = []
+    for rid in rids:
+        if rid not in data.runs:
+            raise DataError(f"{name}: run {rid!r} is not in runs.csv")
+        got += select([r for r in rows if r["run"] == rid], spec.get("where"), name)
+    if not got:
+        raise DataError(f"{name}: the plot has no rows")
+
+    def field(row, key):
+        if key.startswith("run."):
+            return data.runs[row["run"]].get(key[4:], "")
+        if key not in row:
+            raise DataError(f"{name}: no column {key!r}")
+        return row[key]
+
+    points = []
+    for r in got:
+        y = field(r, spec["y"])
+        if not NUMBER.match(y):
+            continue  # not measured in this run
+        # Each run has ticks of its own, so two runs with the same x label stay apart.
+        points.append((field(r, spec["series"]) if "series" in spec else "", (r["run"], field(r, spec["x"])), float(y)))
+    if not points:
+        raise DataError(f"{name}: no numeric {spec['y']!r} to plot")
+    return points, rids
+
+
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+
+
+def svg_plot(points, title, ylabel, target=None):
+    """A small SVG of points over categorical x, one polyline per series."""
+    xs = list(dict.fromkeys(x for _, x, _ in points))
+    series = list(dict.fromkeys(s for s, _, _ in points))
+    ys = [y for _, _, y in points] + ([target] if target is not None else [])
+    lo, hi = min(ys), max(ys)
+    pad = (hi - lo) * 0.1 or 0.5
+    lo, hi = lo - pad, hi + pad
+    w, h, left, right, top, bottom = 760, 320, 90, 20, 30, 90
+    pw, ph = w - left - right, h - top - bottom
+
+    def px(i):
+        return left + (pw * (i + 0.5) / len(xs))
+
+    def py(y):
+        return top + ph * (hi - y) / (hi - lo)
+
+    esc = lambda t: t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")  # noqa: E731
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+           'font-family="sans-serif" font-size="11">',
+           f'<rect width="{w}" height="{h}" fill="white"/>',
+           f'<text x="{w / 2:.1f}" y="18" text-anchor="middle" font-size="13">{esc(title)}</text>',
+           f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="black"/>',
+           f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="black"/>',
+           f'<text x="24" y="{top + ph / 2:.1f}" text-anchor="middle" transform="rotate(-90 24 {top + ph / 2:.1f})">'
+           f'{esc(ylabel)}</text>']
+    for k in range(5):
+        y = lo + (hi - lo) * k / 4
+        out.append(f'<line x1="{left - 4}" y1="{py(y):.1f}" x2="{left + pw}" y2="{py(y):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y:.2f}</text>')
+    for i, (_, x) in enumerate(xs):
+        out.append(f'<text x="{px(i):.1f}" y="{top + ph + 12}" text-anchor="end" '
+                   f'transform="rotate(-45 {px(i):.1f} {top + ph + 12})">{esc(x)}</text>')
+    if target is not None:
+        out.append(f'<line x1="{left}" y1="{py(target):.1f}" x2="{left + pw}" y2="{py(target):.1f}" '
+                   'stroke="#888" stroke-dasharray="4 3"/>')
+        out.append(f'<text x="{left + pw - 2}" y="{py(target) - 4:.1f}" text-anchor="end" fill="#555">'
+                   f'target {target:g}</text>')
+    for n, sname in enumerate(series):
+        colour = COLOURS[n % len(COLOURS)]
+        pts = [(xs.index(x), y) for s, x, y in points if s == sname]
+        path = " ".join(f"{px(i):.1f},{py(y):.1f}" for i, y in pts)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}"/>')
+        out += [f'<circle cx="{px(i):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}"/>' for i, y in pts]
+        if sname:
+            out.append(f'<text x="{left + 8 + 110 * n}" y="{h - 8}" fill="{colour}">● {esc(sname)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def render_plot(data, spec, files, doc_dir):
+    points, rids = plot_points(data, spec)
+    if "series" in spec:
+        points = [(f"{spec['series']} {s}", x, y) for s, x, y in points]
+    rel = Path(spec["file"])
+    if rel.is_absolute() or ".." in rel.parts or rel.suffix != ".svg":
+        raise DataError(f"plot file {spec['file']!r}: a .svg path inside docs/data")
+    files[data.dir / rel] = svg_plot(points, spec["title"], spec["y"], spec.get("target"))
+    link = os.path.relpath(data.dir / rel, doc_dir or data.dir.parent)
+    out = [f"![{spec['title']}]({Path(link).as_posix()})"]
+    if spec.get("caption", True):
+        out = caption(data, rids, spec["data"]) + [""] + out
+    return out
+
+
+def render_text(data, text, where="text", files=None, doc_dir=None):
+    """text with every table and plot block rendered afresh; plots' SVG files go into files."""
+    files = {} if files is None else files
     lines = text.split("\n")
     out, i = [], 0
     while i < len(lines):
         m = BEGIN.match(lines[i])
         if not m:
-            if lines[i].strip() == END:
-                raise DataError(f"{where}:{i + 1}: {END} without its table line")
+            if lines[i].strip() in END.values():
+                raise DataError(f"{where}:{i + 1}: {lines[i].strip()} without its opening line")
             out.append(lines[i])
             i += 1
             continue
-        start = i
-        spec = parse_spec(m.group(1), f"{where}:{i + 1}")
+        start, kind = i, m.group(1)
+        spec = parse_spec(m.group(2), f"{where}:{i + 1}", kind)
         j = i + 1
-        while j < len(lines) and lines[j].strip() != END and not BEGIN.match(lines[j]):
+        while j < len(lines) and lines[j].strip() != END[kind] and not BEGIN.match(lines[j]):
             j += 1
-        if j == len(lines) or lines[j].strip() != END:
-            raise DataError(f"{where}:{start + 1}: the table has no {END}")
+        if j == len(lines) or lines[j].strip() != END[kind]:
+            raise DataError(f"{where}:{start + 1}: the {kind} has no {END[kind]}")
         try:
-            block = render_block(data, spec)
+            block = render_block(data, spec) if kind == "table" else render_plot(data, spec, files, doc_dir)
         except DataError as e:
             raise DataError(f"{where}:{start + 1}: {e}")
-        out += [lines[start]] + block + [END]
+        out += [lines[start]] + block + [END[kind]]
         i = j + 1
     return "\n".join(out)
 
@@ -356,12 +472,13 @@ def render_all(root, check):
     data = Data(Path(root) / "docs" / "data")
     problems = data.check()
     stale = []
+    files = {}
     for path in doc_files(root):
         if not path.exists():
             continue
         text = path.read_text(encoding="utf-8")
         try:
-            new = render_text(data, text, str(path.relative_to(root)))
+            new = render_text(data, text, str(path.relative_to(root)), files, path.parent)
         except DataError as e:
             problems.append(str(e))
             continue
@@ -369,6 +486,12 @@ def render_all(root, check):
             stale.append(str(path.relative_to(root)))
             if not check:
                 path.write_text(new, encoding="utf-8")
+    for path, content in sorted(files.items()):
+        if not path.exists() or path.read_text(encoding="utf-8") != content:
+            stale.append(str(path.relative_to(root)))
+            if not check:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(content, encoding="utf-8")
     return problems, stale
 
 

@@ -166,6 +166,65 @@ class TestRender(unittest.TestCase):
         self.assertTrue(any("has no <!-- /table -->" in p for p in problems), problems)
 
 
+class TestPlot(unittest.TestCase):
+    SPEC = ('{"data": "shapes.csv", "runs": ["2026-01-02-t-1t", "2026-01-02-t-2t"], "x": "shape", '
+            '"y": "ORT/best", "series": "run.utc", "file": "plots/ort.svg", "title": "ORT over us", "target": 1.25}')
+
+    def repo(self):
+        repo = Repo(page=f"# p\n\n<!-- plot {self.SPEC} -->\n<!-- /plot -->\n")
+        self.addCleanup(repo.close)
+        return repo
+
+    def test_writes_svg_and_link(self):
+        repo = self.repo()
+        problems, stale = repo.render()
+        self.assertEqual(problems, [])
+        self.assertEqual(stale, ["docs/page.md", "docs/data/plots/ort.svg"])
+        self.assertIn("![ORT over us](data/plots/ort.svg)\n<!-- /plot -->", repo.page())
+        self.assertIn("`2026-01-02-t-2t`", repo.page())
+        svg = (repo.root / "docs" / "data" / "plots" / "ort.svg").read_text()
+        self.assertTrue(svg.startswith("<svg ") and svg.endswith("</svg>\n"))
+        self.assertEqual(svg.count("<polyline"), 2)  # one per series
+        self.assertEqual(svg.count("<circle"), 4)  # one per point
+        self.assertIn(">lstm/64</text>", svg)
+        self.assertIn("target 1.25", svg)
+        self.assertIn("run.utc 10:05-10:10", svg)
+        self.assertEqual(repo.render(check=True), ([], []))
+
+    def test_svg_checked(self):
+        repo = self.repo()
+        repo.render()
+        svg = repo.root / "docs" / "data" / "plots" / "ort.svg"
+        svg.write_text(svg.read_text().replace("target 1.25", "target 2"))
+        self.assertEqual(repo.render(check=True), ([], ["docs/data/plots/ort.svg"]))
+        svg.unlink()
+        self.assertEqual(repo.render(check=True), ([], ["docs/data/plots/ort.svg"]))
+
+    def test_y_moves_the_points(self):
+        repo = self.repo()
+        repo.render()
+        before = (repo.root / "docs" / "data" / "plots" / "ort.svg").read_text()
+        shapes = repo.root / "docs" / "data" / "shapes.csv"
+        shapes.write_text(shapes.read_text().replace("lstm/256,8000,1.18", "lstm/256,8000,1.50"))
+        self.assertEqual(repo.render(check=True), ([], ["docs/data/plots/ort.svg"]))
+        repo.render()
+        self.assertNotEqual(before, (repo.root / "docs" / "data" / "plots" / "ort.svg").read_text())
+
+    def test_bad_specs(self):
+        for spec, want in (('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "x": "shape", "y": "ORT/best", '
+                            '"file": "../x.svg", "title": "t"}', "a .svg path inside docs/data"),
+                           ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "x": "shape", "y": "ORT/best"}',
+                            "the plot spec needs file"),
+                           ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "x": "shape", "y": "shape", '
+                            '"file": "p.svg", "title": "t"}', "no numeric")):
+            repo = Repo(page=f"<!-- plot {spec} -->\n<!-- /plot -->\n")
+            try:
+                problems, _ = repo.render()
+                self.assertTrue(any(want in p for p in problems), (spec, problems))
+            finally:
+                repo.close()
+
+
 class TestData(unittest.TestCase):
     def problems(self, runs=RUNS, shapes=SHAPES):
         repo = Repo(page="# nothing\n", runs=runs, shapes=shapes)
@@ -243,7 +302,7 @@ Notes after the table.
         self.assertTrue(text.endswith("2026-01-04-r,lstm/512,2,84.1,82.5,0.87,0.86\n"), text)
         with self.assertRaisesRegex(render_docs.DataError, "no column"):
             render_docs.import_table(repo.root, "shapes.csv", "2026-01-02-t-1t", table, {"cores": "2"})
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             self.assertEqual(render_docs.main(["import", "shapes.csv", "2026-01-03-ab", "--set", "threads=1",
                                                "--root", str(repo.root)]), 1)  # no table on stdin
 
