@@ -307,6 +307,9 @@ def machine_text(m):
     return ", ".join(parts)
 
 
+MANY = 6  # a caption lists at most this many runs of one command one by one
+
+
 def caption(data, rids, dataset):
     """Who made the table: each command with its runs (date, UTC, commit, load), then the machine."""
     by_cmd = {}
@@ -314,6 +317,13 @@ def caption(data, rids, dataset):
         by_cmd.setdefault(data.runs[rid]["command"], []).append(data.runs[rid])
     lines = []
     for cmd, runs in by_cmd.items():
+        if len(runs) > MANY:
+            # Each run's time, commit and load are a line of runs.csv away.
+            dates = sorted({r["date"] for r in runs})
+            span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+            lines.append(f"`{cmd}`: {len(runs)} runs, {span}, `{runs[0]['run']}` to `{runs[-1]['run']}` "
+                         "(each one's time, commit and load in `docs/data/runs.csv`).")
+            continue
         parts = []
         for r in runs:
             when = f"{r['utc']} UTC, " if r["utc"] else ""  # the date is the id's

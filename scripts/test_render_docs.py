@@ -137,6 +137,14 @@ class TestRender(unittest.TestCase):
                          "| run.utc | shape | P ns/step |\n|---|---|---:|\n"
                          "| 10:00-10:05 | lstm/64 | 1,500 |\n| 10:05-10:10 | lstm/64 | 900 |\n<!-- /table -->\n")
 
+    def test_many_runs_in_one_line(self):
+        runs = RUNS + "".join(f"2026-01-0{d}-m,2026-01-0{d},,,m1,,,python3 many.py,\n" for d in range(3, 10))
+        shapes = SHAPES + "".join(f"2026-01-0{d}-m,gru/64,{d},1.0\n" for d in range(3, 10))
+        ids = ", ".join(f'"2026-01-0{d}-m"' for d in range(3, 10))
+        text = render('{"data": "shapes.csv", "runs": [' + ids + ']}', runs=runs, shapes=shapes)
+        self.assertIn("`python3 many.py`: 7 runs, 2026-01-03 to 2026-01-09, `2026-01-03-m` to `2026-01-09-m` "
+                      "(each one's time, commit and load in `docs/data/runs.csv`).", text)
+
     def test_pivot(self):
         text = render('{"data": "figures.csv", "run": "2026-01-03-ab", "pivot": "shape"}')
         self.assertIn("`python3 ab.py old new`: `2026-01-03-ab` (commit not recorded, load 0.8-1.2).", text)
