@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
@@ -47,14 +48,56 @@ type GRPCServer struct {
 	drained   chan struct{} // closed when GracefulStop returns
 }
 
+// What the gRPC transport may hold for a client, whatever the settings:
+const (
+	// grpcStreamWindow is a call's HTTP/2 flow-control window: what a
+	// client may send on it before the server reads its message. A
+	// static window turns off grpc-go's bandwidth estimation, which would
+	// grow every call's window to 16 MiB. Reading a message opens the
+	// window to the message's size (grpc-go does, once it has its
+	// length), so large messages still arrive in one round trip.
+	grpcStreamWindow = 64 << 10
+	// grpcConnWindow is a connection's window: bytes on their way to the
+	// server at once, over all its calls (grpc-go gives it back as frames
+	// arrive, so it bounds no memory, only the rate).
+	grpcConnWindow = 1 << 20
+	// grpcMaxHeaderList bounds a call's metadata (grpc-go's default is
+	// 16 MiB, held for the call's life).
+	grpcMaxHeaderList = 64 << 10
+	// grpcConnectionTimeout is how long a new connection may take to
+	// send its HTTP/2 preface and settings (REST's header timeout).
+	grpcConnectionTimeout = 10 * time.Second
+	// grpcKeepaliveTimeout is how long a server ping may go unanswered
+	// before the connection is closed.
+	grpcKeepaliveTimeout = 10 * time.Second
+	// grpcMinPingInterval is the shortest interval at which a client may
+	// ping; one that pings more often is sent GOAWAY (too_many_pings).
+	grpcMinPingInterval = 10 * time.Second
+)
+
 // NewGRPC builds the gRPC front end of s. A message larger than the body
 // limit (Options.MaxBodyBytes) is refused with RESOURCE_EXHAUSTED before it
-// is decoded. opts are applied after the front end's own options.
+// is read. The transport is bounded by Options.GRPC and IdleTimeout and
+// the constants above. opts are applied after the front end's own
+// options.
 func (s *Server) NewGRPC(opts ...grpc.ServerOption) *GRPCServer {
 	limit := int(min(s.opts.MaxBodyBytes, math.MaxUint32))
 	g := &GRPCServer{s: s, health: health.NewServer()}
+	o := &s.opts.GRPC
+	kp := keepalive.ServerParameters{MaxConnectionIdle: s.opts.IdleTimeout, Time: o.KeepaliveTime, Timeout: grpcKeepaliveTimeout}
+	if o.MaxConnectionAge > 0 {
+		kp.MaxConnectionAge, kp.MaxConnectionAgeGrace = o.MaxConnectionAge, o.MaxConnectionAgeGrace
+	}
 	all := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(limit),
+		grpc.MaxConcurrentStreams(uint32(o.MaxConcurrentStreams)),
+		grpc.StaticStreamWindowSize(grpcStreamWindow),
+		grpc.StaticConnWindowSize(grpcConnWindow),
+		grpc.MaxHeaderListSize(grpcMaxHeaderList),
+		grpc.ConnectionTimeout(grpcConnectionTimeout),
+		grpc.KeepaliveParams(kp),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinPingInterval, PermitWithoutStream: true}),
+		grpc.SharedWriteBuffer(true),
 		grpc.ChainUnaryInterceptor(g.recoverUnary),
 		grpc.ChainStreamInterceptor(g.recoverStream),
 	}, opts...)

@@ -27,6 +27,13 @@ type Options struct {
 	// listener wrapped by Server.Listener; more wait in the kernel's
 	// accept queue until one closes.
 	MaxConnections int `yaml:"max_connections"`
+	// IdleTimeout closes a connection that has had nothing in flight for
+	// this long: an HTTP keep-alive connection between requests (the
+	// owner's http.Server), a gRPC connection without calls (a GOAWAY
+	// first, so its client reconnects without failing a call).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// GRPC bounds what a gRPC client can make the transport hold.
+	GRPC GRPCOptions `yaml:"grpc"`
 
 	Batching  BatchOptions    `yaml:"batching"`
 	Sequences SequenceOptions `yaml:"sequences"`
@@ -96,6 +103,25 @@ func BudgetFor(mem, maxBody int64) int64 {
 	return max(min(mem/8, DefaultBudgetBytes), maxBody)
 }
 
+// GRPCOptions bound the gRPC transport (grpc.go).
+type GRPCOptions struct {
+	// MaxConcurrentStreams is the most calls one connection may have
+	// open at once; the transport refuses more (REFUSED_STREAM, which
+	// clients retry).
+	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
+	// MaxConnectionAge sends a connection GOAWAY once it is this old, so
+	// that clients spread over replicas a load balancer added; its calls
+	// then get MaxConnectionAgeGrace to finish before it is closed. 0:
+	// connections live as long as they are used.
+	MaxConnectionAge      time.Duration `yaml:"max_connection_age"`
+	MaxConnectionAgeGrace time.Duration `yaml:"max_connection_age_grace"`
+	// KeepaliveTime is how long a connection may be silent before the
+	// server pings its client; a ping unanswered within
+	// grpcKeepaliveTimeout closes it, and with it what the server held
+	// for a client that stopped reading.
+	KeepaliveTime time.Duration `yaml:"keepalive_time"`
+}
+
 // SequenceOptions configure stateful sequences.
 type SequenceOptions struct {
 	// IdleTimeout ends a sequence that has had no request for this long.
@@ -114,6 +140,12 @@ func DefaultOptions() Options {
 		MaxGenerateTokens: 4096,
 		Budget:            BudgetOptions{Wait: time.Second},
 		MaxConnections:    4096,
+		IdleTimeout:       15 * time.Second,
+		GRPC: GRPCOptions{
+			MaxConcurrentStreams:  100,
+			MaxConnectionAgeGrace: 30 * time.Second,
+			KeepaliveTime:         30 * time.Second,
+		},
 		Batching: BatchOptions{
 			Enabled:     &on,
 			MaxRows:     64,
@@ -137,6 +169,10 @@ func (o *Options) EnsureDefaults() {
 		o.Budget.Wait = d.Budget.Wait
 	}
 	setInt(&o.MaxConnections, d.MaxConnections)
+	setDuration(&o.IdleTimeout, d.IdleTimeout)
+	setInt(&o.GRPC.MaxConcurrentStreams, d.GRPC.MaxConcurrentStreams)
+	setDuration(&o.GRPC.MaxConnectionAgeGrace, d.GRPC.MaxConnectionAgeGrace)
+	setDuration(&o.GRPC.KeepaliveTime, d.GRPC.KeepaliveTime)
 	if o.Batching.Enabled == nil {
 		o.Batching.Enabled = d.Batching.Enabled
 	}
@@ -151,6 +187,12 @@ func (o *Options) EnsureDefaults() {
 }
 
 func setInt(p *int, d int) {
+	if *p == 0 {
+		*p = d
+	}
+}
+
+func setDuration(p *time.Duration, d time.Duration) {
 	if *p == 0 {
 		*p = d
 	}
@@ -194,6 +236,7 @@ func (o Options) Validate() error {
 		{"max_request_rows", int64(o.MaxRequestRows), 1, 1 << 16},
 		{"max_generate_tokens", int64(o.MaxGenerateTokens), 1, 1 << 20},
 		{"max_connections", int64(o.MaxConnections), 1, 1 << 24},
+		{"grpc.max_concurrent_streams", int64(o.GRPC.MaxConcurrentStreams), 1, 1 << 16},
 		{"batching.max_rows", int64(o.Batching.MaxRows), 1, 1 << 16},
 		{"batching.queue_length", int64(o.Batching.QueueLength), 1, 1 << 20},
 		{"batching.workers", int64(o.Batching.Workers), 1, 1024},
@@ -225,6 +268,20 @@ func (o Options) Validate() error {
 	}
 	if o.ScheduleTiming < 0 || o.ScheduleTiming > time.Minute {
 		return invalidOption("schedule_timing", "= %v, want 0 (off)..1m", o.ScheduleTiming)
+	}
+	for _, d := range []struct {
+		name   string
+		v      time.Duration
+		lo, hi time.Duration
+	}{
+		{"idle_timeout", o.IdleTimeout, time.Millisecond, 24 * time.Hour},
+		{"grpc.max_connection_age", o.GRPC.MaxConnectionAge, 0, 1000 * time.Hour},
+		{"grpc.max_connection_age_grace", o.GRPC.MaxConnectionAgeGrace, time.Millisecond, 24 * time.Hour},
+		{"grpc.keepalive_time", o.GRPC.KeepaliveTime, time.Millisecond, 24 * time.Hour}, // grpc-go pings at most once a second
+	} {
+		if d.v < d.lo || d.v > d.hi {
+			return invalidOption(d.name, "= %v, want %v..%v", d.v, d.lo, d.hi)
+		}
 	}
 	if o.Sequences.IdleTimeout < time.Millisecond {
 		return invalidOption("sequences.idle_timeout", "= %v, want at least 1ms", o.Sequences.IdleTimeout)

@@ -106,6 +106,10 @@ func defaultConfig() config {
 		ReadTimeout: 30 * time.Second, Log: logConfig{Format: "text", Level: logLevel(slog.LevelInfo), Access: true}, Server: server.DefaultOptions()}
 }
 
+// maxHeaderBytes bounds a REST request's header section (net/http's
+// default is 1 MiB; gRPC metadata is bounded alike).
+const maxHeaderBytes = 64 << 10
+
 // lastCall is how long, after the listeners close, an open HTTP
 // connection may still deliver a request before idle connections close.
 const lastCall = time.Second
@@ -228,7 +232,8 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 		ln.Close()
 		return fmt.Errorf("gRPC: %w", err)
 	}
-	hs := &http.Server{Handler: requests.Handler(srv.Handler()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout}
+	hs := &http.Server{Handler: requests.Handler(srv.Handler()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout,
+		IdleTimeout: cfg.Server.IdleTimeout, MaxHeaderBytes: maxHeaderBytes}
 	srv.Start()
 	poolsInUse = true
 	names := make([]string, len(entries))
