@@ -326,7 +326,7 @@ func FuzzWeights(f *testing.F) {
 		f.Add(data)
 	}
 	fuzzbound.Bytes(f, fuzzbound.Limits{}, func(t *testing.T, data []byte) {
-		ts, _, err := readWeights(data, "model", nil)
+		ts, _, err := readWeights(memFile("model", data), nil)
 		if err != nil {
 			return
 		}

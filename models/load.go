@@ -4,9 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path"
-	"path/filepath"
 
 	"rnnserve/models/pytorch"
 	"rnnserve/models/safetensors"
@@ -42,51 +39,47 @@ type Source struct {
 // Load reads a spec file and its weights (or makes seeded random weights
 // when the spec names none). A relative weights path is relative to the
 // spec; the weights may be a safetensors file, a PyTorch checkpoint or an
-// ONNX model, whatever the file's name says.
-func Load(specPath string) (*Model, error) { return load(specPath, osReader(specPath)) }
+// ONNX model, whatever the file's name says. Symlinks are followed; only
+// regular files are read (see DirFS).
+func Load(specPath string) (*Model, error) { return load(specPath, osOpener(specPath)) }
 
-// LoadFS is Load from a file system, such as an embedded one.
+// LoadFS is Load from a file system, such as an embedded one or DirFS.
 func LoadFS(fsys fs.FS, specPath string) (*Model, error) {
-	return load(specPath, fsReader(fsys, specPath))
-}
-
-// reader reads a file named in a spec (or the spec itself), refusing more
-// than limit bytes.
-type reader func(name string, limit int64) ([]byte, error)
-
-// osReader reads from the file system, relative paths relative to the spec.
-func osReader(specPath string) reader {
-	return func(name string, limit int64) ([]byte, error) {
-		if !filepath.IsAbs(name) && name != specPath {
-			name = filepath.Join(filepath.Dir(specPath), name)
-		}
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, err
-		}
-		return readLimited(f, limit)
-	}
-}
-
-// fsReader reads from fsys, paths relative to the spec's directory.
-func fsReader(fsys fs.FS, specPath string) reader {
-	return func(name string, limit int64) ([]byte, error) {
-		if name != specPath {
-			name = path.Join(path.Dir(specPath), name)
-		}
-		f, err := fsys.Open(name)
-		if err != nil {
-			return nil, err
-		}
-		return readLimited(f, limit)
-	}
+	return load(specPath, fsOpener(fsys, specPath))
 }
 
 // MaxWeightsBytes bounds a weights file.
 const MaxWeightsBytes = 1 << 34
 
-func load(specPath string, read reader) (*Model, error) {
-	data, err := read(specPath, MaxSpecBytes)
+// MaxRandomParams bounds a model with seeded random weights (a spec that
+// names no weights file), whose size only the spec states: 2^28
+// parameters, 1 GiB of float32. A model with a weights file is bounded by
+// the file: its weights are allocated only once the file's tensors have
+// matched every one of them (see bind).
+const MaxRandomParams = 1 << 28
+
+// readSpec reads a spec file whole, up to MaxSpecBytes.
+func readSpec(open opener, specPath string) ([]byte, error) {
+	f, err := open(specPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.readAll(MaxSpecBytes, "spec")
+}
+
+// readFile reads a file that a spec names whole, up to limit bytes.
+func readFile(open opener, name string, limit int64, what string) ([]byte, error) {
+	f, err := open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.readAll(limit, what)
+}
+
+func load(specPath string, open opener) (*Model, error) {
+	data, err := readSpec(open, specPath)
 	if err != nil {
 		return nil, fmt.Errorf("load spec %s: %w", specPath, err)
 	}
@@ -101,11 +94,12 @@ func load(specPath string, read reader) (*Model, error) {
 		}
 		return m, nil
 	}
-	weights, err := read(s.Weights, MaxWeightsBytes)
+	wf, err := open(s.Weights)
 	if err != nil {
 		return nil, fmt.Errorf("load weights %s: %w", s.Weights, err)
 	}
-	ts, format, err := readWeights(weights, s.Weights, read)
+	defer wf.Close()
+	ts, format, err := readWeights(wf, open)
 	if err != nil {
 		return nil, fmt.Errorf("load weights %s: %w", s.Weights, err)
 	}
@@ -121,25 +115,35 @@ func load(specPath string, read reader) (*Model, error) {
 // (a TorchScript archive, an unknown file); the message says what it is.
 var ErrFormat = errors.New("models: unsupported weights file")
 
-// readWeights reads the tensors of a weights file by its content. read
-// resolves ONNX external data files (nil: none allowed).
-func readWeights(data []byte, name string, read reader) (Tensors, sniff.Format, error) {
-	f := sniff.Detect(data)
-	switch f {
+// readWeights reads the tensors of a weights file, which stays open while
+// they are in use, by its content: its format is told from its first bytes
+// before anything else is read (sniff.DetectAt). open resolves ONNX
+// external data files (nil: none allowed).
+func readWeights(f *modelFile, open opener) (Tensors, sniff.Format, error) {
+	format := sniff.DetectAt(f, f.size)
+	switch format {
 	case sniff.Safetensors:
-		st, err := safetensors.Read(data)
-		return st, f, err
+		st, err := safetensors.ReadAt(f, f.size)
+		return st, format, err
 	case sniff.TorchZip, sniff.TorchLegacy, sniff.Zip:
+		data, err := f.readAll(MaxWeightsBytes, "checkpoint")
+		if err != nil {
+			return nil, format, err
+		}
 		pt, err := pytorch.Read(data)
 		if err != nil {
-			return nil, f, err
+			return nil, format, err
 		}
 		return pt, pt.Format, nil
 	case sniff.ONNX:
-		ts, err := readONNX(data, name, read)
-		return ts, f, err
+		data, err := f.readAll(MaxWeightsBytes, "ONNX model")
+		if err != nil {
+			return nil, format, err
+		}
+		ts, err := readONNX(data, f.name, open)
+		return ts, format, err
 	}
-	return nil, f, fmt.Errorf("%w: this is %v (want safetensors, a PyTorch checkpoint written by torch.save, or ONNX)", ErrFormat, f)
+	return nil, format, fmt.Errorf("%w: this is %v (want safetensors, a PyTorch checkpoint written by torch.save, or ONNX)", ErrFormat, format)
 }
 
 // Build makes the model of spec s: with weights (the bytes of a
@@ -147,6 +151,14 @@ func readWeights(data []byte, name string, read reader) (Tensors, sniff.Format, 
 // from s.Seed when weights is nil.
 func Build(s *Spec, weights []byte) (*Model, error) {
 	if weights == nil {
+		dry, err := network(s, true)
+		if err != nil {
+			return nil, err
+		}
+		if n := dry.WeightBytes() / 4; n > MaxRandomParams {
+			return nil, fmt.Errorf("%w: the spec has %d parameters and names no weights file; random weights are made for at most %d (MaxRandomParams)",
+				ErrSpec, n, int64(MaxRandomParams))
+		}
 		net, err := network(s, false)
 		if err != nil {
 			return nil, err
@@ -154,7 +166,7 @@ func Build(s *Spec, weights []byte) (*Model, error) {
 		Randomize(net, s.Seed)
 		return &Model{Spec: s, Net: net}, nil
 	}
-	ts, format, err := readWeights(weights, "", nil)
+	ts, format, err := readWeights(memFile("weights", weights), nil)
 	if err != nil {
 		return nil, fmt.Errorf("read weights: %w", err)
 	}
@@ -168,13 +180,9 @@ func Build(s *Spec, weights []byte) (*Model, error) {
 
 // buildFrom binds ts to spec s, finding the prefixes s leaves unset.
 func buildFrom(s *Spec, ts Tensors) (*Model, error) {
-	net, err := network(s, false)
-	if err != nil {
-		return nil, err
-	}
 	bound := *s
 	bound.Prefixes = resolvePrefixes(s, ts)
-	dtypes, err := bind(net, &bound, ts)
+	net, dtypes, err := bind(&bound, ts)
 	if err != nil {
 		return nil, err
 	}

@@ -29,18 +29,20 @@ func (o *onnxModel) add(name string, shape []int, v []float32) {
 	o.names = append(o.names, name)
 }
 
-// readONNX imports an ONNX model, reading external data through read
+// readONNX imports an ONNX model, reading external data through open
 // relative to the model's own path (nil: refused).
-func readONNX(data []byte, name string, read reader) (Tensors, error) {
-	var open func(string) ([]byte, error)
-	if read != nil {
+func readONNX(data []byte, name string, open opener) (Tensors, error) {
+	var ext func(string) ([]byte, error)
+	if open != nil {
 		dir := ""
 		if i := lastSlash(name); i >= 0 {
 			dir = name[:i+1]
 		}
-		open = func(loc string) ([]byte, error) { return read(dir+loc, MaxWeightsBytes) }
+		ext = func(loc string) ([]byte, error) {
+			return readFile(open, dir+loc, MaxWeightsBytes, "ONNX external data")
+		}
 	}
-	m, err := onnx.Read(data, open)
+	m, err := onnx.Read(data, ext)
 	if err != nil {
 		return nil, err
 	}

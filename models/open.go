@@ -41,6 +41,9 @@ var ErrNoModel = errors.New("models: no model in the folder")
 // to save beside the weights as model.yaml and edit (the head's
 // activation, which no weights file records, is the usual edit). ONNX
 // external data files are read only from inside the ONNX file's folder.
+// Symlinks are followed, name's own included: a Hugging Face cache's
+// snapshots/<rev>/model.safetensors, a link into ../../blobs, opens as
+// the file it links to. Only regular files are read (see DirFS).
 func Open(name string) (*Model, error) { return OpenWith(name, OpenOptions{}) }
 
 // OpenWith is Open with options for a weights file whose spec is
@@ -54,12 +57,7 @@ func OpenWith(name string, opt OpenOptions) (*Model, error) {
 	if fi.IsDir() {
 		dir, file = name, "."
 	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, fmt.Errorf("open model: %w", err)
-	}
-	defer root.Close()
-	m, err := OpenFSWith(root.FS(), file, opt)
+	m, err := OpenFSWith(DirFS(dir), file, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -136,12 +134,13 @@ func openFS(fsys fs.FS, name string, opt OpenOptions) (*Model, error) {
 	case ".yaml", ".yml", ".json":
 		return LoadFS(fsys, name)
 	}
-	read := fsReader(fsys, name)
-	data, err := read(name, MaxWeightsBytes)
+	open := fsOpener(fsys, name)
+	wf, err := open(name)
 	if err != nil {
 		return nil, fmt.Errorf("load weights %s: %w", name, err)
 	}
-	ts, format, err := readWeights(data, name, read)
+	defer wf.Close()
+	ts, format, err := readWeights(wf, open)
 	if err != nil {
 		return nil, fmt.Errorf("load weights %s: %w", name, err)
 	}

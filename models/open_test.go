@@ -195,12 +195,14 @@ func TestOpenONNXExternalData(t *testing.T) {
 	if _, err := Open(outside); !errors.Is(err, onnx.ErrExternalData) || !strings.Contains(err.Error(), "outside the model's folder") {
 		t.Errorf("external data outside the folder: %v", err)
 	}
-	// A symbolic link out of the folder is refused by the folder's root.
+	// A symbolic link in the folder is the operator's and is followed (a
+	// Hugging Face snapshot links every file into ../../blobs); the
+	// location the file names must still lie below the folder.
 	os.Symlink(filepath.Join(dir, "data"), filepath.Join(outside, "data"))
 	model, _ = split("data/weights.bin")
 	os.WriteFile(filepath.Join(outside, "model.onnx"), model, 0o644)
-	if _, err := Open(outside); !errors.Is(err, onnx.ErrExternalData) {
-		t.Errorf("external data through a symlink out of the folder: %v", err)
+	if _, err := Open(outside); err != nil {
+		t.Errorf("external data through the operator's symlink: %v", err)
 	}
 }
 

@@ -144,15 +144,15 @@ func (s *TreeSpec) Config(n int) (tree.Config, error) {
 
 // LoadTree reads a tree spec file, its vocabulary and its weights (or
 // seeded random weights when it names none), relative to the spec.
-func LoadTree(specPath string) (*TreeModel, error) { return loadTree(specPath, osReader(specPath)) }
+func LoadTree(specPath string) (*TreeModel, error) { return loadTree(specPath, osOpener(specPath)) }
 
 // LoadTreeFS is LoadTree from a file system, such as an embedded one.
 func LoadTreeFS(fsys fs.FS, specPath string) (*TreeModel, error) {
-	return loadTree(specPath, fsReader(fsys, specPath))
+	return loadTree(specPath, fsOpener(fsys, specPath))
 }
 
-func loadTree(specPath string, read reader) (*TreeModel, error) {
-	data, err := read(specPath, MaxSpecBytes)
+func loadTree(specPath string, open opener) (*TreeModel, error) {
+	data, err := readSpec(open, specPath)
 	if err != nil {
 		return nil, fmt.Errorf("load spec %s: %w", specPath, err)
 	}
@@ -162,7 +162,7 @@ func loadTree(specPath string, read reader) (*TreeModel, error) {
 	}
 	words := s.Vocab
 	if s.VocabFile != "" {
-		vb, err := read(s.VocabFile, MaxWeightsBytes)
+		vb, err := readFile(open, s.VocabFile, MaxWeightsBytes, "vocabulary")
 		if err != nil {
 			return nil, fmt.Errorf("load vocabulary %s: %w", s.VocabFile, err)
 		}
@@ -170,7 +170,7 @@ func loadTree(specPath string, read reader) (*TreeModel, error) {
 	}
 	var weights []byte
 	if s.Weights != "" {
-		if weights, err = read(s.Weights, MaxWeightsBytes); err != nil {
+		if weights, err = readFile(open, s.Weights, MaxWeightsBytes, "weights"); err != nil {
 			return nil, fmt.Errorf("load weights %s: %w", s.Weights, err)
 		}
 	}

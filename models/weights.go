@@ -163,49 +163,111 @@ func (e *WeightsError) Is(target error) bool { return target == ErrWeights }
 // floatDTypes are the dtypes bind converts to float32.
 var floatDTypes = []safetensors.DType{safetensors.F32, safetensors.F16, safetensors.BF16, safetensors.F64}
 
-// bind copies the tensors of ts into net under the names spec s gives
-// them, checking names, dtypes, shapes and values, and returns the sorted
-// dtypes it found.
-func bind(net *rnn.Network, s *Spec, ts Tensors) ([]string, error) {
-	var problems []string
+// bind makes the network of spec s from the tensors of ts under the names
+// s gives them, and returns it with the sorted dtypes it found. Names,
+// dtypes and shapes are checked on a dry network first, so the network's
+// weights are allocated only once every one of them has a tensor of its
+// shape in the file: a spec cannot make the loader allocate more than
+// the file's tensors hold. Each tensor is then read straight into its
+// weights (safetensors.Tensor.Float32sInto) and checked for non-finite
+// values.
+func bind(s *Spec, ts Tensors) (*rnn.Network, []string, error) {
+	dry, err := network(s, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	var problems problemList
 	want := map[string]bool{}
-	dtypes := map[string]bool{}
-	for _, p := range ParamsOf(net, s) {
+	for _, p := range ParamsOf(dry, s) {
 		want[p.Name] = true
 		t, ok := ts.Tensor(p.Name)
-		if !ok {
-			problems = append(problems, fmt.Sprintf("tensor %q is missing (shape %v)", p.Name, p.Shape))
-			continue
+		switch {
+		case !ok:
+			problems.add("tensor %q is missing (shape %v)", clip(p.Name), p.Shape)
+		case !slices.Contains(floatDTypes, t.DType):
+			problems.add("tensor %q has dtype %s, want F32, F16, BF16 or F64", clip(p.Name), clip(string(t.DType)))
+		case !slices.Equal(t.Shape, p.Shape):
+			problems.add("tensor %q has shape %s, want %v", clip(p.Name), shapeSummary(t.Shape), p.Shape)
 		}
-		if !slices.Contains(floatDTypes, t.DType) {
-			problems = append(problems, fmt.Sprintf("tensor %q has dtype %s, want F32, F16, BF16 or F64", p.Name, t.DType))
-			continue
-		}
-		if !slices.Equal(t.Shape, p.Shape) {
-			problems = append(problems, fmt.Sprintf("tensor %q has shape %v, want %v", p.Name, t.Shape, p.Shape))
-			continue
-		}
-		v, err := t.Float32s()
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("tensor %q: %v", p.Name, err))
-			continue
-		}
-		if i := firstNonFinite(v); i >= 0 {
-			problems = append(problems, fmt.Sprintf("tensor %q has non-finite value %v at flat index %d (as float32)", p.Name, v[i], i))
-			continue
-		}
-		copy(p.Data, v)
-		dtypes[string(t.DType)] = true
 	}
 	for _, name := range ts.Names() {
 		if !want[name] {
-			problems = append(problems, fmt.Sprintf("unexpected tensor %q", name))
+			problems.add("unexpected tensor %q", clip(name))
 		}
 	}
-	if problems != nil {
-		return nil, &WeightsError{Problems: problems}
+	if err := problems.err(); err != nil {
+		return nil, nil, err
 	}
-	return slices.Sorted(maps.Keys(dtypes)), nil
+	net, err := network(s, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	dtypes := map[string]bool{}
+	for _, p := range ParamsOf(net, s) {
+		t, _ := ts.Tensor(p.Name)
+		if err := t.Float32sInto(p.Data); err != nil {
+			problems.add("tensor %q: %v", clip(p.Name), err)
+			continue
+		}
+		if i := firstNonFinite(p.Data); i >= 0 {
+			problems.add("tensor %q has non-finite value %v at flat index %d (as float32)", clip(p.Name), p.Data[i], i)
+			continue
+		}
+		dtypes[string(t.DType)] = true
+	}
+	if err := problems.err(); err != nil {
+		return nil, nil, err
+	}
+	return net, slices.Sorted(maps.Keys(dtypes)), nil
+}
+
+// maxProblems is how many problems a WeightsError lists; it counts the
+// rest.
+const maxProblems = 32
+
+// problemList collects the problems of binding, keeping the first
+// maxProblems.
+type problemList struct {
+	list []string
+	more int
+}
+
+func (p *problemList) add(format string, a ...any) {
+	if len(p.list) == maxProblems {
+		p.more++
+		return
+	}
+	p.list = append(p.list, fmt.Sprintf(format, a...))
+}
+
+func (p *problemList) err() error {
+	if p.list == nil {
+		return nil
+	}
+	list := p.list
+	if p.more > 0 {
+		list = append(list, fmt.Sprintf("and %d more", p.more))
+	}
+	return &WeightsError{Problems: list}
+}
+
+// maxName is how much of a name a message prints.
+const maxName = 200
+
+// clip shortens a name from a file for a message.
+func clip(s string) string {
+	if len(s) <= maxName {
+		return s
+	}
+	return s[:maxName] + fmt.Sprintf("... (%d bytes)", len(s))
+}
+
+// shapeSummary prints a shape from a file, or its rank when it is long.
+func shapeSummary(shape []int) string {
+	if len(shape) > 8 {
+		return fmt.Sprintf("of rank %d", len(shape))
+	}
+	return fmt.Sprint(shape)
 }
 
 func firstNonFinite(v []float32) int {

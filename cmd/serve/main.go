@@ -341,7 +341,7 @@ func modelName(p string) string {
 
 // openModel loads one model named on the command line: a model folder (a
 // spec, or one weights file whose spec is inferred) or a weights file,
-// read only from inside its directory, whose inferred spec opt completes.
+// symlinks followed (they are the operator's), whose inferred spec opt completes.
 // It is served under the folder's or the file's name without its
 // extension. A model the weights alone leave open (a head over a
 // bidirectional RNN) is refused with the spec line and the flag that
@@ -355,23 +355,21 @@ func openModel(p string, opt models.OpenOptions) (server.Entry, error) {
 	if err != nil {
 		return server.Entry{}, fmt.Errorf("-model: %w", err)
 	}
+	// The path and the links it holds are the operator's: they are
+	// followed (a Hugging Face snapshot links its files into ../../blobs).
 	dir, base := filepath.Split(abs)
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return server.Entry{}, fmt.Errorf("-model %s: %w", p, err)
-	}
-	defer root.Close()
+	fsys := models.DirFS(dir)
 	if fi.IsDir() {
 		if opt != (models.OpenOptions{}) {
 			return server.Entry{}, fmt.Errorf("-model %s: -head-input is for a weights file given alone; a model folder states it in its %s (head.input)", p, models.SpecFile)
 		}
-		e, err := server.LoadModel(root.FS(), base)
+		e, err := server.LoadModel(fsys, base)
 		if err != nil {
 			return server.Entry{}, fmt.Errorf("-model %s: %w", p, err)
 		}
 		return e, nil
 	}
-	m, err := models.OpenFSWith(root.FS(), base, opt)
+	m, err := models.OpenFSWith(fsys, base, opt)
 	if errors.Is(err, models.ErrAmbiguous) {
 		return server.Entry{}, fmt.Errorf("-model %s: %w (or pass -head-input h_n, every_step or last_step; -print-spec prints the spec to complete)", p, err)
 	}

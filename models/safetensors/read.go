@@ -70,32 +70,81 @@ func ReadFile(path string) (*File, error) {
 // sub-slice of data, which the caller must not modify while the tensors
 // are in use.
 func Read(data []byte) (*File, error) {
-	if f := sniff.Detect(data); f != sniff.Safetensors && f != sniff.Unknown {
-		return nil, fmt.Errorf("%w: this is %v", ErrFormat, f)
-	}
-	if len(data) < 8 {
-		return nil, fmt.Errorf("%w: %d bytes, need 8 for the header length", ErrTruncated, len(data))
-	}
-	n := binary.LittleEndian.Uint64(data)
-	if n > MaxHeaderSize {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrHeaderTooLarge, n, MaxHeaderSize)
-	}
-	if n > uint64(len(data)-8) {
-		return nil, fmt.Errorf("%w: header length %d but only %d bytes follow", ErrTruncated, n, len(data)-8)
-	}
-	header, body := data[8:8+n], data[8+n:]
-
-	f, spans, err := parseHeader(header)
+	f, spans, base, err := readHeader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLayout(spans, len(body)); err != nil {
-		return nil, err
-	}
+	body := data[base:]
 	for _, s := range spans {
 		s.t.Data = body[s.begin:s.end:s.end]
 	}
 	return f, nil
+}
+
+// ReadAt parses the safetensors file of size bytes that r holds, reading
+// only its header: each tensor's elements stay where they are, in
+// Tensor.Section, until Float32sInto or Bytes reads them (straight into
+// the caller's buffer, for Float32sInto). The file is validated as Read
+// validates it; r must not change while the tensors are in use.
+func ReadAt(r io.ReaderAt, size int64) (*File, error) {
+	f, spans, base, err := readHeader(r, size)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range spans {
+		s.t.Section = io.NewSectionReader(r, base+int64(s.begin), int64(s.end-s.begin))
+	}
+	return f, nil
+}
+
+// readHeader reads and checks the header of the file of size bytes in r,
+// allocating no more than the header's own length (bounded by
+// MaxHeaderSize and by the file), and returns the tensors' spans and the
+// offset of the data section.
+func readHeader(r io.ReaderAt, size int64) (*File, []span, int64, error) {
+	if f := sniff.DetectAt(r, size); f != sniff.Safetensors && f != sniff.Unknown {
+		return nil, nil, 0, fmt.Errorf("%w: this is %v", ErrFormat, f)
+	}
+	var prefix [8]byte
+	if size < 8 {
+		return nil, nil, 0, fmt.Errorf("%w: %d bytes, need 8 for the header length", ErrTruncated, size)
+	}
+	if err := readFullAt(r, prefix[:], 0); err != nil {
+		return nil, nil, 0, fmt.Errorf("%w: header length: %v", ErrTruncated, err)
+	}
+	n := binary.LittleEndian.Uint64(prefix[:])
+	if n > MaxHeaderSize {
+		return nil, nil, 0, fmt.Errorf("%w: %d bytes, limit %d", ErrHeaderTooLarge, n, MaxHeaderSize)
+	}
+	if n > uint64(size-8) {
+		return nil, nil, 0, fmt.Errorf("%w: header length %d but only %d bytes follow", ErrTruncated, n, size-8)
+	}
+	header := make([]byte, n)
+	if err := readFullAt(r, header, 8); err != nil {
+		return nil, nil, 0, fmt.Errorf("%w: header: %v", ErrTruncated, err)
+	}
+	f, spans, err := parseHeader(header)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	base := 8 + int64(n)
+	if err := checkLayout(spans, uint64(size-base)); err != nil {
+		return nil, nil, 0, err
+	}
+	return f, spans, base, nil
+}
+
+// readFullAt fills b from r at off: a ReaderAt may return io.EOF with
+// the last bytes.
+func readFullAt(r io.ReaderAt, b []byte, off int64) error {
+	n, err := r.ReadAt(b, off)
+	switch {
+	case n == len(b):
+		return nil
+	case err == nil || errors.Is(err, io.EOF):
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // span is a tensor whose data has yet to be sliced out of the data section.
@@ -254,7 +303,7 @@ func parseEntry(name string, raw json.RawMessage) (span, error) {
 }
 
 // checkLayout checks that the spans tile [0, bodyLen) exactly.
-func checkLayout(spans []span, bodyLen int) error {
+func checkLayout(spans []span, bodyLen uint64) error {
 	sorted := slices.Clone(spans)
 	slices.SortFunc(sorted, func(a, b span) int {
 		return cmp.Or(cmp.Compare(a.begin, b.begin), cmp.Compare(a.end, b.end), strings.Compare(a.t.Name, b.t.Name))
@@ -269,15 +318,15 @@ func checkLayout(spans []span, bodyLen int) error {
 		case s.begin < pos:
 			return &TensorError{s.t.Name, fmt.Errorf("%w: [%d, %d] overlaps tensor %q, which ends at %d",
 				ErrOffsets, s.begin, s.end, prev, pos)}
-		case s.end > uint64(bodyLen):
+		case s.end > bodyLen:
 			return &TensorError{s.t.Name, fmt.Errorf("%w: data ends at offset %d but the data section has %d bytes",
 				ErrTruncated, s.end, bodyLen)}
 		}
 		pos, prev = s.end, s.t.Name
 	}
-	if pos != uint64(bodyLen) {
+	if pos != bodyLen {
 		return fmt.Errorf("%w: the last %d bytes of the data section belong to no tensor",
-			ErrOffsets, uint64(bodyLen)-pos)
+			ErrOffsets, bodyLen-pos)
 	}
 	return nil
 }

@@ -2,18 +2,34 @@ package safetensors
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/bits"
+	"unsafe"
 )
 
 // Tensor is one named tensor: its dtype, its shape and its elements in
-// row-major order, each stored little-endian in Data.
+// row-major order, each stored little-endian, in memory (Data) or in a
+// file (Section).
 type Tensor struct {
 	Name  string
 	DType DType
 	Shape []int // empty for a scalar
-	Data  []byte
+	// Data holds the elements, when they are in memory.
+	Data []byte
+	// Section, when Data is nil, is where the elements are in a file
+	// (ReadAt leaves them there); Float32sInto and Bytes read them.
+	Section *io.SectionReader
+}
+
+// ByteSize is the size of the tensor's elements in bytes.
+func (t *Tensor) ByteSize() int64 {
+	if t.Data == nil && t.Section != nil {
+		return t.Section.Size()
+	}
+	return int64(len(t.Data))
 }
 
 // NumElements returns the product of the dimensions of t.Shape, which is 1
@@ -27,6 +43,29 @@ func (t *Tensor) NumElements() int {
 	return n
 }
 
+// Bytes returns the tensor's elements as bytes: Data, or the Section read
+// into a new slice.
+func (t *Tensor) Bytes() ([]byte, error) {
+	if t.Data != nil || t.Section == nil {
+		return t.Data, nil
+	}
+	b := make([]byte, t.Section.Size())
+	if err := t.readAt(b, 0); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (t *Tensor) readAt(b []byte, off int64) error {
+	if err := readFullAt(t.Section, b, off); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return &TensorError{t.Name, fmt.Errorf("%w: the data end early (did the file change while it was read?)", ErrTruncated)}
+		}
+		return &TensorError{t.Name, err}
+	}
+	return nil
+}
+
 // Float32s decodes the elements of an F32, BF16, F16 or F64 tensor into a
 // new slice. Widening from the 16-bit types is exact; F64 rounds to the
 // nearest float32 (values beyond its range become infinities); infinities
@@ -36,28 +75,84 @@ func (t *Tensor) Float32s() ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]float32, n)
-	switch t.DType {
-	case F32:
-		for i := range out {
-			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
-		}
-	case BF16:
-		for i := range out {
-			out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(t.Data[2*i:])) << 16)
-		}
-	case F16:
-		for i := range out {
-			out[i] = float16to32(binary.LittleEndian.Uint16(t.Data[2*i:]))
-		}
-	case F64:
-		for i := range out {
-			out[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(t.Data[8*i:])))
-		}
-	default:
+	if !isFloat(t.DType) {
 		return nil, &TensorError{t.Name, fmt.Errorf("%w: %s to float32", ErrConvert, t.DType)}
 	}
+	out := make([]float32, n)
+	if err := t.Float32sInto(out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// chunkBytes is how much of a file Float32sInto reads at a time to convert
+// a tensor whose elements are not float32.
+const chunkBytes = 64 << 10
+
+// Float32sInto decodes the elements as Float32s does into dst, which must
+// have exactly NumElements elements. A tensor in a file is read straight
+// into dst when it is F32 (on a little-endian machine) and through one
+// buffer of at most 64 KiB otherwise, so nothing the size of the tensor
+// is allocated.
+func (t *Tensor) Float32sInto(dst []float32) error {
+	n, err := t.checkSize()
+	if err != nil {
+		return err
+	}
+	if !isFloat(t.DType) {
+		return &TensorError{t.Name, fmt.Errorf("%w: %s to float32", ErrConvert, t.DType)}
+	}
+	if len(dst) != n {
+		return &TensorError{t.Name, fmt.Errorf("%w: %d elements into a buffer of %d", ErrSize, n, len(dst))}
+	}
+	if n == 0 {
+		return nil
+	}
+	if t.Data != nil || t.Section == nil {
+		decodeFloats(dst, t.Data, t.DType)
+		return nil
+	}
+	if t.DType == F32 && littleEndian {
+		return t.readAt(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*n), 0)
+	}
+	es := t.DType.Size()
+	buf := make([]byte, min(chunkBytes, n*es))
+	for i := 0; i < n; {
+		k := min(len(buf)/es, n-i)
+		if err := t.readAt(buf[:k*es], int64(i*es)); err != nil {
+			return err
+		}
+		decodeFloats(dst[i:i+k], buf, t.DType)
+		i += k
+	}
+	return nil
+}
+
+func isFloat(dt DType) bool { return dt == F32 || dt == BF16 || dt == F16 || dt == F64 }
+
+// littleEndian is true on a machine that stores float32 as safetensors does.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// decodeFloats widens or narrows len(dst) elements of dtype dt from src.
+func decodeFloats(dst []float32, src []byte, dt DType) {
+	switch dt {
+	case F32:
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	case BF16:
+		for i := range dst {
+			dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
+		}
+	case F16:
+		for i := range dst {
+			dst[i] = float16to32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	case F64:
+		for i := range dst {
+			dst[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(src[8*i:])))
+		}
+	}
 }
 
 // Int64s decodes the elements of a signed integer tensor (I8, I16, I32,
@@ -68,8 +163,11 @@ func (t *Tensor) Int64s() ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	d, err := t.Bytes()
+	if err != nil {
+		return nil, err
+	}
 	out := make([]int64, n)
-	d := t.Data
 	switch t.DType {
 	case I64:
 		for i := range out {
@@ -114,11 +212,11 @@ func (t *Tensor) checkSize() (int, error) {
 	if err != nil {
 		return 0, &TensorError{t.Name, err}
 	}
-	if size != uint64(len(t.Data)) {
+	if size != uint64(t.ByteSize()) {
 		return 0, &TensorError{t.Name, fmt.Errorf("%w: %d bytes for shape %v of %s, want %d",
-			ErrSize, len(t.Data), t.Shape, t.DType, size)}
+			ErrSize, t.ByteSize(), t.Shape, t.DType, size)}
 	}
-	return len(t.Data) / t.DType.Size(), nil
+	return int(t.ByteSize()) / t.DType.Size(), nil
 }
 
 // byteSize returns the number of bytes of a tensor of the given shape and

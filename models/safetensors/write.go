@@ -34,7 +34,13 @@ func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 		return fmt.Errorf("safetensors: write: %w", err)
 	}
 	for _, t := range order {
-		if _, err := w.Write(t.Data); err != nil {
+		var err error
+		if t.Data == nil && t.Section != nil {
+			_, err = io.Copy(w, io.NewSectionReader(t.Section, 0, t.Section.Size()))
+		} else {
+			_, err = w.Write(t.Data)
+		}
+		if err != nil {
 			return fmt.Errorf("safetensors: write %q: %w", t.Name, err)
 		}
 	}
@@ -100,7 +106,7 @@ func encodeHeader(tensors []Tensor, metadata map[string]string) ([]byte, []*Tens
 			}
 			buf.WriteString(strconv.Itoa(d))
 		}
-		end := offset + uint64(len(t.Data))
+		end := offset + uint64(t.ByteSize())
 		fmt.Fprintf(&buf, `],"data_offsets":[%d,%d]}`, offset, end)
 		offset = end
 	}

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/binary"
+	"io"
 	"path"
 )
 
@@ -78,27 +79,42 @@ func (f Format) Name() string {
 // number 0x1950a86a20f9469cfc6c, as the legacy format starts.
 var legacyMagic = []byte{0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19}
 
+// HeadSize is how many bytes from the start of a file DetectAt reads:
+// every format but zip shows itself in them.
+const HeadSize = 64
+
 // Detect returns the format of data.
-func Detect(data []byte) Format {
+func Detect(data []byte) Format { return DetectAt(bytes.NewReader(data), int64(len(data))) }
+
+// DetectAt returns the format of the size bytes of r. It reads the first
+// HeadSize bytes and, for a zip archive, the archive's central directory
+// (as archive/zip does: the end record and the member headers it points
+// to), never the rest: a file of gigabytes is told by its header.
+func DetectAt(r io.ReaderAt, size int64) Format {
+	head := make([]byte, min(size, HeadSize))
+	if n, _ := r.ReadAt(head, 0); n < len(head) {
+		head = head[:n]
+		size = int64(n)
+	}
 	// Safetensors goes first: its header length is any number, and one
 	// whose low bytes read 0x80 0x02 would look like a pickle.
 	switch {
-	case isSafetensors(data):
+	case isSafetensors(head, size):
 		return Safetensors
-	case bytes.HasPrefix(data, []byte("PK\x03\x04")) || bytes.HasPrefix(data, []byte("PK\x05\x06")):
-		return zipKind(data)
-	case bytes.HasPrefix(data, legacyMagic):
+	case bytes.HasPrefix(head, []byte("PK\x03\x04")) || bytes.HasPrefix(head, []byte("PK\x05\x06")):
+		return zipKind(r, size)
+	case bytes.HasPrefix(head, legacyMagic):
 		return TorchLegacy
-	case len(data) >= 2 && data[0] == 0x80 && data[1] >= 2 && data[1] <= 5:
+	case len(head) >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5:
 		return Pickle
-	case isONNX(data):
+	case isONNX(head):
 		return ONNX
 	}
 	return Unknown
 }
 
-func zipKind(data []byte) Format {
-	z, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+func zipKind(r io.ReaderAt, size int64) Format {
+	z, err := zip.NewReader(r, size)
 	if err != nil {
 		return Zip
 	}
@@ -114,12 +130,12 @@ func zipKind(data []byte) Format {
 	return kind
 }
 
-func isSafetensors(data []byte) bool {
-	if len(data) < 10 {
+func isSafetensors(head []byte, size int64) bool {
+	if len(head) < 10 {
 		return false
 	}
-	n := binary.LittleEndian.Uint64(data)
-	return n >= 2 && n <= uint64(len(data)-8) && data[8] == '{'
+	n := binary.LittleEndian.Uint64(head)
+	return n >= 2 && n <= uint64(size-8) && head[8] == '{'
 }
 
 // isONNX recognises the start of a serialized ModelProto as exporters

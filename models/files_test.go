@@ -1,0 +1,281 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"rnnserve/internal/childtest"
+	"rnnserve/models/safetensors"
+)
+
+// within runs f and fails t if it has not returned after d: a loader that
+// blocks on a named pipe would otherwise hang the test binary.
+func within(t *testing.T, d time.Duration, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("still blocked after %v", d)
+		return nil
+	}
+}
+
+func mkfifo(t *testing.T, p string) {
+	t.Helper()
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+}
+
+func writeFile(t *testing.T, p, text string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNotRegularFilesRefused puts a named pipe, a device and a socket
+// where the loaders look for model files: each is refused at once, with
+// a message naming the file and what it is, and nothing blocks.
+func TestNotRegularFilesRefused(t *testing.T) {
+	dir := t.TempDir()
+	fifoDir := filepath.Join(dir, "fifo")
+	os.Mkdir(fifoDir, 0o755)
+	mkfifo(t, filepath.Join(fifoDir, "model.pt"))
+
+	devDir := filepath.Join(dir, "dev")
+	os.Mkdir(devDir, 0o755)
+	if err := os.Symlink("/dev/zero", filepath.Join(devDir, "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+
+	sockDir := filepath.Join(dir, "sock")
+	os.Mkdir(sockDir, 0o755)
+	l, err := net.Listen("unix", filepath.Join(sockDir, "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	specDir := filepath.Join(dir, "spec")
+	os.Mkdir(specDir, 0o755)
+	mkfifo(t, filepath.Join(specDir, "weights.safetensors"))
+	writeFile(t, filepath.Join(specDir, SpecFile), "cell: lstm\ninput_size: 2\nhidden_size: 3\nweights: weights.safetensors\n")
+
+	fifoSpec := filepath.Join(dir, "spec.yaml")
+	mkfifo(t, fifoSpec)
+
+	treeDir := filepath.Join(dir, "tree")
+	os.Mkdir(treeDir, 0o755)
+	mkfifo(t, filepath.Join(treeDir, "vocab.txt"))
+	writeFile(t, filepath.Join(treeDir, SpecFile), "kind: tree\ncell: childsum_treelstm\nembedding_size: 2\nhidden_size: 2\nclasses: 2\nvocab_file: vocab.txt\nunk: x\n")
+
+	for _, c := range []struct {
+		name, kind string
+		load       func() error
+	}{
+		{"FIFO model.pt in a folder", "named pipe (FIFO)", func() error { _, err := Open(fifoDir); return err }},
+		{"FIFO model.pt named", "named pipe (FIFO)", func() error { _, err := Open(filepath.Join(fifoDir, "model.pt")); return err }},
+		{"device behind a symlink", "character device", func() error { _, err := Open(devDir); return err }},
+		{"socket", "socket", func() error { _, err := Open(sockDir); return err }},
+		{"FIFO weights named by a spec", "named pipe (FIFO)", func() error { _, err := Open(specDir); return err }},
+		{"FIFO weights through Load", "named pipe (FIFO)", func() error { _, err := Load(filepath.Join(specDir, SpecFile)); return err }},
+		{"FIFO spec", "named pipe (FIFO)", func() error { _, err := Load(fifoSpec); return err }},
+		{"FIFO tree vocabulary", "named pipe (FIFO)", func() error { _, err := LoadTree(filepath.Join(treeDir, SpecFile)); return err }},
+		{"FIFO through DirFS", "named pipe (FIFO)", func() error { _, err := OpenFS(DirFS(dir), "fifo"); return err }},
+		{"FIFO through os.DirFS", "named pipe (FIFO)", func() error { _, err := OpenFS(os.DirFS(dir), "fifo"); return err }},
+		{"FIFO through os.Root", "named pipe (FIFO)", func() error {
+			root, err := os.OpenRoot(dir)
+			if err != nil {
+				return err
+			}
+			defer root.Close()
+			_, err = LoadFS(root.FS(), "spec/"+SpecFile)
+			return err
+		}},
+		{"FIFO read by DirFS.ReadFile", "named pipe (FIFO)", func() error {
+			_, err := fs.ReadFile(DirFS(dir), "fifo/model.pt")
+			return err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			err := within(t, 5*time.Second, c.load)
+			if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), c.kind) || !strings.Contains(err.Error(), "not a regular file") {
+				t.Fatalf("error %v, want ErrNotRegular saying %q", err, c.kind)
+			}
+			if time.Since(start) > time.Second {
+				t.Errorf("took %v to refuse", time.Since(start))
+			}
+		})
+	}
+}
+
+// TestDirFSNames: DirFS takes only names below its folder.
+func TestDirFSNames(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.txt"), "a")
+	fsys := DirFS(filepath.Join(dir, "sub"))
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	for _, name := range []string{"../a.txt", "/etc/passwd", "x/../../a.txt", "", "a//b"} {
+		if _, err := fsys.Open(name); !errors.Is(err, fs.ErrInvalid) {
+			t.Errorf("Open(%q): %v, want fs.ErrInvalid", name, err)
+		}
+		if _, err := fs.ReadFile(fsys, name); !errors.Is(err, fs.ErrInvalid) {
+			t.Errorf("ReadFile(%q): %v, want fs.ErrInvalid", name, err)
+		}
+	}
+	if _, err := fs.ReadDir(fsys, "."); err != nil {
+		t.Errorf("ReadDir: %v", err)
+	}
+}
+
+// writeLSTM writes a safetensors file of an LSTM layer (zero weights) of
+// the given sizes and dtype.
+func writeLSTM(t *testing.T, p string, input, hidden int, dt safetensors.DType) {
+	t.Helper()
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	es := dt.Size()
+	var ts []safetensors.Tensor
+	for _, w := range []struct {
+		name  string
+		shape []int
+	}{{"rnn.weight_ih_l0", []int{4 * hidden, input}}, {"rnn.weight_hh_l0", []int{4 * hidden, hidden}},
+		{"rnn.bias_ih_l0", []int{4 * hidden}}, {"rnn.bias_hh_l0", []int{4 * hidden}}} {
+		n := es
+		for _, d := range w.shape {
+			n *= d
+		}
+		ts = append(ts, safetensors.Tensor{Name: w.name, DType: dt, Shape: w.shape, Data: make([]byte, n)})
+	}
+	if err := safetensors.Write(f, ts, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSymlinksFollowed opens a Hugging Face cache snapshot, whose files
+// are links into ../../blobs, by file, by folder and through a spec, and
+// a repository whose model folder is a link.
+func TestSymlinksFollowed(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "models--user--lstm")
+	blobs, snap := filepath.Join(cache, "blobs"), filepath.Join(cache, "snapshots", "0123abcd")
+	os.MkdirAll(blobs, 0o755)
+	os.MkdirAll(snap, 0o755)
+	writeLSTM(t, filepath.Join(blobs, "9f86d081884c7d65"), 3, 4, safetensors.F32)
+	if err := os.Symlink("../../blobs/9f86d081884c7d65", filepath.Join(snap, "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(snap, "model.safetensors"), snap} {
+		m, err := Open(p)
+		if err != nil {
+			t.Fatalf("Open(%s): %v", p, err)
+		}
+		if m.Spec.HiddenSize != 4 || m.Source.Weights != filepath.Join(snap, "model.safetensors") {
+			t.Errorf("Open(%s): spec %+v, source %+v", p, m.Spec, m.Source)
+		}
+	}
+	writeFile(t, filepath.Join(snap, SpecFile), "cell: lstm\ninput_size: 3\nhidden_size: 4\nweights: model.safetensors\n")
+	if _, err := Load(filepath.Join(snap, SpecFile)); err != nil {
+		t.Errorf("Load through the spec: %v", err)
+	}
+	if _, err := OpenFS(DirFS(filepath.Dir(snap)), filepath.Base(snap)); err != nil {
+		t.Errorf("OpenFS(DirFS) of the snapshot: %v", err)
+	}
+
+	repo := t.TempDir()
+	if err := os.Symlink(snap, filepath.Join(repo, "lstm")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenFS(DirFS(repo), "lstm"); err != nil {
+		t.Errorf("a repository's linked model folder: %v", err)
+	}
+	// os.Root's FS keeps os.Root's rule: no link out of the root.
+	root, err := os.OpenRoot(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if _, err := OpenFS(root.FS(), "lstm"); err == nil {
+		t.Errorf("os.Root followed a link out of its root")
+	}
+}
+
+// TestPeakHelper is run in a child process by the peak-memory tests: it
+// opens $MODEL_FILE and prints the outcome.
+func TestPeakHelper(t *testing.T) {
+	role := childtest.Role(t)
+	start := time.Now()
+	m, err := Open(os.Getenv("MODEL_FILE"))
+	switch {
+	case role == "refuse" && err != nil:
+		fmt.Printf("refused in %v: %v\n", time.Since(start), err)
+	case role == "load" && err == nil:
+		fmt.Printf("loaded %d weight bytes in %v\n", m.Net.WeightBytes(), time.Since(start))
+	default:
+		t.Fatalf("role %s: model %v, error %v", role, m != nil, err)
+	}
+}
+
+// TestUnknownFormatPeak hands the loader 256 MiB of zeros named like a
+// weights file: it is told from its first bytes to be of no known format,
+// without reading the rest.
+func TestUnknownFormatPeak(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "model.safetensors")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(256 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	r := childtest.Run(t, "TestPeakHelper", "refuse", time.Minute, "MODEL_FILE="+p)
+	if r.Code != 0 || !strings.Contains(r.Output, "unknown format") || !strings.Contains(r.Output, "model.safetensors") {
+		t.Fatalf("exit %d:\n%s", r.Code, r.Output)
+	}
+	t.Logf("256 MiB of zeros refused, peak RSS %d MiB, %v", r.MaxRSS>>20, r.Elapsed)
+	if !childtest.Race && r.MaxRSS > 64<<20 {
+		t.Errorf("peak RSS %d MiB to refuse a file by its first bytes", r.MaxRSS>>20)
+	}
+}
+
+// TestLoadPeak loads safetensors LSTMs of 128 MiB of float32 weights,
+// stored as F32 and as F16: the peak is the network and a constant, the
+// tensors being read straight into it.
+func TestLoadPeak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 192 MiB of files")
+	}
+	const input, hidden = 2048, 2048 // 4h(in+h)+8h floats: 128.06 MiB
+	for _, dt := range []safetensors.DType{safetensors.F32, safetensors.F16} {
+		t.Run(string(dt), func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "model.safetensors")
+			writeLSTM(t, p, input, hidden, dt)
+			r := childtest.Run(t, "TestPeakHelper", "load", 2*time.Minute, "MODEL_FILE="+p)
+			want := int64(4 * (4*hidden*(input+hidden) + 8*hidden))
+			if r.Code != 0 || !strings.Contains(r.Output, "loaded "+strconv.FormatInt(want, 10)) {
+				t.Fatalf("exit %d:\n%s", r.Code, r.Output)
+			}
+			t.Logf("%s: %d MiB of weights, peak RSS %d MiB, %v", dt, want>>20, r.MaxRSS>>20, r.Elapsed)
+			if !childtest.Race && r.MaxRSS > want+64<<20 {
+				t.Errorf("peak RSS %d MiB for %d MiB of weights", r.MaxRSS>>20, want>>20)
+			}
+		})
+	}
+}
