@@ -81,7 +81,8 @@ func fromONNX(m *onnx.Model) (*onnxModel, error) {
 		s.Embedding = &Embedding{VocabSize: m.Vocab}
 	}
 	if m.HeadOut > 0 {
-		s.Head = &Head{OutFeatures: m.HeadOut}
+		// The graph shows where the head reads.
+		s.Head = &Head{OutFeatures: m.HeadOut, Input: m.HeadInput}
 		if m.Activation != "none" {
 			s.Head.Activation = m.Activation
 		}
@@ -89,6 +90,11 @@ func fromONNX(m *onnx.Model) (*onnxModel, error) {
 			f := false
 			s.Head.Bias = &f
 		}
+	}
+	// The graph's own names, and its layout.
+	s.IO = &IO{Input: m.InputName, TimeMajor: !m.BatchFirst}
+	for _, o := range m.Outputs {
+		s.IO.Outputs = append(s.IO.Outputs, Output{Name: o.Name, Value: o.Value, Rows: o.Rows, States: o.States, Join: o.Join})
 	}
 	s.EnsureDefaults()
 	if _, err := s.Config(); err != nil {

@@ -595,8 +595,22 @@ class UserStack(nn.Module):
         return y, ((h1, h2), c1), self.classifier(y)
 
 
-class UserONNXLM(nn.Module):
-    """An LM exported to ONNX: embedding, 2-layer LSTM, head, log_softmax."""
+class UserONNX(nn.Module):
+    """A model exported to ONNX under its own names. forward takes the
+    graph's input (graph_in) in the graph's layout and returns its outputs
+    (graph_out, in order); engine(x) returns, for the same input given
+    time-major, what the Go engine computes, in io.safetensors'
+    conventions (output, h_n, c_n, head)."""
+
+    graph_in = "x"
+    graph_out = []
+
+
+class UserONNXLM(UserONNX):
+    """An LM: input_ids [B, T] in; output (log-probabilities), h_n and
+    c_n out."""
+
+    graph_in, graph_out = "input_ids", ["output", "h_n", "c_n"]
 
     def __init__(self):
         super().__init__()
@@ -605,12 +619,19 @@ class UserONNXLM(nn.Module):
         self.decoder = nn.Linear(12, 30)
 
     def forward(self, tokens):  # [B, T]
-        y, _ = self.rnn(self.embedding(tokens))
-        return torch.log_softmax(self.decoder(y), dim=-1)
+        y, (h, c) = self.rnn(self.embedding(tokens))
+        return torch.log_softmax(self.decoder(y), dim=-1), h, c
+
+    def engine(self, x):
+        logp, h, c = self(x.t())
+        y, _ = self.rnn(self.embedding(x.t()))
+        return dict(output=y.transpose(0, 1), h_n=h, c_n=c, head=logp.transpose(0, 1))
 
 
-class UserONNXBiGRU(nn.Module):
-    """A 2-layer bidirectional GRU exported to ONNX, returning y and h_n."""
+class UserONNXBiGRU(UserONNX):
+    """A 2-layer bidirectional GRU, time-major, returning y and h_n."""
+
+    graph_in, graph_out = "features", ["output", "h_n"]
 
     def __init__(self):
         super().__init__()
@@ -619,10 +640,16 @@ class UserONNXBiGRU(nn.Module):
     def forward(self, x):  # [T, B, 6]
         return self.gru(x)
 
+    def engine(self, x):
+        y, h = self(x)
+        return dict(output=y, h_n=h)
 
-class UserONNXGemm(nn.Module):
+
+class UserONNXGemm(UserONNX):
     """An LSTM whose head is a Linear on out.reshape(-1, H), which the
-    exporter writes as Reshape and Gemm, then softmax."""
+    exporter writes as Reshape and Gemm, then softmax: probs [T*B, 4]."""
+
+    graph_out = ["probs"]
 
     def __init__(self):
         super().__init__()
@@ -632,6 +659,95 @@ class UserONNXGemm(nn.Module):
     def forward(self, x):  # [T, B, 7]
         y, _ = self.lstm(x)
         return torch.softmax(self.fc(y.reshape(-1, 9)), dim=-1)
+
+    def engine(self, x):
+        y, (h, c) = self.lstm(x)
+        return dict(output=y, h_n=h, c_n=c, head=self(x).reshape(x.shape[0], x.shape[1], -1))
+
+
+class UserONNXBiLSTMClassifier(UserONNX):
+    """fc(cat(h_n[-2], h_n[-1])) over a 2-layer bidirectional LSTM on
+    token ids, batch_first; also h_n and c_n."""
+
+    graph_in, graph_out = "input_ids", ["logits", "h_n", "c_n"]
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(30, 8)
+        self.lstm = nn.LSTM(8, 12, num_layers=2, bidirectional=True, batch_first=True)
+        self.fc = nn.Linear(24, 4)
+
+    def forward(self, tokens):  # [B, T]
+        _, (h, c) = self.lstm(self.embedding(tokens))
+        return self.fc(torch.cat((h[-2], h[-1]), dim=1)), h, c
+
+    def engine(self, x):
+        logits, h, c = self(x.t())
+        y, _ = self.lstm(self.embedding(x.t()))
+        return dict(output=y.transpose(0, 1), h_n=h, c_n=c, head=logits)
+
+
+class UserONNXGRUClassifier(UserONNX):
+    """fc(h_n[-1]) over a 2-layer GRU, time-major; also h_n[-1] itself."""
+
+    graph_out = ["logits", "last_hidden"]
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(6, 10, num_layers=2)
+        self.fc = nn.Linear(10, 3)
+
+    def forward(self, x):  # [T, B, 6]
+        _, h = self.gru(x)
+        return self.fc(h[-1]), h[-1]
+
+    def engine(self, x):
+        y, h = self.gru(x)
+        return dict(output=y, h_n=h, head=self.fc(h[-1]))
+
+
+class UserONNXBiGRULastStep(UserONNX):
+    """fc(out[:, -1]) over a bidirectional GRU, batch_first; also out."""
+
+    graph_out = ["logits", "output"]
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(5, 7, bidirectional=True, batch_first=True)
+        self.head = nn.Linear(14, 4)
+
+    def forward(self, x):  # [B, T, 5]
+        y, _ = self.rnn(x)
+        return self.head(y[:, -1]), y
+
+    def engine(self, x):
+        y, h = self.rnn(x.transpose(0, 1))
+        return dict(output=y.transpose(0, 1), h_n=h, head=self.head(y[:, -1]))
+
+
+class UserONNXStack(UserONNX):
+    """Two modules of different cells and sizes, time-major: a
+    bidirectional LSTM, then a GRU, then a head on every step; each
+    module's final states under its own name."""
+
+    graph_out = ["scores", "h_lstm", "c_lstm", "h_gru"]
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(5, 8, bidirectional=True)
+        self.gru = nn.GRU(16, 6)
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x):  # [T, B, 5]
+        y1, (h1, c1) = self.lstm(x)
+        y, h2 = self.gru(y1)
+        return self.fc(y), h1, c1, h2
+
+    def engine(self, x):
+        scores, h1, c1, h2 = self(x)
+        y1, _ = self.lstm(x)
+        y, _ = self.gru(y1)
+        return dict(output=y, h_n=torch.cat((h1.reshape(-1), h2.reshape(-1))), c_n=c1, head=scores)
 
 
 class UserBiLSTMClassifier(nn.Module):
@@ -690,8 +806,9 @@ class UserCase:
     note: str = ""
     # where the head reads, as the operator states it (head.input): ""
     # or every_step for a head on every step ([T, B, out] in io), h_n or
-    # last_step for one row per sequence ([B, out])
+    # last_step for one row per sequence ([B, out]); an ONNX graph shows it
     head_input: str = ""
+    opset: int = 14  # ONNX opset of an onnx case
 
     @property
     def head_per_step(self):
@@ -753,16 +870,55 @@ def _user_cases():
                         "head:\n  out_features: 7\nprefixes:\n  embedding: embed\n  rnn: [lstm1, gru2]\n"
                         "  head: classifier\n"),
         UserCase("onnx_lstm_lm", lambda: UserONNXLM(), "model.onnx", "onnx", tokens=30, batch_first=True,
-                 note="torch.onnx.export, opset 14: Gather, 2 LSTM nodes, MatMul+Add, LogSoftmax",
+                 note="torch.onnx.export, opset 14: Gather, 2 LSTM nodes, MatMul+Add, LogSoftmax; input_ids in, "
+                      "output (log-probabilities), h_n, c_n out",
                  expect="cell: lstm\ninput_size: 8\nhidden_size: 12\nnum_layers: 2\n"
-                        "embedding:\n  vocab_size: 30\nhead:\n  out_features: 30\n  activation: log_softmax\n"),
+                        "embedding:\n  vocab_size: 30\nhead:\n  out_features: 30\n  activation: log_softmax\n"
+                        "  input: every_step\nio:\n  input: input_ids\n  outputs:\n"
+                        "    - name: output\n      value: head\n    - name: h_n\n      value: h_n\n"
+                        "    - name: c_n\n      value: c_n\n"),
         UserCase("onnx_gru_bidir", lambda: UserONNXBiGRU(), "model.onnx", "onnx", features=6,
-                 note="torch.onnx.export, opset 14: 2 bidirectional GRU nodes (linear_before_reset=1)",
-                 expect="cell: gru\ninput_size: 6\nhidden_size: 10\nnum_layers: 2\nbidirectional: true\n"),
+                 note="torch.onnx.export, opset 14: 2 bidirectional GRU nodes (linear_before_reset=1), time-major",
+                 expect="cell: gru\ninput_size: 6\nhidden_size: 10\nnum_layers: 2\nbidirectional: true\n"
+                        "io:\n  input: features\n  time_major: true\n  outputs:\n"
+                        "    - name: output\n      value: output\n    - name: h_n\n      value: h_n\n"),
         UserCase("onnx_lstm_gemm_head", lambda: UserONNXGemm(), "model.onnx", "onnx", features=7,
-                 note="torch.onnx.export, opset 14: LSTM, Reshape to [-1, 9], Gemm (transB), Softmax",
+                 note="torch.onnx.export, opset 14: LSTM, Reshape to [-1, 9], Gemm (transB), Softmax: probs [T*B, 4]",
                  expect="cell: lstm\ninput_size: 7\nhidden_size: 9\n"
-                        "head:\n  out_features: 4\n  activation: softmax\n"),
+                        "head:\n  out_features: 4\n  activation: softmax\n  input: every_step\n"
+                        "io:\n  input: x\n  time_major: true\n  outputs:\n"
+                        "    - name: probs\n      value: head\n      rows: true\n"),
+        UserCase("onnx_bilstm_classifier_hn", lambda: UserONNXBiLSTMClassifier(), "model.onnx", "onnx", tokens=30,
+                 batch_first=True, opset=17, head_input="h_n",
+                 note="torch.onnx.export, opset 17: fc(cat(h_n[-2], h_n[-1])) over a 2-layer bidirectional LSTM "
+                      "(Concat, Gather, Concat on axis 1, Gemm)",
+                 expect="cell: lstm\ninput_size: 8\nhidden_size: 12\nnum_layers: 2\nbidirectional: true\n"
+                        "embedding:\n  vocab_size: 30\nhead:\n  out_features: 4\n  input: h_n\n"
+                        "io:\n  input: input_ids\n  outputs:\n    - name: logits\n      value: head\n"
+                        "    - name: h_n\n      value: h_n\n    - name: c_n\n      value: c_n\n"),
+        UserCase("onnx_gru_classifier_hn", lambda: UserONNXGRUClassifier(), "model.onnx", "onnx", features=6,
+                 head_input="h_n", note="torch.onnx.export, opset 14: fc(h_n[-1]) over a 2-layer GRU; h_n[-1] out too",
+                 expect="cell: gru\ninput_size: 6\nhidden_size: 10\nnum_layers: 2\n"
+                        "head:\n  out_features: 3\n  input: h_n\n"
+                        "io:\n  input: x\n  time_major: true\n  outputs:\n    - name: logits\n      value: head\n"
+                        "    - name: last_hidden\n      value: h_n\n      states: [1]\n      join: true\n"),
+        UserCase("onnx_bigru_last_step", lambda: UserONNXBiGRULastStep(), "model.onnx", "onnx", features=5,
+                 batch_first=True, opset=17, head_input="last_step",
+                 note="torch.onnx.export, opset 17: fc(out[:, -1]) over a bidirectional GRU, batch_first",
+                 expect="cell: gru\ninput_size: 5\nhidden_size: 7\nbidirectional: true\n"
+                        "head:\n  out_features: 4\n  input: last_step\n"
+                        "io:\n  input: x\n  outputs:\n    - name: logits\n      value: head\n"
+                        "    - name: output\n      value: output\n"),
+        UserCase("onnx_stack_lstm_gru", lambda: UserONNXStack(), "model.onnx", "onnx", features=5, opset=17,
+                 note="torch.onnx.export, opset 17: a bidirectional LSTM then a GRU of another size, each "
+                      "module's final states under its own name",
+                 expect="input_size: 5\nlayers:\n  - cell: lstm\n    hidden_size: 8\n    bidirectional: true\n"
+                        "  - cell: gru\n    hidden_size: 6\nhead:\n  out_features: 3\n  input: every_step\n"
+                        "io:\n  input: x\n  time_major: true\n  outputs:\n"
+                        "    - name: scores\n      value: head\n"
+                        "    - name: h_lstm\n      value: h_n\n      states: [0, 1]\n"
+                        "    - name: c_lstm\n      value: c_n\n      states: [0, 1]\n"
+                        "    - name: h_gru\n      value: h_n\n      states: [2]\n"),
     ]
 
 
@@ -823,11 +979,14 @@ def run_user_case(case):
     x = _user_inputs(case)  # time-major [T, B(, F)]
     io = {"tokens" if case.tokens else "features": x}
     with torch.no_grad():
-        if isinstance(model, UserONNXLM):
-            xin = x.t().contiguous()
-            head = model(xin).transpose(0, 1).contiguous()
-            y, (h, c) = model.rnn(model.embedding(xin))
-            io.update(output=y.transpose(0, 1).contiguous(), h_n=h, c_n=c, head=head)
+        if isinstance(model, UserONNX):
+            example = x.transpose(0, 1).contiguous() if case.batch_first else x
+            outs = model(example)
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            io["graph." + model.graph_in] = example
+            for name, t in zip(model.graph_out, outs):
+                io["graph." + name] = t.contiguous()
+            io.update({k: v.contiguous() for k, v in model.engine(x).items()})
         elif case.batch_first:
             y, state, head = model(x.transpose(0, 1).contiguous())
             h, c = _flat_states(state)
@@ -836,13 +995,6 @@ def run_user_case(case):
             io.update(output=y.transpose(0, 1).contiguous(), h_n=h, head=head)
             if c is not None:
                 io["c_n"] = c
-        elif isinstance(model, UserONNXGemm):
-            head = model(x).reshape(x.shape[0], x.shape[1], -1)
-            y, (h, c) = model.lstm(x)
-            io.update(output=y, h_n=h, c_n=c, head=head)
-        elif isinstance(model, UserONNXBiGRU):
-            y, h = model(x)
-            io.update(output=y, h_n=h.reshape(-1))
         else:
             y, state, head = model(x)
             h, c = _flat_states(state)
@@ -863,18 +1015,17 @@ def run_user_case(case):
         files[case.file] = buf.getvalue()
     elif case.writer == "onnx":
         buf = _io.BytesIO()
-        name = "tokens" if case.tokens else "features"
-        example = x.t().contiguous() if case.batch_first else x
+        example = io["graph." + model.graph_in]
         axes = {0: "batch", 1: "time"} if case.batch_first else {0: "time", 1: "batch"}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.onnx.export(model, (example,), buf, opset_version=14, input_names=[name],
-                              dynamic_axes={name: axes})
+            torch.onnx.export(model, (example,), buf, opset_version=case.opset, input_names=[model.graph_in],
+                              output_names=model.graph_out, dynamic_axes={model.graph_in: axes})
         files[case.file] = buf.getvalue()
     else:
         raise ValueError(case.writer)
     given = ""
-    if case.head_input:
+    if case.head_input and case.writer != "onnx":
         given = f"# head.input is the operator's answer (-head-input {case.head_input}): the file cannot say.\n"
     files["expect.yaml"] = (f"{GENERATED_MARK} (case {case.name}); do not edit.\n"
                             f"# The spec the loader must infer from {case.file}; it never reads this file.\n"
@@ -918,6 +1069,10 @@ file under the user's own module names, plus:
   [T, B, out] for a head on every step, [B, out] for a head that reads
   h_n or the last step (after log_softmax for the ONNX LM, whose graph
   contains it; raw scores elsewhere).
+- for an ONNX case, also `graph.<name>`: the graph's input and each of
+  its outputs under the graph's own name, as the exported module takes
+  and returns them (ONNX Runtime's layout), for the server's test of the
+  names and layouts it serves them under.
 
 A state_dict does not record where its head reads. Where the case's
 `expect.yaml` sets `head.input`, the Go test passes that value as the

@@ -4,10 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"rnnserve/models"
+	"rnnserve/models/safetensors"
 )
 
 // namedRepo holds two pairs of models with the same weights (same shapes
@@ -222,5 +227,88 @@ func TestNamedRefusals(t *testing.T) {
 	want := "[output[-1 -1 6] rows[-1 6] y[-1 -1 8] h_n[4 -1 4] c_n[4 -1 4] hcat[-1 8] probs[-1 -1 6] top_k[-1 -1 -1] top_k_probs[-1 -1 -1]]"
 	if md.Inputs[0].Name != "input_ids" || fmt.Sprint(names) != want {
 		t.Errorf("metadata inputs %v outputs %v, want input_ids and %s", md.Inputs, names, want)
+	}
+}
+
+// TestONNXGoldenNames serves every ONNX export of models/testdata/golden
+// (written by torch.onnx.export from scripts/torch_golden.py) and asks it
+// as a client written for the graph would: the input under the graph's
+// name and layout, every output under the graph's name. Each output must
+// have the shape and, within 1e-5 relative to max(1, |want|), the values
+// PyTorch's module returned for it.
+func TestONNXGoldenNames(t *testing.T) {
+	files, err := filepath.Glob("../models/testdata/golden/onnx_*/model.onnx")
+	if err != nil || len(files) < 7 {
+		t.Fatalf("found %d ONNX goldens (%v), want 7: regenerate with /usr/bin/python3 scripts/torch_golden.py", len(files), err)
+	}
+	for _, file := range files {
+		dir := filepath.Dir(file)
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			m, err := models.Open(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io, err := safetensors.ReadFile(filepath.Join(dir, "io.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := testOptions()
+			o.CacheBytes = 1 << 20
+			o.TrafficSteps = 10
+			s, err := New([]Entry{{Name: "m", Model: m}}, o, testDeps(t, o))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Start()
+			hs := httptest.NewServer(s.Handler())
+			defer func() { hs.Close(); s.Stop(context.Background()) }()
+
+			in, _ := io.Tensor("graph." + m.Spec.IO.Input)
+			if in == nil {
+				t.Fatalf("io.safetensors has no graph.%s", m.Spec.IO.Input)
+			}
+			input := map[string]any{"name": m.Spec.IO.Input, "shape": in.Shape}
+			if v, err := in.Int64s(); err == nil {
+				input["datatype"], input["data"] = "INT64", v
+			} else if v, err := in.Float32s(); err == nil {
+				input["datatype"], input["data"] = "FP32", v
+			} else {
+				t.Fatal(err)
+			}
+			var outputs []map[string]string
+			want := map[string]*safetensors.Tensor{}
+			for _, name := range io.Names() {
+				if g, ok := strings.CutPrefix(name, "graph."); ok && g != m.Spec.IO.Input {
+					want[g], _ = io.Tensor(name)
+					outputs = append(outputs, map[string]string{"name": g})
+				}
+			}
+			if len(want) != len(m.Spec.IO.Outputs) {
+				t.Errorf("the graph has %d outputs, the spec names %d", len(want), len(m.Spec.IO.Outputs))
+			}
+			body, _ := json.Marshal(map[string]any{"inputs": []any{input}, "outputs": outputs})
+			got := inferShaped(t, hs.URL+"/v2/models/m/infer", string(body))
+			for name, w := range want {
+				g, ok := got[name]
+				if !ok {
+					t.Errorf("no output %q", name)
+					continue
+				}
+				if fmt.Sprint(g.Shape) != fmt.Sprint(w.Shape) {
+					t.Errorf("%s: shape %v, PyTorch's %v", name, g.Shape, w.Shape)
+					continue
+				}
+				wv, err := w.Float32s()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range wv {
+					if d := math.Abs(g.Data[i] - float64(wv[i])); d > 1e-5*math.Max(1, math.Abs(float64(wv[i]))) {
+						t.Errorf("%s[%d] = %v, PyTorch's %v", name, i, g.Data[i], wv[i])
+						break
+					}
+				}
+			}
+		})
 	}
 }

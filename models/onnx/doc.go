@@ -1,35 +1,67 @@
 // Package onnx imports recurrent models exported by torch.onnx.export:
-// an optional Gather embedding, one ONNX LSTM or GRU node per layer, an
-// optional MatMul+Add (or Gemm) head and an optional Softmax or
-// LogSoftmax, with the glue the exporter writes around them.
+// an optional Gather embedding, one ONNX LSTM, GRU or RNN node per layer,
+// an optional linear head (MatMul and Add, or Gemm) on every step, on the
+// last step or on the final states, and an optional Softmax or
+// LogSoftmax, with the glue the exporter writes around them; and the
+// graph's own input and output names, with what each output holds.
 //
 // The ModelProto is decoded by google.golang.org/protobuf into the
 // generated types of models/onnx/onnxpb (the part of onnx.proto this
-// package reads); this package walks the graph.
+// package reads); this package reads the graph.
+//
+// # Bounded by construction
+//
+// A model file is hostile until read. Before decoding, a scan of the wire
+// format (no allocation beyond a stack six messages deep) counts the
+// nodes and messages and the memory decoding would take, and refuses a
+// file over MaxNodes, MaxMessages or DecodeSlack + DecodeFactor bytes per
+// byte of the file. Decoding skips every field onnxpb does not declare,
+// and no declared message can contain itself. The graph is then read in
+// one pass over its nodes in their order, which ONNX requires to be
+// topological: a node that reads a value no earlier node made is refused,
+// so a cycle cannot send the reader round it and no walk recurses. A
+// tensor may hold at most MaxElements elements, and the tensors the graph
+// uses at most as many bytes as the file and its external data files
+// store (MaxExternalBytes), so shared or overlapping claims cannot
+// multiply memory. Errors quote names and values from the file cut to a
+// few dozen bytes.
 //
 // # What is recognised
 //
-// From the one graph input that is not an initializer (int64 token ids
-// or float features) the walk follows the data forward, keeping track of
-// where the time, batch and feature axes are:
+// Each value gets a meaning from the values its node reads: a constant,
+// a shape computation (Shape, Gather, Concat, Slice, ... on shapes and
+// constants), zeros (ConstantOfShape of 0 and its slices: the exporter's
+// initial states), the model's data, or recurrent layers' final states.
+// On the data, from the one graph input that is not an initializer
+// (int64 or int32 token ids, or float features):
 //
 //   - Gather(table, ids) on axis 0: the embedding;
 //   - Transpose with perm [1, 0, 2]: batch_first in or out;
-//   - LSTM / GRU with layout 0 and default activations: one layer each,
-//     forward or bidirectional; initial states absent or zeros (the
-//     exporter's ConstantOfShape, Slice, Expand); no sequence lengths, no
-//     peepholes, no clip, input_forget 0, GRU linear_before_reset 1 (the
-//     only form PyTorch's GRU has);
+//   - LSTM / GRU / RNN with layout 0 and PyTorch's activations: one layer
+//     each, forward or bidirectional; an RNN is nn.RNN with tanh, or relu
+//     where its activations are Relu; initial states absent or zeros; no
+//     sequence lengths, no peepholes, no clip, input_forget 0, GRU
+//     linear_before_reset 1 (the only form PyTorch's GRU has);
 //   - Squeeze of the direction axis, or Transpose [0, 2, 1, 3] and a
-//     Reshape with constant shape [0, 0, -1], to join the directions;
-//   - MatMul with a [in][out] initializer, then Add of a bias; or Gemm;
+//     Reshape to [0, 0, -1], to join the directions; Reshape to [-1, W]
+//     to flatten time and batch into rows;
+//   - Gather of index -1 on the time axis: the last step (out[:, -1]);
+//   - on final states (Y_h, Y_c): Concat on axis 0 (h_n), Gather of one
+//     entry (h_n[-1]), Concat on axis 1 of single entries
+//     (torch.cat((h_n[-2], h_n[-1]), dim=1)), Squeeze and Unsqueeze of
+//     axis 0;
+//   - MatMul with a [in][out] constant, then Add of a bias; or Gemm: the
+//     head, on every step, the last step or the last layer's final
+//     states, which sets Model.HeadInput;
 //   - Softmax / LogSoftmax over the last axis: the head's activation.
 //
-// Nodes that only compute shapes (Shape, Gather, Unsqueeze, Concat, Slice,
-// Cast, ...), build zero initial states, or rearrange the layers' final
-// states (Y_h, Y_c) into graph outputs are allowed around these. Any other
-// node, or one of these used in another way, is refused with a
-// *NodeError naming the node and its operator.
+// Any other node on the data, or one of these used in another way, is
+// refused with a *NodeError naming the node and its operator.
+//
+// Each graph output is then the head's result, the last layer's output,
+// some of h_n or c_n, or a value the engine does not compute ("none"),
+// in the graph's layout (time-major or batch-first, rows); Model.Outputs
+// lists them under the graph's names for the server to serve.
 //
 // ONNX's gate orders (LSTM i, o, f, c; GRU z, r, h) and concatenated
 // biases (W_b then R_b) are converted to PyTorch's (LSTM i, f, g, o; GRU
@@ -37,6 +69,6 @@
 // DOUBLE, converted to float32.
 //
 // External data (tensors stored beside the model) are read through the
-// caller's open function, and only for locations that are local paths
-// (no absolute paths, no "..").
+// caller's open function, each file once, and only for locations that are
+// local paths (no absolute paths, no "..").
 package onnx

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,8 +33,13 @@ func TestReadExports(t *testing.T) {
 		t.Fatal(err)
 	}
 	if lm.Vocab != 30 || lm.Input != 8 || len(lm.Layers) != 2 || lm.Layers[1].Cell != "lstm" || lm.Layers[1].Hidden != 12 ||
-		lm.HeadOut != 30 || lm.HeadB == nil || lm.Activation != "log_softmax" || !lm.BatchFirst {
+		lm.HeadOut != 30 || lm.HeadB == nil || lm.Activation != "log_softmax" || !lm.BatchFirst || lm.HeadInput != "every_step" {
 		t.Errorf("LM: %+v", lm)
+	}
+	// The graph's names: a client written for input_ids and output gets
+	// the log-probabilities under "output".
+	if want := []Output{{Name: "output", Value: "head"}, {Name: "h_n", Value: "h_n"}, {Name: "c_n", Value: "c_n"}}; lm.InputName != "input_ids" || !reflect.DeepEqual(lm.Outputs, want) {
+		t.Errorf("LM names: input %q, outputs %+v; want input_ids, %+v", lm.InputName, lm.Outputs, want)
 	}
 	gru, err := Read(golden(t, "onnx_gru_bidir"), nil)
 	if err != nil {
@@ -109,7 +115,7 @@ func TestReadErrors(t *testing.T) {
 		}), ErrUnsupported, `direction "reverse"`},
 		{"clip", tiny(func(g *pb.GraphProto) {
 			g.Node[0].Attribute = append(g.Node[0].Attribute, b.Float("clip", 3))
-		}), ErrUnsupported, "attribute clip"},
+		}), ErrUnsupported, `attribute "clip"`},
 		{"nonzero initial state", tiny(func(g *pb.GraphProto) {
 			g.Initializer = append(g.Initializer, b.Floats("h0", []int64{1, 1, 3}, []float32{1, 0, 0}))
 			g.Node[0].Input = append(g.Node[0].Input, "", "h0")

@@ -1,0 +1,173 @@
+package onnx
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"rnnserve/internal/fuzzbound"
+	b "rnnserve/models/internal/onnxbuild"
+)
+
+// hostileBound is what Read may spend on one hostile file in the child
+// process: 2 s, and 32 MiB plus 2 bytes per byte of the file allocated
+// (fuzzbound counts every heap allocation, so this bounds the peak too).
+// Reading the file into memory comes before and is not counted.
+var hostileBound = fuzzbound.Limits{Time: 2 * time.Second, Bytes: 32 << 20, PerByte: 2}
+
+// maxRSS is the child process's peak resident memory (VmHWM) allowed for
+// a file of size bytes: the test binary, the file, and the bound above,
+// with room for the race detector's shadow memory.
+func maxRSS(size int) int64 { return 128<<20 + 3*int64(size) }
+
+// hostileWant is the sentinel each hostile file must be refused with,
+// and a word of the message.
+var hostileWant = map[string]struct {
+	err  error
+	says string
+}{
+	"identity_cycle":   {ErrUnsupported, "no earlier node makes"},
+	"dangling_reverse": {ErrUnsupported, "no earlier node makes"},
+	"data_cycle":       {ErrUnsupported, "no earlier node makes"},
+	"many_nodes":       {ErrLimit, "MaxNodes"},
+	"many_outputs":     {ErrLimit, "MaxMessages"},
+	"packed_varints":   {ErrLimit, "DecodeFactor"},
+	"deep_groups":      {ErrFormat, "parse error"},
+	"huge_dims":        {ErrLimit, "MaxElements"},
+	"shared_external":  {ErrLimit, "not claimed by other tensors"},
+	"long_name":        {ErrUnsupported, "(8388608 bytes)"},
+}
+
+// TestHostile reads each hostile file (onnxbuild.All: a GRU whose
+// initial state comes from an Identity cycle, 20,000 dangling nodes in
+// reverse order, ...) in a child process, where a fatal stack overflow
+// or an out-of-memory kill fails the test instead of ending it, and
+// checks that it is refused with the right error, within hostileBound's
+// time and allocation, and under maxRSS of peak resident memory. The
+// figures are logged (go test -v -run TestHostile ./models/onnx).
+func TestHostile(t *testing.T) {
+	dir := t.TempDir()
+	for _, h := range b.All() {
+		t.Run(h.Name, func(t *testing.T) {
+			want, ok := hostileWant[h.Name]
+			if !ok {
+				t.Fatalf("no expectation for %s", h.Name)
+			}
+			file := filepath.Join(dir, h.Name+".onnx")
+			if err := os.WriteFile(file, h.Data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			env := []string{"ONNX_HOSTILE_FILE=" + file}
+			if h.External != nil {
+				ext := filepath.Join(dir, h.Name+".bin")
+				os.WriteFile(ext, h.External, 0o644)
+				env = append(env, "ONNX_HOSTILE_EXTERNAL="+ext)
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHostileChild$", "-test.v")
+			cmd.Env = append(os.Environ(), env...)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			start := time.Now()
+			err := cmd.Run()
+			elapsed := time.Since(start)
+			if err != nil {
+				t.Fatalf("the child reading %s (%s) failed: %v\n%s", h.Name, h.Why, err, tail(out.String()))
+			}
+			// The child's own peak (getrusage's counts the parent's memory
+			// at the fork too).
+			var rss int64
+			if _, hwm, ok := strings.Cut(out.String(), "VmHWM:"); ok {
+				fmt.Sscan(hwm, &rss)
+				rss <<= 10
+			} else {
+				t.Fatalf("the child did not report its peak memory:\n%s", tail(out.String()))
+			}
+			_, refusal, found := strings.Cut(out.String(), "refused: ")
+			if !found {
+				t.Fatalf("%s (%s) was not refused:\n%s", h.Name, h.Why, tail(out.String()))
+			}
+			refusal, _, _ = strings.Cut(refusal, "\n")
+			if !strings.Contains(refusal, want.err.Error()) || !strings.Contains(refusal, want.says) {
+				t.Errorf("refused with %q, want %v saying %q", refusal, want.err, want.says)
+			}
+			if len(refusal) > 600 {
+				t.Errorf("a refusal of %d bytes: %.200s...", len(refusal), refusal)
+			}
+			if rss > maxRSS(len(h.Data)) {
+				t.Errorf("peak resident memory %d MiB, more than %d MiB", rss>>20, maxRSS(len(h.Data))>>20)
+			}
+			t.Logf("%s, %d bytes (%s): refused in %v (child process), peak RSS %d MiB: %s",
+				h.Name, len(h.Data), h.Why, elapsed.Round(time.Millisecond), rss>>20, refusal)
+		})
+	}
+}
+
+func tail(s string) string {
+	if len(s) > 2000 {
+		return "..." + s[len(s)-2000:]
+	}
+	return s
+}
+
+// TestHostileChild is TestHostile's child: it reads the file named by
+// $ONNX_HOSTILE_FILE under hostileBound and prints the refusal.
+func TestHostileChild(t *testing.T) {
+	file := os.Getenv("ONNX_HOSTILE_FILE")
+	if file == "" {
+		t.Skip("TestHostile's child process")
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ext []byte
+	if e := os.Getenv("ONNX_HOSTILE_EXTERNAL"); e != "" {
+		if ext, err = os.ReadFile(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hostileBound.Run(t, len(data), func() {
+		_, err = Read(data, func(string) ([]byte, error) {
+			if ext == nil {
+				return nil, errors.New("no external data")
+			}
+			return ext, nil
+		})
+	})
+	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(line, "VmHWM:") {
+				fmt.Println(line)
+			}
+		}
+	}
+	if err == nil {
+		fmt.Println("loaded")
+		return
+	}
+	fmt.Printf("refused: %v\n", err)
+}
+
+// TestDanglingForward: the 20,000 dangling nodes of DanglingReverse,
+// in order, are shape computations that nothing reads: the model loads,
+// in time linear in them (the bound is loose; a sweep per node took 16 s).
+func TestDanglingForward(t *testing.T) {
+	data := b.DanglingForward(20000)
+	start := time.Now()
+	hostileBound.Run(t, len(data), func() {
+		m, err := Read(data, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Layers) != 1 || m.Layers[0].Cell != "gru" {
+			t.Errorf("layers %+v", m.Layers)
+		}
+	})
+	t.Logf("%d bytes, 20,000 dangling nodes: loaded in %v", len(data), time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,174 @@
+package onnx
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "rnnserve/models/onnx/onnxpb"
+	"rnnserve/models/sniff"
+)
+
+// Errors returned by Read, wrapped with detail; test with errors.Is.
+var (
+	// ErrFormat means the input is not an ONNX model (the message says
+	// what it is) or does not decode as one.
+	ErrFormat = errors.New("onnx: not an ONNX model")
+	// ErrUnsupported is matched by every *NodeError: a graph this package
+	// does not recognise as a recurrent model it can serve.
+	ErrUnsupported = errors.New("onnx: unsupported graph")
+	// ErrExternalData means external tensor data that cannot be read: a
+	// location outside the model's folder, a missing file, a bad range.
+	ErrExternalData = errors.New("onnx: external data")
+	// ErrLimit means a file over one of the package's limits (MaxNodes,
+	// MaxMessages, the decoding budget, ...), named in the message.
+	ErrLimit = errors.New("onnx: over a limit")
+)
+
+// NodeError says which node of the graph is not understood and why.
+type NodeError struct {
+	Node, Op string
+	Why      string
+}
+
+func (e *NodeError) Error() string {
+	return fmt.Sprintf("onnx: unsupported graph: node %s (%s): %s", clip(e.Node), clipShort(e.Op), e.Why)
+}
+
+// Is makes errors.Is(err, ErrUnsupported) true.
+func (e *NodeError) Is(target error) bool { return target == ErrUnsupported }
+
+// Model is the recurrent model found in an ONNX graph, in PyTorch's
+// layout: row-major float32, PyTorch gate orders; and the graph's input
+// and output names with what each output holds.
+type Model struct {
+	Input     int       // features per step (the embedding width with an embedding)
+	Vocab     int       // 0: float features in
+	Embedding []float32 // [Vocab][Input]
+	Layers    []Layer   // one per LSTM/GRU/RNN node, bottom first
+	HeadOut   int       // 0: no head
+	HeadW     []float32 // [HeadOut][last layer's Dirs*Hidden]
+	HeadB     []float32 // [HeadOut]; nil for a head without bias
+	// HeadInput is where the head reads, as the graph shows it:
+	// "every_step", "last_step" or "h_n" (rnn.ParseHeadInput's names);
+	// "" without a head.
+	HeadInput string
+	// Activation is "none", "softmax" or "log_softmax".
+	Activation string
+	// BatchFirst is true when the graph takes and gives batch-major
+	// tensors (an exported batch_first=True module); the weights are the
+	// same either way.
+	BatchFirst bool
+	// InputName is the graph's input (token ids or features).
+	InputName string
+	// Outputs are the graph's outputs, in its order.
+	Outputs []Output
+}
+
+// Output is one graph output and what it holds, in the terms of the
+// server's named outputs (models.Output).
+type Output struct {
+	Name string
+	// Value is "head" (the head's output after the activation), "output"
+	// (the last layer's output at each step), "h_n" or "c_n" (final
+	// states), or "none": a value the engine does not compute (an
+	// intermediate one, a shape, a constant).
+	Value string
+	// Rows: a per-step value flattened to [T*B, X] (out.reshape(-1, X)).
+	Rows bool
+	// States are the entries of h_n or c_n (layer*dirs + direction);
+	// Join concatenates them along the features ([B, n*H]) instead of
+	// stacking them ([n, B, H]).
+	States []int
+	Join   bool
+}
+
+// Layer is one ONNX LSTM, GRU or RNN node.
+type Layer struct {
+	Cell          string // lstm | gru | rnn_tanh | rnn_relu
+	Input, Hidden int
+	Bidirectional bool
+	Dirs          []Weights // forward, then reverse
+}
+
+// Weights of one direction, as PyTorch's weight_ih, weight_hh, bias_ih,
+// bias_hh.
+type Weights struct {
+	Wih, Whh, Bih, Bhh []float32
+}
+
+// maxDepth bounds message nesting while decoding; onnxpb's messages nest
+// at most six deep (ModelProto, GraphProto, NodeProto, AttributeProto,
+// TensorProto, StringStringEntryProto), so deeper input is not ONNX.
+const maxDepth = 16
+
+// Read decodes a serialized ONNX model and finds the recurrent model in
+// its graph. open returns the bytes of an external data file given its
+// location relative to the model's folder; nil refuses external data.
+//
+// Everything the file claims is bounded before it is acted on: the file's
+// size (MaxModelBytes), the messages it holds and the memory decoding
+// them takes (MaxNodes, MaxMessages, DecodeSlack and DecodeFactor, counted
+// by a scan of the wire format), each tensor's elements (MaxElements),
+// and the bytes of tensor data the graph uses, which cannot exceed the
+// bytes of the file and its external data. The graph is walked once, in
+// its nodes' order, which ONNX requires to be topological: a node that
+// reads a value no earlier node made is refused, so no walk can loop.
+func Read(data []byte, open func(location string) ([]byte, error)) (*Model, error) {
+	if f := sniff.Detect(data); f != sniff.ONNX && f != sniff.Unknown {
+		return nil, fmt.Errorf("%w: this is %v", ErrFormat, f)
+	}
+	if len(data) > MaxModelBytes {
+		return nil, fmt.Errorf("%w: %d bytes, more than MaxModelBytes = %d (protobuf's limit; larger weights go in external data)", ErrLimit, len(data), MaxModelBytes)
+	}
+	if _, err := scan(data); err != nil {
+		return nil, err
+	}
+	var mp pb.ModelProto
+	// Fields onnxpb does not declare are skipped, not kept.
+	if err := (proto.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: maxDepth}).Unmarshal(data, &mp); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrFormat, err)
+	}
+	if mp.GetGraph() == nil || len(mp.GetGraph().GetNode()) == 0 {
+		return nil, fmt.Errorf("%w: no graph", ErrFormat)
+	}
+	for _, op := range mp.GetOpsetImport() {
+		if d := op.GetDomain(); d != "" && d != "ai.onnx" {
+			return nil, fmt.Errorf("%w: operator set of domain %s (only the default ONNX operators are read)", ErrUnsupported, clip(d))
+		}
+	}
+	g := newGraph(open, int64(len(data)))
+	return g.read(mp.GetGraph())
+}
+
+// clip quotes a name from the file for a message, cut to 64 bytes.
+func clip(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return fmt.Sprintf("%q", s)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:cut], len(s))
+}
+
+// clipShort is clip for operator names and the like, unquoted.
+func clipShort(s string) string {
+	if len(s) <= 32 && !strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == utf8.RuneError }) {
+		return s
+	}
+	return clip(s)
+}
+
+// ints64 summarises a list of integers from the file: at most 8 shown.
+func ints64(v []int64) string {
+	if len(v) <= 8 {
+		return fmt.Sprint(v)
+	}
+	return fmt.Sprintf("%v... (%d values)", v[:8], len(v))
+}
