@@ -70,7 +70,7 @@ func TestHostile(t *testing.T) {
 				env = append(env, "ONNX_HOSTILE_EXTERNAL="+ext)
 			}
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHostileChild$", "-test.v")
-			cmd.Env = append(os.Environ(), env...)
+			cmd.Env = append(append(os.Environ(), "GORACE=atexit_sleep_ms=0"), env...)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			start := time.Now()
