@@ -13,18 +13,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The memory budget: one server-wide bound on the request body bytes in
-// flight, whatever the protocol. A request takes its share before its body
-// is read: its Content-Length when the body is sent as it is, and, as the
-// bytes stream, whatever a chunked body or the inflated form of a
-// compressed one holds beyond that. It keeps its share until its response
-// is written, since its decoded tensors live that long. A request that
-// finds too little room waits at most BudgetOptions.Wait (in arrival
-// order, requests already holding bytes first) and is then refused
-// with ErrOverBudget (503 with Retry-After). Decoded tensors are no
-// larger than the text they came from for FP32 and for JSON integers of
-// two digits or more, so the body bytes bound a request's memory within a
-// small factor; docs/load.md measures it.
+// The memory budget: one server-wide bound on the request bytes in flight,
+// whatever the protocol. A REST body is charged as its bytes arrive, a
+// step (budgetChunk) ahead of the reader, never on the word of its
+// Content-Length; a compressed body's inflated bytes are charged beside
+// its wire bytes, with the inflater's own state. A gRPC message is
+// charged before the transport reads it (grpc.go). Decoded tensors and
+// the response a request asks for are charged beside its bytes. A request
+// keeps its share until its response is written. A request that finds
+// too little room waits at most BudgetOptions.Wait and is then refused
+// with ErrOverBudget (503 with Retry-After; gRPC UNAVAILABLE with a retry
+// delay).
+//
+// Waiters are served in tiers, first come first served within each: a
+// request already holding bytes first (it has work done that a refusal
+// would waste, and behind a queue of new requests it would wait until its
+// own deadline), then a gRPC read on a connection whose messages have all
+// been small (so a known small client is not queued behind a flood of
+// unknown-size reads: grpc-go cannot tell a message's size before it
+// reads it), then the rest. And the last share of the budget (budget
+// reserve) is for small requests alone (at most smallRequest bytes), so
+// that small requests keep being served while large ones fill the rest.
+// golang.org/x/sync/semaphore has one queue only, hence this one.
 
 // ErrOverBudget refuses a request that found no room in the memory budget
 // within BudgetOptions.Wait.
@@ -33,62 +43,64 @@ var ErrOverBudget = errors.New("server busy: request bytes in flight are at the 
 // budgetChunk is the step in which a streamed body takes more budget.
 const budgetChunk = 64 << 10
 
-// budget is the server's memory budget: a weighted semaphore whose
-// waiters queue first come, first served, except that a request already
-// holding bytes (taking more as its body streams, or for its decoded
-// tensors) queues ahead of requests not yet admitted: it holds memory
-// and has work done that a refusal would waste, and behind a queue of
-// new requests it would wait until its own deadline and be refused.
-// golang.org/x/sync/semaphore has one queue only, hence this one.
+// smallRequest is the most a small request holds: one whose every byte
+// fits the budget's reserve for small requests.
+const smallRequest = 64 << 10
+
+// Waiting tiers, in the order they are served.
+const (
+	tierAdmitted = iota // holds bytes already
+	tierTrusted         // a gRPC read on a connection whose messages have all been small
+	tierNew
+)
+
+// budget is the server's memory budget: a weighted semaphore with tiers
+// of waiters and a reserve for small requests.
 type budget struct {
-	size    int64
-	wait    time.Duration
-	gauge   prometheus.Gauge
-	refused prometheus.Counter
+	size       int64
+	smallShare int64 // the part only small requests may take
+	wait       time.Duration
+	gauge      prometheus.Gauge
+	refused    prometheus.Counter
 
 	mu    sync.Mutex
 	used  int64
-	queue []*budgetWaiter // admitted requests' waits first, then new ones'
+	queue []*budgetWaiter // by tier, then arrival
 }
 
 // budgetWaiter is a request waiting for n bytes; ready is closed when
 // they are its.
 type budgetWaiter struct {
-	n        int64
-	admitted bool
-	ready    chan struct{}
+	n     int64
+	tier  int
+	small bool
+	ready chan struct{}
 }
 
 // newBudget makes the budget of options o (Bytes 0: DefaultBudgetBytes,
-// and never less than one body at the limit maxBody).
+// and never less than one body at the limit maxBody). Its reserve for
+// small requests is an eighth of it, less where that would leave the
+// rest room for fewer than four bodies at the limit.
 func newBudget(o BudgetOptions, maxBody int64, m *metrics) *budget {
 	size := o.Bytes
 	if size == 0 {
 		size = max(DefaultBudgetBytes, maxBody)
 	}
 	m.budgetSize.Set(float64(size))
-	return &budget{size: size, wait: o.Wait, gauge: m.budgetUsed, refused: m.budgetRefused}
+	return &budget{size: size, smallShare: max(0, min(size/8, size-4*maxBody)), wait: o.Wait, gauge: m.budgetUsed, refused: m.budgetRefused}
 }
 
-// acquire takes n bytes (at most size), waiting in the queue until ctx
-// ends; admitted says whether the request already holds bytes.
-func (b *budget) acquire(ctx context.Context, n int64, admitted bool) error {
+// acquire takes n bytes (at most size), waiting in its tier until ctx
+// ends; small says whether the request may take the reserve.
+func (b *budget) acquire(ctx context.Context, n int64, tier int, small bool) error {
+	w := &budgetWaiter{n: n, tier: tier, small: small, ready: make(chan struct{})}
 	b.mu.Lock()
-	ahead := len(b.queue) // the waiters it would queue behind
-	if admitted {
-		ahead = 0
-		for ahead < len(b.queue) && b.queue[ahead].admitted {
-			ahead++
-		}
+	at := len(b.queue)
+	for at > 0 && b.queue[at-1].tier > tier {
+		at--
 	}
-	if ahead == 0 && b.used+n <= b.size {
-		b.used += n
-		b.mu.Unlock()
-		b.gauge.Add(float64(n))
-		return nil
-	}
-	w := &budgetWaiter{n: n, admitted: admitted, ready: make(chan struct{})}
-	b.queue = slices.Insert(b.queue, ahead, w)
+	b.queue = slices.Insert(b.queue, at, w)
+	b.grant()
 	b.mu.Unlock()
 	select {
 	case <-w.ready:
@@ -107,7 +119,7 @@ func (b *budget) acquire(ctx context.Context, n int64, admitted bool) error {
 	if i := slices.Index(b.queue, w); i >= 0 {
 		b.queue = slices.Delete(b.queue, i, i+1)
 	}
-	b.grant() // it may have blocked smaller waiters behind it
+	b.grant() // it may have blocked waiters behind it
 	return ctx.Err()
 }
 
@@ -120,14 +132,37 @@ func (b *budget) release(n int64) {
 	b.gauge.Sub(float64(n))
 }
 
-// grant hands room to the waiters at the head of the queue, in order,
-// while they fit; b.mu is held.
+// grant hands room to the waiters in queue order while they fit; b.mu is
+// held. A large waiter that does not fit blocks the large ones behind it
+// but not the small ones, which may use the reserve; a small one that
+// does not fit blocks everyone behind it. A large waiter wanting more
+// than the part for large requests gets the whole budget when it is
+// empty.
 func (b *budget) grant() {
-	for len(b.queue) > 0 && b.used+b.queue[0].n <= b.size {
-		w := b.queue[0]
-		b.queue = b.queue[1:]
-		b.used += w.n
-		close(w.ready)
+	largeBlocked := false
+	for i := 0; i < len(b.queue); {
+		w := b.queue[i]
+		limit := b.size
+		if !w.small {
+			if largeBlocked {
+				i++
+				continue
+			}
+			if w.n <= b.size-b.smallShare || b.used > 0 {
+				limit -= b.smallShare
+			}
+		}
+		if b.used+w.n <= limit {
+			b.queue = slices.Delete(b.queue, i, i+1)
+			b.used += w.n
+			close(w.ready)
+			continue
+		}
+		if w.small {
+			return
+		}
+		largeBlocked = true
+		i++
 	}
 }
 
@@ -137,8 +172,11 @@ type reservation struct {
 	b        *budget
 	ctx      context.Context
 	held     int64
-	deadline time.Time     // the request waits for room until then
-	closer   io.ReadCloser // closed by release: the body's inflater
+	used     int64     // what its readers have read (charged.Read)
+	small    bool      // its size is known and small: it may use the reserve while it holds at most smallRequest
+	trusted  bool      // waits in tierTrusted before it holds bytes
+	deadline time.Time // the request waits for room until then
+	closers  []io.Closer
 }
 
 // reserve starts a request's reservation; its waits for room end at most
@@ -147,7 +185,9 @@ func (b *budget) reserve(ctx context.Context) *reservation {
 	return &reservation{b: b, ctx: ctx, deadline: time.Now().Add(b.wait)}
 }
 
-// grow takes n more bytes, waiting for room until the deadline.
+// grow takes n more bytes, waiting for room until the deadline. A
+// request known to be small stays small while everything it holds fits
+// smallRequest.
 func (r *reservation) grow(n int64) error {
 	if r == nil || r.b == nil || n <= 0 {
 		return nil
@@ -159,8 +199,15 @@ func (r *reservation) grow(n int64) error {
 			return nil
 		}
 	}
+	tier := tierNew
+	switch {
+	case r.held > 0:
+		tier = tierAdmitted
+	case r.trusted:
+		tier = tierTrusted
+	}
 	ctx, cancel := context.WithDeadline(r.ctx, r.deadline)
-	err := b.acquire(ctx, n, r.held > 0)
+	err := b.acquire(ctx, n, tier, r.small && r.held+n <= smallRequest)
 	cancel()
 	if err != nil {
 		if r.ctx.Err() != nil {
@@ -173,15 +220,26 @@ func (r *reservation) grow(n int64) error {
 	return nil
 }
 
-// release gives the reservation's bytes back and closes its closer.
+// settle gives back what the reservation holds beyond n bytes: a
+// reservation taken for the most a message may be, once its size is
+// known.
+func (r *reservation) settle(n int64) {
+	if r == nil || r.b == nil || r.held <= n {
+		return
+	}
+	r.b.release(r.held - max(n, 0))
+	r.held = max(n, 0)
+}
+
+// release gives the reservation's bytes back and closes its closers.
 func (r *reservation) release() {
 	if r == nil {
 		return
 	}
-	if r.closer != nil {
-		r.closer.Close()
-		r.closer = nil
+	for _, c := range r.closers {
+		c.Close()
 	}
+	r.closers = nil
 	if r.b == nil || r.held == 0 {
 		return
 	}
@@ -189,22 +247,35 @@ func (r *reservation) release() {
 	r.held = 0
 }
 
-// charged counts the bytes read from r against a reservation, taking more
-// budget in budgetChunk steps once they pass what it holds.
+// charged counts the bytes read from r against a reservation: before a
+// read that could take it past what it holds, it takes budgetChunk more
+// (with sized, no more than the left bytes still expected), so bytes are
+// charged before they are held, and a reader that sends nothing holds at
+// most one step.
 type charged struct {
-	r    io.Reader
-	res  *reservation
-	read int64
+	r     io.Reader
+	res   *reservation
+	sized bool  // left is known
+	left  int64 // bytes still expected: a Content-Length not yet read
 }
 
 func (c *charged) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.read += int64(n)
-	if over := c.read - c.res.held; over > 0 {
-		if gerr := c.res.grow((over + budgetChunk - 1) / budgetChunk * budgetChunk); gerr != nil {
-			return n, gerr
+	res := c.res
+	if res.used >= res.held {
+		step := int64(budgetChunk)
+		if c.sized {
+			step = min(step, max(c.left, 1))
+		}
+		if err := res.grow(step); err != nil {
+			return 0, err
 		}
 	}
+	if room := res.held - res.used; int64(len(p)) > room && room > 0 {
+		p = p[:room]
+	}
+	n, err := c.r.Read(p)
+	res.used += int64(n)
+	c.left = max(c.left-int64(n), 0)
 	return n, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -292,7 +294,7 @@ func (b *budget) inUse() int64 {
 func TestBudgetQueue(t *testing.T) {
 	b := newBudget(BudgetOptions{Bytes: 100, Wait: time.Minute}, 0, newMetrics())
 	ctx := context.Background()
-	if err := b.acquire(ctx, 90, false); err != nil {
+	if err := b.acquire(ctx, 90, tierNew, true); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]chan error{}
@@ -313,7 +315,11 @@ func TestBudgetQueue(t *testing.T) {
 		b.mu.Lock()
 		q := len(b.queue)
 		b.mu.Unlock()
-		go func() { done <- b.acquire(ctx, n, admitted) }()
+		tier := tierNew
+		if admitted {
+			tier = tierAdmitted
+		}
+		go func() { done <- b.acquire(ctx, n, tier, true) }()
 		queued(q + 1)
 	}
 	served := func(name string) bool {
@@ -339,7 +345,7 @@ func TestBudgetQueue(t *testing.T) {
 		t.Fatal("the new waiters were not served in turn")
 	}
 	b.release(0)
-	if err := b.acquire(ctx, 15, false); err != nil { // 95 used
+	if err := b.acquire(ctx, 15, tierNew, true); err != nil { // 95 used
 		t.Fatal(err)
 	}
 	// 95 used; a new waiter for 50 that gives up lets the 5 behind it in.
@@ -362,5 +368,145 @@ func TestBudgetQueue(t *testing.T) {
 	b.release(100)
 	if b.inUse() != 0 {
 		t.Errorf("in use %d after releasing all", b.inUse())
+	}
+}
+
+// TestSilentBodies: a body is charged as it arrives, so connections that
+// announce large bodies and send nothing hold one budget step each, not
+// their Content-Length, and other requests go on being served; a body
+// that stalls under the minimum rate is answered 408 and gives its share
+// back.
+func TestSilentBodies(t *testing.T) {
+	s, hs := newTestServer(t, func(o *Options) {
+		o.MaxBodyBytes = 1 << 20
+		o.Budget = BudgetOptions{Bytes: 1 << 20, Wait: 100 * time.Millisecond}
+		o.MinBodyRate = 256 << 10 // the first 64 KiB within 250ms
+	}, true)
+	addr := strings.TrimPrefix(hs.URL, "http://")
+	var silent []net.Conn
+	for range 8 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST /v2/models/lm/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{", 1<<20)
+		silent = append(silent, conn)
+	}
+	// Eight announced MiB against a budget of one: each holds a step.
+	deadline := time.Now().Add(5 * time.Second)
+	for s.budget.inUse() < 8*budgetChunk && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if used := s.budget.inUse(); used != 8*budgetChunk {
+		t.Fatalf("8 silent bodies hold %d bytes of the budget, want %d (a step each)", used, 8*budgetChunk)
+	}
+	c := newBudgetClient(t)
+	if code, b, _, _ := c.post(hs.URL+"/v2/models/lm/infer", paddedInfer(100<<10), false, ""); code != http.StatusOK {
+		t.Errorf("a 100 KiB request beside the silent ones: %d %s", code, b)
+	}
+	// Past the minimum rate they are answered 408 and their share is back.
+	for _, conn := range silent {
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("a stalled body got no answer: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "min_body_rate") {
+			t.Errorf("a stalled body: %d %s, want 408 naming min_body_rate", resp.StatusCode, b)
+		}
+	}
+	for s.budget.inUse() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if used := s.budget.inUse(); used != 0 {
+		t.Errorf("%d bytes held after the stalled bodies were answered", used)
+	}
+}
+
+// TestSmallShare: large requests cannot take the last eighth of the
+// budget, so a small request is served at once while large ones hold
+// everything else, and the large request that finds no room waits and is
+// refused.
+func TestSmallShare(t *testing.T) {
+	const body = 64 << 10
+	b := newBudget(BudgetOptions{Bytes: 64 * body, Wait: time.Minute}, body, newMetrics())
+	if b.smallShare != 8*body {
+		t.Fatalf("small share %d, want an eighth of the budget", b.smallShare)
+	}
+	large := b.reserve(context.Background())
+	if err := large.grow(56 * body); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := b.reserve(short).grow(1); !isOverBudget(err) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a large request into the small share: %v, want a refusal", err)
+	}
+	small := b.reserve(context.Background())
+	small.small = true
+	for range 8 {
+		if err := small.grow(body / 8); err != nil {
+			t.Fatalf("a small request with the large part full: %v", err)
+		}
+	}
+	if small.held != body {
+		t.Errorf("small request holds %d", small.held)
+	}
+	// Past smallRequest it is large, and waits like one.
+	late, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	small.ctx = late
+	if err := small.grow(1); err == nil {
+		t.Errorf("a request past %d bytes took the small share", smallRequest)
+	}
+	small.release()
+	large.release()
+	if b.inUse() != 0 {
+		t.Errorf("in use %d after releasing all", b.inUse())
+	}
+}
+
+// TestInflaterBytes: what a gzip or zlib reader allocates to inflate a
+// body is within inflaterBytes, the charge taken for it beside the
+// inflated bytes.
+func TestInflaterBytes(t *testing.T) {
+	plain := bytes.Repeat([]byte("0123456789abcdef"), 64<<10)
+	zipped := gzipped(plain)
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	zw.Write(plain)
+	zw.Close()
+	buf := make([]byte, 32<<10)
+	for _, c := range []struct {
+		name string
+		open func(io.Reader) (io.ReadCloser, error)
+		data []byte
+	}{
+		{"gzip", func(r io.Reader) (io.ReadCloser, error) { return gzip.NewReader(r) }, zipped},
+		{"zlib", zlib.NewReader, z.Bytes()},
+	} {
+		var before, after runtime.MemStats
+		const runs = 20
+		runtime.ReadMemStats(&before)
+		for range runs {
+			zr, err := c.open(bytes.NewReader(c.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				if _, err := zr.Read(buf); err != nil {
+					break
+				}
+			}
+			zr.Close()
+		}
+		runtime.ReadMemStats(&after)
+		if per := int64(after.TotalAlloc-before.TotalAlloc) / runs; per > inflaterBytes {
+			t.Errorf("%s: %d bytes allocated per body inflated, over the %d charged", c.name, per, inflaterBytes)
+		} else {
+			t.Logf("%s: %d bytes allocated per body inflated (%d charged)", c.name, per, inflaterBytes)
+		}
 	}
 }

@@ -12,17 +12,20 @@ import (
 // Errors a request can meet. StatusOf maps each to its HTTP status; a
 // gRPC front end maps the same sentinels to its codes with errors.Is.
 var (
-	ErrBadRequest        = errors.New("bad request")
-	ErrTooLarge          = errors.New("request too large")
-	ErrUnsupportedMedia  = errors.New("unsupported content encoding")
-	ErrUnknownModel      = errors.New("unknown model")
-	ErrUnknownVersion    = errors.New("unknown model version")
-	ErrUnknownSequence   = errors.New("unknown sequence")
-	ErrSequenceEnded     = errors.New("sequence ended")
-	ErrSequenceExpired   = errors.New("sequence expired")
-	ErrSequenceBusy      = errors.New("sequence has a request in flight")
-	ErrTooManySequences  = errors.New("too many live sequences")
-	ErrBusy              = errors.New("server busy: queue full")
+	ErrBadRequest       = errors.New("bad request")
+	ErrTooLarge         = errors.New("request too large")
+	ErrUnsupportedMedia = errors.New("unsupported content encoding")
+	ErrUnknownModel     = errors.New("unknown model")
+	ErrUnknownVersion   = errors.New("unknown model version")
+	ErrUnknownSequence  = errors.New("unknown sequence")
+	ErrSequenceEnded    = errors.New("sequence ended")
+	ErrSequenceExpired  = errors.New("sequence expired")
+	ErrSequenceBusy     = errors.New("sequence has a request in flight")
+	ErrTooManySequences = errors.New("too many live sequences")
+	ErrBusy             = errors.New("server busy: queue full")
+	// ErrSlowBody fails a request whose body (or gRPC message) arrived
+	// slower than the minimum rate, Options.MinBodyRate.
+	ErrSlowBody          = errors.New("request body arrived too slowly")
 	ErrDraining          = errors.New("server shutting down")
 	ErrNotLanguageModel  = errors.New("model cannot generate text")
 	ErrUnsupportedOutput = errors.New("unsupported output")
@@ -50,6 +53,8 @@ func StatusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrUnsupportedMedia):
 		return http.StatusUnsupportedMediaType
+	case errors.Is(err, ErrSlowBody):
+		return http.StatusRequestTimeout
 	case errors.Is(err, ErrUnknownModel), errors.Is(err, ErrUnknownVersion), errors.Is(err, ErrUnknownSequence):
 		return http.StatusNotFound
 	case errors.Is(err, ErrSequenceEnded), errors.Is(err, ErrSequenceExpired):

@@ -222,7 +222,7 @@ func CodeOf(err error) codes.Code {
 		return codes.Unavailable
 	case errors.Is(err, context.Canceled):
 		return codes.Canceled
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrSlowBody):
 		return codes.DeadlineExceeded
 	}
 	return codes.Internal

@@ -23,6 +23,11 @@ type Options struct {
 
 	// Budget bounds the request bytes in flight across the server.
 	Budget BudgetOptions `yaml:"budget"`
+	// MinBodyRate is the slowest a request body may arrive, in bytes a
+	// second, after a start of one budget step (64 KiB) at that rate: a
+	// body that falls behind is refused (408) and gives its share of the
+	// budget back.
+	MinBodyRate int64 `yaml:"min_body_rate"`
 	// MaxConnections caps the connections open at once over every
 	// listener wrapped by Server.Listener; more wait in the kernel's
 	// accept queue until one closes.
@@ -139,6 +144,7 @@ func DefaultOptions() Options {
 		MaxRequestRows:    64,
 		MaxGenerateTokens: 4096,
 		Budget:            BudgetOptions{Wait: time.Second},
+		MinBodyRate:       64 << 10,
 		MaxConnections:    4096,
 		IdleTimeout:       15 * time.Second,
 		GRPC: GRPCOptions{
@@ -165,6 +171,7 @@ func (o *Options) EnsureDefaults() {
 	setInt(&o.MaxSteps, d.MaxSteps)
 	setInt(&o.MaxRequestRows, d.MaxRequestRows)
 	setInt(&o.MaxGenerateTokens, d.MaxGenerateTokens)
+	setInt64(&o.MinBodyRate, d.MinBodyRate)
 	if o.Budget.Wait == 0 {
 		o.Budget.Wait = d.Budget.Wait
 	}
@@ -232,6 +239,7 @@ func (o Options) Validate() error {
 		hi   int64
 	}{
 		{"max_body_bytes", o.MaxBodyBytes, 1 << 10, 1 << 34},
+		{"min_body_rate", o.MinBodyRate, 1, 1 << 40},
 		{"max_steps", int64(o.MaxSteps), 1, 1 << 20},
 		{"max_request_rows", int64(o.MaxRequestRows), 1, 1 << 16},
 		{"max_generate_tokens", int64(o.MaxGenerateTokens), 1, 1 << 20},

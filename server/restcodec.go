@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
@@ -44,49 +46,113 @@ const maxNesting = 8
 // ErrTooLarge past the body limit (inflated bytes count): a compression
 // bomb gets 413 without being inflated past the limit. A Content-Length
 // over the limit fails at once, before any byte is read. The body's bytes
-// are taken from the memory budget (budget.go): its Content-Length before
-// it is read, and what a chunked body or the inflated form of a
-// compressed one holds beyond that as it streams. The reservation's
-// release gives them back (and closes the inflater); call it, even after
-// an error, once the request no longer holds what was decoded.
+// are charged to the memory budget as they arrive (budget.go): the wire
+// bytes, and for a compressed body its inflated bytes and the inflater's
+// state beside them. A body that arrives slower than Options.MinBodyRate
+// fails with ErrSlowBody (see stallGuard), giving its share back. The
+// reservation's release gives the bytes back (and closes the inflater);
+// call it, even after an error, once the request no longer holds what was
+// decoded.
 func (s *Server) body(c *gin.Context) (rd io.Reader, res *reservation, err error) {
 	r, limit := c.Request, s.opts.MaxBodyBytes
 	res = s.budget.reserve(r.Context())
 	if r.ContentLength > limit {
 		return nil, res, fmt.Errorf("%w: body of %d bytes, over %d", ErrTooLarge, r.ContentLength, limit)
 	}
-	if err := res.grow(r.ContentLength); err != nil {
-		return nil, res, err
-	}
-	// The body itself is limited too, so that fail drains at most the
-	// limit.
-	r.Body = http.MaxBytesReader(c.Writer, r.Body, limit)
-	raw := &limited{r: r.Body, n: limit}
+	res.small = r.ContentLength >= 0 && r.ContentLength <= smallRequest
+	// The body itself is limited and guarded, so that fail drains at most
+	// the limit, at the minimum rate.
+	r.Body = newStallGuard(http.MaxBytesReader(c.Writer, r.Body, limit), http.NewResponseController(c.Writer), s.opts.MinBodyRate)
+	raw := &charged{r: &limited{r: r.Body, n: limit}, res: res, sized: r.ContentLength >= 0, left: r.ContentLength}
+	var zr io.ReadCloser
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
-		if r.ContentLength >= 0 {
-			return raw, res, nil
-		}
-		return &charged{r: raw, res: res}, res, nil
+		return raw, res, nil
 	case "gzip", "x-gzip":
-		zr, err := gzip.NewReader(raw)
+		if err := res.grow(inflaterBytes); err != nil {
+			return nil, res, err
+		}
+		g, err := gzip.NewReader(raw)
 		if err != nil {
 			return nil, res, readError("gzip body", err, limit)
 		}
-		res.closer = zr
+		zr = g
 	case "deflate":
-		zr, err := zlib.NewReader(raw)
+		if err := res.grow(inflaterBytes); err != nil {
+			return nil, res, err
+		}
+		z, err := zlib.NewReader(raw)
 		if err != nil {
 			return nil, res, readError("deflate (zlib) body", err, limit)
 		}
-		res.closer = zr
+		zr = z
 	default:
 		return nil, res, fmt.Errorf("%w %q (want gzip, deflate or none)", ErrUnsupportedMedia, clip(enc))
 	}
+	res.closers = append(res.closers, zr)
 	// The inflated bytes are what the decoder holds: they are charged
-	// beyond the compressed ones already taken (the compressed stream
-	// passes through the inflater's small buffer).
-	return &charged{r: &limited{r: res.closer, n: limit}, res: res}, res, nil
+	// beside the compressed ones, which the inflater has read.
+	res.small = false
+	return &charged{r: &limited{r: zr, n: limit}, res: res}, res, nil
+}
+
+// inflaterBytes is what an inflater holds besides the bytes it passes on:
+// compress/flate's decompressor (its 32 KiB window, Huffman tables) and
+// the reader buffer in front of it, as allocated (TestInflaterBytes).
+const inflaterBytes = 48 << 10
+
+// stallGuard fails a body that does not keep arriving: its n-th byte must
+// arrive within (n + budgetChunk)/rate of its first read (so the first
+// 64 KiB get a second at the default 64 KiB/s, and 8 MiB get 129 s, which
+// the server's read timeout cuts shorter). A read that waits past that is
+// ended by moving the connection's read deadline to now, and fails with
+// ErrSlowBody; the request then answers 408 and gives its budget back.
+// Without the deadline (a writer that cannot set one) the stall is still
+// reported once the read returns.
+type stallGuard struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	rate  int64
+	start time.Time
+	read  int64
+	timer *time.Timer
+	fired atomic.Bool
+}
+
+func newStallGuard(r io.ReadCloser, rc *http.ResponseController, rate int64) io.ReadCloser {
+	if rate <= 0 {
+		return r
+	}
+	return &stallGuard{ReadCloser: r, rc: rc, rate: rate}
+}
+
+func (g *stallGuard) Read(p []byte) (int, error) {
+	if g.fired.Load() {
+		return 0, g.slow()
+	}
+	now := time.Now()
+	if g.start.IsZero() {
+		g.start = now
+		g.timer = time.AfterFunc(time.Hour, func() {
+			g.fired.Store(true)
+			g.rc.SetReadDeadline(time.Now())
+		})
+		g.timer.Stop()
+	}
+	due := g.start.Add(time.Duration(float64(g.read+budgetChunk) / float64(g.rate) * float64(time.Second)))
+	g.timer.Reset(due.Sub(now))
+	n, err := g.ReadCloser.Read(p)
+	g.timer.Stop()
+	g.read += int64(n)
+	if g.fired.Load() && err != nil {
+		return n, g.slow()
+	}
+	return n, err
+}
+
+func (g *stallGuard) slow() error {
+	return fmt.Errorf("%w: %d bytes in %v, under the minimum of %d bytes a second (min_body_rate)",
+		ErrSlowBody, g.read, time.Since(g.start).Round(time.Millisecond), g.rate)
 }
 
 // limited fails with ErrTooLarge once more than n bytes have been read.
@@ -117,7 +183,7 @@ func (l *limited) Read(p []byte) (int, error) {
 // went wrong: bad text (the text checker), no room in the budget, the
 // request cut or canceled.
 func settled(err error) bool {
-	return errors.Is(err, ErrBadRequest) || errors.Is(err, ErrOverBudget) || errors.Is(err, ErrDraining) ||
+	return errors.Is(err, ErrBadRequest) || errors.Is(err, ErrOverBudget) || errors.Is(err, ErrDraining) || errors.Is(err, ErrSlowBody) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 

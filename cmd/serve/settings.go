@@ -71,6 +71,7 @@ var settings = []setting{
 	{field: "Server.MaxGenerateTokens", flag: "max-generate-tokens", usage: "largest max_tokens of a generate request"},
 	{field: "Server.Budget.Bytes", flag: "budget-bytes", usage: "memory budget: request bytes (bodies, gRPC messages and their decoded tensors) in flight at once, every protocol together; at least max-body-bytes", def: "0 (an eighth of the memory serve may use, at most 256 MiB)"},
 	{field: "Server.Budget.Wait", flag: "budget-wait", usage: "how long a request waits for room in the memory budget before it gets 503 and Retry-After"},
+	{field: "Server.MinBodyRate", flag: "min-body-rate", usage: "slowest a request body may arrive, in bytes a second, after its first 64 KiB at that rate; a slower one gets 408 and gives its share of the memory budget back"},
 	{field: "Server.MaxConnections", flag: "max-connections", usage: "most client connections open at once, REST and gRPC together; more wait to be accepted"},
 	{field: "Server.IdleTimeout", flag: "idle-timeout", usage: "a connection with nothing in flight for this long is closed: an HTTP keep-alive connection between requests, a gRPC connection without calls (after a GOAWAY)"},
 	{field: "Server.GRPC.MaxConcurrentStreams", flag: "grpc-max-concurrent-streams", usage: "most gRPC calls open at once on one connection; more are refused (REFUSED_STREAM) and clients retry them"},
