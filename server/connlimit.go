@@ -2,40 +2,179 @@ package server
 
 import (
 	"net"
+	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
-// Listener wraps ln so that its connections count against the server's cap
-// on open connections (Options.MaxConnections), one cap shared by every
-// listener wrapped (REST and gRPC): at the cap, Accept waits for a
-// connection to close, and new clients wait in the kernel's accept queue
-// (their connect completes there; their requests are read once a slot
-// frees). golang.org/x/net/netutil.LimitListener caps one listener; this
-// cap spans listeners and feeds the rnnserve_open_connections gauge.
+// Connections: every listener wrapped by Listener counts its connections
+// against one cap, Options.MaxConnections, REST and gRPC together, and no
+// protocol may hold more than three quarters of it, so idle connections
+// of one cannot lock the other out. At its limit, Accept closes the
+// connection of that protocol (or, when the cap in all is reached, of
+// either) that has been idle longest, if it has been idle for at least
+// minIdleToClose (a REST keep-alive connection between requests, a gRPC
+// connection without calls, or one that has sent nothing yet), to make
+// room, as nginx reuses its idle keep-alive connections; with none idle
+// that long it waits for a connection to close or to have been idle long
+// enough, and new clients wait in the kernel's accept queue (their
+// connect completes there; their requests are read once a slot frees).
+// golang.org/x/net/netutil.LimitListener caps one listener and waits;
+// this cap spans listeners, makes room, and feeds the
+// rnnserve_open_connections gauge.
+//
+// A per-address cap is not kept: behind a load balancer or a NAT every
+// client has the balancer's few addresses, and a cap on them would lock
+// everyone out together.
+
+// minIdleToClose is how long a connection must have been idle before it
+// may be closed to make room: a client between two requests in a row
+// keeps its connection, and does not meet the close (HTTP/1.1 cannot warn
+// it).
+const minIdleToClose = time.Second
+
+// connSet is the server's open connections.
+type connSet struct {
+	cap   int // in all
+	share int // the most one protocol may hold
+
+	mu     sync.Mutex
+	total  int
+	open   map[string]int              // by protocol
+	conns  map[*limitConn]struct{}     // open, for the choice of an idle one to close
+	byAddr map[string]*limitConn       // by remote address, for a gRPC call's connection
+	freed  chan struct{}               // closed and replaced when a slot frees
+	closed map[*limitListener]struct{} // listeners closed
+}
+
+func newConnSet(n int) *connSet {
+	return &connSet{cap: n, share: max(1, n-n/4), open: map[string]int{}, conns: map[*limitConn]struct{}{},
+		byAddr: map[string]*limitConn{}, freed: make(chan struct{})}
+}
+
+// Listener wraps the REST listener ln so that its connections count
+// against the server's cap on open connections (Options.MaxConnections);
+// see connSet. Set the http.Server's ConnState to Server.ConnState, so
+// that idle connections are known.
 func (s *Server) Listener(ln net.Listener) net.Listener {
-	return &limitListener{Listener: ln, s: s, done: make(chan struct{})}
+	return &limitListener{Listener: ln, s: s, protocol: protocolREST, done: make(chan struct{})}
+}
+
+// GRPCListener wraps the gRPC listener ln alike.
+func (s *Server) GRPCListener(ln net.Listener) net.Listener {
+	return &limitListener{Listener: ln, s: s, protocol: protocolGRPC, done: make(chan struct{})}
 }
 
 type limitListener struct {
 	net.Listener
 	s         *Server
+	protocol  string
 	done      chan struct{}
 	closeOnce sync.Once
 }
 
+// Accept accepts the next connection and takes a slot for it, making
+// room or waiting (see connSet); while it waits, the connection is open
+// but not read, and further clients wait in the kernel's accept queue.
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.s.conns <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.s.conns
 		return nil, err
 	}
+	cs := l.s.connSet
+	for {
+		cs.mu.Lock()
+		if cs.total < cs.cap && cs.open[l.protocol] < cs.share {
+			cs.total++
+			cs.open[l.protocol]++
+			cs.mu.Unlock()
+			break
+		}
+		victim, next := cs.idlest(l.protocol, time.Now())
+		freed := cs.freed
+		cs.mu.Unlock()
+		if victim != nil {
+			l.s.metrics.connectionsClosedIdle.Inc()
+			victim.Close()
+			continue
+		}
+		if next <= 0 {
+			next = time.Hour // nothing idle: wait for a close
+		}
+		t := time.NewTimer(next)
+		select {
+		case <-freed:
+		case <-t.C:
+		case <-l.done:
+			t.Stop()
+			c.Close()
+			return nil, net.ErrClosed
+		}
+		t.Stop()
+	}
+	lc := &limitConn{Conn: c, s: l.s, protocol: l.protocol, addr: c.RemoteAddr().String()}
+	lc.idleSince.Store(time.Now().UnixNano())
+	lc.maxMessage.Store(-1)
+	cs.mu.Lock()
+	cs.conns[lc] = struct{}{}
+	cs.byAddr[lc.addr] = lc
+	cs.mu.Unlock()
 	l.s.metrics.connections.Inc()
-	return &limitConn{Conn: c, s: l.s}, nil
+	return lc, nil
+}
+
+// idlest is the open connection idle longest, for at least
+// minIdleToClose, whose closing makes room for a connection of protocol:
+// one of the same protocol when that protocol holds its share, else one
+// of any protocol. Without one, next is how long until the one idle
+// longest will have been idle long enough (0: none is idle). cs.mu is
+// held.
+func (cs *connSet) idlest(protocol string, now time.Time) (victim *limitConn, next time.Duration) {
+	own := cs.open[protocol] >= cs.share
+	var since int64
+	for c := range cs.conns {
+		if own && c.protocol != protocol || c.closing.Load() {
+			continue
+		}
+		if t := c.idleSince.Load(); t != 0 && (victim == nil || t < since) {
+			victim, since = c, t
+		}
+	}
+	if victim == nil {
+		return nil, 0
+	}
+	if wait := time.Unix(0, since).Add(minIdleToClose).Sub(now); wait > 0 {
+		return nil, wait
+	}
+	victim.closing.Store(true)
+	return victim, 0
+}
+
+// release frees a slot of protocol; cs.mu is held.
+func (cs *connSet) release(protocol string) {
+	cs.total--
+	cs.open[protocol]--
+	close(cs.freed)
+	cs.freed = make(chan struct{})
+}
+
+// openOf is the number of open connections of protocol.
+func (cs *connSet) openOf(protocol string) int {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.open[protocol]
+}
+
+// connOf is the open connection from remote address addr, or nil.
+func (s *Server) connOf(addr net.Addr) *limitConn {
+	if addr == nil {
+		return nil
+	}
+	cs := s.connSet
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.byAddr[addr.String()]
 }
 
 func (l *limitListener) Close() error {
@@ -43,18 +182,73 @@ func (l *limitListener) Close() error {
 	return l.Listener.Close()
 }
 
-// limitConn gives its slot back when closed.
+// limitConn is one open connection: it gives its slot back when closed,
+// and keeps what the server knows of it.
 type limitConn struct {
 	net.Conn
-	s    *Server
-	once sync.Once
+	s        *Server
+	protocol string
+	addr     string
+	once     sync.Once
+	closing  atomic.Bool // chosen to be closed to make room
+
+	// idleSince is when the connection last had nothing in flight (unix
+	// nanoseconds), 0 while it has something.
+	idleSince atomic.Int64
+	// received counts the bytes read from it: the progress of a gRPC
+	// message, which grpc-go reads out of the server's sight.
+	received atomic.Int64
+	// calls is its gRPC calls open; maxMessage the largest gRPC message
+	// it has sent (-1: none yet), and distrusted is set once a message of
+	// its stalled: see grpcCall.trusted.
+	calls      atomic.Int32
+	maxMessage atomic.Int64
+	distrusted atomic.Bool
+}
+
+func (c *limitConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.received.Add(int64(n))
+	return n, err
+}
+
+// busy marks the connection as having something in flight (true) or
+// nothing (false).
+func (c *limitConn) busy(b bool) {
+	if b {
+		c.idleSince.Store(0)
+	} else {
+		c.idleSince.Store(time.Now().UnixNano())
+	}
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
-		<-c.s.conns
+		cs := c.s.connSet
+		cs.mu.Lock()
+		delete(cs.conns, c)
+		if cs.byAddr[c.addr] == c {
+			delete(cs.byAddr, c.addr)
+		}
+		cs.release(c.protocol)
+		cs.mu.Unlock()
 		c.s.metrics.connections.Dec()
 	})
 	return err
+}
+
+// ConnState follows a REST connection's state for the choice of an idle
+// connection to close (connSet): set it as the http.Server's ConnState.
+func (s *Server) ConnState(c net.Conn, st http.ConnState) {
+	lc, ok := c.(*limitConn)
+	if !ok {
+		return
+	}
+	switch st {
+	case http.StateActive:
+		lc.busy(true)
+	case http.StateIdle:
+		lc.busy(false)
+	}
 }

@@ -43,6 +43,9 @@ type GRPCServer struct {
 	s      *Server
 	gs     *grpc.Server
 	health *health.Server
+	calls  grpcCalls // the calls open (grpclimits.go)
+	// clientStreams are the methods whose clients stream requests.
+	clientStreams map[string]bool
 
 	drainOnce sync.Once
 	drained   chan struct{} // closed when GracefulStop returns
@@ -82,8 +85,12 @@ const (
 // options.
 func (s *Server) NewGRPC(opts ...grpc.ServerOption) *GRPCServer {
 	limit := int(min(s.opts.MaxBodyBytes, math.MaxUint32))
-	g := &GRPCServer{s: s, health: health.NewServer()}
+	g := &GRPCServer{s: s, health: health.NewServer(), clientStreams: map[string]bool{}}
 	o := &s.opts.GRPC
+	g.calls.maxCalls, g.calls.maxStreams = o.MaxCalls, o.MaxInferStreams
+	if g.calls.maxStreams == 0 {
+		g.calls.maxStreams = max(4, int(s.budget.size/s.opts.MaxBodyBytes))
+	}
 	kp := keepalive.ServerParameters{MaxConnectionIdle: s.opts.IdleTimeout, Time: o.KeepaliveTime, Timeout: grpcKeepaliveTimeout}
 	if o.MaxConnectionAge > 0 {
 		kp.MaxConnectionAge, kp.MaxConnectionAgeGrace = o.MaxConnectionAge, o.MaxConnectionAgeGrace
@@ -98,13 +105,15 @@ func (s *Server) NewGRPC(opts ...grpc.ServerOption) *GRPCServer {
 		grpc.KeepaliveParams(kp),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinPingInterval, PermitWithoutStream: true}),
 		grpc.SharedWriteBuffer(true),
+		grpc.InTapHandle(g.tap),
 		grpc.ChainUnaryInterceptor(g.recoverUnary),
 		grpc.ChainStreamInterceptor(g.recoverStream),
 	}, opts...)
 	g.gs = grpc.NewServer(all...)
-	pb.RegisterGRPCInferenceServiceServer(g.gs, &grpcService{s: s})
-	healthpb.RegisterHealthServer(g.gs, g.health)
-	reflection.Register(g.gs)
+	reg := registrar{g}
+	pb.RegisterGRPCInferenceServiceServer(reg, &grpcService{s: s})
+	healthpb.RegisterHealthServer(reg, g.health)
+	reflection.Register(reg)
 	s.onLameDuck(func() { g.setHealth(healthpb.HealthCheckResponse_NOT_SERVING) })
 	return g
 }
@@ -229,12 +238,20 @@ func CodeOf(err error) codes.Code {
 }
 
 // grpcError is err as a gRPC status with its message (cut to
-// maxErrorBytes).
+// maxErrorBytes); UNAVAILABLE carries a retry delay, as REST's 503 has
+// Retry-After.
 func grpcError(err error) error {
 	if err == nil {
 		return nil
 	}
-	return status.Error(CodeOf(err), errorText(err))
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	code := CodeOf(err)
+	if code == codes.Unavailable {
+		return retryLater(err)
+	}
+	return status.Error(code, errorText(err))
 }
 
 // errorText is err's message cut to maxErrorBytes.
@@ -312,15 +329,13 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *pb.ModelInferRequest)
 	return toGRPC(resp), nil
 }
 
-// infer decodes and runs one inference request. The message (read whole by
-// the gRPC transport before any handler runs) and the tensors decoded from
-// it are taken from the memory budget, as a REST body's bytes are, and
-// given back when the request is done.
+// infer decodes and runs one inference request. The message and the
+// tensors decoded from it are held in the memory budget (grpclimits.go)
+// until the request is done.
 func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, received time.Time) (*Response, error) {
 	r := &Request{Protocol: protocolGRPC, Received: received}
-	res := g.s.budget.reserve(ctx)
+	res, err := g.messageReservation(ctx, req)
 	defer res.release()
-	err := res.grow(int64(proto.Size(req)))
 	var id string
 	if err == nil {
 		id, err = sequenceIDFrom(metadata.ValueFromIncomingContext(ctx, SequenceMetadata), sequenceMetadataName)
@@ -337,14 +352,26 @@ func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, rece
 	return g.s.Infer(ctx, r)
 }
 
+// messageReservation is the reservation a call's message was read under,
+// or, for a request of a stream (read without one) or a call made
+// without the transport, a new one charged the message's size.
+func (g *grpcService) messageReservation(ctx context.Context, req *pb.ModelInferRequest) (*reservation, error) {
+	res := callOf(ctx).takeReservation(ctx, g.s.budget)
+	if res.held > 0 {
+		return res, nil
+	}
+	n := int64(proto.Size(req))
+	res.small = n <= smallRequest
+	return res, res.grow(n)
+}
+
 // decodeGenerate decodes a generation request. Its message is taken from
 // the memory budget while it decodes (a generation holds no more than its
 // prompt after that).
 func (g *grpcService) decodeGenerate(ctx context.Context, req *pb.ModelInferRequest, received time.Time) (*grpcGenerate, error) {
 	gen := &grpcGenerate{GenerateRequest: GenerateRequest{Protocol: protocolGRPC, Received: received}}
-	res := g.s.budget.reserve(ctx)
+	res, err := g.messageReservation(ctx, req)
 	defer res.release()
-	err := res.grow(int64(proto.Size(req)))
 	if err == nil {
 		err = noSequenceID(metadata.ValueFromIncomingContext(ctx, SequenceMetadata), sequenceMetadataName)
 	}

@@ -5,11 +5,19 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	pb "rnnserve/server/inferencepb"
 )
 
 // h2Client speaks raw HTTP/2 to the gRPC port, as a client that does not
@@ -33,6 +41,7 @@ func dialH2(t testing.TB, addr string) *h2Client {
 	}
 	t.Cleanup(func() { conn.Close() })
 	c := &h2Client{t: t, conn: conn, fr: http2.NewFramer(conn, conn)}
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.henc = hpack.NewEncoder(&c.hbuf)
 	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
 		t.Fatal(err)
@@ -152,5 +161,214 @@ func TestGRPCTransportBounds(t *testing.T) {
 	}
 	if away.ErrCode != http2.ErrCodeEnhanceYourCalm || string(away.DebugData()) != "too_many_pings" {
 		t.Errorf("GOAWAY %v %q, want ENHANCE_YOUR_CALM too_many_pings", away.ErrCode, away.DebugData())
+	}
+}
+
+// grpcServed serves s's gRPC front end on a listener counted by the
+// server (so its connections are known) until the test ends, and returns
+// its address.
+func grpcServed(t *testing.T, s *Server) (string, *GRPCServer) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := s.NewGRPC()
+	go gs.Serve(s.GRPCListener(ln))
+	t.Cleanup(gs.Close)
+	return ln.Addr().String(), gs
+}
+
+// grpcClient is a client connection to addr, closed when the test ends.
+func grpcClient(t *testing.T, addr string) pb.GRPCInferenceServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return pb.NewGRPCInferenceServiceClient(conn)
+}
+
+// smallInfer is a small valid ModelInfer request for the test lm.
+func smallInfer() *pb.ModelInferRequest {
+	return &pb.ModelInferRequest{ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{tokensInput([][]int64{{1, 2, 3}})}}
+}
+
+// waitFor polls cond for up to 5 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 5s for %s", what)
+		}
+	}
+}
+
+// TestGRPCReadsInBudget: a unary call's message is read under a
+// reservation of max_body_bytes taken before the transport reads it, so
+// half-sent messages hold the budget, not more; they are cut when their
+// connection falls under the minimum rate, giving everything back; a
+// client whose messages have been small is served while unknown-size
+// reads fill the budget.
+func TestGRPCReadsInBudget(t *testing.T) {
+	const body = 1 << 20
+	s, _ := newTestServer(t, func(o *Options) {
+		o.MaxBodyBytes = body
+		o.Budget = BudgetOptions{Bytes: 8 * body, Wait: 3 * time.Second}
+		o.MinBodyRate = 1 << 20 // the first 64 KiB within 62ms
+	}, true)
+	addr, _ := grpcServed(t, s)
+	normal := grpcClient(t, addr)
+	if _, err := normal.ModelInfer(t.Context(), smallInfer()); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.budget.inUse(); got != 0 {
+		t.Fatalf("%d bytes held after a call", got)
+	}
+	// Twelve calls on one connection announce 1 MiB messages and send
+	// 10 KB of them. The large part of the budget (7 MiB) admits seven
+	// reads; the rest wait.
+	bad := dialH2(t, addr)
+	for i := range 12 {
+		id := uint32(2*i + 1)
+		if err := bad.headers(id, "/inference.GRPCInferenceService/ModelInfer", false); err != nil {
+			t.Fatal(err)
+		}
+		if err := bad.message(id, body-100, 10000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "seven reads to hold the budget", func() bool { return s.budget.inUse() == 7*body })
+	// A small client is served beside them, from the share for small
+	// requests.
+	start := time.Now()
+	if _, err := normal.ModelInfer(t.Context(), smallInfer()); err != nil {
+		t.Errorf("a small client while unknown-size reads fill the budget: %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the small client waited %v", took)
+	}
+	// The stalled reads are cut and give their bytes back; the waiting
+	// ones are admitted, stall and are cut in turn.
+	codes := map[string]int{}
+	for range 12 {
+		var hf *http2.MetaHeadersFrame
+		if err := bad.until(10*time.Second, func(f http2.Frame) bool {
+			hf, _ = f.(*http2.MetaHeadersFrame)
+			return hf != nil && hf.StreamEnded()
+		}); err != nil {
+			t.Fatalf("a stalled call not ended: %v (so far %v)", err, codes)
+		}
+		codes[hf.PseudoValue("status")+" "+fieldOf(hf, "grpc-status")]++
+		if msg := fieldOf(hf, "grpc-message"); fieldOf(hf, "grpc-status") == "4" && !strings.Contains(msg, "min_body_rate") {
+			t.Errorf("a stalled call: %q, want a message naming min_body_rate", msg)
+		}
+	}
+	if codes["200 4"] != 12 {
+		t.Errorf("the stalled calls ended %v, want 12 DEADLINE_EXCEEDED (4)", codes)
+	}
+	waitFor(t, "the budget to empty", func() bool { return s.budget.inUse() == 0 })
+}
+
+// fieldOf is the value of the header field name in f.
+func fieldOf(f *http2.MetaHeadersFrame, name string) string {
+	for _, hf := range f.Fields {
+		if hf.Name == name {
+			return hf.Value
+		}
+	}
+	return ""
+}
+
+// TestGRPCCallCaps: calls past max_calls are refused at once with
+// UNAVAILABLE and a retry delay, unless their connection has less than
+// its fair share; streams past max_infer_streams likewise; a call whose
+// message does not come within first_message_timeout is ended.
+func TestGRPCCallCaps(t *testing.T) {
+	s, _ := newTestServer(t, func(o *Options) {
+		o.GRPC.MaxCalls = 4
+		o.GRPC.MaxInferStreams = 2
+		o.GRPC.FirstMessageTimeout = 400 * time.Millisecond
+		o.MinBodyRate = 1 // no rate: the timeout alone
+	}, true)
+	addr, gs := grpcServed(t, s)
+	normal := grpcClient(t, addr)
+	if _, err := normal.ServerLive(t.Context(), &pb.ServerLiveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	// Two connections open two calls each that send nothing.
+	bad := []*h2Client{dialH2(t, addr), dialH2(t, addr)}
+	for _, c := range bad {
+		for id := uint32(1); id <= 3; id += 2 {
+			c.headers(id, "/inference.GRPCInferenceService/ModelInfer", false)
+		}
+	}
+	gc := &gs.calls
+	waitFor(t, "four calls open", func() bool { gc.mu.Lock(); defer gc.mu.Unlock(); return gc.calls == 4 })
+	// A fifth on one of them is over the cap and over its share (4/3).
+	bad[0].headers(5, "/inference.GRPCInferenceService/ModelInfer", false)
+	var hf *http2.MetaHeadersFrame
+	if err := bad[0].until(5*time.Second, func(f http2.Frame) bool {
+		hf, _ = f.(*http2.MetaHeadersFrame)
+		return hf != nil && hf.StreamID == 5
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fieldOf(hf, "grpc-status") != "14" || !strings.Contains(fieldOf(hf, "grpc-message"), "max_calls") {
+		t.Errorf("a call over the cap: status %s %q, want UNAVAILABLE naming max_calls", fieldOf(hf, "grpc-status"), fieldOf(hf, "grpc-message"))
+	}
+	// The client with no call open is under its share: served, and a
+	// refusal says when to retry.
+	if _, err := normal.ServerLive(t.Context(), &pb.ServerLiveRequest{}); err != nil {
+		t.Errorf("a connection under its fair share: %v", err)
+	}
+	// The silent calls end at the first-message timeout.
+	for _, c := range bad {
+		for n := 0; n < 2; {
+			if err := c.until(5*time.Second, func(f http2.Frame) bool {
+				hf, _ = f.(*http2.MetaHeadersFrame)
+				return hf != nil && hf.StreamEnded()
+			}); err != nil {
+				t.Fatalf("a silent call not ended: %v", err)
+			}
+			if hf.StreamID == 5 {
+				continue
+			}
+			n++
+			if fieldOf(hf, "grpc-status") != "4" || !strings.Contains(fieldOf(hf, "grpc-message"), "first_message_timeout") {
+				t.Errorf("a silent call: %s %q, want DEADLINE_EXCEEDED naming first_message_timeout", fieldOf(hf, "grpc-status"), fieldOf(hf, "grpc-message"))
+			}
+		}
+	}
+	waitFor(t, "no call open", func() bool { gc.mu.Lock(); defer gc.mu.Unlock(); return gc.calls == 0 })
+
+	// Streams: two open, a third refused with a retry delay.
+	for range 2 {
+		st, err := normal.ModelStreamInfer(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(smallInfer()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := normal.ModelStreamInfer(t.Context())
+	if err == nil {
+		st.Send(smallInfer())
+		_, err = st.Recv()
+	}
+	sts, _ := status.FromError(err)
+	var retry *errdetails.RetryInfo
+	for _, d := range sts.Details() {
+		if r, ok := d.(*errdetails.RetryInfo); ok {
+			retry = r
+		}
+	}
+	if sts.Code() != codes.Unavailable || !strings.Contains(sts.Message(), "max_infer_streams") || retry == nil || retry.RetryDelay.AsDuration() != time.Second {
+		t.Errorf("a third stream: %v (retry %v), want UNAVAILABLE naming max_infer_streams with a 1s retry delay", err, retry)
 	}
 }

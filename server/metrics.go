@@ -36,6 +36,7 @@ type metrics struct {
 	budgetRefused          prometheus.Counter
 	connections            prometheus.Gauge
 	connectionsLimit       prometheus.Gauge
+	connectionsClosedIdle  prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -105,13 +106,16 @@ func newMetrics() *metrics {
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rnnserve_open_connections", Help: "Client connections open (REST and gRPC listeners together).",
 		}),
+		connectionsClosedIdle: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rnnserve_idle_connections_closed_total", Help: "Idle client connections closed to make room for new ones at the connection cap.",
+		}),
 		connectionsLimit: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rnnserve_open_connections_limit", Help: "The cap on open client connections (max_connections).",
 		}),
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.queue, m.compute, m.batchRows, m.inflight,
 		m.sequences, m.steps, m.solo, m.wide, m.tokens, m.dramBytes, m.workingSet, m.dre, m.info, m.steps0, m.panics,
-		m.budgetSize, m.budgetUsed, m.budgetRefused, m.connections, m.connectionsLimit,
+		m.budgetSize, m.budgetUsed, m.budgetRefused, m.connections, m.connectionsLimit, m.connectionsClosedIdle,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -114,6 +114,18 @@ type GRPCOptions struct {
 	// open at once; the transport refuses more (REFUSED_STREAM, which
 	// clients retry).
 	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
+	// MaxCalls is the most gRPC calls open at once over all connections,
+	// beyond which a call is refused (UNAVAILABLE, with a retry delay)
+	// unless its connection has fewer than its fair share of them.
+	MaxCalls int `yaml:"max_calls"`
+	// MaxInferStreams is the most ModelStreamInfer streams open at once.
+	// Each may make the transport hold one request (up to MaxBodyBytes)
+	// beyond the memory budget while it arrives; 0: the budget over
+	// MaxBodyBytes (at least 4).
+	MaxInferStreams int `yaml:"max_infer_streams"`
+	// FirstMessageTimeout is how long a call's message (a stream's first
+	// request) may take to arrive from the call's start.
+	FirstMessageTimeout time.Duration `yaml:"first_message_timeout"`
 	// MaxConnectionAge sends a connection GOAWAY once it is this old, so
 	// that clients spread over replicas a load balancer added; its calls
 	// then get MaxConnectionAgeGrace to finish before it is closed. 0:
@@ -149,6 +161,8 @@ func DefaultOptions() Options {
 		IdleTimeout:       15 * time.Second,
 		GRPC: GRPCOptions{
 			MaxConcurrentStreams:  100,
+			MaxCalls:              1024,
+			FirstMessageTimeout:   30 * time.Second,
 			MaxConnectionAgeGrace: 30 * time.Second,
 			KeepaliveTime:         30 * time.Second,
 		},
@@ -178,6 +192,8 @@ func (o *Options) EnsureDefaults() {
 	setInt(&o.MaxConnections, d.MaxConnections)
 	setDuration(&o.IdleTimeout, d.IdleTimeout)
 	setInt(&o.GRPC.MaxConcurrentStreams, d.GRPC.MaxConcurrentStreams)
+	setInt(&o.GRPC.MaxCalls, d.GRPC.MaxCalls)
+	setDuration(&o.GRPC.FirstMessageTimeout, d.GRPC.FirstMessageTimeout)
 	setDuration(&o.GRPC.MaxConnectionAgeGrace, d.GRPC.MaxConnectionAgeGrace)
 	setDuration(&o.GRPC.KeepaliveTime, d.GRPC.KeepaliveTime)
 	if o.Batching.Enabled == nil {
@@ -245,6 +261,8 @@ func (o Options) Validate() error {
 		{"max_generate_tokens", int64(o.MaxGenerateTokens), 1, 1 << 20},
 		{"max_connections", int64(o.MaxConnections), 1, 1 << 24},
 		{"grpc.max_concurrent_streams", int64(o.GRPC.MaxConcurrentStreams), 1, 1 << 16},
+		{"grpc.max_calls", int64(o.GRPC.MaxCalls), 1, 1 << 24},
+		{"grpc.max_infer_streams", int64(o.GRPC.MaxInferStreams), 0, 1 << 24},
 		{"batching.max_rows", int64(o.Batching.MaxRows), 1, 1 << 16},
 		{"batching.queue_length", int64(o.Batching.QueueLength), 1, 1 << 20},
 		{"batching.workers", int64(o.Batching.Workers), 1, 1024},
@@ -284,6 +302,7 @@ func (o Options) Validate() error {
 	}{
 		{"idle_timeout", o.IdleTimeout, time.Millisecond, 24 * time.Hour},
 		{"grpc.max_connection_age", o.GRPC.MaxConnectionAge, 0, 1000 * time.Hour},
+		{"grpc.first_message_timeout", o.GRPC.FirstMessageTimeout, time.Millisecond, 24 * time.Hour},
 		{"grpc.max_connection_age_grace", o.GRPC.MaxConnectionAgeGrace, time.Millisecond, 24 * time.Hour},
 		{"grpc.keepalive_time", o.GRPC.KeepaliveTime, time.Millisecond, 24 * time.Hour}, // grpc-go pings at most once a second
 	} {

@@ -82,9 +82,9 @@ type Server struct {
 
 	lameDuckHooks []func() // under mu: run by LameDuck
 
-	budget   *budget       // request bytes in flight (budget.go)
-	conns    chan struct{} // open connections' slots (connlimit.go)
-	inflight inflight      // requests being served, for Cut (lameduck.go)
+	budget   *budget  // request bytes in flight (budget.go)
+	connSet  *connSet // open connections (connlimit.go)
+	inflight inflight // requests being served, for Cut (lameduck.go)
 }
 
 // New loads the given models. It computes each model's modelled traffic
@@ -103,7 +103,7 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	registerBuildInfo(s.metrics.reg, deps.Build)
 	s.measured = newMeasuredTraffic(s.metrics.reg, log)
 	s.budget = newBudget(opts.Budget, opts.MaxBodyBytes, s.metrics)
-	s.conns = make(chan struct{}, opts.MaxConnections)
+	s.connSet = newConnSet(opts.MaxConnections)
 	s.metrics.connectionsLimit.Set(float64(opts.MaxConnections))
 	table := map[string]model{}
 	for _, e := range entries {

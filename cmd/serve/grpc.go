@@ -29,7 +29,7 @@ func listenGRPC(addr string, srv *server.Server, opts ...grpc.ServerOption) (*gr
 	if err != nil {
 		return nil, err
 	}
-	return &grpcFront{gs: srv.NewGRPC(opts...), ln: srv.Listener(ln)}, nil
+	return &grpcFront{gs: srv.NewGRPC(opts...), ln: srv.GRPCListener(ln)}, nil
 }
 
 // addr is where the front end listens, "off" when it does not.

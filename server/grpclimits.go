@@ -1,0 +1,351 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// What a gRPC client can make the server hold, and how it is bounded.
+//
+// grpc-go reads a message whole once a handler asks for it (it learns the
+// length from the message's 5-byte prefix and opens the call's
+// flow-control window to that length at once), and gives no hook between
+// learning the length and reading the bytes. So a message cannot be
+// charged as it arrives, as a REST body is. Instead:
+//
+//   - Before a call's handler asks for its message, the transport holds at
+//     most the call's static window (grpcStreamWindow) of it, and its
+//     metadata (grpcMaxHeaderList).
+//   - Calls are counted when the transport opens them (the InTapHandle,
+//     before a handler goroutine exists): at most Options.GRPC.MaxCalls
+//     in all, except that a connection below its fair share of that cap
+//     always gets a call, so a flood of calls on some connections cannot
+//     lock another out; and at most MaxInferStreams ModelStreamInfer
+//     streams. A call over either cap is refused at once with
+//     UNAVAILABLE and a retry delay (errdetails.RetryInfo).
+//   - A unary call's message is read under a reservation of the most it
+//     can be (max_body_bytes), taken from the memory budget before the
+//     read, waiting like any request; once read it is settled to its
+//     size. Waiting reads of a connection whose every message so far was
+//     small (64 KiB or less) come before the others', and may use the
+//     budget's share for small requests, so a known small client is not
+//     queued behind a flood of large messages.
+//   - A read must keep up the minimum rate (Options.MinBodyRate, measured
+//     on the bytes its connection delivers) and end within
+//     Options.GRPC.FirstMessageTimeout; one that does not is ended
+//     (DEADLINE_EXCEEDED), gives its reservation back, and its connection
+//     loses its place among the small clients.
+//   - A ModelStreamInfer stream may wait for its next request for as long
+//     as it likes, so its reads cannot hold a reservation: each request is
+//     charged once read, and the transport may hold one unread request
+//     (up to max_body_bytes) per stream beyond the budget while it
+//     arrives: at most MaxInferStreams of them. The first request of a
+//     stream must arrive as a unary call's does.
+//   - After a handler returns, grpc-go holds its response until the client
+//     reads it, with no write deadline; a client that stops reading is
+//     found by the keepalive ping (KeepaliveTime, then
+//     grpcKeepaliveTimeout) and its connection closed.
+
+// grpcCall is a call's state from the moment the transport opens it.
+type grpcCall struct {
+	conn   *limitConn // nil on a listener the server did not wrap
+	start  time.Time
+	stream bool // a client stream: ModelStreamInfer, reflection
+	// res is the reservation its (last) message was read under, for the
+	// handler to charge the decoded tensors to and release.
+	mu  sync.Mutex
+	res *reservation
+}
+
+type callKey struct{}
+
+// callOf is the call state of a handler's context, or nil (a handler
+// called without the transport, as benchmarks do).
+func callOf(ctx context.Context) *grpcCall {
+	c, _ := ctx.Value(callKey{}).(*grpcCall)
+	return c
+}
+
+// takeReservation hands the reservation of the call's message to its
+// handler, or a new one of b (nil call, or none taken; nil b: nil).
+func (c *grpcCall) takeReservation(ctx context.Context, b *budget) *reservation {
+	if c != nil {
+		c.mu.Lock()
+		res := c.res
+		c.res = nil
+		c.mu.Unlock()
+		if res != nil {
+			return res
+		}
+	}
+	if b == nil {
+		return nil
+	}
+	return b.reserve(ctx)
+}
+
+// trusted reports whether the call's connection has sent only small
+// messages, at least one, and none of them stalled.
+func (c *grpcCall) trusted() bool {
+	if c == nil || c.conn == nil {
+		return false
+	}
+	m := c.conn.maxMessage.Load()
+	return m >= 0 && m <= smallRequest && !c.conn.distrusted.Load()
+}
+
+// sawMessage records a message of n bytes on the call's connection.
+func (c *grpcCall) sawMessage(n int64) {
+	if c == nil || c.conn == nil {
+		return
+	}
+	for {
+		m := c.conn.maxMessage.Load()
+		if n <= m || c.conn.maxMessage.CompareAndSwap(m, n) {
+			return
+		}
+	}
+}
+
+// grpcCalls counts the calls open, for the caps of the tap.
+type grpcCalls struct {
+	maxCalls, maxStreams int
+
+	mu      sync.Mutex
+	calls   int
+	streams int
+}
+
+// errTooManyCalls refuses a call over the caps (UNAVAILABLE).
+var errTooManyCalls = fmt.Errorf("%w: gRPC calls open at the cap", ErrBusy)
+
+// tap admits a call as the transport opens it (grpc.InTapHandle): it
+// must not block, since it runs on the connection's reading goroutine.
+func (g *GRPCServer) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	var conn *limitConn
+	if p, ok := peer.FromContext(ctx); ok {
+		conn = g.s.connOf(p.Addr)
+	}
+	stream := g.clientStreams[info.FullMethodName]
+	gc := &g.calls
+	gc.mu.Lock()
+	fair := 1
+	if n := g.s.connSet.openOf(protocolGRPC); n > 0 {
+		fair = max(1, gc.maxCalls/n)
+	}
+	switch {
+	case stream && gc.streams >= gc.maxStreams:
+		gc.mu.Unlock()
+		return nil, retryLater(fmt.Errorf("%w: %d ModelStreamInfer (or reflection) streams open (server.grpc.max_infer_streams)", ErrBusy, gc.streams))
+	case gc.calls >= gc.maxCalls && (conn == nil || int(conn.calls.Load()) >= fair):
+		gc.mu.Unlock()
+		return nil, retryLater(fmt.Errorf("%w (%d, server.grpc.max_calls)", errTooManyCalls, gc.calls))
+	}
+	gc.calls++
+	if stream {
+		gc.streams++
+	}
+	gc.mu.Unlock()
+	if conn != nil && conn.calls.Add(1) == 1 {
+		conn.busy(true)
+	}
+	context.AfterFunc(ctx, func() {
+		gc.mu.Lock()
+		gc.calls--
+		if stream {
+			gc.streams--
+		}
+		gc.mu.Unlock()
+		if conn != nil && conn.calls.Add(-1) == 0 {
+			conn.busy(false)
+		}
+	})
+	return context.WithValue(ctx, callKey{}, &grpcCall{conn: conn, start: time.Now(), stream: stream}), nil
+}
+
+// registrar registers services on the gRPC server with their messages
+// read under the bounds above (wrap): every service goes through it.
+type registrar struct{ g *GRPCServer }
+
+func (r registrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	r.g.gs.RegisterService(r.g.wrap(desc), impl)
+}
+
+func (r registrar) GetServiceInfo() map[string]grpc.ServiceInfo { return r.g.gs.GetServiceInfo() }
+
+// wrap is desc with every handler reading its messages under the bounds
+// of this file: a unary call's message and a server stream's one request
+// under a reservation (readOne), a client stream's first message within
+// the first-message timeout and the minimum rate (clientStream).
+func (g *GRPCServer) wrap(desc *grpc.ServiceDesc) *grpc.ServiceDesc {
+	d := *desc
+	d.Methods = append([]grpc.MethodDesc(nil), desc.Methods...)
+	for i := range d.Methods {
+		h := d.Methods[i].Handler
+		d.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
+			return h(srv, ctx, func(m any) error { return g.readOne(ctx, dec, m) }, ic)
+		}
+	}
+	d.Streams = append([]grpc.StreamDesc(nil), desc.Streams...)
+	for i := range d.Streams {
+		h := d.Streams[i].Handler
+		if d.Streams[i].ClientStreams {
+			g.clientStreams["/"+d.ServiceName+"/"+d.Streams[i].StreamName] = true
+			d.Streams[i].Handler = func(srv any, ss grpc.ServerStream) error {
+				return h(srv, &clientStream{ServerStream: ss, g: g})
+			}
+			continue
+		}
+		d.Streams[i].Handler = func(srv any, ss grpc.ServerStream) error {
+			return h(srv, &oneRequest{ServerStream: ss, g: g})
+		}
+	}
+	return &d
+}
+
+// oneRequest reads a server stream's request as a unary call's message.
+type oneRequest struct {
+	grpc.ServerStream
+	g *GRPCServer
+}
+
+func (s *oneRequest) RecvMsg(m any) error {
+	return s.g.readOne(s.Context(), s.ServerStream.RecvMsg, m)
+}
+
+// clientStream reads a client stream's first message within the
+// first-message timeout and the minimum rate, and the others as they
+// come; none under a reservation (the handler charges each once read).
+type clientStream struct {
+	grpc.ServerStream
+	g     *GRPCServer
+	later bool
+}
+
+func (s *clientStream) RecvMsg(m any) error {
+	ctx := s.Context()
+	call := callOf(ctx)
+	var err error
+	if s.later {
+		err = s.ServerStream.RecvMsg(m)
+	} else {
+		s.later = true
+		err = s.g.receive(ctx, call, s.ServerStream.RecvMsg, m)
+	}
+	if err == nil {
+		if pm, ok := m.(proto.Message); ok {
+			call.sawMessage(int64(proto.Size(pm)))
+		}
+	}
+	return err
+}
+
+// readOne reads a call's message into m under a reservation of
+// max_body_bytes, settled to the message's size once read and left in the
+// call for its handler (grpcCall.takeReservation); what the handler does
+// not take is given back when the call ends.
+func (g *GRPCServer) readOne(ctx context.Context, dec func(any) error, m any) error {
+	call := callOf(ctx)
+	res := g.s.budget.reserve(ctx)
+	res.trusted = call.trusted()
+	res.small = res.trusted // may use the share for small requests
+	if err := res.grow(g.s.opts.MaxBodyBytes); err != nil {
+		res.release()
+		return grpcError(err)
+	}
+	if err := g.receive(ctx, call, dec, m); err != nil {
+		res.release()
+		return err
+	}
+	var n int64
+	if pm, ok := m.(proto.Message); ok {
+		n = int64(proto.Size(pm))
+	}
+	res.settle(n)
+	res.small = n <= smallRequest
+	call.sawMessage(n)
+	if call == nil {
+		res.release()
+		return nil
+	}
+	call.mu.Lock()
+	call.res = res
+	call.mu.Unlock()
+	context.AfterFunc(ctx, func() { call.takeReservation(ctx, nil).release() })
+	return nil
+}
+
+// receive reads one message with dec, on another goroutine so that a
+// read that falls under the minimum rate, or past the first-message
+// timeout, can be given up: the call then ends with DEADLINE_EXCEEDED,
+// which cancels the read.
+func (g *GRPCServer) receive(ctx context.Context, call *grpcCall, dec func(any) error, m any) error {
+	done := make(chan error, 1)
+	go func() { done <- dec(m) }()
+	start := time.Now()
+	var base int64
+	if call != nil && call.conn != nil {
+		base = call.conn.received.Load()
+	}
+	deadline := start.Add(g.s.opts.GRPC.FirstMessageTimeout)
+	if call != nil {
+		deadline = call.start.Add(g.s.opts.GRPC.FirstMessageTimeout)
+	}
+	rate := g.s.opts.MinBodyRate
+	tick := time.NewTimer(min(time.Until(deadline), rateCheck))
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return grpcError(context.Cause(ctx))
+		case now := <-tick.C:
+			elapsed := now.Sub(start)
+			if !now.Before(deadline) {
+				g.stalled(call)
+				return status.Errorf(codes.DeadlineExceeded, "the message did not arrive within %v of the call (server.grpc.first_message_timeout)", g.s.opts.GRPC.FirstMessageTimeout)
+			}
+			if call != nil && call.conn != nil {
+				got := call.conn.received.Load() - base
+				if float64(got) < float64(rate)*elapsed.Seconds()-budgetChunk {
+					g.stalled(call)
+					return grpcError(fmt.Errorf("%w: its connection delivered %d bytes in %v, under the minimum of %d bytes a second (min_body_rate)",
+						ErrSlowBody, got, elapsed.Round(time.Millisecond), rate))
+				}
+			}
+			tick.Reset(min(time.Until(deadline), rateCheck))
+		}
+	}
+}
+
+// rateCheck is how often a read's progress is checked.
+const rateCheck = 250 * time.Millisecond
+
+// stalled takes the call's connection out of the small clients.
+func (g *GRPCServer) stalled(call *grpcCall) {
+	if call != nil && call.conn != nil {
+		call.conn.distrusted.Store(true)
+	}
+}
+
+// retryLater is err as an UNAVAILABLE status that tells the client when
+// to try again (errdetails.RetryInfo, one second).
+func retryLater(err error) error {
+	st := status.New(codes.Unavailable, errorText(err))
+	if d, derr := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)}); derr == nil {
+		st = d
+	}
+	return st.Err()
+}
