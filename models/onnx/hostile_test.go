@@ -1,16 +1,15 @@
 package onnx
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"rnnserve/internal/childtest"
 	"rnnserve/internal/fuzzbound"
 	b "rnnserve/models/internal/onnxbuild"
 )
@@ -63,34 +62,28 @@ func TestHostile(t *testing.T) {
 			if err := os.WriteFile(file, h.Data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			env := []string{"ONNX_HOSTILE_FILE=" + file}
+			env := []string{"ONNX_HOSTILE_FILE=" + file, "GORACE=atexit_sleep_ms=0"}
 			if h.External != nil {
 				ext := filepath.Join(dir, h.Name+".bin")
 				os.WriteFile(ext, h.External, 0o644)
 				env = append(env, "ONNX_HOSTILE_EXTERNAL="+ext)
 			}
-			cmd := exec.Command(os.Args[0], "-test.run=^TestHostileChild$", "-test.v")
-			cmd.Env = append(append(os.Environ(), "GORACE=atexit_sleep_ms=0"), env...)
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			start := time.Now()
-			err := cmd.Run()
-			elapsed := time.Since(start)
-			if err != nil {
-				t.Fatalf("the child reading %s (%s) failed: %v\n%s", h.Name, h.Why, err, tail(out.String()))
+			r := childtest.Run(t, "TestHostileChild", "read", time.Minute, env...)
+			if r.Code != 0 {
+				t.Fatalf("the child reading %s (%s) ended with %d after %v:\n%s", h.Name, h.Why, r.Code, r.Elapsed, tail(r.Output))
 			}
-			// The child's own peak (getrusage's counts the parent's memory
-			// at the fork too).
+			// The child's own peak, VmHWM (getrusage's, r.MaxRSS, counts
+			// the parent's memory at the fork too).
 			var rss int64
-			if _, hwm, ok := strings.Cut(out.String(), "VmHWM:"); ok {
+			if _, hwm, ok := strings.Cut(r.Output, "VmHWM:"); ok {
 				fmt.Sscan(hwm, &rss)
 				rss <<= 10
 			} else {
-				t.Fatalf("the child did not report its peak memory:\n%s", tail(out.String()))
+				t.Fatalf("the child did not report its peak memory:\n%s", tail(r.Output))
 			}
-			_, refusal, found := strings.Cut(out.String(), "refused: ")
+			_, refusal, found := strings.Cut(r.Output, "refused: ")
 			if !found {
-				t.Fatalf("%s (%s) was not refused:\n%s", h.Name, h.Why, tail(out.String()))
+				t.Fatalf("%s (%s) was not refused:\n%s", h.Name, h.Why, tail(r.Output))
 			}
 			refusal, _, _ = strings.Cut(refusal, "\n")
 			if !strings.Contains(refusal, want.err.Error()) || !strings.Contains(refusal, want.says) {
@@ -103,7 +96,7 @@ func TestHostile(t *testing.T) {
 				t.Errorf("peak resident memory %d MiB, more than %d MiB", rss>>20, maxRSS(len(h.Data))>>20)
 			}
 			t.Logf("%s, %d bytes (%s): refused in %v (child process), peak RSS %d MiB: %s",
-				h.Name, len(h.Data), h.Why, elapsed.Round(time.Millisecond), rss>>20, refusal)
+				h.Name, len(h.Data), h.Why, r.Elapsed.Round(time.Millisecond), rss>>20, refusal)
 		})
 	}
 }
@@ -118,11 +111,8 @@ func tail(s string) string {
 // TestHostileChild is TestHostile's child: it reads the file named by
 // $ONNX_HOSTILE_FILE under hostileBound and prints the refusal.
 func TestHostileChild(t *testing.T) {
-	file := os.Getenv("ONNX_HOSTILE_FILE")
-	if file == "" {
-		t.Skip("TestHostile's child process")
-	}
-	data, err := os.ReadFile(file)
+	childtest.Role(t)
+	data, err := os.ReadFile(os.Getenv("ONNX_HOSTILE_FILE"))
 	if err != nil {
 		t.Fatal(err)
 	}
