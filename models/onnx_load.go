@@ -1,8 +1,10 @@
 package models
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"rnnserve/models/onnx"
 	"rnnserve/models/safetensors"
@@ -23,11 +25,23 @@ func (o *onnxModel) Tensor(name string) (*safetensors.Tensor, bool) {
 	return t, ok
 }
 
+// add names a weight of the model. On a little-endian host the tensor's
+// bytes are the float32 slice's own memory, so the weights are held once
+// until they are bound into the network.
 func (o *onnxModel) add(name string, shape []int, v []float32) {
-	t := safetensors.FromFloat32(name, shape, v)
+	var t safetensors.Tensor
+	if littleEndian && len(v) > 0 {
+		t = safetensors.Tensor{Name: name, DType: safetensors.F32, Shape: slices.Clone(shape),
+			Data: unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))}
+	} else {
+		t = safetensors.FromFloat32(name, shape, v)
+	}
 	o.tensors[name] = &t
 	o.names = append(o.names, name)
 }
+
+// littleEndian is true on hosts that store a float32 as safetensors does.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // readONNX imports an ONNX model, reading external data through open
 // relative to the model's own path (nil: refused).

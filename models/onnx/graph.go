@@ -84,8 +84,9 @@ type graph struct {
 	rnnSeq int   // seq of the last recurrent node
 	blocks []int // h_n width of each entry so far
 	cells  []bool
-	// headState: the head reads final states
-	headIn string
+	// refs counts the nodes' reads of each value, so that a constant read
+	// once may be changed in place.
+	refs map[string]int
 }
 
 func newGraph(open func(string) ([]byte, error), fileBytes int64) *graph {
@@ -174,6 +175,12 @@ func (g *graph) read(gp *pb.GraphProto) (*Model, error) {
 		return nil, fmt.Errorf("%w: graph input %s of type %v, want int64 token ids or float features", ErrUnsupported, clip(g.input), g.elem)
 	}
 	g.vals[g.input] = v
+	g.refs = map[string]int{}
+	for _, n := range gp.GetNode() {
+		for _, in := range n.GetInput() {
+			g.refs[in]++
+		}
+	}
 	for _, n := range gp.GetNode() {
 		if err := g.node(n); err != nil {
 			return nil, err
@@ -280,6 +287,15 @@ func (g *graph) node(n *pb.NodeProto) error {
 		g.vals[name] = outs[i]
 	}
 	return nil
+}
+
+// own reports whether the constant value named name may be changed in
+// place: one node reads it, and its data are in the model file (the
+// decoded copy of the file's bytes, not an external data file that other
+// tensors may share).
+func (g *graph) own(name string) bool {
+	v := g.vals[name]
+	return g.refs[name] == 1 && v != nil && v.kind == kConst && v.t.GetDataLocation() != pb.TensorProto_EXTERNAL
 }
 
 // axisOf resolves a possibly negative axis of a rank-r value.

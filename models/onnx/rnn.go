@@ -118,23 +118,34 @@ func (g *graph) layer(n *pb.NodeProto, ins []*value) (*Layer, error) {
 	case "gru":
 		order = []int{1, 0, 2} // ONNX z, r, h -> PyTorch r, z, n
 	}
-	regate := func(src []float32, cols int) []float32 {
-		out := make([]float32, len(src))
+	// regate reorders one direction's gate blocks, in place where the
+	// tensor is this node's alone (the scratch is one block set), else
+	// into a copy.
+	var scratch []float32
+	regate := func(src []float32, cols int, own bool) []float32 {
+		out := src
+		if own {
+			scratch = append(scratch[:0], src...)
+			src = scratch
+		} else {
+			out = make([]float32, len(src))
+		}
 		for k, to := range order {
 			copy(out[to*H*cols:(to+1)*H*cols], src[k*H*cols:(k+1)*H*cols])
 		}
 		return out
 	}
+	ownW, ownR, ownB := g.own(n.GetInput()[1]), g.own(n.GetInput()[2]), len(ins) > 3 && ins[3] != nil && g.own(n.GetInput()[3])
 	for d := range dirs {
 		w := Weights{
-			Wih: regate(W[d*rows*l.Input:(d+1)*rows*l.Input], l.Input),
-			Whh: regate(R[d*rows*H:(d+1)*rows*H], H),
+			Wih: regate(W[d*rows*l.Input:(d+1)*rows*l.Input:(d+1)*rows*l.Input], l.Input, ownW),
+			Whh: regate(R[d*rows*H:(d+1)*rows*H:(d+1)*rows*H], H, ownR),
 			Bih: make([]float32, rows),
 			Bhh: make([]float32, rows),
 		}
 		if B != nil {
-			w.Bih = regate(B[d*2*rows:d*2*rows+rows], 1)
-			w.Bhh = regate(B[d*2*rows+rows:(d+1)*2*rows], 1)
+			w.Bih = regate(B[d*2*rows:d*2*rows+rows:d*2*rows+rows], 1, ownB)
+			w.Bhh = regate(B[d*2*rows+rows:(d+1)*2*rows:(d+1)*2*rows], 1, ownB)
 		}
 		l.Dirs = append(l.Dirs, w)
 	}

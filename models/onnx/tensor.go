@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	pb "rnnserve/models/onnx/onnxpb"
 	"rnnserve/models/safetensors"
@@ -62,7 +63,9 @@ func (ts *tensors) charge(t *pb.TensorProto, stored int64) error {
 	return nil
 }
 
-// floats decodes a float tensor to float32, with its shape.
+// floats decodes a float tensor to float32, with its shape. The slice
+// may be the tensor's own memory (FLOAT data read in place): the caller
+// changes it only where the tensor is its alone (see graph.own).
 func (ts *tensors) floats(t *pb.TensorProto) ([]float32, []int, error) {
 	name := t.GetName()
 	if t.Segment != nil {
@@ -82,6 +85,13 @@ func (ts *tensors) floats(t *pb.TensorProto) ([]float32, []int, error) {
 	switch typ := pb.TensorProto_DataType(t.GetDataType()); typ {
 	case pb.TensorProto_FLOAT:
 		dt = safetensors.F32
+		if raw != nil && len(raw) == 4*n && littleEndian && uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%4 == 0 {
+			// The bytes are the floats: no copy.
+			if err := ts.charge(t, int64(len(raw))); err != nil {
+				return nil, nil, err
+			}
+			return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(raw))), n), s, nil
+		}
 		if raw == nil {
 			if len(t.GetFloatData()) != n {
 				return nil, nil, fmt.Errorf("%w: tensor %s has %d floats for dims %s", ErrUnsupported, clip(name), len(t.GetFloatData()), ints64(t.GetDims()))
@@ -143,6 +153,9 @@ func (ts *tensors) floats(t *pb.TensorProto) ([]float32, []int, error) {
 	}
 	return v, s, nil
 }
+
+// littleEndian is true on hosts that store a float32 as ONNX does.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // ints decodes a small inline integer tensor (shapes, axes, indices):
 // at most maxInts values.
