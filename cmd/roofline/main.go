@@ -15,10 +15,13 @@
 // over for -time; the rate is bytes summed per second, all workers
 // together. Every rate is per second of each worker thread's own CPU time
 // (-clock cpu, the default: on a shared machine a core taken by another
-// tenant then does not count against us) or of wall time (-clock wall). Buffer sizes per worker: 16 KiB (L1), 512 KiB (L2), 8 MiB
-// (L3; 8 MiB per worker, so all workers together stay inside the shared
-// L3), 512 MiB (DRAM), and with -sweep a sweep from 16 KiB to 64 MiB that
-// shows where each level ends on this host. A measurement is repeated
+// tenant then does not count against us) or of wall time (-clock wall). Buffer sizes per worker: half a core's L1d (L1), half
+// its L2 (L2), the shared L3 over twice the most workers measured, so that
+// all of them together stay inside half of it (L3: 8 MiB on a 32 MiB L3
+// and two cores), 512 MiB (DRAM), and with -sweep a sweep from 16 KiB to
+// 64 MiB that shows where each level ends on this host. The cache sizes
+// are the host's (internal/host, from sysfs) unless -l1, -l2 and -l3 say
+// otherwise; the report's first lines name the CPU and its caches. A measurement is repeated
 // -reps times and the best and median rates are reported: on a shared
 // machine the best is the hardware and the median what other tenants left.
 //
@@ -84,6 +87,7 @@ import (
 	"rnnserve/cachesim"
 	"rnnserve/dre"
 	"rnnserve/internal/f32"
+	"rnnserve/internal/host"
 	"rnnserve/models"
 	"rnnserve/rnn"
 	"rnnserve/schedule"
@@ -135,10 +139,11 @@ func parseFlags(args []string) (*options, error) {
 	khidden := fs.String("kernel-hidden", "64,128,256,512,1024,2048", "hidden sizes of the recurrent-product table")
 	rows := fs.String("rows", "1,2,4", "batch rows of the recurrent-product table")
 	clock := fs.String("clock", "cpu", "what rates are per: cpu (each thread's CPU time; robust on a shared machine) or wall")
-	l1 := fs.Int64("l1", 32<<10, "private L1d bytes per core")
-	l2 := fs.Int64("l2", 1<<20, "private L2 bytes per core")
-	l2Ways := fs.Int("l2-ways", 8, "associativity of the private L2 (the simulated L2 the W_hh misses come from)")
-	l3 := fs.Int64("l3", 32<<20, "shared L3 bytes")
+	h := host.Get()
+	l1 := fs.Int64("l1", h.L1D(), "private L1d bytes per core (default: this host's)")
+	l2 := fs.Int64("l2", h.L2(), "private L2 bytes per core (default: this host's)")
+	l2Ways := fs.Int("l2-ways", h.L2Ways(), "associativity of the private L2, the simulated L2 the W_hh misses come from (default: this host's)")
+	l3 := fs.Int64("l3", h.L3(), "shared last-level cache bytes (default: this host's)")
 	dram := fs.Int64("dram", 512<<20, "bytes per worker for the DRAM measurement")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -221,8 +226,10 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "# Roofline\n\n%s/%s, GOMAXPROCS %d, kernels %s; L1d %s and L2 %s per core, L3 %s (nominal).\n\n",
-		runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), rnn.KernelImpl(), size(o.l1), size(o.l2), size(o.l3))
+	h := host.Get()
+	fmt.Fprintf(out, "# Roofline\n\nHost: %s; features %s.\n\n", h, strings.Join(h.Features, " "))
+	fmt.Fprintf(out, "%s/%s, GOMAXPROCS %d, kernels %s; modelled: L1d %s and L2 %s (%d-way) per core, L3 %s.\n\n",
+		runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), rnn.KernelImpl(), size(o.l1), size(o.l2), o.l2Ways, size(o.l3))
 	o.hz = coreClock(o.time, o.reps, o.cpu)
 	if o.hz > 0 {
 		fmt.Fprintf(out, "Core clock: %.2f GHz (a chain of dependent integer adds, one a cycle; best of %d runs).\n\n", o.hz/1e9, o.reps)
@@ -237,7 +244,7 @@ func run(args []string, out io.Writer) error {
 	levels := []struct {
 		name  string
 		bytes int64
-	}{{"L1", 16 << 10}, {"L2", 512 << 10}, {"L3", 8 << 20}, {"DRAM", o.dram &^ 255}}
+	}{{"L1", o.l1 / 2 &^ 255}, {"L2", o.l2 / 2 &^ 255}, {"L3", o.l3 / int64(2*slices.Max(o.cores)) &^ 255}, {"DRAM", o.dram &^ 255}}
 	if o.sweep {
 		for b := int64(16 << 10); b <= 64<<20; b *= 2 {
 			levels = append(levels, struct {
@@ -546,7 +553,7 @@ func levelOf(perCore, total int64, o *options) string {
 }
 
 func measureShape(net *rnn.Network, pool *schedule.Pool, prec schedule.Precision, T int, o *options) (shapeResult, error) {
-	prog, err := schedule.NewPartitioned(net, schedule.PartitionOptions{Pool: pool, Precision: prec})
+	prog, err := schedule.NewPartitioned(net, schedule.PartitionOptions{Pool: pool, Precision: prec, PrivateCacheBytes: o.l2})
 	if err != nil {
 		return shapeResult{}, err
 	}
