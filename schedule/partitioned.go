@@ -237,10 +237,11 @@ func packs(rows, cols, limit, def int) bool {
 	return limit > 0 && cols%8 == 0 && 4*rows*cols > limit
 }
 
-// PacksWHH says whether NewPartitioned, with the default bounds on this
-// host, stores a float32 W_hh slice of rows×cols packed.
-func PacksWHH(rows, cols int) bool {
-	whh, _ := PackBounds(host.Get().L2())
+// PacksWHH says whether NewPartitioned, with the default bounds for a
+// private cache of l2 bytes per core, stores a float32 W_hh slice of
+// rows×cols packed.
+func PacksWHH(rows, cols int, l2 int64) bool {
+	whh, _ := PackBounds(l2)
 	return packs(rows, cols, 0, whh)
 }
 

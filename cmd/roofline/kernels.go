@@ -20,6 +20,7 @@ import (
 type kernelCase struct {
 	hidden, rows, gates int
 	prec                schedule.Precision
+	l2                  int64 // one core's L2, which P's packing bound is set from
 }
 
 // kernelWorker is one worker's share: its W rows (allocated and first
@@ -51,7 +52,7 @@ func newKernelWorker(c kernelCase, n int, seed uint64) *kernelWorker {
 		k.w16 = make([]uint16, len(w))
 		f32.ToBF16(k.w16, w)
 		k.bytes = unsafe.Slice((*float32)(unsafe.Pointer(&k.w16[0])), len(k.w16)/2)
-	} else if schedule.PacksWHH(n, c.hidden) {
+	} else if schedule.PacksWHH(n, c.hidden, c.l2) {
 		k.packed = true
 		k.w = make([]float32, len(w))
 		f32.PackNT(k.w, n, c.hidden, w, c.hidden)
@@ -168,7 +169,7 @@ func kernelTable(out io.Writer, pools map[int]*schedule.Pool, o *options) {
 		for _, m := range o.rows {
 			for _, prec := range o.precision {
 				for _, cores := range o.cores {
-					c := kernelCase{hidden: h, rows: m, gates: 4, prec: prec}
+					c := kernelCase{hidden: h, rows: m, gates: 4, prec: prec, l2: o.l2}
 					r := measureKernel(pools[cores], c, o)
 					weights := prec.String()
 					if r.packed {

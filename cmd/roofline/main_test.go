@@ -93,7 +93,7 @@ func TestHHMisses(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer pool.Close()
-		prog, err := schedule.NewPartitioned(net, schedule.PartitionOptions{Pool: pool})
+		prog, err := schedule.NewPartitioned(net, schedule.PartitionOptions{Pool: pool, PrivateCacheBytes: o.l2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,8 @@ func TestFlags(t *testing.T) {
 func TestRunSmall(t *testing.T) {
 	var out strings.Builder
 	err := run([]string{"-cores", "1", "-hidden", "16", "-layers", "2", "-lengths", "1,3", "-cells", "lstm",
-		"-precision", "f32,bf16", "-time", "1ms", "-reps", "2", "-dram", "65536", "-kernel-hidden", "16,512", "-rows", "1,3"}, &out)
+		"-precision", "f32,bf16", "-time", "1ms", "-reps", "2", "-dram", "65536", "-kernel-hidden", "16,512", "-rows", "1,3",
+		"-l1", "32768", "-l2", "1048576", "-l3", "33554432"}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
