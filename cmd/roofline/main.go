@@ -7,6 +7,7 @@
 //	go run ./cmd/roofline                       # everything, Markdown to stdout
 //	go run ./cmd/roofline -hidden 512,1024 -layers 1 -lengths 100 -precision f32,bf16
 //	go run ./cmd/roofline -no-shapes -rows 1,2 -kernel-hidden 512,1024,2048
+//	go run ./cmd/roofline -no-kernels -hidden 256,1024 -layers 1,4 -lengths 10,100 -predict 4,8,16,32,64 -l3-cores 8
 //
 // # Bandwidth
 //
@@ -69,6 +70,21 @@
 // the longer of the other weights' bytes at their bandwidth and the
 // projections' flops at f32.GemmNT's rate measured on L2-resident
 // operands in the same run.
+//
+// # More cores than this host has
+//
+// With -predict, a last table models P on each of those core counts (and
+// on the ones measured, to hold the model against them) from P's own
+// plan for that many workers: each worker's reads replayed through an
+// LRU the size of one core's L2, what misses there through one the size
+// of the L3 shared by each group of -l3-cores cores, and the bytes from
+// each level priced at one core's rate for it, measured in the same run
+// (DRAM's shared under -dram-gbs), against the arithmetic of each step;
+// a phase takes its slowest worker's time, plus a barrier timed on two
+// cores here and grown by -barrier-step-ns a core beyond (predict.go).
+// What it cannot know: how the L3's and DRAM's bandwidth per core hold
+// up on a host with many cores, and how the barrier grows; both are
+// assumptions the flags state, not measurements.
 package main
 
 import (
@@ -121,6 +137,12 @@ type options struct {
 	l3        int64   // shared L3, bytes
 	dram      int64   // buffer per worker for the DRAM row
 	hz        float64 // core clock estimated by coreClock; 0 when unknown
+	// The prediction past this host's cores (predict.go).
+	predict     []int   // core counts to predict P on; none: no prediction
+	l3Cores     int     // cores sharing one L3
+	dramGBs     float64 // all cores' DRAM bandwidth; 0: no cap
+	barrierNs   float64 // the barrier on two cores; 0: measured
+	barrierStep float64 // ns each core beyond two adds to it
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -145,10 +167,16 @@ func parseFlags(args []string) (*options, error) {
 	l2Ways := fs.Int("l2-ways", h.L2Ways(), "associativity of the private L2, the simulated L2 the W_hh misses come from (default: this host's)")
 	l3 := fs.Int64("l3", h.L3(), "shared last-level cache bytes (default: this host's)")
 	dram := fs.Int64("dram", 512<<20, "bytes per worker for the DRAM measurement")
+	predict := fs.String("predict", "", "core counts to predict P's time and traffic on, e.g. 4,8,16,32,64 (after the shapes table)")
+	l3Cores := fs.Int("l3-cores", max(h.LastLevelCores(), 1), "cores that share one L3, for -predict (default: this host's, as sysfs counts them)")
+	dramGBs := fs.Float64("dram-gbs", 0, "DRAM bandwidth of all cores together in GB/s, for -predict (0: no cap, each core at the one-core rate)")
+	barrierNs := fs.Float64("barrier-ns", 0, "the barrier ending a phase on two cores in ns, for -predict (0: timed here, or 100 on one core)")
+	barrierStep := fs.Float64("barrier-step-ns", 10, "what each core beyond two adds to the barrier, in ns, for -predict")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	o := &options{time: *t, reps: *reps, sweep: *sweep, noShapes: *noShapes, noKernels: *noKernels, l1: *l1, l2: *l2, l2Ways: *l2Ways, l3: *l3, dram: *dram}
+	o := &options{time: *t, reps: *reps, sweep: *sweep, noShapes: *noShapes, noKernels: *noKernels, l1: *l1, l2: *l2, l2Ways: *l2Ways, l3: *l3, dram: *dram,
+		l3Cores: *l3Cores, dramGBs: *dramGBs, barrierNs: *barrierNs, barrierStep: *barrierStep}
 	switch *clock {
 	case "cpu":
 		o.cpu = true
@@ -173,6 +201,22 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if o.hidden, err = ints("hidden", *hidden); err != nil {
 		return nil, err
+	}
+	if *predict != "" {
+		if o.predict, err = ints("predict", *predict); err != nil {
+			return nil, err
+		}
+		if o.noShapes {
+			return nil, errors.New("-predict needs the shapes table (no -no-shapes)")
+		}
+		for _, c := range o.predict {
+			if c > schedule.MaxWorkers {
+				return nil, fmt.Errorf("-predict %d: at most %d cores", c, schedule.MaxWorkers)
+			}
+		}
+	}
+	if o.l3Cores < 1 || o.dramGBs < 0 || o.barrierNs < 0 || o.barrierStep < 0 {
+		return nil, errors.New("-l3-cores must be positive; -dram-gbs, -barrier-ns and -barrier-step-ns not negative")
 	}
 	if o.khidden, err = ints("kernel-hidden", *khidden); err != nil {
 		return nil, err
@@ -307,6 +351,7 @@ func run(args []string, out io.Writer) error {
 	fmt.Fprint(out, ".\n\n")
 	fmt.Fprintf(out, "W_hh/worker: one worker's W_hh slice of one layer, and the level that holds the re-read weights (the whole model at T = 1); GB/s: weight bytes read per second (best run); level GB/s: read bandwidth measured at that footprint; W_hh past L2: the share of W_hh's bytes that miss a simulated %s %d-way LRU L2 per core in a warm inference of the plan; model µs: those bytes at the bandwidth of W_hh's footprint (its first pass in an inference at the whole model's, where slower) and the rest at L2's, plus the other weights' bytes at theirs or the input projections' arithmetic at the roof above, whichever takes longer; footprint model µs: the same with every W_hh byte at its footprint's bandwidth; roofline: model time over the best measured time.\n", size(o.l2), o.l2Ways)
 	fmt.Fprintln(out)
+	measured := map[shapeKey]float64{}
 	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | level | µs/inference (best / median) | GB/s | level GB/s | W_hh past L2 | footprint model µs | model µs | roofline |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, cell := range o.cells {
@@ -324,6 +369,7 @@ func run(args []string, out io.Writer) error {
 							if err != nil {
 								return err
 							}
+							measured[shapeKey{cell, h, L, T, c, prec}] = s.best
 							hhBW := at(c, s.sliceBytes)
 							hitBW := at(c, min(s.sliceBytes, o.l2/2))
 							otherBW := at(c, s.modelBytes/int64(c))
@@ -344,7 +390,33 @@ func run(args []string, out io.Writer) error {
 			}
 		}
 	}
-	return nil
+	if len(o.predict) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out)
+	c0 := o.cores[0]
+	m := &machine{
+		l2BW:    at(c0, o.l2/2) / float64(c0),
+		l3BW:    at(c0, o.l3/int64(2*slices.Max(o.cores))) / float64(c0),
+		dramBW:  at(c0, o.dram) / float64(c0),
+		dramCap: o.dramGBs * 1e9,
+		flops:   flops[c0] / float64(c0),
+		gate:    map[rnn.CellKind]float64{rnn.LSTM: gateCost(rnn.LSTM, o), rnn.GRU: gateCost(rnn.GRU, o)},
+		step:    o.barrierStep * 1e-9,
+		l2:      o.l2, l3: o.l3, l2Ways: o.l2Ways, l3Ways: 16, l3Cores: o.l3Cores,
+	}
+	if llc, ok := host.Get().LastLevel(); ok && llc.Ways > 0 && llc.Bytes == o.l3 {
+		m.l3Ways = llc.Ways
+	}
+	switch p, ok := pools[2]; {
+	case o.barrierNs > 0:
+		m.barrier2 = o.barrierNs * 1e-9
+	case ok:
+		m.barrier2 = barrierCost(p, o)
+	default:
+		m.barrier2 = 100e-9
+	}
+	return predictTable(out, m, measured, o)
 }
 
 // bytesPerCycle formats a rate per core in bytes per cycle of a clock of

@@ -181,6 +181,22 @@ func (d *Description) L3() int64 {
 	return DefaultL3
 }
 
+// LastLevelCores is the number of cores that share the last-level cache
+// (its CPUs over the SMT threads of a core, as the private cache's
+// sharing says), or 0 when sysfs does not say. A virtual machine's sysfs
+// counts only its own CPUs.
+func (d *Description) LastLevelCores() int {
+	llc, ok := d.LastLevel()
+	if !ok || llc.SharedBy == 0 {
+		return 0
+	}
+	threads := 1
+	if p, ok := d.private(); ok && p.SharedBy > 0 {
+		threads = p.SharedBy
+	}
+	return max(1, llc.SharedBy/threads)
+}
+
 // L2Ways is the associativity of the private cache L2 names, or 8 when
 // unknown.
 func (d *Description) L2Ways() int {

@@ -62,39 +62,40 @@ func TestRead(t *testing.T) {
 		l1, l2, l3        int64
 		ways              int
 		privateLevels     int
+		cores             int // sharing the last level; -1: not checked
 		str               string
 	}{
 		{
 			"the project's AMD VM: L2 per core, L3 shared",
 			"0", "",
 			[][5]string{{"1", "Data", "32K", "0", "8"}, {"1", "Instruction", "32K", "0", "8"}, {"2", "Unified", "1024K", "0", "8"}, {"3", "Unified", "32768K", "0-1", "16"}},
-			32 << 10, 1 << 20, 32 << 20, 8, 3,
+			32 << 10, 1 << 20, 32 << 20, 8, 3, 2,
 			"unknown CPU (L1 32 KiB per core, L2 1 MiB per core, L3 32 MiB shared by 2 CPUs)",
 		},
 		{
 			"Xeon with SMT: L2 shared by the core's two threads",
 			"0,64", xeonInfo,
 			[][5]string{{"1", "Data", "48K", "0,64", "12"}, {"2", "Unified", "2048K", "0,64", "16"}, {"3", "Unified", "105M", "0-31,64-95", "15"}},
-			48 << 10, 2 << 20, 105 << 20, 16, 2,
+			48 << 10, 2 << 20, 105 << 20, 16, 2, 32,
 			"Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz (L1 48 KiB per core, L2 2 MiB per core, L3 105 MiB shared by 64 CPUs)",
 		},
 		{
 			"L2 shared by a cluster of cores: only L1d is private",
 			"0", "",
 			[][5]string{{"1", "Data", "32K", "0", ""}, {"2", "Unified", "4M", "0-3", ""}, {"3", "Unified", "16M", "0-15", ""}},
-			32 << 10, 32 << 10, 16 << 20, 8, 1, "",
+			32 << 10, 32 << 10, 16 << 20, 8, 1, 16, "",
 		},
 		{
 			"no sharing information: the levels below the last",
 			"", "",
 			[][5]string{{"1", "Data", "32K", "", ""}, {"2", "Unified", "512K", "", ""}, {"3", "Unified", "8M", "", ""}},
-			32 << 10, 512 << 10, 8 << 20, 8, 2, "",
+			32 << 10, 512 << 10, 8 << 20, 8, 2, 0, "",
 		},
 		{
 			"one level: no private cache, the default L2",
 			"", "",
 			[][5]string{{"1", "Unified", "64K", "", ""}},
-			64 << 10, DefaultL2, 64 << 10, 8, 0, "",
+			64 << 10, DefaultL2, 64 << 10, 8, 0, 0, "",
 		},
 	} {
 		d := Read(fakeRoot(t, c.siblings, c.cpuinfo, c.levels))
@@ -110,6 +111,9 @@ func TestRead(t *testing.T) {
 		if d.L1D() != c.l1 || d.L2() != c.l2 || d.L3() != c.l3 || d.L2Ways() != c.ways || n != c.privateLevels {
 			t.Errorf("%s: L1D %d, L2 %d (%d ways), L3 %d, %d private levels; want %d, %d (%d), %d, %d (%+v)",
 				c.name, d.L1D(), d.L2(), d.L2Ways(), d.L3(), n, c.l1, c.l2, c.ways, c.l3, c.privateLevels, d.Caches)
+		}
+		if c.cores >= 0 && d.LastLevelCores() != c.cores {
+			t.Errorf("%s: %d cores share the last level, want %d", c.name, d.LastLevelCores(), c.cores)
 		}
 		if c.str != "" && d.String() != c.str {
 			t.Errorf("%s: %q, want %q", c.name, d.String(), c.str)
