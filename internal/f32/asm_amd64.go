@@ -14,11 +14,13 @@ var (
 	hostBF16 = hostAVX512 && cpu.X86.HasAVX512BF16
 )
 
-// useAsm selects the AVX2+FMA assembly, useDPBF16 the AVX512_BF16 kernels
-// of GemmNTBF16. They start at what the host has; tests lower them
+// useAsm selects the AVX2+FMA assembly, useAVX512 the AVX-512 float32
+// kernels (avx512_amd64.go), useDPBF16 the AVX512_BF16 kernels of
+// GemmNTBF16. They start at what the host has; tests lower them
 // (setLevel) to run every path in one binary.
 var (
 	useAsm    = hostAVX2
+	useAVX512 = hostAVX512
 	useDPBF16 = hostBF16
 )
 
@@ -127,11 +129,16 @@ func gemvTKernel(k, n int, w []float32, ldw int, x []float32, beta float32, y []
 	gemvTAVX2(k, n, &w[0], ldw, &x[0], &y[0], beta)
 }
 
-// lstmKernel handles the first n&^7 units in assembly, the rest in Go.
+// lstmKernel handles the first n&^15 units sixteen at a time (AVX-512),
+// then the next eight (AVX2), the rest in Go: every unit the same way.
 func lstmKernel(n, stride int, y, bias, c, h []float32) {
 	from := 0
-	if n8 := n &^ 7; useAsm && n8 > 0 {
-		lstmAVX2(n8, stride, &y[0], &bias[0], &c[0], &h[0])
+	if n16 := n &^ 15; useAVX512 && n16 > 0 {
+		lstmAVX512(n16, stride, &y[0], &bias[0], &c[0], &h[0])
+		from = n16
+	}
+	if n8 := n &^ 7; useAsm && n8 > from {
+		lstmAVX2(n8-from, stride, &y[from], &bias[from], &c[from], &h[from])
 		from = n8
 	}
 	lstmGo(from, n, stride, y, bias, c, h)
@@ -155,8 +162,12 @@ func lstmStepKernel(n, k int, h, w []float32, ldw int, xp, bias, c, hout []float
 
 func gruKernel(n, stride int, x, p, bih, bhh, hprev, hout []float32) {
 	from := 0
-	if n8 := n &^ 7; useAsm && n8 > 0 {
-		gruAVX2(n8, stride, &x[0], &p[0], &bih[0], &bhh[0], &hprev[0], &hout[0])
+	if n16 := n &^ 15; useAVX512 && n16 > 0 {
+		gruAVX512(n16, stride, &x[0], &p[0], &bih[0], &bhh[0], &hprev[0], &hout[0])
+		from = n16
+	}
+	if n8 := n &^ 7; useAsm && n8 > from {
+		gruAVX2(n8-from, stride, &x[from], &p[from], &bih[from], &bhh[from], &hprev[from], &hout[from])
 		from = n8
 	}
 	gruGo(from, n, stride, x, p, bih, bhh, hprev, hout)
@@ -237,6 +248,10 @@ func finiteKernel(x []float32) bool {
 
 func implName() string {
 	switch {
+	case useAVX512 && useDPBF16:
+		return "avx512+bf16"
+	case useAVX512:
+		return "avx512"
 	case useAsm && useDPBF16:
 		return "avx2+fma+avx512bf16"
 	case useAsm:
@@ -310,7 +325,8 @@ func gemvPacked8(panels, k int, a, w, c *float32, beta float32)
 func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32)
 
 // gemmPackedAsm runs the whole panels of a packed W (n a multiple of
-// eight) past A. One row streams W through gemvPacked8; two go through
+// eight) past A. One row streams W through gemvPacked (gemvPacked8 or,
+// with AVX-512, gemvPackedZ); two go through
 // gemmPacked3x4 together. With more rows W goes in blocks of
 // blocking.packBlock bytes: the first row pulls each block in as one stream
 // (gemvPacked8) and the others find it in cache, in groups of three (or
@@ -319,30 +335,30 @@ func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc
 // through gemvPacked8 on its own (the schedules pack no such W).
 func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int) {
 	if m == 1 {
-		gemvPacked8(n/8, k, &a[0], &p[0], &c[0], beta)
+		gemvPacked(n/8, k, &a[0], &p[0], &c[0], beta)
 		return
 	}
 	if k%8 != 0 {
 		for i := 0; i < m; i++ {
-			gemvPacked8(n/8, k, &a[i*lda], &p[0], &c[i*ldc], beta)
+			gemvPacked(n/8, k, &a[i*lda], &p[0], &c[i*ldc], beta)
 		}
 		return
 	}
 	if m == 2 {
-		gemmPacked3x4(n/8, k/8, 2, &a[0], lda, &p[0], &c[0], ldc, beta)
+		gemmPacked3(n/8, k/8, 2, &a[0], lda, &p[0], &c[0], ldc, beta)
 		return
 	}
 	nb := max(8, blocks().packBlock/(4*k)&^7)
 	for j0 := 0; j0 < n; j0 += nb {
 		jb := min(nb, n-j0)
 		w := &p[j0*k]
-		gemvPacked8(jb/8, k, &a[0], w, &c[j0], beta)
+		gemvPacked(jb/8, k, &a[0], w, &c[j0], beta)
 		for i0 := 1; i0 < m; {
 			rows := min(3, m-i0)
 			if rows == 1 {
-				gemvPacked8(jb/8, k, &a[i0*lda], w, &c[i0*ldc+j0], beta)
+				gemvPacked(jb/8, k, &a[i0*lda], w, &c[i0*ldc+j0], beta)
 			} else {
-				gemmPacked3x4(jb/8, k/8, rows, &a[i0*lda], lda, w, &c[i0*ldc+j0], ldc, beta)
+				gemmPacked3(jb/8, k/8, rows, &a[i0*lda], lda, w, &c[i0*ldc+j0], ldc, beta)
 			}
 			i0 += rows
 		}

@@ -1,8 +1,8 @@
 package f32
 
 // level is a kernel path: pure Go, AVX2 and FMA, or AVX-512 where the
-// kernels have a form for it (today the AVX512_BF16 products of
-// GemmNTBF16). The kernels start at the highest level the host and the
+// kernels have a form for it (avx512_amd64.go; the AVX512_BF16 products
+// of GemmNTBF16). The kernels start at the highest level the host and the
 // build allow; setLevel lowers them so that the tests and benchmarks run
 // every path on one host.
 type level int
@@ -28,6 +28,7 @@ func hostLevel() level {
 // that the host has.
 func setLevel(l level) {
 	useAsm = hostAVX2 && l >= levelAVX2
+	useAVX512 = hostAVX512 && l >= levelAVX512
 	useDPBF16 = hostBF16 && l >= levelAVX512
 }
 

@@ -6,6 +6,7 @@ package f32
 // two paths then compare the pure-Go path with itself.
 var (
 	useAsm    = false
+	useAVX512 = false
 	useDPBF16 = false
 )
 

@@ -1,0 +1,41 @@
+//go:build !purego
+
+package f32
+
+// The AVX-512 float32 kernels. Each computes every element as its AVX2
+// counterpart does, in the same order, so the paths agree bit for bit;
+// they take sixteen lanes (or two eight-lane rows) per instruction where
+// the AVX2 kernels take eight.
+
+//go:noescape
+func lstmAVX512(n int, stride int, y *float32, bias *float32, c *float32, h *float32)
+
+//go:noescape
+func gruAVX512(n int, stride int, x *float32, p *float32, bih *float32, bhh *float32, hprev *float32, hout *float32)
+
+//go:noescape
+func gemvPackedZ(panels, k int, a, w, c *float32, beta float32)
+
+// gemvPacked is one row of A against the whole panels of a packed W:
+// gemvPackedZ where the AVX-512 kernels run, else gemvPacked8.
+func gemvPacked(panels, k int, a, w, c *float32, beta float32) {
+	if useAVX512 {
+		gemvPackedZ(panels, k, a, w, c, beta)
+		return
+	}
+	gemvPacked8(panels, k, a, w, c, beta)
+}
+
+//go:noescape
+func gemmPackedZ3(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32)
+
+// gemmPacked3 is two or three rows of A against the whole panels of a
+// packed W with k a multiple of 8: gemmPackedZ3 where the AVX-512 kernels
+// run, else gemmPacked3x4.
+func gemmPacked3(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32) {
+	if useAVX512 {
+		gemmPackedZ3(panels, k8, rows, a, lda, w, c, ldc, beta)
+		return
+	}
+	gemmPacked3x4(panels, k8, rows, a, lda, w, c, ldc, beta)
+}

@@ -1,0 +1,251 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The gate kernels for sixteen units at a time (AVX-512), computing every
+// unit as gates_amd64.s's eight-lane kernels do, operation for operation,
+// so the two paths agree bit for bit. The constants are single float32
+// values (bit patterns of approx.go's), broadcast from memory.
+
+// log2e: log2(e)
+DATA zlog2e<>+0(SB)/4, $0x3fb8aa3b
+GLOBL zlog2e<>(SB), RODATA|NOPTR, $4
+
+// ln2hi: ln 2, high part
+DATA zln2hi<>+0(SB)/4, $0x3f318000
+GLOBL zln2hi<>(SB), RODATA|NOPTR, $4
+
+// ln2lo: ln 2 - ln2hi
+DATA zln2lo<>+0(SB)/4, $0xb95e8083
+GLOBL zln2lo<>(SB), RODATA|NOPTR, $4
+
+// exphi: 88
+DATA zexphi<>+0(SB)/4, $0x42b00000
+GLOBL zexphi<>(SB), RODATA|NOPTR, $4
+
+// explo: -87
+DATA zexplo<>+0(SB)/4, $0xc2ae0000
+GLOBL zexplo<>(SB), RODATA|NOPTR, $4
+
+// c2: 1/2!
+DATA zc2<>+0(SB)/4, $0x3f000000
+GLOBL zc2<>(SB), RODATA|NOPTR, $4
+
+// c3: 1/3!
+DATA zc3<>+0(SB)/4, $0x3e2aaaab
+GLOBL zc3<>(SB), RODATA|NOPTR, $4
+
+// c4: 1/4!
+DATA zc4<>+0(SB)/4, $0x3d2aaaab
+GLOBL zc4<>(SB), RODATA|NOPTR, $4
+
+// c5: 1/5!
+DATA zc5<>+0(SB)/4, $0x3c088889
+GLOBL zc5<>(SB), RODATA|NOPTR, $4
+
+// c6: 1/6!
+DATA zc6<>+0(SB)/4, $0x3ab60b61
+GLOBL zc6<>(SB), RODATA|NOPTR, $4
+
+// c7: 1/7!
+DATA zc7<>+0(SB)/4, $0x39500d01
+GLOBL zc7<>(SB), RODATA|NOPTR, $4
+
+// one: 1
+DATA zone<>+0(SB)/4, $0x3f800000
+GLOBL zone<>(SB), RODATA|NOPTR, $4
+
+// two: 2
+DATA ztwo<>+0(SB)/4, $0x40000000
+GLOBL ztwo<>(SB), RODATA|NOPTR, $4
+
+// tthr: 0.625
+DATA ztthr<>+0(SB)/4, $0x3f200000
+GLOBL ztthr<>(SB), RODATA|NOPTR, $4
+
+// t1: tanh's polynomial
+DATA zt1<>+0(SB)/4, $0xbeaaaa99
+GLOBL zt1<>(SB), RODATA|NOPTR, $4
+
+DATA zt2<>+0(SB)/4, $0x3e08836b
+GLOBL zt2<>(SB), RODATA|NOPTR, $4
+
+DATA zt3<>+0(SB)/4, $0xbd5c19a6
+GLOBL zt3<>(SB), RODATA|NOPTR, $4
+
+DATA zt4<>+0(SB)/4, $0x3ca8f8f1
+GLOBL zt4<>(SB), RODATA|NOPTR, $4
+
+DATA zt5<>+0(SB)/4, $0xbbba85c2
+GLOBL zt5<>(SB), RODATA|NOPTR, $4
+
+// abs: clears the sign bit
+DATA zabs<>+0(SB)/4, $0x7fffffff
+GLOBL zabs<>(SB), RODATA|NOPTR, $4
+
+// sign: the sign bit
+DATA zsign<>+0(SB)/4, $0x80000000
+GLOBL zsign<>(SB), RODATA|NOPTR, $4
+
+// bias127: float32 exponent bias, as int32
+DATA zbias127<>+0(SB)/4, $0x0000007f
+GLOBL zbias127<>(SB), RODATA|NOPTR, $4
+
+// ZEXP sets X to exp(X) in every lane (approx.go: expf, gates_amd64.s:
+// EXPPS); clobbers T and U.
+#define ZEXP(X, T, U) \
+	VMAXPS.BCST zexplo<>(SB), X, X       \
+	VMINPS.BCST zexphi<>(SB), X, X       \
+	VMULPS.BCST zlog2e<>(SB), X, T       \
+	VRNDSCALEPS $0, T, T                 \
+	VFNMADD231PS.BCST zln2hi<>(SB), T, X \
+	VFNMADD231PS.BCST zln2lo<>(SB), T, X \
+	VBROADCASTSS zc7<>(SB), U            \
+	VFMADD213PS.BCST zc6<>(SB), X, U     \
+	VFMADD213PS.BCST zc5<>(SB), X, U     \
+	VFMADD213PS.BCST zc4<>(SB), X, U     \
+	VFMADD213PS.BCST zc3<>(SB), X, U     \
+	VFMADD213PS.BCST zc2<>(SB), X, U     \
+	VFMADD213PS.BCST zone<>(SB), X, U    \
+	VFMADD213PS.BCST zone<>(SB), X, U    \
+	VCVTPS2DQ T, T                       \
+	VPADDD.BCST zbias127<>(SB), T, T     \
+	VPSLLD $23, T, T                     \
+	VMULPS T, U, X
+
+// ZSIGMOID sets X to 1/(1+exp(-X)); clobbers T and U.
+#define ZSIGMOID(X, T, U) \
+	VPXORD.BCST zsign<>(SB), X, X \
+	ZEXP(X, T, U)                 \
+	VADDPS.BCST zone<>(SB), X, X  \
+	VBROADCASTSS zone<>(SB), T    \
+	VDIVPS X, T, X
+
+// ZTANH sets X to tanh(X): for |x| >= 0.625, 1 - 2/(exp(2|x|)+1), else the
+// odd polynomial; the sign is x's. Clobbers T, U, A, S and K1.
+#define ZTANH(X, T, U, A, S) \
+	VPANDD.BCST zabs<>(SB), X, A         \
+	VPANDD.BCST zsign<>(SB), X, S        \
+	VADDPS A, A, X                       \
+	ZEXP(X, T, U)                        \
+	VADDPS.BCST zone<>(SB), X, X         \
+	VBROADCASTSS ztwo<>(SB), T           \
+	VDIVPS X, T, X                       \
+	VBROADCASTSS zone<>(SB), T           \
+	VSUBPS X, T, X                       \
+	VMULPS A, A, T                       \
+	VBROADCASTSS zt5<>(SB), U            \
+	VFMADD213PS.BCST zt4<>(SB), T, U     \
+	VFMADD213PS.BCST zt3<>(SB), T, U     \
+	VFMADD213PS.BCST zt2<>(SB), T, U     \
+	VFMADD213PS.BCST zt1<>(SB), T, U     \
+	VMULPS A, T, T                       \
+	VFMADD213PS A, T, U                  \
+	VCMPPS.BCST $1, ztthr<>(SB), A, K1   \
+	VMOVAPS U, K1, X                     \
+	VPORD S, X, X
+
+// ZLSTMCELL finishes sixteen units from the pre-activations (biases
+// added) i, f, g, o in Z0..Z3: c at CPTR is updated and h stored at HPTR
+// (gates_amd64.s: LSTMCELL). Clobbers Z0..Z3, Z8..Z11 and K1.
+#define ZLSTMCELL(CPTR, HPTR) \
+	ZSIGMOID(Z0, Z8, Z9)           \
+	ZSIGMOID(Z1, Z8, Z9)           \
+	ZTANH(Z2, Z8, Z9, Z10, Z11)    \
+	ZSIGMOID(Z3, Z8, Z9)           \
+	VMULPS Z2, Z0, Z0              \
+	VFMADD231PS CPTR, Z1, Z0       \
+	VMOVUPS Z0, CPTR               \
+	ZTANH(Z0, Z8, Z9, Z10, Z11)    \
+	VMULPS Z3, Z0, Z0              \
+	VMOVUPS Z0, HPTR
+
+// func lstmAVX512(n int, stride int, y *float32, bias *float32, c *float32, h *float32)
+//
+// lstmAVX2 for the first n (a multiple of 16) units, sixteen at a time.
+TEXT ·lstmAVX512(SB), NOSPLIT, $0-48
+	MOVQ n+0(FP), R12
+	SHLQ $2, R12
+	MOVQ stride+8(FP), R11
+	SHLQ $2, R11
+	MOVQ y+16(FP), SI
+	LEAQ (SI)(R11*1), AX
+	LEAQ (AX)(R11*1), R13
+	LEAQ (R13)(R11*1), BX
+	MOVQ bias+24(FP), DI
+	LEAQ (DI)(R11*1), R10
+	LEAQ (R10)(R11*1), CX
+	LEAQ (CX)(R11*1), R11
+	MOVQ c+32(FP), R8
+	MOVQ h+40(FP), R9
+	XORQ DX, DX
+
+zlstmloop:
+	CMPQ DX, R12
+	JGE  zlstmdone
+	VMOVUPS (SI)(DX*1), Z0
+	VADDPS (DI)(DX*1), Z0, Z0
+	VMOVUPS (AX)(DX*1), Z1
+	VADDPS (R10)(DX*1), Z1, Z1
+	VMOVUPS (R13)(DX*1), Z2
+	VADDPS (CX)(DX*1), Z2, Z2
+	VMOVUPS (BX)(DX*1), Z3
+	VADDPS (R11)(DX*1), Z3, Z3
+	ZLSTMCELL((R8)(DX*1), (R9)(DX*1))
+	ADDQ $64, DX
+	JMP  zlstmloop
+
+zlstmdone:
+	VZEROUPPER
+	RET
+
+// func gruAVX512(n int, stride int, x *float32, p *float32, bih *float32, bhh *float32, hprev *float32, hout *float32)
+//
+// gruAVX2 for the first n (a multiple of 16) units, sixteen at a time.
+TEXT ·gruAVX512(SB), NOSPLIT, $0-64
+	MOVQ n+0(FP), R12
+	SHLQ $2, R12
+	MOVQ stride+8(FP), R10
+	SHLQ $2, R10
+	LEAQ (R10)(R10*1), R11
+	MOVQ x+16(FP), SI
+	MOVQ p+24(FP), AX
+	MOVQ bih+32(FP), DI
+	MOVQ bhh+40(FP), BX
+	XORQ DX, DX
+
+zgruloop:
+	CMPQ DX, R12
+	JGE  zgrudone
+	LEAQ (SI)(DX*1), R13
+	LEAQ (AX)(DX*1), CX
+	LEAQ (DI)(DX*1), R8
+	LEAQ (BX)(DX*1), R9
+	VMOVUPS (R13), Z0
+	VADDPS (R8), Z0, Z0
+	VADDPS (CX), Z0, Z0
+	VADDPS (R9), Z0, Z0
+	ZSIGMOID(Z0, Z8, Z9)
+	VMOVUPS (R13)(R10*1), Z1
+	VADDPS (R8)(R10*1), Z1, Z1
+	VADDPS (CX)(R10*1), Z1, Z1
+	VADDPS (R9)(R10*1), Z1, Z1
+	ZSIGMOID(Z1, Z8, Z9)
+	VMOVUPS (CX)(R11*1), Z2
+	VADDPS (R9)(R11*1), Z2, Z2
+	VMOVUPS (R13)(R11*1), Z3
+	VADDPS (R8)(R11*1), Z3, Z3
+	VFMADD231PS Z2, Z0, Z3
+	ZTANH(Z3, Z8, Z9, Z10, Z11)
+	MOVQ hprev+48(FP), R8
+	VMOVUPS (R8)(DX*1), Z4
+	VSUBPS Z3, Z4, Z4
+	VFMADD213PS Z3, Z1, Z4
+	MOVQ hout+56(FP), R9
+	VMOVUPS Z4, (R9)(DX*1)
+	ADDQ $64, DX
+	JMP  zgruloop
+
+zgrudone:
+	VZEROUPPER
+	RET
