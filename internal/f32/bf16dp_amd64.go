@@ -18,10 +18,12 @@ func gemmBF16DP2x4(n, k int, a *float32, lda int, w *uint16, ldw int, c *float32
 // row.
 const dpBlock = 1024
 
-// gemmBF16DP is gemmBF16Kernel on the AVX512_BF16 kernels: for each block
+// gemmBF16DP is GemmNTBF16 on the AVX512_BF16 kernels: for each block
 // of dpBlock columns, the rows two at a time through gemmBF16DP2x4 and a
-// last odd one through gemvBF16DP, each streaming W once. The blocks
-// after the first add to C.
+// last odd one through gemvBF16DP. One or two rows stream W once; more go
+// past W in blocks of rows that stay in L2 (blocking.packBlock bytes)
+// while every pair passes them. The blocks of columns after the first
+// add to C.
 func gemmBF16DP(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta float32, c []float32, ldc int) {
 	for p0 := 0; p0 < k; p0 += dpBlock {
 		kb := min(dpBlock, k-p0)
@@ -29,11 +31,19 @@ func gemmBF16DP(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta flo
 		if p0 > 0 {
 			b = 1
 		}
-		for i0 := 0; i0 < m; i0 += 2 {
-			if m-i0 == 1 {
-				gemvBF16DP(n, kb, &a[i0*lda+p0], &w[p0], ldw, &c[i0*ldc], b)
-			} else {
-				gemmBF16DP2x4(n, kb, &a[i0*lda+p0], lda, &w[p0], ldw, &c[i0*ldc], ldc, b)
+		nb := n
+		if m > 2 {
+			nb = max(8, blocks().packBlock/(2*kb)&^7)
+		}
+		for j0 := 0; j0 < n; j0 += nb {
+			jb := min(nb, n-j0)
+			wj := &w[j0*ldw+p0]
+			for i0 := 0; i0 < m; i0 += 2 {
+				if m-i0 == 1 {
+					gemvBF16DP(jb, kb, &a[i0*lda+p0], wj, ldw, &c[i0*ldc+j0], b)
+				} else {
+					gemmBF16DP2x4(jb, kb, &a[i0*lda+p0], lda, wj, ldw, &c[i0*ldc+j0], ldc, b)
+				}
 			}
 		}
 	}

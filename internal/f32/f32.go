@@ -375,7 +375,8 @@ const (
 // elements), computed in float32. Up to bfDirect rows of A it streams W
 // once per pair of rows, widening in registers; with more it widens
 // panels of 8 rows × kc columns into a float32 scratch in L1 and runs the
-// float32 kernels on them.
+// float32 kernels on them. Where the CPU has AVX512_BF16, its dot
+// products take every row count (bf16dp_amd64.go).
 func GemmNTBF16(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta float32, c []float32, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(errNegative)
@@ -400,7 +401,7 @@ func GemmNTBF16(m, n, k int, a []float32, lda int, w []uint16, ldw int, beta flo
 		}
 		return
 	}
-	if m <= bfDirect {
+	if m <= bfDirect || useDPBF16 {
 		gemmBF16Kernel(m, n, k, a, lda, w, ldw, beta, c, ldc)
 		return
 	}

@@ -382,7 +382,7 @@ func TestBF16(t *testing.T) {
 	impls(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(6, 6))
 		for _, m := range []int{1, 2, 3, 4, 9} {
-			for _, n := range []int{1, 3, 4, 5, 8, 13, 64} {
+			for _, n := range []int{1, 3, 4, 5, 8, 13, 64, 200} {
 				for _, k := range []int{1, 7, 8, 9, 16, 23, 32, 48, 100, kc + 9, 2*1024 + 45} {
 					ldw := max(k, 1) + r.IntN(3)
 					wf := newGuarded(r, n, k, ldw, 0, 0)
@@ -403,7 +403,7 @@ func TestBF16(t *testing.T) {
 							want := float64(beta) * float64(c0[c.off+i*(n+1)+j])
 							mag := math.Abs(want)
 							for p := 0; p < k; p++ {
-								v := bf16Operand(m, a.at(i, p)) * float64(wide[j*ldw+p])
+								v := bf16Operand(a.at(i, p)) * float64(wide[j*ldw+p])
 								want += v
 								mag += math.Abs(v)
 							}
@@ -419,11 +419,11 @@ func TestBF16(t *testing.T) {
 	})
 }
 
-// bf16Operand is the value GemmNTBF16 with m rows multiplies for x: x
-// itself, or on the AVX512_BF16 path (up to bfDirect rows) its split hi +
-// lo (splitBF16Go), within 2^-16 of x (TestSplitBF16).
-func bf16Operand(m int, x float32) float64 {
-	if !useDPBF16 || m > bfDirect {
+// bf16Operand is the value GemmNTBF16 multiplies for x: x itself, or on
+// the AVX512_BF16 path its split hi + lo (splitBF16Go), within 2^-16 of x
+// (TestSplitBF16).
+func bf16Operand(x float32) float64 {
+	if !useDPBF16 {
 		return float64(x)
 	}
 	var s [64]uint16
