@@ -16,11 +16,11 @@ var (
 
 // useAsm selects the AVX2+FMA assembly, useAVX512 the AVX-512 float32
 // kernels (avx512_amd64.go), useDPBF16 the AVX512_BF16 kernels of
-// GemmNTBF16. They start at what the host has; tests lower them
-// (setLevel) to run every path in one binary.
+// GemmNTBF16. They start at what the host runs best (setDefault); tests
+// change them (setLevel) to run every path in one binary.
 var (
 	useAsm    = hostAVX2
-	useAVX512 = hostAVX512
+	useAVX512 = hostAVX512 && wide512
 	useDPBF16 = hostBF16
 )
 

@@ -2,10 +2,24 @@
 
 package f32
 
+import "rnnserve/internal/host"
+
 // The AVX-512 float32 kernels. Each computes every element as its AVX2
 // counterpart does, in the same order, so the paths agree bit for bit;
 // they take sixteen lanes (or two eight-lane rows) per instruction where
 // the AVX2 kernels take eight.
+
+// wide512 says whether the float32 kernels use AVX-512 by default on
+// this host: where the CPU runs a 512-bit operation at once, not as two
+// 256-bit halves. AMD's Zen 4 (family 25 with AVX-512) splits them: there
+// a 512-bit FMA or division has half the throughput of a 256-bit one, and
+// the products, which loads bound, ran no faster with the wider registers
+// (docs/data/avx512.md). The build tag avx512f32 uses them anyway, for
+// timing them there. AVX512_BF16's dot products pay on Zen 4 too and do
+// not depend on this.
+var wide512 = avx512F32 || !zen4(host.Get())
+
+func zen4(d *host.Description) bool { return d.Vendor == "AuthenticAMD" && d.Family == 25 }
 
 //go:noescape
 func lstmAVX512(n int, stride int, y *float32, bias *float32, c *float32, h *float32)

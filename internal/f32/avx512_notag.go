@@ -1,5 +1,5 @@
-//go:build !noavx512
+//go:build !noavx512 && !avx512f32
 
 package f32
 
-const noAVX512 = false
+const noAVX512, avx512F32 = false, false

@@ -17,7 +17,7 @@ func TestAVX512MatchesAVX2(t *testing.T) {
 	if !hostAVX512 {
 		t.Skip("no AVX-512 on this CPU or build")
 	}
-	defer setLevel(hostLevel())
+	defer setDefault()
 	r := rand.New(rand.NewPCG(30, 30))
 	rnd := func(k int, scale float64) []float32 {
 		v := make([]float32, k)

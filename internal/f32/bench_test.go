@@ -130,7 +130,7 @@ func BenchmarkFinite(b *testing.B) {
 	for i := range x {
 		x[i] = float32(i%97) * 0.37
 	}
-	defer setLevel(hostLevel())
+	defer setDefault()
 	for _, l := range levels() {
 		setLevel(l)
 		b.Run(implName(), func(b *testing.B) {

@@ -7,14 +7,17 @@
 // Every kernel has a pure-Go implementation that documents it by its loop
 // (generic.go, approx.go, bf16dp.go) and, on amd64 with AVX2 and FMA, an
 // assembly one (*_amd64.s) chosen at run time from the CPU's feature
-// flags (golang.org/x/sys/cpu); where the CPU has AVX-512 with
-// AVX512_BF16, GemmNTBF16's products of up to four rows use its bf16 dot
-// products instead (bf16dp_amd64.s). Building with -tags purego leaves
-// the assembly out, so the pure-Go path can be tested and benchmarked on
-// its own; -tags noavx512 keeps to AVX2, so that two builds of one commit
-// can be timed against each other on an AVX-512 host. The tests run every
-// path the host has in one binary and compare them. Impl names the
-// kernels in use.
+// flags (golang.org/x/sys/cpu). Where the CPU has AVX-512, the gates and
+// the packed products have AVX-512 forms with the AVX2 kernels' bits
+// (avx512_amd64.go), used where 512-bit operations run at full width
+// (not on AMD's Zen 4, which splits them); and with AVX512_BF16,
+// GemmNTBF16 uses its bf16 dot products (bf16dp_amd64.s). Building with
+// -tags purego leaves the assembly out, so the pure-Go path can be tested
+// and benchmarked on its own; -tags noavx512 keeps to AVX2 and -tags
+// avx512f32 uses the AVX-512 float32 kernels wherever the CPU has them,
+// so that two builds of one commit can be timed against each other. The
+// tests run every path the host has in one binary and compare them. Impl
+// names the kernels in use.
 //
 // The sizes the products block by (a fraction of a core's L1d or L2, or
 // of the last-level cache) come from the host's caches as internal/host

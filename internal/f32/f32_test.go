@@ -12,7 +12,7 @@ import (
 // FMA, AVX-512), restoring the host's afterwards.
 func impls(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
-	defer setLevel(hostLevel())
+	defer setDefault()
 	for _, l := range levels() {
 		setLevel(l)
 		t.Run(implName(), f)
@@ -340,7 +340,7 @@ func TestAsmMatchesGo(t *testing.T) {
 	if !useAsm {
 		t.Skip("no assembly on this CPU or build")
 	}
-	defer setLevel(hostLevel())
+	defer setDefault()
 	r := rand.New(rand.NewPCG(5, 5))
 	for _, s := range []struct{ m, n, k int }{{1, 256, 64}, {1, 37, 29}, {3, 64, 100}, {8, 33, 515}, {64, 40, 64}} {
 		a := newGuarded(r, s.m, s.k, s.k, 0, 0).s()

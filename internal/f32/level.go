@@ -2,9 +2,9 @@ package f32
 
 // level is a kernel path: pure Go, AVX2 and FMA, or AVX-512 where the
 // kernels have a form for it (avx512_amd64.go; the AVX512_BF16 products
-// of GemmNTBF16). The kernels start at the highest level the host and the
-// build allow; setLevel lowers them so that the tests and benchmarks run
-// every path on one host.
+// of GemmNTBF16). The kernels start at what the host runs best
+// (setDefault); setLevel selects a level so that the tests and benchmarks
+// run every path the host has.
 type level int
 
 const (
@@ -24,8 +24,14 @@ func hostLevel() level {
 	return levelGo
 }
 
+// setDefault selects the kernels a process starts with.
+func setDefault() {
+	useAsm, useAVX512, useDPBF16 = hostAVX2, hostAVX512 && wide512, hostBF16
+}
+
 // setLevel selects the kernels of level l, or of the highest below it
-// that the host has.
+// that the host has; at levelAVX512 the float32 AVX-512 kernels run even
+// where they are not the default (wide512).
 func setLevel(l level) {
 	useAsm = hostAVX2 && l >= levelAVX2
 	useAVX512 = hostAVX512 && l >= levelAVX512

@@ -10,7 +10,7 @@ var (
 	useDPBF16 = false
 )
 
-const hostAVX2, hostAVX512, hostBF16 = false, false, false
+const hostAVX2, hostAVX512, hostBF16, wide512 = false, false, false, false
 
 func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int, _ bool) {
 	gemmNTGo(m, n, k, a, lda, w, ldw, beta, c, ldc)

@@ -63,7 +63,7 @@ func TestTreeGatesAsmMatchesGo(t *testing.T) {
 	if !useAsm {
 		t.Skip("no assembly on this CPU or build")
 	}
-	defer setLevel(hostLevel())
+	defer setDefault()
 	r := rand.New(rand.NewPCG(16, 6))
 	const n, stride = 150, 153
 	y, bias, cl, cr := make([]float32, 5*stride), make([]float32, 5*stride), make([]float32, n), make([]float32, n)
