@@ -12,8 +12,11 @@ import (
 // Errors a request can meet. StatusOf maps each to its HTTP status; a
 // gRPC front end maps the same sentinels to its codes with errors.Is.
 var (
-	ErrBadRequest       = errors.New("bad request")
-	ErrTooLarge         = errors.New("request too large")
+	ErrBadRequest = errors.New("bad request")
+	ErrTooLarge   = errors.New("request too large")
+	// ErrResponseTooLarge refuses a request whose response would be over
+	// Options.MaxResponseBytes, before it runs.
+	ErrResponseTooLarge = errors.New("response too large")
 	ErrUnsupportedMedia = errors.New("unsupported content encoding")
 	ErrUnknownModel     = errors.New("unknown model")
 	ErrUnknownVersion   = errors.New("unknown model version")
@@ -47,7 +50,7 @@ func StatusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, ErrBadRequest), errors.Is(err, schedule.ErrInput),
 		errors.Is(err, ErrNotLanguageModel), errors.Is(err, ErrUnsupportedOutput),
-		errors.Is(err, ErrLoad), errors.Is(err, ErrNoRepository):
+		errors.Is(err, ErrLoad), errors.Is(err, ErrNoRepository), errors.Is(err, ErrResponseTooLarge):
 		return http.StatusBadRequest
 	case errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge

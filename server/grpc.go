@@ -219,7 +219,7 @@ func CodeOf(err error) codes.Code {
 		return codes.InvalidArgument
 	case errors.Is(err, ErrLoad), errors.Is(err, ErrNoRepository):
 		return codes.FailedPrecondition
-	case errors.Is(err, ErrTooLarge), errors.Is(err, ErrTooManySequences):
+	case errors.Is(err, ErrTooLarge), errors.Is(err, ErrTooManySequences), errors.Is(err, ErrResponseTooLarge):
 		return codes.ResourceExhausted
 	case errors.Is(err, ErrUnknownModel), errors.Is(err, ErrUnknownVersion), errors.Is(err, ErrUnknownSequence):
 		return codes.NotFound
@@ -336,6 +336,7 @@ func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, rece
 	r := &Request{Protocol: protocolGRPC, Received: received}
 	res, err := g.messageReservation(ctx, req)
 	defer res.release()
+	r.charge = res.grow
 	var id string
 	if err == nil {
 		id, err = sequenceIDFrom(metadata.ValueFromIncomingContext(ctx, SequenceMetadata), sequenceMetadataName)

@@ -14,6 +14,12 @@ import (
 type Options struct {
 	// MaxBodyBytes bounds a request body.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxResponseBytes bounds a response: a request whose response would
+	// be larger in its encoding (sized before it runs) is refused.
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+	// WriteTimeout is how long a REST response (a streamed one: each of
+	// its events) may take to be written before the connection is closed.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// MaxSteps bounds the time steps of one request (B rows count once).
 	MaxSteps int `yaml:"max_steps"`
 	// MaxRequestRows bounds the batch size B of one request.
@@ -152,6 +158,8 @@ func DefaultOptions() Options {
 	on := true
 	return Options{
 		MaxBodyBytes:      8 << 20,
+		MaxResponseBytes:  64 << 20,
+		WriteTimeout:      30 * time.Second,
 		MaxSteps:          4096,
 		MaxRequestRows:    64,
 		MaxGenerateTokens: 4096,
@@ -182,6 +190,8 @@ func DefaultOptions() Options {
 func (o *Options) EnsureDefaults() {
 	d := DefaultOptions()
 	setInt64(&o.MaxBodyBytes, d.MaxBodyBytes)
+	setInt64(&o.MaxResponseBytes, d.MaxResponseBytes)
+	setDuration(&o.WriteTimeout, d.WriteTimeout)
 	setInt(&o.MaxSteps, d.MaxSteps)
 	setInt(&o.MaxRequestRows, d.MaxRequestRows)
 	setInt(&o.MaxGenerateTokens, d.MaxGenerateTokens)
@@ -256,6 +266,7 @@ func (o Options) Validate() error {
 	}{
 		{"max_body_bytes", o.MaxBodyBytes, 1 << 10, 1 << 34},
 		{"min_body_rate", o.MinBodyRate, 1, 1 << 40},
+		{"max_response_bytes", o.MaxResponseBytes, 1 << 10, 1 << 40},
 		{"max_steps", int64(o.MaxSteps), 1, 1 << 20},
 		{"max_request_rows", int64(o.MaxRequestRows), 1, 1 << 16},
 		{"max_generate_tokens", int64(o.MaxGenerateTokens), 1, 1 << 20},
@@ -301,6 +312,7 @@ func (o Options) Validate() error {
 		lo, hi time.Duration
 	}{
 		{"idle_timeout", o.IdleTimeout, time.Millisecond, 24 * time.Hour},
+		{"write_timeout", o.WriteTimeout, time.Millisecond, 24 * time.Hour},
 		{"grpc.max_connection_age", o.GRPC.MaxConnectionAge, 0, 1000 * time.Hour},
 		{"grpc.first_message_timeout", o.GRPC.FirstMessageTimeout, time.Millisecond, 24 * time.Hour},
 		{"grpc.max_connection_age_grace", o.GRPC.MaxConnectionAgeGrace, time.Millisecond, 24 * time.Hour},

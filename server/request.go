@@ -73,6 +73,13 @@ type Request struct {
 
 	Protocol string    // metrics label: "rest" or "grpc"
 	Received time.Time // when the transport got the request; zero: when Infer starts
+
+	// charge, set by the front end, takes n more bytes from the request's
+	// share of the memory budget (nil: not charged); plan, set by
+	// Server.run, checks and charges the response a model is about to
+	// compute (respsize.go).
+	charge func(n int64) error
+	plan   func([]plannedOutput) error
 }
 
 // Tensor is one input tensor. Exactly one of Int64, Float32 and Bytes

@@ -93,6 +93,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	if code == http.StatusServiceUnavailable {
 		c.Header("Retry-After", "1")
 	}
+	s.writeDeadline(c.Writer)
 	if code != http.StatusRequestEntityTooLarge && c.Request.ContentLength <= s.opts.MaxBodyBytes {
 		drainBody(c.Request, s.opts.MaxBodyBytes)
 	}
@@ -183,6 +184,7 @@ func (s *Server) infer(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	s.writeDeadline(c.Writer)
 	writeInfer(c.Writer, c.Request, resp)
 }
 
@@ -201,6 +203,7 @@ func (s *Server) decodeInferBody(c *gin.Context, r *Request) (done func(), err e
 	if err != nil {
 		return res.release, err
 	}
+	r.charge = res.grow // the response's bytes too
 	return res.release, decodeInfer(rd, hdrLen, s.opts.MaxBodyBytes, res.grow, r)
 }
 
@@ -226,13 +229,14 @@ func (s *Server) generate(c *gin.Context, stream bool) {
 		return
 	}
 	var out generateWriter
+	deadline := func() { s.writeDeadline(c.Writer) }
 	switch {
 	case strings.Contains(c.GetHeader("Accept"), "application/x-ndjson"):
-		out = &ndjsonWriter{c: c}
+		out = &ndjsonWriter{c: c, deadline: deadline}
 	case stream:
-		out = &sseWriter{c: c, model: g.Model}
+		out = &sseWriter{c: c, model: g.Model, deadline: deadline}
 	default:
-		out = &wholeWriter{c: c, model: g.Model}
+		out = &wholeWriter{c: c, model: g.Model, deadline: deadline}
 	}
 	res, err := s.Generate(c.Request.Context(), g, out.token)
 	switch {
@@ -332,10 +336,11 @@ type generateWriter interface {
 
 // wholeWriter gathers the tokens into one JSON response (generate).
 type wholeWriter struct {
-	c     *gin.Context
-	model string
-	resp  api.GenerateResponse
-	text  []byte
+	c        *gin.Context
+	model    string
+	deadline func() // sets the write deadline
+	resp     api.GenerateResponse
+	text     []byte
 }
 
 func (w *wholeWriter) token(t GenerateToken) error {
@@ -352,6 +357,7 @@ func (w *wholeWriter) cut(error) bool { return false }
 func (w *wholeWriter) done(res GenerateResult) {
 	w.resp.ModelName, w.resp.ModelVersion, w.resp.TextOutput = w.model, version, string(w.text)
 	w.resp.RNNServe.FinishReason = res.Reason
+	w.deadline()
 	writeJSON(w.c.Writer, w.c.Request, http.StatusOK, &w.resp)
 }
 
@@ -359,9 +365,10 @@ func (w *wholeWriter) done(res GenerateResult) {
 // "data: " and a generate response object holding that token, then a last
 // event with the finish reason.
 type sseWriter struct {
-	c       *gin.Context
-	model   string
-	started bool
+	c        *gin.Context
+	model    string
+	deadline func() // sets the write deadline, before each event
+	started  bool
 }
 
 func (w *sseWriter) start() {
@@ -375,6 +382,7 @@ func (w *sseWriter) start() {
 }
 
 func (w *sseWriter) event(v any) error {
+	w.deadline()
 	w.start()
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -414,12 +422,14 @@ func (w *sseWriter) done(res GenerateResult) {
 // ndjsonWriter streams one JSON object per line: a line per token, then
 // {"done": true, ...} (application/x-ndjson, rnnserve's own stream).
 type ndjsonWriter struct {
-	c       *gin.Context
-	started bool
-	tokens  int // tokens written
+	c        *gin.Context
+	deadline func() // sets the write deadline, before each line
+	started  bool
+	tokens   int // tokens written
 }
 
 func (w *ndjsonWriter) line(v any) error {
+	w.deadline()
 	if !w.started {
 		w.c.Header("Content-Type", "application/x-ndjson")
 		w.c.Status(http.StatusOK)

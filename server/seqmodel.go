@@ -280,6 +280,9 @@ func (m *seqModel) infer(ctx context.Context, r *Request, tm *timing) ([]OutputT
 	if err != nil {
 		return nil, 0, err
 	}
+	if err := r.expectOutputs(m.plannedOutputs(in)); err != nil {
+		return nil, 0, err
+	}
 	var st, init *seqState
 	if id := r.Sequence.ID; id != "" {
 		if st, err = m.seqs.acquire(id, r.Sequence.Start); err != nil {

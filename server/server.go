@@ -348,6 +348,7 @@ func (s *Server) run(ctx context.Context, m model, r *Request, start time.Time) 
 		return nil, err
 	}
 	decoded := time.Now()
+	r.plan = func(outs []plannedOutput) error { return s.planResponse(r, outs) }
 	var t timing
 	outs, rows, err := m.infer(ctx, r, &t)
 	if err != nil {

@@ -117,6 +117,13 @@ func (m *treeModel) infer(ctx context.Context, r *Request, tm *timing) ([]Output
 		}
 		w.all = w.all || o.Name == "node_probs"
 	}
+	nodes := 0
+	for _, tr := range w.trees {
+		nodes += tr.Len()
+	}
+	if err := r.expectOutputs(m.plannedOutputs(outs, len(w.trees), nodes)); err != nil {
+		return nil, 0, err
+	}
 	j := &job[*treeWork]{ctx: ctx, rows: len(w.trees), work: w}
 	if !m.alwaysBatch {
 		j.solo = func(coreSlots) error {

@@ -66,6 +66,8 @@ var settings = []setting{
 	{field: "Log.Level", flag: "log-level", usage: "least level logged: debug, info, warn or error"},
 	{field: "Log.Access", flag: "access-log", usage: "log a line per request (at level info, with its request id): on or off"},
 	{field: "Server.MaxBodyBytes", flag: "max-body-bytes", usage: "largest request body (inflated, if compressed) or gRPC message, in bytes"},
+	{field: "Server.MaxResponseBytes", flag: "max-response-bytes", usage: "largest response, in its encoding (JSON, binary tensor data, gRPC), sized before the request runs; a larger one is refused (400, gRPC RESOURCE_EXHAUSTED)"},
+	{field: "Server.WriteTimeout", flag: "write-timeout", usage: "a REST response (a streamed one: each of its events) must be written within this, else the connection closes"},
 	{field: "Server.MaxSteps", flag: "max-steps", usage: "most time steps in one request"},
 	{field: "Server.MaxRequestRows", flag: "max-request-rows", usage: "largest batch B of one request"},
 	{field: "Server.MaxGenerateTokens", flag: "max-generate-tokens", usage: "largest max_tokens of a generate request"},

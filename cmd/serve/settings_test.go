@@ -166,7 +166,7 @@ func TestSettingsComplete(t *testing.T) {
 // whose range the type's values miss have their own.
 func samples(s *setting) [3]string {
 	switch s.flag {
-	case "max-body-bytes":
+	case "max-body-bytes", "max-response-bytes":
 		return [3]string{"4096", "8192", "16384"}
 	case "budget-bytes": // at least max-body-bytes
 		return [3]string{"16777216", "33554432", "67108864"}
