@@ -223,6 +223,9 @@ func (g *graph) node(n *pb.NodeProto) error {
 			other = true
 		}
 	}
+	if len(n.GetOutput()) == 0 {
+		return bad(n, "no outputs")
+	}
 	outs := make([]*value, len(n.GetOutput()))
 	var err error
 	switch {

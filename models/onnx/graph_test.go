@@ -222,6 +222,11 @@ func TestOrderAndCycles(t *testing.T) {
 		{"twice", func(g *pb.GraphProto) {
 			g.Node = append(g.Node, b.Node("again", "Identity", []string{"x"}, []string{"out0"}))
 		}, `makes "out0", which the graph already has`},
+		{"no outputs", func(g *pb.GraphProto) {
+			g.Initializer = append(g.Initializer, b.Ints("shape", 1, 1, 3))
+			g.Node = append([]*pb.NodeProto{b.Node("zeros", "ConstantOfShape", []string{"shape"}, []string{"z"}),
+				b.Node("mute", "Concat", []string{"z", "z"}, nil)}, g.Node...)
+		}, `node "mute" (Concat): no outputs`},
 		{"the input remade", func(g *pb.GraphProto) {
 			g.Node = append([]*pb.NodeProto{b.Node("remake", "Identity", []string{"axes1"}, []string{"x"})}, g.Node...)
 		}, `makes "x"`},
