@@ -396,6 +396,9 @@ func (g *graph) dataNode(n *pb.NodeProto, ins []*value, nout int) ([]*value, err
 	case "MatMul", "Gemm":
 		return g.head(n, x, ins)
 	case "Add":
+		if len(ins) != 2 {
+			return nil, bad(n, "an Add of %d values", len(ins))
+		}
 		return g.bias(n, x, ins[1])
 	case "Softmax", "LogSoftmax":
 		if x.kind != kData || x.seq != g.seq || (x.stage != stHead && x.stage != stBias) {
