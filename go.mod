@@ -9,7 +9,6 @@ require (
 	github.com/hodgesds/perf-utils v0.7.0
 	github.com/jhump/protoreflect/v2 v2.0.0
 	github.com/moby/buildkit v0.30.0
-	github.com/nlpodyssey/gopickle v0.3.0
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.95.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sunhailin-Leo/triton-service-go/v2 v2.2.0

@@ -20,7 +20,7 @@ type InferError struct {
 }
 
 func (e *InferError) Error() string {
-	return "models: cannot infer the model from the weights: " + strings.Join(e.Problems, "; ")
+	return "models: cannot infer the model from the weights: " + joinProblems(e.Problems)
 }
 
 // Is makes errors.Is(err, ErrInfer) true.

@@ -126,11 +126,7 @@ func readWeights(f *modelFile, open opener) (Tensors, sniff.Format, error) {
 		st, err := safetensors.ReadAt(f, f.size)
 		return st, format, err
 	case sniff.TorchZip, sniff.TorchLegacy, sniff.Zip:
-		data, err := f.readAll(MaxWeightsBytes, "checkpoint")
-		if err != nil {
-			return nil, format, err
-		}
-		pt, err := pytorch.Read(data)
+		pt, err := pytorch.ReadAt(f, f.size)
 		if err != nil {
 			return nil, format, err
 		}

@@ -235,6 +235,7 @@ func FuzzParseSpec(f *testing.F) {
 	f.Add([]byte("cell: lstm\ninput_size: 1\nhidden_size: 2\nproj_size: 1\n"))
 	f.Add([]byte("[1, 2"))
 	f.Add([]byte("input_size: 3\nlayers:\n  - {cell: gru, hidden_size: 4, bias: false}\n  - {cell: lstm, hidden_size: 5, proj_size: 2}\nprefixes: {rnn: [a, b], head: fc}\nhead: {out_features: 2, bias: false}\n"))
+	addFiles(f, "testdata/hostile/*.yaml")
 	fuzzbound.Bytes(f, fuzzbound.Limits{}, func(t *testing.T, data []byte) {
 		s, err := ParseSpec(data)
 		if err != nil {

@@ -161,6 +161,9 @@ func ParseSpec(data []byte) (*Spec, error) {
 	if len(data) > MaxSpecBytes {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrSpec, len(data), MaxSpecBytes)
 	}
+	if err := checkYAML(data); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var s Spec

@@ -90,6 +90,9 @@ func ParseTreeSpec(data []byte) (*TreeSpec, error) {
 	if len(data) > MaxSpecBytes {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrSpec, len(data), MaxSpecBytes)
 	}
+	if err := checkYAML(data); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var s TreeSpec
@@ -203,6 +206,21 @@ func BuildTree(s *TreeSpec, words []string, weights []byte) (*TreeModel, error) 
 	cfg, err := s.Config(v.Len())
 	if err != nil {
 		return nil, err
+	}
+	// The weights are allocated only when something bounds them: the
+	// file, whose F32 tensors must hold every one, or MaxRandomParams.
+	dry, err := tree.NewModel(cfg, true)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSpec, err)
+	}
+	params := dry.WeightBytes() / 4
+	switch {
+	case weights == nil && params > MaxRandomParams:
+		return nil, fmt.Errorf("%w: the spec has %d parameters and names no weights file; random weights are made for at most %d (MaxRandomParams)",
+			ErrSpec, params, int64(MaxRandomParams))
+	case weights != nil && 4*params > int64(len(weights)):
+		return nil, fmt.Errorf("%w: the spec has %d parameters, more than the weights file of %d bytes holds as F32",
+			ErrWeights, params, len(weights))
 	}
 	net, err := tree.NewModel(cfg, false)
 	if err != nil {

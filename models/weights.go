@@ -154,7 +154,7 @@ type WeightsError struct {
 }
 
 func (e *WeightsError) Error() string {
-	return "models: weights do not match the spec: " + strings.Join(e.Problems, "; ")
+	return "models: weights do not match the spec: " + joinProblems(e.Problems)
 }
 
 // Is makes errors.Is(err, ErrWeights) true.
@@ -238,6 +238,15 @@ func (p *problemList) add(format string, a ...any) {
 		return
 	}
 	p.list = append(p.list, fmt.Sprintf(format, a...))
+}
+
+// joinProblems joins the first maxProblems problems for a message and
+// counts the rest.
+func joinProblems(list []string) string {
+	if len(list) > maxProblems {
+		return strings.Join(list[:maxProblems], "; ") + fmt.Sprintf("; and %d more", len(list)-maxProblems)
+	}
+	return strings.Join(list, "; ")
 }
 
 func (p *problemList) err() error {

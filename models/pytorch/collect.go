@@ -3,8 +3,7 @@ package pytorch
 import (
 	"fmt"
 	"slices"
-
-	"github.com/nlpodyssey/gopickle/types"
+	"strings"
 
 	"rnnserve/models/safetensors"
 )
@@ -12,76 +11,92 @@ import (
 // nestedKeys are where training checkpoints keep the model's state_dict.
 var nestedKeys = []string{"state_dict", "model_state_dict", "model", "module"}
 
-// entries lists a dict's (key, value) pairs in order, or ok=false.
-func entries(v any) (keys []any, values []any, ok bool) {
-	switch d := v.(type) {
-	case *types.OrderedDict:
-		for e := d.List.Front(); e != nil; e = e.Next() {
-			entry := e.Value.(*types.OrderedDictEntry)
-			keys = append(keys, entry.Key)
-			values = append(values, entry.Value)
-		}
-		return keys, values, true
-	case *types.Dict:
-		for _, e := range *d {
-			keys = append(keys, e.Key)
-			values = append(values, e.Value)
-		}
-		return keys, values, true
-	}
-	return nil, nil, false
-}
+// maxNesting bounds how deep collect looks for a state_dict nested under
+// nestedKeys: a training checkpoint nests it once or twice (Lightning's
+// {"state_dict": ...}, a wrapper's {"model": {"module": ...}}).
+const maxNesting = 4
 
 // collect extracts the tensors of a state_dict, or of the state_dict
-// nested in a training checkpoint.
-func collect(obj any) (*File, error) {
-	keys, values, ok := entries(obj)
+// nested in a training checkpoint. It follows at most maxNesting dicts
+// and never recurses into values, so a pickle whose values share or
+// contain themselves cannot make it loop or run deep.
+func collect(obj any, fileSize int64) (*File, error) {
+	d, ok := obj.(*dict)
 	if !ok {
-		return nil, fmt.Errorf("%w: the file holds %s, want a dict of tensors (save model.state_dict())", ErrContent, describe(obj))
+		return nil, fmt.Errorf("%w: the file holds %s, want a dict of tensors (save model.state_dict())", ErrContent, summary(obj))
 	}
-	hasTensor := slices.ContainsFunc(values, func(v any) bool { _, ok := v.(*tensor); return ok })
-	if !hasTensor {
-		for _, want := range nestedKeys {
-			for i, k := range keys {
-				if k == want {
-					if _, _, ok := entries(values[i]); ok {
-						return collect(values[i])
-					}
-				}
-			}
+	// A dict of tensors only is the state_dict; a checkpoint that holds
+	// other things too keeps it under one of nestedKeys.
+	for depth := 0; depth < maxNesting && !allTensors(d.values); depth++ {
+		inner := nestedDict(d)
+		if inner == nil {
+			break
 		}
+		d = inner
 	}
-	f := &File{tensors: map[string]*safetensors.Tensor{}}
-	for i, k := range keys {
+	hasTensor := slices.ContainsFunc(d.values, isTensor)
+	f := &File{tensors: make(map[string]*safetensors.Tensor, len(d.keys))}
+	var claimed int64
+	for i, k := range d.keys {
 		name, ok := k.(string)
 		if !ok {
-			return nil, fmt.Errorf("%w: a key of the dict is %s, want a str", ErrContent, describe(k))
+			return nil, fmt.Errorf("%w: a key of the dict is %s, want a str", ErrContent, summary(k))
 		}
-		t, ok := values[i].(*tensor)
+		t, ok := d.values[i].(*tensor)
 		if !ok {
-			if len(keys) > 0 && !hasTensor {
+			if !hasTensor {
 				return nil, fmt.Errorf("%w: the dict holds no tensors (keys %s); save model.state_dict(), or a dict with the state_dict under one of %q",
-					ErrContent, keyList(keys), nestedKeys)
+					ErrContent, keyList(d.keys), nestedKeys)
 			}
-			return nil, fmt.Errorf("%w: %q is %s, not a tensor", ErrContent, name, describe(values[i]))
+			return nil, fmt.Errorf("%w: %q is %s, not a tensor", ErrContent, clipName(name), summary(d.values[i]))
 		}
 		if _, dup := f.tensors[name]; dup {
-			return nil, fmt.Errorf("%w: tensor %q twice", ErrContent, name)
+			return nil, fmt.Errorf("%w: tensor %q twice", ErrContent, clipName(name))
 		}
-		f.tensors[name] = &safetensors.Tensor{Name: name, DType: t.st.dtype, Shape: t.size, Data: t.bytes()}
+		claimed += int64(t.numel) * int64(t.st.dtype.Size())
+		if limit := MaxTensorBytesPerFileByte * fileSize; claimed > limit {
+			return nil, fmt.Errorf("%w: the tensors claim more than %d bytes, %d times the file's %d bytes (MaxTensorBytesPerFileByte): names sharing storages cannot claim more",
+				ErrTooLarge, limit, MaxTensorBytesPerFileByte, fileSize)
+		}
+		st, err := t.safetensor(name)
+		if err != nil {
+			return nil, err
+		}
+		f.tensors[name] = st
 		f.names = append(f.names, name)
 	}
 	return f, nil
 }
 
+func isTensor(v any) bool { _, ok := v.(*tensor); return ok }
+
+func allTensors(values []any) bool {
+	return len(values) > 0 && !slices.ContainsFunc(values, func(v any) bool { return !isTensor(v) })
+}
+
+// nestedDict is the dict under the first of nestedKeys that d holds.
+func nestedDict(d *dict) *dict {
+	for _, want := range nestedKeys {
+		for i, k := range d.keys {
+			if k == want {
+				if inner, ok := d.values[i].(*dict); ok {
+					return inner
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// keyList names the first keys of a dict for a message.
 func keyList(keys []any) string {
 	var s []string
 	for i, k := range keys {
 		if i == 8 {
-			s = append(s, "...")
+			s = append(s, fmt.Sprintf("and %d more", len(keys)-8))
 			break
 		}
-		s = append(s, fmt.Sprintf("%v", k))
+		s = append(s, summary(k))
 	}
-	return fmt.Sprint(s)
+	return "[" + strings.Join(s, " ") + "]"
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -50,17 +51,7 @@ func TestReadMatchesTorch(t *testing.T) {
 			if !slices.Equal(f.Names(), wantNames) {
 				t.Errorf("names %v, want %v (file order)", f.Names(), wantNames)
 			}
-			for _, name := range ref.Names() {
-				want, _ := ref.Tensor(name)
-				got, ok := f.Tensor(name)
-				if !ok {
-					t.Errorf("tensor %q missing", name)
-					continue
-				}
-				if got.DType != want.DType || !slices.Equal(got.Shape, want.Shape) || !bytes.Equal(got.Data, want.Data) {
-					t.Errorf("tensor %q: %s %v %x, want %s %v %x", name, got.DType, got.Shape, got.Data, want.DType, want.Shape, want.Data)
-				}
-			}
+			sameAsReference(t, f, ref)
 		})
 	}
 }
@@ -124,13 +115,13 @@ func TestReadErrors(t *testing.T) {
 		{"missing data record", rezip(t, good, func(n string) bool { return strings.HasSuffix(n, "/data/0") }, nil), ErrMissingRecord, "data/0"},
 		{"missing data.pkl", rezip(t, good, func(n string) bool { return strings.HasSuffix(n, "data.pkl") }, nil), ErrMissingRecord, "data.pkl"},
 		{"short storage record", rezip(t, good, nil, map[string][]byte{"/data/0": {1, 2, 3}}), ErrCorrupt, "holds 3 bytes"},
-		{"not a dict", zipWithPickle("\x80\x02K\x05."), ErrContent, "holds an int"},
+		{"not a dict", zipWithPickle("\x80\x02K\x05."), ErrContent, "holds the int 5"},
 		{"dict of ints", zipWithPickle("\x80\x02}q\x00X\x01\x00\x00\x00aK\x01s."), ErrContent, "holds no tensors"},
 		{"unknown opcode", zipWithPickle("\x80\x02\xff."), ErrCorrupt, "unknown pickle opcode"},
 		{"forged length", zipWithPickle("\x80\x04\x8e\xff\xff\xff\xff\xff\xff\x00\x00."), ErrTruncated, "declares"},
 		{"no STOP", zipWithPickle("\x80\x02}"), ErrTruncated, "without STOP"},
-		{"odd SETITEMS", zipWithPickle("\x80\x02}(K\x01u."), ErrCorrupt, "malformed"},
-		{"bytes dict key", zipWithPickle("\x80\x03ccollections\nOrderedDict\n)R(C\x01aK\x01u."), ErrCorrupt, "malformed"},
+		{"odd SETITEMS", zipWithPickle("\x80\x02}(K\x01u."), ErrCorrupt, "1 values for a dict's keys and values"},
+		{"bytes dict key", zipWithPickle("\x80\x03ccollections\nOrderedDict\n)R(C\x01aK\x01u."), ErrContent, "a key of the dict is bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Read(c.data)
@@ -153,6 +144,56 @@ func TestReadTruncated(t *testing.T) {
 			if f, err := Read(data[:n]); err == nil {
 				t.Errorf("%s cut to %d of %d bytes: read %d tensors without error", name, n, len(data), len(f.Names()))
 			}
+		}
+	}
+}
+
+// TestReadInterop reads the state_dict of the reference in the containers
+// PyTorch users save it in (scripts/model_files.py): every pickle
+// protocol torch.save takes, a Lightning checkpoint beside optimizer,
+// loop and callback states, training checkpoints with Adam's state, in
+// the zip and the legacy format.
+func TestReadInterop(t *testing.T) {
+	ref, err := safetensors.Read(readFixture(t, "reference.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("testdata/interop/*.*")
+	n := 0
+	for _, p := range files {
+		if strings.HasSuffix(p, ".md") {
+			continue
+		}
+		n++
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			f, err := Read(readFixture(t, strings.TrimPrefix(p, "testdata/")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(f.Names()) != len(ref.Names()) {
+				t.Errorf("names %v", f.Names())
+			}
+			sameAsReference(t, f, ref)
+		})
+	}
+	if n < 7 {
+		t.Errorf("%d interop files; run scripts/model_files.py", n)
+	}
+}
+
+// sameAsReference compares every tensor of ref, byte for byte, with f's.
+func sameAsReference(t *testing.T, f *File, ref *safetensors.File) {
+	t.Helper()
+	for _, name := range ref.Names() {
+		want, _ := ref.Tensor(name)
+		got, ok := f.Tensor(name)
+		if !ok {
+			t.Errorf("tensor %q missing", name)
+			continue
+		}
+		data, err := got.Bytes()
+		if err != nil || got.DType != want.DType || !slices.Equal(got.Shape, want.Shape) || !bytes.Equal(data, want.Data) {
+			t.Errorf("tensor %q: %s %v %x (%v), want %s %v %x", name, got.DType, got.Shape, data, err, want.DType, want.Shape, want.Data)
 		}
 	}
 }

@@ -11,15 +11,15 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nlpodyssey/gopickle/types"
-
 	"rnnserve/models/safetensors"
 	"rnnserve/models/sniff"
 )
 
-// MaxPickleBytes bounds the pickle of a checkpoint (data.pkl): it holds
-// names and shapes, not weights, and is a few kilobytes for real models.
-const MaxPickleBytes = 64 << 20
+// MaxPickleBytes bounds the pickle of a checkpoint (data.pkl, or the
+// five pickles of the legacy format): it holds names and shapes, not
+// weights, and is kilobytes for a state_dict, a few megabytes for a
+// training checkpoint with long lists in it.
+const MaxPickleBytes = 16 << 20
 
 // File is the tensors of a checkpoint.
 type File struct {
@@ -39,28 +39,38 @@ func (f *File) Tensor(name string) (*safetensors.Tensor, bool) {
 	return t, ok
 }
 
-// Read parses a checkpoint held in memory. It never panics and never runs
-// code from the file; see the package documentation for what it accepts.
-// The tensors are copies: data may be reused after Read returns.
-func Read(data []byte) (*File, error) {
+// Read parses a checkpoint held in memory; see ReadAt. The tensors
+// share memory with data, which the caller must not modify while they
+// are in use.
+func Read(data []byte) (*File, error) { return ReadAt(bytes.NewReader(data), int64(len(data))) }
+
+// ReadAt parses the checkpoint of size bytes that r holds. It never
+// panics and never runs code from the file; see the package
+// documentation for what it accepts. Only the pickles are read into
+// memory: each tensor's elements stay in r (safetensors.Tensor.Section)
+// until they are read, straight into the caller's buffer, except those of
+// a view that is not contiguous, which are gathered at once. r must not
+// change while the tensors are in use.
+func ReadAt(r io.ReaderAt, size int64) (*File, error) {
 	var (
 		obj any
 		err error
 	)
-	f := sniff.Detect(data)
+	ctx := &loadContext{fileSize: size}
+	f := sniff.DetectAt(r, size)
 	switch f {
 	case sniff.TorchZip, sniff.Zip:
-		obj, err = readZip(data)
+		obj, err = readZip(r, size, ctx)
 		f = sniff.TorchZip
 	case sniff.TorchLegacy:
-		obj, err = readLegacy(data)
+		obj, err = readLegacy(r, size)
 	default:
 		return nil, fmt.Errorf("%w: this is %v", ErrFormat, f)
 	}
 	if err != nil {
 		return nil, err
 	}
-	file, err := collect(obj)
+	file, err := collect(obj, size)
 	if err != nil {
 		return nil, err
 	}
@@ -68,24 +78,28 @@ func Read(data []byte) (*File, error) {
 	return file, nil
 }
 
-// readZip decodes data.pkl of a zip checkpoint, loading storages from
-// the records beside it.
-func readZip(data []byte) (any, error) {
-	z, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+// readZip decodes data.pkl of a zip checkpoint, finding storages in the
+// records beside it.
+func readZip(r io.ReaderAt, size int64, ctx *loadContext) (any, error) {
+	z, err := zip.NewReader(r, size)
 	if err != nil {
 		if errors.Is(err, zip.ErrFormat) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, fmt.Errorf("%w: zip archive: %v (truncated or damaged)", ErrTruncated, err)
 		}
 		return nil, fmt.Errorf("%w: zip archive: %v", ErrCorrupt, err)
 	}
-	// Records are named <archive>/<path>; the archive name is whatever the
-	// writer chose (the file's stem, or "archive").
+	// Records are <archive>/data.pkl, <archive>/data/<key>, ...; the
+	// archive name is whatever the writer chose (the file's stem, or
+	// "archive").
 	var pkl *zip.File
 	records := map[string]*zip.File{}
 	for _, f := range z.File {
 		dir, rest, ok := strings.Cut(f.Name, "/")
 		if !ok || dir == "" {
 			continue
+		}
+		if _, dup := records[rest]; dup {
+			return nil, fmt.Errorf("%w: record %s twice in the zip archive", ErrCorrupt, clipName(f.Name))
 		}
 		records[rest] = f
 		if rest == "data.pkl" {
@@ -96,7 +110,7 @@ func readZip(data []byte) (any, error) {
 		return nil, fmt.Errorf("%w: no <archive>/data.pkl in the zip archive (not written by torch.save, or damaged)", ErrMissingRecord)
 	}
 	if bo, ok := records["byteorder"]; ok {
-		b, err := readRecord(bo, 16)
+		b, err := readRecord(r, size, bo, 16)
 		if err != nil {
 			return nil, err
 		}
@@ -104,18 +118,18 @@ func readZip(data []byte) (any, error) {
 			return nil, fmt.Errorf("%w: byte order %q (only little-endian checkpoints are read)", ErrContent, b)
 		}
 	}
-	pickled, err := readRecord(pkl, MaxPickleBytes)
+	pickled, err := readRecord(r, size, pkl, MaxPickleBytes)
 	if err != nil {
 		return nil, err
 	}
 	loaded := map[string]*storage{}
-	obj, _, err := unpickle(pickled, func(pid any) (any, error) {
-		key, cls, numel, err := storageID(pid, 5)
+	obj, _, err := loadPickle(pickled, ctx, func(u *unpickler, pid any) (any, error) {
+		key, dtype, numel, err := storageID(pid, 5)
 		if err != nil {
 			return nil, err
 		}
 		if st, ok := loaded[key]; ok {
-			if st.dtype != cls.dtype || st.numel != numel {
+			if st.dtype != dtype || st.numel != numel {
 				return nil, fmt.Errorf("%w: storage %q referred to as two different storages", ErrContent, key)
 			}
 			return st, nil
@@ -124,82 +138,133 @@ func readZip(data []byte) (any, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: storage %q has no record data/%s in the zip archive", ErrMissingRecord, key, key)
 		}
-		want := uint64(numel) * uint64(cls.dtype.Size())
+		want := uint64(numel) * uint64(dtype.Size())
 		if rec.UncompressedSize64 != want {
 			return nil, fmt.Errorf("%w: record data/%s holds %d bytes, storage of %d %s elements needs %d",
-				ErrCorrupt, key, rec.UncompressedSize64, numel, cls.dtype, want)
+				ErrCorrupt, key, rec.UncompressedSize64, numel, dtype, want)
 		}
-		b, err := readRecord(rec, int64(want))
+		sec, err := recordSection(r, size, rec)
 		if err != nil {
 			return nil, err
 		}
-		st := &storage{dtype: cls.dtype, numel: numel, data: b}
+		if err := u.charge(96 + int64(len(key))); err != nil {
+			return nil, err
+		}
+		st := &storage{key: key, dtype: dtype, numel: numel, data: sec}
 		loaded[key] = st
 		return st, nil
 	})
 	return obj, err
 }
 
-// readRecord reads a zip record whole, refusing more than limit bytes.
-func readRecord(f *zip.File, limit int64) ([]byte, error) {
+// recordSection is where a stored (uncompressed) zip record's bytes are
+// in the archive.
+func recordSection(r io.ReaderAt, size int64, f *zip.File) (*io.SectionReader, error) {
 	// torch.save stores every record uncompressed; refusing compression
-	// keeps a small file from inflating into a large allocation.
-	if f.Method != zip.Store {
+	// keeps a small file from inflating into a large allocation, and lets
+	// a record be read in place.
+	if f.Method != zip.Store || f.CompressedSize64 != f.UncompressedSize64 {
 		return nil, fmt.Errorf("%w: record %s is compressed (method %d); torch.save stores records uncompressed (was the archive re-zipped?)",
-			ErrCorrupt, f.Name, f.Method)
+			ErrCorrupt, clipName(f.Name), f.Method)
 	}
-	if f.UncompressedSize64 > uint64(limit) {
-		return nil, fmt.Errorf("%w: record %s of %d bytes, limit %d", ErrTooLarge, f.Name, f.UncompressedSize64, limit)
-	}
-	rc, err := f.Open()
+	off, err := f.DataOffset()
 	if err != nil {
-		return nil, fmt.Errorf("%w: record %s: %v", ErrCorrupt, f.Name, err)
+		return nil, fmt.Errorf("%w: record %s: %v", ErrCorrupt, clipName(f.Name), err)
 	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
-	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return nil, fmt.Errorf("%w: record %s: %v", ErrTruncated, f.Name, err)
-	case err != nil:
-		return nil, fmt.Errorf("%w: record %s: %v", ErrCorrupt, f.Name, err)
-	case int64(len(b)) > limit:
-		return nil, fmt.Errorf("%w: record %s over %d bytes", ErrTooLarge, f.Name, limit)
+	if off < 0 || f.UncompressedSize64 > uint64(size) || off > size-int64(f.UncompressedSize64) {
+		return nil, fmt.Errorf("%w: record %s of %d bytes at offset %d runs past the end of the file (%d bytes)",
+			ErrTruncated, clipName(f.Name), f.UncompressedSize64, off, size)
+	}
+	return io.NewSectionReader(r, off, int64(f.UncompressedSize64)), nil
+}
+
+// readRecord reads a zip record whole, refusing more than limit bytes
+// before it allocates them.
+func readRecord(r io.ReaderAt, size int64, f *zip.File, limit int64) ([]byte, error) {
+	if f.UncompressedSize64 > uint64(limit) {
+		return nil, fmt.Errorf("%w: record %s of %d bytes, limit %d", ErrTooLarge, clipName(f.Name), f.UncompressedSize64, limit)
+	}
+	sec, err := recordSection(r, size, f)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, sec.Size())
+	if n, err := sec.ReadAt(b, 0); n < len(b) {
+		return nil, fmt.Errorf("%w: record %s: %v", ErrTruncated, clipName(f.Name), err)
 	}
 	return b, nil
 }
 
+// clipName shortens a name from the file for a message.
+func clipName(s string) string {
+	if len(s) > 200 {
+		return fmt.Sprintf("%q... (%d bytes)", s[:200], len(s))
+	}
+	return s
+}
+
 // storageID unpacks a persistent id ('storage', StorageClass, key,
 // location, numel, ...) with at least n fields.
-func storageID(pid any, n int) (key string, cls *storageClass, numel int, err error) {
-	tup, ok := pid.(*types.Tuple)
-	if !ok || tup.Len() < n {
-		return "", nil, 0, fmt.Errorf("%w: persistent id %s, want a storage tuple", ErrContent, describe(pid))
+func storageID(pid any, n int) (key string, dtype safetensors.DType, numel int, err error) {
+	tup, ok := pid.(tuple)
+	if !ok || len(tup) < n {
+		return "", "", 0, fmt.Errorf("%w: persistent id is %s, want a storage tuple of %d items", ErrContent, summary(pid), n)
 	}
-	if kind, _ := tup.Get(0).(string); kind != "storage" {
-		return "", nil, 0, fmt.Errorf("%w: persistent id of kind %v, want storage", ErrContent, tup.Get(0))
+	if kind, _ := tup[0].(string); kind != "storage" {
+		return "", "", 0, fmt.Errorf("%w: persistent id of kind %s, want \"storage\"", ErrContent, summary(tup[0]))
 	}
-	cls, ok = tup.Get(1).(*storageClass)
-	if !ok {
-		return "", nil, 0, fmt.Errorf("%w: storage of %s, want a torch storage class", ErrContent, describe(tup.Get(1)))
+	g, ok := tup[1].(*global)
+	if ok {
+		dtype = g.storageDType()
 	}
-	key, ok = tup.Get(2).(string)
-	if !ok || key == "" || strings.ContainsAny(key, "/\\") || key == "." || key == ".." {
-		return "", nil, 0, fmt.Errorf("%w: storage key %v", ErrContent, tup.Get(2))
+	if dtype == "" {
+		return "", "", 0, fmt.Errorf("%w: storage of %s, want a torch storage class", ErrContent, summary(tup[1]))
 	}
-	numel, ok = smallInt(tup.Get(4))
+	key, ok = tup[2].(string)
+	if !ok || key == "" || len(key) > 256 || strings.ContainsAny(key, "/\\") || key == "." || key == ".." {
+		return "", "", 0, fmt.Errorf("%w: storage key is %s", ErrContent, summary(tup[2]))
+	}
+	numel, ok = smallInt(tup[4])
 	if !ok || numel < 0 {
-		return "", nil, 0, fmt.Errorf("%w: storage size %v", ErrContent, tup.Get(4))
+		return "", "", 0, fmt.Errorf("%w: storage size is %s", ErrContent, summary(tup[4]))
 	}
-	return key, cls, numel, nil
+	return key, dtype, numel, nil
 }
+
+// legacyHead is how much of a legacy checkpoint readLegacy reads first
+// to find its pickles; it doubles while they run past it.
+const legacyHead = 64 << 10
 
 // readLegacy decodes the legacy format: magic number, protocol version
 // and system info pickles, the object's pickle, the list of storage keys,
-// then each storage's element count and bytes in that order.
-func readLegacy(data []byte) (any, error) {
+// then each storage's element count and bytes in that order. The five
+// pickles together are bounded by MaxPickleBytes, as a zip checkpoint's
+// data.pkl is, and decoded under the same limits. They are read from the
+// start of the file in a buffer that doubles, from 64 KiB, until they fit.
+func readLegacy(r io.ReaderAt, size int64) (any, error) {
+	limit := min(size, MaxPickleBytes)
+	for n := min(limit, legacyHead); ; n = min(2*n, limit) {
+		head := make([]byte, n)
+		if got, err := r.ReadAt(head, 0); int64(got) < n {
+			return nil, fmt.Errorf("%w: %v", ErrTruncated, err)
+		}
+		obj, err := readLegacyIn(r, size, head, &loadContext{fileSize: size})
+		var end *endError
+		switch {
+		case errors.As(err, &end) && n < limit:
+			continue // a pickle runs past the buffer: read more
+		case errors.As(err, &end) && size > MaxPickleBytes:
+			return nil, fmt.Errorf("%w: the pickles of a legacy checkpoint must end within its first %d bytes (MaxPickleBytes): %w", ErrTooLarge, MaxPickleBytes, err)
+		}
+		return obj, err
+	}
+}
+
+// readLegacyIn decodes a legacy checkpoint whose pickles are in head.
+func readLegacyIn(r io.ReaderAt, size int64, head []byte, ctx *loadContext) (any, error) {
 	pos := 0
 	next := func(what string) (any, error) {
-		obj, n, err := unpickle(data[pos:], nil)
+		obj, n, err := loadPickle(head[pos:], ctx, nil)
 		if err != nil {
 			return nil, fmt.Errorf("legacy checkpoint %s: %w", what, err)
 		}
@@ -212,36 +277,34 @@ func readLegacy(data []byte) (any, error) {
 	if v, err := next("protocol version"); err != nil {
 		return nil, err
 	} else if p, _ := smallInt(v); p != 1001 {
-		return nil, fmt.Errorf("%w: legacy protocol version %v, want 1001", ErrContent, v)
+		return nil, fmt.Errorf("%w: legacy protocol version is %s, want 1001", ErrContent, summary(v))
 	}
 	if _, err := next("system info"); err != nil {
 		return nil, err
 	}
-
 	// The object refers to storages by key; their bytes come after it, so
-	// the object is decoded with placeholders that are filled in later.
-	type pending struct {
-		st  *storage
-		cls *storageClass
-	}
-	byKey := map[string]*pending{}
-	obj, n, err := unpickle(data[pos:], func(pid any) (any, error) {
-		key, cls, numel, err := storageID(pid, 6)
+	// the object is decoded with storages whose data are found later.
+	byKey := map[string]*storage{}
+	obj, n, err := loadPickle(head[pos:], ctx, func(u *unpickler, pid any) (any, error) {
+		key, dtype, numel, err := storageID(pid, 6)
 		if err != nil {
 			return nil, err
 		}
-		if tup := pid.(*types.Tuple); tup.Get(5) != nil {
+		if pid.(tuple)[5] != nil {
 			return nil, fmt.Errorf("%w: storage %q is a view of another storage (legacy view metadata)", ErrContent, key)
 		}
-		if p, ok := byKey[key]; ok {
-			return p.st, nil
+		if st, ok := byKey[key]; ok {
+			return st, nil
 		}
-		if uint64(numel)*uint64(cls.dtype.Size()) > uint64(len(data)) {
-			return nil, fmt.Errorf("%w: storage %q of %d elements is larger than the file", ErrTruncated, key, numel)
+		if uint64(numel)*uint64(dtype.Size()) > uint64(size) {
+			return nil, fmt.Errorf("%w: storage %q of %d elements is larger than the file", ErrCorrupt, key, numel)
 		}
-		p := &pending{st: &storage{dtype: cls.dtype, numel: numel}, cls: cls}
-		byKey[key] = p
-		return p.st, nil
+		if err := u.charge(96 + int64(len(key))); err != nil {
+			return nil, err
+		}
+		st := &storage{key: key, dtype: dtype, numel: numel}
+		byKey[key] = st
+		return st, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("legacy checkpoint object: %w", err)
@@ -251,33 +314,37 @@ func readLegacy(data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, ok := keysObj.(*types.List)
+	keys, ok := keysObj.(*list)
 	if !ok {
-		return nil, fmt.Errorf("%w: legacy storage keys are %s, want a list", ErrContent, describe(keysObj))
+		return nil, fmt.Errorf("%w: legacy storage keys are %s, want a list", ErrContent, summary(keysObj))
 	}
-	for i := range keys.Len() {
-		key, _ := keys.Get(i).(string)
-		p, ok := byKey[key]
+	at := int64(pos)
+	for _, k := range keys.items {
+		key, _ := k.(string)
+		st, ok := byKey[key]
 		if !ok {
-			return nil, fmt.Errorf("%w: legacy storage key %v is not used by the object", ErrContent, keys.Get(i))
+			return nil, fmt.Errorf("%w: legacy storage key %s is not used by the object", ErrContent, summary(k))
 		}
-		if len(data)-pos < 8 {
+		if st.data != nil {
+			return nil, fmt.Errorf("%w: legacy storage key %q listed twice", ErrCorrupt, key)
+		}
+		var count [8]byte
+		if n, _ := r.ReadAt(count[:], at); n < 8 {
 			return nil, fmt.Errorf("%w: storage %q: no element count", ErrTruncated, key)
 		}
-		count := binary.LittleEndian.Uint64(data[pos:])
-		pos += 8
-		if count != uint64(p.st.numel) {
-			return nil, fmt.Errorf("%w: storage %q holds %d elements, the object says %d", ErrCorrupt, key, count, p.st.numel)
+		at += 8
+		if c := binary.LittleEndian.Uint64(count[:]); c != uint64(st.numel) {
+			return nil, fmt.Errorf("%w: storage %q holds %d elements, the object says %d", ErrCorrupt, key, c, st.numel)
 		}
-		size := p.st.numel * p.cls.dtype.Size()
-		if len(data)-pos < size {
-			return nil, fmt.Errorf("%w: storage %q: %d bytes, %d remain", ErrTruncated, key, size, len(data)-pos)
+		n := int64(st.numel) * int64(st.dtype.Size())
+		if size-at < n {
+			return nil, fmt.Errorf("%w: storage %q: %d bytes, %d remain", ErrTruncated, key, n, size-at)
 		}
-		p.st.data = data[pos : pos+size : pos+size]
-		pos += size
+		st.data = io.NewSectionReader(r, at, n)
+		at += n
 	}
-	for key, p := range byKey {
-		if p.st.data == nil && p.st.numel > 0 {
+	for key, st := range byKey {
+		if st.data == nil && st.numel > 0 {
 			return nil, fmt.Errorf("%w: storage %q is not in the file", ErrMissingRecord, key)
 		}
 	}

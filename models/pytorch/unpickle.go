@@ -1,23 +1,20 @@
 package pytorch
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"math/big"
-
-	"github.com/nlpodyssey/gopickle/pickle"
-	"github.com/nlpodyssey/gopickle/types"
+	"io"
 
 	"rnnserve/models/safetensors"
 )
 
-// storageClass is an allowed torch.<Type>Storage class.
-type storageClass struct {
-	name  string
-	dtype safetensors.DType
-}
+// MaxTensorBytesPerFileByte bounds the bytes the tensors of a state_dict
+// may claim in all, per byte of the file: torch.save writes each storage
+// once, and names that share one (tied weights, or one tensor under
+// several names) claim it each time. Checked before anything is read for
+// a tensor.
+const MaxTensorBytesPerFileByte = 4
 
+// storageClasses are the torch.<Type>Storage classes and their dtypes.
 var storageClasses = map[string]safetensors.DType{
 	"FloatStorage":    safetensors.F32,
 	"HalfStorage":     safetensors.F16,
@@ -31,16 +28,63 @@ var storageClasses = map[string]safetensors.DType{
 	"BoolStorage":     safetensors.Bool,
 }
 
-// storage is a loaded storage: numel elements of dtype, little-endian.
-type storage struct {
-	dtype safetensors.DType
-	numel int
-	data  []byte
+// inertGlobals are built-in names that pickles of old Python objects use
+// (copy_reg's protocol-0/1 object reconstruction). They build nothing:
+// REDUCE of one yields an *inert value, which collect refuses inside a
+// state_dict but tolerates elsewhere in a training checkpoint.
+var inertGlobals = map[string]bool{
+	"builtins.list": true, "builtins.dict": true, "__builtin__.object": true,
+	"array._array_reconstructor": true, "copy_reg._reconstructor": true,
 }
 
-// tensor is what _rebuild_tensor_v2 returns: a checked view of a
-// storage, copied out by bytes once every storage is loaded (the legacy
-// format stores them after the object).
+// findGlobal is the allow list; every other name is a *ClassError.
+func findGlobal(module, name string) (*global, error) {
+	g := &global{module: module, name: name}
+	switch {
+	case module == "torch._utils" && name == "_rebuild_tensor_v2":
+		g.call = rebuildTensor
+	case module == "torch._utils" && name == "_rebuild_parameter":
+		g.call = rebuildParameter
+	case module == "collections" && name == "OrderedDict":
+		g.call = newOrderedDict
+	case module == "torch" && storageClasses[name] != "":
+		// A storage class is only named, in a persistent id.
+	case inertGlobals[module+"."+name]:
+		from := module + "." + name
+		g.call = func(u *unpickler, _ tuple) (any, error) { return &inert{from: from}, nil }
+	default:
+		return nil, &ClassError{Module: module, Name: name}
+	}
+	return g, nil
+}
+
+// storageDType is the dtype of a storage class, or "".
+func (g *global) storageDType() safetensors.DType {
+	if g.module != "torch" {
+		return ""
+	}
+	return storageClasses[g.name]
+}
+
+func newOrderedDict(u *unpickler, args tuple) (any, error) {
+	if len(args) != 0 {
+		return nil, fmt.Errorf("%w: collections.OrderedDict called with %d arguments, want none", ErrContent, len(args))
+	}
+	return &dict{}, u.charge(48)
+}
+
+// storage is a storage of a checkpoint: numel elements of dtype,
+// little-endian, in the file at data (set when the storage's record is
+// found: at once in a zip archive, after the object in the legacy
+// format).
+type storage struct {
+	key   string
+	dtype safetensors.DType
+	numel int
+	data  *io.SectionReader
+}
+
+// tensor is what _rebuild_tensor_v2 returns: a checked view of a storage.
 type tensor struct {
 	st           *storage
 	offset       int
@@ -48,21 +92,28 @@ type tensor struct {
 	numel        int
 }
 
+// loadContext is what decoding a checkpoint's object needs to know of
+// the file.
+type loadContext struct {
+	fileSize int64
+}
+
+// maxDims bounds a tensor's rank.
+const maxDims = 16
+
 // rebuildTensor is torch._utils._rebuild_tensor_v2(storage,
 // storage_offset, size, stride, requires_grad, backward_hooks[, metadata]).
-type rebuildTensor struct{}
-
-func (rebuildTensor) Call(args ...any) (any, error) {
+func rebuildTensor(u *unpickler, args tuple) (any, error) {
 	if len(args) < 4 {
 		return nil, fmt.Errorf("%w: _rebuild_tensor_v2 with %d arguments", ErrContent, len(args))
 	}
 	st, ok := args[0].(*storage)
 	if !ok {
-		return nil, fmt.Errorf("%w: _rebuild_tensor_v2 of %s, not a storage", ErrContent, describe(args[0]))
+		return nil, fmt.Errorf("%w: _rebuild_tensor_v2 of %s, not a storage", ErrContent, summary(args[0]))
 	}
 	offset, ok := smallInt(args[1])
 	if !ok || offset < 0 {
-		return nil, fmt.Errorf("%w: tensor storage offset %v", ErrContent, args[1])
+		return nil, fmt.Errorf("%w: tensor storage offset is %s", ErrContent, summary(args[1]))
 	}
 	size, err := intTuple(args[2], "size")
 	if err != nil {
@@ -72,32 +123,34 @@ func (rebuildTensor) Call(args ...any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newView(st, offset, size, stride)
+	if err := u.charge(int64(64 + 16*len(size))); err != nil {
+		return nil, err
+	}
+	t, err := newView(st, offset, size, stride)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // rebuildParameter is torch._utils._rebuild_parameter(data,
 // requires_grad, backward_hooks): an nn.Parameter is its data here.
-type rebuildParameter struct{}
-
-func (rebuildParameter) Call(args ...any) (any, error) {
+func rebuildParameter(_ *unpickler, args tuple) (any, error) {
 	if len(args) < 1 {
 		return nil, fmt.Errorf("%w: _rebuild_parameter without arguments", ErrContent)
 	}
 	t, ok := args[0].(*tensor)
 	if !ok {
-		return nil, fmt.Errorf("%w: _rebuild_parameter of %s, not a tensor", ErrContent, describe(args[0]))
+		return nil, fmt.Errorf("%w: _rebuild_parameter of %s, not a tensor", ErrContent, summary(args[0]))
 	}
 	return t, nil
 }
-
-// maxDims bounds a tensor's rank.
-const maxDims = 16
 
 // newView checks that the strided view (offset, size, stride) lies
 // inside st and holds no more elements than st.
 func newView(st *storage, offset int, size, stride []int) (*tensor, error) {
 	if len(size) != len(stride) || len(size) > maxDims {
-		return nil, fmt.Errorf("%w: tensor of size %v and stride %v", ErrContent, size, stride)
+		return nil, fmt.Errorf("%w: tensor of %d sizes and %d strides (at most %d dimensions)", ErrContent, len(size), len(stride), maxDims)
 	}
 	numel := 1
 	for i, n := range size {
@@ -132,24 +185,45 @@ func newView(st *storage, offset int, size, stride []int) (*tensor, error) {
 	return t, nil
 }
 
-// bytes copies the view out in row-major order.
-func (t *tensor) bytes() []byte {
+// span is the range of storage elements [lo, hi] the view reads.
+func (t *tensor) span() (lo, hi int) {
+	hi = t.offset
+	for i, n := range t.size {
+		hi += (n - 1) * t.stride[i]
+	}
+	return t.offset, hi
+}
+
+// safetensor makes the view a safetensors.Tensor: a contiguous view stays
+// in the file (a section of its storage's record), another is gathered
+// into memory in row-major order from the span of its storage it reads.
+func (t *tensor) safetensor(name string) (*safetensors.Tensor, error) {
 	es := t.st.dtype.Size()
-	out := make([]byte, t.numel*es)
+	out := &safetensors.Tensor{Name: name, DType: t.st.dtype, Shape: t.size}
 	if t.numel == 0 {
-		return out
+		out.Data = []byte{}
+		return out, nil
+	}
+	if t.st.data == nil {
+		return nil, fmt.Errorf("%w: storage %q of tensor %q has no data", ErrMissingRecord, t.st.key, name)
 	}
 	if contiguous(t.size, t.stride) {
-		copy(out, t.st.data[t.offset*es:])
-		return out
+		out.Section = io.NewSectionReader(t.st.data, int64(t.offset)*int64(es), int64(t.numel)*int64(es))
+		return out, nil
 	}
+	lo, hi := t.span()
+	src := make([]byte, (hi-lo+1)*es)
+	if _, err := t.st.data.ReadAt(src, int64(lo)*int64(es)); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("%w: storage %q: %v", ErrTruncated, t.st.key, err)
+	}
+	dst := make([]byte, t.numel*es)
 	idx := make([]int, len(t.size))
 	for i := 0; i < t.numel; i++ {
-		src := t.offset
+		at := t.offset - lo
 		for d, k := range idx {
-			src += k * t.stride[d]
+			at += k * t.stride[d]
 		}
-		copy(out[i*es:(i+1)*es], t.st.data[src*es:])
+		copy(dst[i*es:(i+1)*es], src[at*es:])
 		for d := len(idx) - 1; d >= 0; d-- {
 			if idx[d]++; idx[d] < t.size[d] {
 				break
@@ -157,7 +231,8 @@ func (t *tensor) bytes() []byte {
 			idx[d] = 0
 		}
 	}
-	return out
+	out.Data = dst
+	return out, nil
 }
 
 func contiguous(size, stride []int) bool {
@@ -171,108 +246,39 @@ func contiguous(size, stride []int) bool {
 	return true
 }
 
-// smallInt converts a pickled int that fits in an int32-safe range.
+// smallInt converts a pickled int within ±2^40.
 func smallInt(v any) (int, bool) {
-	switch x := v.(type) {
-	case int:
-		return x, x >= -(1<<40) && x <= 1<<40
-	case *big.Int:
+	x, ok := v.(int64)
+	if !ok || x < -(1<<40) || x > 1<<40 {
 		return 0, false
 	}
-	return 0, false
+	return int(x), true
 }
 
 func intTuple(v any, what string) ([]int, error) {
-	tup, ok := v.(*types.Tuple)
+	tup, ok := v.(tuple)
 	if !ok {
-		return nil, fmt.Errorf("%w: tensor %s %s, not a tuple", ErrContent, what, describe(v))
+		return nil, fmt.Errorf("%w: tensor %s is %s, not a tuple", ErrContent, what, summary(v))
 	}
-	out := make([]int, tup.Len())
-	for i := range out {
-		n, ok := smallInt(tup.Get(i))
+	if len(tup) > maxDims {
+		return nil, fmt.Errorf("%w: tensor %s has %d dimensions (at most %d)", ErrContent, what, len(tup), maxDims)
+	}
+	out := make([]int, len(tup))
+	for i, x := range tup {
+		n, ok := smallInt(x)
 		if !ok {
-			return nil, fmt.Errorf("%w: tensor %s %v", ErrContent, what, tup)
+			return nil, fmt.Errorf("%w: tensor %s[%d] is %s", ErrContent, what, i, summary(x))
 		}
 		out[i] = n
 	}
 	return out, nil
 }
 
-// findClass is the allow list; everything else is a *ClassError.
-func findClass(module, name string) (any, error) {
-	switch {
-	case module == "torch._utils" && name == "_rebuild_tensor_v2":
-		return rebuildTensor{}, nil
-	case module == "torch._utils" && name == "_rebuild_parameter":
-		return rebuildParameter{}, nil
-	case module == "torch":
-		if dt, ok := storageClasses[name]; ok {
-			return &storageClass{name: name, dtype: dt}, nil
-		}
-	}
-	return nil, &ClassError{Module: module, Name: name}
-}
-
-// loader fetches the bytes of the storage with the given key.
-type loader func(key string, cls *storageClass, numel int) (*storage, error)
-
-// unpickle decodes the pickle at the start of data (which scanPickle has
-// checked), resolving storages through load, and recovering gopickle's
-// panics on malformed input. It returns the object and the offset past
-// the pickle's STOP.
-func unpickle(data []byte, persistent func(pid any) (any, error)) (obj any, end int, err error) {
-	end, err = scanPickle(data)
-	if err != nil {
-		return nil, 0, err
-	}
-	u := pickle.NewUnpickler(bytes.NewReader(data[:end]))
-	u.FindClass = findClass
-	u.PersistentLoad = persistent
-	defer func() {
-		if r := recover(); r != nil {
-			obj, err = nil, fmt.Errorf("%w: malformed pickle (%v)", ErrCorrupt, r)
-		}
-	}()
-	obj, err = u.Load()
-	if err != nil {
-		if errors.Is(err, ErrClass) || errors.Is(err, ErrContent) || errors.Is(err, ErrMissingRecord) ||
-			errors.Is(err, ErrTooLarge) || errors.Is(err, ErrTruncated) || errors.Is(err, ErrCorrupt) {
-			return nil, 0, err
-		}
-		return nil, 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	return obj, end, nil
-}
-
-// describe names the Go type a pickled value decoded to, in Python terms.
-func describe(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "None"
-	case int, *big.Int:
-		return "an int"
-	case float64:
-		return "a float"
-	case string:
-		return "a str"
-	case bool:
-		return "a bool"
-	case []byte:
-		return "bytes"
-	case *types.Tuple:
-		return "a tuple"
-	case *types.List:
-		return "a list"
-	case *types.Dict, *types.OrderedDict:
-		return "a dict"
-	case *tensor:
-		return "a tensor"
-	case *storage:
-		return "a storage"
-	case *storageClass:
-		return "the class torch." + x.name
-	case *types.GenericObject:
-		return "an object of class " + x.Class.Module + "." + x.Class.Name
-	}
-	return fmt.Sprintf("a value of type %T", v)
+// loadPickle decodes the pickle at the start of data, resolving
+// persistent ids (storages) through persistent, and returns the object
+// and the offset past the pickle's STOP.
+func loadPickle(data []byte, ctx *loadContext, persistent func(u *unpickler, pid any) (any, error)) (any, int, error) {
+	u := newUnpickler(data, ctx)
+	u.persistent = persistent
+	return u.load()
 }

@@ -51,8 +51,17 @@ type TensorError struct {
 // Error names the tensor and then describes the problem, for example
 // `safetensors: tensor "rnn.weight_ih_l0": unknown dtype: "F12"`.
 func (e *TensorError) Error() string {
-	return "safetensors: tensor " + strconv.Quote(e.Name) + ": " +
+	return "safetensors: tensor " + strconv.Quote(clip(e.Name)) + ": " +
 		strings.TrimPrefix(e.Err.Error(), "safetensors: ")
+}
+
+// clip shortens a name or value from a file for a message: a header may
+// hold a name of megabytes.
+func clip(s string) string {
+	if len(s) <= 200 {
+		return s
+	}
+	return s[:200] + "... (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 func (e *TensorError) Unwrap() error { return e.Err }

@@ -2,7 +2,9 @@ package safetensors
 
 import (
 	"bytes"
+	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,7 +15,7 @@ import (
 // package prefix, and that every file it accepts survives Write and Read
 // unchanged, with Write producing its own canonical layout.
 //
-//	go test ./models/safetensors/ -run '^$' -fuzz FuzzRead -fuzztime 1m
+//	go test ./models/safetensors/ -run '^$' -fuzz '^FuzzRead$' -fuzztime 10m -parallel 1
 func FuzzRead(f *testing.F) {
 	f.Add(mustWrite(f, sampleTensors(), map[string]string{"format": "pt"}))
 	f.Add(mustWrite(f, nil, nil))
@@ -27,14 +29,42 @@ func FuzzRead(f *testing.F) {
 	for _, bad := range badFiles {
 		f.Add(bad.data)
 	}
+	hostile, _ := filepath.Glob("../testdata/hostile/*.safetensors")
+	for _, p := range hostile {
+		if raw, err := os.ReadFile(p); err == nil {
+			f.Add(raw)
+		}
+	}
 
 	fuzzbound.Bytes(f, fuzzbound.Limits{}, func(t *testing.T, data []byte) {
 		got, err := Read(data)
+		at, errAt := ReadAt(bytes.NewReader(data), int64(len(data)))
+		if (err == nil) != (errAt == nil) || err != nil && err.Error() != errAt.Error() {
+			t.Fatalf("Read: %v; ReadAt: %v", err, errAt)
+		}
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "safetensors: ") {
 				t.Fatalf("error %q lacks the package prefix", err)
 			}
+			if len(err.Error()) > 2000 {
+				t.Fatalf("an error of %d bytes", len(err.Error()))
+			}
 			return
+		}
+		for _, name := range got.Names() {
+			a, _ := got.Tensor(name)
+			b, _ := at.Tensor(name)
+			bb, err := b.Bytes()
+			if err != nil || !bytes.Equal(a.Data, bb) || a.DType != b.DType {
+				t.Fatalf("tensor %q: Read and ReadAt differ (%v)", name, err)
+			}
+			if isFloat(a.DType) {
+				x, errX := a.Float32s()
+				y := make([]float32, b.NumElements())
+				if errY := b.Float32sInto(y); errX != nil || errY != nil || !sameFloats(x, y) {
+					t.Fatalf("tensor %q: Float32s of Read and ReadAt differ (%v, %v)", name, errX, errY)
+				}
+			}
 		}
 		for _, name := range got.Names() {
 			tensor, _ := got.Tensor(name)
@@ -63,4 +93,17 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("Write is not canonical: %v", err)
 		}
 	})
+}
+
+// sameFloats compares bit patterns, so that NaNs compare equal.
+func sameFloats(x, y []float32) bool {
+	if len(x) != len(y) {
+		return false
+	}
+	for i := range x {
+		if math.Float32bits(x[i]) != math.Float32bits(y[i]) {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,84 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Limits on a spec file, checked on its YAML node tree before the spec is
+// decoded from it. A spec is a few hundred bytes of two or three levels;
+// a tree spec's inline vocabulary is its largest part (put a larger one
+// in vocab_file).
+const (
+	// MaxSpecDepth bounds the nesting of mappings and sequences.
+	MaxSpecDepth = 64
+	// MaxSpecNodes bounds the nodes of a spec with its aliases expanded:
+	// YAML aliases let a few hundred bytes stand for 10^9 nodes.
+	MaxSpecNodes = 1 << 18
+)
+
+// checkYAML parses the first YAML document of data into nodes, without
+// decoding it, and refuses one deeper than MaxSpecDepth or of more than
+// MaxSpecNodes nodes once its aliases are expanded. It walks the tree
+// with an explicit stack and counts each anchored node once.
+func checkYAML(data []byte) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // the decoder says "empty document"
+		}
+		return fmt.Errorf("%w: %v", ErrSpec, err)
+	}
+	type size struct{ nodes, depth int64 }
+	sizes := map[*yaml.Node]size{} // of the nodes done
+	type frame struct {
+		n    *yaml.Node
+		next int // children pushed so far
+	}
+	stack := []frame{{n: &doc}}
+	for len(stack) > 0 {
+		top := &stack[len(stack)-1]
+		n := top.n
+		if len(stack) > MaxSpecDepth+1 {
+			return fmt.Errorf("%w: mappings and sequences nested more than %d deep (MaxSpecDepth)", ErrSpec, MaxSpecDepth)
+		}
+		children := n.Content
+		if n.Kind == yaml.AliasNode {
+			children = []*yaml.Node{n.Alias}
+		}
+		if top.next < len(children) {
+			c := children[top.next]
+			top.next++
+			if _, done := sizes[c]; !done && c != nil {
+				for _, f := range stack {
+					if f.n == c {
+						return fmt.Errorf("%w: an alias refers to a node that holds it", ErrSpec)
+					}
+				}
+				stack = append(stack, frame{n: c})
+			}
+			continue
+		}
+		s := size{nodes: 1}
+		for _, c := range children {
+			if c == nil {
+				continue
+			}
+			cs := sizes[c]
+			s.nodes += cs.nodes
+			s.depth = max(s.depth, cs.depth+1)
+		}
+		if s.nodes > MaxSpecNodes {
+			return fmt.Errorf("%w: more than %d nodes once its aliases expand (MaxSpecNodes)", ErrSpec, MaxSpecNodes)
+		}
+		if s.depth > MaxSpecDepth+1 {
+			return fmt.Errorf("%w: mappings and sequences nested more than %d deep once its aliases expand (MaxSpecDepth)", ErrSpec, MaxSpecDepth)
+		}
+		sizes[n] = s
+		stack = stack[:len(stack)-1]
+	}
+	return nil
+}
