@@ -56,7 +56,7 @@ import (
 // busy machine does not fail a sound input; it is multiplied by RaceFactor
 // under the race detector.
 const (
-	DefaultTime    = 1 * time.Second
+	DefaultTime    = 2 * time.Second
 	DefaultBytes   = 64 << 20
 	DefaultPerByte = 64
 )
