@@ -73,6 +73,16 @@ func configTensors(ts []api.TensorMetadata) []api.ConfigTensor {
 	return out
 }
 
+// fullTensors are configuration tensors with every dimension in the
+// dims, for a model whose max_batch_size is 0.
+func fullTensors(ts []api.TensorMetadata) []api.ConfigTensor {
+	out := make([]api.ConfigTensor, len(ts))
+	for i, t := range ts {
+		out[i] = api.ConfigTensor{Name: t.Name, DataType: configType(t.Datatype), Dims: t.Shape}
+	}
+	return out
+}
+
 // baseConfig is the configuration every model kind shares.
 func baseConfig(b *modelBase, kind string, o *Options, spec any) api.ModelConfig {
 	return api.ModelConfig{Name: b.name, Platform: b.meta.Platform, Backend: "rnnserve", MaxBatchSize: o.MaxRequestRows,
@@ -87,6 +97,13 @@ func seqConfig(m *seqModel, o *Options) api.ModelConfig {
 	// has sequence_batching (whether its infer requests are batched is in
 	// the metadata's rnn.cellular_batching).
 	c := baseConfig(&m.modelBase, "sequence", o, m.entry.Model.Spec)
+	if !m.names.batchFirst() {
+		// Some tensor's batch axis is not its first (a time-major input,
+		// h_n as PyTorch lays it out, rows of T*B): Triton's schema says
+		// so with max_batch_size 0 and every dimension in the dims.
+		c.MaxBatchSize = 0
+		c.Input, c.Output = fullTensors(m.meta.Inputs), fullTensors(m.meta.Outputs)
+	}
 	for i := range c.Input {
 		c.Input[i].Optional = c.Input[i].Name == "lengths"
 	}

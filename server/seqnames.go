@@ -116,6 +116,20 @@ func newSeqNames(net *rnn.Network, io *models.IO) *seqNames {
 	return s
 }
 
+// batchFirst reports whether every served tensor has the batch as its
+// first axis (rnnserve's own names always do).
+func (s *seqNames) batchFirst() bool {
+	if s.timeMajor {
+		return false
+	}
+	for _, d := range s.outputs {
+		if d.rows || d.torch && !d.join && (d.kind == "hidden" || d.kind == "cell") {
+			return false
+		}
+	}
+	return true
+}
+
 // known lists the served output names for an error message.
 func (s *seqNames) known() string {
 	var names []string

@@ -312,3 +312,46 @@ func TestONNXGoldenNames(t *testing.T) {
 		})
 	}
 }
+
+// TestNamedConfig: a model some of whose tensors do not have the batch
+// first (time-major, h_n as PyTorch lays it out) says so in its Triton
+// configuration with max_batch_size 0 and every dimension in the dims; a
+// batch-first one keeps the batch out of the dims.
+func TestNamedConfig(t *testing.T) {
+	hs := newNamedServer(t)
+	for _, c := range []struct {
+		model string
+		batch int
+		dims  string
+	}{
+		{"bi_named", 0, "input_ids[-1 -1] lengths[-1] | output[-1 -1 6] rows[-1 6] y[-1 -1 8] h_n[4 -1 4]"},
+		{"uni", 64, "features[-1 2] lengths[1] | logits[-1 3]"},
+	} {
+		code, body := get(t, hs.URL+"/v2/models/"+c.model+"/config")
+		var cfg struct {
+			MaxBatchSize int `json:"max_batch_size"`
+			Input        []struct {
+				Name string  `json:"name"`
+				Dims []int64 `json:"dims"`
+			} `json:"input"`
+			Output []struct {
+				Name string  `json:"name"`
+				Dims []int64 `json:"dims"`
+			} `json:"output"`
+		}
+		if err := json.Unmarshal(body, &cfg); code != 200 || err != nil {
+			t.Fatalf("%s config: %d %s", c.model, code, body)
+		}
+		var dims []string
+		for _, in := range cfg.Input {
+			dims = append(dims, fmt.Sprint(in.Name, in.Dims))
+		}
+		dims = append(dims, "|")
+		for _, out := range cfg.Output {
+			dims = append(dims, fmt.Sprint(out.Name, out.Dims))
+		}
+		if got := strings.Join(dims, " "); cfg.MaxBatchSize != c.batch || !strings.HasPrefix(got, c.dims) {
+			t.Errorf("%s: max_batch_size %d, dims %s; want %d, %s...", c.model, cfg.MaxBatchSize, got, c.batch, c.dims)
+		}
+	}
+}
