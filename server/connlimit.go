@@ -190,7 +190,8 @@ type limitConn struct {
 	protocol string
 	addr     string
 	once     sync.Once
-	closing  atomic.Bool // chosen to be closed to make room
+	closing  atomic.Bool  // chosen to be closed to make room
+	state    atomic.Int32 // a REST connection's http.ConnState
 
 	// idleSince is when the connection last had nothing in flight (unix
 	// nanoseconds), 0 while it has something.
@@ -238,6 +239,29 @@ func (c *limitConn) Close() error {
 	return err
 }
 
+// CloseIdle closes the REST connections that are idle between requests,
+// once the REST listener has closed, before the http.Server's Shutdown
+// (which would close them too, whether or not a request is arriving on
+// one): a connection on which a request has arrived unread is left to be
+// served (with Connection: close, in the lame-duck period), so a request
+// a client wrote in full is answered, not reset.
+func (s *Server) CloseIdle() {
+	cs := s.connSet
+	cs.mu.Lock()
+	var idle []*limitConn
+	for c := range cs.conns {
+		if c.protocol == protocolREST && c.idleSince.Load() != 0 && c.state.Load() != int32(http.StateNew) {
+			idle = append(idle, c)
+		}
+	}
+	cs.mu.Unlock()
+	for _, c := range idle {
+		if !pending(c.Conn) {
+			c.Close()
+		}
+	}
+}
+
 // ConnState follows a REST connection's state for the choice of an idle
 // connection to close (connSet): set it as the http.Server's ConnState.
 func (s *Server) ConnState(c net.Conn, st http.ConnState) {
@@ -245,6 +269,7 @@ func (s *Server) ConnState(c net.Conn, st http.ConnState) {
 	if !ok {
 		return
 	}
+	lc.state.Store(int32(st))
 	switch st {
 	case http.StateActive:
 		lc.busy(true)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -94,4 +95,43 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 	if err := live(rest, 2*time.Second); err != nil {
 		t.Errorf("the REST connection in use was closed: %v", err)
 	}
+}
+
+// TestCloseIdle: at shutdown the idle REST connections are closed, but
+// not one on which a request has arrived unread (it is served instead of
+// reset).
+func TestCloseIdle(t *testing.T) {
+	s, _ := newTestServer(t, nil, false)
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := s.Listener(raw)
+	defer ln.Close()
+	var server [2]net.Conn
+	var client [2]net.Conn
+	for i := range 2 {
+		if client[i], err = net.Dial("tcp", raw.Addr().String()); err != nil {
+			t.Fatal(err)
+		}
+		defer client[i].Close()
+		if server[i], err = ln.Accept(); err != nil {
+			t.Fatal(err)
+		}
+		s.ConnState(server[i], http.StateActive)
+		s.ConnState(server[i], http.StateIdle)
+	}
+	fmt.Fprintf(client[1], "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+	waitFor(t, "the request to arrive", func() bool { return pending(server[1].(*limitConn).Conn) })
+	s.CloseIdle()
+	var one [1]byte
+	client[0].SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := client[0].Read(one[:]); err != io.EOF {
+		t.Errorf("the idle connection: %v, want it closed (EOF)", err)
+	}
+	client[1].SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := client[1].Read(one[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the connection with a request unread: %v, want it left open", err)
+	}
+	server[1].Close()
 }

@@ -159,6 +159,7 @@ func (g *GRPCServer) Stop(ctx context.Context) error {
 // Close.
 func (g *GRPCServer) Drain(ctx context.Context) error {
 	g.health.Shutdown()
+	g.s.endStreams()
 	g.drainOnce.Do(func() {
 		g.drained = make(chan struct{})
 		go func() {
@@ -166,13 +167,40 @@ func (g *GRPCServer) Drain(ctx context.Context) error {
 			close(g.drained)
 		}()
 	})
-	select {
-	case <-g.drained:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("server: gRPC drain: %w", ctx.Err())
+	// Once every call has ended, what is left is responses grpc-go has not
+	// yet sent to clients that do not read them: they get drainFlush, then
+	// their connections are closed.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var idle time.Time
+	for {
+		select {
+		case <-g.drained:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("server: gRPC drain: %w", ctx.Err())
+		case now := <-tick.C:
+			g.calls.mu.Lock()
+			calls := g.calls.calls
+			g.calls.mu.Unlock()
+			switch {
+			case calls > 0:
+				idle = time.Time{}
+			case idle.IsZero():
+				idle = now
+			case now.Sub(idle) >= drainFlush:
+				g.s.log.Warn("closed gRPC connections whose clients had not read their last responses", "after", drainFlush)
+				g.gs.Stop()
+				<-g.drained
+				return nil
+			}
+		}
 	}
 }
+
+// drainFlush is how long, once every call has ended, a drain waits for
+// clients to read the responses left, before it closes their connections.
+const drainFlush = 2 * time.Second
 
 // Close closes every connection at once, ending the calls left.
 func (g *GRPCServer) Close() {
@@ -420,20 +448,71 @@ func (g *grpcService) generateWhole(ctx context.Context, req *pb.ModelInferReque
 // on the last one of its request; a request with the parameter
 // triton_enable_empty_final_response true gets an empty last response
 // instead, after its tokens. A request that fails gets error_message and
-// the stream goes on.
+// the stream goes on. When the server drains (the end of the lame-duck
+// period), a stream answers the request it is running, if any, and any
+// that had fully arrived, then sends a last response whose error_message
+// says the server is shutting down, and ends (status OK).
 func (g *grpcService) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
 	ctx := stream.Context()
+	type received struct {
+		req *pb.ModelInferRequest
+		err error
+	}
+	// Recv runs on its own goroutine, one request at a time when asked,
+	// so that a stream waiting for its next request can still be ended.
+	ask, got := make(chan struct{}), make(chan received, 1)
+	defer close(ask)
+	go func() {
+		for range ask {
+			req, err := stream.Recv()
+			got <- received{req, err}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		req, err := stream.Recv()
-		if err == io.EOF {
+		select {
+		case <-g.s.streamsEnd:
+			return g.endStream(stream)
+		default:
+		}
+		ask <- struct{}{}
+		var r received
+		select {
+		case r = <-got:
+		case <-g.s.streamsEnd:
+			select {
+			case r = <-got: // it arrived as the drain began: answer it
+			default:
+				return g.endStream(stream)
+			}
+		}
+		if r.err == io.EOF {
 			return nil
 		}
-		if err != nil {
-			return err
+		if r.err != nil {
+			return r.err
 		}
-		if err := g.streamOne(ctx, stream, req, time.Now()); err != nil {
+		if err := g.streamOne(ctx, stream, r.req, time.Now()); err != nil {
 			return err // the client went away
 		}
+	}
+}
+
+// endStream ends a stream as the server drains: a last response says so,
+// and the stream ends with OK. A client that has left earlier responses
+// unread for drainFlush cannot be sent it: the stream ends with
+// UNAVAILABLE instead (and the drain closes its connection).
+func (g *grpcService) endStream(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
+	const msg = "server shutting down: this stream ends here; open a new one to go on (on another replica)"
+	sent := make(chan error, 1)
+	go func() { sent <- stream.Send(&pb.ModelStreamInferResponse{ErrorMessage: msg}) }()
+	select {
+	case <-sent:
+		return nil
+	case <-time.After(drainFlush):
+		return retryLater(fmt.Errorf("%w: %s (its client had not read the responses before it)", ErrDraining, msg))
 	}
 }
 

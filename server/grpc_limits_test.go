@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -16,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pb "rnnserve/server/inferencepb"
 )
@@ -370,5 +373,42 @@ func TestGRPCCallCaps(t *testing.T) {
 	}
 	if sts.Code() != codes.Unavailable || !strings.Contains(sts.Message(), "max_infer_streams") || retry == nil || retry.RetryDelay.AsDuration() != time.Second {
 		t.Errorf("a third stream: %v (retry %v), want UNAVAILABLE naming max_infer_streams with a 1s retry delay", err, retry)
+	}
+}
+
+// TestGRPCDrainSlowReader: a drain ends a stream whose client does not
+// read its responses: the stream's handler ends at once, and its
+// connection is closed drainFlush later, the drain returning nil.
+func TestGRPCDrainSlowReader(t *testing.T) {
+	s, _ := newTestServer(t, nil, true)
+	addr, gs := grpcServed(t, s)
+	c := dialH2(t, addr)
+	// A stream asks for 400 KB of logits and reads none of it (no window
+	// update: the server can send 64 KiB).
+	c.headers(1, "/inference.GRPCInferenceService/ModelStreamInfer", false)
+	msg, err := proto.Marshal(&pb.ModelInferRequest{ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{tokensInput([][]int64{make([]int64, 400)})},
+		Outputs: []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "logits"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := append([]byte{0, byte(len(msg) >> 24), byte(len(msg) >> 16), byte(len(msg) >> 8), byte(len(msg))}, msg...)
+	if err := c.fr.WriteData(1, false, frame); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the response to be under way", func() bool {
+		s.inflight.mu.Lock()
+		defer s.inflight.mu.Unlock()
+		gs.calls.mu.Lock()
+		defer gs.calls.mu.Unlock()
+		return len(s.inflight.reqs) == 0 && gs.calls.calls == 1 && testutil.ToFloat64(s.metrics.requests.WithLabelValues("lm", "infer", "grpc", "200")) == 1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := gs.Drain(ctx); err != nil {
+		t.Errorf("drain with a client not reading: %v", err)
+	}
+	if took := time.Since(start); took < drainFlush || took > 2*drainFlush+2*time.Second {
+		t.Errorf("drain took %v, want about %v to %v", took, drainFlush, 2*drainFlush)
 	}
 }

@@ -44,6 +44,12 @@ func (s *Server) LameDuck() {
 	}
 }
 
+// endStreams tells the open gRPC streams to end once they have answered
+// what they were sent (the drain has begun).
+func (s *Server) endStreams() {
+	s.streamsEndOnce.Do(func() { close(s.streamsEnd) })
+}
+
 // onLameDuck registers f to run when LameDuck is called (a front end's
 // own readiness, such as gRPC's health service).
 func (s *Server) onLameDuck(f func()) {

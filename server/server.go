@@ -82,6 +82,11 @@ type Server struct {
 
 	lameDuckHooks []func() // under mu: run by LameDuck
 
+	// streamsEnd is closed when the server drains: open gRPC streams end
+	// once they have answered what they were sent (endStreams).
+	streamsEnd     chan struct{}
+	streamsEndOnce sync.Once
+
 	budget   *budget  // request bytes in flight (budget.go)
 	connSet  *connSet // open connections (connlimit.go)
 	inflight inflight // requests being served, for Cut (lameduck.go)
@@ -104,6 +109,7 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	s.measured = newMeasuredTraffic(s.metrics.reg, log)
 	s.budget = newBudget(opts.Budget, opts.MaxBodyBytes, s.metrics)
 	s.connSet = newConnSet(opts.MaxConnections)
+	s.streamsEnd = make(chan struct{})
 	s.metrics.connectionsLimit.Set(float64(opts.MaxConnections))
 	table := map[string]model{}
 	for _, e := range entries {

@@ -36,7 +36,9 @@
 //  2. Drain, for at most drain_timeout (-drain-timeout, default 30s): the
 //     listeners close (gRPC clients get GOAWAY; an HTTP keep-alive
 //     connection still open may deliver a request for one more second,
-//     answered with Connection: close, before the idle ones close) and the
+//     answered with Connection: close, before the idle ones close, except
+//     one on which a request has arrived), open gRPC streams end after
+//     the requests they hold with a last response saying so, and the
 //     requests in flight finish.
 //  3. If all finished: the batchers stop, the pools close, exit 0.
 //     Otherwise what is still in flight is cut: a generation stream ends
@@ -299,6 +301,7 @@ func shutdown(log *slog.Logger, srv *server.Server, hs *http.Server, ln net.List
 		case <-time.After(min(lastCall, timeout)):
 		case <-drain.Done():
 		}
+		srv.CloseIdle() // not one on which a request has arrived
 		err := hs.Shutdown(drain)
 		if errors.Is(err, net.ErrClosed) { // the listener closed above
 			err = nil

@@ -2,17 +2,24 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"rnnserve/server"
+	pb "rnnserve/server/inferencepb"
 )
 
 // startLogged runs bin as startServe does and returns it, its base URL,
@@ -158,5 +165,62 @@ func TestMachineMemory(t *testing.T) {
 	t.Logf("this machine: %d MiB; default budget %d MiB", mem>>20, server.BudgetFor(mem, 8<<20)>>20)
 	if _, err := os.Stat("/proc/meminfo"); err == nil && mem <= 0 {
 		t.Error("no memory read on a machine with /proc/meminfo")
+	}
+}
+
+// TestStreamsEndAtShutdown: SIGTERM with gRPC streams kept open: at the
+// end of the lame-duck period each gets a last response saying the
+// server is shutting down and ends with OK, and serve exits 0 well
+// within the lame-duck period plus five seconds.
+func TestStreamsEndAtShutdown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServe(t)
+	cmd, _, logs, exited := startLogged(t, bin, "-listen", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-cache-bytes", "1048576", "-lame-duck", "500ms")
+	m := regexp.MustCompile(`grpc=(\S+)`).FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("no gRPC address in the log:\n%s", logs)
+	}
+	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := pb.NewGRPCInferenceServiceClient(conn)
+	var streams []pb.GRPCInferenceService_ModelStreamInferClient
+	for range 3 {
+		st, err := c.ModelStreamInfer(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Send(&pb.ModelInferRequest{ModelName: "bytelm", Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "tokens", Datatype: "INT64",
+			Shape: []int64{1, 2}, Contents: &pb.InferTensorContents{Int64Contents: []int64{72, 105}}}}})
+		if r, err := st.Recv(); err != nil || r.ErrorMessage != "" {
+			t.Fatalf("a stream's request: %v %v", r, err)
+		}
+		streams = append(streams, st)
+	}
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	for i, st := range streams {
+		last, err := st.Recv()
+		if err != nil || !strings.Contains(last.ErrorMessage, "shutting down") {
+			t.Errorf("stream %d: %v %v, want a last response saying the server is shutting down", i, last, err)
+		}
+		if _, err := st.Recv(); err != io.EOF {
+			t.Errorf("stream %d after its last response: %v, want OK", i, err)
+		}
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit: %v, want 0\n%s", err, logs)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve still running\n%s", logs)
+	}
+	if took := time.Since(start); took > 500*time.Millisecond+5*time.Second {
+		t.Errorf("exited %v after SIGTERM, want within the lame duck and 5s", took)
 	}
 }

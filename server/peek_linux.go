@@ -1,0 +1,27 @@
+package server
+
+import (
+	"net"
+	"syscall"
+)
+
+// pending reports whether bytes have arrived on c that nobody has read
+// yet (a request on its way on an idle keep-alive connection): closing c
+// then would answer them with a TCP reset.
+func pending(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var buf [1]byte
+	var n int
+	rc.Read(func(fd uintptr) bool {
+		n, _, _ = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true
+	})
+	return n > 0
+}
