@@ -1,0 +1,556 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The int8 kernels (int8.go has the layout and the arithmetic). Every
+// kernel takes whole panels of sixteen rows and rows of quads (four
+// bytes); the Go side hands the last partial panel over through a
+// sixteen-column scratch C.
+//
+// AVX-512 VNNI: a quad of A (A8+128, unsigned) is broadcast to all
+// sixteen lanes and VPDPBUSD adds it times a panel's 64-byte quad, lane
+// r summing row r. The epilogue subtracts the panel's 128·Σ W8, converts
+// to float32 and scales. C is read through a mask that is empty when
+// beta == 0, so C is then never read.
+//
+// AVX2: the same panels as two halves of eight rows. A's quad, back to
+// signed (xor 0x80), gives its absolute value as the unsigned side of
+// VPMADDUBSW and its sign to W's bytes (VPSIGNB); VPMADDWD by ones adds
+// the int16 pairs into int32.
+
+// VNNI epilogue of one accumulator: panel sums at (P)(R8*1), scales at
+// 64(P)(R8*1); Z24 holds s[i], Z29 beta, K7 is all lanes when beta != 0
+// and none otherwise. C goes to OFF(DX).
+#define VEPI(ACC, P, OFF) \
+	VPSUBD (P)(R8*1), ACC, ACC        \
+	VCVTDQ2PS ACC, ACC                \
+	VMULPS 64(P)(R8*1), Z24, Z25      \
+	VMULPS Z25, ACC, ACC              \
+	VMOVUPS.Z OFF(DX), K7, Z26        \
+	VMULPS Z26, Z29, Z26              \
+	VADDPS Z26, ACC, ACC              \
+	VMOVUPS ACC, OFF(DX)
+
+// BETAMASK sets K7 to every lane when the float32 at MEM is not zero.
+#define BETAMASK(MEM) \
+	KXORW K7, K7, K7                  \
+	MOVL MEM, AX                      \
+	TESTL AX, AX                      \
+	JZ 2(PC)                          \
+	KXNORW K7, K7, K7
+
+// func i8GemvVNNI(groups, quads int, q *uint8, s float32, p *uint8, c *float32, beta float32)
+//
+// One row of A (quads quads at q, scale s) times groups groups of four
+// panels (quads·64+128 bytes each) from p, into c[0, 64·groups).
+// Four panels at a time, each quad's sums split in two (even and odd
+// quads) for eight independent accumulators.
+TEXT ·i8GemvVNNI(SB), NOSPLIT, $0-52
+	BETAMASK(beta+48(FP))
+	MOVQ groups+0(FP), CX
+	MOVQ quads+8(FP), R8
+	MOVQ q+16(FP), SI
+	VBROADCASTSS s+24(FP), Z24
+	MOVQ p+32(FP), DI
+	MOVQ c+40(FP), DX
+	VBROADCASTSS beta+48(FP), Z29
+	SHLQ $6, R8                       // R8: a panel's weight bytes
+	LEAQ 128(R8), R12                 // R12: panel stride
+	LEAQ -64(R8), BX                  // two quads fit while AX < BX
+
+gv_group:
+	TESTQ CX, CX
+	JZ gv_done
+	LEAQ (DI)(R12*1), R9
+	LEAQ (R9)(R12*1), R10
+	LEAQ (R10)(R12*1), R11
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	XORQ AX, AX
+	MOVQ SI, R13
+
+gv_two:
+	CMPQ AX, BX
+	JGE gv_one
+	VPBROADCASTD (R13), Z16
+	VPBROADCASTD 4(R13), Z17
+	VPDPBUSD (DI)(AX*1), Z16, Z0
+	VPDPBUSD (R9)(AX*1), Z16, Z1
+	VPDPBUSD (R10)(AX*1), Z16, Z2
+	VPDPBUSD (R11)(AX*1), Z16, Z3
+	VPDPBUSD 64(DI)(AX*1), Z17, Z4
+	VPDPBUSD 64(R9)(AX*1), Z17, Z5
+	VPDPBUSD 64(R10)(AX*1), Z17, Z6
+	VPDPBUSD 64(R11)(AX*1), Z17, Z7
+	ADDQ $8, R13
+	SUBQ $-128, AX
+	JMP gv_two
+
+gv_one:
+	CMPQ AX, R8
+	JGE gv_epi
+	VPBROADCASTD (R13), Z16
+	VPDPBUSD (DI)(AX*1), Z16, Z0
+	VPDPBUSD (R9)(AX*1), Z16, Z1
+	VPDPBUSD (R10)(AX*1), Z16, Z2
+	VPDPBUSD (R11)(AX*1), Z16, Z3
+
+gv_epi:
+	VPADDD Z4, Z0, Z0
+	VPADDD Z5, Z1, Z1
+	VPADDD Z6, Z2, Z2
+	VPADDD Z7, Z3, Z3
+	VEPI(Z0, DI, 0)
+	VEPI(Z1, R9, 64)
+	VEPI(Z2, R10, 128)
+	VEPI(Z3, R11, 192)
+	ADDQ $256, DX
+	LEAQ (R11)(R12*1), DI
+	DECQ CX
+	JMP gv_group
+
+gv_done:
+	VZEROUPPER
+	RET
+
+// func i8TileVNNI(np, rows, quads int, q *uint8, ldq int, s *float32, p *uint8, c *float32, ldc int, beta float32)
+//
+// rows (1..4) rows of A (ldq bytes apart) times np (1..4) consecutive
+// panels from p, into C (ldc floats apart, 16 columns a panel): sixteen
+// accumulators, row r and panel j in Z(4r+j). Rows and panels past rows
+// and np read the last real ones and are not stored.
+TEXT ·i8TileVNNI(SB), NOSPLIT, $0-76
+	BETAMASK(beta+72(FP))
+	MOVQ quads+16(FP), R8
+	SHLQ $6, R8                       // R8: a panel's weight bytes
+	LEAQ 128(R8), R12                 // R12: panel stride
+	MOVQ np+0(FP), AX
+	MOVQ p+48(FP), DI
+	MOVQ DI, R9
+	CMPQ AX, $2
+	JLT 2(PC)
+	ADDQ R12, R9
+	MOVQ R9, R10
+	CMPQ AX, $3
+	JLT 2(PC)
+	ADDQ R12, R10
+	MOVQ R10, R11
+	CMPQ AX, $4
+	JLT 2(PC)
+	ADDQ R12, R11
+
+	MOVQ rows+8(FP), AX
+	MOVQ ldq+32(FP), DX
+	MOVQ q+24(FP), SI
+	MOVQ SI, BX
+	CMPQ AX, $2
+	JLT 2(PC)
+	ADDQ DX, BX
+	MOVQ BX, CX
+	CMPQ AX, $3
+	JLT 2(PC)
+	ADDQ DX, CX
+	MOVQ CX, R13
+	CMPQ AX, $4
+	JLT 2(PC)
+	ADDQ DX, R13
+
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	XORQ AX, AX                       // byte offset in the panels
+	XORQ DX, DX                       // byte offset in the rows of A
+
+tv_loop:
+	VMOVDQU32 (DI)(AX*1), Z16
+	VMOVDQU32 (R9)(AX*1), Z17
+	VMOVDQU32 (R10)(AX*1), Z18
+	VMOVDQU32 (R11)(AX*1), Z19
+	VPBROADCASTD (SI)(DX*1), Z20
+	VPBROADCASTD (BX)(DX*1), Z21
+	VPBROADCASTD (CX)(DX*1), Z22
+	VPBROADCASTD (R13)(DX*1), Z23
+	VPDPBUSD Z16, Z20, Z0
+	VPDPBUSD Z17, Z20, Z1
+	VPDPBUSD Z18, Z20, Z2
+	VPDPBUSD Z19, Z20, Z3
+	VPDPBUSD Z16, Z21, Z4
+	VPDPBUSD Z17, Z21, Z5
+	VPDPBUSD Z18, Z21, Z6
+	VPDPBUSD Z19, Z21, Z7
+	VPDPBUSD Z16, Z22, Z8
+	VPDPBUSD Z17, Z22, Z9
+	VPDPBUSD Z18, Z22, Z10
+	VPDPBUSD Z19, Z22, Z11
+	VPDPBUSD Z16, Z23, Z12
+	VPDPBUSD Z17, Z23, Z13
+	VPDPBUSD Z18, Z23, Z14
+	VPDPBUSD Z19, Z23, Z15
+	ADDQ $64, AX
+	ADDQ $4, DX
+	CMPQ AX, R8
+	JLT tv_loop
+
+	VBROADCASTSS beta+72(FP), Z29
+	MOVQ s+40(FP), SI
+	MOVQ c+56(FP), DX
+	MOVQ ldc+64(FP), BX
+	SHLQ $2, BX                       // BX: C's row stride in bytes
+	MOVQ np+0(FP), CX
+	MOVQ rows+8(FP), R13
+
+	VBROADCASTSS 0(SI), Z24
+	VEPI(Z0, DI, 0)
+	CMPQ CX, $2
+	JLT tv_r1
+	VEPI(Z1, R9, 64)
+	CMPQ CX, $3
+	JLT tv_r1
+	VEPI(Z2, R10, 128)
+	CMPQ CX, $4
+	JLT tv_r1
+	VEPI(Z3, R11, 192)
+tv_r1:
+	CMPQ R13, $2
+	JLT tv_done
+	ADDQ BX, DX
+	VBROADCASTSS 4(SI), Z24
+	VEPI(Z4, DI, 0)
+	CMPQ CX, $2
+	JLT tv_r2
+	VEPI(Z5, R9, 64)
+	CMPQ CX, $3
+	JLT tv_r2
+	VEPI(Z6, R10, 128)
+	CMPQ CX, $4
+	JLT tv_r2
+	VEPI(Z7, R11, 192)
+tv_r2:
+	CMPQ R13, $3
+	JLT tv_done
+	ADDQ BX, DX
+	VBROADCASTSS 8(SI), Z24
+	VEPI(Z8, DI, 0)
+	CMPQ CX, $2
+	JLT tv_r3
+	VEPI(Z9, R9, 64)
+	CMPQ CX, $3
+	JLT tv_r3
+	VEPI(Z10, R10, 128)
+	CMPQ CX, $4
+	JLT tv_r3
+	VEPI(Z11, R11, 192)
+tv_r3:
+	CMPQ R13, $4
+	JLT tv_done
+	ADDQ BX, DX
+	VBROADCASTSS 12(SI), Z24
+	VEPI(Z12, DI, 0)
+	CMPQ CX, $2
+	JLT tv_done
+	VEPI(Z13, R9, 64)
+	CMPQ CX, $3
+	JLT tv_done
+	VEPI(Z14, R10, 128)
+	CMPQ CX, $4
+	JLT tv_done
+	VEPI(Z15, R11, 192)
+tv_done:
+	VZEROUPPER
+	RET
+
+// AVX2 constants: Y15 0x80 in every byte, Y14 int16 ones.
+#define AVX2CONST \
+	MOVL $0x80808080, AX              \
+	VMOVD AX, X15                     \
+	VPBROADCASTD X15, Y15             \
+	MOVL $0x00010001, AX              \
+	VMOVD AX, X14                     \
+	VPBROADCASTD X14, Y14
+
+// AQUAD loads the quad at MEM into A as signed bytes (broadcast) and
+// its absolute values into ABS.
+#define AQUAD(MEM, A, ABS) \
+	VPBROADCASTD MEM, A               \
+	VPXOR Y15, A, A                   \
+	VPABSB A, ABS
+
+// DOT adds the signed quad A (ABS its absolute values) times the 32
+// bytes in W to the eight int32 sums in ACC; clobbers W and T.
+#define DOT(W, A, ABS, T, ACC) \
+	VPSIGNB A, W, T                   \
+	VPMADDUBSW T, ABS, T              \
+	VPMADDWD Y14, T, T                \
+	VPADDD T, ACC, ACC
+
+// AVX2 epilogue of eight rows: sums in ACC, scales at MEM, Y12 holds
+// s[i] broadcast, Y13 beta, Y11 all ones when beta != 0 (C is read
+// through it) and zero otherwise. C goes to OFF(DX). Clobbers Y8, Y9.
+#define AEPI(ACC, MEM, OFF) \
+	VCVTDQ2PS ACC, ACC                \
+	VMULPS MEM, Y12, Y8               \
+	VMULPS Y8, ACC, ACC               \
+	VMASKMOVPS OFF(DX), Y11, Y9       \
+	VMULPS Y9, Y13, Y9                \
+	VADDPS Y9, ACC, ACC               \
+	VMOVUPS ACC, OFF(DX)
+
+// ABETA sets Y11 to all ones when the float32 at MEM is not zero and
+// loads it into Y13.
+#define ABETA(MEM) \
+	VXORPS Y11, Y11, Y11              \
+	VBROADCASTSS MEM, Y13             \
+	VCMPPS $4, Y11, Y13, Y11
+
+// func i8GemvAVX2(pairs, quads int, q *uint8, s float32, p *uint8, c *float32, beta float32)
+//
+// One row of A times pairs pairs of panels, into c[0, 32·pairs): both
+// panels' halves (Y0..Y3) share each quad of A.
+TEXT ·i8GemvAVX2(SB), NOSPLIT, $0-52
+	AVX2CONST
+	MOVQ pairs+0(FP), CX
+	MOVQ quads+8(FP), R8
+	MOVQ q+16(FP), SI
+	MOVQ p+32(FP), DI
+	MOVQ c+40(FP), DX
+	SHLQ $6, R8                       // R8: a panel's weight bytes
+	LEAQ 128(R8), R12                 // R12: panel stride
+
+ag_pair:
+	TESTQ CX, CX
+	JZ ag_done
+	LEAQ (DI)(R12*1), R9
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	XORQ AX, AX
+	MOVQ SI, R13
+
+ag_quad:
+	AQUAD((R13), Y10, Y11)
+	VMOVDQU (DI)(AX*1), Y4
+	VMOVDQU 32(DI)(AX*1), Y5
+	VMOVDQU (R9)(AX*1), Y6
+	VMOVDQU 32(R9)(AX*1), Y7
+	DOT(Y4, Y10, Y11, Y12, Y0)
+	DOT(Y5, Y10, Y11, Y13, Y1)
+	DOT(Y6, Y10, Y11, Y12, Y2)
+	DOT(Y7, Y10, Y11, Y13, Y3)
+	ADDQ $4, R13
+	ADDQ $64, AX
+	CMPQ AX, R8
+	JLT ag_quad
+
+	ABETA(beta+48(FP))
+	VBROADCASTSS s+24(FP), Y12
+	AEPI(Y0, 64(DI)(R8*1), 0)
+	AEPI(Y1, 96(DI)(R8*1), 32)
+	AEPI(Y2, 64(R9)(R8*1), 64)
+	AEPI(Y3, 96(R9)(R8*1), 96)
+	SUBQ $-128, DX
+	LEAQ (R9)(R12*1), DI
+	DECQ CX
+	JMP ag_pair
+
+ag_done:
+	VZEROUPPER
+	RET
+
+// func i8TileAVX2(rows, quads int, q *uint8, ldq int, s *float32, p *uint8, c *float32, ldc int, beta float32)
+//
+// rows (1..4) rows of A times one panel, into C (ldc floats apart): row
+// r's halves in Y(2r), Y(2r+1). Rows past rows read the last real one
+// and are not stored.
+TEXT ·i8TileAVX2(SB), NOSPLIT, $0-68
+	AVX2CONST
+	MOVQ quads+8(FP), R8
+	SHLQ $6, R8                       // R8: the panel's weight bytes
+	MOVQ p+40(FP), DI
+
+	MOVQ rows+0(FP), AX
+	MOVQ ldq+24(FP), DX
+	MOVQ q+16(FP), SI
+	MOVQ SI, BX
+	CMPQ AX, $2
+	JLT 2(PC)
+	ADDQ DX, BX
+	MOVQ BX, CX
+	CMPQ AX, $3
+	JLT 2(PC)
+	ADDQ DX, CX
+	MOVQ CX, R13
+	CMPQ AX, $4
+	JLT 2(PC)
+	ADDQ DX, R13
+
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	XORQ AX, AX
+	XORQ DX, DX
+
+at_loop:
+	VMOVDQU (DI)(AX*1), Y8
+	VMOVDQU 32(DI)(AX*1), Y9
+	AQUAD((SI)(DX*1), Y10, Y11)
+	DOT(Y8, Y10, Y11, Y12, Y0)
+	DOT(Y9, Y10, Y11, Y13, Y1)
+	AQUAD((BX)(DX*1), Y10, Y11)
+	DOT(Y8, Y10, Y11, Y12, Y2)
+	DOT(Y9, Y10, Y11, Y13, Y3)
+	AQUAD((CX)(DX*1), Y10, Y11)
+	DOT(Y8, Y10, Y11, Y12, Y4)
+	DOT(Y9, Y10, Y11, Y13, Y5)
+	AQUAD((R13)(DX*1), Y10, Y11)
+	DOT(Y8, Y10, Y11, Y12, Y6)
+	DOT(Y9, Y10, Y11, Y13, Y7)
+	ADDQ $64, AX
+	ADDQ $4, DX
+	CMPQ AX, R8
+	JLT at_loop
+
+	ABETA(beta+64(FP))
+	MOVQ s+32(FP), SI
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), BX
+	SHLQ $2, BX
+	MOVQ rows+0(FP), CX
+
+	VBROADCASTSS 0(SI), Y12
+	AEPI(Y0, 64(DI)(R8*1), 0)
+	AEPI(Y1, 96(DI)(R8*1), 32)
+	CMPQ CX, $2
+	JLT at_done
+	ADDQ BX, DX
+	VBROADCASTSS 4(SI), Y12
+	AEPI(Y2, 64(DI)(R8*1), 0)
+	AEPI(Y3, 96(DI)(R8*1), 32)
+	CMPQ CX, $3
+	JLT at_done
+	ADDQ BX, DX
+	VBROADCASTSS 8(SI), Y12
+	AEPI(Y4, 64(DI)(R8*1), 0)
+	AEPI(Y5, 96(DI)(R8*1), 32)
+	CMPQ CX, $4
+	JLT at_done
+	ADDQ BX, DX
+	VBROADCASTSS 12(SI), Y12
+	AEPI(Y6, 64(DI)(R8*1), 0)
+	AEPI(Y7, 96(DI)(R8*1), 32)
+at_done:
+	VZEROUPPER
+	RET
+
+// func absMaxAVX2(n int, x *float32) float32
+//
+// max |x[i]| over n (a multiple of 32) values.
+TEXT ·absMaxAVX2(SB), NOSPLIT, $0-20
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVL $0x7fffffff, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+am_loop:
+	VANDPS (SI), Y15, Y4
+	VANDPS 32(SI), Y15, Y5
+	VANDPS 64(SI), Y15, Y6
+	VANDPS 96(SI), Y15, Y7
+	VMAXPS Y4, Y0, Y0
+	VMAXPS Y5, Y1, Y1
+	VMAXPS Y6, Y2, Y2
+	VMAXPS Y7, Y3, Y3
+	SUBQ $-128, SI
+	SUBQ $32, CX
+	JNZ am_loop
+	VMAXPS Y1, Y0, Y0
+	VMAXPS Y3, Y2, Y2
+	VMAXPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4E, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xB1, X0, X1
+	VMAXPS X1, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+16(FP)
+	RET
+
+// func quantizeAVX2(n int, x *float32, inv float32, q *uint8)
+//
+// q[i] = 128 + clamp(roundEven(x[i]·inv), -127, 127) for n (a multiple
+// of 32) values: VCVTPS2DQ rounds to nearest even, the packs saturate
+// and keep the values in order after VPERMD, VPMAXSB clamps -128 up.
+TEXT ·quantizeAVX2(SB), NOSPLIT, $0-32
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	VBROADCASTSS inv+16(FP), Y15
+	MOVQ q+24(FP), DI
+	MOVL $0x81818181, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14             // -127 in every byte
+	MOVL $0x80808080, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	// VPERMD order: dwords 0,4,1,5,2,6,3,7
+	MOVQ $0x0000000400000000, AX
+	VMOVQ AX, X12
+	MOVQ $0x0000000500000001, AX
+	VMOVQ AX, X11
+	VPUNPCKLQDQ X11, X12, X12
+	MOVQ $0x0000000600000002, AX
+	VMOVQ AX, X11
+	MOVQ $0x0000000700000003, AX
+	VMOVQ AX, X10
+	VPUNPCKLQDQ X10, X11, X11
+	VINSERTI128 $1, X11, Y12, Y12
+qz_loop:
+	VMULPS (SI), Y15, Y0
+	VMULPS 32(SI), Y15, Y1
+	VMULPS 64(SI), Y15, Y2
+	VMULPS 96(SI), Y15, Y3
+	VCVTPS2DQ Y0, Y0
+	VCVTPS2DQ Y1, Y1
+	VCVTPS2DQ Y2, Y2
+	VCVTPS2DQ Y3, Y3
+	VPACKSSDW Y1, Y0, Y0
+	VPACKSSDW Y3, Y2, Y2
+	VPACKSSWB Y2, Y0, Y0
+	VPERMD Y0, Y12, Y0
+	VPMAXSB Y14, Y0, Y0
+	VPXOR Y13, Y0, Y0
+	VMOVDQU Y0, (DI)
+	SUBQ $-128, SI
+	ADDQ $32, DI
+	SUBQ $32, CX
+	JNZ qz_loop
+	VZEROUPPER
+	RET
