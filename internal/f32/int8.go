@@ -218,8 +218,8 @@ func GemmNTI8(m, n, k int, q []uint8, ldq int, s []float32, p []uint8, beta floa
 //	    acc := Σ_{c < kq} (int32(q[i*ldq+c]) - 128) · W8[j][c]
 //	    c[i*ldc+j] = float32(acc)·float32(s[i]·sw[j]) + float32(beta·c[i*ldc+j])
 //
-// with beta·c taken as +0 (c not read) when beta == 0, over a packed W of rows kq (a multiple
-// of 4) bytes long.
+// with beta·c taken as +0 (c not read) when beta == 0, over a packed W
+// of rows kq (a multiple of 4) bytes long.
 func gemmI8Go(m, n, kq int, q []uint8, ldq int, s []float32, p []uint8, beta float32, c []float32, ldc int) {
 	pb := I8Panel*kq + i8MetaSize
 	for j := 0; j < n; j++ {

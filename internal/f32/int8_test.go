@@ -312,7 +312,9 @@ func TestGemmNTI8Panics(t *testing.T) {
 	for name, f := range map[string]func(){
 		"ldq":   func() { GemmNTI8(1, 16, 8, q, 4, s, p, 0, c, 16) },
 		"short": func() { GemmNTI8(1, 17, 8, q, 8, s, p, 0, make([]float32, 17), 17) },
-		"k":     func() { QuantizeI8(1, MaxI8K+1, make([]float32, MaxI8K+1), MaxI8K+1, make([]uint8, MaxI8K+4), MaxI8K+4, s) },
+		"k": func() {
+			QuantizeI8(1, MaxI8K+1, make([]float32, MaxI8K+1), MaxI8K+1, make([]uint8, MaxI8K+4), MaxI8K+4, s)
+		},
 	} {
 		func() {
 			defer func() {
