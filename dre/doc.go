@@ -52,9 +52,9 @@
 // where out is the layer's projection size if any, else its hidden size
 // (the layers of a mixed stack differ). Token ids are not counted. A
 // Partitioned program may store the recurrent weights (W_ih, W_hh, W_hr)
-// as bf16: WorkingSetOfPrecision counts those at 2 bytes (biases,
-// embedding and head stay 4), and WorkingSetOfProgram uses the program's
-// precision.
+// as bf16 or int8: WorkingSetOfPrecision counts those at 2 bytes, or at 1
+// byte plus 8 bytes a row for int8's scale and sum (biases, embedding and
+// head stay 4), and WorkingSetOfProgram uses the program's precision.
 //
 // # One entry
 //

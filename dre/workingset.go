@@ -24,7 +24,9 @@ func WorkingSetOf(net *rnn.Network, T, B int) WorkingSet {
 // WorkingSetOfPrecision is WorkingSetOf for a network whose recurrent
 // weights (W_ih, W_hh and W_hr of every layer and direction) are stored
 // at precision prec, as a Partitioned program stores them: 2 bytes each
-// for schedule.BF16. Biases, embedding and head stay 4 bytes.
+// for schedule.BF16; for schedule.Int8 1 byte each (rows rounded up to
+// four bytes) plus 8 bytes a row for its scale and sum (int8Bytes).
+// Biases, embedding and head stay 4 bytes.
 func WorkingSetOfPrecision(net *rnn.Network, T, B int, prec schedule.Precision) WorkingSet {
 	tb := int64(T) * int64(B)
 	emb := 4 * int64(net.Vocab) * int64(net.Input)
@@ -38,8 +40,11 @@ func WorkingSetOfPrecision(net *rnn.Network, T, B int, prec schedule.Precision) 
 		values += tb*d*int64(l.Out()) + d*int64(B)*state
 	}
 	weights := net.WeightBytes() - emb
-	if prec == schedule.BF16 {
+	switch prec {
+	case schedule.BF16:
 		weights -= 2 * recurrentElems(net)
+	case schedule.Int8:
+		weights += int8Bytes(net) - 4*recurrentElems(net)
 	}
 	ws := WorkingSet{
 		Weights:      weights,
@@ -48,6 +53,21 @@ func WorkingSetOfPrecision(net *rnn.Network, T, B int, prec schedule.Precision) 
 	}
 	ws.Total = ws.Weights + ws.Embedding + ws.Intermediate
 	return ws
+}
+
+// int8Bytes is what an int8 program's products read of every layer's
+// W_ih, W_hh and W_hr: each row's values rounded up to a multiple of four
+// bytes, plus its scale and the sum the VNNI kernel subtracts (8 bytes).
+func int8Bytes(net *rnn.Network) int64 {
+	var b int64
+	row := func(cols int) int64 { return int64(rnn.I8Stride(cols) + 8) }
+	for _, dirs := range net.Layers {
+		for _, l := range dirs {
+			rows := int64(l.Rows())
+			b += rows*row(l.Input) + rows*row(l.Out()) + int64(l.Proj)*row(l.Hidden)
+		}
+	}
+	return b
 }
 
 // recurrentElems counts the elements of every layer's W_ih, W_hh and W_hr.

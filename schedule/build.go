@@ -44,6 +44,17 @@ func (r *recorder) buffer(name string, kind BufferKind, elems int) *Buffer {
 	return buf
 }
 
+// bytes adds a buffer of bytes (ElemSize 1), allocated unless the plan is
+// dry.
+func (r *recorder) bytes(name string, kind BufferKind, elems int) *Buffer {
+	buf := &Buffer{Name: name, Kind: kind, Elems: elems, ElemSize: 1}
+	if !r.plan.dry {
+		buf.U8 = make([]uint8, elems)
+	}
+	r.plan.Buffers = append(r.plan.Buffers, buf)
+	return buf
+}
+
 // input adds a float32 buffer that wraps a caller's slice.
 func (r *recorder) input(name string, data []float32, elems int) *Buffer {
 	buf := &Buffer{Name: name, Kind: KindInput, Elems: elems, ElemSize: 4, F32: data}

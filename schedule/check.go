@@ -80,6 +80,8 @@ func bytesOf(b *Buffer) []byte {
 		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b.F32))), 4*len(b.F32))
 	case b.U16 != nil:
 		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b.U16))), 2*len(b.U16))
+	case b.U8 != nil:
+		return b.U8
 	case b.I64 != nil:
 		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b.I64))), 8*len(b.I64))
 	}
@@ -193,8 +195,11 @@ func checkStep(s *Step, index int, bufs []*Buffer) (err error) {
 }
 
 // poison overwrites every element of st not declared read: float32 and
-// bf16 elements with values in [-2, 2) from rng, ids with pass (valid ids
-// that differ between the passes).
+// bf16 elements with values in [-2, 2) from rng, bytes with values in
+// [0x30, 0x38) in the first pass and [0x38, 0x40) in the second (always
+// different, nonzero as int8 weights, and finite as the high byte of a
+// float32 scale, so that results never saturate to the same infinity in
+// both passes), ids with pass (valid ids that differ between the passes).
 func poison(st *bufState, pass int, rng *rand.Rand) {
 	b := st.buf
 	for e, r := range st.reads {
@@ -206,6 +211,8 @@ func poison(st *bufState, pass int, rng *rand.Rand) {
 			b.F32[e] = float32(4*rng.Float64() - 2)
 		case b.U16 != nil:
 			b.U16[e] = uint16(math.Float32bits(float32(4*rng.Float64()-2)) >> 16)
+		case b.U8 != nil:
+			b.U8[e] = 0x30 + 8*uint8(pass) + uint8(rng.IntN(8))
 		case b.I64 != nil:
 			b.I64[e] = int64(pass)
 		}

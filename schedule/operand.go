@@ -51,6 +51,9 @@ func (m *Mat) F32() []float32 { return window(m.Buf.F32, m) }
 // U16 is F32 for a buffer of bf16 weights.
 func (m *Mat) U16() []uint16 { return window(m.Buf.U16, m) }
 
+// U8 is F32 for a buffer of bytes (int8 weights or quantized rows).
+func (m *Mat) U8() []uint8 { return window(m.Buf.U8, m) }
+
 // I64 is F32 for a buffer of int64 ids.
 func (m *Mat) I64() []int64 { return window(m.Buf.I64, m) }
 

@@ -109,7 +109,8 @@ type partLayer struct {
 // partSlice is one worker's share of one layer and direction: the rows of
 // each weight matrix for its units, gate-major (row g*nu+j is the source's
 // row g*H+u0+j). With BF16 precision the weight buffers have 2-byte
-// elements and their data in U16.
+// elements and their data in U16; with Int8, 1-byte elements in U8, each
+// matrix packed by rnn.PackI8.
 type partSlice struct {
 	wih, whh, whr *Buffer
 	bias          *Buffer // LSTM: b_ih + b_hh
@@ -162,8 +163,12 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 		return nil, fmt.Errorf("%w: %d workers but the pool has %d", ErrPool, n, opt.Pool.Workers())
 	case opt.Pool == nil && n > 1 && !dry:
 		return nil, fmt.Errorf("%w: %d workers need a Pool of %d (PartitionOptions.Pool)", ErrPool, n, n)
-	case opt.Precision != F32 && opt.Precision != BF16:
+	case opt.Precision != F32 && opt.Precision != BF16 && opt.Precision != Int8:
 		return nil, fmt.Errorf("%w %v", ErrUnknownPrecision, opt.Precision)
+	case opt.Precision == Int8:
+		if err := i8Fits(net); err != nil {
+			return nil, err
+		}
 	}
 	p := &Program{Net: net, Schedule: Partitioned, dry: dry}
 	l2 := opt.PrivateCacheBytes
@@ -176,7 +181,8 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 	if net.Vocab > 0 {
 		p.emb = p.weight("embedding", net.Vocab*net.Input, net.Embedding)
 	}
-	es := opt.Precision.elemSize()
+	prec := opt.Precision
+	es := prec.elemSize()
 	for k, dirs := range net.Layers {
 		var pls []partLayer
 		for d, l := range dirs {
@@ -192,9 +198,9 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 				name += fmt.Sprintf(".w%d", w)
 				rows := l.Cell.Gates() * pl.units[w].n()
 				s := &pl.w[w]
-				s.wih = p.addWeight(name+".weight_ih", rows*l.Input, es)
+				s.wih = p.addWeight(name+".weight_ih", prec.weightElems(rows, l.Input), es)
 				s.wih.Packed = opt.Precision == F32 && packs(rows, l.Input, opt.PackBytes, packIH)
-				s.whh = p.addWeight(name+".weight_hh", rows*l.Out(), es)
+				s.whh = p.addWeight(name+".weight_hh", prec.weightElems(rows, l.Out()), es)
 				s.whh.Packed = opt.Precision == F32 && packs(rows, l.Out(), opt.PackBytes, packHH)
 				if l.Cell == rnn.LSTM {
 					s.bias = p.addWeight(name+".bias", rows, 4)
@@ -203,7 +209,7 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 					s.bhh = p.addWeight(name+".bias_hh", rows, 4)
 				}
 				if l.Proj > 0 {
-					s.whr = p.addWeight(name+".weight_hr", pl.prow[w].n()*l.Hidden, es)
+					s.whr = p.addWeight(name+".weight_hr", prec.weightElems(pl.prow[w].n(), l.Hidden), es)
 				}
 			}
 			pls = append(pls, pl)
@@ -285,9 +291,12 @@ func (pp *partProgram) fill(w int) {
 				return dst
 			}
 			// set stores a slice of rows of cols floats as b keeps it:
-			// bf16, packed (rnn.PackT) or as it is.
+			// bf16, int8 (rnn.PackI8), packed (rnn.PackT) or as it is.
 			set := func(b *Buffer, v []float32, cols int) {
 				switch {
+				case pp.prec == Int8:
+					b.U8 = rnn.NewPackedI8(len(v)/cols, cols)
+					rnn.PackI8(b.U8, len(v)/cols, cols, v, cols)
 				case pp.prec == BF16:
 					b.U16 = make([]uint16, len(v))
 					rnn.ToBF16(b.U16, v)
@@ -325,7 +334,21 @@ type pbuilder struct {
 
 	h0, c0, hn, cn *Buffer
 	xp, c, yh      []*Buffer // per worker, sized for the widest layer
+	q, qs          []*Buffer // per worker, int8 only: quantized rows and their scales
 	hfull, zero    *Buffer
+}
+
+// product is c = a·wᵀ + beta·c on worker wk: gemmOp over float32 or bf16
+// W (readOnce with once), gemmI8Op over int8 W.
+func (b *pbuilder) product(wk int, c, a, w Mat, beta float32, once bool) op {
+	if w.Buf.ElemSize == 1 {
+		return newGemmI8(c, a, w, b.q[wk], b.qs[wk], beta)
+	}
+	o := newGemmNT(c, a, w, beta)
+	if once {
+		o = readOnce(o)
+	}
+	return o
 }
 
 // on sets the worker of the steps that follow.
@@ -366,6 +389,19 @@ func (pp *partProgram) plan(prog *Program, in *Input, opt PlanOptions) *Plan {
 		}
 		if w.gru {
 			b.yh[wk] = b.buffer(fmt.Sprintf("yh.w%d", wk), KindActivation, B*rows)
+		}
+	}
+	if pp.prec == Int8 {
+		b.q, b.qs = make([]*Buffer, N), make([]*Buffer, N)
+		var cols []int
+		for _, dirs := range n.Layers {
+			l := dirs[0]
+			cols = append(cols, l.Input, l.Out(), l.Hidden)
+		}
+		qn, sn := i8ScratchSize(T*B, cols...)
+		for wk := 0; wk < N; wk++ {
+			b.q[wk] = b.bytes(fmt.Sprintf("q.w%d", wk), KindActivation, qn)
+			b.qs[wk] = b.buffer(fmt.Sprintf("qs.w%d", wk), KindActivation, sn)
 		}
 	}
 	if w.proj {
@@ -435,7 +471,7 @@ func (b *pbuilder) layer(k, d int, x, out *Buffer) {
 		}
 		s, rows := &pl.w[w], G*u.n()
 		b.on(w)
-		b.add(readOnce(newGemmNT(Dense(b.xp[w], 0, T*B, rows), Dense(x, 0, T*B, I), Dense(s.wih, 0, rows, I), 0)))
+		b.add(b.product(w, Dense(b.xp[w], 0, T*B, rows), Dense(x, 0, T*B, I), Dense(s.wih, 0, rows, I), 0, true))
 		if l.Cell == rnn.LSTM {
 			c := Dense(b.c[w], 0, B, u.n())
 			if b.c0 != nil {
@@ -562,10 +598,10 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 			}
 			// The recurrent product of the rows with a previous state.
 			if hp.first > 0 {
-				b.add(newGemmNT(xp.RowRange(0, hp.first), hp.carried, whh, 1))
+				b.add(b.product(w, xp.RowRange(0, hp.first), hp.carried, whh, 1, false))
 			}
 			if hp.start.Buf != nil {
-				b.add(newGemmNT(xp.RowRange(hp.first, rows), hp.start, whh, 1))
+				b.add(b.product(w, xp.RowRange(hp.first, rows), hp.start, whh, 1, false))
 			}
 			b.add(newLSTM(xp, Whole(s.bias), c, hdst))
 			b.lstmFinal(hp, cn, hn, c, hdst, u, k, d, t, proj)
@@ -574,11 +610,11 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 		yh := Dense(b.yh[w], 0, rows, G)
 		bih, bhh := Whole(s.bih), Whole(s.bhh)
 		product := func(r, h Mat) {
-			o := newGemmNT(r, h, whh, 0)
 			if alt && rows == 1 {
-				o = reversed(o)
+				b.add(reversed(newGemmNT(r, h, whh, 0)))
+				return
 			}
-			b.add(o)
+			b.add(b.product(w, r, h, whh, 0, false))
 		}
 		if hp.first > 0 {
 			product(yh.RowRange(0, hp.first), hp.carried)
@@ -619,7 +655,7 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 		}
 		b.on(w)
 		hdst := hout.ColRange(r.lo, r.hi)
-		b.add(newGemmNT(hdst, hfull, Dense(pl.w[w].whr, 0, r.n(), H), 0))
+		b.add(b.product(w, hdst, hfull, Dense(pl.w[w].whr, 0, r.n(), H), 0, false))
 		if hp.done < rows {
 			b.pos(k, d, -1)
 			b.add(newCopy(hn.RowRange(hp.done, rows).ColRange(r.lo, r.hi), hdst.RowRange(hp.done, rows)))

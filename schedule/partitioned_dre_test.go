@@ -13,7 +13,9 @@ import (
 // model: they must be accepted as they are, and the model must see what
 // the schedule is for. In a cache that holds one layer's W_hh but not the
 // model, the recurrent weights are read from DRAM once per layer, not per
-// step; and bf16 storage halves the weight bytes the plan owns and moves.
+// step; and bf16 storage halves the weight bytes the plan owns and moves,
+// int8 storage quarters them (plus a scale and a sum, 8 bytes, a row)
+// and then fits the cache.
 func TestPartitionedTraffic(t *testing.T) {
 	net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 128, Hidden: 128, Layers: 4}, true)
 	if err != nil {
@@ -22,7 +24,7 @@ func TestPartitionedTraffic(t *testing.T) {
 	const T = 20
 	opt := dre.Options{Cache: cachesim.Config{Size: 1 << 20}, Runs: 3}
 	reports := map[schedule.Precision]*dre.Report{}
-	for _, prec := range []schedule.Precision{schedule.F32, schedule.BF16} {
+	for _, prec := range []schedule.Precision{schedule.F32, schedule.BF16, schedule.Int8} {
 		prog, err := schedule.NewPartitioned(net, schedule.PartitionOptions{Workers: 2, Precision: prec})
 		if err != nil {
 			t.Fatal(err)
@@ -57,5 +59,20 @@ func TestPartitionedTraffic(t *testing.T) {
 	}
 	if ratio := bf16.AvgReadBytes / f32.AvgReadBytes; ratio > 0.6 {
 		t.Errorf("bf16 reads %.2f of float32's, want about half", ratio)
+	}
+	i8 := reports[schedule.Int8]
+	t.Logf("int8: DRAM reads %.0f bytes, plan weights %d bytes, working set weights %d bytes", i8.AvgReadBytes, i8.PlanBytes.Weights, i8.WorkingSet.Weights)
+	// 4 layers × 2 matrices × 512 rows × (128 + 8) bytes, plus the biases.
+	rows := int64(4 * 2 * 4 * 128 * (128 + 8))
+	if i8.PlanBytes.Weights < rows || i8.PlanBytes.Weights > rows+rows/25 {
+		t.Errorf("int8 plan weights %d bytes, want about %d", i8.PlanBytes.Weights, rows)
+	}
+	if i8.WorkingSet.Weights < rows || i8.WorkingSet.Weights > rows+rows/25 {
+		t.Errorf("int8 working set weights %d bytes, want about %d", i8.WorkingSet.Weights, rows)
+	}
+	// The int8 model (about 560 KB) fits the 1 MiB cache: once it is in,
+	// the warm runs read little of it.
+	if ratio := i8.AvgReadBytes / f32.AvgReadBytes; ratio > 0.3 {
+		t.Errorf("int8 reads %.2f of float32's, want under a quarter", ratio)
 	}
 }

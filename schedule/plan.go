@@ -31,16 +31,19 @@ func (k BufferKind) String() string {
 }
 
 // Buffer is a named, contiguous piece of the model's memory. Its data is
-// float32 (F32), bf16 weights (U16, ElemSize 2) or, for token ids, int64
-// (I64). In a dry plan the data is nil and only the size is known (token
-// ids excepted: they decide which embedding rows are read).
+// float32 (F32), bf16 weights (U16, ElemSize 2), bytes (U8, ElemSize 1:
+// int8 weights in rnn.PackI8's layout, or rows quantized by
+// rnn.QuantizeI8) or, for token ids, int64 (I64). In a dry plan the data
+// is nil and only the size is known (token ids excepted: they decide
+// which embedding rows are read).
 type Buffer struct {
 	Name     string
 	Kind     BufferKind
 	Elems    int // number of elements
-	ElemSize int // bytes per element: 4 (float32), 2 (bf16) or 8 (int64)
+	ElemSize int // bytes per element: 4 (float32), 2 (bf16), 1 (int8) or 8 (int64)
 	F32      []float32
 	U16      []uint16
+	U8       []uint8
 	I64      []int64
 	// Packed says F32 holds a matrix in rnn.PackT's panel order: the
 	// same bytes as the row-major matrix (a Dense Mat over the whole

@@ -3,11 +3,13 @@ package schedule
 import (
 	"errors"
 	"fmt"
+
+	"rnnserve/rnn"
 )
 
-// Precision is how a Partitioned program stores its recurrent weights
-// (W_ih, W_hh and W_hr). Arithmetic is float32 either way; embedding, head
-// and biases stay float32.
+// Precision is how a Partitioned program (or a Stepper) stores its
+// recurrent weights (W_ih, W_hh and W_hr). Embedding, head and biases stay
+// float32, and so does everything between the products.
 type Precision uint8
 
 const (
@@ -18,21 +20,33 @@ const (
 	// 2^-9. The plan's weight buffers have 2-byte elements, so the traffic
 	// analysis counts the smaller bytes.
 	BF16
+	// Int8 stores every row of a weight matrix as int8 with a float32
+	// scale (symmetric, per output row), a quarter of float32's bytes plus
+	// 8 bytes a row, and each product quantizes its input rows to int8 as
+	// it runs (per row, symmetric: dynamic quantization), sums exactly in
+	// int32 and scales back (rnn.MatMulTI8). The plan's weight buffers
+	// have 1-byte elements in rnn.PackI8's layout, scales included, so the
+	// traffic analysis counts those bytes. Opt-in: it trades accuracy for
+	// speed (docs/models.md, "Precision", has the measured error).
+	Int8
 )
 
-// ErrUnknownPrecision is returned for a precision name other than "f32" or "bf16".
+// ErrUnknownPrecision is returned for a precision name other than "f32",
+// "bf16" or "int8".
 var ErrUnknownPrecision = errors.New("schedule: unknown weight precision")
 
 // ParsePrecision returns the precision named s: "f32" (or "float32", or
-// "") or "bf16" (or "bfloat16").
+// ""), "bf16" (or "bfloat16") or "int8".
 func ParsePrecision(s string) (Precision, error) {
 	switch s {
 	case "", "f32", "float32":
 		return F32, nil
 	case "bf16", "bfloat16":
 		return BF16, nil
+	case "int8":
+		return Int8, nil
 	}
-	return 0, fmt.Errorf("%w %q (want f32 or bf16)", ErrUnknownPrecision, s)
+	return 0, fmt.Errorf("%w %q (want f32, bf16 or int8)", ErrUnknownPrecision, s)
 }
 
 func (p Precision) String() string {
@@ -41,14 +55,27 @@ func (p Precision) String() string {
 		return "f32"
 	case BF16:
 		return "bf16"
+	case Int8:
+		return "int8"
 	}
 	return fmt.Sprintf("Precision(%d)", uint8(p))
 }
 
-// elemSize is the bytes of one stored weight.
+// elemSize is the bytes of one element of a stored weight buffer.
 func (p Precision) elemSize() int {
-	if p == BF16 {
+	switch p {
+	case BF16:
 		return 2
+	case Int8:
+		return 1
 	}
 	return 4
+}
+
+// weightElems is the elements of a stored rows×cols weight matrix.
+func (p Precision) weightElems(rows, cols int) int {
+	if p == Int8 {
+		return rnn.PackedI8Bytes(rows, cols)
+	}
+	return rows * cols
 }

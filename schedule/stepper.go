@@ -21,10 +21,16 @@ import (
 // A Stepper's steps are schedule Steps over its own buffers: LastStep
 // returns the steps of the most recent Step for the traffic analysis.
 //
+// With Int8 precision (NewStepperPrecision) the recurrent weights (W_ih,
+// W_hh, W_hr) are packed int8 copies and every product quantizes its rows
+// as it runs; each row is quantized on its own, so a sequence's results
+// do not depend on the others in the batch.
+//
 // A Stepper is not safe for concurrent use: one goroutine owns it.
 type Stepper struct {
 	net  *rnn.Network
 	max  int
+	prec Precision
 	seqs []*Sequence // active, seqs[i].slot == i
 
 	bias    []*Buffer // per layer: b_ih + b_hh (LSTM; nil for a GRU layer)
@@ -32,6 +38,7 @@ type Stepper struct {
 	y, yh   *Buffer   // [max][Rows]
 	hfull   *Buffer   // [max][Hidden], projection only
 	head    *Buffer   // [max][HeadOut]
+	q, qs   *Buffer   // Int8: [max] quantized rows of the widest layer, their scales
 	weights map[*[]float32]*Buffer
 
 	steps   []Step
@@ -82,8 +89,23 @@ func (q *Sequence) Pending() bool { return q.t < q.known }
 // ErrStepper is wrapped by errors from Add and Extend.
 var ErrStepper = errors.New("schedule: stepper")
 
-// NewStepper prepares net for cellular batching of up to maxRows sequences.
+// NewStepper prepares net for cellular batching of up to maxRows
+// sequences, with float32 weights.
 func NewStepper(net *rnn.Network, maxRows int) (*Stepper, error) {
+	return NewStepperPrecision(net, maxRows, F32)
+}
+
+// NewStepperPrecision is NewStepper with the recurrent weights stored at
+// precision prec: F32 (the network's own slices) or Int8 (packed copies).
+func NewStepperPrecision(net *rnn.Network, maxRows int, prec Precision) (*Stepper, error) {
+	if prec != F32 && prec != Int8 {
+		return nil, fmt.Errorf("%w: %w %v (a stepper stores f32 or int8 weights)", ErrStepper, ErrUnknownPrecision, prec)
+	}
+	if prec == Int8 {
+		if err := i8Fits(net); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrStepper, err)
+		}
+	}
 	if !net.Unidirectional() {
 		return nil, fmt.Errorf("%w: a bidirectional network needs its whole input; run it as a Plan", ErrStepper)
 	}
@@ -93,8 +115,17 @@ func NewStepper(net *rnn.Network, maxRows int) (*Stepper, error) {
 	if maxRows < 1 || maxRows > MaxBatch {
 		return nil, fmt.Errorf("%w: max rows %d, want 1..%d", ErrStepper, maxRows, MaxBatch)
 	}
-	s := &Stepper{net: net, max: maxRows, weights: map[*[]float32]*Buffer{}}
+	s := &Stepper{net: net, max: maxRows, prec: prec, weights: map[*[]float32]*Buffer{}}
 	w := stackWidths(net)
+	if prec == Int8 {
+		var cols []int
+		for _, dirs := range net.Layers {
+			cols = append(cols, dirs[0].Input, dirs[0].Out(), dirs[0].Hidden)
+		}
+		qn, sn := i8ScratchSize(maxRows, cols...)
+		s.q = &Buffer{Name: "q", Kind: KindActivation, Elems: qn, ElemSize: 1, U8: make([]uint8, qn)}
+		s.qs = s.state("qs", sn)
+	}
 	for k, dirs := range net.Layers {
 		l := dirs[0]
 		var bias, c *Buffer
@@ -132,6 +163,33 @@ func (s *Stepper) weight(name string, data *[]float32) *Buffer {
 	s.weights[data] = b
 	return b
 }
+
+// matrix wraps one of the network's rows×cols weight matrices in a
+// Buffer, once: the slice itself for float32, a packed copy for int8.
+func (s *Stepper) matrix(name string, data *[]float32, rows, cols int) Mat {
+	if s.prec != Int8 {
+		return Dense(s.weight(name, data), 0, rows, cols)
+	}
+	b, ok := s.weights[data]
+	if !ok {
+		b = &Buffer{Name: name, Kind: KindWeight, Elems: rnn.PackedI8Bytes(rows, cols), ElemSize: 1, U8: rnn.NewPackedI8(rows, cols)}
+		rnn.PackI8(b.U8, rows, cols, *data, cols)
+		s.weights[data] = b
+	}
+	return Dense(b, 0, rows, cols)
+}
+
+// product is c = a·wᵀ + beta·c through the op w's precision needs; q and
+// qs are the scratch of an int8 product.
+func product(c, a, w Mat, q, qs *Buffer, beta float32) op {
+	if w.Buf.ElemSize == 1 {
+		return newGemmI8(c, a, w, q, qs, beta)
+	}
+	return newGemmNT(c, a, w, beta)
+}
+
+// Precision is how the stepper stores its recurrent weights.
+func (s *Stepper) Precision() Precision { return s.prec }
 
 // Active is the number of sequences in the batch.
 func (s *Stepper) Active() int { return len(s.seqs) }
@@ -259,7 +317,13 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 		add(newGather(Dense(x, 0, steps, I), Dense(s.weight("embedding", &n.Embedding), 0, n.Vocab, I), Whole(ids)))
 	}
 	at.Layer = 0
-	add(newGemmNT(Dense(q.xp, q.known*R, steps, R), Dense(x, 0, steps, I), Dense(s.weight("l0.weight_ih", &l0.Wih), 0, R, I), 0))
+	qa, qsa := s.q, s.qs
+	if s.prec == Int8 && steps > s.max {
+		qn := steps * rnn.I8Stride(I)
+		qa = &Buffer{Name: "arrival.q", Kind: KindActivation, Elems: qn, ElemSize: 1, U8: make([]uint8, qn)}
+		qsa = &Buffer{Name: "arrival.qs", Kind: KindActivation, Elems: steps, ElemSize: 4, F32: make([]float32, steps)}
+	}
+	add(product(Dense(q.xp, q.known*R, steps, R), Dense(x, 0, steps, I), s.matrix("l0.weight_ih", &l0.Wih, R, I), qa, qsa, 0))
 	if err := s.runSteps(arrival); err != nil {
 		return err
 	}
@@ -295,7 +359,7 @@ func (s *Stepper) buffers() []*Buffer {
 			bs = append(bs, s.c[k], s.bias[k])
 		}
 	}
-	for _, b := range []*Buffer{s.y, s.yh, s.hfull, s.head} {
+	for _, b := range []*Buffer{s.y, s.yh, s.hfull, s.head, s.q, s.qs} {
 		if b != nil {
 			bs = append(bs, b)
 		}
@@ -388,27 +452,27 @@ func (s *Stepper) buildStep() {
 		O, H, R := l.Out(), l.Hidden, l.Rows()
 		h := Dense(s.h[k], 0, B, O)
 		y := Dense(s.y, 0, B, R)
-		whh := Dense(s.weight(fmt.Sprintf("l%d.weight_hh", k), &l.Whh), 0, R, O)
+		whh := s.matrix(fmt.Sprintf("l%d.weight_hh", k), &l.Whh, R, O)
 		if k > 0 {
 			I := l.Input
 			below := Dense(s.h[k-1], 0, B, I)
-			s.add(k, newGemmNT(y, below, Dense(s.weight(fmt.Sprintf("l%d.weight_ih", k), &l.Wih), 0, R, I), 0))
+			s.add(k, product(y, below, s.matrix(fmt.Sprintf("l%d.weight_ih", k), &l.Wih, R, I), s.q, s.qs, 0))
 		}
 		if l.Cell == rnn.LSTM {
-			s.add(k, newGemmNT(y, h, whh, 1))
+			s.add(k, product(y, h, whh, s.q, s.qs, 1))
 			dst := h
 			if l.Proj > 0 {
 				dst = Dense(s.hfull, 0, B, H)
 			}
 			s.add(k, newLSTM(y, Whole(s.bias[k]), Dense(s.c[k], 0, B, H), dst))
 			if l.Proj > 0 {
-				s.add(k, newGemmNT(h, dst, Dense(s.weight(fmt.Sprintf("l%d.weight_hr", k), &l.Whr), 0, l.Proj, H), 0))
+				s.add(k, product(h, dst, s.matrix(fmt.Sprintf("l%d.weight_hr", k), &l.Whr, l.Proj, H), s.q, s.qs, 0))
 			}
 		} else {
 			yh := Dense(s.yh, 0, B, R)
 			bih := s.weight(fmt.Sprintf("l%d.bias_ih", k), &l.Bih)
 			bhh := s.weight(fmt.Sprintf("l%d.bias_hh", k), &l.Bhh)
-			s.add(k, newGemmNT(yh, h, whh, 0))
+			s.add(k, product(yh, h, whh, s.q, s.qs, 0))
 			s.add(k, newGRU(y, yh, Whole(bih), Whole(bhh), h, h))
 		}
 	}
@@ -451,14 +515,14 @@ func (s *Stepper) outputs(B int) {
 	}})
 }
 
-// TraceStepper runs q alone through a fresh Stepper of net until its input
-// is used up and returns every step that ran, the arrival steps (embedding
-// gather, layer 0's input projections) included, as a walk-only Plan
-// (schedule Cellular): the memory traffic of serving that input through
-// cellular batching, for the traffic analysis. Weights come first in its
-// buffers.
-func TraceStepper(net *rnn.Network, q *Sequence) (*Plan, error) {
-	st, err := NewStepper(net, 1)
+// TraceStepper runs q alone through a fresh Stepper of net (weights at
+// precision prec) until its input is used up and returns every step that
+// ran, the arrival steps (embedding gather, layer 0's input projections)
+// included, as a walk-only Plan (schedule Cellular): the memory traffic
+// of serving that input through cellular batching, for the traffic
+// analysis. Weights come first in its buffers.
+func TraceStepper(net *rnn.Network, q *Sequence, prec Precision) (*Plan, error) {
+	st, err := NewStepperPrecision(net, 1, prec)
 	if err != nil {
 		return nil, err
 	}

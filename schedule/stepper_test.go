@@ -136,7 +136,7 @@ func TestStepperErrors(t *testing.T) {
 func TestTraceStepper(t *testing.T) {
 	net := randomNet(t, rnn.Config{Cell: rnn.LSTM, Input: 3, Hidden: 4, Layers: 2, Vocab: 9, HeadOut: 9}, 1)
 	const T = 6
-	p, err := TraceStepper(net, &Sequence{Tokens: make([]int64, T), Head: HeadAll})
+	p, err := TraceStepper(net, &Sequence{Tokens: make([]int64, T), Head: HeadAll}, F32)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -288,7 +288,7 @@ func cellularTraffic(net *rnn.Network, cacheBytes int64, steps int) (api.Schedul
 	if net.HeadOut > 0 && net.HeadInput == rnn.HeadEveryStep {
 		q.Head = schedule.HeadAll
 	}
-	p, err := schedule.TraceStepper(net, q)
+	p, err := schedule.TraceStepper(net, q, schedule.F32)
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}
