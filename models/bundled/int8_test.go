@@ -25,9 +25,13 @@ func TestByteLMInt8(t *testing.T) {
 	in := schedule.Input{T: len(tokens), B: 1, Tokens: tokens}
 	bpb := map[string]float64{}
 	for name, prog := range map[string]func() (*schedule.Program, error){
-		"f32":  func() (*schedule.Program, error) { return schedule.NewProgram(m.Net, schedule.APlus) },
-		"bf16": func() (*schedule.Program, error) { return schedule.NewPartitioned(m.Net, schedule.PartitionOptions{Precision: schedule.BF16}) },
-		"int8": func() (*schedule.Program, error) { return schedule.NewPartitioned(m.Net, schedule.PartitionOptions{Precision: schedule.Int8}) },
+		"f32": func() (*schedule.Program, error) { return schedule.NewProgram(m.Net, schedule.APlus) },
+		"bf16": func() (*schedule.Program, error) {
+			return schedule.NewPartitioned(m.Net, schedule.PartitionOptions{Precision: schedule.BF16})
+		},
+		"int8": func() (*schedule.Program, error) {
+			return schedule.NewPartitioned(m.Net, schedule.PartitionOptions{Precision: schedule.Int8})
+		},
 	} {
 		p, err := prog()
 		if err != nil {
