@@ -5,13 +5,14 @@ package f32
 import "golang.org/x/sys/cpu"
 
 // i8Path is the int8 product kernel in use, picked from the CPU's
-// features; tests set it to run every path this CPU has (i8Paths).
+// features (AVX-512 VNNI unless the build has the tag noavx512, then
+// AVX2); tests set it to run every path this CPU has (i8Paths).
 var i8Path = bestI8Path()
 
 func bestI8Path() i8Kernel {
 	x := cpu.X86
 	switch {
-	case x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI:
+	case !noAVX512 && x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI:
 		return i8VNNI
 	case x.HasAVX2:
 		return i8AVX2
