@@ -142,7 +142,8 @@ func sequenceSchedules(pool *Pool) []sequenceSchedule {
 		}},
 		// int8 weights and activations: steps of 1/127 of each row's
 		// largest value, compounded likewise (measured: at most 4.4e-3
-		// on these stacks, bf16 1.2e-3).
+		// on these stacks, bf16 1.2e-3). On two workers it gives the
+		// same bits (TestPartitionedInt8Rows).
 		{"P1-int8", 2e-2, func(n *rnn.Network) (*Program, error) {
 			return NewPartitioned(n, PartitionOptions{Workers: 1, Precision: Int8})
 		}},
@@ -154,11 +155,6 @@ func sequenceSchedules(pool *Pool) []sequenceSchedule {
 				return NewPartitioned(n, PartitionOptions{Workers: 2})
 			}
 			return NewPartitioned(n, PartitionOptions{Pool: pool})
-		}}, sequenceSchedule{"P2-int8", 2e-2, func(n *rnn.Network) (*Program, error) {
-			if n.Dry() {
-				return NewPartitioned(n, PartitionOptions{Workers: 2, Precision: Int8})
-			}
-			return NewPartitioned(n, PartitionOptions{Pool: pool, Precision: Int8})
 		}})
 	}
 	return ss

@@ -11,11 +11,12 @@ import (
 
 // BenchmarkTableIP is BenchmarkTableI for the partitioned schedule: every
 // Table I shape at batch 1, on GOMAXPROCS workers (set it with -cpu), with
-// float32 (sched=P) and bf16 (sched=Pbf16) weights, and float32 with no
-// slice packed (sched=Prows: every weight row-major, for comparing with
-// P's packed W_hh and W_ih in one run). Like BenchmarkTableI it
-// reuses its plan from Program.Acquire and reports ns/step and the weight bytes
-// read per step (half for bf16's matrices).
+// float32 (sched=P), bf16 (sched=Pbf16) and int8 (sched=Pint8) weights,
+// and float32 with no slice packed (sched=Prows: every weight row-major,
+// for comparing with P's packed W_hh and W_ih in one run). Like
+// BenchmarkTableI it reuses its plan from Program.Acquire and reports
+// ns/step and the weight bytes read per step (half for bf16's matrices, a
+// quarter and 8 bytes a row for int8's).
 //
 //	go test ./schedule/ -run '^$' -bench 'BenchmarkTableIP/' -benchtime 200ms -cpu 1,2
 //	go test ./schedule/ -run '^$' -bench 'TableIP/cell=lstm/hidden=1024/layers=1/T=100$/sched=(P|Prows)$' -count 5
@@ -39,7 +40,7 @@ func BenchmarkTableIP(b *testing.B) {
 						sched string
 						prec  Precision
 						pack  int
-					}{{"P", F32, 0}, {"Pbf16", BF16, 0}, {"Prows", F32, -1}} {
+					}{{"P", F32, 0}, {"Pbf16", BF16, 0}, {"Pint8", Int8, 0}, {"Prows", F32, -1}} {
 						name := fmt.Sprintf("cell=%v/hidden=%d/layers=%d/T=%d/sched=%s", cell, hidden, layers, T, v.sched)
 						b.Run(name, func(b *testing.B) {
 							if net == nil {

@@ -59,10 +59,20 @@ product) and, when the shapes rerun are no product, as --shapes
 cell/hidden/layers/T,...; go test's -bench pattern then has one
 alternative per model, joined by |.
 
+With --int8 the table is int8's instead: our P with float32, bf16 and
+int8 weights (sched=P, Pbf16, Pint8), PyTorch's int8
+(bench_torch.py --int8: quantize_dynamic) and, with --onnx, ONNX
+Runtime's (bench_onnx.py --int8: DynamicQuantizeLSTM, LSTM shapes only),
+each ratio against our int8 (above 1 ours is faster), and notes on the
+targets: int8 at least 1.8x our float32 P and 1.3x our bf16 P at hidden
+>= 512 and T = 100, and ahead of both peers at every shape they run. The
+rounds rule applies to our three times and the peers' int8 times.
+
 Usage:
     python3 scripts/bench_compare.py --hidden 64,512 --layers 1,2 --lengths 1,100
     python3 scripts/bench_compare.py --onnx --ort-modules /tmp/ort/node_modules --rounds 3 --threads 2
     python3 scripts/bench_compare.py --rounds 2 --agree 5 --max-rounds 8
+    python3 scripts/bench_compare.py --int8 --onnx --ort-modules .scratch/ort/node_modules --hidden 512,1024 --layers 1 --lengths 100
 """
 
 import argparse
@@ -85,13 +95,23 @@ import bench_torch  # noqa: E402  (flag parsing and defaults only; it imports to
 
 SCHEDULES = ("A", "A+", "P", "Pbf16")
 F32_SCHEDULES = ("A", "A+", "P")
+INT8_SCHEDULES = ("P", "Pbf16", "Pint8")
+ALL_SCHEDULES = SCHEDULES + ("Pint8",)
+
+# The int8 targets (issue: int8 weights): against our float32 and bf16 P at
+# hidden >= INT8_MIN_HIDDEN and T = INT8_T, and against the peers' int8
+# everywhere they run.
+INT8_MIN_HIDDEN = 512
+INT8_T = 100
+INT8_OVER_F32 = 1.8
+INT8_OVER_BF16 = 1.3
 
 # One result line of `go test -bench`, e.g.
 # BenchmarkTableI/cell=gru/hidden=64/layers=2/T=10/sched=A+-4   1000   123456 ns/op   12345 ns/step   98304 B/step
 # The -4 is GOMAXPROCS, appended only when it is not 1.
 GO_RESULT = re.compile(
     r"^BenchmarkTableIP?/cell=(?P<cell>[a-z]+)/hidden=(?P<hidden>\d+)/layers=(?P<layers>\d+)"
-    r"/T=(?P<T>\d+)/sched=(?P<sched>A\+?|Pbf16|P)(?:-(?P<procs>\d+))?\s+(?P<iters>\d+)\s+(?P<metrics>.+)$"
+    r"/T=(?P<T>\d+)/sched=(?P<sched>A\+?|Pbf16|Pint8|P)(?:-(?P<procs>\d+))?\s+(?P<iters>\d+)\s+(?P<metrics>.+)$"
 )
 
 
@@ -107,7 +127,7 @@ def go_bench_regex(cells, hidden, layers, lengths, schedules=SCHEDULES):
     tops = []
     if any(s in ("A", "A+") for s in schedules):
         tops.append("BenchmarkTableI")
-    if any(s in ("P", "Pbf16") for s in schedules):
+    if any(s in ("P", "Pbf16", "Pint8") for s in schedules):
         tops.append("BenchmarkTableIP")
     top = "^" + tops[0] + "$" if len(tops) == 1 else "^(" + "|".join(tops) + ")$"
     return "/".join([
@@ -256,14 +276,24 @@ def parse_round(go_text, torch_text, ort_text):
     return parse_go_output(go_text)[0], parse_torch_output(torch_text), parse_ort_output(ort_text)[0]
 
 
-def round_figures(round_, shape, scheds):
+def round_figures(round_, shape, scheds, int8=False):
     """The figures of one round of shape that enter the ratios, {name: ns/step}.
 
     Our best float32 time and our best with bf16 allowed (when Pbf16 ran)
     count only when every schedule the shape has in any round (scheds) is
     in this one, so that a round is never judged on part of the schedules.
+    With int8 (the --int8 table) they are our P times with float32, bf16
+    and int8 weights and the peers' int8 times.
     """
     go, torch, ort = round_
+    if int8:
+        figures = {f"our {label}": go[shape + (s,)]["ns/step"] for s, label in INT8_LABELS.items()
+                   if "ns/step" in go.get(shape + (s,), {})}
+        if shape in torch:
+            figures["PyTorch's int8"] = torch[shape]
+        if shape in ort:
+            figures["ONNX Runtime's int8"] = ort[shape]
+        return figures
     have = {s for s in SCHEDULES if "ns/step" in go.get(shape + (s,), {})}
     figures = {}
     if scheds & set(F32_SCHEDULES) and scheds <= have:
@@ -277,16 +307,16 @@ def round_figures(round_, shape, scheds):
     return figures
 
 
-def shape_rounds(rounds, shape):
+def shape_rounds(rounds, shape, int8=False):
     """(how many of rounds timed shape, {figure: [ns/step per round]})."""
     scheds = {s for go, _, _ in rounds for s in SCHEDULES if shape + (s,) in go}
     count, series = 0, {}
     for round_ in rounds:
         go, torch, ort = round_
-        if not (any(shape + (s,) in go for s in SCHEDULES) or shape in torch or shape in ort):
+        if not (any(shape + (s,) in go for s in ALL_SCHEDULES) or shape in torch or shape in ort):
             continue
         count += 1
-        for name, ns in round_figures(round_, shape, scheds).items():
+        for name, ns in round_figures(round_, shape, scheds, int8).items():
             series.setdefault(name, []).append(ns)
     return count, series
 
@@ -325,7 +355,7 @@ def run_torch(args, shapes):
         return None, f"{python} not found"
     min_time = go_duration_seconds(args.benchtime) or 0.2
     cmd = ([python, str(SCRIPTS / "bench_torch.py")] + shape_flags(shapes)
-           + ["--threads", str(args.threads), "--min-time", str(min_time)])
+           + ["--threads", str(args.threads), "--min-time", str(min_time)] + (["--int8"] if args.int8 else []))
     print("bench_compare: " + " ".join(_quote(c) for c in cmd), file=sys.stderr)
     proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sys.stderr.write(proc.stderr)
@@ -343,7 +373,7 @@ def export_onnx(args):
     """Export the shapes for ONNX Runtime; return None or the reason it failed."""
     cmd = [_python(args), str(SCRIPTS / "bench_onnx.py"), "--out", str(args.onnx_models),
            "--cells", ",".join(args.cells), "--hidden", ",".join(map(str, args.hidden)),
-           "--layers", ",".join(map(str, args.layers))]
+           "--layers", ",".join(map(str, args.layers))] + (["--int8"] if args.int8 else [])
     print("bench_compare: " + " ".join(_quote(c) for c in cmd), file=sys.stderr)
     proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
@@ -360,7 +390,8 @@ def run_ort(args, shapes):
         return None, f"{args.node} not found"
     min_time = go_duration_seconds(args.benchtime) or 0.2
     cmd = ([node, str(SCRIPTS / "ort_bench.js"), "--models", str(args.onnx_models)] + shape_flags(shapes)
-           + ["--threads", str(args.threads), "--min-time", str(min_time)])
+           + ["--threads", str(args.threads), "--min-time", str(min_time)]
+           + (["--precision", "int8"] if args.int8 else []))
     env = dict(os.environ)
     if args.ort_modules:
         env["NODE_PATH"] = str(args.ort_modules)
@@ -435,6 +466,71 @@ def render_table(shapes, go, torch, notes, ort=None, rounds=None):
     return "\n".join(out) + "\n"
 
 
+INT8_LABELS = {"P": "float32 (P)", "Pbf16": "bf16 (P)", "Pint8": "int8"}
+
+
+def render_int8_table(shapes, go, torch, ort, notes, rounds=None):
+    """The --int8 Markdown table for shapes, then notes: our P with float32,
+    bf16 and int8 weights, the peers' int8, and each against our int8."""
+    header = (["cell", "hidden", "layers", "T", "P f32 ns/step", "P bf16 ns/step", "P int8 ns/step",
+               "PyTorch int8 ns/step", "ORT int8 ns/step", "f32/int8", "bf16/int8",
+               "PyTorch int8/int8", "ORT int8/int8", "P int8 B/step"] + (["rounds"] if rounds is not None else []))
+    out = ["| " + " | ".join(header) + " |",
+           "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    for shape in shapes:
+        ns = {s: go.get(shape + (s,), {}).get("ns/step") for s in INT8_SCHEDULES}
+        t = torch.get(shape) if torch is not None else None
+        o = ort.get(shape) if ort is not None else None
+        ours = ns["Pint8"]
+        row = ([shape[0], str(shape[1]), str(shape[2]), str(shape[3])]
+               + [_num(ns[s]) for s in INT8_SCHEDULES] + [_num(t), _num(o)]
+               + [_ratio(ns["P"], ours), _ratio(ns["Pbf16"], ours), _ratio(t, ours), _ratio(o, ours)]
+               + [_num(go.get(shape + ("Pint8",), {}).get("B/step"))]
+               + ([rounds.get(shape, "0")] if rounds is not None else []))
+        out.append("| " + " | ".join(row) + " |")
+    if notes:
+        out.append("")
+        out.extend(notes)
+    return "\n".join(out) + "\n"
+
+
+def ratio_note(label, ratios, target, where=""):
+    """A note on [(ratio, shape)]: median, smallest, and the shapes below target."""
+    if not ratios:
+        return None
+    ratios = sorted(ratios)
+    med = statistics.median(r for r, _ in ratios)
+    misses = [(r, s) for r, s in ratios if r < target]
+    low, shape = ratios[0]
+    return (f"{label}: median {med:.2f}, smallest {low:.2f} ({shape_name(shape)}); {len(misses)} of {len(ratios)} "
+            f"shape(s){where} below {target:g}x"
+            + ("" if not misses else ": " + ", ".join(f"{shape_name(s)} {r:.2f}" for r, s in misses[:20])
+               + (" ..." if len(misses) > 20 else "")) + ".")
+
+
+def int8_summary(shapes, go, torch, ort):
+    """Notes on the int8 targets: our int8 against our float32 and bf16 P at
+    hidden >= INT8_MIN_HIDDEN and T = INT8_T, and each peer's int8 against
+    ours at every shape both ran."""
+    def ours(shape, sched):
+        return go.get(shape + (sched,), {}).get("ns/step")
+
+    target = [s for s in shapes if s[1] >= INT8_MIN_HIDDEN and s[3] == INT8_T and ours(s, "Pint8")]
+    where = f" with hidden >= {INT8_MIN_HIDDEN} and T = {INT8_T}"
+    notes = []
+    for sched, label, goal in (("P", "our float32 P / our int8", INT8_OVER_F32),
+                               ("Pbf16", "our bf16 P / our int8", INT8_OVER_BF16)):
+        notes.append(ratio_note(label, [(ours(s, sched) / ours(s, "Pint8"), s) for s in target if ours(s, sched)],
+                                goal, where))
+    for peer, res in (("PyTorch int8 / our int8", torch), ("ONNX Runtime int8 / our int8", ort)):
+        if res:
+            notes.append(ratio_note(peer, [(res[s] / ours(s, "Pint8"), s) for s in shapes
+                                           if s in res and ours(s, "Pint8")], 1.0))
+    if ort is not None and any(s[0] == "gru" for s in shapes):
+        notes.append("ONNX Runtime has no dynamically quantized GRU operator: its int8 column is n/a for GRU.")
+    return [n for n in notes if n]
+
+
 def summary(shapes, go, torch, target=2.0, peer="PyTorch", min_steps=1):
     """Notes on peer/best over shapes with both results (and T >= min_steps): median, minimum, misses."""
     notes = []
@@ -478,6 +574,9 @@ def parse_args(argv=None):
     bench_rounds.add_arguments(ap, "shape")
     ap.add_argument("--schedules", type=schedule_list, default=list(SCHEDULES),
                     help="Go schedules to run, among " + ",".join(SCHEDULES) + " (default: all)")
+    ap.add_argument("--int8", action="store_true",
+                    help="the int8 table: P with float32, bf16 and int8 weights beside PyTorch's and "
+                         "ONNX Runtime's int8 (ignores --schedules)")
     ap.add_argument("--python", help="interpreter with torch (default: /usr/bin/python3)")
     ap.add_argument("--go-output", type=Path, metavar="FILE", help="parse this go test output instead of running go")
     ap.add_argument("--torch-output", type=Path, metavar="FILE",
@@ -495,14 +594,16 @@ def parse_args(argv=None):
     if args.threads < 1 or args.count < 1 or args.rounds < 1:
         ap.error("--threads, --count and --rounds must be >= 1")
     bench_rounds.check_arguments(ap, args)
+    if args.int8:
+        args.schedules = list(INT8_SCHEDULES)
     return args
 
 
 def schedule_list(text):
     values = [v.strip() for v in text.split(",") if v.strip()]
-    bad = [v for v in values if v not in SCHEDULES]
+    bad = [v for v in values if v not in ALL_SCHEDULES]
     if not values or bad:
-        raise argparse.ArgumentTypeError(f"schedules must be among {','.join(SCHEDULES)}: {text!r}")
+        raise argparse.ArgumentTypeError(f"schedules must be among {','.join(ALL_SCHEDULES)}: {text!r}")
     return values
 
 
@@ -545,14 +646,14 @@ def main(argv=None, out=sys.stdout):
         rounds.append(parse_round(go_text, torch_text or "", ort_text or ""))
 
     def series(shape):
-        return shape_rounds(rounds, shape)[1]
+        return shape_rounds(rounds, shape, args.int8)[1]
 
     if captured:
         # No reruns: one pass, and the rounds are those the outputs hold.
         run_round(shapes, 1)
         rounds = [parse_round(*parts) for parts in zip_longest(
             *(split_rounds("".join(texts[e])) for e in ("go", "torch", "ort")), fillvalue="")]
-        counts = {s: shape_rounds(rounds, s)[0] for s in shapes}
+        counts = {s: shape_rounds(rounds, s, args.int8)[0] for s in shapes}
     else:
         counts = bench_rounds.rerun(shapes, args.rounds, args.max_rounds, args.agree, run_round, series)
     end = bench_rounds.stamp()
@@ -565,20 +666,27 @@ def main(argv=None, out=sys.stdout):
     torch = parse_torch_output("".join(texts["torch"])) if texts["torch"] else None
     if torch is None:
         notes.append(f"PyTorch was unavailable: {reason}; its columns are n/a.")
-    else:
+    elif not args.int8:
         notes.extend(summary(shapes, go, torch))
     ort = None
     if want_ort:
         ort, floor = parse_ort_output("".join(texts["ort"]))
         if not ort:
             notes.append(f"ONNX Runtime was unavailable: {ort_reason or 'no results'}; its columns are n/a.")
-        else:
+        elif not args.int8:
             notes.extend(summary(shapes, go, ort, target=1.25, peer="ONNX Runtime", min_steps=10))
-        if floor is not None:
-            notes.append(f"ONNX Runtime {floor['version']} per-call floor (a session adding 1 to 64 floats, "
-                         f"{floor['threads']} intra-op thread(s)): {floor['ns'] / 1000:.1f} µs.")
+    if args.int8:
+        notes.extend(int8_summary(shapes, go, torch, ort))
+        engines = {json.loads(line).get("engine") for line in "".join(texts["torch"]).splitlines()
+                   if line.startswith("{")}
+        if torch:
+            notes.append("PyTorch int8: quantize_dynamic, int8 weights per output row (symmetric), "
+                         f"quantized engine {', '.join(sorted(e for e in engines if e)) or 'unknown'}.")
+    if want_ort and floor is not None:
+        notes.append(f"ONNX Runtime {floor['version']} per-call floor (a session adding 1 to 64 floats, "
+                     f"{floor['threads']} intra-op thread(s)): {floor['ns'] / 1000:.1f} µs.")
 
-    missing = [s for s in shapes if not any(s + (k,) in go for k in SCHEDULES)]
+    missing = [s for s in shapes if not any(s + (k,) in go for k in ALL_SCHEDULES)]
     if missing:
         notes.append(f"{len(missing)} requested shape(s) had no Go result.")
     figures = dict.fromkeys(name for s in shapes for name in series(s))  # those measured, in order
@@ -593,7 +701,10 @@ def main(argv=None, out=sys.stdout):
     notes.append(f"Threads: {args.threads}; Go -benchtime {args.benchtime}"
                  + (f"; {args.rounds} alternating round(s) of every shape first" if not captured else "")
                  + (f"; {machine}" if machine else "") + ".")
-    out.write(render_table(shapes, go, torch, notes, ort, labels))
+    if args.int8:
+        out.write(render_int8_table(shapes, go, torch, ort, notes, labels))
+    else:
+        out.write(render_table(shapes, go, torch, notes, ort, labels))
     return 0
 
 

@@ -13,13 +13,22 @@ per call over --repeats repeats. One JSON object per shape goes to stdout:
 where ns_per_op is the time of one inference over all T steps and
 ns_per_step = ns_per_op / T. Progress and the BLAS in use go to stderr.
 
+With --int8 the modules are first dynamically quantized
+(torch.ao.quantization.quantize_dynamic: int8 weights, per output row
+and symmetric as rnnserve's, activations quantized per step), and each
+line adds "precision": "int8" and "engine", the quantized engine that
+ran (this torch's default, onednn on Debian's build, which has no
+fbgemm). Before timing, the quantized module's output for a fixed input
+must be within --int8-check of the float module's, or the script stops.
+
 PyTorch must be running on OpenBLAS (Debian's torch reaches it through
 libblas.so.3); the script stops otherwise unless --any-blas is given. The
 thread count applies to torch (torch.set_num_threads) and to OpenBLAS's own
 pthread pool, which torch.set_num_threads does not reach.
 
 Exit status: 0 on success, 2 on bad flags, 3 if torch cannot be imported,
-4 if the BLAS is not OpenBLAS.
+4 if the BLAS is not OpenBLAS, 5 if a quantized module cannot be built or
+disagrees with its float module.
 
 --shapes times a list of shapes (cell/hidden/layers/T) instead of the
 product of --cells, --hidden, --layers and --lengths.
@@ -28,6 +37,7 @@ Usage:
     /usr/bin/python3 scripts/bench_torch.py --hidden 64,512 --layers 1,2 \\
         --cells lstm --lengths 1,100 --threads 1
     /usr/bin/python3 scripts/bench_torch.py --shapes lstm/64/1/10,gru/512/2/1
+    /usr/bin/python3 scripts/bench_torch.py --int8 --cells lstm,gru --hidden 512 --layers 1 --lengths 100
 """
 
 import argparse
@@ -45,6 +55,7 @@ LENGTHS = [1, 10, 50, 100]
 
 EXIT_NO_TORCH = 3
 EXIT_NOT_OPENBLAS = 4
+EXIT_INT8 = 5
 
 
 def int_list(text):
@@ -102,6 +113,10 @@ def parse_args(argv=None):
     ap.add_argument("--repeats", type=int, default=5, help="timed repeats; the median is reported (default: 5)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed calls before timing (default: 2)")
     ap.add_argument("--any-blas", action="store_true", help="run even if the BLAS is not OpenBLAS")
+    ap.add_argument("--int8", action="store_true",
+                    help="time the modules dynamically quantized to int8 (quantize_dynamic)")
+    ap.add_argument("--int8-check", type=float, default=0.05, metavar="TOL",
+                    help="largest |quantized - float| output allowed on the check input (default: %(default)s)")
     args = ap.parse_args(argv)
     if args.threads < 1 or args.repeats < 1 or args.warmup < 0 or args.min_time <= 0:
         ap.error("--threads and --repeats must be >= 1, --warmup >= 0, --min-time > 0")
@@ -156,11 +171,47 @@ def configure_blas(torch, threads):
     return bool(openblas)
 
 
-def time_shape(torch, cell, hidden, layers, steps, args):
-    """Median seconds per inference for one shape."""
+def build(torch, cell, hidden, layers):
+    """The module timed for a shape: seed 0, input_size == hidden_size."""
     torch.manual_seed(0)
     rnn_class = torch.nn.LSTM if cell == "lstm" else torch.nn.GRU
-    model = rnn_class(hidden, hidden, layers, batch_first=False).eval()
+    return rnn_class(hidden, hidden, layers, batch_first=False).eval()
+
+
+def quantized(torch, module, tol):
+    """module dynamically quantized to int8 weights, per output row and
+    symmetric, with its largest output difference from module on a fixed
+    input; raises ValueError past tol or if nothing was quantized."""
+
+    class Holder(torch.nn.Module):  # quantize_dynamic swaps children, not the root
+        def __init__(self, rnn):
+            super().__init__()
+            self.rnn = rnn
+
+        def forward(self, x):
+            return self.rnn(x)
+
+    qa = torch.ao.quantization
+    qconfig = qa.QConfig(activation=qa.default_dynamic_quant_observer,
+                         weight=qa.default_per_channel_weight_observer)
+    q = qa.quantize_dynamic(Holder(module), {type(module): qconfig}, dtype=torch.qint8)
+    if type(q.rnn) is type(module):
+        raise ValueError(f"quantize_dynamic left the {type(module).__name__} in float")
+    gen = torch.Generator().manual_seed(1)
+    x = torch.rand(5, 1, module.input_size, generator=gen) * 2 - 1
+    with torch.no_grad():
+        diff = (q(x)[0] - module(x)[0]).abs().max().item()
+    if not diff <= tol:
+        raise ValueError(f"the quantized module's output differs from the float one's by {diff:.3g} (allowed {tol})")
+    return q, diff
+
+
+def time_shape(torch, cell, hidden, layers, steps, args):
+    """Median seconds per inference for one shape."""
+    model = build(torch, cell, hidden, layers)
+    if args.int8:
+        model, diff = quantized(torch, model, args.int8_check)
+        log(f"{cell}/{hidden}/{layers}: int8 ({torch.backends.quantized.engine}), output within {diff:.3g} of float")
     x = torch.randn(steps, 1, hidden)
 
     def run(calls):
@@ -199,14 +250,21 @@ def main(argv=None):
         return EXIT_NOT_OPENBLAS
 
     for cell, hidden, layers, steps in shapes(args):
-        seconds = time_shape(torch, cell, hidden, layers, steps, args)
+        try:
+            seconds = time_shape(torch, cell, hidden, layers, steps, args)
+        except (ValueError, RuntimeError) as err:
+            log(f"{cell}/{hidden}/{layers}: int8: {err}")
+            return EXIT_INT8
         ns_per_op = seconds * 1e9
-        print(json.dumps({
+        rec = {
             "cell": cell, "hidden": hidden, "layers": layers, "T": steps,
             "threads": args.threads,
             "ns_per_step": round(ns_per_op / steps, 1),
             "ns_per_op": round(ns_per_op, 1),
-        }), flush=True)
+        }
+        if args.int8:
+            rec.update(precision="int8", engine=torch.backends.quantized.engine)
+        print(json.dumps(rec), flush=True)
     return 0
 
 

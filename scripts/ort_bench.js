@@ -5,7 +5,10 @@
 // One session per model, created once and reused for every length T, with
 // intraOpNumThreads = --threads, one inter-op thread and sequential
 // execution. Before timing, each model's output for the manifest's check
-// input must match PyTorch's within 1e-4. For each shape, after a warm-up
+// input must match PyTorch's within 1e-4 (or the model's own "tolerance":
+// the int8 models are checked against PyTorch on their dequantized
+// weights, and ONNX Runtime rounds the activations too). For each shape,
+// after a warm-up
 // of at least --warmup seconds, the number of calls is calibrated so one
 // repeat takes at least --min-time seconds; the result is the median time
 // per call over --repeats repeats, each call awaiting session.run as a
@@ -31,7 +34,9 @@
 //
 // --shapes (cell/hidden/layers/T, comma-separated) times just those shapes
 // instead of the lengths --lengths of the models --cells, --hidden and
-// --layers select.
+// --layers select. --precision int8 times the manifest's int8 models
+// (scripts/bench_onnx.py --int8: DynamicQuantizeLSTM) instead of the
+// float32 ones, and each result line says "precision": "int8".
 //
 // Exit status: 0 on success, 2 on bad flags, 3 if onnxruntime-node cannot
 // be loaded, 4 if a model's output disagrees with PyTorch's.
@@ -78,7 +83,7 @@ function shapeList(text) {
 
 function parseArgs(argv) {
   const o = {models: '', threads: 1, lengths: [1, 10, 50, 100], cells: null, hidden: null, layers: null,
-    shapes: null, minTime: 0.2, repeats: 5, warmup: 0.2};
+    shapes: null, minTime: 0.2, repeats: 5, warmup: 0.2, precision: 'f32'};
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
     const val = argv[i + 1];
@@ -95,6 +100,10 @@ function parseArgs(argv) {
       case '--shapes': o.shapes = shapeList(val); break;
       case '--min-time': o.minTime = Number(val); break;
       case '--warmup': o.warmup = Number(val); break;
+      case '--precision':
+        if (!['f32', 'int8'].includes(val)) fail(EXIT_FLAGS, `--precision: want f32 or int8, got ${JSON.stringify(val)}`);
+        o.precision = val;
+        break;
       default: fail(EXIT_FLAGS, `unknown flag ${flag}`);
     }
   }
@@ -170,6 +179,7 @@ async function main() {
     return want(o.cells, m.cell) && want(o.hidden, m.hidden) && want(o.layers, m.layers) ? o.lengths : [];
   };
   for (const m of manifest.models) {
+    if ((m.precision || 'f32') !== o.precision) continue;
     const modelLengths = lengths(m);
     if (modelLengths.length === 0) continue;
     const session = await ort.InferenceSession.create(path.join(o.models, m.file), sessionOptions(o.threads));
@@ -177,16 +187,20 @@ async function main() {
     const got = (await session.run({x: new ort.Tensor('float32', Float32Array.from(c.x), [c.steps, 1, m.hidden])})).y.data;
     let worst = 0;
     for (let i = 0; i < c.y.length; i++) worst = Math.max(worst, Math.abs(got[i] - c.y[i]));
-    if (got.length !== c.y.length || !(worst <= TOLERANCE)) {
-      fail(EXIT_MISMATCH, `${m.file}: ONNX Runtime's output differs from PyTorch's by ${worst}`);
+    const tolerance = m.tolerance || TOLERANCE;
+    if (got.length !== c.y.length || !(worst <= tolerance)) {
+      fail(EXIT_MISMATCH, `${m.file}: ONNX Runtime's output differs from PyTorch's by ${worst} (allowed ${tolerance})`);
     }
+    log(`${m.file}: output within ${worst.toPrecision(3)} of PyTorch's`);
     for (const T of modelLengths) {
       const data = new Float32Array(T * m.hidden);
       for (let i = 0; i < data.length; i++) data[i] = Math.sin(i) * 0.5;
       const x = new ort.Tensor('float32', data, [T, 1, m.hidden]);
       const perCall = await timePerCall(() => session.run({x}), o);
-      console.log(JSON.stringify({engine: 'onnxruntime', cell: m.cell, hidden: m.hidden, layers: m.layers, T,
-        threads: o.threads, ns_per_step: Math.round(perCall * 1e9 / T * 10) / 10, ns_per_op: Math.round(perCall * 1e9)}));
+      const rec = {engine: 'onnxruntime', cell: m.cell, hidden: m.hidden, layers: m.layers, T,
+        threads: o.threads, ns_per_step: Math.round(perCall * 1e9 / T * 10) / 10, ns_per_op: Math.round(perCall * 1e9)};
+      if (o.precision !== 'f32') rec.precision = o.precision;
+      console.log(JSON.stringify(rec));
     }
     await session.release();
   }

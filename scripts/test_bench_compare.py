@@ -442,6 +442,93 @@ def test_main_captured_rounds_are_not_rerun():
     assert calls == {"go": [], "torch": [], "ort": []}, calls
 
 
+# --int8: our P with float32, bf16 and int8 weights at two shapes, the
+# peers' int8 (ONNX Runtime's at the LSTM shape only).
+GO_OUTPUT_INT8 = """\
+cpu: AMD EPYC 9R14
+BenchmarkTableIP/cell=lstm/hidden=512/layers=1/T=100/sched=P      \t 100\t 1 ns/op\t 36000 ns/step\t 4202496 B/step
+BenchmarkTableIP/cell=lstm/hidden=512/layers=1/T=100/sched=Pbf16  \t 100\t 1 ns/op\t 26000 ns/step\t 2105344 B/step
+BenchmarkTableIP/cell=lstm/hidden=512/layers=1/T=100/sched=Pint8  \t 100\t 1 ns/op\t 12000 ns/step\t 1073152 B/step
+BenchmarkTableIP/cell=gru/hidden=512/layers=1/T=100/sched=P       \t 100\t 1 ns/op\t 20000 ns/step\t 3151872 B/step
+BenchmarkTableIP/cell=gru/hidden=512/layers=1/T=100/sched=Pbf16   \t 100\t 1 ns/op\t 15000 ns/step\t 1578496 B/step
+BenchmarkTableIP/cell=gru/hidden=512/layers=1/T=100/sched=Pint8   \t 100\t 1 ns/op\t 12500 ns/step\t 804864 B/step
+"""
+
+TORCH_OUTPUT_INT8 = """\
+{"cell": "lstm", "hidden": 512, "layers": 1, "T": 100, "threads": 1, "ns_per_step": 60000.0, "ns_per_op": 6000000.0, "precision": "int8", "engine": "onednn"}
+{"cell": "gru", "hidden": 512, "layers": 1, "T": 100, "threads": 1, "ns_per_step": 10000.0, "ns_per_op": 1000000.0, "precision": "int8", "engine": "onednn"}
+"""
+
+ORT_OUTPUT_INT8 = """\
+{"engine": "onnxruntime", "version": "1.30.0", "threads": 1, "floor_ns": 14000}
+{"engine": "onnxruntime", "cell": "lstm", "hidden": 512, "layers": 1, "T": 100, "threads": 1, "ns_per_step": 24000.0, "ns_per_op": 2400000, "precision": "int8"}
+"""
+
+
+def test_int8_go_regex_and_parse():
+    levels = bench_compare.go_bench_regex(["lstm"], [512], [1], [100], list(bench_compare.INT8_SCHEDULES)).split("/")
+    assert levels[0] == "^BenchmarkTableIP$", levels[0]
+    assert re.search(levels[5], "sched=Pint8") and not re.search(levels[5], "sched=A+")
+    go, info = bench_compare.parse_go_output(GO_OUTPUT_INT8)
+    assert go[("lstm", 512, 1, 100, "Pint8")]["ns/step"] == 12000, go
+    assert info["cpu"] == "AMD EPYC 9R14", info
+    assert bench_compare.parse_args(["--int8", "--schedules", "A"]).schedules == ["P", "Pbf16", "Pint8"]
+    assert bench_compare.parse_args(["--schedules", "P,Pint8"]).schedules == ["P", "Pint8"]
+
+
+def test_main_int8_table():
+    with tempfile.TemporaryDirectory() as d:
+        files = {name: Path(d, name) for name in ("go.txt", "torch.jsonl", "ort.jsonl")}
+        for (name, path), text in zip(files.items(), (GO_OUTPUT_INT8, TORCH_OUTPUT_INT8, ORT_OUTPUT_INT8)):
+            path.write_text(text)
+        text = _main_output(["--int8", "--cells", "lstm,gru", "--hidden", "512", "--layers", "1", "--lengths", "100",
+                             "--go-output", str(files["go.txt"]), "--torch-output", str(files["torch.jsonl"]),
+                             "--ort-output", str(files["ort.jsonl"])])
+        lines = text.splitlines()
+        assert lines[0].startswith("| cell | hidden | layers | T | P f32 ns/step | P bf16 ns/step | P int8 ns/step | "
+                                   "PyTorch int8 ns/step | ORT int8 ns/step | f32/int8 | bf16/int8 |"), lines[0]
+        rows = table_rows(text)
+        assert rows[("lstm", "512", "1", "100")][4:14] == ["36,000", "26,000", "12,000", "60,000", "24,000",
+                                                          "3.00", "2.17", "5.00", "2.00", "1,073,152"], rows
+        assert rows[("gru", "512", "1", "100")][8:13] == ["n/a", "1.60", "1.20", "0.80", "n/a"], rows
+        for note in (
+            "our float32 P / our int8: median 2.30, smallest 1.60 (gru/512/1/100); 1 of 2 shape(s) with hidden "
+            ">= 512 and T = 100 below 1.8x: gru/512/1/100 1.60.",
+            "our bf16 P / our int8: median 1.68, smallest 1.20 (gru/512/1/100); 1 of 2 shape(s) with hidden "
+            ">= 512 and T = 100 below 1.3x: gru/512/1/100 1.20.",
+            "PyTorch int8 / our int8: median 2.90, smallest 0.80 (gru/512/1/100); 1 of 2 shape(s) below 1x: "
+            "gru/512/1/100 0.80.",
+            "ONNX Runtime int8 / our int8: median 2.00, smallest 2.00 (lstm/512/1/100); 0 of 1 shape(s) below 1x.",
+            "ONNX Runtime has no dynamically quantized GRU operator",
+            "quantized engine onednn.",
+            "ONNX Runtime 1.30.0 per-call floor",
+            "(our float32 (P), our bf16 (P), our int8, PyTorch's int8, ONNX Runtime's int8 ns/step)",
+        ):
+            assert note in text, (note, text)
+
+
+def test_int8_runs_pass_the_flags():
+    seen = {}
+
+    def fake_run(cmd, **kw):
+        seen[Path(cmd[1]).name] = cmd
+        return mock.Mock(returncode=0, stdout="", stderr="")
+
+    args = bench_compare.parse_args(["--int8", "--onnx", "--cells", "lstm", "--hidden", "512", "--layers", "1",
+                                     "--lengths", "100"])
+    shapes = [("lstm", 512, 1, 100)]
+    with mock.patch.object(bench_compare.subprocess, "run", fake_run), \
+            mock.patch.object(bench_compare.shutil, "which", lambda name: "/usr/bin/" + name):
+        bench_compare.run_torch(args, shapes)
+        bench_compare.export_onnx(args)
+        bench_compare.run_ort(args, shapes)
+    assert seen["bench_torch.py"][-1] == "--int8", seen
+    assert seen["bench_onnx.py"][-1] == "--int8", seen
+    assert seen["ort_bench.js"][-2:] == ["--precision", "int8"], seen
+    args = bench_torch.parse_args(["--int8", "--shapes", "gru/512/1/100"])
+    assert args.int8 and args.int8_check == 0.05
+
+
 def test_load_average_fallback():
     assert bench_rounds.loadavg("/nonexistent/loadavg") is None
     with tempfile.TemporaryDirectory() as d:

@@ -27,8 +27,8 @@
 //
 // The server does no arithmetic of its own: it hands requests to a
 // model's batcher or runs a whole-request schedule.Plan of the schedule
-// chosen from the model's modelled traffic (traffic.go): A, A+, P or
-// P-bf16. P programs of more than one core run on worker pools the owner
+// chosen from the model's modelled traffic (traffic.go): A, A+, P,
+// P-bf16 or P-int8. P programs of more than one core run on worker pools the owner
 // hands over in Deps (one per size PoolSizes lists), which run one plan
 // at a time.
 //

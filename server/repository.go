@@ -25,10 +25,12 @@ type ModelConfig struct {
 	// of every candidate at the host's cache sizes and picks the fastest
 	// (the rule is in docs/api.md, "Health and metadata").
 	Schedule string `yaml:"schedule,omitempty"`
-	// Precision of the stored recurrent weights: f32 (default) or bf16.
-	// bf16 allows P-bf16 (P with bf16 weights, outputs within about 2e-2
-	// of float32): with schedule P it is what runs, with auto it is one
-	// more candidate. A and A+ have no bf16 form.
+	// Precision of the stored recurrent weights: f32 (default), bf16 or
+	// int8. bf16 allows P-bf16 (P with bf16 weights, outputs within about
+	// 2e-2 of float32), int8 allows P-int8 (int8 weights and dynamically
+	// quantized activations, docs/models.md "Precision"): with schedule P
+	// it is what runs, with auto it is one more candidate. A and A+ have
+	// neither form. When P-int8 runs, batched steps use int8 weights too.
 	Precision string `yaml:"precision,omitempty"`
 	// Batching overrides the server's batching.enabled for this model.
 	Batching *bool `yaml:"batching,omitempty"`
@@ -49,7 +51,7 @@ func (c ModelConfig) Validate() error {
 func (c ModelConfig) parseSchedule() (schedule.Schedule, schedule.Precision, error) {
 	prec, err := schedule.ParsePrecision(c.Precision)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: config.yaml: precision %q: want f32 or bf16", ErrModelConfig, c.Precision)
+		return 0, 0, fmt.Errorf("%w: config.yaml: precision %q: want f32, bf16 or int8", ErrModelConfig, c.Precision)
 	}
 	if c.Schedule == "" || c.Schedule == "auto" {
 		return 0, prec, nil
@@ -58,8 +60,8 @@ func (c ModelConfig) parseSchedule() (schedule.Schedule, schedule.Precision, err
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: config.yaml: schedule %q: want auto, A, A+ or P", ErrModelConfig, c.Schedule)
 	}
-	if prec == schedule.BF16 && s != schedule.Partitioned {
-		return 0, 0, fmt.Errorf("%w: config.yaml: precision bf16 with schedule %v: only P stores bf16 weights (use schedule P or auto, or precision f32)", ErrModelConfig, s)
+	if prec != schedule.F32 && s != schedule.Partitioned {
+		return 0, 0, fmt.Errorf("%w: config.yaml: precision %v with schedule %v: only P stores %v weights (use schedule P or auto, or precision f32)", ErrModelConfig, prec, s, prec)
 	}
 	return s, prec, nil
 }

@@ -834,7 +834,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 		m.batching = false
 	} else {
 		lanes = cap(m.cores)
-		t, err := cellularTraffic(net, llcOrDefault(s.opts.CacheBytes), s.opts.TrafficSteps)
+		t, err := cellularTraffic(net, llcOrDefault(s.opts.CacheBytes), s.opts.TrafficSteps, sched.stepperPrecision())
 		if err != nil {
 			return nil, fmt.Errorf("traffic of the cellular batcher: %w", err)
 		}
@@ -842,7 +842,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	}
 	maxRows := s.opts.Batching.MaxRows
 	if m.batch, err = newBatcher(&m.modelBase, s.opts.Batching, lanes, func() (batch[*seqWork], error) {
-		st, err := schedule.NewStepper(net, maxRows)
+		st, err := schedule.NewStepperPrecision(net, maxRows, sched.stepperPrecision())
 		if err != nil {
 			return nil, err
 		}

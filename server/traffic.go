@@ -15,36 +15,50 @@ import (
 )
 
 // candidate is one way to run a model's whole-request plans: a schedule,
-// the precision of its stored weights (bf16 only with P) and the cores it
-// runs on (1 except for P).
+// the precision of its stored weights (bf16 and int8 only with P) and the
+// cores it runs on (1 except for P).
 type candidate struct {
 	sched   schedule.Schedule
 	prec    schedule.Precision
 	workers int
 }
 
-// String is the candidate's name in metadata and metric labels: A, A+, P
-// or P-bf16.
+// String is the candidate's name in metadata and metric labels: A, A+, P,
+// P-bf16 or P-int8.
 func (c candidate) String() string {
-	if c.prec == schedule.BF16 {
-		return c.sched.String() + "-bf16"
+	if c.prec != schedule.F32 {
+		return c.sched.String() + "-" + c.prec.String()
 	}
 	return c.sched.String()
 }
 
 // preference is the last tie-break of the choice: lower wins. P first,
-// float32 before bf16 (bf16 loses accuracy for nothing on a tie), then
-// A+, then A.
+// float32 before bf16 before int8 (fewer bits lose accuracy for nothing
+// on a tie), then A+, then A.
 func (c candidate) preference() int {
 	switch {
 	case c.sched == schedule.Partitioned && c.prec == schedule.F32:
 		return 0
-	case c.sched == schedule.Partitioned:
+	case c.sched == schedule.Partitioned && c.prec == schedule.BF16:
 		return 1
-	case c.sched == schedule.APlus:
+	case c.sched == schedule.Partitioned:
 		return 2
+	case c.sched == schedule.APlus:
+		return 3
 	}
-	return 3
+	return 4
+}
+
+// stepperPrecision is the precision of the cellular batcher's weights when
+// whole-request plans run c: int8 when they do, so that a request's
+// answer does not depend on whether it was batched; float32 otherwise
+// (bf16's outputs stay within 2e-2 of float32's, and a Stepper has no bf16
+// form).
+func (c candidate) stepperPrecision() schedule.Precision {
+	if c.prec == schedule.Int8 {
+		return schedule.Int8
+	}
+	return schedule.F32
 }
 
 // ErrNoPool is wrapped when P needs a worker pool of a size its owner did
@@ -109,7 +123,8 @@ const dramSlack = 0.02
 // chooseSchedule picks the schedule of a model's whole-request plans and
 // returns it, the reason, and the modelled traffic of every candidate (for
 // the metadata and metrics). The candidates are A, A+ and P (on tm.workers
-// cores), and P-bf16 when cfg allows bf16 weights. For each it models, for
+// cores), and P-bf16 or P-int8 when cfg allows bf16 or int8 weights. For
+// each it models, for
 // a batch-1 input of tm.steps steps,
 //
 //   - the warm DRAM bytes per inference: the plan's trace through an LRU
@@ -121,8 +136,9 @@ const dramSlack = 0.02
 //
 // With schedule auto (or "") the rule is: least warm DRAM bytes; among the
 // candidates within 2% of that least, least per-core bytes; on a tie, P
-// before P-bf16 before A+ before A. A schedule set in config.yaml is
-// taken as it is (P with precision bf16 is P-bf16).
+// before P-bf16 before P-int8 before A+ before A. A schedule set in
+// config.yaml is taken as it is (P with precision bf16 is P-bf16, with
+// int8 P-int8).
 //
 // With a timing budget (Options.ScheduleTiming) and weights, the best
 // three candidates of that ranking are then timed on the host and the
@@ -138,8 +154,8 @@ func chooseSchedule(net *rnn.Network, cfg ModelConfig, tm trafficModel, pools Po
 		{sched: schedule.APlus, workers: 1},
 		{sched: schedule.Partitioned, workers: tm.workers},
 	}
-	if prec == schedule.BF16 {
-		cands = append(cands, candidate{sched: schedule.Partitioned, prec: schedule.BF16, workers: tm.workers})
+	if prec != schedule.F32 {
+		cands = append(cands, candidate{sched: schedule.Partitioned, prec: prec, workers: tm.workers})
 	}
 	traffic := make([]api.ScheduleTraffic, len(cands))
 	for i, c := range cands {
@@ -217,7 +233,7 @@ func reason(cands []candidate, traffic []api.ScheduleTraffic, best int, tm traff
 	case len(band) == 1:
 		why = "the least warm DRAM bytes, no other schedule within 2%"
 	case len(tied) > 0:
-		why = fmt.Sprintf("least per-core bytes among %s (within 2%% of the least warm DRAM bytes), tied with %s: P, P-bf16, A+, A in that order",
+		why = fmt.Sprintf("least per-core bytes among %s (within 2%% of the least warm DRAM bytes), tied with %s: P, P-bf16, P-int8, A+, A in that order",
 			strings.Join(band, ", "), strings.Join(tied, ", "))
 	default:
 		why = fmt.Sprintf("least per-core bytes among %s (within 2%% of the least warm DRAM bytes)", strings.Join(band, ", "))
@@ -276,9 +292,10 @@ func modelTraffic(net *rnn.Network, c candidate, tm trafficModel) (api.ScheduleT
 }
 
 // cellularTraffic models the DRAM traffic of serving one batch-1 request of
-// the given length through the cellular batcher: it traces a real Stepper
-// run of the model (schedule.TraceStepper) and replays it through the cache.
-func cellularTraffic(net *rnn.Network, cacheBytes int64, steps int) (api.ScheduleTraffic, error) {
+// the given length through the cellular batcher, its weights at precision
+// prec: it traces a real Stepper run of the model (schedule.TraceStepper)
+// and replays it through the cache.
+func cellularTraffic(net *rnn.Network, cacheBytes int64, steps int, prec schedule.Precision) (api.ScheduleTraffic, error) {
 	q := &schedule.Sequence{Head: schedule.HeadLast}
 	if net.Vocab > 0 {
 		q.Tokens = make([]int64, steps) // which rows are read barely matters; id 0 throughout
@@ -288,28 +305,30 @@ func cellularTraffic(net *rnn.Network, cacheBytes int64, steps int) (api.Schedul
 	if net.HeadOut > 0 && net.HeadInput == rnn.HeadEveryStep {
 		q.Head = schedule.HeadAll
 	}
-	p, err := schedule.TraceStepper(net, q, schedule.F32)
+	p, err := schedule.TraceStepper(net, q, prec)
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}
-	rep, err := dre.Analyze(p, dre.WorkingSetOf(net, steps, 1), dre.Options{Cache: cachesim.Config{Size: cacheBytes}})
+	rep, err := dre.Analyze(p, dre.WorkingSetOfPrecision(net, steps, 1, prec), dre.Options{Cache: cachesim.Config{Size: cacheBytes}})
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}
-	return api.ScheduleTraffic{Schedule: schedule.Cellular.String(), Precision: schedule.F32.String(), Workers: 1,
+	return api.ScheduleTraffic{Schedule: schedule.Cellular.String(), Precision: prec.String(), Workers: 1,
 		CacheBytes: cacheBytes, Steps: steps, WorkingSetBytes: rep.WorkingSet.Total, DRAMBytes: rep.AvgRW, DRE: rep.DRE,
 		WarmDRAMBytes: rep.WarmRW()}, nil
 }
 
 // ProgramFor prepares net to run whole-request plans under the schedule a
-// model's metadata names (A, A+, P or P-bf16), P on the given number of
-// cores (the metadata says how many), at most GOMAXPROCS, on the caller's
-// pool of that many workers: for tools that time what the server runs,
-// such as cmd/loadgen.
+// model's metadata names (A, A+, P, P-bf16 or P-int8), P on the given
+// number of cores (the metadata says how many), at most GOMAXPROCS, on the
+// caller's pool of that many workers: for tools that time what the server
+// runs, such as cmd/loadgen.
 func ProgramFor(net *rnn.Network, name string, workers int, pools Pools) (*schedule.Program, error) {
 	c := candidate{workers: 1}
-	if base, ok := strings.CutSuffix(name, "-bf16"); ok {
-		name, c.prec = base, schedule.BF16
+	for _, p := range []schedule.Precision{schedule.BF16, schedule.Int8} {
+		if base, ok := strings.CutSuffix(name, "-"+p.String()); ok {
+			name, c.prec = base, p
+		}
 	}
 	s, err := schedule.Parse(name)
 	if err != nil {
@@ -318,8 +337,8 @@ func ProgramFor(net *rnn.Network, name string, workers int, pools Pools) (*sched
 	c.sched = s
 	if s == schedule.Partitioned {
 		c.workers = coresPerRequest(min(workers, runtime.GOMAXPROCS(0)), 1)
-	} else if c.prec == schedule.BF16 {
-		return nil, fmt.Errorf("server: schedule %q: only P stores bf16 weights", name+"-bf16")
+	} else if c.prec != schedule.F32 {
+		return nil, fmt.Errorf("server: schedule %q: only P stores %v weights", name+"-"+c.prec.String(), c.prec)
 	}
 	return c.program(net, pools)
 }

@@ -218,7 +218,7 @@ func TestModelConfigErrors(t *testing.T) {
 		{ModelConfig{Schedule: "A+"}, ""},
 		{ModelConfig{Schedule: "B"}, `config.yaml: schedule "B": want auto, A, A+ or P`},
 		{ModelConfig{Schedule: "cellular"}, `config.yaml: schedule "cellular"`},
-		{ModelConfig{Precision: "fp8"}, `config.yaml: precision "fp8": want f32 or bf16`},
+		{ModelConfig{Precision: "fp8"}, `config.yaml: precision "fp8": want f32, bf16 or int8`},
 		{ModelConfig{Schedule: "A", Precision: "bf16"}, "config.yaml: precision bf16 with schedule A: only P stores bf16 weights"},
 		{ModelConfig{Schedule: "A+", Precision: "bf16"}, "config.yaml: precision bf16 with schedule A+"},
 	} {

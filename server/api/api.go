@@ -55,7 +55,7 @@ type RNNMetadata struct {
 	// above are then the last layer's.
 	Layers []LayerMetadata `json:"layers,omitempty"`
 
-	Schedule       string `json:"schedule"`        // A, A+, P or P-bf16: for whole-request plans
+	Schedule       string `json:"schedule"`        // A, A+, P, P-bf16 or P-int8: for whole-request plans
 	ScheduleReason string `json:"schedule_reason"` // why that schedule
 	// WideCores, when set, is how many cores a request that finds every
 	// core of the model free runs the schedule across (P only).
@@ -76,8 +76,8 @@ type LayerMetadata struct {
 // ScheduleTraffic is the modelled memory traffic of one schedule at the
 // host's cache sizes, for a batch-1 reference input of Steps steps.
 type ScheduleTraffic struct {
-	Schedule  string `json:"schedule"`            // A, A+, P, P-bf16 or cellular
-	Precision string `json:"precision,omitempty"` // of the stored recurrent weights: f32 or bf16
+	Schedule  string `json:"schedule"`            // A, A+, P, P-bf16, P-int8 or cellular
+	Precision string `json:"precision,omitempty"` // of the stored recurrent weights: f32, bf16 or int8
 	Workers   int    `json:"workers,omitempty"`   // cores one inference runs on
 
 	CacheBytes      int64   `json:"cache_bytes"` // the last-level cache modelled
