@@ -214,7 +214,14 @@ func footprint(p *schedule.Plan, l *Layout, lineSize int64) []lineSpan {
 // features. net is usually dry (models.Shape), so that models of any size
 // can be analysed without allocating their weights.
 func DryPlan(net *rnn.Network, s schedule.Schedule, T, B int, seed uint64) (*schedule.Program, *schedule.Plan, error) {
-	prog, err := schedule.NewProgram(net, s)
+	return DryVariantPlan(net, schedule.Variant{Schedule: s}, T, B, seed)
+}
+
+// DryVariantPlan is DryPlan for a schedule variant: P-bf16 and P-int8 store
+// their weights at 2 and 1 bytes (plus int8's scales), and the plan reads
+// those bytes.
+func DryVariantPlan(net *rnn.Network, v schedule.Variant, T, B int, seed uint64) (*schedule.Program, *schedule.Plan, error) {
+	prog, err := schedule.NewVariantProgram(net, v)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -194,6 +195,18 @@ func TestPartitionedInt8Bytes(t *testing.T) {
 func TestInt8Options(t *testing.T) {
 	if p, err := ParsePrecision("int8"); err != nil || p != Int8 || p.String() != "int8" {
 		t.Errorf(`ParsePrecision("int8") = %v, %v`, p, err)
+	}
+	for name, want := range map[string]Variant{"A": {A, F32}, "A+": {APlus, F32}, "P": {Partitioned, F32},
+		"P-bf16": {Partitioned, BF16}, "P-int8": {Partitioned, Int8}} {
+		v, err := ParseVariant(name)
+		if err != nil || v != want || v.String() != name {
+			t.Errorf("ParseVariant(%q) = %v (%q), %v", name, v, v.String(), err)
+		}
+	}
+	for _, name := range []string{"A-int8", "A+-bf16", "P-int4", "", "cellular"} {
+		if _, err := ParseVariant(name); !errors.Is(err, ErrUnknownSchedule) {
+			t.Errorf("ParseVariant(%q): %v, want ErrUnknownSchedule", name, err)
+		}
 	}
 	wide := randomNet(t, rnn.Config{Cell: rnn.GRU, Input: 3, Hidden: 4, Layers: 1}, 1)
 	wide.Layers[0][0].Input = rnn.MaxI8K + 1

@@ -198,11 +198,11 @@ func (f *measureFlags) items(pos []string) ([]sweep.MeasureItem, error) {
 	return items, nil
 }
 
-// parseSchedules reads schedule names (A, A+).
-func parseSchedules(list []string) ([]schedule.Schedule, error) {
-	var out []schedule.Schedule
+// parseSchedules reads schedule names (A, A+, P, P-bf16, P-int8).
+func parseSchedules(list []string) ([]schedule.Variant, error) {
+	var out []schedule.Variant
 	for _, s := range list {
-		sc, err := schedule.Parse(s)
+		sc, err := schedule.ParseVariant(s)
 		if err != nil {
 			return nil, err
 		}

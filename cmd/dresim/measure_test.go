@@ -18,7 +18,7 @@ import (
 // hidden over vocab 60) through one cache.
 func table1Item(hidden int, s schedule.Schedule, T int, cache sweep.CacheSpec) sweep.MeasureItem {
 	spec := sweep.TableISpec("lstm", hidden, 1, 60, "softmax")
-	return sweep.MeasureItem{Target: sweep.Target{Spec: spec, T: T, B: 1, Schedule: s, Seed: 1}, Model: "table1", Cache: cache, Runs: 100}
+	return sweep.MeasureItem{Target: sweep.Target{Spec: spec, T: T, B: 1, Schedule: schedule.Variant{Schedule: s}, Seed: 1}, Model: "table1", Cache: cache, Runs: 100}
 }
 
 func TestMeasureCommand(t *testing.T) {
@@ -65,11 +65,11 @@ func TestValidateSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheds := map[schedule.Schedule]bool{}
+	scheds := map[schedule.Variant]bool{}
 	for _, it := range items {
 		scheds[it.Schedule] = true
 	}
-	if len(items) < 8 || !scheds[schedule.A] || !scheds[schedule.APlus] {
+	if len(items) < 8 || !scheds[schedule.Variant{Schedule: schedule.A}] || !scheds[schedule.Variant{Schedule: schedule.APlus}] {
 		t.Errorf("%d items, schedules %v", len(items), scheds)
 	}
 }

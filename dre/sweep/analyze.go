@@ -32,7 +32,7 @@ func build(u *unit, B int, seed uint64) (*built, error) {
 	if err != nil {
 		return nil, err
 	}
-	prog, plan, err := dre.DryPlan(net, u.Schedule, u.T, B, seed)
+	prog, plan, err := dre.DryVariantPlan(net, u.Schedule, u.T, B, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func build(u *unit, B int, seed uint64) (*built, error) {
 	b.plan, b.dec = dplan.Plan, dec
 	b.workingSet = addWorkingSets(b.workingSet, decoderWorkingSet(dec, S, u.T, B))
 	a := "A"
-	if u.Schedule == schedule.APlus {
+	if u.Schedule.Schedule == schedule.APlus {
 		a = "A+ on the encoder only"
 	}
 	notes = append(notes, fmt.Sprintf("%s; decoder (%d %v layers, attention) runs A's G per step for %d output tokens", a, dec.Stack.NumLayers, dec.Stack.Cell, S))

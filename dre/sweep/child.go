@@ -24,7 +24,7 @@ const ChildCommand = "measure-child"
 type Target struct {
 	Spec     models.Spec
 	T, B     int
-	Schedule schedule.Schedule
+	Schedule schedule.Variant
 	Seed     uint64 // weights and token ids
 }
 
@@ -53,7 +53,7 @@ func (t *Target) realPlan() (*schedule.Plan, error) {
 		return nil, err
 	}
 	models.Randomize(net, t.Seed)
-	_, p, err := dre.DryPlan(net, t.Schedule, t.T, t.B, t.Seed)
+	_, p, err := dre.DryVariantPlan(net, t.Schedule, t.T, t.B, t.Seed)
 	return p, err
 }
 
@@ -71,7 +71,7 @@ func RunChild(args []string, stdout, stderr io.Writer) error {
 	var t Target
 	fs.IntVar(&t.T, "t", 1, "input length")
 	fs.IntVar(&t.B, "b", 1, "batch")
-	sched := fs.String("schedule", "A", "A or A+")
+	sched := fs.String("schedule", "A", "A, A+, P, P-bf16 or P-int8")
 	fs.Uint64Var(&t.Seed, "seed", 1, "seed of the weights and token ids")
 	runs := fs.Int("runs", 1, "inferences")
 	if err := fs.Parse(args); err != nil {
@@ -91,7 +91,7 @@ func RunChild(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	t.Spec = *spec
-	if t.Schedule, err = schedule.Parse(*sched); err != nil {
+	if t.Schedule, err = schedule.ParseVariant(*sched); err != nil {
 		return optionErr("%v", err)
 	}
 	debug.SetGCPercent(-1)

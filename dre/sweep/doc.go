@@ -12,7 +12,9 @@
 // paper's Table I (hidden size, layers, cell, input length, vocabulary),
 // and applications from the catalog of package models (GNMT, DeepSpeech1,
 // LM in two shapes, byteNER; optionally again without their softmax
-// head), the schedules (A, A+) and the caches. Each model at each
+// head), the schedules (A, A+, P, and P with bf16 or int8 weights: P-bf16,
+// P-int8, whose plans read 2 bytes a weight, or 1 plus 8 a row for int8's
+// scale and sum) and the caches. Each model at each
 // input length under each schedule is a unit: one dry plan, walked once
 // per cache, one row per cache. GNMT's unit is its encoder's plan followed
 // by its decoder's (schedule.DecoderProgram), so the decoder's traffic is

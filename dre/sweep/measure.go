@@ -245,7 +245,7 @@ func measureOne(ctx context.Context, it *MeasureItem, opt *MeasureOptions, info 
 	if err != nil {
 		return nil, err
 	}
-	prog, plan, err := dre.DryPlan(shape, it.Schedule, it.T, it.B, it.Seed)
+	prog, plan, err := dre.DryVariantPlan(shape, it.Schedule, it.T, it.B, it.Seed)
 	if err != nil {
 		return nil, err
 	}

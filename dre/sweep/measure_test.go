@@ -19,7 +19,7 @@ import (
 // hidden over vocab 60) through one cache.
 func table1Item(hidden int, s schedule.Schedule, T int, cache CacheSpec) MeasureItem {
 	spec := TableISpec("lstm", hidden, 1, 60, "softmax")
-	return MeasureItem{Target: Target{Spec: spec, T: T, B: 1, Schedule: s, Seed: 1}, Model: "table1", Cache: cache, Runs: 100}
+	return MeasureItem{Target: Target{Spec: spec, T: T, B: 1, Schedule: schedule.Variant{Schedule: s}, Seed: 1}, Model: "table1", Cache: cache, Runs: 100}
 }
 
 func TestMeasureChild(t *testing.T) {

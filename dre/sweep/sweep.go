@@ -32,7 +32,7 @@ type Sweep struct {
 	Runs      int         `yaml:"runs" json:"runs"`           // back-to-back inferences AvgRW averages; default 100
 	Seed      uint64      `yaml:"seed" json:"seed"`           // seed of the token ids; default 1
 	Batch     int         `yaml:"batch" json:"batch"`         // batch size; default 1
-	Schedules []string    `yaml:"schedules" json:"schedules"` // default [A, A+]
+	Schedules []string    `yaml:"schedules" json:"schedules"` // A, A+, P, P-bf16, P-int8; default [A, A+]
 	Caches    []CacheSpec `yaml:"caches" json:"caches"`       // default one 12 MiB fully associative LRU
 	// OPT adds Belady's MIN bound to rows whose trace has at most
 	// OPTMaxAccesses line accesses (default 200,000: the bound costs tens
@@ -485,8 +485,8 @@ func (s *Sweep) validate() *SweepError {
 	}
 	for i, name := range s.Schedules {
 		k := fmt.Sprintf("schedules[%d]", i)
-		if _, err := schedule.Parse(name); err != nil {
-			return sweepErr(k, strconv.Quote(name), "want A or A+")
+		if _, err := schedule.ParseVariant(name); err != nil {
+			return sweepErr(k, strconv.Quote(name), "want A, A+, P, P-bf16 or P-int8")
 		}
 		if slices.Contains(s.Schedules[:i], name) {
 			return sweepErr(k, strconv.Quote(name), "listed twice")
@@ -701,7 +701,7 @@ type unit struct {
 	Spec     models.Spec // grid point or the app's encoder
 	App      *models.App // nil for a grid point
 	T        int
-	Schedule schedule.Schedule
+	Schedule schedule.Variant
 	NoHead   bool   // the app's head left out (apps.no_head)
 	Note     string // said in every row of the unit
 }
@@ -712,9 +712,9 @@ type unit struct {
 // no_head again without its head after its own units).
 func (s *Sweep) units() []unit {
 	var us []unit
-	var scheds []schedule.Schedule
+	var scheds []schedule.Variant
 	for _, name := range s.Schedules {
-		sc, err := schedule.Parse(name)
+		sc, err := schedule.ParseVariant(name)
 		if err != nil {
 			panic(err) // validated
 		}
