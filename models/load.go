@@ -58,6 +58,20 @@ const MaxWeightsBytes = 1 << 34
 // matched every one of them (see bind).
 const MaxRandomParams = 1 << 28
 
+// ReadSpecFile reads and parses the spec file at path (a regular file of
+// at most MaxSpecBytes, symlinks followed), without loading its weights.
+func ReadSpecFile(path string) (*Spec, error) {
+	data, err := readSpec(osOpener(path), path)
+	if err != nil {
+		return nil, fmt.Errorf("read spec %s: %w", path, err)
+	}
+	s, err := ParseSpec(data)
+	if err != nil {
+		return nil, fmt.Errorf("read spec %s: %w", path, err)
+	}
+	return s, nil
+}
+
 // readSpec reads a spec file whole, up to MaxSpecBytes.
 func readSpec(open opener, specPath string) ([]byte, error) {
 	f, err := open(specPath)

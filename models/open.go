@@ -59,7 +59,7 @@ func OpenWith(name string, opt OpenOptions) (*Model, error) {
 	}
 	m, err := OpenFSWith(DirFS(dir), file, opt)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open model %s: %w", name, err)
 	}
 	if m.Source.Weights != "" && !filepath.IsAbs(m.Source.Weights) {
 		m.Source.Weights = filepath.Join(dir, filepath.FromSlash(m.Source.Weights))

@@ -96,12 +96,17 @@ def legacy(object_pickle):
 
 
 def nested_tuples(depth):
-    """A dict whose one key is a tuple of depth levels, each holding the
-    one below twice: depth*7 bytes of pickle, 2**depth leaves when printed."""
-    p = PROTO2 + EMPTY_DICT + b")" + binput(1) + b"0"
+    """A tensor whose size is a tuple of depth levels, each holding the
+    level below twice: depth*7 bytes of pickle, 2**depth leaves when
+    printed, as an error about the size once did."""
+    p = PROTO2 + b")" + binput(1) + b"0"
     for k in range(1, depth + 1):
         p += binget(k) + binget(k) + TUPLE2 + binput(k + 1) + b"0"
-    return p + binget(depth + 1) + b"K\x01" + SETITEM + STOP
+    p += b"}" + binunicode("w")  # the state_dict and its one key
+    p += b"ctorch._utils\n_rebuild_tensor_v2\n" + MARK
+    p += MARK + binunicode("storage") + b"ctorch\nFloatStorage\n" + binunicode("0") + binunicode("cpu") + b"K\x01tQ"
+    p += b"K\x00" + binget(depth + 1) + b"\x85" + b"K\x01\x85" + b"\x89" + b")" + b"t" + b"R"
+    return p + SETITEM + STOP
 
 
 def hostile_files():
@@ -112,9 +117,9 @@ def hostile_files():
     def add(name, data, says, why):
         files[name] = (data, says, why)
 
-    add("nested_tuples.pt", zip_checkpoint(nested_tuples(22)), "a key of the dict is a tuple of 2 items",
-        "a dict keyed by a tuple of 22 levels, each holding the level below twice: "
-        "160 bytes of pickle that print as 4 million leaves")
+    add("nested_tuples.pt", zip_checkpoint(nested_tuples(22), {"data/0": bytes(4)}), "tensor size[0] is a tuple of 2 items",
+        "a tensor whose size is a tuple of 22 levels, each holding the level below twice: "
+        "about 160 bytes of pickle that print as 4 million leaves")
 
     d = {}
     d["state_dict"] = d

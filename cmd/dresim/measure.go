@@ -153,13 +153,9 @@ func (f *measureFlags) items(pos []string) ([]sweep.MeasureItem, error) {
 	var spec models.Spec
 	name := "table1"
 	if f.spec != "" {
-		data, err := os.ReadFile(f.spec)
+		s, err := models.ReadSpecFile(f.spec)
 		if err != nil {
 			return nil, err
-		}
-		s, err := models.ParseSpec(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.spec, err)
 		}
 		spec = *s
 		name = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(f.spec), ".yaml"), ".yml")
