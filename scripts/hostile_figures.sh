@@ -66,9 +66,9 @@ measure() { # name path
 	out=$( (ulimit -v 8000000; timeout 60 /usr/bin/time -f "TIME %e %M" "$work/measure" "$2") 2>&1 )
 	rc=$?
 	set -e
-	t=$(grep '^TIME ' <<<"$out" | awk '{print $2}')
-	kib=$(grep '^TIME ' <<<"$out" | awk '{print $3}')
-	msg=$(grep -v '^TIME ' <<<"$out" | grep -v '^Command' | tail -1)
+	t=$(grep '^TIME ' <<<"$out" | awk '{print $2}' || true)
+	kib=$(grep '^TIME ' <<<"$out" | awk '{print $3}' || true)
+	msg=$(grep -v '^TIME ' <<<"$out" | grep -v '^Command' | tail -1 || true)
 	case $rc in
 	0)
 		case $msg in
@@ -84,9 +84,9 @@ measure() { # name path
 		elif grep -q 'out of memory' <<<"$out"; then outcome="crashed: out of memory"
 		else outcome="crashed: exit $rc"; fi ;;
 	esac
-	echo "$1,outcome,\"$outcome\""
-	[ -n "$t" ] && echo "$1,seconds,$t"
-	[ -n "$kib" ] && echo "$1,peak MiB,$((kib / 1024))"
+	echo "\"$1\",outcome,\"$outcome\""
+	[ -n "$t" ] && echo "\"$1\",seconds,$t"
+	[ -n "$kib" ] && echo "\"$1\",peak MiB,$((kib / 1024))"
 	return 0
 }
 
