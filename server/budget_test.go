@@ -377,37 +377,43 @@ func TestBudgetQueue(t *testing.T) {
 // that stalls under the minimum rate is answered 408 and gives its share
 // back.
 func TestSilentBodies(t *testing.T) {
-	s, hs := newTestServer(t, func(o *Options) {
-		o.MaxBodyBytes = 1 << 20
-		o.Budget = BudgetOptions{Bytes: 1 << 20, Wait: 100 * time.Millisecond}
-		o.MinBodyRate = 256 << 10 // the first 64 KiB within 250ms
-	}, true)
-	addr := strings.TrimPrefix(hs.URL, "http://")
-	var silent []net.Conn
-	for range 8 {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
+	silent := func(t *testing.T, hs string, n int) []net.Conn {
+		var conns []net.Conn
+		for range n {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(hs, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			fmt.Fprintf(conn, "POST /v2/models/lm/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{", 1<<20)
+			conns = append(conns, conn)
 		}
-		defer conn.Close()
-		fmt.Fprintf(conn, "POST /v2/models/lm/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{", 1<<20)
-		silent = append(silent, conn)
+		return conns
 	}
-	// Eight announced MiB against a budget of one: each holds a step.
-	deadline := time.Now().Add(5 * time.Second)
-	for s.budget.inUse() < 8*budgetChunk && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	options := func(rate int64) func(*Options) {
+		return func(o *Options) {
+			o.MaxBodyBytes = 1 << 20
+			o.Budget = BudgetOptions{Bytes: 1 << 20, Wait: 100 * time.Millisecond}
+			o.MinBodyRate = rate
+		}
 	}
-	if used := s.budget.inUse(); used != 8*budgetChunk {
-		t.Fatalf("8 silent bodies hold %d bytes of the budget, want %d (a step each)", used, 8*budgetChunk)
-	}
+	// Eight announced MiB against a budget of one, at a rate so low that
+	// none is cut: each holds a step, and a request beside them is served.
+	s, hs := newTestServer(t, options(1), true)
+	silent(t, hs.URL, 8)
+	waitFor(t, "eight silent bodies to hold a step each", func() bool { return s.budget.inUse() == 8*budgetChunk })
 	c := newBudgetClient(t)
 	if code, b, _, _ := c.post(hs.URL+"/v2/models/lm/infer", paddedInfer(100<<10), false, ""); code != http.StatusOK {
 		t.Errorf("a 100 KiB request beside the silent ones: %d %s", code, b)
 	}
-	// Past the minimum rate they are answered 408 and their share is back.
-	for _, conn := range silent {
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if used := s.budget.inUse(); used != 8*budgetChunk {
+		t.Errorf("the silent bodies hold %d bytes, want %d", used, 8*budgetChunk)
+	}
+	// Under the minimum rate they are answered 408 and their share is
+	// back.
+	s, hs = newTestServer(t, options(256<<10), true) // the first 64 KiB within 250ms
+	for _, conn := range silent(t, hs.URL, 2) {
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
 			t.Fatalf("a stalled body got no answer: %v", err)
@@ -417,12 +423,7 @@ func TestSilentBodies(t *testing.T) {
 			t.Errorf("a stalled body: %d %s, want 408 naming min_body_rate", resp.StatusCode, b)
 		}
 	}
-	for s.budget.inUse() != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if used := s.budget.inUse(); used != 0 {
-		t.Errorf("%d bytes held after the stalled bodies were answered", used)
-	}
+	waitFor(t, "the budget to come back", func() bool { return s.budget.inUse() == 0 })
 }
 
 // TestSmallShare: large requests cannot take the last eighth of the

@@ -114,6 +114,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		t.Stop()
 	}
 	lc := &limitConn{Conn: c, s: l.s, protocol: l.protocol, addr: c.RemoteAddr().String()}
+	if l.protocol == protocolREST {
+		lc.framing = &framing{}
+	}
 	lc.idleSince.Store(time.Now().UnixNano())
 	lc.maxMessage.Store(-1)
 	cs.mu.Lock()
@@ -205,11 +208,16 @@ type limitConn struct {
 	calls      atomic.Int32
 	maxMessage atomic.Int64
 	distrusted atomic.Bool
+	// framing follows a REST connection's requests (framing.go).
+	framing *framing
 }
 
 func (c *limitConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.received.Add(int64(n))
+	if c.framing != nil {
+		c.framing.read(p[:n])
+	}
 	return n, err
 }
 

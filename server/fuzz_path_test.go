@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"rnnserve/internal/fuzzbound"
 	"rnnserve/models/bundled"
 	"rnnserve/server/api"
 	pb "rnnserve/server/inferencepb"
@@ -104,15 +105,17 @@ func FuzzTreeBody(f *testing.F) {
 	f.Add([]byte(`{"inputs": [{"name": "trees", "datatype": "BYTES", "shape": [1], "data": ["(((((((1) (2)) (3)) (4)) (5)) (6)) (7))"]}], "outputs": [{"name": "nodes"}, {"name": "probs", "parameters": {"classification": 3}}]}`), int64(-1))
 	f.Add([]byte(`{"inputs": [{"name": "trees", "datatype": "BYTES", "shape": [1], "data": ["((3) (\ud83d\ude00))"]}], "parameters": {"sequence_id": 3}}`), int64(-1))
 	f.Fuzz(func(t *testing.T, body []byte, hdr int64) {
-		req := httptest.NewRequest(http.MethodPost, "/v2/models/treelstm/infer", bytes.NewReader(body))
-		hv := ""
-		if hdr >= 0 {
-			hv = strconv.FormatInt(hdr, 10)
-			req.Header.Set(headerLength, hv)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		checkAnswer(t, w, func(b []byte) error { return inferOK(w.Header().Get(headerLength))(b) })
+		fuzzbound.Run(t, len(body), func() {
+			req := httptest.NewRequest(http.MethodPost, "/v2/models/treelstm/infer", bytes.NewReader(body))
+			hv := ""
+			if hdr >= 0 {
+				hv = strconv.FormatInt(hdr, 10)
+				req.Header.Set(headerLength, hv)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			checkAnswer(t, w, func(b []byte) error { return inferOK(w.Header().Get(headerLength))(b) })
+		})
 	})
 }
 
@@ -128,57 +131,59 @@ func FuzzGenerateBody(f *testing.F) {
 	f.Add([]byte(`{"text_input": "\ud83d\ude00 \u00e9", "parameters": {"max_tokens": 8}}`), uint8(1))
 	f.Add([]byte(`{"text_input": "x", "parameters": {"max_tokens": 2}}`), uint8(5))
 	f.Fuzz(func(t *testing.T, body []byte, mode uint8) {
-		path, accept := "/v2/models/lm/generate", ""
-		switch mode % 4 {
-		case 1:
-			path = "/v2/models/lm/generate_stream"
-		case 2:
-			accept = "application/x-ndjson"
-		case 3:
-			path = "/v2/models/treelstm/generate" // not a language model
-		}
-		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
-		if accept != "" {
-			req.Header.Set("Accept", accept)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		checkAnswer(t, w, func(b []byte) error {
-			switch {
-			case accept != "":
-				return checkLines(b, "", func(line []byte, last bool) error {
-					var d api.GenerateDone
-					if err := json.Unmarshal(line, &d); err != nil {
-						return err
-					}
-					if last && (!d.Done || d.Reason == "") {
-						return errString("the last line is not a done line: " + string(line))
-					}
-					return nil
-				})
-			case mode%4 == 1:
-				return checkLines(b, "data: ", func(line []byte, last bool) error {
-					var r struct {
-						api.GenerateResponse
-						Error string `json:"error"`
-					}
-					if err := json.Unmarshal(line, &r); err != nil {
-						return err
-					}
-					if last && r.RNNServe.FinishReason == "" && r.Error == "" {
-						return errString("the last event has no finish reason: " + string(line))
-					}
-					return nil
-				})
+		fuzzbound.Run(t, len(body), func() {
+			path, accept := "/v2/models/lm/generate", ""
+			switch mode % 4 {
+			case 1:
+				path = "/v2/models/lm/generate_stream"
+			case 2:
+				accept = "application/x-ndjson"
+			case 3:
+				path = "/v2/models/treelstm/generate" // not a language model
 			}
-			var r api.GenerateResponse
-			if err := json.Unmarshal(b, &r); err != nil {
-				return err
+			req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+			if accept != "" {
+				req.Header.Set("Accept", accept)
 			}
-			if r.RNNServe.FinishReason == "" || len(r.RNNServe.Tokens) != len(r.RNNServe.LogProbs) {
-				return errString("incomplete generate response")
-			}
-			return nil
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			checkAnswer(t, w, func(b []byte) error {
+				switch {
+				case accept != "":
+					return checkLines(b, "", func(line []byte, last bool) error {
+						var d api.GenerateDone
+						if err := json.Unmarshal(line, &d); err != nil {
+							return err
+						}
+						if last && (!d.Done || d.Reason == "") {
+							return errString("the last line is not a done line: " + string(line))
+						}
+						return nil
+					})
+				case mode%4 == 1:
+					return checkLines(b, "data: ", func(line []byte, last bool) error {
+						var r struct {
+							api.GenerateResponse
+							Error string `json:"error"`
+						}
+						if err := json.Unmarshal(line, &r); err != nil {
+							return err
+						}
+						if last && r.RNNServe.FinishReason == "" && r.Error == "" {
+							return errString("the last event has no finish reason: " + string(line))
+						}
+						return nil
+					})
+				}
+				var r api.GenerateResponse
+				if err := json.Unmarshal(b, &r); err != nil {
+					return err
+				}
+				if r.RNNServe.FinishReason == "" || len(r.RNNServe.Tokens) != len(r.RNNServe.LogProbs) {
+					return errString("incomplete generate response")
+				}
+				return nil
+			})
 		})
 	})
 }
@@ -224,42 +229,44 @@ func FuzzInferEncoded(f *testing.F) {
 	f.Add([]byte(`not compressed`), uint8(4), false)
 	f.Add([]byte(`{"inputs": []}`), uint8(7), true)
 	f.Fuzz(func(t *testing.T, body []byte, enc uint8, chunked bool) {
-		var b bytes.Buffer
-		name := ""
-		switch enc % 8 {
-		case 1:
-			name = "gzip"
-			zw := gzip.NewWriter(&b)
-			zw.Write(body)
-			zw.Close()
-		case 2:
-			name = "deflate"
-			zw := zlib.NewWriter(&b)
-			zw.Write(body)
-			zw.Close()
-		case 3, 4:
-			name = []string{"gzip", "deflate"}[enc%8-3] // claimed, not done
-			b.Write(body)
-		case 5:
-			name = "br"
-			b.Write(body)
-		default:
-			b.Write(body)
-		}
-		var rd io.Reader = bytes.NewReader(b.Bytes())
-		if chunked {
-			rd = io.MultiReader(rd)
-		}
-		req := httptest.NewRequest(http.MethodPost, "/v2/models/lm/infer", rd)
-		if chunked {
-			req.ContentLength = -1
-		}
-		if name != "" {
-			req.Header.Set("Content-Encoding", name)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		checkAnswer(t, w, inferOK(""))
+		fuzzbound.Run(t, len(body), func() {
+			var b bytes.Buffer
+			name := ""
+			switch enc % 8 {
+			case 1:
+				name = "gzip"
+				zw := gzip.NewWriter(&b)
+				zw.Write(body)
+				zw.Close()
+			case 2:
+				name = "deflate"
+				zw := zlib.NewWriter(&b)
+				zw.Write(body)
+				zw.Close()
+			case 3, 4:
+				name = []string{"gzip", "deflate"}[enc%8-3] // claimed, not done
+				b.Write(body)
+			case 5:
+				name = "br"
+				b.Write(body)
+			default:
+				b.Write(body)
+			}
+			var rd io.Reader = bytes.NewReader(b.Bytes())
+			if chunked {
+				rd = io.MultiReader(rd)
+			}
+			req := httptest.NewRequest(http.MethodPost, "/v2/models/lm/infer", rd)
+			if chunked {
+				req.ContentLength = -1
+			}
+			if name != "" {
+				req.Header.Set("Content-Encoding", name)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			checkAnswer(t, w, inferOK(""))
+		})
 	})
 }
 
@@ -309,62 +316,64 @@ func FuzzGRPCWire(f *testing.F) {
 	}
 	f.Cleanup(func() { conn.Close() })
 	f.Fuzz(func(t *testing.T, data []byte, stream bool) {
-		ctx := t.Context()
-		// Bytes that are no protobuf message get grpc-go's own INTERNAL
-		// ("failed to unmarshal") before any handler of ours runs; every
-		// message that parses must get another code.
-		parses := proto.Unmarshal(data, &pb.ModelInferRequest{}) == nil
-		bad := func(err error) bool {
-			c := status.Code(err)
-			if !parses {
-				return c == codes.Unknown || c == codes.Internal && !strings.Contains(err.Error(), "unmarshal")
-			}
-			return c == codes.Internal || c == codes.Unknown
-		}
-		var out []byte
-		if !stream {
-			err := conn.Invoke(ctx, "/inference.GRPCInferenceService/ModelInfer", &data, &out)
-			if err != nil {
-				if bad(err) {
-					t.Fatalf("ModelInfer: %v", err)
+		fuzzbound.Run(t, len(data), func() {
+			ctx := t.Context()
+			// Bytes that are no protobuf message get grpc-go's own INTERNAL
+			// ("failed to unmarshal") before any handler of ours runs; every
+			// message that parses must get another code.
+			parses := proto.Unmarshal(data, &pb.ModelInferRequest{}) == nil
+			bad := func(err error) bool {
+				c := status.Code(err)
+				if !parses {
+					return c == codes.Unknown || c == codes.Internal && !strings.Contains(err.Error(), "unmarshal")
 				}
-				return
+				return c == codes.Internal || c == codes.Unknown
 			}
-			var resp pb.ModelInferResponse
-			if err := proto.Unmarshal(out, &resp); err != nil {
-				t.Fatalf("response does not parse: %v", err)
-			}
-			grpcOutputs(t, &resp)
-			return
-		}
-		desc := &grpc.StreamDesc{StreamName: "ModelStreamInfer", ServerStreams: true, ClientStreams: true}
-		cs, err := conn.NewStream(ctx, desc, "/inference.GRPCInferenceService/ModelStreamInfer")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cs.SendMsg(&data); err != nil {
-			t.Fatal(err)
-		}
-		cs.CloseSend()
-		for {
-			var msg []byte
-			err := cs.RecvMsg(&msg)
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				if bad(err) {
-					t.Fatalf("ModelStreamInfer: %v", err)
+			var out []byte
+			if !stream {
+				err := conn.Invoke(ctx, "/inference.GRPCInferenceService/ModelInfer", &data, &out)
+				if err != nil {
+					if bad(err) {
+						t.Fatalf("ModelInfer: %v", err)
+					}
+					return
 				}
+				var resp pb.ModelInferResponse
+				if err := proto.Unmarshal(out, &resp); err != nil {
+					t.Fatalf("response does not parse: %v", err)
+				}
+				grpcOutputs(t, &resp)
 				return
 			}
-			var r pb.ModelStreamInferResponse
-			if err := proto.Unmarshal(msg, &r); err != nil {
-				t.Fatalf("stream response does not parse: %v", err)
+			desc := &grpc.StreamDesc{StreamName: "ModelStreamInfer", ServerStreams: true, ClientStreams: true}
+			cs, err := conn.NewStream(ctx, desc, "/inference.GRPCInferenceService/ModelStreamInfer")
+			if err != nil {
+				t.Fatal(err)
 			}
-			if strings.Contains(r.ErrorMessage, "internal error") {
-				t.Fatalf("stream: %s", r.ErrorMessage)
+			if err := cs.SendMsg(&data); err != nil {
+				t.Fatal(err)
 			}
-		}
+			cs.CloseSend()
+			for {
+				var msg []byte
+				err := cs.RecvMsg(&msg)
+				if err == io.EOF {
+					return
+				}
+				if err != nil {
+					if bad(err) {
+						t.Fatalf("ModelStreamInfer: %v", err)
+					}
+					return
+				}
+				var r pb.ModelStreamInferResponse
+				if err := proto.Unmarshal(msg, &r); err != nil {
+					t.Fatalf("stream response does not parse: %v", err)
+				}
+				if strings.Contains(r.ErrorMessage, "internal error") {
+					t.Fatalf("stream: %s", r.ErrorMessage)
+				}
+			}
+		})
 	})
 }

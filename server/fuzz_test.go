@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"rnnserve/internal/fuzzbound"
 	"rnnserve/models"
 )
 
@@ -33,21 +34,23 @@ func FuzzBinarySplit(f *testing.F) {
 	f.Add("UINT64", int64(1), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Add("INT32", int64(-1), []byte{})
 	f.Fuzz(func(t *testing.T, dt string, n int64, raw []byte) {
-		tn := Tensor{Name: "x", Datatype: dt, Shape: []int64{n}}
-		err := tn.DecodeRaw(raw)
-		if err != nil {
-			if StatusOf(err) != http.StatusBadRequest {
-				t.Fatalf("error %v maps to %d", err, StatusOf(err))
+		fuzzbound.Run(t, len(dt)+len(raw), func() {
+			tn := Tensor{Name: "x", Datatype: dt, Shape: []int64{n}}
+			err := tn.DecodeRaw(raw)
+			if err != nil {
+				if StatusOf(err) != http.StatusBadRequest {
+					t.Fatalf("error %v maps to %d", err, StatusOf(err))
+				}
+				return
 			}
-			return
-		}
-		if err := tn.check(); err != nil {
-			t.Fatalf("decoded %d bytes as %s [%d] but check fails: %v", len(raw), dt, n, err)
-		}
-		out := OutputTensor{Datatype: dt, Float32: tn.Float32, Int64: tn.Int64, Bytes: tn.Bytes}
-		if got := out.AppendRaw(nil); !bytes.Equal(got, raw) || out.RawSize() != len(raw) {
-			t.Fatalf("%s [%d]: %x re-encodes as %x", dt, n, raw, got)
-		}
+			if err := tn.check(); err != nil {
+				t.Fatalf("decoded %d bytes as %s [%d] but check fails: %v", len(raw), dt, n, err)
+			}
+			out := OutputTensor{Datatype: dt, Float32: tn.Float32, Int64: tn.Int64, Bytes: tn.Bytes}
+			if got := out.AppendRaw(nil); !bytes.Equal(got, raw) || out.RawSize() != len(raw) {
+				t.Fatalf("%s [%d]: %x re-encodes as %x", dt, n, raw, got)
+			}
+		})
 	})
 }
 
@@ -77,27 +80,29 @@ func FuzzInferBody(f *testing.F) {
 	f.Add("feat", []byte(`{"inputs": [{"name": "features", "datatype": "FP32", "shape": [1, 1, 3], "data": [[[1, 2, 3]]]}], "parameters": {"binary_data_output": true, "sequence_id": 9, "sequence_start": true}}`), int64(-1))
 	f.Add("lm", []byte(`{"inputs": [{"name": "tokens", "datatype": "INT32", "shape": [1, 1], "data": [1]}]} ]`), int64(-1))
 	f.Fuzz(func(t *testing.T, name string, body []byte, hdr int64) {
-		if name != "lm" && name != "feat" && name != "bi" {
-			return
-		}
-		req := httptest.NewRequest(http.MethodPost, "/v2/models/"+name+"/infer", bytes.NewReader(body))
-		if hdr >= 0 {
-			req.Header.Set(headerLength, strconv.FormatInt(hdr, 10))
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		switch {
-		case w.Code == http.StatusOK:
-			if _, err := splitResponse(w.Body.Bytes(), w.Header().Get(headerLength)); err != nil {
-				t.Fatalf("200 with a response that does not parse: %v\n%q", err, w.Body.Bytes())
+		fuzzbound.Run(t, len(name)+len(body), func() {
+			if name != "lm" && name != "feat" && name != "bi" {
+				return
 			}
-		case w.Code >= 400 && w.Code < 500 || w.Code == http.StatusServiceUnavailable:
-			if !bytes.HasPrefix(w.Body.Bytes(), []byte(`{"error":`)) || w.Body.Len() > 2*maxErrorBytes {
-				t.Fatalf("%d with body %q", w.Code, w.Body.Bytes())
+			req := httptest.NewRequest(http.MethodPost, "/v2/models/"+name+"/infer", bytes.NewReader(body))
+			if hdr >= 0 {
+				req.Header.Set(headerLength, strconv.FormatInt(hdr, 10))
 			}
-		default:
-			t.Fatalf("status %d: %s", w.Code, w.Body.Bytes())
-		}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			switch {
+			case w.Code == http.StatusOK:
+				if _, err := splitResponse(w.Body.Bytes(), w.Header().Get(headerLength)); err != nil {
+					t.Fatalf("200 with a response that does not parse: %v\n%q", err, w.Body.Bytes())
+				}
+			case w.Code >= 400 && w.Code < 500 || w.Code == http.StatusServiceUnavailable:
+				if !bytes.HasPrefix(w.Body.Bytes(), []byte(`{"error":`)) || w.Body.Len() > 2*maxErrorBytes {
+					t.Fatalf("%d with body %q", w.Code, w.Body.Bytes())
+				}
+			default:
+				t.Fatalf("status %d: %s", w.Code, w.Body.Bytes())
+			}
+		})
 	})
 }
 
@@ -120,25 +125,27 @@ func FuzzSeqDecode(f *testing.F) {
 	f.Add(int64(1), int64(2), []byte{1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0}, "top_k", "INT64")
 	f.Add(int64(2), int64(1), []byte{1, 0, 0, 0, 7, 0, 0, 0}, "logits", "INT32")
 	f.Fuzz(func(t *testing.T, b, tt int64, raw []byte, out, dt string) {
-		r := &Request{Received: time.Now(), Inputs: []Tensor{{Name: "tokens", Datatype: dt, Shape: []int64{b, tt}}},
-			Outputs: []RequestedOutput{{Name: out}}}
-		if err := r.Inputs[0].DecodeRaw(raw); err != nil {
-			return
-		}
-		in, err := decodeSeq(r, lm.Net, names, &o)
-		if err != nil {
-			if StatusOf(err) != http.StatusBadRequest {
-				t.Fatalf("decode error %v maps to %d", err, StatusOf(err))
+		fuzzbound.Run(t, len(raw)+len(out)+len(dt), func() {
+			r := &Request{Received: time.Now(), Inputs: []Tensor{{Name: "tokens", Datatype: dt, Shape: []int64{b, tt}}},
+				Outputs: []RequestedOutput{{Name: out}}}
+			if err := r.Inputs[0].DecodeRaw(raw); err != nil {
+				return
 			}
-			return
-		}
-		if in.B < 1 || in.T < 1 || in.T > o.MaxSteps || len(in.tokens) != in.B*in.T {
-			t.Fatalf("accepted request B=%d T=%d with %d tokens", in.B, in.T, len(in.tokens))
-		}
-		for _, id := range in.tokens {
-			if id < 0 || id >= 256 {
-				t.Fatalf("accepted token %d", id)
+			in, err := decodeSeq(r, lm.Net, names, &o)
+			if err != nil {
+				if StatusOf(err) != http.StatusBadRequest {
+					t.Fatalf("decode error %v maps to %d", err, StatusOf(err))
+				}
+				return
 			}
-		}
+			if in.B < 1 || in.T < 1 || in.T > o.MaxSteps || len(in.tokens) != in.B*in.T {
+				t.Fatalf("accepted request B=%d T=%d with %d tokens", in.B, in.T, len(in.tokens))
+			}
+			for _, id := range in.tokens {
+				if id < 0 || id >= 256 {
+					t.Fatalf("accepted token %d", id)
+				}
+			}
+		})
 	})
 }

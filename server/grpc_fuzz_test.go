@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"rnnserve/internal/fuzzbound"
 	pb "rnnserve/server/inferencepb"
 )
 
@@ -52,40 +53,42 @@ func FuzzGRPCRequest(f *testing.F) {
 	}, true)
 	svc := &grpcService{s: s}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var req pb.ModelInferRequest
-		if proto.Unmarshal(data, &req) != nil {
-			return
-		}
-		if isGenerate(&req) {
-			var g grpcGenerate
-			if err := generateFromGRPC(&req, &g, nil); err != nil && CodeOf(err) != codes.InvalidArgument {
-				t.Fatalf("generation converter: %v maps to %v", err, CodeOf(err))
+		fuzzbound.Run(t, len(data), func() {
+			var req pb.ModelInferRequest
+			if proto.Unmarshal(data, &req) != nil {
+				return
 			}
-		} else {
-			var r Request
-			if err := fromGRPC(&req, &r, nil); err != nil {
-				if CodeOf(err) != codes.InvalidArgument {
-					t.Fatalf("converter: %v maps to %v", err, CodeOf(err))
+			if isGenerate(&req) {
+				var g grpcGenerate
+				if err := generateFromGRPC(&req, &g, nil); err != nil && CodeOf(err) != codes.InvalidArgument {
+					t.Fatalf("generation converter: %v maps to %v", err, CodeOf(err))
 				}
 			} else {
-				if len(r.Inputs) != len(req.Inputs) || len(r.Outputs) != len(req.Outputs) {
-					t.Fatalf("%d inputs and %d outputs from %d and %d", len(r.Inputs), len(r.Outputs), len(req.Inputs), len(req.Outputs))
-				}
-				for _, tn := range r.Inputs {
-					kind, _ := DatatypeKind(tn.Datatype)
-					if kind == KindUnsupported || (kind == KindInt) != (tn.Int64 != nil) || (kind == KindFloat) != (tn.Float32 != nil) || (kind == KindBytes) != (tn.Bytes != nil) {
-						t.Fatalf("input %q of %s decoded to %d ints, %d floats, %d strings", tn.Name, tn.Datatype, len(tn.Int64), len(tn.Float32), len(tn.Bytes))
+				var r Request
+				if err := fromGRPC(&req, &r, nil); err != nil {
+					if CodeOf(err) != codes.InvalidArgument {
+						t.Fatalf("converter: %v maps to %v", err, CodeOf(err))
+					}
+				} else {
+					if len(r.Inputs) != len(req.Inputs) || len(r.Outputs) != len(req.Outputs) {
+						t.Fatalf("%d inputs and %d outputs from %d and %d", len(r.Inputs), len(r.Outputs), len(req.Inputs), len(req.Outputs))
+					}
+					for _, tn := range r.Inputs {
+						kind, _ := DatatypeKind(tn.Datatype)
+						if kind == KindUnsupported || (kind == KindInt) != (tn.Int64 != nil) || (kind == KindFloat) != (tn.Float32 != nil) || (kind == KindBytes) != (tn.Bytes != nil) {
+							t.Fatalf("input %q of %s decoded to %d ints, %d floats, %d strings", tn.Name, tn.Datatype, len(tn.Int64), len(tn.Float32), len(tn.Bytes))
+						}
 					}
 				}
 			}
-		}
-		resp, err := svc.ModelInfer(t.Context(), &req)
-		if err != nil {
-			if c := status.Code(err); c == codes.Internal || c == codes.Unknown {
-				t.Fatalf("ModelInfer: %v", err)
+			resp, err := svc.ModelInfer(t.Context(), &req)
+			if err != nil {
+				if c := status.Code(err); c == codes.Internal || c == codes.Unknown {
+					t.Fatalf("ModelInfer: %v", err)
+				}
+				return
 			}
-			return
-		}
-		grpcOutputs(t, resp)
+			grpcOutputs(t, resp)
+		})
 	})
 }

@@ -39,6 +39,12 @@ func (s *Server) Handler() http.Handler {
 		if s.lameDuck.Load() {
 			c.Header("Connection", "close")
 		}
+		// A connection that sent a head with both Content-Length and
+		// Transfer-Encoding is refused and closed (framing.go).
+		if smuggling(c.Request.Context()) {
+			c.Header("Connection", "close")
+			c.AbortWithStatusJSON(http.StatusBadRequest, api.Error{Error: "a request on this connection had both Content-Length and Transfer-Encoding (RFC 9112 section 6.1): refused"})
+		}
 	})
 	r.GET("/v2/health/live", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"live": s.Live()}) })
 	r.GET("/v2/health/ready", func(c *gin.Context) {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
+	"rnnserve/internal/fuzzbound"
 	pb "rnnserve/server/inferencepb"
 )
 
@@ -220,24 +221,26 @@ func FuzzSequenceIDFrom(f *testing.F) {
 	}
 	f.Add("a", true)
 	f.Fuzz(func(t *testing.T, v string, twice bool) {
-		values := []string{v}
-		if twice {
-			values = append(values, v)
-		}
-		id, err := sequenceIDFrom(values, "header X")
-		if err != nil {
-			if !errors.Is(err, ErrBadRequest) || id != "" {
-				t.Fatalf("%q: %q, %v", v, id, err)
+		fuzzbound.Run(t, len(v), func() {
+			values := []string{v}
+			if twice {
+				values = append(values, v)
 			}
-			return
-		}
-		if twice || id != v || id == "" || id == "0" || len(id) > maxSequenceID || strings.ContainsAny(id, ", ") {
-			t.Fatalf("%q accepted as %q", v, id)
-		}
-		for i := range len(id) {
-			if id[i] < '!' || id[i] > '~' {
-				t.Fatalf("%q accepted with byte %d", v, id[i])
+			id, err := sequenceIDFrom(values, "header X")
+			if err != nil {
+				if !errors.Is(err, ErrBadRequest) || id != "" {
+					t.Fatalf("%q: %q, %v", v, id, err)
+				}
+				return
 			}
-		}
+			if twice || id != v || id == "" || id == "0" || len(id) > maxSequenceID || strings.ContainsAny(id, ", ") {
+				t.Fatalf("%q accepted as %q", v, id)
+			}
+			for i := range len(id) {
+				if id[i] < '!' || id[i] > '~' {
+					t.Fatalf("%q accepted with byte %d", v, id[i])
+				}
+			}
+		})
 	})
 }

@@ -8,9 +8,10 @@ import (
 )
 
 // textChecker passes JSON text through from r, holding back each byte
-// until it has checked it: a byte sequence that is not UTF-8, or a \u
-// escape of a UTF-16 surrogate without its pair, fails the read with a
-// 400 naming its offset, before the decoder sees it. encoding/json would
+// until it has checked it: a byte sequence that is not UTF-8, a \u
+// escape of a UTF-16 surrogate without its pair, or an object key given
+// twice (keyChecker), fails the read with a 400 naming its offset, before
+// the decoder sees it. encoding/json would
 // replace either with U+FFFD without a word, so a prompt, a tree, an id or
 // a name would reach the model other than the client sent it. A backslash
 // outside a string, or an escape cut short at the end, is left for the
@@ -23,6 +24,7 @@ type textChecker struct {
 	lo, ok, hi int
 	off        int64 // offset in the text of buf[0]
 	err        error // sticky: the reader's error, or the bad text
+	keys       keyChecker
 }
 
 func newTextChecker(r io.Reader) *textChecker {
@@ -41,6 +43,9 @@ func (t *textChecker) Read(p []byte) (int, error) {
 		t.hi += m
 		t.err = err
 		t.check(err != nil)
+		if kerr := t.keys.scan(t.buf[:t.ok], t.off); kerr != nil {
+			t.ok, t.err = 0, kerr
+		}
 	}
 	n := copy(p, t.buf[t.lo:t.ok])
 	t.lo += n

@@ -2,12 +2,16 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/iotest"
 	"unicode/utf8"
+
+	"rnnserve/internal/fuzzbound"
 )
 
 // referenceText is the text check done the slow way, on the whole text at
@@ -105,21 +109,23 @@ func FuzzTextChecker(f *testing.F) {
 	f.Add([]byte("{\"a\": \"\xe2\x82\xac\"}"), uint8(1))
 	f.Add([]byte(`\ud800\`), uint8(2))
 	f.Fuzz(func(t *testing.T, raw []byte, chunk uint8) {
-		bad := referenceText(raw)
-		rd := io.Reader(bytes.NewReader(raw))
-		if chunk > 0 {
-			rd = &chunkReader{r: rd, n: int(chunk)}
-		}
-		got, err := readChecked(rd)
-		if bad < 0 {
-			if err != nil || !bytes.Equal(got, raw) {
-				t.Fatalf("good text: %d of %d bytes, %v", len(got), len(raw), err)
+		fuzzbound.Run(t, len(raw), func() {
+			bad := referenceText(raw)
+			rd := io.Reader(bytes.NewReader(raw))
+			if chunk > 0 {
+				rd = &chunkReader{r: rd, n: int(chunk)}
 			}
-			return
-		}
-		if !errors.Is(err, ErrBadRequest) || !bytes.Equal(got, raw[:bad]) {
-			t.Fatalf("bad at %d: %d bytes through, %v", bad, len(got), err)
-		}
+			got, err := readChecked(rd)
+			if bad < 0 {
+				if err != nil || !bytes.Equal(got, raw) {
+					t.Fatalf("good text: %d of %d bytes, %v", len(got), len(raw), err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrBadRequest) || !bytes.Equal(got, raw[:bad]) {
+				t.Fatalf("bad at %d: %d bytes through, %v", bad, len(got), err)
+			}
+		})
 	})
 }
 
@@ -131,4 +137,121 @@ type chunkReader struct {
 
 func (c *chunkReader) Read(p []byte) (int, error) {
 	return c.r.Read(p[:min(len(p), c.n)])
+}
+
+// TestDuplicateKeys: an object with a key twice (the empty key too), at
+// any depth and however the key is written, is refused; the same key in
+// different objects, and key-like text inside strings, are not; the text
+// may arrive a byte at a time.
+func TestDuplicateKeys(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		dup  string // "" for none
+	}{
+		{`{"inputs": [], "inputs": []}`, "inputs"},
+		{`{"a": {"k": 1, "x": [1, 2], "k": 2}}`, "k"},
+		{`{"a": 1, "\u0061": 2}`, "a"},
+		{`{"a\"b": 1, "a\u0022b": 2}`, `a"b`},
+		{`{"outputs": [{"name": "x", "parameters": {"k": 1}}, {"name": "y", "parameters": {"k": 2}}]}`, ""},
+		{`{"s": "\"s\": 1, \"s\": 2", "t": "{\"u\": 1}"}`, ""},
+		{`{"a": [{"b": 1}, {"b": 1}], "c": {"b": 1}}`, ""},
+		{`[{"a": 1}, {"a": 2, "b": {"a": 3}}]`, ""},
+		{`{"": 1, "": 2}`, `""`},
+	} {
+		for _, oneByte := range []bool{false, true} {
+			var rd io.Reader = bytes.NewReader([]byte(c.text))
+			if oneByte {
+				rd = iotest.OneByteReader(rd)
+			}
+			_, err := io.ReadAll(newTextChecker(rd))
+			switch {
+			case c.dup == "" && err != nil:
+				t.Errorf("%s: %v, want no error", c.text, err)
+			case c.dup != "" && (!errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "appears twice")):
+				t.Errorf("%s (a byte at a time %v): %v, want the duplicate key refused", c.text, oneByte, err)
+			}
+		}
+	}
+}
+
+// FuzzDuplicateKeys holds keyChecker, fed the text in chunks of any size,
+// to a reference that walks encoding/json's tokens of the whole text:
+// for every text encoding/json reads as one valid value (and textChecker
+// passes), both find a duplicate key or neither does.
+func FuzzDuplicateKeys(f *testing.F) {
+	f.Add([]byte(`{"a": 1, "b": {"a": [{"a": 1}, {"a": 2}]}, "c": "\"a\": 1"}`), uint8(3))
+	f.Add([]byte(`{"a": 1, "\u0061": 2}`), uint8(1))
+	f.Add([]byte(`[{"x": {}}, {"x": {"y": 1, "y": 2}}]`), uint8(0))
+	f.Fuzz(func(t *testing.T, raw []byte, chunk uint8) {
+		fuzzbound.Run(t, len(raw), func() {
+			want, ok := referenceDuplicate(raw)
+			if !ok || referenceText(raw) >= 0 {
+				return // not one valid JSON value, or text textChecker refuses first
+			}
+			var k keyChecker
+			var err error
+			step := max(int(chunk), 1)
+			for i := 0; i < len(raw) && err == nil; i += step {
+				err = k.scan(raw[i:min(i+step, len(raw))], int64(i))
+			}
+			if (err != nil) != want {
+				t.Fatalf("%q: keyChecker %v, reference says a duplicate: %v", raw, err, want)
+			}
+		})
+	})
+}
+
+// referenceDuplicate reports whether the JSON text raw has an object
+// with a key twice, and whether raw is one valid JSON value at all.
+func referenceDuplicate(raw []byte) (dup, ok bool) {
+	if !json.Valid(raw) {
+		return false, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	type frame struct {
+		object bool
+		keys   map[string]bool
+		key    bool // the next string token is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return dup, true
+		}
+		if err != nil {
+			return false, false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				stack = append(stack, &frame{object: true, keys: map[string]bool{}, key: true})
+			case '[':
+				stack = append(stack, &frame{})
+			default:
+				stack = stack[:len(stack)-1]
+				if len(stack) > 0 && stack[len(stack)-1].object {
+					stack[len(stack)-1].key = true
+				}
+			}
+			continue
+		case string:
+			if top != nil && top.object && top.key {
+				if top.keys[v] {
+					dup = true
+				}
+				top.keys[v] = true
+				top.key = false
+				continue
+			}
+		}
+		if top != nil && top.object {
+			top.key = true // a value: the next string is a key
+		}
+	}
 }

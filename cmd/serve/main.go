@@ -235,7 +235,7 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 		return fmt.Errorf("gRPC: %w", err)
 	}
 	hs := &http.Server{Handler: requests.Handler(srv.Handler()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout,
-		IdleTimeout: cfg.Server.IdleTimeout, MaxHeaderBytes: maxHeaderBytes, ConnState: srv.ConnState}
+		IdleTimeout: cfg.Server.IdleTimeout, MaxHeaderBytes: maxHeaderBytes, ConnState: srv.ConnState, ConnContext: srv.ConnContext}
 	srv.Start()
 	poolsInUse = true
 	names := make([]string, len(entries))
