@@ -145,6 +145,10 @@ func (s *TreeSpec) Config(n int) (tree.Config, error) {
 	return c, nil
 }
 
+// MaxVocabBytes bounds a tree model's vocabulary file: a word a line, at
+// most tree.MaxNodesLimit (2^24) words of 16 bytes on average.
+const MaxVocabBytes = 256 << 20
+
 // LoadTree reads a tree spec file, its vocabulary and its weights (or
 // seeded random weights when it names none), relative to the spec.
 func LoadTree(specPath string) (*TreeModel, error) { return loadTree(specPath, osOpener(specPath)) }
@@ -165,19 +169,20 @@ func loadTree(specPath string, open opener) (*TreeModel, error) {
 	}
 	words := s.Vocab
 	if s.VocabFile != "" {
-		vb, err := readFile(open, s.VocabFile, MaxWeightsBytes, "vocabulary")
+		vb, err := readFile(open, s.VocabFile, MaxVocabBytes, "vocabulary")
 		if err != nil {
 			return nil, fmt.Errorf("load vocabulary %s: %w", s.VocabFile, err)
 		}
 		words = splitLines(vb)
 	}
-	var weights []byte
+	var weights *modelFile
 	if s.Weights != "" {
-		if weights, err = readFile(open, s.Weights, MaxWeightsBytes, "weights"); err != nil {
+		if weights, err = open(s.Weights); err != nil {
 			return nil, fmt.Errorf("load weights %s: %w", s.Weights, err)
 		}
+		defer weights.Close()
 	}
-	m, err := BuildTree(s, words, weights)
+	m, err := buildTree(s, words, weights)
 	if err != nil {
 		return nil, fmt.Errorf("load tree model %s: %w", specPath, err)
 	}
@@ -199,6 +204,16 @@ func splitLines(b []byte) []string {
 // weights (a safetensors file's bytes) bound and checked, or random from
 // s.Seed when weights is nil.
 func BuildTree(s *TreeSpec, words []string, weights []byte) (*TreeModel, error) {
+	var f *modelFile
+	if weights != nil {
+		f = memFile("weights", weights)
+	}
+	return buildTree(s, words, f)
+}
+
+// buildTree is BuildTree from a weights file (nil: random weights), read
+// straight into the model.
+func buildTree(s *TreeSpec, words []string, weights *modelFile) (*TreeModel, error) {
 	v, err := tree.NewVocab(words, s.UNK)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSpec, err)
@@ -218,9 +233,9 @@ func BuildTree(s *TreeSpec, words []string, weights []byte) (*TreeModel, error) 
 	case weights == nil && params > MaxRandomParams:
 		return nil, fmt.Errorf("%w: the spec has %d parameters and names no weights file; random weights are made for at most %d (MaxRandomParams)",
 			ErrSpec, params, int64(MaxRandomParams))
-	case weights != nil && 4*params > int64(len(weights)):
+	case weights != nil && 4*params > weights.size:
 		return nil, fmt.Errorf("%w: the spec has %d parameters, more than the weights file of %d bytes holds as F32",
-			ErrWeights, params, len(weights))
+			ErrWeights, params, weights.size)
 	}
 	net, err := tree.NewModel(cfg, false)
 	if err != nil {
@@ -235,59 +250,54 @@ func BuildTree(s *TreeSpec, words []string, weights []byte) (*TreeModel, error) 
 }
 
 // bindTreeWeights reads a safetensors file into net, checking every
-// tensor's name, dtype, shape and values; the top-down cell's bias_ih and
-// bias_hh are summed into net.B.
-func bindTreeWeights(net *tree.Model, data []byte) error {
-	f, err := safetensors.Read(data)
+// tensor's name, dtype, shape and values, each read straight into its
+// weights; the top-down cell's bias_ih and bias_hh are summed into net.B.
+func bindTreeWeights(net *tree.Model, wf *modelFile) error {
+	f, err := safetensors.ReadAt(wf, wf.size)
 	if err != nil {
 		return fmt.Errorf("read weights: %w", err)
 	}
 	want := net.Tensors()
-	var problems []string
-	get := func(name string, shape []int) []float32 {
+	var problems problemList
+	// read checks tensor name against shape and reads it into dst.
+	read := func(name string, shape []int, dst []float32) bool {
 		t, ok := f.Tensor(name)
 		switch {
 		case !ok:
-			problems = append(problems, fmt.Sprintf("tensor %q is missing (shape %v)", name, shape))
-			return nil
+			problems.add("tensor %q is missing (shape %v)", name, shape)
+			return false
 		case t.DType != safetensors.F32:
-			problems = append(problems, fmt.Sprintf("tensor %q has dtype %s, want F32", name, t.DType))
-			return nil
+			problems.add("tensor %q has dtype %s, want F32", name, clip(string(t.DType)))
+			return false
 		case !slices.Equal(t.Shape, shape):
-			problems = append(problems, fmt.Sprintf("tensor %q has shape %v, want %v", name, t.Shape, shape))
-			return nil
+			problems.add("tensor %q has shape %s, want %v", name, shapeSummary(t.Shape), shape)
+			return false
 		}
-		v, err := t.Float32s()
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("tensor %q: %v", name, err))
-			return nil
+		if err := t.Float32sInto(dst); err != nil {
+			problems.add("tensor %q: %v", name, err)
+			return false
 		}
-		if i := firstNonFinite(v); i >= 0 {
-			problems = append(problems, fmt.Sprintf("tensor %q has non-finite value %v at flat index %d", name, v[i], i))
-			return nil
+		if i := firstNonFinite(dst); i >= 0 {
+			problems.add("tensor %q has non-finite value %v at flat index %d", name, dst[i], i)
+			return false
 		}
-		return v
+		return true
 	}
 	names := make([]string, 0, len(want))
 	for name := range want {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	expected := map[string]bool{}
 	for _, name := range names {
 		t := want[name]
-		if v := get(name, t.Shape); v != nil {
-			copy(*t.Data, v)
-		}
-	}
-	expected := map[string]bool{}
-	for name := range want {
+		read(name, t.Shape, *t.Data)
 		expected[name] = true
 	}
 	if net.Cell == tree.TopDownLSTM {
 		H := net.Hidden
-		bi := get("cell.lstm.bias_ih", []int{4 * H})
-		bh := get("cell.lstm.bias_hh", []int{4 * H})
-		if bi != nil && bh != nil {
+		bi, bh := make([]float32, 4*H), make([]float32, 4*H)
+		if read("cell.lstm.bias_ih", []int{4 * H}, bi) && read("cell.lstm.bias_hh", []int{4 * H}, bh) {
 			for j := range net.B {
 				net.B[j] = bi[j] + bh[j]
 			}
@@ -296,13 +306,10 @@ func bindTreeWeights(net *tree.Model, data []byte) error {
 	}
 	for _, name := range f.Names() {
 		if !expected[name] {
-			problems = append(problems, fmt.Sprintf("unexpected tensor %q", name))
+			problems.add("unexpected tensor %q", clip(name))
 		}
 	}
-	if problems != nil {
-		return &WeightsError{Problems: problems}
-	}
-	return nil
+	return problems.err()
 }
 
 // RandomizeTree fills a tree model's weights deterministically from seed:
