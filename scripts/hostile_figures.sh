@@ -6,6 +6,10 @@
 # stopped, and says so).
 #
 #   scripts/hostile_figures.sh COMMIT > rows.csv
+#   scripts/hostile_figures.sh COMMIT DIR > rows.csv
+#
+# With DIR, the files and folders in DIR are measured instead (the
+# hostile ONNX files: go run ./models/internal/onnxbuild/write DIR).
 #
 # prints the rows of docs/data/figures.csv (without the run column:
 # subject,metric,value) for the files of models/testdata/hostile (written
@@ -15,7 +19,8 @@
 # file and by folder. The hostile files are taken from the working tree,
 # the loader from COMMIT.
 set -euo pipefail
-commit=${1:?usage: scripts/hostile_figures.sh COMMIT}
+commit=${1:?usage: scripts/hostile_figures.sh COMMIT [DIR]}
+only=${2:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -54,9 +59,13 @@ EOF
 (cd "$work/src" && go build -o "$work/measure" ./cmd/hostilemeasure)
 
 mkdir -p "$work/files" "$work/hf/blobs" "$work/hf/snapshots/r1"
-cp "$root"/models/testdata/hostile/*.pt "$root"/models/testdata/hostile/*.safetensors "$root"/models/testdata/hostile/*.yaml "$work/files/"
-mkfifo "$work/files/model.pt"
-truncate -s 256M "$work/files/zeros.safetensors"
+if [ -n "$only" ]; then
+	cp -r "$only"/. "$work/files/"
+else
+	cp "$root"/models/testdata/hostile/*.pt "$root"/models/testdata/hostile/*.safetensors "$root"/models/testdata/hostile/*.yaml "$work/files/"
+	mkfifo "$work/files/model.pt"
+	truncate -s 256M "$work/files/zeros.safetensors"
+fi
 cp "$root/models/testdata/golden/f16_safetensors_lstm/model.safetensors" "$work/hf/blobs/3a7bd3e2360a3d29"
 ln -s ../../blobs/3a7bd3e2360a3d29 "$work/hf/snapshots/r1/model.safetensors"
 
@@ -96,5 +105,7 @@ for f in "$work"/files/*; do
 	[ "$name" = zeros.safetensors ] && name="256 MiB of zeros"
 	measure "$name" "$f"
 done
-measure "Hugging Face snapshot, the file" "$work/hf/snapshots/r1/model.safetensors"
-measure "Hugging Face snapshot, the folder" "$work/hf/snapshots/r1"
+if [ -z "$only" ]; then
+	measure "Hugging Face snapshot, the file" "$work/hf/snapshots/r1/model.safetensors"
+	measure "Hugging Face snapshot, the folder" "$work/hf/snapshots/r1"
+fi

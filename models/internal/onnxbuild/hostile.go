@@ -147,8 +147,8 @@ func SharedExternal(n, h int) Hostile {
 	for k := range n {
 		w := Fill(fmt.Sprint("W", k), []int64{1, 3 * int64(h), int64(h)}, 0, 0)
 		r := Fill(fmt.Sprint("R", k), []int64{1, 3 * int64(h), int64(h)}, 0, 0)
-		raw := External(w, "weights.bin", 0)
-		External(r, "weights.bin", 0)
+		raw := External(w, "weights.data", 0)
+		External(r, "weights.data", 0)
 		if blob == nil {
 			blob = raw
 		}
