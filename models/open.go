@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"rnnserve/models/sniff"
 	"rnnserve/rnn"
 )
 
@@ -215,7 +216,8 @@ func FormatSpec(m *Model) ([]byte, error) {
 	var buf bytes.Buffer
 	if m.Source.Inferred {
 		fmt.Fprintf(&buf, "# Inferred by rnnserve from %s (%s).\n", path.Base(filepath.ToSlash(m.Source.Weights)), m.Source.Format.Name())
-		if m.Spec.Head != nil && m.Spec.Head.Activation == "" {
+		// An ONNX graph holds the activation, if the model has one.
+		if m.Spec.Head != nil && m.Spec.Head.Activation == "" && m.Source.Format != sniff.ONNX {
 			buf.WriteString("# No weights file records the head's activation: set head.activation\n# to softmax or log_softmax if the model applies one after its head.\n")
 		}
 	}

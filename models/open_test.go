@@ -142,6 +142,23 @@ func TestLoadSpecWithCheckpoint(t *testing.T) {
 	}
 }
 
+// TestFormatONNXSpec: the spec printed for an ONNX file carries the
+// graph's names, and no note asking for an activation the graph would
+// have shown (a Gemm head on h_n, without one).
+func TestFormatONNXSpec(t *testing.T) {
+	m, err := Open("testdata/golden/onnx_gru_classifier_hn/model.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := FormatSpec(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(text); strings.Contains(s, "head.activation") || !strings.Contains(s, "- name: last_hidden") || !strings.Contains(s, "input: h_n") {
+		t.Errorf("FormatSpec of an ONNX classifier:\n%s", s)
+	}
+}
+
 // TestOpenONNXExternalData moves the GRU export's weights into a data
 // file beside it: read from inside the model's folder, refused when the
 // model points outside it (a file that exists there is not read).
