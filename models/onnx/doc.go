@@ -17,9 +17,11 @@
 // file over MaxNodes, MaxMessages or DecodeSlack + DecodeFactor bytes per
 // byte of the file. Decoding skips every field onnxpb does not declare,
 // and no declared message can contain itself. The graph is then read in
-// one pass over its nodes in their order, which ONNX requires to be
-// topological: a node that reads a value no earlier node made is refused,
-// so a cycle cannot send the reader round it and no walk recurses. A
+// one pass over its nodes in topological order: their own order when it
+// is one (ONNX requires it), else one found by Kahn's algorithm in time
+// linear in the nodes; a cycle, a value made twice and a value nothing
+// makes are refused, so nothing can send the reader round a loop and no
+// walk recurses. A
 // tensor may hold at most MaxElements elements, and the tensors the graph
 // uses at most as many bytes as the file and its external data files
 // store (MaxExternalBytes), so shared or overlapping claims cannot

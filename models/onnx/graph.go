@@ -175,13 +175,17 @@ func (g *graph) read(gp *pb.GraphProto) (*Model, error) {
 		return nil, fmt.Errorf("%w: graph input %s of type %v, want int64 token ids or float features", ErrUnsupported, clip(g.input), g.elem)
 	}
 	g.vals[g.input] = v
+	nodes, err := g.sorted(gp.GetNode())
+	if err != nil {
+		return nil, err
+	}
 	g.refs = map[string]int{}
-	for _, n := range gp.GetNode() {
+	for _, n := range nodes {
 		for _, in := range n.GetInput() {
 			g.refs[in]++
 		}
 	}
-	for _, n := range gp.GetNode() {
+	for _, n := range nodes {
 		if err := g.node(n); err != nil {
 			return nil, err
 		}
@@ -193,6 +197,79 @@ func (g *graph) read(gp *pb.GraphProto) (*Model, error) {
 		return nil, err
 	}
 	return g.m, nil
+}
+
+// sorted returns the nodes in an order where each comes after the nodes
+// that make its inputs: their own order when it is one (ONNX requires
+// it, and exporters write it), else one found by Kahn's algorithm, in
+// time linear in the nodes and their inputs. A node that reads a value
+// nothing makes, a value made twice, or a cycle is refused.
+func (g *graph) sorted(nodes []*pb.NodeProto) ([]*pb.NodeProto, error) {
+	maker := map[string]int{} // value -> the node that makes it
+	for i, n := range nodes {
+		for _, o := range n.GetOutput() {
+			if o == "" {
+				continue
+			}
+			if _, ok := g.vals[o]; ok {
+				return nil, bad(n, "makes %s, which is the graph's input or an initializer", clip(o))
+			}
+			if _, dup := maker[o]; dup {
+				return nil, bad(n, "makes %s, which node %s also makes", clip(o), clip(nodeName(nodes[maker[o]])))
+			}
+			maker[o] = i
+		}
+	}
+	inOrder := true
+	waits := make([]int, len(nodes)) // inputs made by nodes not yet placed
+	readers := map[int][]int{}       // node -> the nodes that read what it makes
+	for i, n := range nodes {
+		for _, in := range n.GetInput() {
+			if in == "" {
+				continue
+			}
+			j, made := maker[in]
+			if !made {
+				if _, ok := g.vals[in]; !ok {
+					return nil, bad(n, "reads %s, which nothing in the graph makes", clip(in))
+				}
+				continue
+			}
+			if j >= i {
+				inOrder = false
+			}
+			waits[i]++
+			readers[j] = append(readers[j], i)
+		}
+	}
+	if inOrder {
+		return nodes, nil
+	}
+	out := make([]*pb.NodeProto, 0, len(nodes))
+	var ready []int
+	for i := range nodes {
+		if waits[i] == 0 {
+			ready = append(ready, i)
+		}
+	}
+	for len(ready) > 0 {
+		i := ready[0]
+		ready = ready[1:]
+		out = append(out, nodes[i])
+		for _, r := range readers[i] {
+			if waits[r]--; waits[r] == 0 {
+				ready = append(ready, r)
+			}
+		}
+	}
+	if len(out) < len(nodes) {
+		for i, w := range waits {
+			if w > 0 {
+				return nil, bad(nodes[i], "is on a cycle: it reads, through other nodes, a value it makes")
+			}
+		}
+	}
+	return out, nil
 }
 
 // node gives meanings to a node's outputs, or refuses it.
@@ -209,7 +286,7 @@ func (g *graph) node(n *pb.NodeProto) error {
 		}
 		v, ok := g.vals[name]
 		if !ok {
-			return bad(n, "reads %s, which no earlier node makes (ONNX lists nodes in topological order; the graph is out of order or has a cycle)", clip(name))
+			return bad(n, "reads %s before it is made", clip(name)) // sorted prevents it
 		}
 		ins[i] = v
 		switch v.kind {

@@ -209,27 +209,32 @@ func TestRNNNodes(t *testing.T) {
 	}
 }
 
-// TestOrderAndCycles: a node that reads a value made later, or never,
-// is refused; so is a value made twice.
+// TestOrderAndCycles: nodes out of order are sorted; a node that reads
+// a value nothing makes, a value made twice, and a cycle are refused.
 func TestOrderAndCycles(t *testing.T) {
+	if _, err := Read(stack([]string{"GRU"}, 1, func(g *pb.GraphProto) { g.Node[0], g.Node[1] = g.Node[1], g.Node[0] }, "out0"), nil); err != nil {
+		t.Errorf("nodes out of order: %v", err)
+	}
 	for _, c := range []struct {
 		name string
 		edit func(g *pb.GraphProto)
 		says string
 	}{
-		{"later", func(g *pb.GraphProto) { g.Node[0], g.Node[1] = g.Node[1], g.Node[0] }, `reads "Y0", which no earlier node makes`},
-		{"never", func(g *pb.GraphProto) { g.Node[1].Input[1] = "nowhere" }, `reads "nowhere"`},
+		{"never", func(g *pb.GraphProto) { g.Node[1].Input[1] = "nowhere" }, `reads "nowhere", which nothing in the graph makes`},
 		{"twice", func(g *pb.GraphProto) {
 			g.Node = append(g.Node, b.Node("again", "Identity", []string{"x"}, []string{"out0"}))
-		}, `makes "out0", which the graph already has`},
+		}, `makes "out0", which node "out0" also makes`},
+		{"the input remade", func(g *pb.GraphProto) {
+			g.Node = append([]*pb.NodeProto{b.Node("remake", "Identity", []string{"axes1"}, []string{"x"})}, g.Node...)
+		}, `makes "x", which is the graph's input or an initializer`},
+		{"a cycle", func(g *pb.GraphProto) {
+			g.Node = append(g.Node, b.Node("a", "Identity", []string{"c"}, []string{"b"}), b.Node("c", "Identity", []string{"b"}, []string{"c"}))
+		}, `node "a" (Identity): is on a cycle`},
 		{"no outputs", func(g *pb.GraphProto) {
 			g.Initializer = append(g.Initializer, b.Ints("shape", 1, 1, 3))
 			g.Node = append([]*pb.NodeProto{b.Node("zeros", "ConstantOfShape", []string{"shape"}, []string{"z"}),
 				b.Node("mute", "Concat", []string{"z", "z"}, nil)}, g.Node...)
 		}, `node "mute" (Concat): no outputs`},
-		{"the input remade", func(g *pb.GraphProto) {
-			g.Node = append([]*pb.NodeProto{b.Node("remake", "Identity", []string{"axes1"}, []string{"x"})}, g.Node...)
-		}, `makes "x"`},
 	} {
 		_, err := Read(stack([]string{"GRU"}, 1, c.edit, "out0"), nil)
 		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), c.says) {

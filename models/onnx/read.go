@@ -115,8 +115,8 @@ const maxDepth = 16
 // by a scan of the wire format), each tensor's elements (MaxElements),
 // and the bytes of tensor data the graph uses, which cannot exceed the
 // bytes of the file and its external data. The graph is walked once, in
-// its nodes' order, which ONNX requires to be topological: a node that
-// reads a value no earlier node made is refused, so no walk can loop.
+// topological order (sorted in linear time when the file's order is not
+// one); a cycle is refused, so no walk can loop.
 func Read(data []byte, open func(location string) ([]byte, error)) (*Model, error) {
 	if f := sniff.Detect(data); f != sniff.ONNX && f != sniff.Unknown {
 		return nil, fmt.Errorf("%w: this is %v", ErrFormat, f)
