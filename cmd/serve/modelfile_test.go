@@ -60,3 +60,64 @@ func TestModelFileKinds(t *testing.T) {
 		t.Errorf("took %v to refuse a FIFO", d)
 	}
 }
+
+// TestRepositoryWithFIFO starts the server on a repository where one
+// model's model.pt is a named pipe beside a good model: startup does not
+// wait on the pipe (the server either starts without that model or
+// refuses to start, naming the pipe), and shutdown is prompt.
+func TestRepositoryWithFIFO(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServe(t)
+	repo := t.TempDir()
+	os.MkdirAll(filepath.Join(repo, "good"), 0o755)
+	os.MkdirAll(filepath.Join(repo, "pipe"), 0o755)
+	golden, err := os.ReadFile("../../models/testdata/golden/ckpt_emb_lstm_fc_batchfirst/model.pt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(repo, "good", "model.pt"), golden, 0o644)
+	if err := syscall.Mkfifo(filepath.Join(repo, "pipe", "model.pt"), 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	cmd := exec.Command(bin, "-repository", repo, "-listen", "127.0.0.1:0", "-grpc", "off")
+	cmd.Env = append(os.Environ(), "RNNSERVE_LAME_DUCK=100ms")
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	serving := false
+	deadline := time.After(30 * time.Second)
+wait:
+	for {
+		select {
+		case <-done: // refused to start
+			break wait
+		case <-deadline:
+			t.Fatalf("neither serving nor exited after 30 s:\n%s", log.String())
+		case <-time.After(20 * time.Millisecond):
+			if strings.Contains(log.String(), "msg=serving") {
+				serving = true
+				break wait
+			}
+		}
+	}
+	if !strings.Contains(log.String(), "named pipe (FIFO), not a regular file") {
+		t.Errorf("the log does not name the pipe:\n%s", log.String())
+	}
+	if serving {
+		start := time.Now()
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no exit 30 s after SIGTERM")
+		}
+		t.Logf("served without the pipe's model; stopped in %v", time.Since(start))
+	}
+}
