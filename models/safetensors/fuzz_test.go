@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"rnnserve/internal/fuzzbound"
 )
@@ -30,16 +29,16 @@ func FuzzRead(f *testing.F) {
 	for _, bad := range badFiles {
 		f.Add(bad.data)
 	}
+	// The hostile files but the 3 MB one, whose header a mutation takes a
+	// second to read (TestHostileFiles in models reads it whole).
 	hostile, _ := filepath.Glob("../testdata/hostile/*.safetensors")
 	for _, p := range hostile {
-		if raw, err := os.ReadFile(p); err == nil {
+		if raw, err := os.ReadFile(p); err == nil && len(raw) < 512<<10 {
 			f.Add(raw)
 		}
 	}
 
-	// The 3 MB header of many_tensors.safetensors is read, written and read
-	// again in about a second on a busy machine.
-	fuzzbound.Bytes(f, fuzzbound.Limits{Time: 5 * time.Second}, func(t *testing.T, data []byte) {
+	fuzzbound.Bytes(f, fuzzbound.Limits{}, func(t *testing.T, data []byte) {
 		got, err := Read(data)
 		at, errAt := ReadAt(bytes.NewReader(data), int64(len(data)))
 		if (err == nil) != (errAt == nil) || err != nil && err.Error() != errAt.Error() {
