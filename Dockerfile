@@ -42,4 +42,4 @@ EXPOSE 8080 8081
 VOLUME ["/models"]
 # Both listeners on every interface (the binary's defaults are loopback
 # only); arguments given to docker run or a pod's args are appended.
-ENTRYPOINT ["/usr/local/bin/serve", "-listen", "0.0.0.0:8080", "-grpc", "0.0.0.0:8081"]
+ENTRYPOINT ["/usr/local/bin/serve", "-listen", "0.0.0.0:8080", "-grpc-listen", "0.0.0.0:8081"]

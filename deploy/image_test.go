@@ -136,7 +136,7 @@ func TestDockerfile(t *testing.T) {
 		t.Fatalf("ENTRYPOINT %q, want /usr/local/bin/serve ...", im.entrypoint)
 	}
 	listen := listenPorts(t, "Dockerfile ENTRYPOINT", im.entrypoint[1:])
-	if listen["listen"] != 8080 || listen["grpc"] != 8081 {
+	if listen["listen"] != 8080 || listen["grpc-listen"] != 8081 {
 		t.Errorf("ENTRYPOINT listens on %v, want REST on 8080 and gRPC on 8081", listen)
 	}
 	var ports []int
@@ -158,7 +158,7 @@ func listenPorts(t *testing.T, where string, args []string) map[string]int {
 	ports := map[string]int{}
 	for i := 0; i+1 < len(args); i++ {
 		name := strings.TrimLeft(args[i], "-")
-		if name != "listen" && name != "grpc" {
+		if name != "listen" && name != "grpc-listen" {
 			continue
 		}
 		host, port, ok := strings.Cut(args[i+1], ":")

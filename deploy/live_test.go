@@ -59,7 +59,7 @@ func TestServeAsDeployed(t *testing.T) {
 			args[i+1] = local
 		case "listen":
 			args[i+1] = rest
-		case "grpc":
+		case "grpc-listen":
 			args[i+1] = freeAddr(t)
 		}
 	}

@@ -319,7 +319,7 @@ func TestServingManifests(t *testing.T) {
 	c := pod.Containers[0]
 	checkImage(t, "deployment.yaml", c)
 	listen := listenPorts(t, "Dockerfile ENTRYPOINT", im.entrypoint[1:])
-	for flag, name := range map[string]string{"listen": "http", "grpc": "grpc"} {
+	for flag, name := range map[string]string{"listen": "http", "grpc-listen": "grpc"} {
 		if p, ok := namedPort(c, name); !ok || int(p) != listen[flag] {
 			t.Errorf("container port %q = %d, but the image's -%s listens on %d", name, p, flag, listen[flag])
 		}
@@ -494,8 +494,8 @@ func TestKServeManifests(t *testing.T) {
 		t.Errorf("command %q replaces the image's entrypoint", c.Command)
 	}
 	checkFlags(t, "kserve/servingruntime.yaml with the image's entrypoint", append(slices.Clone(im.entrypoint[1:]), c.Args...))
-	if dir, _ := argValue(c.Args, "repository"); dir != kserveModelDir {
-		t.Errorf("-repository %q, want KServe's model directory %s", dir, kserveModelDir)
+	if dir, _ := argValue(c.Args, "model-repository"); dir != kserveModelDir {
+		t.Errorf("-model-repository %q, want KServe's model directory %s", dir, kserveModelDir)
 	}
 	rest := listenPorts(t, "Dockerfile ENTRYPOINT", im.entrypoint[1:])["listen"]
 	if len(c.Ports) != 1 || int(c.Ports[0].ContainerPort) != rest {

@@ -69,7 +69,7 @@ func TestDashboardQueries(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, srvAddr := startOnFreePort(ctx, t, "serve", dir, bin,
-		func(addr string) []string { return []string{"-listen", addr, "-grpc", "off"} }, "/v2/health/ready")
+		func(addr string) []string { return []string{"-listen", addr, "-grpc-listen", "off"} }, "/v2/health/ready")
 	cfg := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfg, prometheusConfig(t, root, srvAddr), 0o644); err != nil {
 		t.Fatal(err)

@@ -325,7 +325,7 @@ func serveRepository(ctx context.Context, t *testing.T, setup func(root, dir, re
 	extra := setup(root, dir, repo)
 	_, httpAddr = startOnFreePort(ctx, t, "serve", dir, bin, func(addr string) []string {
 		grpcAddr = freeAddr(t)
-		return append([]string{"-listen", addr, "-grpc", grpcAddr, "-repository", repo}, extra...)
+		return append([]string{"-listen", addr, "-grpc-listen", grpcAddr, "-model-repository", repo, "-model-control-mode", "explicit", "-load-model", "*"}, extra...)
 	}, "/v2/health/ready")
 	return httpAddr, grpcAddr
 }

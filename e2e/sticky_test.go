@@ -54,7 +54,7 @@ func startReplica(ctx context.Context, t *testing.T, name, dir, bin string) repl
 	var r replica
 	r.p, r.rest = startOnFreePort(ctx, t, name, dir, bin, func(addr string) []string {
 		r.grpc = freeAddr(t)
-		return []string{"-listen", addr, "-grpc", r.grpc}
+		return []string{"-listen", addr, "-grpc-listen", r.grpc}
 	}, "/v2/health/ready")
 	return r
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base32"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -50,17 +51,34 @@ func RequestID(ctx context.Context) string {
 // AccessLog gives every request an id and, when it has a logger, writes
 // one log line per request when it ends: at level Info, message
 // "request", with the request id, protocol (rest or grpc), method (HTTP
-// method, or the gRPC method's full name), path (REST), status (HTTP
-// status, or the gRPC code's name), response bytes (REST), duration in
-// milliseconds, the peer's address, and the sequence id header or
-// metadata when the request had one. A streamed gRPC call is one line when
-// the stream ends.
+// method, or the gRPC method's full name), path (REST), model (gRPC: the
+// model the request names; a stream's line lists those its requests
+// named), status (HTTP status, or the gRPC code's name), response bytes
+// (REST), duration in milliseconds, the peer's address, and the sequence
+// id header or metadata when the request had one. A streamed gRPC call is
+// one line when the stream ends. Health probes get ids but no line unless
+// Probes is set.
 //
 // Wrap the REST handler with Handler and pass GRPCOptions to NewGRPC. One
 // AccessLog may serve both; it is safe for concurrent use.
 type AccessLog struct {
 	log *slog.Logger // nil: ids only, no lines
 	ids requestIDs
+	// Probes logs health probes too: REST's /v2/health/live and ready,
+	// gRPC's health service and ServerLive and ServerReady. Off (the
+	// default), they get request ids but no lines.
+	Probes bool
+}
+
+// isProbe reports whether a REST path or gRPC method is a health probe.
+func isProbe(pathOrMethod string) bool {
+	switch pathOrMethod {
+	case "/v2/health/live", "/v2/health/ready",
+		"/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch", "/grpc.health.v1.Health/List",
+		"/inference.GRPCInferenceService/ServerLive", "/inference.GRPCInferenceService/ServerReady":
+		return true
+	}
+	return false
 }
 
 // NewAccessLog returns an AccessLog writing to log; a nil log gives
@@ -113,7 +131,7 @@ func (a *AccessLog) Handler(h http.Handler) http.Handler {
 		id := a.ids.pick(r.Header.Values(RequestIDHeader))
 		w.Header().Set(RequestIDHeader, id)
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
-		if a.log == nil {
+		if a.log == nil || !a.Probes && isProbe(r.URL.Path) {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -185,13 +203,13 @@ func (a *AccessLog) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	id := a.ids.pick(metadata.ValueFromIncomingContext(ctx, RequestIDMetadata))
 	grpc.SetHeader(ctx, metadata.Pairs(RequestIDMetadata, id)) // fails only once headers went out: not yet
 	ctx = context.WithValue(ctx, requestIDKey{}, id)
-	if a.log == nil {
+	if a.log == nil || !a.Probes && isProbe(info.FullMethod) {
 		return h(ctx, req)
 	}
 	// A panic goes on to the recovering interceptor outside this one,
 	// which answers INTERNAL; the line says so.
 	code := codes.Internal
-	defer func() { a.logGRPC(ctx, id, info.FullMethod, code, start) }()
+	defer func() { a.logGRPC(ctx, id, info.FullMethod, modelOf(req), code, start) }()
 	resp, err = h(ctx, req)
 	code = status.Code(err)
 	return resp, err
@@ -204,21 +222,25 @@ func (a *AccessLog) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 	ss.SetHeader(metadata.Pairs(RequestIDMetadata, id))
 	ctx = context.WithValue(ctx, requestIDKey{}, id)
 	ss = &idStream{ServerStream: ss, ctx: ctx}
-	if a.log == nil {
+	if a.log == nil || !a.Probes && isProbe(info.FullMethod) {
 		return h(srv, ss)
 	}
 	code := codes.Internal
-	defer func() { a.logGRPC(ctx, id, info.FullMethod, code, start) }()
+	is := ss.(*idStream)
+	defer func() { a.logGRPC(ctx, id, info.FullMethod, is.models(), code, start) }()
 	err = h(srv, ss)
 	code = status.Code(err)
 	return err
 }
 
-func (a *AccessLog) logGRPC(ctx context.Context, id, method string, code codes.Code, start time.Time) {
+func (a *AccessLog) logGRPC(ctx context.Context, id, method, model string, code codes.Code, start time.Time) {
 	attrs := []slog.Attr{
 		slog.String("request_id", id), slog.String("protocol", protocolGRPC),
 		slog.String("method", method), slog.String("status", code.String()),
 		slog.Float64("duration_ms", millis(time.Since(start))),
+	}
+	if model != "" {
+		attrs = append(attrs, slog.String("model", model))
 	}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		attrs = append(attrs, slog.String("remote", p.Addr.String()))
@@ -229,10 +251,51 @@ func (a *AccessLog) logGRPC(ctx context.Context, id, method string, code codes.C
 	a.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }
 
-// idStream is a server stream whose context carries the request id.
+// modelOf is the model a gRPC request names (ModelInfer's model_name,
+// ModelMetadata's name, a repository call's model_name), clipped, or "".
+func modelOf(req any) string {
+	switch r := req.(type) {
+	case interface{ GetModelName() string }:
+		return clip(r.GetModelName())
+	case interface{ GetName() string }:
+		return clip(r.GetName())
+	}
+	return ""
+}
+
+// maxStreamModels bounds the model names one stream's line lists.
+const maxStreamModels = 4
+
+// idStream is a server stream whose context carries the request id; it
+// notes the models its requests name, for the access line.
 type idStream struct {
 	grpc.ServerStream
-	ctx context.Context
+	ctx    context.Context
+	named  []string
+	others int // requests naming models past maxStreamModels
 }
 
 func (s *idStream) Context() context.Context { return s.ctx }
+
+func (s *idStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if err == nil {
+		if name := modelOf(m); name != "" && !slices.Contains(s.named, name) {
+			if len(s.named) < maxStreamModels {
+				s.named = append(s.named, name)
+			} else {
+				s.others++
+			}
+		}
+	}
+	return err
+}
+
+// models are the models the stream's requests named, comma-separated.
+func (s *idStream) models() string {
+	out := strings.Join(s.named, ",")
+	if s.others > 0 {
+		out += ",..."
+	}
+	return out
+}

@@ -19,6 +19,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
 	pb "rnnserve/server/inferencepb"
@@ -34,6 +35,12 @@ func (l *logLines) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.Write(p)
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // waitFor returns the first line whose request_id is id, waiting a while
@@ -96,7 +103,7 @@ func TestAccessLogREST(t *testing.T) {
 	seen := map[string]bool{}
 	for _, h := range [][]string{nil, {RequestIDHeader, "has space"}, {RequestIDHeader, strings.Repeat("x", maxRequestID+1)},
 		{RequestIDHeader, "a", RequestIDHeader, "b"}, {RequestIDHeader, "tab\there"}} {
-		resp, _ := do(http.MethodGet, "/v2/health/ready", "", h...)
+		resp, _ := do(http.MethodGet, "/v2", "", h...)
 		id := resp.Header.Get(RequestIDHeader)
 		if !generatedID.MatchString(id) || seen[id] {
 			t.Errorf("client id %q: X-Request-Id %q, want a new generated id", h, id)
@@ -157,14 +164,14 @@ func TestAccessLogGRPC(t *testing.T) {
 
 	var hdr metadata.MD
 	ctx := metadata.AppendToOutgoingContext(t.Context(), RequestIDMetadata, "grpc-client-1")
-	if _, err := c.ServerLive(ctx, &pb.ServerLiveRequest{}, grpc.Header(&hdr)); err != nil {
+	if _, err := c.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "lm"}, grpc.Header(&hdr)); err != nil {
 		t.Fatal(err)
 	}
 	if got := hdr.Get(RequestIDMetadata); len(got) != 1 || got[0] != "grpc-client-1" {
 		t.Errorf("response x-request-id %q, want the client's", got)
 	}
 	line := logs.waitFor(t, "grpc-client-1")
-	if line["protocol"] != "grpc" || line["method"] != "/inference.GRPCInferenceService/ServerLive" || line["status"] != "OK" || line["remote"] == nil {
+	if line["protocol"] != "grpc" || line["method"] != "/inference.GRPCInferenceService/ModelMetadata" || line["status"] != "OK" || line["remote"] == nil || line["model"] != "lm" {
 		t.Errorf("logged %v", line)
 	}
 
@@ -198,8 +205,53 @@ func TestAccessLogGRPC(t *testing.T) {
 	if _, err := stream.Recv(); err != io.EOF {
 		t.Fatalf("stream end: %v", err)
 	}
-	if line := logs.waitFor(t, "grpc-stream-1"); line["method"] != "/inference.GRPCInferenceService/ModelStreamInfer" || line["status"] != "OK" {
+	if line := logs.waitFor(t, "grpc-stream-1"); line["method"] != "/inference.GRPCInferenceService/ModelStreamInfer" || line["status"] != "OK" || line["model"] != "lm" {
 		t.Errorf("stream logged %v", line)
+	}
+}
+
+// TestAccessLogProbes: health probes get request ids but no log line,
+// unless Probes is set.
+func TestAccessLogProbes(t *testing.T) {
+	s, _ := newTestServer(t, nil, true)
+	for _, probes := range []bool{false, true} {
+		var logs logLines
+		al := NewAccessLog(slog.New(slog.NewJSONHandler(&logs, nil)))
+		al.Probes = probes
+		hs := httptest.NewServer(al.Handler(s.Handler()))
+		gs := s.NewGRPC(al.GRPCOptions()...)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go gs.Serve(ln)
+		conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := pb.NewGRPCInferenceServiceClient(conn)
+		for _, p := range []string{"/v2/health/live", "/v2/health/ready"} {
+			resp, _ := sendWith(t, http.MethodGet, hs.URL+p, "")
+			if !generatedID.MatchString(resp.Header.Get(RequestIDHeader)) {
+				t.Errorf("%s: no request id", p)
+			}
+		}
+		if _, err := c.ServerReady(t.Context(), &pb.ServerReadyRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		// A request that is no probe, logged either way, last.
+		resp, _ := sendWith(t, http.MethodGet, hs.URL+"/v2", "")
+		logs.waitFor(t, resp.Header.Get(RequestIDHeader))
+		n := strings.Count(logs.String(), `"msg":"request"`)
+		if want := map[bool]int{false: 1, true: 5}[probes]; n != want {
+			t.Errorf("probes %v: %d lines, want %d:\n%s", probes, n, want, logs.String())
+		}
+		conn.Close()
+		gs.Stop(context.Background())
+		hs.Close()
 	}
 }
 

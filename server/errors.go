@@ -52,6 +52,10 @@ func StatusOf(err error) int {
 		errors.Is(err, ErrNotLanguageModel), errors.Is(err, ErrUnsupportedOutput),
 		errors.Is(err, ErrLoad), errors.Is(err, ErrNoRepository), errors.Is(err, ErrResponseTooLarge):
 		return http.StatusBadRequest
+	case errors.Is(err, ErrUnauthenticated):
+		return http.StatusUnauthorized
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
 	case errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrUnsupportedMedia):

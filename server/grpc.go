@@ -18,6 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -115,6 +116,7 @@ func (s *Server) NewGRPC(opts ...grpc.ServerOption) *GRPCServer {
 	healthpb.RegisterHealthServer(reg, g.health)
 	reflection.Register(reg)
 	s.onLameDuck(func() { g.setHealth(healthpb.HealthCheckResponse_NOT_SERVING) })
+	s.onReadiness(g.setReadiness)
 	return g
 }
 
@@ -123,6 +125,19 @@ func (s *Server) NewGRPC(opts ...grpc.ServerOption) *GRPCServer {
 func (g *GRPCServer) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
 	g.health.SetServingStatus("", st)
 	g.health.SetServingStatus(pb.GRPCInferenceService_ServiceDesc.ServiceName, st)
+}
+
+// setReadiness follows the server's readiness after a model event (strict
+// readiness); the lame duck's NOT_SERVING stays.
+func (g *GRPCServer) setReadiness(ready bool) {
+	if g.s.InLameDuck() || g.s.draining.Load() {
+		return
+	}
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ready {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	g.setHealth(st)
 }
 
 // Serve answers gRPC connections on ln until Stop; it returns nil after
@@ -247,6 +262,10 @@ func CodeOf(err error) codes.Code {
 		return codes.InvalidArgument
 	case errors.Is(err, ErrLoad), errors.Is(err, ErrNoRepository):
 		return codes.FailedPrecondition
+	case errors.Is(err, ErrUnauthenticated):
+		return codes.Unauthenticated
+	case errors.Is(err, ErrForbidden):
+		return codes.PermissionDenied
 	case errors.Is(err, ErrTooLarge), errors.Is(err, ErrTooManySequences), errors.Is(err, ErrResponseTooLarge):
 		return codes.ResourceExhausted
 	case errors.Is(err, ErrUnknownModel), errors.Is(err, ErrUnknownVersion), errors.Is(err, ErrUnknownSequence):
@@ -311,7 +330,7 @@ func (g *grpcService) ModelReady(_ context.Context, req *pb.ModelReadyRequest) (
 	if _, err := g.s.lookup(req.GetName(), req.GetVersion()); err != nil {
 		return nil, grpcError(err)
 	}
-	return &pb.ModelReadyResponse{Ready: g.s.Ready()}, nil
+	return &pb.ModelReadyResponse{Ready: g.s.serving()}, nil
 }
 
 func (g *grpcService) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb.ServerMetadataResponse, error) {
@@ -666,7 +685,22 @@ func checkRepositoryName(name string) error {
 	return nil
 }
 
-func (g *grpcService) RepositoryIndex(_ context.Context, req *pb.RepositoryIndexRequest) (*pb.RepositoryIndexResponse, error) {
+// grpcControlCall is the repository API call of ctx, for authorize.
+func grpcControlCall(ctx context.Context, op string) controlCall {
+	c := controlCall{op: op, protocol: protocolGRPC}
+	if v := metadata.ValueFromIncomingContext(ctx, "authorization"); len(v) > 0 {
+		c.bearer = v[0]
+	}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		c.remote = p.Addr.String()
+	}
+	return c
+}
+
+func (g *grpcService) RepositoryIndex(ctx context.Context, req *pb.RepositoryIndexRequest) (*pb.RepositoryIndexResponse, error) {
+	if err := g.s.authorize(grpcControlCall(ctx, "index")); err != nil {
+		return nil, grpcError(err)
+	}
 	if err := checkRepositoryName(req.GetRepositoryName()); err != nil {
 		return nil, grpcError(err)
 	}
@@ -683,7 +717,10 @@ func (g *grpcService) RepositoryIndex(_ context.Context, req *pb.RepositoryIndex
 
 // RepositoryModelLoad loads a model from the repository; it takes no
 // parameters (no configuration override, no files sent with the call).
-func (g *grpcService) RepositoryModelLoad(_ context.Context, req *pb.RepositoryModelLoadRequest) (*pb.RepositoryModelLoadResponse, error) {
+func (g *grpcService) RepositoryModelLoad(ctx context.Context, req *pb.RepositoryModelLoadRequest) (*pb.RepositoryModelLoadResponse, error) {
+	if err := g.s.authorize(grpcControlCall(ctx, "load")); err != nil {
+		return nil, grpcError(err)
+	}
 	if err := checkRepositoryName(req.GetRepositoryName()); err != nil {
 		return nil, grpcError(err)
 	}
@@ -698,7 +735,10 @@ func (g *grpcService) RepositoryModelLoad(_ context.Context, req *pb.RepositoryM
 
 // RepositoryModelUnload unloads a model; it accepts unload_dependents
 // (rnnserve's models have none).
-func (g *grpcService) RepositoryModelUnload(_ context.Context, req *pb.RepositoryModelUnloadRequest) (*pb.RepositoryModelUnloadResponse, error) {
+func (g *grpcService) RepositoryModelUnload(ctx context.Context, req *pb.RepositoryModelUnloadRequest) (*pb.RepositoryModelUnloadResponse, error) {
+	if err := g.s.authorize(grpcControlCall(ctx, "unload")); err != nil {
+		return nil, grpcError(err)
+	}
 	if err := checkRepositoryName(req.GetRepositoryName()); err != nil {
 		return nil, grpcError(err)
 	}

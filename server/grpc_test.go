@@ -44,7 +44,8 @@ type grpcTest struct {
 func newGRPCTest(t testing.TB, mutate func(*Options)) *grpcTest {
 	t.Helper()
 	s, hs := newTestServer(t, mutate, true)
-	s.repo = testRepo
+	s.repo = &Repository{fsys: testRepo}
+	s.opts.ModelControlMode = ControlExplicit
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

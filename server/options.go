@@ -57,6 +57,20 @@ type Options struct {
 	PrivateCacheBytes int64 `yaml:"private_cache_bytes"`
 	// TrafficSteps is the reference input length for modelled traffic.
 	TrafficSteps int `yaml:"traffic_steps"`
+	// ModelControlMode is who may load and unload models once the server
+	// runs, as Triton's --model-control-mode: none (the default; load and
+	// unload calls answer 403), explicit (load and unload calls do it) or
+	// poll (the owner calls Poll every RepositoryPollInterval). See
+	// control.go.
+	ModelControlMode ModelControl `yaml:"model_control_mode"`
+	// RepositoryPollInterval is how often poll mode rescans the
+	// repository.
+	RepositoryPollInterval time.Duration `yaml:"repository_poll_interval"`
+	// StrictReadiness makes the server ready only while it serves every
+	// model it should (Triton's --strict-readiness); off, it is ready once
+	// started, whatever failed to load.
+	StrictReadiness *bool `yaml:"strict_readiness"`
+
 	// ScheduleTiming is how long, per model, schedule auto may spend at
 	// load timing its best-modelled candidates on this host (a batch-1
 	// input of TrafficSteps steps) before it picks the fastest; 0 turns
@@ -180,9 +194,12 @@ func DefaultOptions() Options {
 			QueueLength: 256,
 			Workers:     runtime.GOMAXPROCS(0),
 		},
-		Sequences:      SequenceOptions{IdleTimeout: 5 * time.Minute, MaxLive: 1024},
-		TrafficSteps:   100,
-		ScheduleTiming: 300 * time.Millisecond,
+		Sequences:              SequenceOptions{IdleTimeout: 5 * time.Minute, MaxLive: 1024},
+		TrafficSteps:           100,
+		ScheduleTiming:         300 * time.Millisecond,
+		ModelControlMode:       ControlNone,
+		RepositoryPollInterval: 15 * time.Second,
+		StrictReadiness:        &on,
 	}
 }
 
@@ -217,6 +234,15 @@ func (o *Options) EnsureDefaults() {
 	}
 	setInt(&o.Sequences.MaxLive, d.Sequences.MaxLive)
 	setInt(&o.TrafficSteps, d.TrafficSteps)
+	if o.ModelControlMode == "" {
+		o.ModelControlMode = d.ModelControlMode
+	}
+	if o.RepositoryPollInterval == 0 {
+		o.RepositoryPollInterval = d.RepositoryPollInterval
+	}
+	if o.StrictReadiness == nil {
+		o.StrictReadiness = d.StrictReadiness
+	}
 }
 
 func setInt(p *int, d int) {
@@ -321,6 +347,12 @@ func (o Options) Validate() error {
 		if d.v < d.lo || d.v > d.hi {
 			return invalidOption(d.name, "= %v, want %v..%v", d.v, d.lo, d.hi)
 		}
+	}
+	if err := o.ModelControlMode.UnmarshalText([]byte(o.ModelControlMode)); err != nil {
+		return invalidOption("model_control_mode", "= %q, want none, explicit or poll", clip(string(o.ModelControlMode)))
+	}
+	if o.RepositoryPollInterval < 100*time.Millisecond || o.RepositoryPollInterval > time.Hour {
+		return invalidOption("repository_poll_interval", "= %v, want 100ms..1h", o.RepositoryPollInterval)
 	}
 	if o.Sequences.IdleTimeout < time.Millisecond {
 		return invalidOption("sequences.idle_timeout", "= %v, want at least 1ms", o.Sequences.IdleTimeout)

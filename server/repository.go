@@ -9,12 +9,12 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"rnnserve/models"
 	"rnnserve/schedule"
-	"rnnserve/server/api"
 )
 
 // ModelConfig is a model's optional serving config, config.yaml beside
@@ -80,28 +80,210 @@ var ErrRepository = errors.New("server: model repository")
 // specFile is the file that makes a directory of the repository a model.
 const specFile = "model.yaml"
 
-// A model repository is a directory with one sub-directory per model,
-// named after the model. LoadModel hands a model's directory to the
-// models package and reads its serving config; it is the one place that
-// knows what a model directory holds.
+// Repository is a model repository: a directory with one folder per
+// model, named after the model, or (KServe's single-model layout, where a
+// storageUri names one model) a directory that is itself one model's
+// folder. A model folder holds a model.yaml (and what it names), or one
+// weights file whose spec is inferred, and an optional config.yaml.
+//
+// Names that come from requests pick one entry of the repository's root:
+// checkModelName refuses a separator, "." and "..", so a request cannot
+// reach past the root. What the operator put in the root is trusted: a
+// folder that is a symbolic link is followed wherever it points (give
+// NewRepository os.DirFS, not os.Root's FS, for that), while a path
+// written in a spec is read through the same fs.FS and may not climb out
+// with "..". Nothing in a Repository changes after NewRepository.
+type Repository struct {
+	fsys fs.FS
+	// single names the one model when the root is itself a model folder.
+	single string
+}
 
-// RepositoryModels lists the names of the repository's model directories
-// (those holding a model.yaml), sorted.
-func RepositoryModels(fsys fs.FS) ([]string, error) {
-	dirs, err := fs.ReadDir(fsys, ".")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrRepository, err)
+// NewRepository returns the repository in fsys. When fsys's root is
+// itself a model folder (it holds a model.yaml or exactly one weights
+// file) the repository is that one model, named single, which must then
+// be a valid model name; otherwise every model folder below the root is a
+// model.
+func NewRepository(fsys fs.FS, single string) (*Repository, error) {
+	if !models.IsModelFolder(fsys, ".") {
+		return &Repository{fsys: fsys}, nil
 	}
-	var names []string
+	if err := checkModelName(single); err != nil {
+		return nil, fmt.Errorf("%w: the folder is one model's (it holds a %s or one weights file): name it (-model-name, KServe's --model_name): %w",
+			ErrRepository, specFile, err)
+	}
+	return &Repository{fsys: fsys, single: single}, nil
+}
+
+// Single is the name of the repository's one model when its root is a
+// model folder, or "".
+func (r *Repository) Single() string { return r.single }
+
+// Skipped is an entry of the repository's root that is no model, and why.
+type Skipped struct {
+	Name   string
+	Reason string
+	// Hidden is set for a name starting with a dot (.git, Kubernetes'
+	// ..data links): skipped without a warning.
+	Hidden bool
+}
+
+// maxListed bounds the file names an explanation lists.
+const maxListed = 8
+
+// Scan lists the repository's models by name, sorted, and the entries of
+// its root that are not models with the reason. It stats entries (and
+// follows symbolic links) but opens no file.
+func (r *Repository) Scan() (names []string, skipped []Skipped, err error) {
+	if r.single != "" {
+		return []string{r.single}, nil, nil
+	}
+	dirs, err := fs.ReadDir(r.fsys, ".")
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrRepository, err)
+	}
 	for _, d := range dirs {
-		if !d.IsDir() || checkModelName(d.Name()) != nil {
+		name := d.Name()
+		skip := func(format string, a ...any) {
+			skipped = append(skipped, Skipped{Name: name, Reason: fmt.Sprintf(format, a...), Hidden: strings.HasPrefix(name, ".")})
+		}
+		if strings.HasPrefix(name, ".") {
+			skip("hidden: its name starts with a dot")
 			continue
 		}
-		if models.IsModelFolder(fsys, d.Name()) {
-			names = append(names, d.Name())
+		if err := checkModelName(name); err != nil {
+			skip("not a model name: %v", err)
+			continue
 		}
+		isDir := d.IsDir()
+		if d.Type()&fs.ModeSymlink != 0 {
+			fi, err := fs.Stat(r.fsys, name)
+			if err != nil {
+				skip("a symbolic link that cannot be followed: %v", err)
+				continue
+			}
+			isDir = fi.IsDir()
+		}
+		if !isDir {
+			skip("a file, not a folder (a model is a folder holding a %s or one weights file)", specFile)
+			continue
+		}
+		if models.IsModelFolder(r.fsys, name) {
+			names = append(names, name)
+			continue
+		}
+		files, err := fs.ReadDir(r.fsys, name)
+		if err != nil {
+			skip("cannot list it: %v", err)
+			continue
+		}
+		var listed []string
+		for _, f := range files[:min(len(files), maxListed)] {
+			listed = append(listed, f.Name())
+		}
+		if len(files) > maxListed {
+			listed = append(listed, fmt.Sprintf("and %d more", len(files)-maxListed))
+		}
+		skip("holds no %s and not exactly one weights file (.safetensors, .pt, .pth, .bin, .ckpt, .onnx); it holds %d entries: %s",
+			specFile, len(files), strings.Join(listed, ", "))
 	}
-	return names, nil
+	return names, skipped, nil
+}
+
+// Has reports whether the repository has a model folder called name.
+func (r *Repository) Has(name string) bool {
+	if r.single != "" || checkModelName(name) != nil {
+		return name == r.single
+	}
+	fi, err := fs.Stat(r.fsys, name)
+	return err == nil && fi.IsDir() && models.IsModelFolder(r.fsys, name)
+}
+
+// Load loads model name: LoadModel on its folder.
+func (r *Repository) Load(name string) (Entry, error) {
+	if err := checkModelName(name); err != nil {
+		return Entry{}, err
+	}
+	if r.single != "" {
+		if name != r.single {
+			return Entry{}, fmt.Errorf("%w: the repository is the one model %q", ErrNotInRepository, r.single)
+		}
+		return loadFolder(r.fsys, ".", name)
+	}
+	return LoadModel(r.fsys, name)
+}
+
+// Failure is a model that did not load, and why.
+type Failure struct {
+	Name string
+	Err  error
+}
+
+// LoadAll loads the named models, returning those that loaded and those
+// that did not.
+func (r *Repository) LoadAll(names []string) ([]Entry, []Failure) {
+	var entries []Entry
+	var failed []Failure
+	for _, name := range names {
+		e, err := r.Load(name)
+		if err != nil {
+			failed = append(failed, Failure{Name: name, Err: err})
+			continue
+		}
+		entries = append(entries, e)
+	}
+	return entries, failed
+}
+
+// maxStampFiles bounds the files a poll looks at in one model folder.
+const maxStampFiles = 1024
+
+// stamp is what a poll compares to see that a model folder changed: the
+// name, size and modification time of each file in it and one level
+// below (symbolic links followed), at most maxStampFiles of them.
+func (r *Repository) stamp(name string) (string, error) {
+	dir := name
+	if r.single != "" {
+		dir = "."
+	}
+	var b strings.Builder
+	n := 0
+	var walk func(dir string, depth int) error
+	walk = func(dir string, depth int) error {
+		files, err := fs.ReadDir(r.fsys, dir)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if n++; n > maxStampFiles {
+				return fmt.Errorf("more than %d files in model folder %q", maxStampFiles, name)
+			}
+			p := path.Join(dir, f.Name())
+			fi, err := fs.Stat(r.fsys, p)
+			if err != nil {
+				fmt.Fprintf(&b, "%s:%v\n", p, err)
+				continue
+			}
+			fmt.Fprintf(&b, "%s:%d:%d:%v\n", p, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
+			if fi.IsDir() && depth < 1 {
+				if err := walk(p, depth+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(dir, 0); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// RepositoryModels lists the names of the model folders of fsys, sorted
+// (a Repository's Scan without the reasons).
+func RepositoryModels(fsys fs.FS) ([]string, error) {
+	names, _, err := (&Repository{fsys: fsys}).Scan()
+	return names, err
 }
 
 // checkModelName refuses a name that is not one directory of the
@@ -118,16 +300,21 @@ func checkModelName(name string) error {
 	return nil
 }
 
-// LoadModel loads the model in directory name of the repository: its
-// spec (model.yaml: a sequence model or, with kind: tree, a tree model),
-// the weights the spec names, and the optional config.yaml. Files are
-// read through fsys only; give it an fs.FS rooted at the repository that
-// refuses to leave it (os.Root's FS refuses symlinks out of the root).
+// LoadModel loads the model in directory name of a multi-model
+// repository fsys: its spec (model.yaml: a sequence model or, with kind:
+// tree, a tree model), the weights the spec names, and the optional
+// config.yaml. Files are read through fsys only.
 func LoadModel(fsys fs.FS, name string) (Entry, error) {
 	if err := checkModelName(name); err != nil {
 		return Entry{}, err
 	}
-	spec := path.Join(name, specFile)
+	return loadFolder(fsys, name, name)
+}
+
+// loadFolder loads the model folder dir of fsys ("." for the root) as
+// model name.
+func loadFolder(fsys fs.FS, dir, name string) (Entry, error) {
+	spec := path.Join(dir, specFile)
 	data, err := fs.ReadFile(fsys, spec)
 	e := Entry{Name: name}
 	switch {
@@ -136,17 +323,17 @@ func LoadModel(fsys fs.FS, name string) (Entry, error) {
 	case err == nil:
 		e.Model, err = models.LoadFS(fsys, spec)
 	case !errors.Is(err, fs.ErrNotExist):
-	case !models.IsModelFolder(fsys, name):
+	case !models.IsModelFolder(fsys, dir):
 		err = fmt.Errorf("%w: directory %q holds no %s and not exactly one weights file (safetensors, PyTorch checkpoint or ONNX)",
 			ErrNotInRepository, clip(name), specFile)
 	default:
 		// A folder holding only a weights file: its spec is inferred.
-		e.Model, err = models.OpenFS(fsys, name)
+		e.Model, err = models.OpenFS(fsys, dir)
 	}
 	if err != nil {
 		return Entry{}, err
 	}
-	if data, err := fs.ReadFile(fsys, path.Join(name, "config.yaml")); err == nil {
+	if data, err := fs.ReadFile(fsys, path.Join(dir, "config.yaml")); err == nil {
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
 		if err := dec.Decode(&e.Config); err != nil {
@@ -161,7 +348,9 @@ func LoadModel(fsys fs.FS, name string) (Entry, error) {
 	return e, nil
 }
 
-// LoadRepository loads every model of a repository.
+// LoadRepository loads every model of a multi-model repository, failing
+// on the first that does not load (tests and tools that want all or
+// nothing; serve uses Repository.LoadAll).
 func LoadRepository(fsys fs.FS) ([]Entry, error) {
 	names, err := RepositoryModels(fsys)
 	if err != nil {
@@ -181,78 +370,62 @@ func LoadRepository(fsys fs.FS) ([]Entry, error) {
 	return entries, nil
 }
 
-// RepositoryIndex lists the repository's models, loaded or not, and the
-// loaded ones the repository no longer has: READY when loaded, else
-// UNAVAILABLE with the reason (unloaded, a failed load, never loaded).
-// With ready, only the loaded ones.
-func (s *Server) RepositoryIndex(ready bool) ([]api.RepositoryModel, error) {
-	table := s.table()
-	names := slices.Collect(maps.Keys(table))
-	if s.repo != nil {
-		inRepo, err := RepositoryModels(s.repo)
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range inRepo {
-			if !slices.Contains(names, n) {
-				names = append(names, n)
-			}
-		}
-	}
-	slices.Sort(names)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := []api.RepositoryModel{}
-	for _, n := range names {
-		e := api.RepositoryModel{Name: n, Version: version, State: "READY"}
-		if _, ok := table[n]; !ok {
-			if ready {
-				continue
-			}
-			e.State, e.Reason = "UNAVAILABLE", "not loaded"
-			if _, ok := s.gone[n]; ok {
-				e.Reason = "unloaded"
-			}
-			if why, ok := s.failed[n]; ok {
-				e.Reason = why
-			}
-		}
-		out = append(out, e)
-	}
-	return out, nil
-}
-
-// Load loads (or reloads) model name from the repository and swaps it in.
-// Requests in flight on the old version finish on it; new ones go to the
-// new version. A load that fails leaves the old version serving. Live
-// sequences move to the new version when their state has the same shape;
-// otherwise they end with ErrSequenceEnded.
+// Load loads (or reloads) model name from the repository and swaps it in,
+// as an explicit load call does: once loaded, the model is one the server
+// should serve. Requests in flight on the old version finish on it; new
+// ones go to the new version. A load that fails leaves the old version
+// serving. Live sequences move to the new version when their state has
+// the same shape; otherwise they end with ErrSequenceEnded. Front ends
+// call it after authorize.
 func (s *Server) Load(name string) error {
 	if s.repo == nil {
 		return ErrNoRepository
 	}
+	st, _ := s.repo.stamp(name)
+	return s.loadAs(name, st, true)
+}
+
+// load loads model name for a poll: it should be served whether or not
+// it loads.
+func (s *Server) load(name, stamp string) error { return s.loadAs(name, stamp, false) }
+
+func (s *Server) loadAs(name, stamp string, byRequest bool) error {
 	if s.draining.Load() {
 		return ErrDraining
 	}
-	e, err := LoadModel(s.repo, name)
+	start := time.Now()
+	e, err := s.repo.Load(name)
 	if err == nil {
 		var m model
 		if m, err = s.newModel(e); err == nil {
-			s.swap(name, m)
+			event := "load"
+			if _, ok := s.table()[name]; ok {
+				event = "reload"
+			}
+			s.swap(name, m, stamp)
+			s.event(event, name, name, time.Since(start), nil)
+			s.readinessChanged()
 			return nil
 		}
 	}
 	err = loadError(name, err)
-	if checkModelName(name) == nil {
+	label := ""
+	if checkModelName(name) == nil && !errors.Is(err, ErrNotInRepository) {
+		label = name
 		s.mu.Lock()
-		s.failed[name] = clip(err.Error())
+		s.failed[name] = loadFailure{reason: errorText(err), at: time.Now(), stamp: stamp}
+		if !byRequest || s.wanted[name] {
+			s.setWantedLocked(name, true)
+		}
 		s.mu.Unlock()
 	}
+	s.event("load_failed", name, label, time.Since(start), err)
+	s.readinessChanged()
 	return err
 }
 
 // swap puts m in the table under name, retiring the model it replaces.
-func (s *Server) swap(name string, m model) {
+func (s *Server) swap(name string, m model, stamp string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	nb := m.base()
@@ -271,9 +444,11 @@ func (s *Server) swap(name string, m model) {
 	}
 	delete(s.gone, name)
 	delete(s.failed, name)
+	s.stamps[name] = stamp
 	table := maps.Clone(s.table())
 	table[name] = m
 	s.models.Store(&table)
+	s.setWantedLocked(name, true)
 	s.metrics.forget(name)
 	nb.describe()
 	if s.stop != nil && !s.draining.Load() {
@@ -284,9 +459,10 @@ func (s *Server) swap(name string, m model) {
 	}
 }
 
-// Unload removes model name. Requests in flight finish; its live
+// Unload removes model name, as an explicit unload call does: the server
+// no longer should serve it. Requests in flight finish; its live
 // sequences end, and a later request for one is told the model was
-// unloaded.
+// unloaded. Front ends call it after authorize.
 func (s *Server) Unload(name string) error {
 	if s.repo == nil {
 		return ErrNoRepository
@@ -294,22 +470,39 @@ func (s *Server) Unload(name string) error {
 	if err := checkModelName(name); err != nil {
 		return err
 	}
+	return s.unload(name, "")
+}
+
+// unload removes model name; why, when set, says what unloaded it.
+func (s *Server) unload(name, why string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	old, ok := s.table()[name]
 	if !ok {
-		return fmt.Errorf("%w %q", ErrUnknownModel, clip(name))
+		s.mu.Unlock()
+		return s.unknownModel(name)
 	}
 	ob := old.base()
-	if n := ob.seqs.endAll(fmt.Errorf("%w: model %q was unloaded", ErrSequenceEnded, name)); n > 0 {
-		s.log.Info("unloaded a model with live sequences; they ended", "model", name, "sequences", n)
-	}
+	n := ob.seqs.endAll(fmt.Errorf("%w: model %q was unloaded", ErrSequenceEnded, name))
 	s.gone[name] = ob.seqs
+	delete(s.failed, name)
+	delete(s.stamps, name)
 	table := maps.Clone(s.table())
 	delete(table, name)
 	s.models.Store(&table)
+	s.setWantedLocked(name, false)
 	s.metrics.forget(name)
 	s.retireLocked(old)
+	s.mu.Unlock()
+	attrs := []any{"event", "unload", "model", name}
+	if why != "" {
+		attrs = append(attrs, "why", why)
+	}
+	if n > 0 {
+		attrs = append(attrs, "sequences_ended", n)
+	}
+	s.ctl.events.WithLabelValues(name, "unload").Inc()
+	s.log.Info("model event", attrs...)
+	s.readinessChanged()
 	return nil
 }
 

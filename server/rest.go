@@ -25,7 +25,13 @@ import (
 const protocolREST = "rest"
 
 // Handler returns the REST API.
-func (s *Server) Handler() http.Handler {
+func (s *Server) Handler() http.Handler { return s.handler(false) }
+
+// ManagementHandler returns the model repository API alone (index, load,
+// unload), for a listener of its own (Management.Separate).
+func (s *Server) ManagementHandler() http.Handler { return s.handler(true) }
+
+func (s *Server) handler(management bool) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.CustomRecovery(func(c *gin.Context, v any) {
@@ -46,6 +52,25 @@ func (s *Server) Handler() http.Handler {
 			c.AbortWithStatusJSON(http.StatusBadRequest, api.Error{Error: "a request on this connection had both Content-Length and Transfer-Encoding (RFC 9112 section 6.1): refused"})
 		}
 	})
+	repository := func(r *gin.Engine) {
+		r.POST("/v2/repository/index", func(c *gin.Context) { s.repositoryIndex(c, management) })
+		r.POST("/v2/repository/models/:name/load", func(c *gin.Context) { s.repositoryLoad(c, management) })
+		r.POST("/v2/repository/models/:name/unload", func(c *gin.Context) { s.repositoryUnload(c, management) })
+	}
+	notFound := func(r *gin.Engine) {
+		r.NoRoute(func(c *gin.Context) {
+			c.JSON(http.StatusNotFound, api.Error{Error: fmt.Sprintf("no route %s %s", c.Request.Method, clip(c.Request.URL.Path))})
+		})
+		r.NoMethod(func(c *gin.Context) {
+			c.JSON(http.StatusMethodNotAllowed, api.Error{Error: fmt.Sprintf("method %s not allowed on %s", c.Request.Method, clip(c.Request.URL.Path))})
+		})
+		r.HandleMethodNotAllowed = true
+	}
+	if management {
+		repository(r)
+		notFound(r)
+		return r
+	}
 	r.GET("/v2/health/live", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"live": s.Live()}) })
 	r.GET("/v2/health/ready", func(c *gin.Context) {
 		code := http.StatusOK
@@ -66,18 +91,10 @@ func (s *Server) Handler() http.Handler {
 		r.POST(prefix+"/generate", func(c *gin.Context) { s.generate(c, false) })
 		r.POST(prefix+"/generate_stream", func(c *gin.Context) { s.generate(c, true) })
 	}
-	r.POST("/v2/repository/index", s.repositoryIndex)
-	r.POST("/v2/repository/models/:name/load", s.repositoryLoad)
-	r.POST("/v2/repository/models/:name/unload", s.repositoryUnload)
+	repository(r)
 	r.GET("/v2/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", api.OpenAPI) })
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
-	r.NoRoute(func(c *gin.Context) {
-		c.JSON(http.StatusNotFound, api.Error{Error: fmt.Sprintf("no route %s %s", c.Request.Method, clip(c.Request.URL.Path))})
-	})
-	r.NoMethod(func(c *gin.Context) {
-		c.JSON(http.StatusMethodNotAllowed, api.Error{Error: fmt.Sprintf("method %s not allowed on %s", c.Request.Method, clip(c.Request.URL.Path))})
-	})
-	r.HandleMethodNotAllowed = true
+	notFound(r)
 	return r
 }
 
@@ -142,10 +159,10 @@ func (s *Server) modelReady(c *gin.Context) {
 		return
 	}
 	code := http.StatusOK
-	if !s.Ready() {
+	if !s.serving() {
 		code = http.StatusServiceUnavailable
 	}
-	c.JSON(code, gin.H{"name": m.base().name, "ready": s.Ready()})
+	c.JSON(code, gin.H{"name": m.base().name, "ready": s.serving()})
 }
 
 func (s *Server) modelConfig(c *gin.Context) {
@@ -471,7 +488,30 @@ func (w *ndjsonWriter) cut(err error) bool {
 	return true
 }
 
-func (s *Server) repositoryIndex(c *gin.Context) {
+// controlCall is the repository API call c, for authorize.
+func restControlCall(c *gin.Context, op string, management bool) controlCall {
+	return controlCall{op: op, protocol: protocolREST, viaSecond: management,
+		bearer: c.GetHeader("Authorization"), remote: c.Request.RemoteAddr}
+}
+
+// refuse answers a refused repository API call: 401 carries
+// WWW-Authenticate, as RFC 6750 has it.
+func (s *Server) refuse(c *gin.Context, err error) {
+	if errors.Is(err, ErrUnauthenticated) {
+		v := `Bearer realm="rnnserve model repository"`
+		if c.GetHeader("Authorization") != "" {
+			v += `, error="invalid_token"`
+		}
+		c.Header("WWW-Authenticate", v)
+	}
+	s.fail(c, err)
+}
+
+func (s *Server) repositoryIndex(c *gin.Context, management bool) {
+	if err := s.authorize(restControlCall(c, "index", management)); err != nil {
+		s.refuse(c, err)
+		return
+	}
 	var req api.RepositoryIndexRequest
 	done, err := s.readJSON(c, &req, true)
 	defer done()
@@ -491,7 +531,11 @@ func (s *Server) repositoryIndex(c *gin.Context) {
 	c.JSON(http.StatusOK, idx)
 }
 
-func (s *Server) repositoryLoad(c *gin.Context) {
+func (s *Server) repositoryLoad(c *gin.Context, management bool) {
+	if err := s.authorize(restControlCall(c, "load", management)); err != nil {
+		s.refuse(c, err)
+		return
+	}
 	var req api.RepositoryLoadRequest
 	done, err := s.readJSON(c, &req, true)
 	defer done()
@@ -510,7 +554,11 @@ func (s *Server) repositoryLoad(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{})
 }
 
-func (s *Server) repositoryUnload(c *gin.Context) {
+func (s *Server) repositoryUnload(c *gin.Context, management bool) {
+	if err := s.authorize(restControlCall(c, "unload", management)); err != nil {
+		s.refuse(c, err)
+		return
+	}
 	var req api.RepositoryLoadRequest
 	done, err := s.readJSON(c, &req, true)
 	defer done()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"runtime"
@@ -29,9 +28,14 @@ type Deps struct {
 	// closes them after Stop; the server never starts or closes a pool.
 	Pools Pools
 	// Repository is the model repository the load endpoint reads models
-	// from by name and the index lists: one directory per model. nil
-	// refuses load and unload.
-	Repository fs.FS
+	// from by name and the index lists. nil refuses load and unload.
+	Repository *Repository
+	// Failed are models the server should serve that did not load at
+	// start: each is UNAVAILABLE with its reason in the repository index,
+	// and with strict readiness the server is not ready while any is.
+	Failed []Failure
+	// Management guards the model repository API (control.go).
+	Management Management
 	// Build describes the binary: the rnnserve_build_info metric.
 	Build BuildInfo
 }
@@ -61,7 +65,9 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	pools   Pools
-	repo    fs.FS
+	repo    *Repository
+	mgmt    Management
+	ctl     controlMetrics
 	// measured probes the models' traffic with hardware counters; nil
 	// when the host has none (see counters.go).
 	measured *measuredTraffic
@@ -73,14 +79,17 @@ type Server struct {
 	mu       sync.Mutex
 	stops    map[model]chan struct{} // each running model's stop
 	gone     map[string]*sequenceStore
-	failed   map[string]string // the last failed load of each name, for the index
+	failed   map[string]loadFailure // the last failed load of each name, for the index
+	wanted   map[string]bool        // the models the server should serve (control.go)
+	stamps   map[string]string      // each loaded model's folder as a poll saw it
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	draining atomic.Bool
 	ready    atomic.Bool
 	lameDuck atomic.Bool
 
-	lameDuckHooks []func() // under mu: run by LameDuck
+	lameDuckHooks  []func()     // under mu: run by LameDuck
+	readinessHooks []func(bool) // under mu: run after model events
 
 	// streamsEnd is closed when the server drains: open gRPC streams end
 	// once they have answered what they were sent (endStreams).
@@ -92,8 +101,11 @@ type Server struct {
 	inflight inflight // requests being served, for Cut (lameduck.go)
 }
 
-// New loads the given models. It computes each model's modelled traffic
-// and chooses its schedule, which may take a moment for large models.
+// New serves the given models. It computes each model's modelled traffic
+// and chooses its schedule, which may take a moment for large models. A
+// model that cannot be built joins deps.Failed: New fails only on bad
+// options or a name given twice; the owner decides what failures mean
+// (Unavailable lists them).
 func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
@@ -103,27 +115,55 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{opts: opts, log: log, metrics: newMetrics(), pools: deps.Pools, repo: deps.Repository,
-		stops: map[model]chan struct{}{}, gone: map[string]*sequenceStore{}, failed: map[string]string{}}
+	s := &Server{opts: opts, log: log, metrics: newMetrics(), pools: deps.Pools, repo: deps.Repository, mgmt: deps.Management,
+		stops: map[model]chan struct{}{}, gone: map[string]*sequenceStore{}, failed: map[string]loadFailure{},
+		wanted: map[string]bool{}, stamps: map[string]string{}}
 	registerBuildInfo(s.metrics.reg, deps.Build)
+	s.ctl = newControlMetrics(s.metrics.reg)
 	s.measured = newMeasuredTraffic(s.metrics.reg, log)
 	s.budget = newBudget(opts.Budget, opts.MaxBodyBytes, s.metrics)
 	s.connSet = newConnSet(opts.MaxConnections)
 	s.streamsEnd = make(chan struct{})
 	s.metrics.connectionsLimit.Set(float64(opts.MaxConnections))
 	table := map[string]model{}
+	s.models.Store(&table)
+	failed := slices.Clone(deps.Failed)
 	for _, e := range entries {
-		if _, dup := table[e.Name]; dup {
+		if _, dup := table[e.Name]; dup || slices.ContainsFunc(failed, func(f Failure) bool { return f.Name == e.Name }) {
 			return nil, fmt.Errorf("%w: model %q twice", ErrRepository, e.Name)
 		}
+		start := time.Now()
 		m, err := s.newModel(e)
 		if err != nil {
-			return nil, fmt.Errorf("model %q: %w", e.Name, err)
+			failed = append(failed, Failure{Name: e.Name, Err: fmt.Errorf("model %q: %w", e.Name, err)})
+			continue
 		}
 		table[e.Name] = m
 		m.base().describe()
+		s.wanted[e.Name] = true
+		s.ctl.ready.WithLabelValues(e.Name).Set(1)
+		if s.repo != nil {
+			s.stamps[e.Name], _ = s.repo.stamp(e.Name)
+		}
+		s.event("load", e.Name, e.Name, time.Since(start), nil)
 	}
-	s.models.Store(&table)
+	for _, f := range failed {
+		if _, dup := table[f.Name]; dup {
+			return nil, fmt.Errorf("%w: model %q twice", ErrRepository, f.Name)
+		}
+		label := f.Name
+		if errors.Is(f.Err, ErrNotInRepository) || checkModelName(f.Name) != nil {
+			label = ""
+		}
+		st := ""
+		if s.repo != nil {
+			st, _ = s.repo.stamp(f.Name)
+		}
+		s.failed[f.Name] = loadFailure{reason: errorText(f.Err), at: time.Now(), stamp: st}
+		s.wanted[f.Name] = true
+		s.ctl.ready.WithLabelValues(f.Name).Set(0)
+		s.event("load_failed", f.Name, label, 0, f.Err)
+	}
 	return s, nil
 }
 
@@ -225,8 +265,19 @@ func (s *Server) Stop(ctx context.Context) error {
 // answers).
 func (s *Server) Live() bool { return true }
 
-// Ready reports whether the server has started and is not draining.
-func (s *Server) Ready() bool { return s.ready.Load() }
+// Ready reports whether the server has started, is not shutting down
+// and, with strict readiness (the default), serves every model it should
+// (control.go).
+func (s *Server) Ready() bool {
+	if !s.ready.Load() {
+		return false
+	}
+	return !*s.opts.StrictReadiness || s.servesWanted()
+}
+
+// serving reports whether the server has started and is not shutting
+// down: a served model's readiness.
+func (s *Server) serving() bool { return s.ready.Load() }
 
 // table is the current model table; callers must not change it.
 func (s *Server) table() map[string]model { return *s.models.Load() }
@@ -244,7 +295,7 @@ func (s *Server) acquire(name, ver string) (model, error) {
 	for {
 		m, ok := s.table()[name]
 		if !ok {
-			return nil, fmt.Errorf("%w %q", ErrUnknownModel, clip(name))
+			return nil, s.unknownModel(name)
 		}
 		if ver != "" && ver != version {
 			return nil, fmt.Errorf("%w: model %q has no version %q (versions served: [%s])", ErrUnknownVersion, clip(name), clip(ver), version)

@@ -242,14 +242,19 @@ func TestModelConfigErrors(t *testing.T) {
 	if !errors.Is(err, ErrRepository) || !errors.Is(err, ErrModelConfig) || !strings.Contains(fmt.Sprint(err), `model "m": `) {
 		t.Errorf("LoadRepository: %v", err)
 	}
-	// So does New, for entries built in code.
+	// So does New, for entries built in code: the model is unavailable,
+	// with the reason.
 	entries, err := LoadRepository(fstest.MapFS{"m/model.yaml": testRepo["feat/model.yaml"]})
 	if err != nil {
 		t.Fatal(err)
 	}
 	entries[0].Config.Schedule = "Q"
-	if _, err := New(entries, testOptions(), testDeps(t, testOptions())); !errors.Is(err, ErrModelConfig) {
-		t.Errorf("New: %v", err)
+	s, err := New(entries, testOptions(), testDeps(t, testOptions()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := s.Unavailable(); len(u) != 1 || u[0].Name != "m" || !strings.Contains(u[0].Err.Error(), "config.yaml") {
+		t.Errorf("New: unavailable %v, want m with its config error", u)
 	}
 }
 

@@ -27,11 +27,11 @@ func TestGRPCFlag(t *testing.T) {
 		off  bool
 	}{
 		{nil, "127.0.0.1:8081", false},
-		{[]string{"-grpc", "127.0.0.1:7"}, "127.0.0.1:7", false},
-		{[]string{"-grpc", "off"}, "off", true},
-		{[]string{"-grpc", ""}, "", true},
+		{[]string{"-grpc-listen", "127.0.0.1:7"}, "127.0.0.1:7", false},
+		{[]string{"-grpc-listen", "off"}, "off", true},
+		{[]string{"-grpc-listen", ""}, "", true},
 		{[]string{"-config", file}, "127.0.0.1:9000", false},
-		{[]string{"-config", file, "-grpc", "off"}, "off", true},
+		{[]string{"-config", file, "-grpc-listen", "off"}, "off", true},
 	} {
 		cfg, err := parse(c.args)
 		if err != nil || cfg.GRPCListen != c.want || grpcOff(cfg.GRPCListen) != c.off {

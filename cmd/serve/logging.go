@@ -13,6 +13,8 @@ type logConfig struct {
 	Level  logLevel  `yaml:"level"`
 	// Access logs a line per request (server.AccessLog).
 	Access bool `yaml:"access"`
+	// AccessProbes logs health probes too.
+	AccessProbes bool `yaml:"access_probes"`
 }
 
 // logFormat is text (slog's key=value lines) or json (one JSON object a
@@ -46,8 +48,15 @@ func (l *logLevel) UnmarshalText(b []byte) error {
 func (l logLevel) String() string { return strings.ToLower(slog.Level(l).String()) }
 
 // newLogger is the logger c describes, writing to w.
+// Durations are written as Go writes them (1.5s, 300ms) in both formats;
+// slog's JSON handler would write nanoseconds.
 func newLogger(w io.Writer, c logConfig) *slog.Logger {
-	o := &slog.HandlerOptions{Level: slog.Level(c.Level)}
+	o := &slog.HandlerOptions{Level: slog.Level(c.Level), ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Value.Kind() == slog.KindDuration {
+			a.Value = slog.StringValue(a.Value.Duration().String())
+		}
+		return a
+	}}
 	if c.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, o))
 	}

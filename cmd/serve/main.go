@@ -49,6 +49,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -61,7 +62,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -81,13 +84,23 @@ type config struct {
 	Listen          string `yaml:"listen"`
 	GRPCListen      string `yaml:"grpc_listen"`      // "off" or empty: no gRPC
 	ModelRepository string `yaml:"model_repository"` // empty: the embedded bundled models
+	// ModelName names the model of a repository directory that is itself
+	// one model's folder (KServe's single-model layout).
+	ModelName string `yaml:"model_name"`
 	// Models are single models to serve instead of a repository: a model
 	// folder or a lone weights file each (safetensors, PyTorch checkpoint
 	// or ONNX), named after the file or folder.
-	Models []string `yaml:"models"`
+	Models []string `yaml:"model"`
 	// HeadInput states where the head of each -model weights file reads
 	// (every_step, last_step or h_n), which no state_dict records.
 	HeadInput string `yaml:"head_input"`
+	// LoadModel are the models explicit model control loads at start ("*":
+	// all of them).
+	LoadModel []string `yaml:"load_model"`
+	// ExitOnError makes a model that fails to load at start fatal.
+	ExitOnError bool `yaml:"exit_on_error"`
+	// Management guards the model repository API.
+	Management managementConfig `yaml:"management"`
 	// LameDuck is how long serve goes on serving after SIGTERM, failing
 	// its readiness and closing every connection after its response,
 	// before it stops accepting.
@@ -103,9 +116,19 @@ type config struct {
 	ShowVersion bool `yaml:"-"`
 }
 
+// managementConfig says where the model repository API (index, load,
+// unload) is served and what it requires.
+type managementConfig struct {
+	// Listen, when set, is the one address the API is served on (REST).
+	Listen string `yaml:"listen"`
+	// TokenFile holds the bearer token the API requires.
+	TokenFile string `yaml:"token_file"`
+}
+
 func defaultConfig() config {
 	return config{Listen: "127.0.0.1:8080", GRPCListen: "127.0.0.1:8081", LameDuck: 5 * time.Second, DrainTimeout: 30 * time.Second,
-		ReadTimeout: 30 * time.Second, Log: logConfig{Format: "text", Level: logLevel(slog.LevelInfo), Access: true}, Server: server.DefaultOptions()}
+		ExitOnError: true, ReadTimeout: 30 * time.Second, Log: logConfig{Format: "text", Level: logLevel(slog.LevelInfo), Access: true},
+		Server: server.DefaultOptions()}
 }
 
 // maxHeaderBytes bounds a REST request's header section (net/http's
@@ -157,40 +180,21 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 			cfg.Server.PrivateCacheBytes = h.L2()
 		}
 	}
-	var repo fs.FS = bundled.FS
-	where := "bundled models"
-	var entries []server.Entry
-	if len(cfg.Models) > 0 {
-		repo, where = nil, "models given on the command line"
-		opt := models.OpenOptions{HeadInput: cfg.HeadInput}
-		for _, p := range cfg.Models {
-			e, err := openModel(p, opt)
-			var amb *models.AmbiguousError
-			if cfg.PrintSpec && errors.As(err, &amb) {
-				// Print what was inferred, with what must be added.
-				e, err = server.Entry{Name: modelName(p), Model: &models.Model{Spec: amb.Spec, Source: amb.Source}}, nil
-			}
-			if err != nil {
-				return err
-			}
-			entries = append(entries, e)
-		}
-	} else if cfg.ModelRepository != "" {
-		// os.Root keeps every read inside the directory, symlinks included.
-		root, err := os.OpenRoot(cfg.ModelRepository)
-		if err != nil {
-			return fmt.Errorf("model repository: %w", err)
-		}
-		defer root.Close()
-		repo, where = root.FS(), cfg.ModelRepository
-	}
-	if entries == nil {
-		if entries, err = server.LoadRepository(repo); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
-		}
+	repo, where, entries, loadFailed, err := loadModels(log, cfg)
+	if err != nil {
+		return err
 	}
 	if cfg.PrintSpec {
+		if len(loadFailed) > 0 {
+			return fmt.Errorf("model %s: %w", loadFailed[0].Name, loadFailed[0].Err)
+		}
 		return printSpecs(stdout, entries)
+	}
+	mgmt := server.Management{Separate: cfg.Management.Listen != ""}
+	if cfg.Management.TokenFile != "" {
+		if mgmt.Token, err = readToken(cfg.Management.TokenFile); err != nil {
+			return err
+		}
 	}
 	// The pools close last, once nothing can run on them: after a clean
 	// drain, or when the server never started. After a failed drain the
@@ -215,42 +219,111 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 	if cfg.Server.Budget.Bytes == 0 {
 		cfg.Server.Budget.Bytes = budgetFromMemory(cfg.Server.MaxBodyBytes)
 	}
-	srv, err := server.New(entries, cfg.Server, server.Deps{Log: log, Pools: pools, Repository: repo, Build: build})
+	srv, err := server.New(entries, cfg.Server, server.Deps{Log: log, Pools: pools, Repository: repo, Failed: loadFailed,
+		Management: mgmt, Build: build})
 	if err != nil {
 		return err
+	}
+	unavailable := srv.Unavailable()
+	if cfg.ExitOnError && len(unavailable) > 0 {
+		var why []string
+		for _, f := range unavailable {
+			why = append(why, f.Name+": "+f.Err.Error())
+		}
+		return fmt.Errorf("%d of %d models failed to load, and exit_on_error is on (-exit-on-error off starts with the models that load): %s",
+			len(unavailable), len(entries)+len(loadFailed), strings.Join(why, "; "))
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
 	}
 	ln = srv.Listener(ln)
+	var ms *http.Server
+	var mln net.Listener
+	if cfg.Management.Listen != "" {
+		if mln, err = net.Listen("tcp", cfg.Management.Listen); err != nil {
+			ln.Close()
+			return fmt.Errorf("management listener: %w", err)
+		}
+		mln = srv.Listener(mln)
+	}
 	var accessLog *slog.Logger
 	if cfg.Log.Access {
 		accessLog = log
 	}
 	requests := server.NewAccessLog(accessLog)
+	requests.Probes = cfg.Log.AccessProbes
 	gf, err := listenGRPC(cfg.GRPCListen, srv, requests.GRPCOptions()...)
 	if err != nil {
 		ln.Close()
+		if mln != nil {
+			mln.Close()
+		}
 		return fmt.Errorf("gRPC: %w", err)
 	}
 	hs := &http.Server{Handler: requests.Handler(srv.Handler()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout,
 		IdleTimeout: cfg.Server.IdleTimeout, MaxHeaderBytes: maxHeaderBytes, ConnState: srv.ConnState, ConnContext: srv.ConnContext}
-	srv.Start()
-	poolsInUse = true
-	names := make([]string, len(entries))
-	for i, e := range entries {
-		names[i] = e.Name
+	if mln != nil {
+		ms = &http.Server{Handler: requests.Handler(srv.ManagementHandler()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout,
+			IdleTimeout: cfg.Server.IdleTimeout, MaxHeaderBytes: maxHeaderBytes, ConnState: srv.ConnState, ConnContext: srv.ConnContext}
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "grpc", gf.addr(), "repository", where, "models", names,
-		"llc_bytes", cfg.Server.CacheBytes, "private_cache_bytes", cfg.Server.PrivateCacheBytes,
-		"cpu", host.Get().Model, "kernels", rnn.KernelImpl(), "budget_bytes", cfg.Server.Budget.Bytes, "max_connections", cfg.Server.MaxConnections, "version", build.Version, "commit", build.Commit)
-
+	// Signals are caught before the log says the server serves, so that
+	// one sent on reading that line finds the lame duck.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	serveErr := make(chan error, 2) // HTTP and gRPC
+	srv.Start()
+	poolsInUse = true
+	var names []string
+	for _, e := range entries {
+		if !slices.ContainsFunc(unavailable, func(f server.Failure) bool { return f.Name == e.Name }) {
+			names = append(names, e.Name)
+		}
+	}
+	mgmtAddr := "with the REST API"
+	if mln != nil {
+		mgmtAddr = mln.Addr().String()
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "grpc", gf.addr(), "repository", where, "models", names,
+		"unavailable", len(unavailable), "model_control_mode", cfg.Server.ModelControlMode, "management", mgmtAddr,
+		"management_token", mgmt.Token != "",
+		"llc_bytes", cfg.Server.CacheBytes, "private_cache_bytes", cfg.Server.PrivateCacheBytes,
+		"cpu", host.Get().Model, "kernels", rnn.KernelImpl(), "budget_bytes", cfg.Server.Budget.Bytes, "max_connections", cfg.Server.MaxConnections,
+		"version", build.Version, "commit", build.Commit)
+	if cfg.Server.ModelControlMode == server.ControlExplicit && mgmt.Token == "" && !loopback(ln.Addr()) && mln == nil {
+		log.Warn("model control is explicit with no token on an address other hosts reach: anyone who reaches it can load and unload models; set -management-token-file or -management-listen",
+			"addr", ln.Addr().String())
+	}
+	stopPoll := make(chan struct{})
+	polled := make(chan struct{})
+	if cfg.Server.ModelControlMode == server.ControlPoll {
+		go func() {
+			defer close(polled)
+			t := time.NewTicker(cfg.Server.RepositoryPollInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-stopPoll:
+					return
+				case <-t.C:
+					srv.Poll()
+				}
+			}
+		}()
+	} else {
+		close(polled)
+	}
+	stopPolling := sync.OnceFunc(func() {
+		close(stopPoll)
+		<-polled
+	})
+	defer stopPolling()
+
+	serveErr := make(chan error, 3) // HTTP, management and gRPC
 	go func() { serveErr <- hs.Serve(ln) }()
+	if ms != nil {
+		go func() { serveErr <- ms.Serve(mln) }()
+	}
 	gf.serve(serveErr)
 	var failed error
 	select {
@@ -266,7 +339,8 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 			log.Info("second signal: the lame-duck period ends now", "signal", sig.String())
 		}
 	}
-	if err := shutdown(log, srv, hs, ln, gf, cfg.DrainTimeout); err != nil {
+	stopPolling()
+	if err := shutdown(log, srv, hs, ln, ms, mln, gf, cfg.DrainTimeout); err != nil {
 		return errors.Join(failed, err)
 	}
 	poolsInUse = false
@@ -284,12 +358,24 @@ var errCut = errors.New("drain timeout: requests in flight were cut short")
 // shutdown stops accepting, drains the requests in flight for at most
 // timeout, cuts what is left (see the package doc) and stops the server's
 // batchers. It returns nil when everything drained.
-func shutdown(log *slog.Logger, srv *server.Server, hs *http.Server, ln net.Listener, gf *grpcFront, timeout time.Duration) error {
+func shutdown(log *slog.Logger, srv *server.Server, hs *http.Server, ln net.Listener, ms *http.Server, mln net.Listener, gf *grpcFront, timeout time.Duration) error {
 	log.Info("draining: no new connections; waiting for the requests in flight", "in_flight", srv.InFlight(), "drain_timeout", timeout)
 	drain, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- gf.drain(drain) }()
+	go func() {
+		if ms == nil {
+			errc <- nil
+			return
+		}
+		mln.Close()
+		err := ms.Shutdown(drain)
+		if errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+		errc <- err
+	}()
 	go func() {
 		// HTTP/1.1 cannot tell a client that an idle keep-alive connection
 		// is about to close: a request it sends just then meets the close.
@@ -308,7 +394,7 @@ func shutdown(log *slog.Logger, srv *server.Server, hs *http.Server, ln net.List
 		}
 		errc <- err
 	}()
-	errDrain := errors.Join(<-errc, <-errc)
+	errDrain := errors.Join(<-errc, <-errc, <-errc)
 	var cut []string
 	if errDrain != nil {
 		cut = srv.Cut()
@@ -316,6 +402,9 @@ func shutdown(log *slog.Logger, srv *server.Server, hs *http.Server, ln net.List
 		errIdle := srv.Idle(grace)
 		cancel()
 		hs.Close()
+		if ms != nil {
+			ms.Close()
+		}
 		gf.close()
 		what := strings.Join(cut, "; ")
 		if len(cut) == 0 {
@@ -403,4 +492,112 @@ func printSpecs(w io.Writer, entries []server.Entry) error {
 		}
 	}
 	return nil
+}
+
+// loadModels loads what cfg says to serve: single models (-model), or the
+// repository's (or the bundled ones), all of them unless model control is
+// explicit, which loads those -load-model names. It logs the repository's
+// entries that are no model, and returns the models that loaded and those
+// that did not.
+func loadModels(log *slog.Logger, cfg config) (repo *server.Repository, where string, entries []server.Entry, failed []server.Failure, err error) {
+	if len(cfg.Models) > 0 {
+		opt := models.OpenOptions{HeadInput: cfg.HeadInput}
+		for _, p := range cfg.Models {
+			e, err := openModel(p, opt)
+			var amb *models.AmbiguousError
+			if cfg.PrintSpec && errors.As(err, &amb) {
+				// Print what was inferred, with what must be added.
+				e, err = server.Entry{Name: modelName(p), Model: &models.Model{Spec: amb.Spec, Source: amb.Source}}, nil
+			}
+			if err != nil {
+				failed = append(failed, server.Failure{Name: modelName(p), Err: err})
+				continue
+			}
+			entries = append(entries, e)
+		}
+		return nil, "models given on the command line", entries, failed, nil
+	}
+	var fsys fs.FS = bundled.FS
+	where, single := "bundled models", ""
+	if dir := cfg.ModelRepository; dir != "" {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return nil, "", nil, nil, fmt.Errorf("model repository: %w", err)
+		}
+		if !fi.IsDir() {
+			return nil, "", nil, nil, fmt.Errorf("model repository %s is a file, not a folder (serve a weights file with -model)", dir)
+		}
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, "", nil, nil, fmt.Errorf("model repository: %w", err)
+		}
+		// os.DirFS follows the symbolic links the operator made; names
+		// from requests are single path elements (server.Repository).
+		fsys, where, single = os.DirFS(dir), dir, cmp.Or(cfg.ModelName, filepath.Base(abs))
+	}
+	repo, err = server.NewRepository(fsys, single)
+	if err != nil {
+		return nil, "", nil, nil, fmt.Errorf("%s: %w", where, err)
+	}
+	names, skipped, err := repo.Scan()
+	if err != nil {
+		return nil, "", nil, nil, fmt.Errorf("%s: %w", where, err)
+	}
+	server.LogSkipped(log, skipped)
+	switch {
+	case repo.Single() != "":
+		log.Info("the repository folder is itself one model's folder (KServe's single-model layout)", "repository", where, "model", repo.Single())
+	case cfg.ModelName != "":
+		log.Info("model_name names no model: the repository holds a folder per model, each served under its folder's name", "model_name", cfg.ModelName)
+	}
+	if cfg.Server.ModelControlMode == server.ControlExplicit {
+		if !slices.Contains(cfg.LoadModel, "*") {
+			names = cfg.LoadModel
+		}
+		if len(names) == 0 {
+			log.Info("model control is explicit and -load-model names no model: none is loaded until a load call")
+		}
+	}
+	if len(names) == 0 && cfg.Server.ModelControlMode == server.ControlNone {
+		return nil, "", nil, nil, fmt.Errorf("%s: %w: no model folders (a folder per model, each with a model.yaml or one weights file; or the folder of one model itself; the log names each entry skipped and why)",
+			where, server.ErrRepository)
+	}
+	entries, failed = repo.LoadAll(names)
+	return repo, where, entries, failed, nil
+}
+
+// maxTokenBytes bounds the management token file.
+const maxTokenBytes = 4 << 10
+
+// readToken reads the management token: the file's content without
+// surrounding white space, printable ASCII without spaces.
+func readToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("management token: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("management token: %w", err)
+	}
+	if len(data) > maxTokenBytes {
+		return "", fmt.Errorf("management token file %s: more than %d bytes", path, maxTokenBytes)
+	}
+	tok := strings.TrimSpace(string(data))
+	if len(tok) < 16 {
+		return "", fmt.Errorf("management token file %s: the token has %d characters, want at least 16 (openssl rand -hex 32 makes one)", path, len(tok))
+	}
+	for _, c := range []byte(tok) {
+		if c <= ' ' || c > '~' {
+			return "", fmt.Errorf("management token file %s: the token holds a space or a character outside printable ASCII", path)
+		}
+	}
+	return tok, nil
+}
+
+// loopback reports whether addr is a loopback address.
+func loopback(addr net.Addr) bool {
+	a, ok := addr.(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
 }

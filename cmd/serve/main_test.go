@@ -28,7 +28,7 @@ func TestParseConfig(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "serve.yaml")
 	os.WriteFile(file, []byte("listen: 127.0.0.1:9999\nserver:\n  batching:\n    max_rows: 8\n"), 0o644)
-	cfg, err := parse([]string{"-config", file, "-batching", "off"})
+	cfg, err := parse([]string{"-config", file, "-batching-enabled", "off"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{"colour: red\n", nil, "colour"},
 		{"server:\n  max_steps: -1\n", nil, "(server.max_steps): server: invalid options: max_steps = -1"},
-		{"", []string{"-batching", "maybe"}, "want on or off"},
+		{"", []string{"-batching-enabled", "maybe"}, "want on or off"},
 		{"", []string{"extra"}, "unexpected arguments"},
 		{"lame_duck: -1s\n", nil, "(lame_duck): lame-duck period -1s"},
 		{"", []string{"-lame-duck", "11m"}, "flag -lame-duck: lame-duck period 11m0s"},
@@ -99,7 +99,7 @@ func TestServeAndSIGTERM(t *testing.T) {
 	bin := buildServe(t)
 	cfg := filepath.Join(t.TempDir(), "serve.yaml")
 	os.WriteFile(cfg, []byte("read_timeout: 500ms\n"), 0o644)
-	srv := startServe(t, bin, nil, "-config", cfg, "-listen", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-cache-bytes", "1048576", "-lame-duck", "200ms")
+	srv := startServe(t, bin, nil, "-config", cfg, "-listen", "127.0.0.1:0", "-grpc-listen", "127.0.0.1:0", "-cache-bytes", "1048576", "-lame-duck", "200ms")
 	base := srv.base
 	// A client that sends its body too slowly gets a 400 once the read
 	// timeout passes, and the server goes on serving.
@@ -170,7 +170,7 @@ func TestServeFromEnvironment(t *testing.T) {
 		t.Skip("builds and runs the server binary")
 	}
 	bin := buildServe(t)
-	srv := startServe(t, bin, []string{"RNNSERVE_LISTEN=127.0.0.1:0", "RNNSERVE_GRPC=off", "RNNSERVE_LOG_FORMAT=json", "RNNSERVE_LOG_LEVEL=debug",
+	srv := startServe(t, bin, []string{"RNNSERVE_LISTEN=127.0.0.1:0", "RNNSERVE_GRPC_LISTEN=off", "RNNSERVE_LOG_FORMAT=json", "RNNSERVE_LOG_LEVEL=debug",
 		"RNNSERVE_CACHE_BYTES=1048576", "RNNSERVE_SCHEDULE_TIMING=0s", "RNNSERVE_MAX_STEPS=3", "RNNSERVE_MAX_STEP=5"})
 	resp, err := http.Post(srv.base+"/v2/models/bytelm/infer", "application/json",
 		strings.NewReader(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 4], "data": [72, 105, 33, 33]}]}`))
@@ -344,7 +344,7 @@ func TestServeCheckpoint(t *testing.T) {
 		}
 	}
 
-	base := startServe(t, bin, nil, "-model", dir+"/model.pt", "-listen", "127.0.0.1:0", "-grpc", "off", "-cache-bytes", "1048576").base
+	base := startServe(t, bin, nil, "-model", dir+"/model.pt", "-listen", "127.0.0.1:0", "-grpc-listen", "off", "-cache-bytes", "1048576").base
 	gold, err := safetensors.ReadFile(dir + "/io.safetensors")
 	if err != nil {
 		t.Fatal(err)

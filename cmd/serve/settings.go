@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,38 +41,90 @@ import (
 const envPrefix = "RNNSERVE_"
 
 // setting is one setting: a field of config (a dotted path of Go field
-// names), its flag and its help text.
+// names), its flag and its help text. The flag is the file's key with the
+// server. prefix left out and dashes for dots and underscores
+// (TestOneName).
 type setting struct {
-	field string
-	flag  string
-	alias string // another flag name for it, or ""
-	arg   string // what the help calls its value; "" names it after its type
-	usage string
+	field   string
+	flag    string
+	aliases []alias // other flag names for it
+	arg     string  // what the help calls its value; "" names it after its type
+	usage   string
 	// def is the default as help and documentation show it; "" shows the
 	// default value of defaultConfig.
 	def string
 }
 
+// alias is another flag name of a setting: an old spelling, kept working
+// with a warning, or the name KServe's model servers take (--model_name),
+// which serve takes as KServe's ServingRuntimes pass it.
+type alias struct {
+	name string
+	// deprecated: using the alias (its flag, or its RNNSERVE_ variable)
+	// logs a warning that names the setting's own flag.
+	deprecated bool
+	// env: the alias's RNNSERVE_ variable is read too (an old spelling
+	// that had one).
+	env bool
+	// conv maps the alias's value to the setting's (KServe's --http_port
+	// 8080 is -listen 0.0.0.0:8080); nil keeps it.
+	conv func(string) (string, error)
+	// note is what the help says of it.
+	note string
+}
+
+func oldName(name string, env bool) alias {
+	return alias{name: name, deprecated: true, env: env, note: "deprecated spelling"}
+}
+
+func kserveName(name string) alias { return alias{name: name, note: "KServe's name"} }
+
+// kservePort is KServe's --http_port or --grpc_port: a port, served on
+// every interface, as KServe's model servers do.
+func kservePort(name string) alias {
+	a := kserveName(name)
+	a.conv = func(v string) (string, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("%q is not a port number", v)
+		}
+		return "0.0.0.0:" + v, nil
+	}
+	a.note = "KServe's name; a port, on every interface"
+	return a
+}
+
 var settings = []setting{
 	{field: "File", flag: "config", arg: "FILE", usage: "YAML configuration file; configs/serve.yaml documents every key", def: "none"},
-	{field: "Listen", flag: "listen", arg: "ADDR", usage: "REST listen address (0.0.0.0:PORT serves other hosts too)"},
-	{field: "GRPCListen", flag: "grpc", arg: "ADDR", usage: "gRPC listen address; off turns gRPC off (so does an empty flag)"},
-	{field: "ModelRepository", flag: "repository", arg: "DIR", alias: "models", usage: "model repository directory: its models load at start, and the repository endpoints load and unload from it", def: "the bundled models"},
+	{field: "Listen", flag: "listen", arg: "ADDR", aliases: []alias{kservePort("http_port")}, usage: "REST listen address (0.0.0.0:PORT serves other hosts too)"},
+	{field: "GRPCListen", flag: "grpc-listen", arg: "ADDR", aliases: []alias{oldName("grpc", true), kservePort("grpc_port")}, usage: "gRPC listen address; off turns gRPC off (so does an empty flag)"},
+	{field: "ModelRepository", flag: "model-repository", arg: "DIR", aliases: []alias{oldName("repository", true), oldName("models", false), kserveName("model_dir")},
+		usage: "model repository directory: a folder per model, or one model's own folder (KServe's single-model layout, named by -model-name)", def: "the bundled models"},
+	{field: "ModelName", flag: "model-name", arg: "NAME", aliases: []alias{kserveName("model_name")},
+		usage: "the model's name when the repository directory is itself one model's folder (KServe's InferenceService name)", def: "the directory's name"},
 	{field: "Models", flag: "model", arg: "PATH", usage: "serve this model folder or weights file (safetensors, PyTorch checkpoint, ONNX) instead of a repository; repeat the flag for more, or list them in the variable separated by colons", def: "none"},
 	{field: "HeadInput", flag: "head-input", arg: "WHERE", usage: "where the head of each -model weights file reads, which no state_dict records: every_step (fc(out)), last_step (fc(out[:, -1])) or h_n (fc(h_n[-1]), or fc(cat(h_n[-2], h_n[-1])) for two directions); needed for a head over a bidirectional RNN", def: "unset (every_step over a unidirectional RNN; a bidirectional one is refused)"},
+	{field: "LoadModel", flag: "load-model", arg: "NAME", usage: "with -model-control-mode explicit, a model of the repository to load at start (repeat the flag, or separate names with colons; * loads them all); without it none loads, as in Triton", def: "none"},
+	{field: "ExitOnError", flag: "exit-on-error", usage: "exit with status 1 when a model fails to load at start, as Triton's exit-on-error; off starts with the models that load and lists the others UNAVAILABLE with the reason"},
+	{field: "Management.Listen", flag: "management-listen", arg: "ADDR", usage: "serve the model repository API (index, load, unload) over REST on this address only; the REST and gRPC addresses then refuse it with 403", def: "none (served with the rest)"},
+	{field: "Management.TokenFile", flag: "management-token-file", arg: "FILE", usage: "file holding a bearer token the model repository API then requires (Authorization: Bearer TOKEN, or gRPC metadata authorization); read once at start", def: "none (no token)"},
 	{field: "LameDuck", flag: "lame-duck", usage: "on SIGINT or SIGTERM, how long serve goes on serving with its readiness failing (each REST response closing its connection) before it stops accepting; 0 stops at once; a second signal ends it"},
 	{field: "DrainTimeout", flag: "drain-timeout", usage: "after the lame-duck period, how long the requests in flight may take to finish; what is left then is cut short and serve exits 1"},
 	{field: "ReadTimeout", flag: "read-timeout", usage: "a request's headers and body must arrive within this (slow clients get 400); 0 waits forever"},
 	{field: "Log.Format", flag: "log-format", usage: "log lines as text (key=value) or json"},
 	{field: "Log.Level", flag: "log-level", usage: "least level logged: debug, info, warn or error"},
-	{field: "Log.Access", flag: "access-log", usage: "log a line per request (at level info, with its request id): on or off"},
-	{field: "Server.MaxBodyBytes", flag: "max-body-bytes", usage: "largest request body (inflated, if compressed) or gRPC message, in bytes"},
-	{field: "Server.MaxResponseBytes", flag: "max-response-bytes", usage: "largest response, in its encoding (JSON, binary tensor data, gRPC), sized before the request runs; a larger one is refused (400, gRPC RESOURCE_EXHAUSTED)"},
+	{field: "Log.Access", flag: "log-access", aliases: []alias{oldName("access-log", true)}, usage: "log a line per request (at level info, with its request id): on or off"},
+	{field: "Log.AccessProbes", flag: "log-access-probes", usage: "log health probes in the access log too (REST /v2/health/*, gRPC health checks, ServerLive, ServerReady)"},
+	{field: "Server.ModelControlMode", flag: "model-control-mode", arg: "none|explicit|poll", usage: "who loads and unloads models, as Triton's model-control-mode: none (the models loaded at start; load and unload calls get 403), explicit (load and unload calls; -load-model at start), poll (the repository is rescanned every -repository-poll-interval)"},
+	{field: "Server.RepositoryPollInterval", flag: "repository-poll-interval", usage: "with -model-control-mode poll, how often the repository is rescanned"},
+	{field: "Server.StrictReadiness", flag: "strict-readiness", usage: "ready only while every model that should be served is (one that failed to load makes it unready), as Triton's strict-readiness; off, ready once started"},
+	{field: "Server.MaxBodyBytes", flag: "max-body-bytes", arg: "SIZE", usage: "largest request body (inflated, if compressed) or gRPC message"},
+	{field: "Server.MaxResponseBytes", flag: "max-response-bytes", arg: "SIZE", usage: "largest response, in its encoding (JSON, binary tensor data, gRPC), sized before the request runs; a larger one is refused (400, gRPC RESOURCE_EXHAUSTED)"},
 	{field: "Server.WriteTimeout", flag: "write-timeout", usage: "a REST response (a streamed one: each of its events) must be written within this, else the connection closes"},
 	{field: "Server.MaxSteps", flag: "max-steps", usage: "most time steps in one request"},
 	{field: "Server.MaxRequestRows", flag: "max-request-rows", usage: "largest batch B of one request"},
 	{field: "Server.MaxGenerateTokens", flag: "max-generate-tokens", usage: "largest max_tokens of a generate request"},
-	{field: "Server.Budget.Bytes", flag: "budget-bytes", usage: "memory budget: request bytes (bodies, gRPC messages and their decoded tensors) in flight at once, every protocol together; at least max-body-bytes", def: "0 (an eighth of the memory serve may use, at most 256 MiB)"},
+	{field: "Server.Budget.Bytes", flag: "budget-bytes", arg: "SIZE", usage: "memory budget: request bytes (bodies, gRPC messages and their decoded tensors) in flight at once, every protocol together; at least max-body-bytes", def: "0 (an eighth of the memory serve may use, at most 256MiB)"},
 	{field: "Server.Budget.Wait", flag: "budget-wait", usage: "how long a request waits for room in the memory budget before it gets 503 and Retry-After"},
 	{field: "Server.MinBodyRate", flag: "min-body-rate", usage: "slowest a request body may arrive, in bytes a second, after its first 64 KiB at that rate; a slower one gets 408 and gives its share of the memory budget back"},
 	{field: "Server.MaxConnections", flag: "max-connections", usage: "most client connections open at once, REST and gRPC together; more wait to be accepted"},
@@ -83,11 +136,11 @@ var settings = []setting{
 	{field: "Server.GRPC.MaxConnectionAge", flag: "grpc-max-connection-age", usage: "a gRPC connection this old gets GOAWAY, so clients spread over new replicas; 0 keeps connections as long as they are used"},
 	{field: "Server.GRPC.MaxConnectionAgeGrace", flag: "grpc-max-connection-age-grace", usage: "after the GOAWAY of grpc-max-connection-age, how long its calls may take before the connection closes"},
 	{field: "Server.GRPC.KeepaliveTime", flag: "grpc-keepalive-time", usage: "a gRPC connection silent this long is pinged; one whose client does not answer within 10s is closed, with what the server held for it"},
-	{field: "Server.CacheBytes", flag: "cache-bytes", usage: "last-level cache size for the schedule choice and the modelled traffic; 0 reads the host's", def: "0 (the host's)"},
-	{field: "Server.PrivateCacheBytes", flag: "private-cache-bytes", usage: "one core's private (L2) cache size for the schedule choice; 0 reads the host's", def: "0 (the host's)"},
+	{field: "Server.CacheBytes", flag: "cache-bytes", arg: "SIZE", usage: "last-level cache size for the schedule choice and the modelled traffic; 0 reads the host's", def: "0 (the host's)"},
+	{field: "Server.PrivateCacheBytes", flag: "private-cache-bytes", arg: "SIZE", usage: "one core's private (L2) cache size for the schedule choice; 0 reads the host's", def: "0 (the host's)"},
 	{field: "Server.TrafficSteps", flag: "traffic-steps", usage: "input length of the reference inference of the modelled traffic and DRE"},
 	{field: "Server.ScheduleTiming", flag: "schedule-timing", usage: "per model, time spent at load timing the best-modelled schedules to run the fastest; 0 lets the model decide alone"},
-	{field: "Server.Batching.Enabled", flag: "batching", usage: "cellular batching of unidirectional models: on or off"},
+	{field: "Server.Batching.Enabled", flag: "batching-enabled", aliases: []alias{oldName("batching", true)}, usage: "cellular batching of unidirectional models: on or off"},
 	{field: "Server.Batching.MaxRows", flag: "batching-max-rows", usage: "most sequences in a model's running batch"},
 	{field: "Server.Batching.MaxQueueDelay", flag: "batching-max-queue-delay", usage: "how long an empty batch waits for more requests before its first step"},
 	{field: "Server.Batching.QueueLength", flag: "batching-queue-length", usage: "requests that may wait for a place; one more gets 503 and Retry-After"},
@@ -95,6 +148,10 @@ var settings = []setting{
 	{field: "Server.Sequences.IdleTimeout", flag: "sequences-idle-timeout", usage: "a sequence with no request for this long expires"},
 	{field: "Server.Sequences.MaxLive", flag: "sequences-max-live", usage: "live sequences per model; one more gets 429"},
 }
+
+// deprecatedKeys are configuration file keys renamed: the old key still
+// works, with a warning.
+var deprecatedKeys = map[string]string{"models": "model"}
 
 // actions are the flags that do something instead of setting something:
 // they have no environment variable and no file key.
@@ -105,8 +162,24 @@ var actions = []struct{ flag, usage string }{
 }
 
 // env is the setting's environment variable.
-func (s *setting) env() string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(s.flag, "-", "_"))
+func (s *setting) env() string { return envName(s.flag) }
+
+// envName is the environment variable of a flag name.
+func envName(flag string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// size reports whether the setting is a size in bytes, which takes units
+// (8MiB).
+func (s *setting) size() bool { return s.arg == "SIZE" }
+
+// show is the setting's value in cfg the way it is given.
+func (s *setting) show(cfg *config) string {
+	v := s.value(cfg)
+	if s.size() {
+		return formatSize(v.Int())
+	}
+	return formatValue(v)
 }
 
 // value is the setting's field of cfg.
@@ -146,7 +219,7 @@ func (s *setting) defaultText() string {
 		return s.def
 	}
 	d := defaultConfig()
-	return formatValue(s.value(&d))
+	return s.show(&d)
 }
 
 // formatValue writes a setting's value the way it is given.
@@ -247,6 +320,7 @@ func setValue(v reflect.Value, s string) error {
 type flagValue struct {
 	s     *setting
 	given []string
+	name  string // the flag name last given: the setting's or an alias's
 }
 
 func (f *flagValue) String() string {
@@ -257,8 +331,13 @@ func (f *flagValue) String() string {
 }
 
 func (f *flagValue) Set(v string) error {
+	f.name = f.s.flag
+	return f.set(v)
+}
+
+func (f *flagValue) set(v string) error {
 	var probe config
-	if err := setValue(f.s.value(&probe), v); err != nil {
+	if err := f.s.set(f.s.value(&probe), v); err != nil {
 		return err
 	}
 	if f.s.list() {
@@ -267,6 +346,48 @@ func (f *flagValue) Set(v string) error {
 		f.given = []string{v}
 	}
 	return nil
+}
+
+// set parses x into v, the setting's field: a size takes units.
+func (s *setting) set(v reflect.Value, x string) error {
+	if s.size() {
+		n, err := parseSize(x)
+		if err != nil {
+			return err
+		}
+		v.SetInt(n)
+		return nil
+	}
+	return setValue(v, x)
+}
+
+// aliasFlag is an alias's flag: it maps the value and sets the setting's
+// flag, noting an old spelling.
+type aliasFlag struct {
+	f     *flagValue
+	a     alias
+	notes *[]string
+}
+
+func (a *aliasFlag) String() string {
+	if a == nil || a.f == nil {
+		return ""
+	}
+	return a.f.String()
+}
+
+func (a *aliasFlag) Set(v string) error {
+	if a.a.conv != nil {
+		var err error
+		if v, err = a.a.conv(v); err != nil {
+			return err
+		}
+	}
+	if a.a.deprecated {
+		*a.notes = append(*a.notes, fmt.Sprintf("flag -%s is deprecated: it is -%s now (same value)", a.a.name, a.f.s.flag))
+	}
+	a.f.name = a.a.name
+	return a.f.set(v)
 }
 
 // source says where a setting's value came from, for errors.
@@ -294,6 +415,8 @@ func (s *setting) argName() string {
 		return "text|json"
 	case logLevel:
 		return "LEVEL"
+	case server.ModelControl:
+		return "none|explicit|poll"
 	default:
 		if v.Kind() == reflect.String {
 			return "STRING"
@@ -319,9 +442,9 @@ Settings:
 		s := &settings[i]
 		fmt.Fprintf(w, "  -%s %s    %s, default %s\n", s.flag, s.argName(), s.env(), s.defaultText())
 		writeWrapped(w, s.usage)
-		if s.alias != "" {
-			fmt.Fprintf(w, "  -%s %s\n", s.alias, s.argName())
-			writeWrapped(w, "the same as -"+s.flag)
+		for _, a := range s.aliases {
+			fmt.Fprintf(w, "  -%s %s\n", a.name, s.argName())
+			writeWrapped(w, a.note+" of -"+s.flag)
 		}
 	}
 	fmt.Fprint(w, "\nActions:\n")
@@ -356,6 +479,7 @@ func writeWrapped(w io.Writer, text string) {
 // gives flag.ErrHelp once the help is printed on stderr.
 func parseConfig(args, environ []string, stderr io.Writer) (config, []string, error) {
 	cfg := defaultConfig()
+	var flagNotes []string
 	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fl.SetOutput(io.Discard) // errors are returned; the help is printHelp's
 	fl.Usage = func() {}
@@ -364,8 +488,8 @@ func parseConfig(args, environ []string, stderr io.Writer) (config, []string, er
 		s := &settings[i]
 		flags[i] = &flagValue{s: s}
 		fl.Var(flags[i], s.flag, s.usage+" ("+s.env()+")")
-		if s.alias != "" {
-			fl.Var(flags[i], s.alias, "the same as -"+s.flag)
+		for _, a := range s.aliases {
+			fl.Var(&aliasFlag{f: flags[i], a: a, notes: &flagNotes}, a.name, a.note+" of -"+s.flag)
 		}
 	}
 	fl.BoolVar(&cfg.PrintSpec, actions[0].flag, false, actions[0].usage)
@@ -389,11 +513,15 @@ func parseConfig(args, environ []string, stderr io.Writer) (config, []string, er
 		}
 	}
 	for name, v := range env {
-		if !slices.ContainsFunc(settings, func(s setting) bool { return s.env() == name }) && !serviceLink(name, v) {
+		known := slices.ContainsFunc(settings, func(s setting) bool {
+			return s.env() == name || slices.ContainsFunc(s.aliases, func(a alias) bool { return a.env && envName(a.name) == name })
+		})
+		if !known && !serviceLink(name, v) {
 			notes = append(notes, fmt.Sprintf("environment variable %s is not a setting of serve (serve -h lists them)", name))
 		}
 	}
 	slices.Sort(notes)
+	notes = append(notes, flagNotes...)
 
 	// Apply each layer in turn: the file's path, the file, the
 	// environment, the flags.
@@ -404,7 +532,7 @@ func parseConfig(args, environ []string, stderr io.Writer) (config, []string, er
 			v.Set(reflect.Zero(v.Type()))
 		}
 		for _, x := range values {
-			if err := setValue(v, x); err != nil {
+			if err := s.set(v, x); err != nil {
 				return fmt.Errorf("%s: %w", where, err)
 			}
 		}
@@ -412,7 +540,16 @@ func parseConfig(args, environ []string, stderr io.Writer) (config, []string, er
 		return nil
 	}
 	fromEnv := func(s *setting) error {
-		v := env[s.env()]
+		name := s.env()
+		v := env[name]
+		for _, a := range s.aliases {
+			if old := envName(a.name); a.env && env[old] != "" {
+				if v == "" {
+					name, v = old, env[old]
+				}
+				notes = append(notes, fmt.Sprintf("environment variable %s is deprecated: it is %s now (same value)", old, s.env()))
+			}
+		}
 		if v == "" { // unset, or set empty: both leave the setting alone
 			return nil
 		}
@@ -420,11 +557,11 @@ func parseConfig(args, environ []string, stderr io.Writer) (config, []string, er
 		if s.list() {
 			values = slices.DeleteFunc(filepath.SplitList(v), func(p string) bool { return p == "" })
 		}
-		return apply(s, values, "environment variable "+s.env())
+		return apply(s, values, "environment variable "+name)
 	}
 	fromFlag := func(i int) error {
 		if f := flags[i]; f.given != nil {
-			return apply(f.s, f.given, "flag -"+f.s.flag)
+			return apply(f.s, f.given, "flag -"+f.name)
 		}
 		return nil
 	}
@@ -436,10 +573,11 @@ func parseConfig(args, environ []string, stderr io.Writer) (config, []string, er
 		return cfg, notes, err
 	}
 	if cfg.File != "" {
-		keys, err := readFile(&cfg, cfg.File)
+		keys, fileNotes, err := readFile(&cfg, cfg.File)
 		if err != nil {
 			return cfg, notes, err
 		}
+		notes = append(notes, fileNotes...)
 		for i := range settings[1:] {
 			if s := &settings[i+1]; keys[s.key()] {
 				src[s] = fmt.Sprintf("config file %s (%s)", cfg.File, s.key())
@@ -480,38 +618,78 @@ var (
 // readFile decodes the YAML file at path over cfg, strictly: an unknown
 // key is an error. It returns the keys the file sets (dotted). An empty
 // file is an empty configuration.
-func readFile(cfg *config, path string) (map[string]bool, error) {
+func readFile(cfg *config, path string) (map[string]bool, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config file: %w", err)
+		return nil, nil, fmt.Errorf("config file: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	// Renamed keys take their new names, and sizes with units become
+	// byte counts, before the strict decoding below.
+	var notes []string
+	changed := false
+	keys := map[string]bool{}
+	var walk func(n *yaml.Node, prefix string) error
+	walk = func(n *yaml.Node, prefix string) error {
+		if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+			return walk(n.Content[0], prefix)
+		}
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			kn, vn := n.Content[i], n.Content[i+1]
+			if to, ok := deprecatedKeys[prefix+kn.Value]; ok {
+				if keys[prefix+to] || slices.ContainsFunc(n.Content, func(c *yaml.Node) bool { return c.Value == to && c != vn }) {
+					return fmt.Errorf("config file %s: both %s and its old name %s", path, prefix+to, prefix+kn.Value)
+				}
+				notes = append(notes, fmt.Sprintf("config file %s: key %s is deprecated: it is %s now (same value)", path, prefix+kn.Value, prefix+to))
+				kn.Value, changed = to, true
+			}
+			k := prefix + kn.Value
+			keys[k] = true
+			if s := settingOfKey(k); s != nil && s.size() && vn.Kind == yaml.ScalarNode {
+				n, err := parseSize(vn.Value)
+				if err != nil {
+					return fmt.Errorf("config file %s (%s): %w", path, k, err)
+				}
+				if v := strconv.FormatInt(n, 10); v != vn.Value {
+					vn.Value, vn.Tag, vn.Style, changed = v, "!!int", 0, true
+				}
+			}
+			if err := walk(vn, k+"."); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(&doc, ""); err != nil {
+		return nil, nil, err
+	}
+	if changed {
+		if data, err = yaml.Marshal(&doc); err != nil {
+			return nil, nil, fmt.Errorf("config file %s: %w", path, err)
+		}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("config file %s: %w", path, err)
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
-	}
-	keys := map[string]bool{}
-	var walk func(n *yaml.Node, prefix string)
-	walk = func(n *yaml.Node, prefix string) {
-		if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
-			walk(n.Content[0], prefix)
-			return
-		}
-		if n.Kind != yaml.MappingNode {
-			return
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := prefix + n.Content[i].Value
-			keys[k] = true
-			walk(n.Content[i+1], k+".")
+	return keys, notes, nil
+}
+
+// settingOfKey is the setting of a configuration file key, or nil.
+func settingOfKey(key string) *setting {
+	for i := range settings {
+		if settings[i].key() == key {
+			return &settings[i]
 		}
 	}
-	walk(&doc, "")
-	return keys, nil
+	return nil
 }
 
 // settingOf is the setting of a field (a dotted path of Go field names).
@@ -529,6 +707,14 @@ func settingOf(field string) *setting {
 func validate(cfg *config, src source) error {
 	if len(cfg.Models) > 0 && cfg.ModelRepository != "" {
 		return fmt.Errorf("%s and %s: serve either single models or a repository", src.where(settingOf("Models")), src.where(settingOf("ModelRepository")))
+	}
+	if len(cfg.LoadModel) > 0 && cfg.Server.ModelControlMode != server.ControlExplicit {
+		return fmt.Errorf("%s: models to load at start are named only with model control explicit (-model-control-mode explicit); with %s every model loads",
+			src.where(settingOf("LoadModel")), cmp.Or(cfg.Server.ModelControlMode, server.ControlNone))
+	}
+	if len(cfg.Models) > 0 && cmp.Or(cfg.Server.ModelControlMode, server.ControlNone) != server.ControlNone {
+		return fmt.Errorf("%s and %s: model control %s loads from a repository; single models are served with model control none",
+			src.where(settingOf("Models")), src.where(settingOf("Server.ModelControlMode")), cfg.Server.ModelControlMode)
 	}
 	if cfg.DrainTimeout <= 0 {
 		return fmt.Errorf("%s: drain timeout %v: want more than 0", src.where(settingOf("DrainTimeout")), cfg.DrainTimeout)

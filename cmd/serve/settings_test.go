@@ -42,8 +42,19 @@ func settingsTable() string {
 	for i := range settings {
 		s := &settings[i]
 		fl := code("-" + s.flag + " " + s.argName())
-		if s.alias != "" {
-			fl += " (or " + code("-"+s.alias) + ")"
+		var old, kserve []string
+		for _, a := range s.aliases {
+			if a.deprecated {
+				old = append(old, code("-"+a.name))
+			} else {
+				kserve = append(kserve, code("--"+a.name))
+			}
+		}
+		if len(kserve) > 0 {
+			fl += " (KServe's " + strings.Join(kserve, ", ") + ")"
+		}
+		if len(old) > 0 {
+			fl += " (formerly " + strings.Join(old, ", ") + ")"
 		}
 		key, def := "none", s.defaultText()
 		if s.key() != "" {
@@ -125,10 +136,11 @@ func TestSettingsComplete(t *testing.T) {
 			t.Errorf("setting -%s: field %s is not a key of the configuration file", s.flag, s.field)
 		}
 		delete(fields, s.field)
-		for _, name := range []string{s.flag, s.alias} {
-			if name == "" {
-				continue
-			}
+		names := []string{s.flag}
+		for _, a := range s.aliases {
+			names = append(names, a.name)
+		}
+		for _, name := range names {
 			if flags[name] {
 				t.Errorf("flag -%s twice", name)
 			}
@@ -167,13 +179,21 @@ func TestSettingsComplete(t *testing.T) {
 func samples(s *setting) [3]string {
 	switch s.flag {
 	case "max-body-bytes", "max-response-bytes":
-		return [3]string{"4096", "8192", "16384"}
+		return [3]string{"4KiB", "8KiB", "16KiB"}
 	case "budget-bytes": // at least max-body-bytes
-		return [3]string{"16777216", "33554432", "67108864"}
+		return [3]string{"16MiB", "32MiB", "64MiB"}
+	case "cache-bytes", "private-cache-bytes":
+		return [3]string{"1MiB", "2MiB", "4MiB"}
 	case "model":
 		return [3]string{"a.pt", "b.pt:c.pt", "d.pt"}
 	case "head-input":
 		return [3]string{"h_n", "last_step", "every_step"}
+	case "load-model":
+		return [3]string{"a", "b:c", "d"}
+	case "model-control-mode":
+		return [3]string{"explicit", "poll", "explicit"}
+	case "repository-poll-interval":
+		return [3]string{"1s", "2s", "3s"}
 	}
 	switch s.argName() {
 	case "N":
@@ -181,6 +201,9 @@ func samples(s *setting) [3]string {
 	case "DURATION":
 		return [3]string{"10ms", "20ms", "30ms"}
 	case "on|off":
+		if s.defaultText() == "off" {
+			return [3]string{"on", "off", "on"}
+		}
 		return [3]string{"off", "on", "off"}
 	case "text|json":
 		return [3]string{"json", "text", "json"}
@@ -231,6 +254,9 @@ func TestPrecedence(t *testing.T) {
 				continue
 			}
 			args, environ := []string{}, []string{"HOME=/nowhere", "RNNSERVE_SERVICE_HOST=10.0.0.1"}
+			if s.flag == "load-model" { // named only with explicit model control
+				environ = append(environ, "RNNSERVE_MODEL_CONTROL_MODE=explicit")
+			}
 			want := s.defaultText()
 			if inFile {
 				if err := os.WriteFile(file, []byte(yamlDoc(s.key(), v[0], s.list())), 0o644); err != nil {
@@ -258,9 +284,9 @@ func TestPrecedence(t *testing.T) {
 				t.Errorf("-%s from file %v, environment %v, flag %v: %v %q", s.flag, inFile, inEnv, inFlag, err, notes)
 				continue
 			}
-			got := formatValue(s.value(&cfg))
+			got := s.show(&cfg)
 			if mask == 0 {
-				want = formatValue(s.value(ptr(defaultConfig())))
+				want = s.show(ptr(defaultConfig()))
 			}
 			if got != want {
 				t.Errorf("-%s from file %v, environment %v, flag %v: %q, want %q", s.flag, inFile, inEnv, inFlag, got, want)
@@ -307,7 +333,14 @@ func TestBadSettings(t *testing.T) {
 		{[]string{"RNNSERVE_MAX_STEPS=abc"}, nil, `environment variable RNNSERVE_MAX_STEPS: "abc" is not an integer`},
 		{[]string{"RNNSERVE_MAX_STEPS=99999999999999999999"}, nil, `environment variable RNNSERVE_MAX_STEPS: "99999999999999999999" is not an integer`},
 		{[]string{"RNNSERVE_DRAIN_TIMEOUT=30"}, nil, `environment variable RNNSERVE_DRAIN_TIMEOUT: "30" is not a duration`},
-		{[]string{"RNNSERVE_BATCHING=maybe"}, nil, `environment variable RNNSERVE_BATCHING: "maybe": want on or off`},
+		{[]string{"RNNSERVE_BATCHING_ENABLED=maybe"}, nil, `environment variable RNNSERVE_BATCHING_ENABLED: "maybe": want on or off`},
+		{[]string{"RNNSERVE_MAX_BODY_BYTES=8XB"}, nil, `environment variable RNNSERVE_MAX_BODY_BYTES: "8XB" is not a size`},
+		{nil, []string{"-max-body-bytes", "99999999999TiB"}, `"99999999999TiB" is too large a size`},
+		{[]string{"RNNSERVE_MODEL_CONTROL_MODE=sometimes"}, nil, `environment variable RNNSERVE_MODEL_CONTROL_MODE: model control mode "sometimes": want none, explicit or poll`},
+		{nil, []string{"-load-model", "a"}, "flag -load-model: models to load at start are named only with model control explicit"},
+		{nil, []string{"-model", "a.pt", "-model-control-mode", "explicit"}, "flag -model and flag -model-control-mode: model control explicit loads from a repository"},
+		{nil, []string{"--http_port", "http"}, `invalid value "http" for flag -http_port: "http" is not a port number`},
+		{nil, []string{"-repository-poll-interval", "1ms"}, "flag -repository-poll-interval: server: invalid options: repository_poll_interval = 1ms, want 100ms..1h"},
 		{[]string{"RNNSERVE_LOG_FORMAT=xml"}, nil, `environment variable RNNSERVE_LOG_FORMAT: log format "xml": want text or json`},
 		{[]string{"RNNSERVE_LOG_LEVEL=loud"}, nil, `environment variable RNNSERVE_LOG_LEVEL: log level "loud": want debug, info, warn or error`},
 		{[]string{"RNNSERVE_MAX_STEPS=-1"}, nil, "environment variable RNNSERVE_MAX_STEPS: server: invalid options: max_steps = -1"},
@@ -316,8 +349,9 @@ func TestBadSettings(t *testing.T) {
 		{[]string{"RNNSERVE_DRAIN_TIMEOUT=0s"}, nil, "environment variable RNNSERVE_DRAIN_TIMEOUT: drain timeout 0s: want more than 0"},
 		{[]string{"RNNSERVE_READ_TIMEOUT=-1s"}, nil, "environment variable RNNSERVE_READ_TIMEOUT: read timeout -1s"},
 		{[]string{"RNNSERVE_CONFIG=/nonexistent/serve.yaml"}, nil, "config file: open /nonexistent/serve.yaml"},
-		{[]string{"RNNSERVE_MODEL=a.pt", "RNNSERVE_REPOSITORY=/models"}, nil, "environment variable RNNSERVE_MODEL and environment variable RNNSERVE_REPOSITORY: serve either single models or a repository"},
-		{[]string{"RNNSERVE_MODEL=a.pt"}, []string{"-repository", "/models"}, "environment variable RNNSERVE_MODEL and flag -repository"},
+		{[]string{"RNNSERVE_MODEL=a.pt", "RNNSERVE_MODEL_REPOSITORY=/models"}, nil, "environment variable RNNSERVE_MODEL and environment variable RNNSERVE_MODEL_REPOSITORY: serve either single models or a repository"},
+		{[]string{"RNNSERVE_MODEL=a.pt"}, []string{"-model-repository", "/models"}, "environment variable RNNSERVE_MODEL and flag -model-repository"},
+		{[]string{"RNNSERVE_MODEL=a.pt"}, []string{"-models", "/models"}, "environment variable RNNSERVE_MODEL and flag -models"},
 		{nil, []string{"-max-steps", "-5"}, "flag -max-steps: server: invalid options: max_steps = -5"},
 		{nil, []string{"-config", file}, "config file " + file + " (server.cache_bytes): server: invalid options: cache_bytes = 1000"},
 		// A good value in the environment over a bad one in the file.
@@ -351,9 +385,9 @@ func TestUnknownVariables(t *testing.T) {
 func TestServeYAML(t *testing.T) {
 	const path = "../../configs/serve.yaml"
 	cfg := defaultConfig()
-	keys, err := readFile(&cfg, path)
-	if err != nil {
-		t.Fatal(err)
+	keys, notes, err := readFile(&cfg, path)
+	if err != nil || len(notes) > 0 {
+		t.Fatal(err, notes)
 	}
 	want := defaultConfig()
 	cfg.Server.EnsureDefaults()
@@ -362,7 +396,7 @@ func TestServeYAML(t *testing.T) {
 		if k := s.key(); k != "" && !keys[k] {
 			t.Errorf("%s does not show %s", path, k)
 		}
-		if got, d := formatValue(s.value(&cfg)), formatValue(s.value(&want)); got != d {
+		if got, d := s.show(&cfg), s.show(&want); got != d {
 			t.Errorf("%s sets %s to %q, but its default is %q", path, s.key(), got, d)
 		}
 	}
@@ -397,7 +431,7 @@ func TestSamplesDiffer(t *testing.T) {
 	for i := range settings {
 		s := &settings[i]
 		v := samples(s)
-		if d := formatValue(s.value(ptr(defaultConfig()))); v[0] == d || v[1] == v[0] || v[2] == v[1] {
+		if d := s.show(ptr(defaultConfig())); v[0] == d || v[1] == v[0] || v[2] == v[1] {
 			t.Errorf("-%s: samples %q over the default %q", s.flag, v, d)
 		}
 	}

@@ -40,7 +40,7 @@ func TestLameDuckShutdown(t *testing.T) {
 		t.Skip("builds and runs the server binary")
 	}
 	bin := buildServe(t)
-	cmd, base, logs, exited := startLogged(t, bin, "-listen", "127.0.0.1:0", "-grpc", "off", "-cache-bytes", "1048576", "-lame-duck", "1500ms")
+	cmd, base, logs, exited := startLogged(t, bin, "-listen", "127.0.0.1:0", "-grpc-listen", "off", "-cache-bytes", "1048576", "-lame-duck", "1500ms")
 	infer := `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "data": [72, 105]}]}`
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -100,7 +100,7 @@ func TestDrainTimeoutCuts(t *testing.T) {
 	bin := buildServe(t)
 	cfg := filepath.Join(t.TempDir(), "serve.yaml")
 	os.WriteFile(cfg, []byte("lame_duck: 0s\ndrain_timeout: 1s\nserver:\n  max_generate_tokens: 1000000\n"), 0o644)
-	cmd, base, logs, exited := startLogged(t, bin, "-config", cfg, "-listen", "127.0.0.1:0", "-grpc", "off", "-cache-bytes", "1048576")
+	cmd, base, logs, exited := startLogged(t, bin, "-config", cfg, "-listen", "127.0.0.1:0", "-grpc-listen", "off", "-cache-bytes", "1048576")
 	resp, err := http.Post(base+"/v2/models/bytelm/generate_stream", "application/json",
 		strings.NewReader(`{"text_input": "Once", "parameters": {"max_tokens": 1000000, "temperature": 1, "seed": 3}}`))
 	if err != nil {
