@@ -29,7 +29,7 @@ grpc=127.0.0.1:18091
 echo "load average before: $(cat /proc/loadavg)"
 header=true
 for model in bytelm lstm512; do
-	"$bin/serve" -listen "$http" -grpc "$grpc" -models "$repo" 2>"$bin/serve.log" &
+	"$bin/serve" -listen "$http" -grpc-listen "$grpc" -model-repository "$repo" 2>"$bin/serve.log" &
 	pid=$!
 	for _ in $(seq 300); do curl -sf "$http/v2/health/ready" >/dev/null && break; sleep 0.1; done
 	for clients in 1 64; do

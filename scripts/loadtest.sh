@@ -27,7 +27,7 @@ for model in bytelm lstm512 lstm2048; do
 		d=$(awk -v d="${dur%s}" 'BEGIN { print 8 * d "s" }')
 	fi
 	for batching in on off; do
-		"$bin/serve" -listen 127.0.0.1:18080 -grpc off -models "$repo" -batching "$batching" 2>"$bin/serve.log" &
+		"$bin/serve" -listen 127.0.0.1:18080 -grpc-listen off -model-repository "$repo" -batching-enabled "$batching" 2>"$bin/serve.log" &
 		pid=$!
 		for _ in $(seq 300); do curl -sf 127.0.0.1:18080/v2/health/ready >/dev/null && break; sleep 0.1; done
 		"$bin/loadgen" -url http://127.0.0.1:18080 -model "$model" -clients 1,8,64 -steps 32 \

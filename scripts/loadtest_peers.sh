@@ -89,7 +89,7 @@ done
 
 echo "load average before: $(cat /proc/loadavg) ($ncpu cores; running on $cores)"
 # rnnserve first and alone: it times its schedule choice while it loads.
-"${pin[@]}" "$tmp/serve" -listen "127.0.0.1:$port" -grpc off -repository "$tmp/repo" 2>"$tmp/serve.log" &
+"${pin[@]}" "$tmp/serve" -listen "127.0.0.1:$port" -grpc-listen off -model-repository "$tmp/repo" 2>"$tmp/serve.log" &
 pids+=($!)
 ready "$port" rnnserve "${pids[-1]}" "$tmp/serve.log"
 NODE_PATH=$ort_modules "${pin[@]}" node scripts/peers/ort_serve.js --model "$tmp/onnx" --threads "$cores" \

@@ -20,8 +20,8 @@ trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/serve" ./cmd/serve
 go build -o "$bin/soak" ./scripts/soak
 echo "loadavg at start: $(cat /proc/loadavg)"
-"$bin/soak" -serve "$bin/serve" -args "-grpc off" -clients 300 -near 0.1 -duration "$dur" -label "mixed + 10% near-limit"
-"$bin/soak" -serve "$bin/serve" -args "-grpc off" -clients 300 -near 1 -duration "$dur" -label "near-limit only" -header=false
+"$bin/soak" -serve "$bin/serve" -args "-grpc-listen off" -clients 300 -near 0.1 -duration "$dur" -label "mixed + 10% near-limit"
+"$bin/soak" -serve "$bin/serve" -args "-grpc-listen off" -clients 300 -near 1 -duration "$dur" -label "near-limit only" -header=false
 echo
-"$bin/soak" -serve "$bin/serve" -args "-grpc off" -clients 64 -near 0.1 -sigterm-after 10s -lame-duck 5s -duration 90s -label "SIGTERM at 10 s"
+"$bin/soak" -serve "$bin/serve" -args "-grpc-listen off" -clients 64 -near 0.1 -sigterm-after 10s -lame-duck 5s -duration 90s -label "SIGTERM at 10 s"
 echo "loadavg at end: $(cat /proc/loadavg)"

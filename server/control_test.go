@@ -410,12 +410,18 @@ func TestRepositoryLayouts(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "empty"), 0o755)
 	os.MkdirAll(filepath.Join(dir, ".git"), 0o755)
 	os.WriteFile(filepath.Join(dir, "README.md"), []byte("hi"), 0o644)
+	// A Hugging Face cache's way: the model folder's file links into a
+	// blobs folder beside it.
+	os.MkdirAll(filepath.Join(dir, "blobs"), 0o755)
+	os.WriteFile(filepath.Join(dir, "blobs", "3f2a"), []byte(lmSpec(8, 2)), 0o644)
+	os.MkdirAll(filepath.Join(dir, "hf"), 0o755)
+	os.Symlink(filepath.Join("..", "blobs", "3f2a"), filepath.Join(dir, "hf", "model.yaml"))
 	repo, err := NewRepository(os.DirFS(dir), "ignored")
 	if err != nil {
 		t.Fatal(err)
 	}
 	names, skipped, err := repo.Scan()
-	if err != nil || len(names) != 1 || names[0] != "linked" {
+	if err != nil || strings.Join(names, " ") != "hf linked" {
 		t.Fatalf("names %v, %v", names, err)
 	}
 	why := map[string]string{}
@@ -425,13 +431,15 @@ func TestRepositoryLayouts(t *testing.T) {
 			t.Errorf("%s: hidden %v", k.Name, k.Hidden)
 		}
 	}
-	for name, want := range map[string]string{"dangling": "cannot be followed", "empty": "holds no model.yaml", "README.md": "a file, not a folder", ".git": "hidden"} {
+	for name, want := range map[string]string{"dangling": "cannot be followed", "empty": "holds no model.yaml", "README.md": "a file, not a folder", ".git": "hidden", "blobs": "it holds 1 entries: 3f2a"} {
 		if !strings.Contains(why[name], want) {
 			t.Errorf("%s skipped for %q, want %q", name, why[name], want)
 		}
 	}
-	if _, err := repo.Load("linked"); err != nil {
-		t.Errorf("load through the operator's link: %v", err)
+	for _, name := range []string{"linked", "hf"} {
+		if _, err := repo.Load(name); err != nil {
+			t.Errorf("load %s through the operator's link: %v", name, err)
+		}
 	}
 	var logs bytes.Buffer
 	LogSkipped(slog.New(slog.NewTextHandler(&logs, nil)), skipped)
