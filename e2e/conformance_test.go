@@ -347,9 +347,35 @@ func inTritonSchema(ctx context.Context, t *testing.T, tr transport, path string
 	return true
 }
 
+// checkFacts reads rnnserve's model facts from a configuration's
+// parameters, a field of Triton's own ModelConfig: "rnn" (the metadata's
+// rnn object) and "rnnserve", each JSON.
+func checkFacts(t *testing.T, where string, cfg *triton.ModelConfig) {
+	t.Helper()
+	var rnn struct {
+		Cell   string `json:"cell"`
+		Hidden int    `json:"hidden_size"`
+		Sched  string `json:"schedule"`
+	}
+	var own struct {
+		Kind string `json:"kind"`
+	}
+	p := cfg.GetParameters()
+	if err := json.Unmarshal([]byte(p["rnn"].GetStringValue()), &rnn); err != nil || rnn.Cell != "lstm" || rnn.Hidden < 1 || rnn.Sched == "" {
+		t.Errorf("%s: parameters[\"rnn\"] %q (%v): want the model's facts", where, p["rnn"].GetStringValue(), err)
+	}
+	if err := json.Unmarshal([]byte(p["rnnserve"].GetStringValue()), &own); err != nil || own.Kind != "sequence" {
+		t.Errorf("%s: parameters[\"rnnserve\"] %q (%v)", where, p["rnnserve"].GetStringValue(), err)
+	}
+}
+
 func caseConfig(ctx context.Context, t *testing.T, tr transport, _ *conformanceEnv) {
-	if _, err := tr.client().ModelConfiguration(ctx, "bytelm", "1"); err != nil {
+	resp, err := tr.client().ModelConfiguration(ctx, "bytelm", "1")
+	if err != nil {
 		t.Fatalf("config: %v", err)
+	}
+	if tr.name() == "grpc" {
+		checkFacts(t, "gRPC ModelConfig", resp.GetConfig())
 	}
 	for _, c := range []struct{ model, input, dtype string }{{"bytelm", "tokens", "TYPE_INT64"}, {"treelstm", "trees", "TYPE_STRING"}} {
 		var cfg triton.ModelConfig
@@ -372,6 +398,9 @@ func caseConfig(ctx context.Context, t *testing.T, tr transport, _ *conformanceE
 		}
 		if c.model == "bytelm" && cfg.GetSequenceBatching() == nil {
 			t.Errorf("bytelm keeps sequences but its config has no sequence_batching")
+		}
+		if c.model == "bytelm" {
+			checkFacts(t, "REST config", &cfg)
 		}
 	}
 }

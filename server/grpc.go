@@ -339,7 +339,9 @@ func (g *grpcService) ServerMetadata(context.Context, *pb.ServerMetadataRequest)
 }
 
 // ModelMetadata answers the KServe fields and puts rnnserve's own model
-// description under properties["rnn"] as JSON.
+// description under properties["rnn"] as JSON: our own field, which
+// clients built from Triton's or KServe's protos do not have (they read
+// the same from ModelConfig's parameters, facts.go).
 func (g *grpcService) ModelMetadata(_ context.Context, req *pb.ModelMetadataRequest) (*pb.ModelMetadataResponse, error) {
 	m, err := g.s.lookup(req.GetName(), req.GetVersion())
 	if err != nil {
@@ -608,7 +610,8 @@ func (g *grpcService) streamOne(ctx context.Context, stream pb.GRPCInferenceServ
 // ModelConfig answers the model's configuration in Triton's schema. Its
 // one scheduler is sequence_batching for a sequence model (which also
 // batches requests, step by step) and dynamic_batching for a tree model;
-// rnnserve's own description is under parameters["rnnserve"] as JSON.
+// rnnserve's model facts are under parameters["rnn"] and ["rnnserve"] as
+// JSON (facts.go).
 func (g *grpcService) ModelConfig(_ context.Context, req *pb.ModelConfigRequest) (*pb.ModelConfigResponse, error) {
 	m, err := g.s.lookup(req.GetName(), req.GetVersion())
 	if err != nil {
@@ -634,8 +637,9 @@ func (g *grpcService) ModelConfig(_ context.Context, req *pb.ModelConfigRequest)
 		out.SchedulingChoice = &pb.ModelConfig_DynamicBatching{DynamicBatching: &pb.ModelDynamicBatching{
 			MaxQueueDelayMicroseconds: c.DynamicBatching.MaxQueueDelayMicroseconds}}
 	}
-	if own, err := json.Marshal(c.RNNServe); err == nil {
-		out.Parameters = map[string]*pb.ModelParameter{"rnnserve": {StringValue: string(own)}}
+	out.Parameters = map[string]*pb.ModelParameter{}
+	for k, v := range c.Parameters {
+		out.Parameters[k] = &pb.ModelParameter{StringValue: v.StringValue}
 	}
 	return &pb.ModelConfigResponse{Config: out}, nil
 }

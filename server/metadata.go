@@ -88,7 +88,8 @@ func baseConfig(b *modelBase, kind string, o *Options, spec any) api.ModelConfig
 	return api.ModelConfig{Name: b.name, Platform: b.meta.Platform, Backend: "rnnserve", MaxBatchSize: o.MaxRequestRows,
 		Input: configTensors(b.meta.Inputs), Output: configTensors(b.meta.Outputs),
 		InstanceGroup: []api.InstanceGroup{{Count: cap(b.cores), Kind: "KIND_CPU"}},
-		RNNServe:      api.ConfigRNNServe{Kind: kind, Spec: asMap(spec), Config: asMap(b.entry.Config)}}
+		RNNServe:      api.ConfigRNNServe{Kind: kind, Spec: asMap(spec), Config: asMap(b.entry.Config)},
+		Parameters:    factParameters(b.meta.RNN, api.ConfigRNNServe{Kind: kind, Spec: asMap(spec), Config: asMap(b.entry.Config)})}
 }
 
 // seqConfig is a sequence model's configuration in Triton's schema.

@@ -352,7 +352,17 @@ type ModelConfig struct {
 	InstanceGroup    []InstanceGroup   `json:"instance_group"`
 	DynamicBatching  *DynamicBatching  `json:"dynamic_batching,omitempty"`
 	SequenceBatching *SequenceBatching `json:"sequence_batching,omitempty"`
-	RNNServe         ConfigRNNServe    `json:"rnnserve"`
+	// Parameters are Triton's free-form parameters, which its protos
+	// carry: rnnserve puts its model facts there as JSON, "rnn" (the
+	// metadata's rnn object) and "rnnserve" (RNNServe below), so that a
+	// client generated from Triton's or KServe's protos reads them.
+	Parameters map[string]ModelParameter `json:"parameters,omitempty"`
+	RNNServe   ConfigRNNServe            `json:"rnnserve"`
+}
+
+// ModelParameter is a value of a model configuration's parameters.
+type ModelParameter struct {
+	StringValue string `json:"string_value"`
 }
 
 // ConfigTensor is an input or output of a model configuration. Dims

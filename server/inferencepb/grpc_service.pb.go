@@ -448,8 +448,10 @@ type ModelMetadataResponse struct {
 	Platform string                                  `protobuf:"bytes,3,opt,name=platform,proto3" json:"platform,omitempty"`
 	Inputs   []*ModelMetadataResponse_TensorMetadata `protobuf:"bytes,4,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	Outputs  []*ModelMetadataResponse_TensorMetadata `protobuf:"bytes,5,rep,name=outputs,proto3" json:"outputs,omitempty"`
-	// properties is KServe's free-form map; rnnserve puts its own model
-	// description (shape, schedule, modelled traffic) under "rnn" as JSON.
+	// properties is rnnserve's own field, in neither Triton's nor KServe's
+	// definition (clients built from theirs skip it): the model description
+	// (shape, schedule, modelled traffic) under "rnn" as JSON. The same is
+	// in ModelConfig's parameters["rnn"], which their definitions carry.
 	Properties    map[string]string `protobuf:"bytes,6,rep,name=properties,proto3" json:"properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -570,8 +570,9 @@ type ModelConfig struct {
 	//	*ModelConfig_SequenceBatching
 	SchedulingChoice isModelConfig_SchedulingChoice `protobuf_oneof:"scheduling_choice"`
 	InstanceGroup    []*ModelInstanceGroup          `protobuf:"bytes,7,rep,name=instance_group,json=instanceGroup,proto3" json:"instance_group,omitempty"`
-	// parameters carry rnnserve's own description under "rnnserve": the
-	// model's kind, spec and serving config as JSON.
+	// parameters carry rnnserve's model facts as JSON: "rnn" (the model
+	// metadata's rnn object: sizes, schedule, modelled traffic) and
+	// "rnnserve" (the model's kind, spec and serving config).
 	Parameters    map[string]*ModelParameter `protobuf:"bytes,14,rep,name=parameters,proto3" json:"parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
