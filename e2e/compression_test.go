@@ -104,11 +104,7 @@ func TestGRPCCompression(t *testing.T) {
 	needGRPCPython(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*runTimeout)
 	defer cancel()
-	root := repoRoot(t)
-	dir := t.TempDir()
-	buildCtx, cancelBuild := context.WithTimeout(context.Background(), buildTimeout)
-	defer cancelBuild()
-	bin := buildServer(buildCtx, t, root, dir)
+	root, dir, bin := builtServer(t)
 	var grpcAddr string
 	startOnFreePort(ctx, t, "serve", dir, bin, func(addr string) []string {
 		grpcAddr = freeAddr(t)

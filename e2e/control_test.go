@@ -29,11 +29,7 @@ func TestModelControl(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*runTimeout)
 	defer cancel()
-	root := repoRoot(t)
-	dir := t.TempDir()
-	buildCtx, cancelBuild := context.WithTimeout(context.Background(), buildTimeout)
-	defer cancelBuild()
-	bin := buildServer(buildCtx, t, root, dir)
+	_, dir, bin := builtServer(t)
 	const spec = "cell: gru\ninput_size: 8\nhidden_size: 16\nembedding: {vocab_size: 256}\nhead: {out_features: 256, activation: log_softmax}\nseed: 3\n"
 	repo := filepath.Join(dir, "models")
 	writeFile(t, filepath.Join(repo, "a", "model.yaml"), spec)

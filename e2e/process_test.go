@@ -72,6 +72,17 @@ func buildServer(ctx context.Context, t *testing.T, root, dir string) string {
 	return bin
 }
 
+// builtServer builds cmd/serve, within buildTimeout, into a temporary
+// directory of the test, and returns the module root, that directory and
+// the binary.
+func builtServer(t *testing.T) (root, dir, bin string) {
+	t.Helper()
+	root, dir = repoRoot(t), t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	return root, dir, buildServer(ctx, t, root, dir)
+}
+
 // noteSources stats every file of the module outside dot-directories.
 // go test caches a passing result keyed on the files the test opened or
 // asked os.Stat about; go build reads the server's sources, not the test,
