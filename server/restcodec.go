@@ -850,13 +850,7 @@ var gzipPool = sync.Pool{New: func() any {
 
 // acceptsGzip reports whether the client accepts gzip responses.
 func acceptsGzip(r *http.Request) bool {
-	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
-		enc, q, _ := strings.Cut(strings.TrimSpace(part), ";")
-		if strings.EqualFold(strings.TrimSpace(enc), "gzip") && strings.TrimSpace(q) != "q=0" {
-			return true
-		}
-	}
-	return false
+	return acceptsCoding(r.Header.Values("Accept-Encoding"), "gzip")
 }
 
 // writeBody writes a response body, gzip-compressed when the client
