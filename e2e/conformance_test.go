@@ -308,6 +308,11 @@ func caseStatistics(ctx context.Context, t *testing.T, tr transport, _ *conforma
 		is == nil || is.Success.Count == 0 || is.Success.Ns == 0 || is.ComputeInfer.Count == 0 || is.Queue.Count == 0 {
 		t.Errorf("stats %+v", ms)
 	}
+	// Every successful request, generations included, in every phase.
+	if n := is.Success.Count; is.Queue.Count != n || is.ComputeInput.Count != n || is.ComputeInfer.Count != n || is.ComputeOutput.Count != n {
+		t.Errorf("success %d, queue %d, compute_input %d, compute_infer %d, compute_output %d: Triton's counts agree",
+			n, is.Queue.Count, is.ComputeInput.Count, is.ComputeInfer.Count, is.ComputeOutput.Count)
+	}
 	var all triton.ModelStatisticsResponse
 	if !inTritonSchema(ctx, t, tr, "/v2/models/stats", &all, func(doc map[string]any) {
 		for _, m := range doc["model_stats"].([]any) {

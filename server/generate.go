@@ -58,6 +58,9 @@ type GenerateResult struct {
 	// (the drain timeout), ErrInternal (a panic). A transport streaming
 	// the tokens ends the stream with it.
 	Err error
+	// t is where the generation's time went, for the statistics: its
+	// wait for a lane (queue) and its steps (compute).
+	t timing
 }
 
 // defaultMaxTokens is MaxTokens when a request leaves it 0.
@@ -258,6 +261,7 @@ func (m *seqModel) generate(ctx context.Context, g *GenerateRequest, emit func(G
 	if done != nil && res.Tokens == 0 && res.Reason == "length" {
 		return GenerateResult{}, done
 	}
+	res.t = timing{queue: j.started.Sub(j.enqueued), compute: j.finished.Sub(j.started)}
 	if done != nil && res.Reason == "length" {
 		res.Reason = "canceled"
 		if !errors.Is(done, context.Canceled) { // not the client going away

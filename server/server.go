@@ -463,6 +463,7 @@ func (s *Server) Generate(ctx context.Context, g *GenerateRequest, emit func(Gen
 	defer b.leave()
 	ctx, untrack := s.track(ctx, g.Model, "generate", g.Protocol)
 	defer untrack()
+	decoded := time.Now()
 	c := s.begin(b, "generate", g.Protocol, g.Received)
 	if s.draining.Load() {
 		c.end(ErrDraining)
@@ -475,8 +476,19 @@ func (s *Server) Generate(ctx context.Context, g *GenerateRequest, emit func(Gen
 	})
 	c.end(cmp.Or(err, res.Err))
 	if err == nil {
-		b.stats.inferences.Add(1)
-		b.stats.lastInference.Store(time.Now().UnixMilli())
+		st := &b.stats
+		st.inferences.Add(1)
+		st.lastInference.Store(time.Now().UnixMilli())
+		if res.Err == nil {
+			// Triton's statistics count a successful request in success and
+			// in each phase alike, generations as infer requests: the phases
+			// of a generation are its decoding, its wait for a lane, its
+			// steps and what followed the last step.
+			st.queue.add(res.t.queue)
+			st.input.add(decoded.Sub(c.start))
+			st.infer.add(res.t.compute)
+			st.output.add(max(0, time.Since(c.start)-decoded.Sub(c.start)-res.t.queue-res.t.compute))
+		}
 	}
 	return res, err
 }
