@@ -66,7 +66,7 @@ func TestServeAsDeployed(t *testing.T) {
 	cmd := exec.Command(filepath.Join(binaries(t), "serve"), args...)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.Env = append(os.Environ(), "GOMEMLIMIT=1073741824") // as the pod's resourceFieldRef gives it
+	cmd.Env = os.Environ()
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
 			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)

@@ -104,6 +104,8 @@ func newObject(apiVersion, kind string) any {
 		return new(batchv1.Job)
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		return new(monitoringv1.ServiceMonitor)
+	case "monitoring.coreos.com/v1 PodMonitor":
+		return new(monitoringv1.PodMonitor)
 	case "serving.kserve.io/v1alpha1 ServingRuntime":
 		return new(servingRuntime)
 	case "serving.kserve.io/v1beta1 InferenceService":
@@ -198,7 +200,7 @@ func get[T any](t *testing.T, objs map[string]any, file string) *T {
 func TestManifestsDecode(t *testing.T) {
 	objs := manifests(t)
 	want := []string{"config.yaml", "deployment.yaml", "service.yaml", "pdb.yaml", "autoscaling/hpa.yaml",
-		"monitoring/servicemonitor.yaml", "monitoring/grafana-dashboard.yaml", "kserve/servingruntime.yaml",
+		"monitoring/servicemonitor.yaml", "monitoring/podmonitor-kserve.yaml", "monitoring/grafana-dashboard.yaml", "kserve/servingruntime.yaml",
 		"kserve/inferenceservice.yaml", "sweep/pvc.yaml", "sweep/job.yaml", "sweep/merge-job.yaml"}
 	for _, f := range want {
 		if objs[f] == nil {
@@ -255,6 +257,24 @@ func mountedFile(c corev1.Container, vols []corev1.Volume, p string) (configMap,
 		}
 	}
 	return "", "", false
+}
+
+// kserveArg returns the value of flag name in args, as --name=value or
+// --name value (how KServe's runtimes write their flags).
+func kserveArg(args []string, name string) (string, bool) {
+	for i, a := range args {
+		k, v, eq := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if k != name {
+			continue
+		}
+		if eq {
+			return v, true
+		}
+		if i+1 < len(args) {
+			return args[i+1], true
+		}
+	}
+	return "", false
 }
 
 // argValue returns the value of flag name in args (-name value).
@@ -389,25 +409,32 @@ func TestServingManifests(t *testing.T) {
 	}
 
 	// Environment: only what the binary reads.
-	reads := append(slices.Clone(goRuntimeEnv), serveEnv(t)...)
-	for _, e := range c.Env {
-		if !slices.Contains(reads, e.Name) {
-			t.Errorf("env %s: serve does not read it (it reads %v)", e.Name, reads)
-		}
-		if e.Name == "GOMEMLIMIT" && (e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != "limits.memory") {
-			t.Errorf("GOMEMLIMIT should follow the memory limit (resourceFieldRef limits.memory)")
-		}
-	}
-
+	checkEnv(t, "deployment.yaml", c)
 	checkSecurity(t, "deployment.yaml", pod.SecurityContext, c, im)
 	checkResources(t, "deployment.yaml", c)
 
-	// Replicas: the budget lets one pod go at a time.
-	if r := *dep.Spec.Replicas; r < 2 || *hpa.Spec.MinReplicas < r {
-		t.Errorf("replicas %d, HPA minimum %d: want at least 2, and the HPA not below the Deployment", r, *hpa.Spec.MinReplicas)
+	// Replicas: the HPA owns the count (a replicas: beside it would be
+	// set back on every apply); the budget lets one pod go at a time.
+	if dep.Spec.Replicas != nil {
+		t.Errorf("replicas %d beside the HorizontalPodAutoscaler %s, which owns the count: leave it out", *dep.Spec.Replicas, hpa.Name)
 	}
-	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() >= int(*dep.Spec.Replicas) {
-		t.Errorf("PodDisruptionBudget minAvailable %v with %d replicas blocks every eviction", pdb.Spec.MinAvailable, *dep.Spec.Replicas)
+	minReplicas := *hpa.Spec.MinReplicas
+	if minReplicas < 2 {
+		t.Errorf("HPA minimum %d: want at least 2", minReplicas)
+	}
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() >= int(minReplicas) {
+		t.Errorf("PodDisruptionBudget minAvailable %v with at least %d replicas blocks every eviction", pdb.Spec.MinAvailable, minReplicas)
+	}
+	// Spread over nodes, softly, selecting the Deployment's own pods.
+	spread := false
+	for _, c := range pod.TopologySpreadConstraints {
+		if c.TopologyKey == "kubernetes.io/hostname" && c.MaxSkew == 1 && c.WhenUnsatisfiable == corev1.ScheduleAnyway &&
+			c.LabelSelector != nil && len(c.LabelSelector.MatchLabels) > 0 && subset(c.LabelSelector.MatchLabels, dep.Spec.Template.Labels) {
+			spread = true
+		}
+	}
+	if !spread {
+		t.Errorf("topology spread %+v: want maxSkew 1 over kubernetes.io/hostname, ScheduleAnyway, selecting the pods' labels", pod.TopologySpreadConstraints)
 	}
 	if u := dep.Spec.Strategy.RollingUpdate; u == nil || u.MaxUnavailable == nil || u.MaxUnavailable.IntValue() != 0 {
 		t.Errorf("rolling update %+v: want maxUnavailable 0", u)
@@ -439,8 +466,57 @@ func checkImage(t *testing.T, where string, c corev1.Container) {
 	}
 }
 
+// checkEnv: every variable is one the binary reads, and GOMEMLIMIT
+// leaves headroom: 85% to 95% of the memory limit.
+func checkEnv(t *testing.T, where string, c corev1.Container) {
+	t.Helper()
+	reads := append(slices.Clone(goRuntimeEnv), serveEnv(t)...)
+	set := false
+	for _, e := range c.Env {
+		if !slices.Contains(reads, e.Name) {
+			t.Errorf("%s: env %s: serve does not read it (it reads %v)", where, e.Name, reads)
+		}
+		if e.Name != "GOMEMLIMIT" {
+			continue
+		}
+		set = true
+		lim := c.Resources.Limits[corev1.ResourceMemory]
+		n, err := goMemLimit(e.Value)
+		if err != nil || e.ValueFrom != nil {
+			t.Errorf("%s: GOMEMLIMIT %q %v: want a size in Go's form (921MiB)", where, e.Value, err)
+			continue
+		}
+		if r := float64(n) / float64(lim.Value()); r < 0.85 || r > 0.95 {
+			t.Errorf("%s: GOMEMLIMIT %s is %.0f%% of the memory limit %s: want about 90%%, headroom for what the Go heap does not count", where, e.Value, 100*r, lim.String())
+		}
+	}
+	if !set {
+		t.Errorf("%s: no GOMEMLIMIT", where)
+	}
+}
+
+// goMemLimit reads GOMEMLIMIT as the Go runtime does: a byte count with
+// an optional unit B, KiB, MiB, GiB or TiB.
+func goMemLimit(v string) (int64, error) {
+	i := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' })
+	if i < 0 {
+		i = len(v)
+	}
+	n, err := strconv.ParseInt(v[:i], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	unit, ok := map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[v[i:]]
+	if !ok {
+		return 0, fmt.Errorf("unit %q", v[i:])
+	}
+	return n * unit, nil
+}
+
 // checkSecurity: non-root as the image's user, no privilege escalation,
-// a read-only root and no capabilities.
+// a read-only root and no capabilities; the RuntimeDefault seccomp
+// profile on the pod or, where there is no pod security context (a
+// ServingRuntime), on the container, as Pod Security "restricted" asks.
 func checkSecurity(t *testing.T, where string, pod *corev1.PodSecurityContext, c corev1.Container, im image) {
 	t.Helper()
 	uid, _, _ := strings.Cut(im.user, ":")
@@ -453,6 +529,9 @@ func checkSecurity(t *testing.T, where string, pod *corev1.PodSecurityContext, c
 		}
 	}
 	s := c.SecurityContext
+	if pod == nil && (s == nil || s.SeccompProfile == nil || s.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault) {
+		t.Errorf("%s: container %s: no pod security context, so the container's must set seccompProfile RuntimeDefault (Pod Security restricted)", where, c.Name)
+	}
 	if s == nil || s.AllowPrivilegeEscalation == nil || *s.AllowPrivilegeEscalation ||
 		s.ReadOnlyRootFilesystem == nil || !*s.ReadOnlyRootFilesystem ||
 		s.Capabilities == nil || !slices.Equal(s.Capabilities.Drop, []corev1.Capability{"ALL"}) {
@@ -494,8 +573,12 @@ func TestKServeManifests(t *testing.T) {
 		t.Errorf("command %q replaces the image's entrypoint", c.Command)
 	}
 	checkFlags(t, "kserve/servingruntime.yaml with the image's entrypoint", append(slices.Clone(im.entrypoint[1:]), c.Args...))
-	if dir, _ := argValue(c.Args, "model-repository"); dir != kserveModelDir {
-		t.Errorf("-model-repository %q, want KServe's model directory %s", dir, kserveModelDir)
+	checkEnv(t, "kserve/servingruntime.yaml", c)
+	if dir, _ := kserveArg(c.Args, "model_dir"); dir != kserveModelDir {
+		t.Errorf("--model_dir %q, want KServe's model directory %s", dir, kserveModelDir)
+	}
+	if name, _ := kserveArg(c.Args, "model_name"); name != "{{.Name}}" {
+		t.Errorf("--model_name %q, want {{.Name}}, the InferenceService's name KServe puts there", name)
 	}
 	rest := listenPorts(t, "Dockerfile ENTRYPOINT", im.entrypoint[1:])["listen"]
 	if len(c.Ports) != 1 || int(c.Ports[0].ContainerPort) != rest {
@@ -506,6 +589,16 @@ func TestKServeManifests(t *testing.T) {
 	}
 	if a := rt.Spec.Annotations; a["prometheus.kserve.io/port"] != strconv.Itoa(rest) || a["prometheus.kserve.io/path"] != "/metrics" {
 		t.Errorf("ServingRuntime metrics annotations %v, want port %d, path /metrics", a, rest)
+	}
+	if isvc.Annotations["serving.kserve.io/enable-prometheus-scraping"] != "true" {
+		t.Errorf("InferenceService annotations %v: want serving.kserve.io/enable-prometheus-scraping: \"true\"", isvc.Annotations)
+	}
+	pm := get[monitoringv1.PodMonitor](t, objs, "monitoring/podmonitor-kserve.yaml")
+	if pm.Spec.Selector.MatchLabels["serving.kserve.io/inferenceservice"] != isvc.Name {
+		t.Errorf("PodMonitor selects %v, want KServe's label serving.kserve.io/inferenceservice: %s", pm.Spec.Selector.MatchLabels, isvc.Name)
+	}
+	if e := pm.Spec.PodMetricsEndpoints; len(e) != 1 || e[0].PortNumber == nil || int(*e[0].PortNumber) != rest || e[0].Path != "/metrics" {
+		t.Errorf("PodMonitor endpoints %+v, want port %d, /metrics", e, rest)
 	}
 	m := isvc.Spec.Predictor.Model
 	if m == nil || m.Runtime == nil || *m.Runtime != rt.Name {

@@ -185,6 +185,7 @@ func expand(expr string, vars map[string]string) (string, error) {
 // interval (as Grafana's $__rate_interval is) that still reaches back
 // past the first scrape.
 var testVars = map[string]string{
+	"job":             jobName,
 	"model":           "bytelm",
 	"__rate_interval": "30s",
 	"__interval":      "5s",
@@ -264,6 +265,10 @@ func datasourceVariables(file string, d dashboard, uids []string) (map[string]st
 	return vars, nil
 }
 
+// literalJob matches a job label matched against a name written in, not a
+// variable.
+var literalJob = regexp.MustCompile(`\bjob\s*(=|!=|=~|!~)\s*"[^"$]`)
+
 // TestDashboards checks the dashboards without running anything: each
 // parses, has a unique uid and the template variable model, each panel
 // and query names its datasource through a datasource variable (so the
@@ -309,6 +314,9 @@ func TestDashboards(t *testing.T) {
 		if !hasModel {
 			t.Errorf("%s: no template variable model", rel)
 		}
+		if !slices.ContainsFunc(d.Templating.List, func(v variable) bool { return v.Name == "job" && v.Type == "query" }) {
+			t.Errorf("%s: no template variable job: a scrape job's name is the operator's (a ServiceMonitor's is namespace/name)", rel)
+		}
 		var walk func(ps []panel)
 		walk = func(ps []panel) {
 			for _, p := range ps {
@@ -340,6 +348,9 @@ func TestDashboards(t *testing.T) {
 		for _, q := range qs {
 			if _, err := expand(q.expr, testVars); err != nil {
 				t.Errorf("%s: %v", q.where, err)
+			}
+			if literalJob.MatchString(q.expr) {
+				t.Errorf("%s: %s names a job; select it with $job", q.where, q.expr)
 			}
 		}
 	}
