@@ -30,6 +30,9 @@ var built struct {
 }
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(imageHelperEnv); spec != "" {
+		runImageHelper(spec) // the container test's helper: never returns
+	}
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
@@ -98,6 +101,38 @@ func TestBuildScript(t *testing.T) {
 		}
 		if info.Path != "rnnserve/cmd/"+name {
 			t.Errorf("%s is %s", name, info.Path)
+		}
+	}
+	// The image's tree: the binaries as built, the CA bundle, the users,
+	// the sweeps below the working directory and the volume's mount point.
+	root := filepath.Join(dir, "rootfs")
+	for _, c := range []struct {
+		path string
+		dir  bool
+		want string // a line the file holds
+	}{
+		{"usr/local/bin/serve", false, ""}, {"usr/local/bin/dresim", false, ""},
+		{"etc/ssl/certs/ca-certificates.crt", false, "-----BEGIN CERTIFICATE-----"},
+		{"etc/passwd", false, "nonroot:x:65532:65532:"}, {"etc/group", false, "nonroot:x:65532:"},
+		{"rnnserve/configs/sweeps/paper.yaml", false, ""}, {"models", true, ""},
+	} {
+		fi, err := os.Stat(filepath.Join(root, c.path))
+		if err != nil || fi.IsDir() != c.dir {
+			t.Errorf("image tree: %s: %v", c.path, err)
+			continue
+		}
+		if c.want != "" {
+			data, _ := os.ReadFile(filepath.Join(root, c.path))
+			if !strings.Contains(string(data), c.want) {
+				t.Errorf("image tree: %s lacks %q", c.path, c.want)
+			}
+		}
+	}
+	for _, name := range []string{"serve", "dresim"} {
+		a, _ := os.ReadFile(filepath.Join(dir, name))
+		b, _ := os.ReadFile(filepath.Join(root, "usr", "local", "bin", name))
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("image tree: usr/local/bin/%s is not the binary built", name)
 		}
 	}
 	// serve knows the commit it was built from: from the Go build

@@ -15,7 +15,14 @@
 #
 # Then it checks that each binary is static (no ELF interpreter, no shared
 # libraries: readelf, from binutils) and that each starts and prints its
-# usage (-h, exit status 0).
+# usage (-h, exit status 0), and lays out OUTDIR/rootfs, everything the
+# image holds (its runtime stage is FROM scratch and copies this tree):
+#
+#   usr/local/bin/serve, dresim      the binaries (serve embeds the bundled models)
+#   etc/passwd, etc/group            root, and the user nonroot, 65532:65532
+#   etc/ssl/certs/ca-certificates.crt  this machine's CA bundle (Debian's ca-certificates)
+#   rnnserve/configs/sweeps/         dresim's sweep files; /rnnserve is the working directory
+#   models/                          the mount point of a model repository (a volume)
 #
 # Usage: [RNNSERVE_VERSION=V] [RNNSERVE_COMMIT=C] scripts/build-image.sh OUTDIR
 set -euo pipefail
@@ -61,4 +68,17 @@ case $usage in
 *"dresim run"*) ;;
 *) echo "$0: dresim -h does not print its usage:" >&2; echo "$usage" >&2; exit 1 ;;
 esac
-echo "built static serve and dresim in $out"
+# The image's tree.
+ca=/etc/ssl/certs/ca-certificates.crt
+[ -f "$ca" ] || { echo "$0: $ca not found: install Debian's ca-certificates" >&2; exit 1; }
+root="$out/rootfs"
+rm -rf "$root"
+mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/rnnserve/configs" "$root/models"
+cp "$out/serve" "$out/dresim" "$root/usr/local/bin/"
+cp "$ca" "$root/etc/ssl/certs/ca-certificates.crt"
+cp -r configs/sweeps "$root/rnnserve/configs/sweeps"
+printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$root/etc/passwd"
+printf 'root:x:0:\nnonroot:x:65532:\n' >"$root/etc/group"
+chmod -R u=rwX,go=rX "$root"
+chmod 0755 "$root/usr/local/bin/serve" "$root/usr/local/bin/dresim"
+echo "built static serve and dresim in $out, and the image's tree in $root"
