@@ -42,13 +42,13 @@ const imageHelperEnv = "RNNSERVE_IMAGE_HELPER"
 
 // imageRun is what the helper is told.
 type imageRun struct {
-	Root     string   `json:"root"`
-	Dir      string   `json:"dir"`
-	UID      int      `json:"uid"`
-	GID      int      `json:"gid"`
-	Env      []string `json:"env"`
-	Argv     []string `json:"argv"`
-	Mounts   []string `json:"mounts"` // host paths bound at the same paths below Root
+	Root   string   `json:"root"`
+	Dir    string   `json:"dir"`
+	UID    int      `json:"uid"`
+	GID    int      `json:"gid"`
+	Env    []string `json:"env"`
+	Argv   []string `json:"argv"`
+	Mounts []string `json:"mounts"` // host paths bound at the same paths below Root
 }
 
 // runImageHelper enters the root and executes the entrypoint; it runs in
