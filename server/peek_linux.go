@@ -19,9 +19,12 @@ func pending(c net.Conn) bool {
 	}
 	var buf [1]byte
 	var n int
-	rc.Read(func(fd uintptr) bool {
+	// Control, not Read: an idle keep-alive connection's goroutine holds
+	// the descriptor's read lock, blocked reading the next request, and
+	// Read would wait for it (for as long as the idle timeout). The peek
+	// never blocks, so it needs no lock.
+	rc.Control(func(fd uintptr) {
 		n, _, _ = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true
 	})
 	return n > 0
 }
