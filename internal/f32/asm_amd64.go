@@ -14,14 +14,16 @@ var (
 	hostBF16 = hostAVX512 && cpu.X86.HasAVX512BF16
 )
 
-// useAsm selects the AVX2+FMA assembly, useAVX512 the AVX-512 float32
-// kernels (avx512_amd64.go), useDPBF16 the AVX512_BF16 kernels of
-// GemmNTBF16. They start at what the host runs best (setDefault); tests
-// change them (setLevel) to run every path in one binary.
+// useAsm selects the AVX2+FMA assembly; useAVX512 the AVX-512 gates and
+// LSTM step, useZProducts the AVX-512 packed products (avx512_amd64.go);
+// useDPBF16 the AVX512_BF16 kernels of GemmNTBF16. They start at what the
+// host runs best (setDefault); tests change them (setLevel) to run every
+// path in one binary.
 var (
-	useAsm    = hostAVX2
-	useAVX512 = hostAVX512 && wide512
-	useDPBF16 = hostBF16
+	useAsm       = hostAVX2
+	useAVX512    = hostAVX512
+	useZProducts = hostAVX512 && wide512
+	useDPBF16    = hostBF16
 )
 
 //go:noescape
@@ -150,13 +152,23 @@ func lstmStepKernel(n, k int, h, w []float32, ldw int, xp, bias, c, hout []float
 	if !useAsm || n%8 != 0 || k%8 != 0 || k == 0 {
 		return false
 	}
+	step := func(lo, hi int) {
+		if useAVX512 {
+			h16 := lo + (hi-lo)&^15
+			if h16 > lo {
+				lstmStepZ(n, k, &h[0], &w[0], ldw, &xp[0], &bias[0], &c[0], &hout[0], lo, h16)
+			}
+			lo = h16
+		}
+		if lo < hi {
+			lstmStepAVX2(n, k, &h[0], &w[0], ldw, &xp[0], &bias[0], &c[0], &hout[0], lo, hi)
+		}
+	}
 	if !reverse {
-		lstmStepAVX2(n, k, &h[0], &w[0], ldw, &xp[0], &bias[0], &c[0], &hout[0], 0, n)
+		step(0, n)
 		return true
 	}
-	backChunks(n, StepChunk, func(lo, hi int) {
-		lstmStepAVX2(n, k, &h[0], &w[0], ldw, &xp[0], &bias[0], &c[0], &hout[0], lo, hi)
-	})
+	backChunks(n, StepChunk, step)
 	return true
 }
 

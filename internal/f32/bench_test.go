@@ -19,14 +19,20 @@ import (
 func BenchmarkGemv(b *testing.B) {
 	for _, h := range []int{64, 128, 256, 512, 1024} {
 		n, k := 4*h, h
-		r := rand.New(rand.NewPCG(1, 1))
-		w := newGuarded(r, n, k, k, 0, 0).s()
-		x := newGuarded(r, 1, k, k, 0, 0).s()
-		y := make([]float32, n)
-		wb := make([]uint16, len(w))
-		ToBF16(wb, w)
+		// Built by the first sub-benchmark that runs, so that a -bench
+		// pattern naming one pays for its own operands only.
+		var w, x, y []float32
+		var wb []uint16
 		run := func(name string, bytes int, f func()) {
 			b.Run(fmt.Sprintf("H=%d/%s", h, name), func(b *testing.B) {
+				if w == nil {
+					r := rand.New(rand.NewPCG(1, 1))
+					w = newGuarded(r, n, k, k, 0, 0).s()
+					x = newGuarded(r, 1, k, k, 0, 0).s()
+					y = make([]float32, n)
+					wb = make([]uint16, len(w))
+					ToBF16(wb, w)
+				}
 				b.ReportAllocs()
 				b.SetBytes(int64(bytes))
 				for b.Loop() {
@@ -177,5 +183,40 @@ func BenchmarkGemvCold(b *testing.B) {
 		run("m=10", func(w []float32) { GemmNT(10, n, k, a, k, w, k, 0, c, n) })
 		run("m=10/once", func(w []float32) { GemmNTOnce(10, n, k, a, k, w, k, 0, c, n) })
 		_ = sink
+	}
+}
+
+// BenchmarkLSTMStep times one LSTM step of one row (LSTMStep: W_hh·h and
+// the gates in one call, W_hh [4H][H] row-major) and the same step with
+// W_hh packed (LSTMStepPacked), reporting W's bytes per second.
+//
+//	go test ./internal/f32/ -run '^$' -bench 'BenchmarkLSTMStep' -count 5
+func BenchmarkLSTMStep(b *testing.B) {
+	for _, h := range []int{64, 128, 256, 1024} {
+		for _, packed := range []bool{false, true} {
+			b.Run(fmt.Sprintf("H=%d/packed=%v", h, packed), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(1, 1))
+				w := newGuarded(r, 4*h, h, h, 0, 0).s()
+				if packed {
+					p := make([]float32, len(w))
+					PackNT(p, 4*h, h, w, h)
+					w = p
+				}
+				x := newGuarded(r, 1, h, h, 0, 0).s()
+				xp0 := newGuarded(r, 1, 4*h, 4*h, 0, 0).s()
+				bias := newGuarded(r, 1, 4*h, 4*h, 0, 0).s()
+				c := newGuarded(r, 1, h, h, 0, 0).s()
+				xp, hout := make([]float32, 4*h), make([]float32, h)
+				b.SetBytes(int64(16 * h * h))
+				for b.Loop() {
+					copy(xp, xp0)
+					if packed {
+						LSTMStepPacked(h, h, x, w, xp, bias, c, hout)
+					} else {
+						LSTMStep(h, h, x, w, h, xp, bias, c, hout)
+					}
+				}
+			})
+		}
 	}
 }

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // The gate kernels for sixteen units at a time (AVX-512), computing every
 // unit as gates_amd64.s's eight-lane kernels do, operation for operation,
@@ -160,6 +161,45 @@ GLOBL zbias127<>(SB), RODATA|NOPTR, $4
 	VMULPS Z3, Z0, Z0              \
 	VMOVUPS Z0, HPTR
 
+// ZPANEL8 leaves in Y0 the eight sums of a panel of eight W rows (R14
+// bytes apart, the first at DI, or eight rows on with SKIP) against h
+// (SI its end), as gemmNT1x8 makes them (REDUCE8's order). LOOP is a
+// label of its own. Clobbers AX, BX, DX, R8..R13, Y0..Y8.
+#define ZPANEL8(SKIP, LOOP) \
+	MOVQ k+8(FP), DX                \
+	SHLQ $2, DX                     \
+	LEAQ (DI)(DX*1), AX             \
+	SKIP                            \
+	NEXT7ROWS                       \
+	NEGQ DX                         \
+	ZERO8                           \
+LOOP:                               \
+	VMOVUPS (SI)(DX*1), Y8          \
+	FMA18(0)                        \
+	ADDQ $32, DX                    \
+	JNZ  LOOP                       \
+	REDUCE8
+
+#define NOSKIP
+#define SKIP8 LEAQ (AX)(R14*8), AX
+
+// ZGATE adds W_q·h to the sixteen sums of gate Q's rows of the units at
+// CX bytes, two panels of eight, into xp (stored) and ZOUT; DI moves on
+// to gate Q+1's rows, n rows further. Each sum is the AVX2 step's.
+#define ZGATE(Q, ZOUT, LOOPA, LOOPB) \
+	ZPANEL8(NOSKIP, LOOPA)          \
+	VMOVAPS Y0, Y20                 \
+	ZPANEL8(SKIP8, LOOPB)           \
+	VINSERTF32X8 $1, Y0, Z20, ZOUT  \
+	MOVQ n+0(FP), DX                \
+	IMULQ $(4*Q), DX                \
+	ADDQ xp+40(FP), DX              \
+	VADDPS (DX)(CX*1), ZOUT, ZOUT   \
+	VMOVUPS ZOUT, (DX)(CX*1)        \
+	MOVQ n+0(FP), DX                \
+	IMULQ R14, DX                   \
+	ADDQ DX, DI
+
 // func lstmAVX512(n int, stride int, y *float32, bias *float32, c *float32, h *float32)
 //
 // lstmAVX2 for the first n (a multiple of 16) units, sixteen at a time.
@@ -247,5 +287,56 @@ zgruloop:
 	JMP  zgruloop
 
 zgrudone:
+	VZEROUPPER
+	RET
+
+// func lstmStepZ(n, k int, h, w *float32, ldw int, xp, bias, c, hout *float32, lo, hi int)
+//
+// lstmStepAVX2 with the gates of sixteen units at a time (lo and hi-lo
+// multiples of 16): for each gate, the two panels of eight rows of the
+// units as lstmStepAVX2 makes them, then the gates of the sixteen units
+// as lstmAVX512 computes them. Every bit is lstmStepAVX2's.
+//
+// Registers: SI the end of h; DI the gate's first W row; AX, BX,
+// R8..R13 the ends of a panel's eight rows; DX their byte offset; CX the
+// group's first unit, in bytes; R14 ldw in bytes; Z16..Z19 the gates'
+// sums.
+TEXT ·lstmStepZ(SB), NOSPLIT, $0-88
+	MOVQ k+8(FP), SI
+	SHLQ $2, SI
+	ADDQ h+16(FP), SI
+	MOVQ ldw+32(FP), R14
+	SHLQ $2, R14
+	MOVQ lo+72(FP), CX
+	SHLQ $2, CX
+
+zstepgroup:
+	MOVQ hi+80(FP), DX
+	SHLQ $2, DX
+	CMPQ CX, DX
+	JGE  zstepdone
+	MOVQ CX, DI
+	IMULQ ldw+32(FP), DI
+	ADDQ w+24(FP), DI
+	ZGATE(0, Z16, zsteppia, zsteppib)
+	ZGATE(1, Z17, zsteppfa, zsteppfb)
+	ZGATE(2, Z18, zsteppga, zsteppgb)
+	ZGATE(3, Z19, zsteppoa, zsteppob)
+	MOVQ n+0(FP), AX
+	SHLQ $2, AX
+	MOVQ bias+48(FP), BX
+	ADDQ CX, BX
+	LEAQ (BX)(AX*2), R8
+	VADDPS (BX), Z16, Z0
+	VADDPS (BX)(AX*1), Z17, Z1
+	VADDPS (R8), Z18, Z2
+	VADDPS (R8)(AX*1), Z19, Z3
+	MOVQ c+56(FP), R9
+	MOVQ hout+64(FP), R10
+	ZLSTMCELL((R9)(CX*1), (R10)(CX*1))
+	ADDQ $64, CX
+	JMP  zstepgroup
+
+zstepdone:
 	VZEROUPPER
 	RET

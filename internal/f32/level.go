@@ -26,15 +26,16 @@ func hostLevel() level {
 
 // setDefault selects the kernels a process starts with.
 func setDefault() {
-	useAsm, useAVX512, useDPBF16 = hostAVX2, hostAVX512 && wide512, hostBF16
+	useAsm, useAVX512, useZProducts, useDPBF16 = hostAVX2, hostAVX512, hostAVX512 && wide512, hostBF16
 }
 
 // setLevel selects the kernels of level l, or of the highest below it
-// that the host has; at levelAVX512 the float32 AVX-512 kernels run even
-// where they are not the default (wide512).
+// that the host has; at levelAVX512 the AVX-512 products run even where
+// they are not the default (wide512).
 func setLevel(l level) {
 	useAsm = hostAVX2 && l >= levelAVX2
 	useAVX512 = hostAVX512 && l >= levelAVX512
+	useZProducts = useAVX512
 	useDPBF16 = hostBF16 && l >= levelAVX512
 }
 

@@ -5,9 +5,10 @@ package f32
 // useAsm is always false without the assembly; the tests that compare the
 // two paths then compare the pure-Go path with itself.
 var (
-	useAsm    = false
-	useAVX512 = false
-	useDPBF16 = false
+	useAsm       = false
+	useAVX512    = false
+	useZProducts = false
+	useDPBF16    = false
 )
 
 const hostAVX2, hostAVX512, hostBF16, wide512 = false, false, false, false

@@ -107,15 +107,18 @@ func TestGemmNTPacked(t *testing.T) {
 func BenchmarkGemmPacked(b *testing.B) {
 	for _, h := range []int{64, 256, 1024} {
 		n, k := 4*h, h
-		r := rand.New(rand.NewPCG(1, 1))
-		w := newGuarded(r, n, k, k, 0, 0).s()
-		p := make([]float32, n*k)
-		PackNT(p, n, k, w, k)
+		var w, p []float32 // built by the first sub-benchmark that runs
 		for _, m := range []int{1, 2, 4, 16, 64} {
-			a := newGuarded(r, m, k, k, 0, 0).s()
-			c := make([]float32, m*n)
 			for _, packed := range []bool{false, true} {
 				b.Run(fmt.Sprintf("H=%d/m=%d/packed=%v", h, m, packed), func(b *testing.B) {
+					r := rand.New(rand.NewPCG(1, 1))
+					if w == nil {
+						w = newGuarded(r, n, k, k, 0, 0).s()
+						p = make([]float32, n*k)
+						PackNT(p, n, k, w, k)
+					}
+					a := newGuarded(r, m, k, k, 0, 0).s()
+					c := make([]float32, m*n)
 					b.SetBytes(int64(4 * n * k))
 					for b.Loop() {
 						if packed {
