@@ -35,6 +35,9 @@ var badFiles = []struct {
 	{"trailing garbage", file(`{} x`, nil), ErrHeader, ""},
 	{"second object", file(`{}{}`, nil), ErrHeader, ""},
 	{"invalid UTF-8", file("{\"\xff\":1}", nil), ErrHeader, ""},
+	{"unterminated key", file(`{`+entry("a", "F32", "[0]", "[0,0]")+`,"b`, nil), ErrHeader, ""},
+	{"control character in a key", file("{\"a\x01\":1}", nil), ErrHeader, ""},
+	{"unknown field nested too deep", file(`{"a":{"x":`+strings.Repeat("[", 65)+strings.Repeat("]", 65)+`,"dtype":"F32","shape":[0],"data_offsets":[0,0]}}`, nil), ErrHeader, "a"},
 	{"entry not an object", file(`{"a":[0,4]}`, nil), ErrHeader, "a"},
 	{"missing data_offsets", file(`{"a":{"dtype":"F32","shape":[1]}}`, make([]byte, 4)), ErrHeader, "a"},
 	{"missing dtype", file(`{"a":{"shape":[1],"data_offsets":[0,4]}}`, make([]byte, 4)), ErrHeader, "a"},
@@ -103,6 +106,18 @@ func TestReadErrors(t *testing.T) {
 				t.Errorf("error %q does not name tensor %q", err, tt.tensor)
 			}
 		})
+	}
+}
+
+// TestReadSkipsUnknownFields: an entry's fields other than dtype, shape
+// and data_offsets are skipped, whatever JSON they hold.
+func TestReadSkipsUnknownFields(t *testing.T) {
+	f, err := Read(file(`{"a":{"x":{"y":[1,"z\"]",{"w":null}],"v":true},"dtype":"F32","s":[-1.5e3,[]],"shape":[1],"data_offsets":[0,4],"e":{}}}`, make([]byte, 4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := f.Tensor("a"); !ok || a.DType != F32 || len(a.Data) != 4 {
+		t.Errorf("tensor a: %+v", a)
 	}
 }
 

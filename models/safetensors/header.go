@@ -238,7 +238,7 @@ func (s *scanner) object(member func(key string) error) error {
 		}
 		key, err := s.string()
 		if err != nil {
-			return err
+			return s.errorf("object key: %v", err)
 		}
 		if s.peek() != ':' {
 			return s.errorf("no ':' after an object key")
