@@ -214,3 +214,52 @@ func TestInt8Options(t *testing.T) {
 		t.Error(fmt.Sprintf("int8 with an input %d wide: no error", rnn.MaxI8K+1))
 	}
 }
+
+// TestPartitionedInt8Alternates runs P with int8 weights where its
+// one-row steps read W_hh backwards at odd steps (W_hh slices between one
+// and two times the private cache given), checked against its regions:
+// the bits are those of the same program reading forwards throughout,
+// and the odd steps declare W_hh's panels last chunk first.
+func TestPartitionedInt8Alternates(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, cell := range []rnn.CellKind{rnn.LSTM, rnn.GRU} {
+		net := randomNet(t, rnn.Config{Cell: cell, Input: 24, Hidden: 320, Layers: 1}, 3)
+		whh := int64(cell.Gates() * 320 * (320 + 8))
+		alt, err := NewPartitioned(net, PartitionOptions{Workers: 1, Precision: Int8, PrivateCacheBytes: whh - 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fwd, err := NewPartitioned(net, PartitionOptions{Workers: 1, Precision: Int8, PrivateCacheBytes: 4 * whh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, states := range []bool{false, true} {
+			in := randomInput(net, 4, 1, states, r)
+			p, err := alt.Plan(in, PlanOptions{Head: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.RunChecked(); err != nil {
+				t.Fatal(err)
+			}
+			got, want := p.result(), runProgram(t, fwd, in)
+			if !slices.Equal(got.Output, want.Output) || !slices.Equal(got.HN, want.HN) {
+				t.Errorf("%v states=%v: reading W_hh backwards changed the results", cell, states)
+			}
+			offsets := map[int][]int64{}
+			for _, s := range p.Steps {
+				for _, g := range s.Reads() {
+					if filepath.Ext(g.Buf.Name) == ".weight_hh" {
+						offsets[s.T] = append(offsets[s.T], g.Off)
+					}
+				}
+			}
+			if o := offsets[1]; len(o) < 2 || o[0] <= o[len(o)-1] {
+				t.Errorf("%v states=%v: W_hh at t=1 read from offsets %v, want the last chunk first", cell, states, o)
+			}
+			if o := offsets[2]; len(o) == 0 || o[0] != 0 {
+				t.Errorf("%v states=%v: W_hh at t=2 read from offsets %v, want forwards", cell, states, o)
+			}
+		}
+	}
+}

@@ -190,8 +190,8 @@ type gemmOp struct {
 }
 
 // reverseRows is the rows of W a reversed gemmOp takes at a time: the
-// rows of rnn.StepChunk units of a four-gate cell, a multiple of 8 so
-// that a packed W's chunks are whole panels.
+// rows of rnn.StepChunk units of a four-gate cell, a multiple of 8 (16
+// for int8) so that a packed W's chunks are whole panels.
 const reverseRows = 4 * rnn.StepChunk
 
 // reversed marks a product of one row whose W is read backwards (at an

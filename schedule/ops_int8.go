@@ -34,6 +34,23 @@ type gemmI8Op struct {
 	wr      []Mat
 	q, s    Mat
 	beta    float32
+	// reverse takes W's rows in chunks of reverseRows from the last (see
+	// gemmOp's reverse and alternates): the same results, W read
+	// backwards, and wr lists the chunks in that order.
+	reverse bool
+}
+
+// reversedI8 marks an int8 product of one row whose W is read backwards;
+// W's rows must be a multiple of 16 (whole panels in every chunk).
+func reversedI8(o *gemmI8Op) *gemmI8Op {
+	mustShape(o.c.Rows == 1 && o.w.Rows%16 == 0)
+	o.reverse = true
+	o.wr = o.wr[:0]
+	pb := rnn.I8PanelBytes(o.w.Cols)
+	backChunks(o.w.Rows, reverseRows, func(lo, hi int) {
+		o.wr = append(o.wr, Dense(o.w.Buf, lo/16*pb, 1, (hi-lo)/16*pb))
+	})
+	return o
 }
 
 // i8Regions is what a product reads of a packed int8 W [n][k] (buffer
@@ -65,7 +82,14 @@ func (o *gemmI8Op) kernel() Kernel { return KMatMul }
 func (o *gemmI8Op) run() {
 	m, n, k := o.c.Rows, o.c.Cols, o.a.Cols
 	rnn.QuantizeI8(m, k, o.a.F32(), o.a.LD, o.q.U8(), o.q.LD, o.s.F32())
-	rnn.MatMulTI8(m, n, k, o.q.U8(), o.q.LD, o.s.F32(), o.w.Buf.U8, o.beta, o.c.F32(), o.c.LD)
+	if !o.reverse {
+		rnn.MatMulTI8(m, n, k, o.q.U8(), o.q.LD, o.s.F32(), o.w.Buf.U8, o.beta, o.c.F32(), o.c.LD)
+		return
+	}
+	pb, c := rnn.I8PanelBytes(k), o.c.F32()
+	backChunks(n, reverseRows, func(lo, hi int) {
+		rnn.MatMulTI8(m, hi-lo, k, o.q.U8(), o.q.LD, o.s.F32(), o.w.Buf.U8[lo/16*pb:], o.beta, c[lo:], o.c.LD)
+	})
 }
 func (o *gemmI8Op) regions(fn func(Region, bool)) {
 	for _, r := range o.wr {

@@ -339,14 +339,22 @@ type pbuilder struct {
 }
 
 // product is c = a·wᵀ + beta·c on worker wk: gemmOp over float32 or bf16
-// W (readOnce with once), gemmI8Op over int8 W.
-func (b *pbuilder) product(wk int, c, a, w Mat, beta float32, once bool) op {
+// W (readOnce with once), gemmI8Op over int8 W; with reverse (one row) W
+// is read backwards.
+func (b *pbuilder) product(wk int, c, a, w Mat, beta float32, once, reverse bool) op {
 	if w.Buf.ElemSize == 1 {
-		return newGemmI8(c, a, w, b.q[wk], b.qs[wk], beta)
+		o := newGemmI8(c, a, w, b.q[wk], b.qs[wk], beta)
+		if reverse {
+			o = reversedI8(o)
+		}
+		return o
 	}
 	o := newGemmNT(c, a, w, beta)
 	if once {
 		o = readOnce(o)
+	}
+	if reverse {
+		o = reversed(o)
 	}
 	return o
 }
@@ -471,7 +479,7 @@ func (b *pbuilder) layer(k, d int, x, out *Buffer) {
 		}
 		s, rows := &pl.w[w], G*u.n()
 		b.on(w)
-		b.add(b.product(w, Dense(b.xp[w], 0, T*B, rows), Dense(x, 0, T*B, I), Dense(s.wih, 0, rows, I), 0, true))
+		b.add(b.product(w, Dense(b.xp[w], 0, T*B, rows), Dense(x, 0, T*B, I), Dense(s.wih, 0, rows, I), 0, true, false))
 		if l.Cell == rnn.LSTM {
 			c := Dense(b.c[w], 0, B, u.n())
 			if b.c0 != nil {
@@ -584,9 +592,10 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 		}
 		// A one-row step whose W_hh is about a core's L2 reads it forwards
 		// at even steps and backwards, chunk by chunk, at odd ones, so it
-		// starts where the step before ended, on rows still in the cache.
+		// starts where the step before ended, on rows still in the cache
+		// (float32, or int8 in whole panels; bf16 has no reversed kernel).
 		size := s.whh.Elems * s.whh.ElemSize
-		alt := t%2 == 1 && nu%8 == 0 && s.whh.ElemSize == 4 && alternates(size, b.pp.l2)
+		alt := t%2 == 1 && nu%8 == 0 && (s.whh.ElemSize == 4 || s.whh.ElemSize == 1 && G%16 == 0) && alternates(size, b.pp.l2)
 		if l.Cell == rnn.LSTM {
 			c := Dense(b.c[w], 0, rows, nu)
 			// One row with a previous state and float32 W_hh: the product
@@ -598,10 +607,10 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 			}
 			// The recurrent product of the rows with a previous state.
 			if hp.first > 0 {
-				b.add(b.product(w, xp.RowRange(0, hp.first), hp.carried, whh, 1, false))
+				b.add(b.product(w, xp.RowRange(0, hp.first), hp.carried, whh, 1, false, alt && rows == 1))
 			}
 			if hp.start.Buf != nil {
-				b.add(b.product(w, xp.RowRange(hp.first, rows), hp.start, whh, 1, false))
+				b.add(b.product(w, xp.RowRange(hp.first, rows), hp.start, whh, 1, false, alt && rows == 1))
 			}
 			b.add(newLSTM(xp, Whole(s.bias), c, hdst))
 			b.lstmFinal(hp, cn, hn, c, hdst, u, k, d, t, proj)
@@ -609,13 +618,7 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 		}
 		yh := Dense(b.yh[w], 0, rows, G)
 		bih, bhh := Whole(s.bih), Whole(s.bhh)
-		product := func(r, h Mat) {
-			if alt && rows == 1 {
-				b.add(reversed(newGemmNT(r, h, whh, 0)))
-				return
-			}
-			b.add(b.product(w, r, h, whh, 0, false))
-		}
+		product := func(r, h Mat) { b.add(b.product(w, r, h, whh, 0, false, alt && rows == 1)) }
 		if hp.first > 0 {
 			product(yh.RowRange(0, hp.first), hp.carried)
 		}
@@ -655,7 +658,7 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 		}
 		b.on(w)
 		hdst := hout.ColRange(r.lo, r.hi)
-		b.add(b.product(w, hdst, hfull, Dense(pl.w[w].whr, 0, r.n(), H), 0, false))
+		b.add(b.product(w, hdst, hfull, Dense(pl.w[w].whr, 0, r.n(), H), 0, false, false))
 		if hp.done < rows {
 			b.pos(k, d, -1)
 			b.add(newCopy(hn.RowRange(hp.done, rows).ColRange(r.lo, r.hi), hdst.RowRange(hp.done, rows)))
