@@ -13,7 +13,8 @@ import (
 )
 
 // kernelCase is one shape of the recurrent product: rows of A (the batch)
-// times W [gates·hidden][hidden], in float32 or bf16, its rows split
+// times W [gates·hidden][hidden], in float32, bf16 or int8 (A quantized
+// as each call runs, as P's int8 steps do), its rows split
 // evenly over the workers as the partitioned schedule splits them. A
 // float32 share is packed (f32.PackNT) where the schedule would pack it
 // (schedule.PacksWHH), so the product is the one P runs.
@@ -30,6 +31,9 @@ type kernelWorker struct {
 	packed bool
 	w      []float32
 	w16    []uint16
+	w8     []uint8   // int8: W packed by f32.PackI8, scales included
+	q      []uint8   // int8: A quantized
+	s      []float32 // int8: A's row scales
 	x, y   []float32
 	bytes  []float32 // W's bytes seen as float32, for the read loop
 }
@@ -48,16 +52,22 @@ func newKernelWorker(c kernelCase, n int, seed uint64) *kernelWorker {
 			w[i] = -w[i]
 		}
 	}
-	if c.prec == schedule.BF16 {
+	switch {
+	case c.prec == schedule.Int8:
+		k.w8 = f32.NewPackedI8(n, c.hidden)
+		f32.PackI8(k.w8, n, c.hidden, w, c.hidden)
+		k.q, k.s = make([]uint8, c.rows*f32.I8Stride(c.hidden)), make([]float32, c.rows)
+		k.bytes = unsafe.Slice((*float32)(unsafe.Pointer(&k.w8[0])), len(k.w8)/4)
+	case c.prec == schedule.BF16:
 		k.w16 = make([]uint16, len(w))
 		f32.ToBF16(k.w16, w)
 		k.bytes = unsafe.Slice((*float32)(unsafe.Pointer(&k.w16[0])), len(k.w16)/2)
-	} else if schedule.PacksWHH(n, c.hidden, c.l2) {
+	case schedule.PacksWHH(n, c.hidden, c.l2):
 		k.packed = true
 		k.w = make([]float32, len(w))
 		f32.PackNT(k.w, n, c.hidden, w, c.hidden)
 		k.bytes = k.w
-	} else {
+	default:
 		k.w = w
 		k.bytes = w
 	}
@@ -66,6 +76,12 @@ func newKernelWorker(c kernelCase, n int, seed uint64) *kernelWorker {
 
 // call runs the product once.
 func (k *kernelWorker) call(c kernelCase) {
+	if k.w8 != nil {
+		kq := f32.I8Stride(c.hidden)
+		f32.QuantizeI8(c.rows, c.hidden, k.x, c.hidden, k.q, kq, k.s)
+		f32.GemmNTI8(c.rows, k.n, c.hidden, k.q, kq, k.s, k.w8, 0, k.y, k.n)
+		return
+	}
 	if k.w16 != nil {
 		f32.GemmNTBF16(c.rows, k.n, c.hidden, k.x, c.hidden, k.w16, c.hidden, 0, k.y, k.n)
 		return

@@ -5,7 +5,7 @@
 // second, beside the bandwidth of the level its weights live in.
 //
 //	go run ./cmd/roofline                       # everything, Markdown to stdout
-//	go run ./cmd/roofline -hidden 512,1024 -layers 1 -lengths 100 -precision f32,bf16
+//	go run ./cmd/roofline -hidden 512,1024 -layers 1 -lengths 100 -precision f32,bf16,int8
 //	go run ./cmd/roofline -no-shapes -rows 1,2 -kernel-hidden 512,1024,2048
 //	go run ./cmd/roofline -no-kernels -hidden 256,1024 -layers 1,4 -lengths 10,100 -predict 4,8,16,32,64 -l3-cores 8
 //
@@ -152,7 +152,7 @@ func parseFlags(args []string) (*options, error) {
 	layers := fs.String("layers", "1,2,3,4,5,6,7,8", "layer counts")
 	lengths := fs.String("lengths", "1,10,50,100", "input lengths T")
 	cells := fs.String("cells", "lstm,gru", "cell types")
-	prec := fs.String("precision", "f32", "weight precisions (f32, bf16)")
+	prec := fs.String("precision", "f32", "weight precisions (f32, bf16, int8)")
 	t := fs.Duration("time", 100*time.Millisecond, "time per repetition of one measurement")
 	reps := fs.Int("reps", 5, "repetitions of each measurement (best and median reported)")
 	sweep := fs.Bool("sweep", false, "also sweep buffer sizes from 16 KiB to 64 MiB")

@@ -135,7 +135,7 @@ func TestFlags(t *testing.T) {
 func TestRunSmall(t *testing.T) {
 	var out strings.Builder
 	err := run([]string{"-cores", "1", "-hidden", "16", "-layers", "2", "-lengths", "1,3", "-cells", "lstm",
-		"-precision", "f32,bf16", "-time", "1ms", "-reps", "2", "-dram", "65536", "-kernel-hidden", "16,512", "-rows", "1,3",
+		"-precision", "f32,bf16,int8", "-time", "1ms", "-reps", "2", "-dram", "65536", "-kernel-hidden", "16,512", "-rows", "1,3",
 		"-l1", "32768", "-l2", "1048576", "-l3", "33554432"}, &out)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +143,8 @@ func TestRunSmall(t *testing.T) {
 	text := out.String()
 	for _, want := range []string{"| L1 | 16 KiB |", "| DRAM | 64 KiB |", "| lstm | 16 | 2 | 1 | f32 | 1 |", "| lstm | 16 | 2 | 3 | bf16 | 1 |",
 		"| 16 | 1 | f32 | 1 | 4 KiB | L1 |", "| 16 | 3 | bf16 | 1 | 2 KiB | L1 |", "Arithmetic roof: ",
-		"| 512 | 1 | f32 packed | 1 | 4 MiB |", "| 512 | 3 | f32 packed | 1 | 4 MiB |", "| 512 | 1 | bf16 | 1 | 2 MiB |"} {
+		"| 512 | 1 | f32 packed | 1 | 4 MiB |", "| 512 | 3 | f32 packed | 1 | 4 MiB |", "| 512 | 1 | bf16 | 1 | 2 MiB |",
+		"| lstm | 16 | 2 | 3 | int8 | 1 |", "| 512 | 1 | int8 | 1 | 1.02 MiB |"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
