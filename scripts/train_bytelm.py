@@ -35,6 +35,15 @@ Usage (from the repository root):
     /usr/bin/python3 scripts/train_bytelm.py --steps 20 --out /tmp/bytelm   # smoke test
     /usr/bin/python3 scripts/train_bytelm.py --resume       # continue after a kill
     /usr/bin/python3 scripts/train_bytelm.py --readme-only  # README.md from eval.json
+    /usr/bin/python3 scripts/train_bytelm.py --int8-eval    # PyTorch's int8 on heldout.bin
+
+--int8-eval trains nothing: it loads the committed model.safetensors and
+prints the held-out bits per byte of the model in float32 and with its
+LSTM dynamically quantized by PyTorch (quantize_dynamic: int8 weights per
+output row, symmetric, as rnnserve's precision int8; activations
+quantized per step; the embedding and head float32, as in rnnserve), an
+independent reference for the change int8 costs (docs/models.md,
+"Precision").
 
 A checkpoint (model, optimizer, data position, RNG and LSTM state) is saved
 every CKPT_EVERY steps to --ckpt (default /tmp/train_bytelm.ckpt); --resume
@@ -279,6 +288,27 @@ def evaluate(model, held):
     return logp.gather(1, x[1:]).view(-1)
 
 
+def int8_eval(out):
+    """Print the held-out bits per byte of the committed model in float32
+    and with its LSTM quantized by torch's quantize_dynamic."""
+    torch.set_num_threads(THREADS)
+    model = ByteLM()
+    model.load_state_dict(read_safetensors(out / "model.safetensors"))
+    held = (out / "heldout.bin").read_bytes()
+    qa = torch.ao.quantization
+    qconfig = qa.QConfig(activation=qa.default_dynamic_quant_observer,
+                         weight=qa.default_per_channel_weight_observer)
+    quant = qa.quantize_dynamic(model, {nn.LSTM: qconfig}, dtype=torch.qint8)
+    if type(quant.rnn) is nn.LSTM:
+        raise SystemExit("train_bytelm: quantize_dynamic left the LSTM in float")
+    bpb = {}
+    for name, m in (("float32", model), ("int8", quant)):
+        bpb[name] = -float(evaluate(m, held).double().mean()) / math.log(2)
+    for name in ("float32", "int8"):
+        print(f"held-out bits per byte, PyTorch {name} ({torch.backends.quantized.engine} engine for int8): "
+              f"{bpb[name]:.5f} ({100 * (bpb[name] / bpb['float32'] - 1):+.3f}%) over {len(held)} bytes")
+
+
 @torch.no_grad()
 def sample(model, prompt, nbytes, temperature, seed):
     model.eval()
@@ -468,7 +498,12 @@ def main():
                     help="continue from --ckpt if it exists (same configuration)")
     ap.add_argument("--readme-only", action="store_true",
                     help="rewrite README.md from the existing eval.json, train nothing")
+    ap.add_argument("--int8-eval", action="store_true",
+                    help="bits per byte on heldout.bin in float32 and with PyTorch's int8 LSTM, train nothing")
     args = ap.parse_args()
+    if args.int8_eval:
+        int8_eval(args.out)
+        return
     if args.readme_only:
         ev = json.loads((args.out / "eval.json").read_text())
         (args.out / "README.md").write_text(readme(ev, ev["sample"]["text"]))
