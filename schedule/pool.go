@@ -353,6 +353,11 @@ func (p *Pool) start(n int, f func(phase, w int), own bool) {
 	p.gen.Add(1)
 	p.wake.broadcast()
 	p.run(j, 0)
+	// Every part is done: the job's function (and the plan it runs, with
+	// all its buffers) need not stay reachable until the next job. A
+	// helper that wakes late finds no job; one that has this one runs
+	// nothing of it (its parts are claimed).
+	p.cur.Store(nil)
 	if pe := j.failed.Load(); pe != nil {
 		panic(pe)
 	}
