@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -65,6 +66,7 @@ type budget struct {
 
 	mu    sync.Mutex
 	used  int64
+	peak  int64           // the most used since takePeak
 	queue []*budgetWaiter // by tier, then arrival
 }
 
@@ -123,6 +125,15 @@ func (b *budget) acquire(ctx context.Context, n int64, tier int, small bool) err
 	return ctx.Err()
 }
 
+// takePeak returns the most bytes used at once since the last call, and
+// what is used now.
+func (b *budget) takePeak() (peak, used int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	peak, b.peak = b.peak, b.used
+	return peak, b.used
+}
+
 // release gives n bytes back.
 func (b *budget) release(n int64) {
 	b.mu.Lock()
@@ -155,6 +166,7 @@ func (b *budget) grant() {
 		if b.used+w.n <= limit {
 			b.queue = slices.Delete(b.queue, i, i+1)
 			b.used += w.n
+			b.peak = max(b.peak, b.used)
 			close(w.ready)
 			continue
 		}
@@ -174,7 +186,7 @@ type reservation struct {
 	held     int64
 	used     int64     // what its readers have read (charged.Read)
 	small    bool      // its size is known and small: it may use the reserve while it holds at most smallRequest
-	trusted  bool      // waits in tierTrusted before it holds bytes
+	trusted  bool      // waits in tierTrusted before it holds bytes, and may use the reserve whatever it takes
 	deadline time.Time // the request waits for room until then
 	closers  []io.Closer
 }
@@ -207,7 +219,7 @@ func (r *reservation) grow(n int64) error {
 		tier = tierTrusted
 	}
 	ctx, cancel := context.WithDeadline(r.ctx, r.deadline)
-	err := b.acquire(ctx, n, tier, r.small && r.held+n <= smallRequest)
+	err := b.acquire(ctx, n, tier, r.trusted || r.small && r.held+n <= smallRequest)
 	cancel()
 	if err != nil {
 		if r.ctx.Err() != nil {
@@ -292,3 +304,35 @@ func drainBody(r *http.Request, limit int64) {
 	}
 	io.CopyN(io.Discard, r.Body, limit+1)
 }
+
+// returnMemory gives the memory of a burst of requests back to the
+// operating system once the burst is over: when the budget has held more
+// than memoryBurst since the last look and holds nothing now, it runs the
+// collector and returns the freed memory (debug.FreeOSMemory), twice, so
+// that buffers parked in sync.Pools (grpc-go's, the JSON decoder's) go
+// too. Left to itself, an idle Go process collects only every two minutes
+// and returns freed memory slowly, so the resident memory of an attack
+// would stay long after its connections closed.
+func (s *Server) returnMemory(stop <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	busy := false
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		peak, used := s.budget.takePeak()
+		busy = busy || peak > memoryBurst
+		if busy && used == 0 {
+			debug.FreeOSMemory()
+			debug.FreeOSMemory()
+			busy = false
+		}
+	}
+}
+
+// memoryBurst is the budget use after which an idle server returns its
+// memory.
+const memoryBurst = 32 << 20

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -116,6 +117,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	lc := &limitConn{Conn: c, s: l.s, protocol: l.protocol, addr: c.RemoteAddr().String()}
 	if l.protocol == protocolREST {
 		lc.framing = &framing{}
+	} else {
+		lc.reads = make(chan struct{}, grpcReadsPerConn)
 	}
 	lc.idleSince.Store(time.Now().UnixNano())
 	lc.maxMessage.Store(-1)
@@ -208,8 +211,47 @@ type limitConn struct {
 	calls      atomic.Int32
 	maxMessage atomic.Int64
 	distrusted atomic.Bool
+	reads      chan struct{} // a gRPC connection's messages being read (grpcReadsPerConn)
+	// owed is budget bytes of responses handed to grpc-go and not yet
+	// written (owe); shut is set once the connection is closed.
+	owed atomic.Int64
+	shut atomic.Bool
 	// framing follows a REST connection's requests (framing.go).
 	framing *framing
+}
+
+// Write writes p and gives back to the budget as much as it wrote of
+// what the connection owes (owe).
+func (c *limitConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 && c.owed.Load() > 0 {
+		c.repay(int64(n))
+	}
+	return n, err
+}
+
+// owe charges the connection n bytes of the budget that are already
+// taken (a response handed to grpc-go), to be given back as it writes.
+func (c *limitConn) owe(n int64) {
+	c.owed.Add(n)
+	if c.shut.Load() {
+		c.repay(math.MaxInt64)
+	}
+}
+
+// repay gives back up to n bytes of what the connection owes.
+func (c *limitConn) repay(n int64) {
+	for {
+		o := c.owed.Load()
+		r := min(o, n)
+		if r <= 0 {
+			return
+		}
+		if c.owed.CompareAndSwap(o, o-r) {
+			c.s.budget.release(r)
+			return
+		}
+	}
 }
 
 func (c *limitConn) Read(p []byte) (int, error) {
@@ -233,6 +275,8 @@ func (c *limitConn) busy(b bool) {
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
+	c.shut.Store(true)
+	c.repay(math.MaxInt64)
 	c.once.Do(func() {
 		cs := c.s.connSet
 		cs.mu.Lock()

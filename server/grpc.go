@@ -371,17 +371,24 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *pb.ModelInferRequest)
 	if isGenerate(req) {
 		return g.generateWhole(ctx, req, received)
 	}
-	resp, err := g.infer(ctx, req, received)
+	var out *pb.ModelInferResponse
+	err := g.infer(ctx, req, received, func(resp *Response) error {
+		out = toGRPC(resp)
+		callOf(ctx).owe(int64(proto.Size(out)))
+		return nil
+	})
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	return toGRPC(resp), nil
+	return out, nil
 }
 
-// infer decodes and runs one inference request. The message and the
-// tensors decoded from it are held in the memory budget (grpclimits.go)
-// until the request is done.
-func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, received time.Time) (*Response, error) {
+// infer decodes and runs one inference request and hands its response to
+// answer. The message, the tensors decoded from it and the response are
+// held in the memory budget (grpclimits.go) until answer returns; answer
+// hands the response's bytes on to its connection (grpcCall.owe) before
+// grpc-go sends them.
+func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, received time.Time, answer func(*Response) error) error {
 	r := &Request{Protocol: protocolGRPC, Received: received}
 	res, err := g.messageReservation(ctx, req)
 	defer res.release()
@@ -397,9 +404,13 @@ func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, rece
 	}
 	if err != nil {
 		g.s.Rejected(req.GetModelName(), req.GetModelVersion(), "infer", protocolGRPC, received, err)
-		return nil, err
+		return err
 	}
-	return g.s.Infer(ctx, r)
+	resp, err := g.s.Infer(ctx, r)
+	if err != nil {
+		return err
+	}
+	return answer(resp)
 }
 
 // messageReservation is the reservation a call's message was read under,
@@ -556,17 +567,27 @@ func (g *grpcService) streamOne(ctx context.Context, stream pb.GRPCInferenceServ
 		return stream.Send(&pb.ModelStreamInferResponse{InferResponse: r})
 	}
 	if !isGenerate(req) {
-		resp, err := g.infer(ctx, req, received)
-		if err != nil {
+		var sendErr error
+		err := g.infer(ctx, req, received, func(resp *Response) error {
+			out := toGRPC(resp)
+			callOf(ctx).owe(int64(proto.Size(out)))
+			if emptyFinal {
+				if sendErr = send(out, false); sendErr != nil {
+					return sendErr
+				}
+				sendErr = send(&pb.ModelInferResponse{ModelName: resp.Model, ModelVersion: resp.Version, Id: resp.ID}, true)
+				return sendErr
+			}
+			sendErr = send(out, true)
+			return sendErr
+		})
+		switch {
+		case sendErr != nil:
+			return sendErr
+		case err != nil:
 			return fail(err)
 		}
-		if emptyFinal {
-			if err := send(toGRPC(resp), false); err != nil {
-				return err
-			}
-			return send(&pb.ModelInferResponse{ModelName: resp.Model, ModelVersion: resp.Version, Id: resp.ID}, true)
-		}
-		return send(toGRPC(resp), true)
+		return nil
 	}
 	gen, err := g.decodeGenerate(ctx, req, received)
 	if err != nil {

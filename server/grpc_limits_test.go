@@ -209,16 +209,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // TestGRPCReadsInBudget: a unary call's message is read under a
-// reservation of max_body_bytes taken before the transport reads it, so
-// half-sent messages hold the budget, not more; they are cut when their
-// connection falls under the minimum rate, giving everything back; a
-// client whose messages have been small is served while unknown-size
+// reservation of three messages at the limit, taken before the transport
+// reads it, so half-sent messages hold the budget, not more, and a
+// connection reads at most grpcReadsPerConn at once; they are cut when
+// their connection falls under the minimum rate, giving everything back;
+// a client whose messages have been small is served while unknown-size
 // reads fill the budget.
 func TestGRPCReadsInBudget(t *testing.T) {
 	const body = 1 << 20
 	s, _ := newTestServer(t, func(o *Options) {
 		o.MaxBodyBytes = body
-		o.Budget = BudgetOptions{Bytes: 8 * body, Wait: 3 * time.Second}
+		o.Budget = BudgetOptions{Bytes: 16 * body, Wait: 3 * time.Second}
 		o.MinBodyRate = 1 << 20 // the first 64 KiB within 62ms
 	}, true)
 	addr, _ := grpcServed(t, s)
@@ -226,23 +227,24 @@ func TestGRPCReadsInBudget(t *testing.T) {
 	if _, err := normal.ModelInfer(t.Context(), smallInfer()); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.budget.inUse(); got != 0 {
-		t.Fatalf("%d bytes held after a call", got)
-	}
-	// Twelve calls on one connection announce 1 MiB messages and send
-	// 10 KB of them. The large part of the budget (7 MiB) admits seven
-	// reads; the rest wait.
-	bad := dialH2(t, addr)
-	for i := range 12 {
-		id := uint32(2*i + 1)
-		if err := bad.headers(id, "/inference.GRPCInferenceService/ModelInfer", false); err != nil {
-			t.Fatal(err)
+	// The response is owed until the connection has written it.
+	waitFor(t, "nothing held after a call", func() bool { return s.budget.inUse() == 0 })
+	// Two connections open six calls each that announce 1 MiB messages
+	// and send 10 KB of them. The large part of the budget (14 MiB) admits
+	// four reads of three messages; the rest wait.
+	bad := []*h2Client{dialH2(t, addr), dialH2(t, addr)}
+	for _, c := range bad {
+		for i := range 6 {
+			id := uint32(2*i + 1)
+			if err := c.headers(id, "/inference.GRPCInferenceService/ModelInfer", false); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.message(id, body-100, 10000); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if err := bad.message(id, body-100, 10000); err != nil {
-			t.Fatal(err)
-		}
 	}
-	waitFor(t, "seven reads to hold the budget", func() bool { return s.budget.inUse() == 7*body })
+	waitFor(t, "four reads to hold the budget", func() bool { return s.budget.inUse() == 4*readReservation*body })
 	// A small client is served beside them, from the share for small
 	// requests.
 	start := time.Now()
@@ -255,17 +257,19 @@ func TestGRPCReadsInBudget(t *testing.T) {
 	// The stalled reads are cut and give their bytes back; the waiting
 	// ones are admitted, stall and are cut in turn.
 	codes := map[string]int{}
-	for range 12 {
-		var hf *http2.MetaHeadersFrame
-		if err := bad.until(10*time.Second, func(f http2.Frame) bool {
-			hf, _ = f.(*http2.MetaHeadersFrame)
-			return hf != nil && hf.StreamEnded()
-		}); err != nil {
-			t.Fatalf("a stalled call not ended: %v (so far %v)", err, codes)
-		}
-		codes[hf.PseudoValue("status")+" "+fieldOf(hf, "grpc-status")]++
-		if msg := fieldOf(hf, "grpc-message"); fieldOf(hf, "grpc-status") == "4" && !strings.Contains(msg, "min_body_rate") {
-			t.Errorf("a stalled call: %q, want a message naming min_body_rate", msg)
+	for _, c := range bad {
+		for range 6 {
+			var hf *http2.MetaHeadersFrame
+			if err := c.until(10*time.Second, func(f http2.Frame) bool {
+				hf, _ = f.(*http2.MetaHeadersFrame)
+				return hf != nil && hf.StreamEnded()
+			}); err != nil {
+				t.Fatalf("a stalled call not ended: %v (so far %v)", err, codes)
+			}
+			codes[hf.PseudoValue("status")+" "+fieldOf(hf, "grpc-status")]++
+			if msg := fieldOf(hf, "grpc-message"); fieldOf(hf, "grpc-status") == "4" && !strings.Contains(msg, "min_body_rate") {
+				t.Errorf("a stalled call: %q, want a message naming min_body_rate", msg)
+			}
 		}
 	}
 	if codes["200 4"] != 12 {
@@ -411,4 +415,34 @@ func TestGRPCDrainSlowReader(t *testing.T) {
 	if took := time.Since(start); took < drainFlush || took > 2*drainFlush+2*time.Second {
 		t.Errorf("drain took %v, want about %v to %v", took, drainFlush, 2*drainFlush)
 	}
+}
+
+// TestGRPCResponseOwed: a response grpc-go holds for a client that does
+// not read stays in the memory budget, charged to its connection, until
+// the connection writes it (here: until it closes).
+func TestGRPCResponseOwed(t *testing.T) {
+	s, _ := newTestServer(t, nil, true)
+	addr, _ := grpcServed(t, s)
+	c := dialH2(t, addr)
+	msg, err := proto.Marshal(&pb.ModelInferRequest{ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{tokensInput([][]int64{make([]int64, 400)})},
+		Outputs: []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "logits"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.headers(1, "/inference.GRPCInferenceService/ModelInfer", false)
+	frame := append([]byte{0, byte(len(msg) >> 24), byte(len(msg) >> 16), byte(len(msg) >> 8), byte(len(msg))}, msg...)
+	if err := c.fr.WriteData(1, true, frame); err != nil {
+		t.Fatal(err)
+	}
+	// 400 steps of 256 logits: 410 KB raw, of which the client's 64 KiB
+	// window lets 64 KiB out; the rest stays owed.
+	waitFor(t, "the call to be answered", func() bool {
+		return testutil.ToFloat64(s.metrics.requests.WithLabelValues("lm", "infer", "grpc", "200")) == 1
+	})
+	waitFor(t, "the owed response to be all that is held", func() bool {
+		used := s.budget.inUse()
+		return used > 300<<10 && used < 400<<10
+	})
+	c.conn.Close()
+	waitFor(t, "the budget to empty once the connection closed", func() bool { return s.budget.inUse() == 0 })
 }

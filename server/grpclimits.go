@@ -63,9 +63,11 @@ type grpcCall struct {
 	start  time.Time
 	stream bool // a client stream: ModelStreamInfer, reflection
 	// res is the reservation its (last) message was read under, for the
-	// handler to charge the decoded tensors to and release.
-	mu  sync.Mutex
-	res *reservation
+	// handler to charge the decoded tensors to and release; handed is the
+	// one the handler holds (owe takes the response's bytes from it).
+	mu     sync.Mutex
+	res    *reservation
+	handed *reservation
 }
 
 type callKey struct{}
@@ -80,19 +82,43 @@ func callOf(ctx context.Context) *grpcCall {
 // takeReservation hands the reservation of the call's message to its
 // handler, or a new one of b (nil call, or none taken; nil b: nil).
 func (c *grpcCall) takeReservation(ctx context.Context, b *budget) *reservation {
-	if c != nil {
-		c.mu.Lock()
-		res := c.res
-		c.res = nil
-		c.mu.Unlock()
-		if res != nil {
-			return res
+	if c == nil {
+		if b == nil {
+			return nil
 		}
+		return b.reserve(ctx)
 	}
-	if b == nil {
-		return nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	res := c.res
+	c.res = nil
+	if res == nil && b != nil {
+		res = b.reserve(ctx)
 	}
-	return b.reserve(ctx)
+	if b != nil {
+		c.handed = res
+	}
+	return res
+}
+
+// owe moves n bytes of the call's share of the budget to its connection:
+// a response grpc-go is about to send, which it holds until the client
+// reads it, and which is released as the connection writes bytes (or
+// closes). It is taken from the reservation the handler holds, so it is
+// already charged.
+func (c *grpcCall) owe(n int64) {
+	if c == nil || c.conn == nil || n <= 0 {
+		return
+	}
+	c.mu.Lock()
+	res := c.handed
+	c.mu.Unlock()
+	if res == nil {
+		return
+	}
+	n = min(n, res.held)
+	res.held -= n
+	c.conn.owe(n)
 }
 
 // trusted reports whether the call's connection has sent only small
@@ -257,10 +283,23 @@ func (s *clientStream) RecvMsg(m any) error {
 // not take is given back when the call ends.
 func (g *GRPCServer) readOne(ctx context.Context, dec func(any) error, m any) error {
 	call := callOf(ctx)
+	if call != nil && call.conn != nil && call.conn.reads != nil {
+		// A connection reads at most grpcReadsPerConn messages at once.
+		wait := time.NewTimer(time.Until(call.start.Add(g.s.opts.GRPC.FirstMessageTimeout)))
+		select {
+		case call.conn.reads <- struct{}{}:
+			wait.Stop()
+			defer func() { <-call.conn.reads }()
+		case <-wait.C:
+			return status.Errorf(codes.DeadlineExceeded, "the message did not arrive within %v of the call (server.grpc.first_message_timeout): its connection was reading %d others", g.s.opts.GRPC.FirstMessageTimeout, grpcReadsPerConn)
+		case <-ctx.Done():
+			wait.Stop()
+			return grpcError(context.Cause(ctx))
+		}
+	}
 	res := g.s.budget.reserve(ctx)
-	res.trusted = call.trusted()
-	res.small = res.trusted // may use the share for small requests
-	if err := res.grow(g.s.opts.MaxBodyBytes); err != nil {
+	res.trusted = call.trusted() // waits first, and may use the share for small requests
+	if err := res.grow(readReservation * g.s.opts.MaxBodyBytes); err != nil {
 		res.release()
 		return grpcError(err)
 	}
@@ -273,7 +312,7 @@ func (g *GRPCServer) readOne(ctx context.Context, dec func(any) error, m any) er
 		n = int64(proto.Size(pm))
 	}
 	res.settle(n)
-	res.small = n <= smallRequest
+	res.small, res.trusted = n <= smallRequest, false
 	call.sawMessage(n)
 	if call == nil {
 		res.release()
@@ -303,6 +342,7 @@ func (g *GRPCServer) receive(ctx context.Context, call *grpcCall, dec func(any) 
 		deadline = call.start.Add(g.s.opts.GRPC.FirstMessageTimeout)
 	}
 	rate := g.s.opts.MinBodyRate
+	trusted := call.trusted()
 	tick := time.NewTimer(min(time.Until(deadline), rateCheck))
 	defer tick.Stop()
 	for {
@@ -317,7 +357,10 @@ func (g *GRPCServer) receive(ctx context.Context, call *grpcCall, dec func(any) 
 				g.stalled(call)
 				return status.Errorf(codes.DeadlineExceeded, "the message did not arrive within %v of the call (server.grpc.first_message_timeout)", g.s.opts.GRPC.FirstMessageTimeout)
 			}
-			if call != nil && call.conn != nil {
+			// A known small client is not held to the rate: its message
+			// is in already, and a read that has not returned is a
+			// server short of processor time, not a client stalling.
+			if call != nil && call.conn != nil && !trusted {
 				got := call.conn.received.Load() - base
 				if float64(got) < float64(rate)*elapsed.Seconds()-budgetChunk {
 					g.stalled(call)
@@ -329,6 +372,18 @@ func (g *GRPCServer) receive(ctx context.Context, call *grpcCall, dec func(any) 
 		}
 	}
 }
+
+// readReservation is what a read takes from the budget before it starts,
+// in messages at the limit: grpc-go holds a message three times over as it
+// decodes it (the frames as they arrived, the contiguous copy its proto
+// codec makes of them, the decoded message), and frees the first two once
+// decoded, when the reservation is settled to the message's size.
+const readReservation = 3
+
+// grpcReadsPerConn is the most messages one connection reads at once
+// (more wait their turn): a connection's stalled reads cannot take more
+// than this many reservations, and its progress is theirs to share.
+const grpcReadsPerConn = 4
 
 // rateCheck is how often a read's progress is checked.
 const rateCheck = 250 * time.Millisecond

@@ -65,7 +65,11 @@ func (s *Server) body(c *gin.Context) (rd io.Reader, res *reservation, err error
 	r.Body = newStallGuard(http.MaxBytesReader(c.Writer, r.Body, limit), http.NewResponseController(c.Writer), s.opts.MinBodyRate)
 	raw := &charged{r: &limited{r: r.Body, n: limit}, res: res, sized: r.ContentLength >= 0, left: r.ContentLength}
 	var zr io.ReadCloser
-	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
+	if enc != "" && enc != "identity" {
+		res.small = false // what it inflates to is not known
+	}
+	switch enc {
 	case "", "identity":
 		return raw, res, nil
 	case "gzip", "x-gzip":
@@ -92,7 +96,6 @@ func (s *Server) body(c *gin.Context) (rd io.Reader, res *reservation, err error
 	res.closers = append(res.closers, zr)
 	// The inflated bytes are what the decoder holds: they are charged
 	// beside the compressed ones, which the inflater has read.
-	res.small = false
 	return &charged{r: &limited{r: zr, n: limit}, res: res}, res, nil
 }
 
@@ -101,22 +104,24 @@ func (s *Server) body(c *gin.Context) (rd io.Reader, res *reservation, err error
 // the reader buffer in front of it, as allocated (TestInflaterBytes).
 const inflaterBytes = 48 << 10
 
-// stallGuard fails a body that does not keep arriving: its n-th byte must
-// arrive within (n + budgetChunk)/rate of its first read (so the first
-// 64 KiB get a second at the default 64 KiB/s, and 8 MiB get 129 s, which
-// the server's read timeout cuts shorter). A read that waits past that is
-// ended by moving the connection's read deadline to now, and fails with
+// stallGuard fails a body that does not keep arriving: counting only the
+// time the server spends waiting in its reads (not the time it takes to
+// decode what it read, or to wait for room in the budget), the n-th byte
+// must arrive within (n + budgetChunk)/rate (so the first 64 KiB get a
+// second at the default 64 KiB/s, and 8 MiB get 129 s, which the server's
+// read timeout cuts shorter). A read that waits past that is ended by
+// moving the connection's read deadline to now, and fails with
 // ErrSlowBody; the request then answers 408 and gives its budget back.
 // Without the deadline (a writer that cannot set one) the stall is still
 // reported once the read returns.
 type stallGuard struct {
 	io.ReadCloser
-	rc    *http.ResponseController
-	rate  int64
-	start time.Time
-	read  int64
-	timer *time.Timer
-	fired atomic.Bool
+	rc     *http.ResponseController
+	rate   int64
+	read   int64
+	waited time.Duration // in reads
+	timer  *time.Timer
+	fired  atomic.Bool
 }
 
 func newStallGuard(r io.ReadCloser, rc *http.ResponseController, rate int64) io.ReadCloser {
@@ -130,19 +135,18 @@ func (g *stallGuard) Read(p []byte) (int, error) {
 	if g.fired.Load() {
 		return 0, g.slow()
 	}
-	now := time.Now()
-	if g.start.IsZero() {
-		g.start = now
+	if g.timer == nil {
 		g.timer = time.AfterFunc(time.Hour, func() {
 			g.fired.Store(true)
 			g.rc.SetReadDeadline(time.Now())
 		})
-		g.timer.Stop()
 	}
-	due := g.start.Add(time.Duration(float64(g.read+budgetChunk) / float64(g.rate) * float64(time.Second)))
-	g.timer.Reset(due.Sub(now))
+	allowed := time.Duration(float64(g.read+budgetChunk) / float64(g.rate) * float64(time.Second))
+	start := time.Now()
+	g.timer.Reset(allowed - g.waited)
 	n, err := g.ReadCloser.Read(p)
 	g.timer.Stop()
+	g.waited += time.Since(start)
 	g.read += int64(n)
 	if g.fired.Load() && err != nil {
 		return n, g.slow()
@@ -152,7 +156,7 @@ func (g *stallGuard) Read(p []byte) (int, error) {
 
 func (g *stallGuard) slow() error {
 	return fmt.Errorf("%w: %d bytes in %v, under the minimum of %d bytes a second (min_body_rate)",
-		ErrSlowBody, g.read, time.Since(g.start).Round(time.Millisecond), g.rate)
+		ErrSlowBody, g.read, g.waited.Round(time.Millisecond), g.rate)
 }
 
 // limited fails with ErrTooLarge once more than n bytes have been read.

@@ -194,6 +194,7 @@ func (s *Server) Start() {
 		s.startLocked(m)
 	}
 	s.wg.Go(func() { s.janitor(s.stop) })
+	s.wg.Go(func() { s.returnMemory(s.stop) })
 	if s.measured != nil {
 		s.wg.Go(func() { s.measured.run(s.stop, s.table, s.opts.TrafficSteps) })
 	}

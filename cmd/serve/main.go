@@ -219,6 +219,7 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 	if cfg.Server.Budget.Bytes == 0 {
 		cfg.Server.Budget.Bytes = budgetFromMemory(cfg.Server.MaxBodyBytes)
 	}
+	memLimit := setSoftMemoryLimit(cfg.Server.Budget.Bytes)
 	srv, err := server.New(entries, cfg.Server, server.Deps{Log: log, Pools: pools, Repository: repo, Failed: loadFailed,
 		Management: mgmt, Build: build})
 	if err != nil {
@@ -288,7 +289,7 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 		"unavailable", len(unavailable), "model_control_mode", cfg.Server.ModelControlMode, "management", mgmtAddr,
 		"management_token", mgmt.Token != "",
 		"llc_bytes", cfg.Server.CacheBytes, "private_cache_bytes", cfg.Server.PrivateCacheBytes,
-		"cpu", host.Get().Model, "kernels", rnn.KernelImpl(), "budget_bytes", cfg.Server.Budget.Bytes, "max_connections", cfg.Server.MaxConnections,
+		"cpu", host.Get().Model, "kernels", rnn.KernelImpl(), "budget_bytes", cfg.Server.Budget.Bytes, "go_memory_limit", memLimit, "max_connections", cfg.Server.MaxConnections,
 		"version", build.Version, "commit", build.Commit)
 	if cfg.Server.ModelControlMode == server.ControlExplicit && mgmt.Token == "" && !loopback(ln.Addr()) && mln == nil {
 		log.Warn("model control is explicit with no token on an address other hosts reach: anyone who reaches it can load and unload models; set -management-token-file or -management-listen",

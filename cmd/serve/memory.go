@@ -78,3 +78,35 @@ func budgetFromMemory(maxBody int64) int64 {
 	}
 	return 0
 }
+
+// softMemoryLimit is the Go runtime's soft memory limit serve sets when
+// the environment sets none (GOMEMLIMIT): three times the memory budget
+// and 256 MiB, at most three quarters of the memory the process may use
+// (mem, 0 when unknown). The budget bounds the request bytes in flight;
+// the process holds them a few times over at their peak (wire bytes,
+// their decoded form, the copies a codec makes on the way) beside its
+// models and buffers, and the collector, left to its default pacing, lets
+// the heap grow to twice what is live. A soft limit makes it collect
+// sooner as the heap nears it, so a burst of large requests does not
+// double the process's memory (docs/api.md, "Limits under load").
+func softMemoryLimit(budget, mem int64) int64 {
+	if budget <= 0 {
+		budget = server.DefaultBudgetBytes
+	}
+	limit := 3*budget + 256<<20
+	if mem > 0 {
+		limit = min(limit, mem/4*3)
+	}
+	return limit
+}
+
+// setSoftMemoryLimit sets softMemoryLimit unless GOMEMLIMIT set one; it
+// returns the limit in force.
+func setSoftMemoryLimit(budget int64) int64 {
+	if cur := debug.SetMemoryLimit(-1); cur != math.MaxInt64 {
+		return cur
+	}
+	limit := softMemoryLimit(budget, machineMemory())
+	debug.SetMemoryLimit(limit)
+	return limit
+}

@@ -224,3 +224,20 @@ func TestStreamsEndAtShutdown(t *testing.T) {
 		t.Errorf("exited %v after SIGTERM, want within the lame duck and 5s", took)
 	}
 }
+
+// TestSoftMemoryLimit: the runtime's soft limit is three budgets and 256
+// MiB, at most three quarters of the memory; GOMEMLIMIT, when set, is
+// left alone (TestServeFromEnvironment's process has none, and logs the
+// limit it set).
+func TestSoftMemoryLimit(t *testing.T) {
+	for _, c := range []struct{ budget, mem, want int64 }{
+		{256 << 20, 24 << 30, 1024 << 20},
+		{256 << 20, 1 << 30, 768 << 20},
+		{64 << 20, 0, 448 << 20},
+		{0, 0, 3*server.DefaultBudgetBytes + 256<<20},
+	} {
+		if got := softMemoryLimit(c.budget, c.mem); got != c.want {
+			t.Errorf("budget %d, memory %d: %d, want %d", c.budget, c.mem, got, c.want)
+		}
+	}
+}
