@@ -17,8 +17,9 @@
 // worker that exits for a crash it cannot minimise: it writes the input to
 // testdata/fuzz/<Target>/ and stops at once, instead of spending the run
 // minimising an input each try of which takes the whole time bound. The
-// worker's own output is discarded by the fuzzer, so re-run the recorded
-// input (`go test -run <Target>/<file>`) to read the report. Outside
+// worker's own output is discarded by the fuzzer, so a worker also writes
+// the report to $TMPDIR/fuzzbound-<Target>-<pid>.txt; re-running the
+// recorded input (`go test -run <Target>/<file>`) prints it again. Outside
 // fuzzing, the seed corpus runs through the same bounds, so a regression
 // fails `go test` the same way.
 //
@@ -43,6 +44,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"strings"
@@ -206,13 +208,18 @@ func (w *watch) fail(code int, what string, elapsed time.Duration, returned bool
 	if w.input != nil {
 		fmt.Fprintf(&b, "    input sha256 %x, first bytes %q\n", sha256.Sum256(w.input), head(w.input, 256))
 	}
-	if isFuzzWorker() {
-		b.WriteString("    the fuzzer records this input under testdata/fuzz; re-run it with go test -run to see this report\n")
-	}
 	if !returned {
 		buf := make([]byte, 64<<10)
 		buf = buf[:runtime.Stack(buf, true)]
 		fmt.Fprintf(&b, "    goroutines (first %d bytes):\n%s\n", len(buf), buf)
+	}
+	if isFuzzWorker() {
+		// The fuzzer discards a worker's output: the report goes to a file
+		// as well, and the fuzzer records the input under testdata/fuzz.
+		p := filepath.Join(os.TempDir(), fmt.Sprintf("fuzzbound-%s-%d.txt", strings.NewReplacer("/", "_", " ", "_").Replace(w.name), os.Getpid()))
+		if os.WriteFile(p, []byte(b.String()), 0o644) == nil {
+			fmt.Fprintf(&b, "    report written to %s\n", p)
+		}
 	}
 	os.Stderr.WriteString(b.String())
 	os.Exit(code)

@@ -27,12 +27,14 @@ func TestHelper(t *testing.T) {
 	case "slow":
 		lim.Run(t, 0, func() { time.Sleep(time.Hour) })
 	case "hog":
+		lim.Time = time.Minute // the memory bound must stop it, on a busy machine too
 		lim.Run(t, 0, func() {
 			for range 4096 { // 4 GiB unless stopped
 				sink = append(sink, make([]byte, 1<<20))
 			}
 		})
 	case "deep":
+		lim.Time = time.Minute
 		lim.Run(t, 0, func() { deep(1 << 30) })
 	case "fine":
 		lim.Run(t, 1000, func() { sink = append(sink, make([]byte, 1<<20)) })
@@ -153,6 +155,7 @@ func TestFuzzerRecordsSlowInput(t *testing.T) {
 		t.Skip("runs the fuzzer")
 	}
 	dir := t.TempDir()
+	t.Setenv("TMPDIR", dir)
 	r := helper(t, dir, "fuzz", "-test.run=^$", "-test.fuzz=^FuzzHelper$", "-test.fuzztime=60s",
 		"-test.parallel=1", "-test.fuzzcachedir="+filepath.Join(dir, "cache"))
 	if r.code == 0 || !strings.Contains(r.out, "exit status 3") {
@@ -171,6 +174,12 @@ func TestFuzzerRecordsSlowInput(t *testing.T) {
 	}
 	if !bytes.HasPrefix(rec, []byte("go test fuzz v1\n[]byte(")) {
 		t.Errorf("recorded input %q", rec)
+	}
+	reports, _ := filepath.Glob(filepath.Join(dir, "fuzzbound-FuzzHelper-*.txt"))
+	if len(reports) != 1 {
+		t.Errorf("%d report files in $TMPDIR, want 1", len(reports))
+	} else if text, _ := os.ReadFile(reports[0]); !strings.Contains(string(text), "ran for") {
+		t.Errorf("report %q", text)
 	}
 	// Re-running the recorded input prints the report.
 	name := "FuzzHelper/" + filepath.Base(found[0])
