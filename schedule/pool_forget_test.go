@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"rnnserve/rnn"
 )
 
 // TestPoolForgetsJob: once a job is done the pool holds nothing of it, so
@@ -32,4 +34,45 @@ func TestPoolForgetsJob(t *testing.T) {
 			t.Fatal("the job's function is still reachable from the pool after it finished")
 		}
 	}
+}
+
+// TestStepperForgetsSequences: once its sequences are removed, a Stepper
+// keeps nothing of them (their inputs, projections and outputs), neither
+// in its slot list nor in the operands of the last step it ran: a lane
+// that goes idle after a large batch holds no memory of it.
+func TestStepperForgetsSequences(t *testing.T) {
+	net := randomNet(t, rnn.Config{Cell: rnn.GRU, Input: 4, Hidden: 8, Layers: 2}, 1)
+	st, err := NewStepper(net, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	freed := make(chan struct{}, 3)
+	func() {
+		var qs []*Sequence
+		for range 3 {
+			q := &Sequence{Features: make([]float32, 5*4), Head: HeadAll, Outputs: true}
+			runtime.SetFinalizer(q, func(*Sequence) { freed <- struct{}{} })
+			if err := st.Add(q); err != nil {
+				t.Fatal(err)
+			}
+			qs = append(qs, q)
+		}
+		for st.Active() > 0 {
+			for _, q := range st.Step() {
+				st.Remove(q)
+			}
+		}
+	}()
+	for n, deadline := 0, time.Now().Add(5*time.Second); n < 3; {
+		runtime.GC()
+		select {
+		case <-freed:
+			n++
+		case <-time.After(10 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of 3 removed sequences are still reachable from the stepper", 3-n)
+			}
+		}
+	}
+	runtime.KeepAlive(st)
 }

@@ -395,7 +395,14 @@ func (s *Stepper) Remove(q *Sequence) {
 		}
 	}
 	s.seqs[q.slot], moved.slot = moved, q.slot
+	s.seqs[last] = nil // the backing array must not keep a sequence (its input and projections) alive
 	s.seqs = s.seqs[:last]
+	if last == 0 {
+		// Nor must the last step's operands, which point into the
+		// sequences' buffers, outlive the batch.
+		clear(s.steps[:cap(s.steps)])
+		s.steps = s.steps[:0]
+	}
 }
 
 // Step advances every active sequence by one time step. Every active

@@ -307,7 +307,7 @@ func drainBody(r *http.Request, limit int64) {
 
 // returnMemory gives the memory of a burst of requests back to the
 // operating system once the burst is over: when the budget has held more
-// than memoryBurst since the last look and holds nothing now, it runs the
+// than memoryBurst since the last look and holds little now, it runs the
 // collector and returns the freed memory (debug.FreeOSMemory), twice, so
 // that buffers parked in sync.Pools (grpc-go's, the JSON decoder's) go
 // too. Left to itself, an idle Go process collects only every two minutes
@@ -325,7 +325,7 @@ func (s *Server) returnMemory(stop <-chan struct{}) {
 		}
 		peak, used := s.budget.takePeak()
 		busy = busy || peak > memoryBurst
-		if busy && used == 0 {
+		if busy && used <= memoryIdle {
 			debug.FreeOSMemory()
 			debug.FreeOSMemory()
 			busy = false
@@ -333,6 +333,10 @@ func (s *Server) returnMemory(stop <-chan struct{}) {
 	}
 }
 
-// memoryBurst is the budget use after which an idle server returns its
-// memory.
-const memoryBurst = 32 << 20
+// memoryBurst is the budget use after which a server that is back to
+// using at most memoryIdle returns its memory (a few small requests go
+// on being served through a burst and after it).
+const (
+	memoryBurst = 32 << 20
+	memoryIdle  = 1 << 20
+)
