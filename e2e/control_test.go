@@ -190,7 +190,7 @@ func TestModelControl(t *testing.T) {
 		broken := filepath.Join(dir, "broken")
 		writeFile(t, filepath.Join(broken, "a", "model.yaml"), spec)
 		writeFile(t, filepath.Join(broken, "bad", "model.yaml"), "cell: lstm\nhidden_size: 0\n")
-		p, err := startProcess("exit", dir, bin, "-listen", "127.0.0.1:0", "-grpc-listen", "off", "-model-repository", broken)
+		p, err := startProcess("exit", dir, bin, "-listen", "127.0.0.1:0", "-grpc-listen", "off", "-model-repository", broken, "-exit-on-error", "on")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestModelControl(t *testing.T) {
 			p.kill()
 			t.Fatal("serve did not exit on a broken model")
 		}
-		if p.err == nil || !strings.Contains(p.tail(), "exit_on_error is on (-exit-on-error off starts with the models that load)") ||
+		if p.err == nil || !strings.Contains(p.tail(), "exit_on_error is on (off, the default, starts with the models that load)") ||
 			!strings.Contains(p.tail(), "event=load_failed model=bad") {
 			t.Errorf("exit %v, log:\n%s", p.err, p.tail())
 		}
@@ -209,7 +209,7 @@ func TestModelControl(t *testing.T) {
 			var rest, grpcAddr string
 			_, rest = startOnFreePort(ctx, t, "keepgoing", dir, bin, func(addr string) []string {
 				grpcAddr = freeAddr(t)
-				return []string{"-listen", addr, "-grpc-listen", grpcAddr, "-model-repository", broken, "-exit-on-error", "off"}
+				return []string{"-listen", addr, "-grpc-listen", grpcAddr, "-model-repository", broken}
 			}, "/v2/health/live")
 			return rest, grpcAddr
 		}()

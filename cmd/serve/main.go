@@ -127,7 +127,7 @@ type managementConfig struct {
 
 func defaultConfig() config {
 	return config{Listen: "127.0.0.1:8080", GRPCListen: "127.0.0.1:8081", LameDuck: 5 * time.Second, DrainTimeout: 30 * time.Second,
-		ExitOnError: true, ReadTimeout: 30 * time.Second, Log: logConfig{Format: "text", Level: logLevel(slog.LevelInfo), Access: true},
+		ReadTimeout: 30 * time.Second, Log: logConfig{Format: "text", Level: logLevel(slog.LevelInfo), Access: true},
 		Server: server.DefaultOptions()}
 }
 
@@ -231,7 +231,7 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 		for _, f := range unavailable {
 			why = append(why, f.Name+": "+f.Err.Error())
 		}
-		return fmt.Errorf("%d of %d models failed to load, and exit_on_error is on (-exit-on-error off starts with the models that load): %s",
+		return fmt.Errorf("%d of %d models failed to load, and exit_on_error is on (off, the default, starts with the models that load): %s",
 			len(unavailable), len(entries)+len(loadFailed), strings.Join(why, "; "))
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -511,6 +511,11 @@ func loadModels(log *slog.Logger, cfg config) (repo *server.Repository, where st
 				e, err = server.Entry{Name: modelName(p), Model: &models.Model{Spec: amb.Spec, Source: amb.Source}}, nil
 			}
 			if err != nil {
+				if !cfg.PrintSpec {
+					// A file the operator named is never skipped:
+					// exit_on_error covers the repository's folders.
+					return nil, "", nil, nil, fmt.Errorf("model %s: %w", modelName(p), err)
+				}
 				failed = append(failed, server.Failure{Name: modelName(p), Err: err})
 				continue
 			}
