@@ -97,7 +97,7 @@ func TestConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: this test builds and runs the server")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout+runTimeout) // serveRepository builds first
 	defer cancel()
 	var repo string
 	addr, grpcAddr := serveRepository(ctx, t, func(root, dir, r string) []string {

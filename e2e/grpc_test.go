@@ -336,7 +336,7 @@ func TestGRPCProtocol(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: this test builds and runs the server")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout+runTimeout) // serveRepository builds first
 	defer cancel()
 	_, grpcAddr := serveRepository(ctx, t, func(_, dir, _ string) []string {
 		cfg := filepath.Join(dir, "serve.yaml")
