@@ -72,6 +72,8 @@ func shortcutPlans(t testing.TB) map[string][2]any {
 		"gru-bidir-A-b2":     {rnn.Config{Cell: rnn.GRU, Input: 8, Hidden: 24, Layers: 3, Bidirectional: true}, schedule.A, 7, 2},
 		"gru-bidir-A+-b2":    {rnn.Config{Cell: rnn.GRU, Input: 8, Hidden: 24, Layers: 3, Bidirectional: true}, schedule.APlus, 7, 2},
 		"lstm-proj-A":        {rnn.Config{Cell: rnn.LSTM, Input: 10, Hidden: 20, Proj: 8, Layers: 2}, schedule.A, 9, 1},
+		"elman-bidir-A-b2":   {rnn.Config{Cell: rnn.RNNReLU, Input: 8, Hidden: 24, Layers: 2, Bidirectional: true}, schedule.A, 7, 2},
+		"elman-head-A+":      {rnn.Config{Cell: rnn.RNNTanh, Input: 16, Hidden: 40, Layers: 2, Vocab: 30, HeadOut: 30}, schedule.APlus, 10, 1},
 	} {
 		prog, p := dryPlan(t, tc.cfg, tc.s, tc.T, tc.B)
 		plans[name] = [2]any{prog, p}

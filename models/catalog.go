@@ -156,8 +156,9 @@ func GNMT() App {
 //     (the width that re-implementation uses).
 //   - Simplified: Deep Speech has one bidirectional recurrent layer among
 //     four non-recurrent (clipped ReLU) layers; following the DRE paper's
-//     "5 RNN layers" we model five bidirectional LSTM layers (the engine
-//     has LSTM and GRU cells, not Deep Speech's plain recurrent cell), and
+//     "5 RNN layers" we model five bidirectional LSTM layers, the cell of
+//     the paper's own benchmarks (Deep Speech's plain recurrent cell is
+//     the engine's rnn_relu, with a quarter of an LSTM's weights), and
 //     leave the dense layers out.
 func DeepSpeech1() App {
 	return App{

@@ -84,10 +84,11 @@ func TestUserGoldens(t *testing.T) {
 }
 
 // openGolden opens a golden weights file as the operator would: alone,
-// or with the head input expect.yaml states (what -head-input passes),
-// since no state_dict records it. Over a bidirectional RNN, opening it
-// alone must be refused with the line that settles it; over one
-// direction it must load with a head on every step whose last row is
+// or with what expect.yaml states and no state_dict records (what
+// -head-input and -nonlinearity pass): where the head reads, and an
+// nn.RNN's nonlinearity. Opening it alone must be refused, with the line
+// that settles it, over a bidirectional head or any nn.RNN; a head over
+// one direction must load reading every step, and its last row must be
 // what the stated head input gives (the meanings agree there).
 func openGolden(t *testing.T, file, expect string) *models.Model {
 	t.Helper()
@@ -99,6 +100,21 @@ func openGolden(t *testing.T, file, expect string) *models.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var opt models.OpenOptions
+	var lines []string // what the refusal of the file alone must say to add
+	mods := want.Modules()
+	for _, m := range mods {
+		if nl, ok := strings.CutPrefix(m.Cell, "rnn_"); ok {
+			opt.Nonlinearity = nl
+			lines = append(lines, `write "cell: rnn_tanh"`)
+		}
+	}
+	if want.Head != nil {
+		opt.HeadInput = want.Head.Input
+		if opt.HeadInput != "" && mods[len(mods)-1].Bidirectional {
+			lines = append(lines, `add "input: h_n"`)
+		}
+	}
 	alone, err := models.Open(file)
 	if strings.HasSuffix(file, ".onnx") {
 		// The graph shows where the head reads.
@@ -107,33 +123,32 @@ func openGolden(t *testing.T, file, expect string) *models.Model {
 		}
 		return alone
 	}
-	if want.Head == nil || want.Head.Input == "" {
+	if opt == (models.OpenOptions{}) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		return alone
 	}
-	hi := want.Head.Input
-	mods := want.Modules()
-	if mods[len(mods)-1].Bidirectional {
+	if len(lines) > 0 {
 		var amb *models.AmbiguousError
-		if !errors.As(err, &amb) || !errors.Is(err, models.ErrAmbiguous) || !strings.Contains(err.Error(), `add "input: h_n"`) ||
-			!amb.Source.Inferred || amb.Spec == nil {
-			t.Errorf("opened alone: %v, want an *AmbiguousError naming the line to add", err)
+		if !errors.As(err, &amb) || !errors.Is(err, models.ErrAmbiguous) || !amb.Source.Inferred || amb.Spec == nil {
+			t.Fatalf("opened alone: %v, want an *AmbiguousError", err)
 		}
-		if err == nil {
-			t.FailNow()
+		for _, l := range lines {
+			if !strings.Contains(err.Error(), l) {
+				t.Errorf("opened alone: %v, want it to say %q", err, l)
+			}
 		}
 	} else if err != nil {
 		t.Fatalf("opened alone: %v", err)
 	} else if alone.Net.HeadInput != rnn.HeadEveryStep {
 		t.Errorf("opened alone: head input %v, want every_step", alone.Net.HeadInput)
 	}
-	m, err := models.OpenWith(file, models.OpenOptions{HeadInput: hi})
+	m, err := models.OpenWith(file, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if alone != nil && err == nil {
+	if alone != nil {
 		// One direction: every_step's last row is the head on h_n.
 		io, err := safetensors.ReadFile(filepath.Join(filepath.Dir(expect), "io.safetensors"))
 		if err != nil {
@@ -143,7 +158,7 @@ func openGolden(t *testing.T, file, expect string) *models.Model {
 		every, one := runA(t, alone.Net, in), runA(t, m.Net, in)
 		last := every[(in.T-1)*in.B*alone.Net.HeadOut:]
 		if err := closeTo(last, one, 1e-6); err != nil {
-			t.Errorf("every_step's last row against %s: %v", hi, err)
+			t.Errorf("every_step's last row against %s: %v", opt.HeadInput, err)
 		}
 	}
 	return m

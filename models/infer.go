@@ -75,7 +75,9 @@ func (m *module) String() string {
 // (head.input): the inferred spec leaves it unset, which means
 // every_step over a unidirectional RNN, where every_step, last_step and
 // h_n agree; over a bidirectional one the spec's Config is an
-// *AmbiguousError until head.input is set. Where the tensors fit more than
+// *AmbiguousError until head.input is set. An nn.RNN's nonlinearity is
+// not in its state_dict either: its modules get cell "rnn", an
+// *AmbiguousError until it is rnn_tanh or rnn_relu. Where the tensors fit more than
 // one model, the *InferError lists the candidates and the prefixes key
 // that settles it. The returned spec sets Prefixes only where they differ
 // from DefaultPrefixes.
@@ -332,7 +334,7 @@ func findModules(shapes map[string][]int) (mods []*module, used map[string]bool,
 					hidden, proj = whr[1], out
 				}
 				if hidden < 1 || whh[0] != rows || rows%hidden != 0 {
-					bad("layer %d: weight_ih %v and weight_hh %v fit no LSTM or GRU", k, wih, whh)
+					bad("layer %d: weight_ih %v and weight_hh %v fit no LSTM, GRU or nn.RNN", k, wih, whh)
 					ok = false
 					break
 				}
@@ -343,17 +345,17 @@ func findModules(shapes map[string][]int) (mods []*module, used map[string]bool,
 				case 3:
 					cell = "gru"
 				case 1:
-					bad("layer %d: one gate block: an nn.RNN (Elman) cell, which is not supported (LSTM and GRU are)", k)
-					ok = false
+					// nn.RNN: its state_dict does not say tanh or relu.
+					cell = "rnn"
 				default:
-					bad("layer %d: %d rows for hidden size %d is %d gate blocks, want 4 (LSTM) or 3 (GRU)", k, rows, hidden, rows/hidden)
+					bad("layer %d: %d rows for hidden size %d is %d gate blocks, want 4 (LSTM), 3 (GRU) or 1 (nn.RNN)", k, rows, hidden, rows/hidden)
 					ok = false
 				}
 				if !ok {
 					break
 				}
 				if proj > 0 && cell != "lstm" {
-					bad("layer %d: weight_hr on a GRU", k)
+					bad("layer %d: weight_hr on a %s (projection is LSTM only)", k, map[string]string{"gru": "GRU", "rnn": "nn.RNN"}[cell])
 					ok = false
 					break
 				}

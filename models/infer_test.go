@@ -93,11 +93,16 @@ func TestInferErrors(t *testing.T) {
 		msg  []string
 	}{
 		{"no RNN", func() tensorSet { return tensorSet{"fc.weight": {3, 4}} }, []string{"no RNN module"}},
-		{"Elman RNN", func() tensorSet { s := tensorSet{}; lstmTensors(s, "rnn", 4, 5, 1, 1); return s }, []string{"nn.RNN"}},
+		{"projection on an nn.RNN", func() tensorSet {
+			s := tensorSet{}
+			lstmTensors(s, "rnn", 4, 5, 1, 1)
+			s["rnn.weight_hh_l0"], s["rnn.weight_hr_l0"] = []int{5, 3}, []int{3, 5}
+			return s
+		}, []string{"weight_hr on a nn.RNN"}},
 		{"five gate blocks", func() tensorSet { s := tensorSet{}; lstmTensors(s, "rnn", 4, 5, 5, 1); return s }, []string{"5 gate blocks"}},
 		{"rows not a multiple", func() tensorSet {
 			return tensorSet{"rnn.weight_ih_l0": {13, 4}, "rnn.weight_hh_l0": {13, 5}}
-		}, []string{"fit no LSTM or GRU"}},
+		}, []string{"fit no LSTM, GRU or nn.RNN"}},
 		{"one bias", func() tensorSet {
 			s := tensorSet{}
 			lstmTensors(s, "rnn", 4, 5, 4, 1)

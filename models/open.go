@@ -82,10 +82,18 @@ type OpenOptions struct {
 	// it; a state_dict cannot, which is fine over a unidirectional RNN
 	// and an *AmbiguousError over a bidirectional one.
 	HeadInput string
+	// Nonlinearity is that of the file's nn.RNN modules: tanh (nn.RNN's
+	// default) or relu. Empty leaves it to the file: ONNX graphs show it;
+	// a state_dict cannot, and its nn.RNN modules are an
+	// *AmbiguousError until it is stated.
+	Nonlinearity string
 }
 
 // apply sets the options on spec s, inferred from the weights file name.
 func (o OpenOptions) apply(s *Spec, name string) error {
+	if err := o.applyNonlinearity(s, name); err != nil {
+		return err
+	}
 	if o.HeadInput == "" {
 		return nil
 	}
@@ -102,12 +110,48 @@ func (o OpenOptions) apply(s *Spec, name string) error {
 	return nil
 }
 
+// applyNonlinearity makes the spec's nn.RNN cells rnn_tanh or rnn_relu.
+func (o OpenOptions) applyNonlinearity(s *Spec, name string) error {
+	if o.Nonlinearity == "" {
+		return nil
+	}
+	if o.Nonlinearity != "tanh" && o.Nonlinearity != "relu" {
+		return fmt.Errorf("%w: nonlinearity %q, want tanh or relu", ErrSpec, o.Nonlinearity)
+	}
+	want := "rnn_" + o.Nonlinearity
+	found := false
+	set := func(cell *string) error {
+		switch *cell {
+		case "rnn":
+			*cell, found = want, true
+		case "rnn_tanh", "rnn_relu":
+			if *cell != want {
+				return fmt.Errorf("%w: nonlinearity %s given, but the graph of %s says %s", ErrSpec, o.Nonlinearity, name, *cell)
+			}
+			found = true
+		}
+		return nil
+	}
+	if err := set(&s.Cell); err != nil {
+		return err
+	}
+	for i := range s.Layers {
+		if err := set(&s.Layers[i].Cell); err != nil {
+			return err
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: nonlinearity %s given, but %s has no nn.RNN module", ErrSpec, o.Nonlinearity, name)
+	}
+	return nil
+}
+
 // OpenFSWith is OpenFS with options for a weights file whose spec is
 // inferred.
 func OpenFSWith(fsys fs.FS, name string, opt OpenOptions) (*Model, error) {
 	m, err := openFS(fsys, name, opt)
 	if err == nil && !m.Source.Inferred && opt != (OpenOptions{}) {
-		return nil, fmt.Errorf("%w: %s is a spec: it states the head input itself (head.input), options are for a weights file alone", ErrSpec, name)
+		return nil, fmt.Errorf("%w: %s is a spec: it states the head input (head.input) and the nn.RNN nonlinearity (cell) itself; the options are for a weights file alone", ErrSpec, name)
 	}
 	return m, err
 }

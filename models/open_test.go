@@ -116,7 +116,7 @@ func TestOpenWrongFiles(t *testing.T) {
 		ts = append(ts, tn)
 	}
 	os.WriteFile(filepath.Join(dir, "bad.safetensors"), encodeTensors(t, ts), 0o644)
-	if _, err := Open(filepath.Join(dir, "bad.safetensors")); !errors.Is(err, ErrInfer) || !strings.Contains(err.Error(), "fit no LSTM or GRU") {
+	if _, err := Open(filepath.Join(dir, "bad.safetensors")); !errors.Is(err, ErrInfer) || !strings.Contains(err.Error(), "fit no LSTM, GRU or nn.RNN") {
 		t.Errorf("misshapen weights: %v", err)
 	}
 }
@@ -287,5 +287,31 @@ func TestOpenHeadInput(t *testing.T) {
 	}
 	if _, err := OpenWith("testdata/golden/onnx_gru_bidir/model.onnx", OpenOptions{HeadInput: "h_n"}); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), "has no head") {
 		t.Errorf("OpenWith a model without a head: %v", err)
+	}
+}
+
+// TestOpenNonlinearity: an nn.RNN's checkpoint alone is refused with the
+// line to write; OpenOptions.Nonlinearity states it for every nn.RNN
+// module of the file, and is refused for a value that is neither tanh
+// nor relu and for a file without an nn.RNN.
+func TestOpenNonlinearity(t *testing.T) {
+	file := "testdata/golden/stack_rnn_relu_bidir_lstm/model.pt"
+	_, err := Open(file)
+	var amb *AmbiguousError
+	if !errors.As(err, &amb) || !strings.Contains(err.Error(), `layers[0].cell: rnn`) || amb.Spec.Layers[0].Cell != "rnn" {
+		t.Fatalf("Open: %v, want an *AmbiguousError naming layers[0].cell", err)
+	}
+	for nl, want := range map[string]rnn.CellKind{"relu": rnn.RNNReLU, "tanh": rnn.RNNTanh} {
+		m, err := OpenWith(file, OpenOptions{Nonlinearity: nl})
+		if err != nil || m.Net.Layers[0][0].Cell != want || m.Net.Layers[1][0].Cell != rnn.LSTM || m.Spec.Layers[0].Cell != want.String() {
+			t.Errorf("OpenWith %s: %v", nl, err)
+		}
+	}
+	if _, err := OpenWith(file, OpenOptions{Nonlinearity: "sigmoid"}); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), `"sigmoid"`) {
+		t.Errorf("OpenWith sigmoid: %v", err)
+	}
+	if _, err := OpenWith("testdata/golden/ckpt_emb_lstm_fc_batchfirst/model.pt", OpenOptions{Nonlinearity: "tanh"}); !errors.Is(err, ErrSpec) ||
+		!strings.Contains(err.Error(), "no nn.RNN module") {
+		t.Errorf("OpenWith an LSTM: %v", err)
 	}
 }

@@ -19,7 +19,7 @@ import (
 // or, for several modules in sequence that differ in cell, size,
 // direction or projection, by Layers, one entry per module.
 type Spec struct {
-	Cell          string      `yaml:"cell,omitempty"`          // lstm | gru
+	Cell          string      `yaml:"cell,omitempty"`          // lstm | gru | rnn_tanh | rnn_relu (nn.RNN)
 	InputSize     int         `yaml:"input_size"`              // features per step, or embedding width
 	HiddenSize    int         `yaml:"hidden_size,omitempty"`   //
 	NumLayers     int         `yaml:"num_layers,omitempty"`    // default 1
@@ -114,7 +114,9 @@ var ErrAmbiguous = errors.New("models: the spec leaves open what the model compu
 
 // AmbiguousError is a spec that leaves unstated a key whose possible
 // values give different results and that no state_dict records: where
-// the head reads, over an RNN that runs in both directions (head.input).
+// the head reads, over an RNN that runs in both directions (head.input),
+// and the nonlinearity of an nn.RNN (cell: rnn, for rnn_tanh or
+// rnn_relu).
 // The model is not built: rnnserve never serves a guessed meaning. Each
 // entry of Open names the key, the values and the line to add. It
 // matches ErrAmbiguous and ErrSpec.
@@ -139,16 +141,46 @@ func (e *AmbiguousError) Error() string {
 // Is makes errors.Is(err, ErrAmbiguous) and errors.Is(err, ErrSpec) true.
 func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous || target == ErrSpec }
 
+// moduleOf names the PyTorch module of a spec's cell.
+func moduleOf(cell string) string {
+	switch cell {
+	case "lstm":
+		return "nn.LSTM"
+	case "gru":
+		return "nn.GRU"
+	}
+	return "nn.RNN"
+}
+
+// parseCell is rnn.ParseCell, with "rnn" (an nn.RNN whose nonlinearity
+// is not stated) taken as rnn_tanh for the shape: unstated refuses it.
+func parseCell(name string) (rnn.CellKind, error) {
+	if name == "rnn" {
+		return rnn.RNNTanh, nil
+	}
+	return rnn.ParseCell(name)
+}
+
 // unstated lists the keys the spec must state but does not, each with
 // the line that states it.
 func (s *Spec) unstated() []string {
 	var open []string
+	for i, l := range s.Layers {
+		if l.Cell == "rnn" {
+			open = append(open, fmt.Sprintf("layers[%d].cell: rnn does not say the nn.RNN's nonlinearity, which changes every output: "+
+				"write \"cell: rnn_tanh\" (nn.RNN's default, nonlinearity='tanh') or \"cell: rnn_relu\" in layers[%d]", i, i))
+		}
+	}
+	if s.Cell == "rnn" {
+		open = append(open, "cell: rnn does not say the nn.RNN's nonlinearity, which changes every output: "+
+			"write \"cell: rnn_tanh\" (nn.RNN's default, nonlinearity='tanh') or \"cell: rnn_relu\"")
+	}
 	mods := s.Modules()
 	top := mods[len(mods)-1]
 	if s.Head != nil && s.Head.Input == "" && top.Bidirectional {
 		open = append(open, fmt.Sprintf("head.input is not set, and the head reads a bidirectional %s, where every_step "+
 			"(fc(out), a row per step), last_step (fc(out[:, -1])) and h_n (fc(cat(h_n[-2], h_n[-1]))) give different results: "+
-			"add \"input: h_n\" under \"head:\" for a classifier on the final states (or input: every_step, or input: last_step)", top.Cell))
+			"add \"input: h_n\" under \"head:\" for a classifier on the final states (or input: every_step, or input: last_step)", moduleOf(top.Cell)))
 	}
 	return open
 }
@@ -233,7 +265,7 @@ func (s *Spec) Config() (rnn.Config, error) {
 func (s *Spec) shape() (rnn.Config, error) {
 	c := rnn.Config{Input: s.InputSize}
 	if len(s.Layers) == 0 {
-		cell, err := rnn.ParseCell(s.Cell)
+		cell, err := parseCell(s.Cell)
 		if err != nil {
 			return rnn.Config{}, fmt.Errorf("%w: cell: %w", ErrSpec, err)
 		}
@@ -246,7 +278,7 @@ func (s *Spec) shape() (rnn.Config, error) {
 			return c, fmt.Errorf("%w: layers has %d entries, limit 1024", ErrSpec, len(s.Layers))
 		}
 		for i, l := range s.Layers {
-			cell, err := rnn.ParseCell(l.Cell)
+			cell, err := parseCell(l.Cell)
 			if err != nil {
 				return c, fmt.Errorf("%w: layers[%d].cell: %w", ErrSpec, i, err)
 			}
@@ -261,7 +293,7 @@ func (s *Spec) shape() (rnn.Config, error) {
 			case l.ProjSize < 0 || l.ProjSize >= l.HiddenSize && l.ProjSize != 0:
 				return c, bad("proj_size", l.ProjSize, "0 or 1..hidden_size-1")
 			case l.ProjSize > 0 && cell != rnn.LSTM:
-				return c, bad("proj_size", l.ProjSize, "0 for gru")
+				return c, bad("proj_size", l.ProjSize, "0 (projection is LSTM only)")
 			}
 			for range l.NumLayers {
 				c.Stack = append(c.Stack, rnn.LayerConfig{Cell: cell, Hidden: l.HiddenSize, Proj: l.ProjSize, Bidirectional: l.Bidirectional})

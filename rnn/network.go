@@ -11,20 +11,31 @@ type CellKind uint8
 const (
 	LSTM CellKind = iota + 1
 	GRU
+	// RNNTanh and RNNReLU are Elman cells, PyTorch's nn.RNN with
+	// nonlinearity 'tanh' (its default) and 'relu': h' = act(W_ih x +
+	// b_ih + W_hh h + b_hh), one block of rows in W_ih and W_hh.
+	RNNTanh
+	RNNReLU
 )
 
-// ErrUnknownCell is returned for a cell name that is neither "lstm" nor "gru".
+// ErrUnknownCell is returned for a cell name ParseCell does not know.
 var ErrUnknownCell = errors.New("rnn: unknown cell type")
 
-// ParseCell returns the CellKind named s ("lstm" or "gru").
+// ParseCell returns the CellKind named s: "lstm", "gru", "rnn_tanh" or
+// "rnn_relu" (the names of torch's RNN modes and of ONNX's RNN
+// activations).
 func ParseCell(s string) (CellKind, error) {
 	switch s {
 	case "lstm":
 		return LSTM, nil
 	case "gru":
 		return GRU, nil
+	case "rnn_tanh":
+		return RNNTanh, nil
+	case "rnn_relu":
+		return RNNReLU, nil
 	}
-	return 0, fmt.Errorf("%w %q (want lstm or gru)", ErrUnknownCell, s)
+	return 0, fmt.Errorf("%w %q (want lstm, gru, rnn_tanh or rnn_relu)", ErrUnknownCell, s)
 }
 
 func (k CellKind) String() string {
@@ -33,17 +44,33 @@ func (k CellKind) String() string {
 		return "lstm"
 	case GRU:
 		return "gru"
+	case RNNTanh:
+		return "rnn_tanh"
+	case RNNReLU:
+		return "rnn_relu"
 	}
 	return fmt.Sprintf("CellKind(%d)", uint8(k))
 }
 
-// Gates is the number of gate blocks stacked in W_ih and W_hh: 4 for LSTM, 3 for GRU.
+// Elman reports whether k is an Elman cell (RNNTanh or RNNReLU).
+func (k CellKind) Elman() bool { return k == RNNTanh || k == RNNReLU }
+
+// Gates is the number of gate blocks stacked in W_ih and W_hh: 4 for
+// LSTM, 3 for GRU, 1 for an Elman cell.
 func (k CellKind) Gates() int {
-	if k == GRU {
+	switch k {
+	case GRU:
 		return 3
+	case RNNTanh, RNNReLU:
+		return 1
 	}
 	return 4
 }
+
+// SumsBias reports whether the schedules add b_ih and b_hh into one
+// vector before the step (LSTM and Elman cells); a GRU keeps them apart,
+// since b_hn sits inside r⊙(W_hn h + b_hn).
+func (k CellKind) SumsBias() bool { return k != GRU }
 
 // Activation is applied by the output head.
 type Activation uint8
@@ -442,7 +469,7 @@ func (c Config) Validate() error {
 			return fmt.Sprintf("layers[%d].%s", k, name)
 		}
 		switch {
-		case l.Cell != LSTM && l.Cell != GRU:
+		case l.Cell != LSTM && l.Cell != GRU && !l.Cell.Elman():
 			if len(c.Stack) == 0 {
 				return fmt.Errorf("%w: cell %v", ErrUnknownCell, l.Cell)
 			}
@@ -452,7 +479,7 @@ func (c Config) Validate() error {
 		case l.Proj < 0 || l.Proj >= l.Hidden && l.Proj != 0:
 			return bad(field("proj_size"), l.Proj, "0 or 1..hidden_size-1")
 		case l.Proj > 0 && l.Cell != LSTM:
-			return bad(field("proj_size"), l.Proj, "0 for gru")
+			return bad(field("proj_size"), l.Proj, "0 (projection is LSTM only)")
 		}
 		if int64(l.Cell.Gates())*int64(l.Hidden)*int64(in+l.out()) > 1<<34 {
 			return fmt.Errorf("%w: a weight matrix of %s has more than 2^34 elements", ErrShape, field("layer"))

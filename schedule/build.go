@@ -295,10 +295,14 @@ func (b *builder) layerA(lw *layerWeights, k, d int, x, out *Buffer) {
 		n := b.in.active(t)
 		xin, hs, xh, y := xin.RowRange(0, n), hs.RowRange(0, n), xh.RowRange(0, n), y.RowRange(0, n)
 		b.add(newCopy(xin, Dense(x, t*B*I, n, I)))
-		if l.Cell == rnn.LSTM {
+		switch {
+		case l.Cell == rnn.LSTM:
 			b.add(newGemmNN(y, xh, g, 0))
 			b.lstmGates(lw, y, hs)
-		} else {
+		case l.Cell.Elman():
+			b.add(newGemmNN(y, xh, g, 0))
+			b.add(newElman(l.Cell, y, Whole(lw.bias), hs))
+		default:
 			yh := Dense(b.yh, 0, n, R)
 			b.add(newGemmNN(y, xin, g.RowRange(0, I), 0))
 			b.add(newGemmNN(yh, hs, g.RowRange(I, I+O), 0))
@@ -324,10 +328,14 @@ func (b *builder) layerAPlus(lw *layerWeights, k, d int, x, out *Buffer) {
 		b.pos(k, d, t)
 		n := b.in.active(t)
 		xp, h := Dense(b.xp, t*B*R, n, R), h.RowRange(0, n)
-		if l.Cell == rnn.LSTM {
+		switch {
+		case l.Cell == rnn.LSTM:
 			b.add(newGemmNT(xp, h, whh, 1))
 			b.lstmGates(lw, xp, h)
-		} else {
+		case l.Cell.Elman():
+			b.add(newGemmNT(xp, h, whh, 1))
+			b.add(newElman(l.Cell, xp, Whole(lw.bias), h))
+		default:
 			yh := Dense(b.yh, 0, n, R)
 			b.add(newGemmNT(yh, h, whh, 0))
 			b.add(newGRU(xp, yh, Whole(lw.bih), Whole(lw.bhh), h, h))

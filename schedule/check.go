@@ -195,22 +195,27 @@ func checkStep(s *Step, index int, bufs []*Buffer) (err error) {
 }
 
 // poison overwrites every element of st not declared read: float32 and
-// bf16 elements with values in [-2, 2) from rng, bytes with values in
-// [0x30, 0x38) in the first pass and [0x38, 0x40) in the second (always
-// different, nonzero as int8 weights, and finite as the high byte of a
-// float32 scale, so that results never saturate to the same infinity in
-// both passes), ids with pass (valid ids that differ between the passes).
+// bf16 elements with values from rng in [1, 2) in the first pass and in
+// [-2, -1) in the second, bytes with values in [0x30, 0x38) in the first
+// pass and [0x38, 0x40) in the second (always different, nonzero as int8
+// weights, and finite as the high byte of a float32 scale, so that
+// results never saturate to the same infinity in both passes), ids with
+// pass (valid ids that differ between the passes). The float passes'
+// values differ in sign, so that a kernel that clamps (an Elman relu
+// step: max(y+b, 0)) cannot map both to the same result and hide a read
+// it did not declare.
 func poison(st *bufState, pass int, rng *rand.Rand) {
 	b := st.buf
+	sign := float64(1 - 2*pass)
 	for e, r := range st.reads {
 		if r {
 			continue
 		}
 		switch {
 		case b.F32 != nil:
-			b.F32[e] = float32(4*rng.Float64() - 2)
+			b.F32[e] = float32(sign * (1 + rng.Float64()))
 		case b.U16 != nil:
-			b.U16[e] = uint16(math.Float32bits(float32(4*rng.Float64()-2)) >> 16)
+			b.U16[e] = uint16(math.Float32bits(float32(sign*(1+rng.Float64()))) >> 16)
 		case b.U8 != nil:
 			b.U8[e] = 0x30 + 8*uint8(pass) + uint8(rng.IntN(8))
 		case b.I64 != nil:

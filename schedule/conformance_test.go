@@ -95,7 +95,7 @@ func want64(pairs ...any) map[string][]float64 {
 }
 
 // sequenceConfigs are the stacks every sequence schedule is checked on:
-// both cells, stacked, bidirectional, projection, embedding and head, and
+// every cell (LSTM, GRU, Elman tanh and relu), stacked, bidirectional, projection, embedding and head, and
 // mixed stacks.
 func sequenceConfigs() []rnn.Config {
 	return []rnn.Config{
@@ -120,6 +120,16 @@ func sequenceConfigs() []rnn.Config {
 		{Cell: rnn.LSTM, Input: 4, Hidden: 10, Proj: 3, Layers: 1, Bidirectional: true, Vocab: 6, HeadOut: 5,
 			Activation: rnn.ActLogSoftmax, HeadInput: rnn.HeadLastStep},
 		{Cell: rnn.LSTM, Input: 3, Hidden: 8, Layers: 2, HeadOut: 4, Activation: rnn.ActSoftmax, HeadInput: rnn.HeadFinalState},
+		// Elman cells (nn.RNN): tanh stacked (cellular batching too),
+		// relu bidirectional under a classifier head, and both in a
+		// mixed stack with an LSTM.
+		{Cell: rnn.RNNTanh, Input: 5, Hidden: 13, Layers: 2, HeadOut: 3},
+		{Cell: rnn.RNNReLU, Input: 4, Hidden: 9, Layers: 2, Bidirectional: true, Vocab: 7, HeadOut: 4, HeadInput: rnn.HeadFinalState},
+		{Input: 6, Stack: []rnn.LayerConfig{
+			{Cell: rnn.RNNReLU, Hidden: 10, Bidirectional: true},
+			{Cell: rnn.LSTM, Hidden: 7},
+			{Cell: rnn.RNNTanh, Hidden: 16},
+		}, HeadOut: 3, Activation: rnn.ActLogSoftmax},
 	}
 }
 

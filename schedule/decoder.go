@@ -30,7 +30,7 @@ type DecoderProgram struct {
 type decoderLayer struct {
 	l        *rnn.Layer
 	g        *Buffer // [In+H][Rows], input-major, as Schedule A's
-	bias     *Buffer // LSTM: b_ih + b_hh
+	bias     *Buffer // LSTM and Elman: b_ih + b_hh
 	bih, bhh *Buffer // GRU
 }
 
@@ -61,7 +61,7 @@ func NewDecoderProgram(d *rnn.Decoder) (*DecoderProgram, error) {
 		l := dirs[0]
 		name := fmt.Sprintf("dec.l%d", k)
 		lw := decoderLayer{l: l, g: p.weight(name+".G", l.Rows()*(l.Input+l.Out()), concatG(l))}
-		if l.Cell == rnn.LSTM {
+		if l.Cell.SumsBias() {
 			lw.bias = p.weight(name+".bias", l.Rows(), sumBias(l))
 		} else {
 			lw.bih = p.weight(name+".bias_ih", l.Rows(), l.Bih)
@@ -313,6 +313,11 @@ func (b *decoderBuilder) layer(k, t int) {
 	if lw.l.Cell == rnn.LSTM {
 		b.add(newGemmNN(y, Dense(xh, 0, B, ld), g, 0))
 		b.add(newLSTM(y, Whole(lw.bias), Dense(b.c[k], 0, B, H), hs))
+		return
+	}
+	if lw.l.Cell.Elman() {
+		b.add(newGemmNN(y, Dense(xh, 0, B, ld), g, 0))
+		b.add(newElman(lw.l.Cell, y, Whole(lw.bias), hs))
 		return
 	}
 	yh := Dense(b.yh, 0, B, R)

@@ -25,11 +25,14 @@ func decoderCases() []decoderCase {
 	lstm := rnn.Config{Cell: rnn.LSTM, Input: 6, Hidden: 8, Layers: 2, Vocab: 13}
 	bi := rnn.Config{Cell: rnn.LSTM, Input: 5, Hidden: 4, Layers: 1, Bidirectional: true, Vocab: 9}
 	gru := rnn.Config{Cell: rnn.GRU, Input: 7, Hidden: 6, Layers: 2}
+	elman := rnn.Config{Cell: rnn.RNNReLU, Input: 6, Hidden: 5, Layers: 1, Bidirectional: true}
 	return []decoderCase{
 		{"lstm-A-b1", lstm, rnn.DecoderConfig{Cell: rnn.LSTM, Vocab: 11, Embed: 5, Hidden: 9, Layers: 2, Memory: 8}, A, 6, 1, 7},
 		{"lstm-A+-b2-3layers", lstm, rnn.DecoderConfig{Cell: rnn.LSTM, Vocab: 17, Embed: 4, Hidden: 6, Layers: 3, Memory: 8}, APlus, 5, 2, 6},
 		{"bidir-encoder-A+-b3", bi, rnn.DecoderConfig{Cell: rnn.LSTM, Vocab: 10, Embed: 3, Hidden: 5, Layers: 1, Memory: 8}, APlus, 4, 3, 5},
 		{"gru-A-b2", gru, rnn.DecoderConfig{Cell: rnn.GRU, Vocab: 12, Embed: 5, Hidden: 7, Layers: 2, Memory: 6}, A, 5, 2, 6},
+		{"elman-A+-b2", elman, rnn.DecoderConfig{Cell: rnn.RNNTanh, Vocab: 9, Embed: 4, Hidden: 6, Layers: 2, Memory: 10}, APlus, 4, 2, 5},
+		{"elman-relu-A-b1", gru, rnn.DecoderConfig{Cell: rnn.RNNReLU, Vocab: 8, Embed: 3, Hidden: 5, Layers: 1, Memory: 6}, A, 6, 1, 4},
 	}
 }
 
@@ -126,14 +129,19 @@ func refDecode(d *rnn.Decoder, mem []float32, T, B, S int, start int64) (tokens 
 					}
 				}
 				for j := range H {
-					if l.Cell == rnn.LSTM {
+					switch l.Cell {
+					case rnn.RNNTanh:
+						h[k][j] = math.Tanh(gi[j] + gh[j])
+					case rnn.RNNReLU:
+						h[k][j] = math.Max(gi[j]+gh[j], 0)
+					case rnn.LSTM:
 						i := sig(gi[j] + gh[j])
 						f := sig(gi[H+j] + gh[H+j])
 						g := math.Tanh(gi[2*H+j] + gh[2*H+j])
 						o := sig(gi[3*H+j] + gh[3*H+j])
 						c[k][j] = f*c[k][j] + i*g
 						h[k][j] = o * math.Tanh(c[k][j])
-					} else {
+					default:
 						r := sig(gi[j] + gh[j])
 						z := sig(gi[H+j] + gh[H+j])
 						nn := math.Tanh(gi[2*H+j] + r*gh[2*H+j])

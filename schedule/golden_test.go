@@ -108,3 +108,82 @@ func TestGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestStepperGolden serves the rows of every unidirectional golden case
+// together through a Stepper (cellular batching), each row a sequence of
+// its own length with its own initial state, and compares each row's
+// per-step output and head and its final states with PyTorch's within
+// 1e-5.
+func TestStepperGolden(t *testing.T) {
+	for _, g := range goldens(t) {
+		n := g.net
+		if !n.Unidirectional() {
+			continue
+		}
+		t.Run(g.name, func(t *testing.T) {
+			T, B := g.in.T, g.in.B
+			st, err := NewStepper(n, B)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.checked = true
+			seqs := make([]*Sequence, B)
+			for b := range B {
+				L := T
+				if g.in.Lengths != nil {
+					L = g.in.Lengths[b]
+				}
+				q := &Sequence{Head: HeadAll, Outputs: true}
+				for tt := range L {
+					if n.Vocab > 0 {
+						q.Tokens = append(q.Tokens, g.in.Tokens[tt*B+b])
+					} else {
+						q.Features = append(q.Features, g.in.Features[(tt*B+b)*n.Input:(tt*B+b+1)*n.Input]...)
+					}
+				}
+				// Row b of each layer's [B][Out] block of h0 and c0.
+				for k := range n.Layers {
+					if g.in.H0 != nil {
+						O := n.Layers[k][0].Out()
+						off := n.StateOffset(k, 0, B) + b*O
+						q.H0 = append(q.H0, g.in.H0[off:off+O]...)
+					}
+					if g.in.C0 != nil && n.Layers[k][0].Cell == rnn.LSTM {
+						H := n.Layers[k][0].Hidden
+						off := n.CellOffset(k, 0, B) + b*H
+						q.C0 = append(q.C0, g.in.C0[off:off+H]...)
+					}
+				}
+				if err := st.Add(q); err != nil {
+					t.Fatal(err)
+				}
+				seqs[b] = q
+			}
+			for st.Active() > 0 {
+				for _, q := range st.Step() {
+					st.Remove(q)
+				}
+			}
+			W, V := n.OutputWidth(), n.HeadOut
+			for b, q := range seqs {
+				var out, head, hn, cn []float32
+				for tt := range q.Steps() {
+					out = append(out, g.want.Output[(tt*B+b)*W:(tt*B+b+1)*W]...)
+					if V > 0 {
+						head = append(head, g.want.Head[(tt*B+b)*V:(tt*B+b+1)*V]...)
+					}
+				}
+				for k, dirs := range n.Layers {
+					O, H := dirs[0].Out(), dirs[0].Hidden
+					off := n.StateOffset(k, 0, B) + b*O
+					hn = append(hn, g.want.HN[off:off+O]...)
+					if dirs[0].Cell == rnn.LSTM {
+						off := n.CellOffset(k, 0, B) + b*H
+						cn = append(cn, g.want.CN[off:off+H]...)
+					}
+				}
+				compareResults(t, Result{Output: q.Output, HN: q.HN, CN: q.CN, Head: q.HeadOut}, Result{Output: out, HN: hn, CN: cn, Head: head}, 1e-5)
+			}
+		})
+	}
+}

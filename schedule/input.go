@@ -138,7 +138,7 @@ func (p *Program) check(in *Input) error {
 	}
 	if in.C0 != nil {
 		if !n.HasCell() {
-			return inputErr("c0", "a GRU has no cell state")
+			return inputErr("c0", "the model has no LSTM layer, so no cell state")
 		}
 		if err := checkFloats("c0", in.C0, n.CellSize(in.B), stateHow(n, n.Hidden, "c")); err != nil {
 			return err

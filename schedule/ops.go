@@ -387,6 +387,30 @@ func (o *gruOp) regions(fn func(Region, bool)) {
 	emit(fn, o.hout, true)
 }
 
+// elmanOp finishes an Elman (nn.RNN) step for h.Rows rows of H = h.Cols
+// units: y [B][H] holds W_ih x + W_hh h without biases, bias [H] is
+// b_ih + b_hh, and h receives tanh(y + bias), or max(y + bias, 0) for
+// rnn.RNNReLU. h may be y.
+type elmanOp struct {
+	y, bias, h Mat
+	cell       rnn.CellKind
+}
+
+func newElman(cell rnn.CellKind, y, bias, h Mat) *elmanOp {
+	mustShape(cell.Elman() && y.Rows == h.Rows && y.Cols == h.Cols && bias.Cols == h.Cols && bias.Rows == 1)
+	return &elmanOp{y, bias, h, cell}
+}
+
+func (o *elmanOp) kernel() Kernel { return KElman }
+func (o *elmanOp) run() {
+	rnn.ElmanPointwise(o.cell, o.h.Rows, o.h.Cols, o.y.F32(), o.y.LD, o.bias.F32(), o.h.F32(), o.h.LD)
+}
+func (o *elmanOp) regions(fn func(Region, bool)) {
+	emit(fn, o.y, false)
+	emit(fn, o.bias, false)
+	emit(fn, o.h, true)
+}
+
 // headOp adds bias (when it has one) to every row of c (contiguous rows)
 // and applies the activation in place; then, if set, after copies results
 // out of c into the caller's memory (cellular batching's per-sequence

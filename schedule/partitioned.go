@@ -13,7 +13,7 @@ import (
 // split across the workers of a Pool, one per core. Worker w owns units
 // [u0, u1) of every layer and direction, and with them the rows of W_ih
 // and W_hh that feed those units' gates (all 4 of an LSTM's, all 3 of a
-// GRU's), copied gate-major into memory the worker itself allocates and
+// GRU's, the one row of an Elman cell's), copied gate-major into memory the worker itself allocates and
 // first touches. Each time step it multiplies the previous h (all units)
 // by its rows of W_hh, which stay in its core's private L2 from one step
 // to the next when the slice fits, finishes the gates of its own units
@@ -113,7 +113,7 @@ type partLayer struct {
 // matrix packed by rnn.PackI8.
 type partSlice struct {
 	wih, whh, whr *Buffer
-	bias          *Buffer // LSTM: b_ih + b_hh
+	bias          *Buffer // LSTM and Elman: b_ih + b_hh
 	bih, bhh      *Buffer // GRU
 }
 
@@ -202,7 +202,7 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 				s.wih.Packed = opt.Precision == F32 && packs(rows, l.Input, opt.PackBytes, packIH)
 				s.whh = p.addWeight(name+".weight_hh", prec.weightElems(rows, l.Out()), es)
 				s.whh.Packed = opt.Precision == F32 && packs(rows, l.Out(), opt.PackBytes, packHH)
-				if l.Cell == rnn.LSTM {
+				if l.Cell.SumsBias() {
 					s.bias = p.addWeight(name+".bias", rows, 4)
 				} else {
 					s.bih = p.addWeight(name+".bias_ih", rows, 4)
@@ -313,7 +313,7 @@ func (pp *partProgram) fill(w int) {
 				r := pl.prow[w]
 				set(s.whr, append([]float32(nil), l.Whr[r.lo*l.Hidden:r.hi*l.Hidden]...), l.Hidden)
 			}
-			if l.Cell == rnn.LSTM {
+			if l.Cell.SumsBias() {
 				s.bias.F32 = gather(sumBias(l), 1)
 			} else {
 				s.bih.F32, s.bhh.F32 = gather(l.Bih, 1), gather(l.Bhh, 1)
@@ -614,6 +614,31 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 			}
 			b.add(newLSTM(xp, Whole(s.bias), c, hdst))
 			b.lstmFinal(hp, cn, hn, c, hdst, u, k, d, t, proj)
+			continue
+		}
+		if l.Cell.Elman() {
+			// X'[t] += h_{t-1}·W_hhᵀ for the rows with a previous state
+			// (a row starting from zero has X' alone), then the
+			// nonlinearity straight into the output.
+			product := func(r, h Mat) {
+				o := newGemmNT(r, h, whh, 1)
+				if alt && r.Rows == 1 {
+					o = reversed(o)
+				}
+				b.add(o)
+			}
+			if hp.first > 0 {
+				product(xp.RowRange(0, hp.first), hp.carried)
+			}
+			if hp.first < rows && hp.start.Buf != nil {
+				product(xp.RowRange(hp.first, rows), hp.start)
+			}
+			b.add(newElman(l.Cell, xp, Whole(s.bias), hdst))
+			if hp.done < rows {
+				b.pos(k, d, -1)
+				b.add(newCopy(hn.RowRange(hp.done, rows).ColRange(u.lo, u.hi), hdst.RowRange(hp.done, rows)))
+				b.pos(k, d, t)
+			}
 			continue
 		}
 		yh := Dense(b.yh[w], 0, rows, G)

@@ -569,14 +569,16 @@ func TestPartitionedPacked(t *testing.T) {
 // TestPartitionedAlternates runs P where its one-row steps read W_hh
 // backwards at odd steps, with a 1 MiB L2 per core (LSTM: slices of 1
 // MiB row-major, hidden 256 on one worker, and 2 MiB packed, hidden 512
-// on two; GRU: 1.2 MiB packed, hidden 320 on one), with and without
-// initial states, against A+.
+// on two; GRU: 1.2 MiB packed, hidden 320 on one; Elman: 1 MiB
+// row-major, hidden 512, and 1.6 MiB packed, hidden 640), with and
+// without initial states, against A+, and checks that the plans do read
+// W_hh backwards.
 func TestPartitionedAlternates(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
 	for _, c := range []struct {
 		cell            rnn.CellKind
 		hidden, workers int
-	}{{rnn.LSTM, 256, 1}, {rnn.LSTM, 512, 2}, {rnn.GRU, 320, 1}} {
+	}{{rnn.LSTM, 256, 1}, {rnn.LSTM, 512, 2}, {rnn.GRU, 320, 1}, {rnn.RNNTanh, 512, 1}, {rnn.RNNReLU, 640, 1}} {
 		cfg := rnn.Config{Cell: c.cell, Input: 24, Hidden: c.hidden, Layers: 1}
 		net := randomNet(t, cfg, 3)
 		prog, err := NewPartitioned(net, PartitionOptions{Workers: c.workers, Pool: testPool(t, c.workers), PrivateCacheBytes: 1 << 20})
@@ -586,8 +588,31 @@ func TestPartitionedAlternates(t *testing.T) {
 		for _, states := range []bool{false, true} {
 			in := randomInput(net, 4, 1, states, r)
 			compareResults(t, runProgram(t, prog, in), run(t, net, APlus, in), 1e-5)
+			p, err := prog.Plan(in, PlanOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			backwards := 0
+			for _, st := range p.Steps {
+				switch o := st.op.(type) {
+				case *gemmOp:
+					backwards += btoi(o.reverse)
+				case *lstmStepOp:
+					backwards += btoi(o.reverse)
+				}
+			}
+			if backwards == 0 {
+				t.Errorf("%v hidden %d: no step reads W_hh backwards", c.cell, c.hidden)
+			}
 		}
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // TestReversedGemm checks that a reversed product of one row (W's rows in

@@ -79,9 +79,11 @@ const (
 	KGRU                        // GRU gate nonlinearities and state update
 	KHead                       // bias add and softmax / log-softmax of the head
 	KLSTMStep                   // a whole LSTM step of one row: W_hh·h and the gates in one call
+	KElman                      // Elman (nn.RNN) nonlinearity, tanh or relu, and state update
 )
 
-var kernelNames = [...]string{KCopy: "copy", KEmbed: "embed", KMatMul: "matmul", KLSTM: "lstm_gates", KGRU: "gru_gates", KHead: "head", KLSTMStep: "lstm_step"}
+var kernelNames = [...]string{KCopy: "copy", KEmbed: "embed", KMatMul: "matmul", KLSTM: "lstm_gates", KGRU: "gru_gates", KHead: "head",
+	KLSTMStep: "lstm_step", KElman: "elman_gates"}
 
 func (k Kernel) String() string {
 	if int(k) < len(kernelNames) && kernelNames[k] != "" {

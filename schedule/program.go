@@ -79,7 +79,7 @@ type layerWeights struct {
 	l        *rnn.Layer
 	g        *Buffer // A: [In+Out][Rows], input-major
 	wih, whh *Buffer // A+
-	bias     *Buffer // LSTM: b_ih + b_hh
+	bias     *Buffer // LSTM and Elman: b_ih + b_hh
 	bih, bhh *Buffer // GRU
 	whr      *Buffer // LSTM projection
 }
@@ -117,7 +117,7 @@ func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
 				lw.wih = p.weight(name+".weight_ih", rows*in, l.Wih)
 				lw.whh = p.weight(name+".weight_hh", rows*out, l.Whh)
 			}
-			if l.Cell == rnn.LSTM {
+			if l.Cell.SumsBias() {
 				lw.bias = p.weight(name+".bias", rows, sumBias(l))
 			} else {
 				lw.bih = p.weight(name+".bias_ih", rows, l.Bih)

@@ -7,7 +7,7 @@ import (
 )
 
 // refStack is the reference every sequence schedule is held to: PyTorch's
-// LSTM and GRU equations in float64, one batch row and one direction at a
+// LSTM, GRU and Elman (nn.RNN, tanh or relu) equations in float64, one batch row and one direction at a
 // time, from the weights as PyTorch lays them out (W_ih, W_hh, b_ih, b_hh,
 // W_hr; gate orders i,f,g,o and r,z,n), for any stack (mixed layers,
 // bidirectional, projection), with h0/c0, embedding, head and per-row
@@ -84,14 +84,19 @@ func refStack(net *rnn.Network, in Input) (out, hn, cn, head []float64) {
 					}
 					full := make([]float64, H)
 					for j := range H {
-						if l.Cell == rnn.LSTM {
+						switch l.Cell {
+						case rnn.RNNTanh:
+							full[j] = math.Tanh(gi[j] + gh[j])
+						case rnn.RNNReLU:
+							full[j] = math.Max(gi[j]+gh[j], 0)
+						case rnn.LSTM:
 							ig := sig(gi[j] + gh[j])
 							fg := sig(gi[H+j] + gh[H+j])
 							gg := math.Tanh(gi[2*H+j] + gh[2*H+j])
 							og := sig(gi[3*H+j] + gh[3*H+j])
 							c[j] = fg*c[j] + ig*gg
 							full[j] = og * math.Tanh(c[j])
-						} else {
+						default:
 							r := sig(gi[j] + gh[j])
 							z := sig(gi[H+j] + gh[H+j])
 							nn := math.Tanh(gi[2*H+j] + r*gh[2*H+j])

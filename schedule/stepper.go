@@ -33,7 +33,7 @@ type Stepper struct {
 	prec Precision
 	seqs []*Sequence // active, seqs[i].slot == i
 
-	bias    []*Buffer // per layer: b_ih + b_hh (LSTM; nil for a GRU layer)
+	bias    []*Buffer // per layer: b_ih + b_hh (LSTM and Elman; nil for a GRU layer)
 	h, c    []*Buffer // per layer: [max][Out], [max][Hidden] (c nil for a GRU layer)
 	y, yh   *Buffer   // [max][Rows]
 	hfull   *Buffer   // [max][Hidden], projection only
@@ -129,8 +129,10 @@ func NewStepperPrecision(net *rnn.Network, maxRows int, prec Precision) (*Steppe
 	for k, dirs := range net.Layers {
 		l := dirs[0]
 		var bias, c *Buffer
-		if l.Cell == rnn.LSTM {
+		if l.Cell.SumsBias() {
 			bias = &Buffer{Name: fmt.Sprintf("l%d.bias", k), Kind: KindWeight, Elems: l.Rows(), ElemSize: 4, F32: sumBias(l)}
+		}
+		if l.Cell == rnn.LSTM {
 			c = s.state(fmt.Sprintf("l%d.c", k), maxRows*l.Hidden)
 		}
 		s.bias = append(s.bias, bias)
@@ -215,7 +217,7 @@ func (s *Stepper) Add(q *Sequence) error {
 	}
 	if q.C0 != nil {
 		if !n.HasCell() {
-			return inputErr("c0", "a GRU has no cell state")
+			return inputErr("c0", "the model has no LSTM layer, so no cell state")
 		}
 		if err := checkFloats("c0", q.C0, n.CellSize(1), stateHow(n, n.Hidden, "c")); err != nil {
 			return err
@@ -356,7 +358,10 @@ func (s *Stepper) buffers() []*Buffer {
 	for k := range s.h {
 		bs = append(bs, s.h[k])
 		if s.c[k] != nil {
-			bs = append(bs, s.c[k], s.bias[k])
+			bs = append(bs, s.c[k])
+		}
+		if s.bias[k] != nil {
+			bs = append(bs, s.bias[k])
 		}
 	}
 	for _, b := range []*Buffer{s.y, s.yh, s.hfull, s.head, s.q, s.qs} {
@@ -475,6 +480,9 @@ func (s *Stepper) buildStep() {
 			if l.Proj > 0 {
 				s.add(k, product(h, dst, s.matrix(fmt.Sprintf("l%d.weight_hr", k), &l.Whr, l.Proj, H), s.q, s.qs, 0))
 			}
+		} else if l.Cell.Elman() {
+			s.add(k, newGemmNT(y, h, whh, 1))
+			s.add(k, newElman(l.Cell, y, Whole(s.bias[k]), h))
 		} else {
 			yh := Dense(s.yh, 0, B, R)
 			bih := s.weight(fmt.Sprintf("l%d.bias_ih", k), &l.Bih)

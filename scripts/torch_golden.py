@@ -2,7 +2,7 @@
 """Write PyTorch golden vectors for the Go LSTM/GRU inference code.
 
 For every case in CASES this builds a small random model (optional
-nn.Embedding, an nn.LSTM or nn.GRU, optional nn.Linear head), runs it in
+nn.Embedding, an nn.LSTM, nn.GRU or nn.RNN, optional nn.Linear head), runs it in
 float32 under torch.no_grad() on random inputs and writes
 
     <out>/<case>/model.yaml          the model spec
@@ -147,7 +147,7 @@ def decode_safetensors(data):
 @dataclasses.dataclass(frozen=True)
 class Case:
     name: str
-    cell: str  # "lstm" | "gru"
+    cell: str  # "lstm" | "gru" | "rnn_tanh" | "rnn_relu" (nn.RNN)
     num_layers: int = 1
     bidirectional: bool = False
     proj_size: int = 0
@@ -160,6 +160,12 @@ class Case:
     activation: str = "none"  # head activation: none | softmax | log_softmax
     given_state: bool = False  # pass h0 (and c0) instead of zeros
     packed: bool = False  # rows of different lengths through pack_padded_sequence
+    bias: bool = True  # False: the RNN module has no biases
+    # half-width of the uniform noise added to the weights. An nn.RNN has
+    # no gates to damp it: with 0.5 a tanh one is chaotic over 23 steps
+    # (bf16-rounded weights change its outputs by 5e-2), a relu one grows
+    # without bound, so they take 0.25 and 0.05.
+    noise: float = 0.5
 
     @property
     def directions(self):
@@ -187,6 +193,18 @@ def _cases():
             Case(f"{cell}_embed_logsoftmax_b3_t23", cell, batch=3, vocab_size=60,
                  head_out=60, activation="log_softmax"),
         ]
+    # nn.RNN (Elman): tanh and relu, one and two layers, bidirectional,
+    # without biases, rows of different lengths, under a head.
+    cases += [
+        Case("rnn_tanh_l1_b1_t23", "rnn_tanh", noise=0.25),
+        Case("rnn_tanh_l2_bidir_b3_t23_h0", "rnn_tanh", num_layers=2, bidirectional=True, batch=3,
+             given_state=True, noise=0.25),
+        Case("rnn_relu_l2_b3_t23", "rnn_relu", num_layers=2, batch=3, noise=0.05),
+        Case("rnn_relu_bidir_nobias_b2_t11", "rnn_relu", bidirectional=True, batch=2, steps=11, bias=False,
+             noise=0.05),
+        Case("rnn_tanh_nobias_embed_head_b3_t9_packed", "rnn_tanh", batch=3, steps=9, bias=False, vocab_size=40,
+             head_out=40, activation="log_softmax", packed=True, noise=0.25),
+    ]
     cases += [
         Case("lstm_proj11_l2_b3_t23", "lstm", num_layers=2, proj_size=11, batch=3),
         Case("lstm_proj11_l2_bidir_b1_t23_h0", "lstm", num_layers=2, bidirectional=True,
@@ -212,14 +230,16 @@ class GoldenModel(nn.Module):
         if case.vocab_size:
             self.embedding = nn.Embedding(case.vocab_size, case.input_size)
         kwargs = dict(input_size=case.input_size, hidden_size=case.hidden_size,
-                      num_layers=case.num_layers, bias=True, batch_first=False,
+                      num_layers=case.num_layers, bias=case.bias, batch_first=False,
                       bidirectional=case.bidirectional)
+        if case.proj_size and case.cell != "lstm":
+            raise ValueError(f"{case.name}: proj_size is LSTM only")
         if case.cell == "lstm":
             self.rnn = nn.LSTM(proj_size=case.proj_size, **kwargs)
         elif case.cell == "gru":
-            if case.proj_size:
-                raise ValueError(f"{case.name}: proj_size is LSTM only")
             self.rnn = nn.GRU(**kwargs)
+        elif case.cell in ("rnn_tanh", "rnn_relu"):
+            self.rnn = nn.RNN(nonlinearity=case.cell[4:], **kwargs)
         else:
             raise ValueError(f"{case.name}: unknown cell {case.cell!r}")
         if case.head_out:
@@ -253,7 +273,9 @@ def expected_weight_names(case):
         names.append("embedding.weight")
     for layer in range(case.num_layers):
         for suffix in ("", "_reverse")[: case.directions]:
-            kinds = ["weight_ih", "weight_hh", "bias_ih", "bias_hh"]
+            kinds = ["weight_ih", "weight_hh"]
+            if case.bias:
+                kinds += ["bias_ih", "bias_hh"]
             if case.proj_size:
                 kinds.append("weight_hr")
             names += [f"rnn.{k}_l{layer}{suffix}" for k in kinds]
@@ -272,7 +294,7 @@ def run_case(case):
         # and a wrong index or transposition changes the outputs visibly.
         for name, p in model.named_parameters():
             if not name.startswith("embedding."):
-                p.add_(torch.empty_like(p).uniform_(-0.5, 0.5))
+                p.add_(torch.empty_like(p).uniform_(-case.noise, case.noise))
 
     T, B, L, D = case.steps, case.batch, case.num_layers, case.directions
     io = {}
@@ -325,6 +347,8 @@ def model_yaml(case):
         f"bidirectional: {'true' if case.bidirectional else 'false'}",
         f"proj_size: {case.proj_size}",
     ]
+    if not case.bias:
+        lines.append("bias: false")
     if case.vocab_size:
         lines += ["embedding:", f"  vocab_size: {case.vocab_size}"]
     if case.head_out:
@@ -353,7 +377,8 @@ def readme_text():
         inputs = f"tokens (vocab {c.vocab_size})" if c.vocab_size else "features"
         if c.packed:
             state += ", packed"
-        rows.append(f"| {c.name} | {c.cell} | {c.num_layers} | {'yes' if c.bidirectional else 'no'} "
+        cell = c.cell if c.bias else f"{c.cell}, no bias"
+        rows.append(f"| {c.name} | {cell} | {c.num_layers} | {'yes' if c.bidirectional else 'no'} "
                     f"| {c.proj_size or '-'} | {c.batch} | {c.steps} | {inputs} | {state} | {head} |")
     sizes = sorted({(c.input_size, c.hidden_size) for c in CASES})
     sizes_text = " or ".join(f"input_size {i} and hidden_size {h}" for i, h in sizes)
@@ -379,20 +404,26 @@ reproduces every file byte for byte.
 
 ## Files of a case
 
-- `model.yaml`: the model spec: `cell` (lstm or gru), `input_size` (features
+- `model.yaml`: the model spec: `cell` (lstm, gru, or rnn_tanh and rnn_relu
+  for nn.RNN with nonlinearity tanh and relu), `input_size` (features
   per step, or the embedding dimension), `hidden_size`, `num_layers`,
-  `bidirectional`, `proj_size` (LSTM only, 0 for none), optional `embedding`
+  `bidirectional`, `proj_size` (LSTM only, 0 for none), `bias: false` for
+  an RNN module without biases, optional `embedding`
   (`vocab_size`), optional `head` (`out_features`, `activation`: none,
   softmax or log_softmax over the last axis) and `weights`.
 - `model.safetensors`: F32 tensors named as the `state_dict()` of a module
-  with attributes `embedding` (nn.Embedding), `rnn` (nn.LSTM or nn.GRU,
-  `bias=True`, `batch_first=False`) and `head` (nn.Linear(D*Hout,
+  with attributes `embedding` (nn.Embedding), `rnn` (nn.LSTM, nn.GRU or
+  nn.RNN, `batch_first=False`) and `head` (nn.Linear(D*Hout,
   out_features)): `embedding.weight`, `rnn.weight_ih_l0`,
-  `rnn.weight_hh_l0`, `rnn.bias_ih_l0`, `rnn.bias_hh_l0`,
-  `rnn.weight_hr_l0` (projection), the same with `_reverse` for the backward
-  direction, `head.weight`, `head.bias`. Weights are PyTorch's default
-  initialization plus uniform(-0.5, 0.5) noise (the embedding keeps its
-  N(0, 1) init), so that outputs are sensitive to every weight.
+  `rnn.weight_hh_l0`, `rnn.bias_ih_l0`, `rnn.bias_hh_l0` (unless
+  `bias: false`), `rnn.weight_hr_l0` (projection), the same with
+  `_reverse` for the backward direction, `head.weight`, `head.bias`.
+  Weights are PyTorch's default initialization plus uniform(-0.5, 0.5)
+  noise (the embedding keeps its N(0, 1) init), so that outputs are
+  sensitive to every weight; an nn.RNN has no gates to damp that noise,
+  so the rnn_tanh cases take uniform(-0.25, 0.25) (with 0.5 they are
+  chaotic over 23 steps) and the rnn_relu ones uniform(-0.05, 0.05)
+  (their units would grow without bound).
 - `io.safetensors`: inputs and outputs, time-major. With D = 2 if
   bidirectional else 1, L = num_layers, Hout = proj_size or hidden_size:
   input `features` F32 [T, B, input_size] or `tokens` I64 [T, B]; initial
@@ -792,6 +823,50 @@ class UserBiGRULastStep(nn.Module):
         return y, h, self.head(y[:, -1])
 
 
+class UserRNNClassifier(nn.Module):
+    """fc(cat(h_n[-2], h_n[-1])) over a 2-layer bidirectional nn.RNN
+    (tanh, its default), batch_first."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(25, 6)
+        self.rnn = nn.RNN(6, 10, num_layers=2, bidirectional=True, batch_first=True)
+        self.fc = nn.Linear(20, 3)
+
+    def forward(self, tokens):  # [B, T]
+        y, h = self.rnn(self.emb(tokens))
+        return y, h, self.fc(torch.cat((h[-2], h[-1]), dim=1))
+
+
+class UserReLUTagger(nn.Module):
+    """nn.RNN(nonlinearity='relu', bias=False) under a head on every step."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.RNN(7, 12, nonlinearity="relu", bias=False)
+        self.out = nn.Linear(12, 5)
+
+    def forward(self, x):  # [T, B, 7]
+        y, h = self.encoder(x)
+        return y, h, self.out(y)
+
+
+class UserRNNStack(nn.Module):
+    """A bidirectional relu nn.RNN feeding an LSTM: two modules of
+    different cells in sequence."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn1 = nn.RNN(8, 10, nonlinearity="relu", bidirectional=True)
+        self.lstm2 = nn.LSTM(20, 6)
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, x):  # [T, B, 8]
+        y1, h1 = self.rnn1(x)
+        y, (h2, c2) = self.lstm2(y1)
+        return y, ((h1, h2), c2), self.fc(y)
+
+
 @dataclasses.dataclass(frozen=True)
 class UserCase:
     name: str
@@ -809,6 +884,10 @@ class UserCase:
     # last_step for one row per sequence ([B, out]); an ONNX graph shows it
     head_input: str = ""
     opset: int = 14  # ONNX opset of an onnx case
+    # the nn.RNN modules' nonlinearity as the operator states it
+    # (-nonlinearity): a state_dict cannot say
+    nonlinearity: str = ""
+    noise: float = 0.5  # half-width of the uniform noise added to the weights
 
     @property
     def head_per_step(self):
@@ -841,6 +920,23 @@ def _user_cases():
                  head_input="h_n", note="fc(h_n[-1]) over a 2-layer GRU (one direction)",
                  expect="cell: gru\ninput_size: 6\nhidden_size: 10\nnum_layers: 2\n"
                         "head:\n  out_features: 3\n  input: h_n\nprefixes:\n  rnn: gru\n  head: fc\n"),
+        UserCase("ckpt_rnn_tanh_classifier_hn", lambda: UserRNNClassifier(), "model.pt", "pt", tokens=25,
+                 batch_first=True, head_input="h_n", nonlinearity="tanh", noise=0.25,
+                 note="fc(cat(h_n[-2], h_n[-1])) over a 2-layer bidirectional nn.RNN (tanh), batch_first",
+                 expect="cell: rnn_tanh\ninput_size: 6\nhidden_size: 10\nnum_layers: 2\nbidirectional: true\n"
+                        "embedding:\n  vocab_size: 25\nhead:\n  out_features: 3\n  input: h_n\n"
+                        "prefixes:\n  embedding: emb\n  head: fc\n"),
+        UserCase("safetensors_rnn_relu_nobias", lambda: UserReLUTagger(), "model.safetensors", "safetensors",
+                 features=7, nonlinearity="relu", noise=0.05,
+                 note="nn.RNN(nonlinearity='relu', bias=False), a head on every step",
+                 expect="cell: rnn_relu\ninput_size: 7\nhidden_size: 12\nbias: false\n"
+                        "head:\n  out_features: 5\nprefixes:\n  rnn: encoder\n  head: out\n"),
+        UserCase("stack_rnn_relu_bidir_lstm", lambda: UserRNNStack(), "model.pt", "pt", features=8,
+                 nonlinearity="relu", noise=0.05,
+                 note="two modules: nn.RNN(8, 10, relu, bidirectional) then LSTM(20, 6)",
+                 expect="input_size: 8\nlayers:\n  - cell: rnn_relu\n    hidden_size: 10\n    bidirectional: true\n"
+                        "  - cell: lstm\n    hidden_size: 6\nhead:\n  out_features: 4\n"
+                        "prefixes:\n  rnn: [rnn1, lstm2]\n  head: fc\n"),
         UserCase("safetensors_bigru_last_step", lambda: UserBiGRULastStep(), "model.safetensors", "safetensors",
                  features=5, batch_first=True, head_input="last_step",
                  note="fc(out[:, -1]) over a bidirectional GRU, batch_first",
@@ -970,7 +1066,7 @@ def run_user_case(case):
     with torch.no_grad():
         for name, p in model.named_parameters():
             if not name.startswith(("emb", "embed")):
-                p.add_(torch.empty_like(p).uniform_(-0.5, 0.5))
+                p.add_(torch.empty_like(p).uniform_(-case.noise, case.noise))
     # The weights as stored, and the float32 model that computes the
     # reference from exactly those values.
     stored = {k: v.detach().to(case.dtype).clone() for k, v in model.state_dict().items()}
@@ -1027,6 +1123,9 @@ def run_user_case(case):
     given = ""
     if case.head_input and case.writer != "onnx":
         given = f"# head.input is the operator's answer (-head-input {case.head_input}): the file cannot say.\n"
+    if case.nonlinearity:
+        given += (f"# rnn_{case.nonlinearity} is the operator's answer (-nonlinearity {case.nonlinearity}): "
+                  "the file cannot say.\n")
     files["expect.yaml"] = (f"{GENERATED_MARK} (case {case.name}); do not edit.\n"
                             f"# The spec the loader must infer from {case.file}; it never reads this file.\n"
                             + given + case.expect).encode()
@@ -1074,13 +1173,15 @@ file under the user's own module names, plus:
   and returns them (ONNX Runtime's layout), for the server's test of the
   names and layouts it serves them under.
 
-A state_dict does not record where its head reads. Where the case's
-`expect.yaml` sets `head.input`, the Go test passes that value as the
-operator would (`-head-input`), and checks that without it a
-bidirectional model is refused.
+A state_dict does not record where its head reads, nor the nonlinearity
+of an nn.RNN. Where the case's `expect.yaml` sets `head.input` or an
+`rnn_tanh`/`rnn_relu` cell, the Go test passes that value as the
+operator would (`-head-input`, `-nonlinearity`), and checks that without
+it a bidirectional head, or any nn.RNN, is refused.
 
 Weights are PyTorch's default initialisation plus uniform(-0.5, 0.5)
-noise (embeddings keep their N(0, 1) init), stored in the dtype shown;
+noise (less for the nn.RNN cases, which no gate damps: 0.25 for tanh,
+0.05 for relu; embeddings keep their N(0, 1) init), stored in the dtype shown;
 the reference outputs are computed in float32 from exactly the stored
 values (rounded to float32 for F64).
 

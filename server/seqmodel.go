@@ -232,7 +232,7 @@ func decodeOutputs(in *seqInput, outs []RequestedOutput, net *rnn.Network, names
 			case o.Name == "logits" || o.Name == "probs" || o.Name == "top_k" || o.Name == "top_k_probs":
 				return fmt.Errorf("%w %q: the model has no head", ErrUnsupportedOutput, o.Name)
 			case o.Name == "cell":
-				return fmt.Errorf("%w %q: a GRU has no cell state", ErrUnsupportedOutput, o.Name)
+				return fmt.Errorf("%w %q: the model has no LSTM layer, so no cell state", ErrUnsupportedOutput, o.Name)
 			}
 			return fmt.Errorf("%w %q (known: %s)", ErrUnsupportedOutput, clip(o.Name), names.known())
 		}

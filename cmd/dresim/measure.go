@@ -53,7 +53,7 @@ func (f *measureFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.scope, "scope", "thread", "hardware counters count the inference's `thread` or one cpu")
 	fs.IntVar(&f.cpu, "cpu", 0, "the CPU counted with --scope cpu")
 	fs.StringVar(&f.spec, "spec", "", "model spec `file` (weights are random from --seed); default: the grid flags")
-	fs.StringVar(&f.cell, "cell", "lstm", "cell of a Table I model: lstm or gru")
+	fs.StringVar(&f.cell, "cell", "lstm", "cell of a Table I model: lstm, gru, rnn_tanh or rnn_relu")
 	fs.IntVar(&f.hidden, "hidden", 512, "hidden (and embedding) size of a Table I model")
 	fs.IntVar(&f.layers, "layers", 1, "layers of a Table I model")
 	fs.IntVar(&f.vocab, "vocab", 60, "vocabulary of a Table I model (embedding and softmax head; 0: neither)")

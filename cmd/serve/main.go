@@ -94,6 +94,9 @@ type config struct {
 	// HeadInput states where the head of each -model weights file reads
 	// (every_step, last_step or h_n), which no state_dict records.
 	HeadInput string `yaml:"head_input"`
+	// Nonlinearity states the nonlinearity of the nn.RNN modules of each
+	// -model weights file (tanh or relu), which no state_dict records.
+	Nonlinearity string `yaml:"nonlinearity"`
 	// LoadModel are the models explicit model control loads at start ("*":
 	// all of them).
 	LoadModel []string `yaml:"load_model"`
@@ -437,8 +440,8 @@ func modelName(p string) string {
 // symlinks followed (they are the operator's), whose inferred spec opt completes.
 // It is served under the folder's or the file's name without its
 // extension. A model the weights alone leave open (a head over a
-// bidirectional RNN) is refused with the spec line and the flag that
-// settle it.
+// bidirectional RNN, an nn.RNN's nonlinearity) is refused with the spec
+// line and the flag that settle it.
 func openModel(p string, opt models.OpenOptions) (server.Entry, error) {
 	fi, err := os.Stat(p)
 	if err != nil {
@@ -454,7 +457,7 @@ func openModel(p string, opt models.OpenOptions) (server.Entry, error) {
 	fsys := models.DirFS(dir)
 	if fi.IsDir() {
 		if opt != (models.OpenOptions{}) {
-			return server.Entry{}, fmt.Errorf("-model %s: -head-input is for a weights file given alone; a model folder states it in its %s (head.input)", p, models.SpecFile)
+			return server.Entry{}, fmt.Errorf("-model %s: -head-input and -nonlinearity are for a weights file given alone; a model folder states them in its %s (head.input, cell)", p, models.SpecFile)
 		}
 		e, err := server.LoadModel(fsys, base)
 		if err != nil {
@@ -464,7 +467,7 @@ func openModel(p string, opt models.OpenOptions) (server.Entry, error) {
 	}
 	m, err := models.OpenFSWith(fsys, base, opt)
 	if errors.Is(err, models.ErrAmbiguous) {
-		return server.Entry{}, fmt.Errorf("-model %s: %w (or pass -head-input h_n, every_step or last_step; -print-spec prints the spec to complete)", p, err)
+		return server.Entry{}, fmt.Errorf("-model %s: %w (or pass -head-input h_n, every_step or last_step for the head, -nonlinearity tanh or relu for an nn.RNN; -print-spec prints the spec to complete)", p, err)
 	}
 	if err != nil {
 		return server.Entry{}, fmt.Errorf("-model %s: %w", p, err)
@@ -502,7 +505,7 @@ func printSpecs(w io.Writer, entries []server.Entry) error {
 // that did not.
 func loadModels(log *slog.Logger, cfg config) (repo *server.Repository, where string, entries []server.Entry, failed []server.Failure, err error) {
 	if len(cfg.Models) > 0 {
-		opt := models.OpenOptions{HeadInput: cfg.HeadInput}
+		opt := models.OpenOptions{HeadInput: cfg.HeadInput, Nonlinearity: cfg.Nonlinearity}
 		for _, p := range cfg.Models {
 			e, err := openModel(p, opt)
 			var amb *models.AmbiguousError

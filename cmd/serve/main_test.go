@@ -396,74 +396,91 @@ func TestServeCheckpoint(t *testing.T) {
 }
 
 // TestServeClassifierCheckpoint serves the usual bidirectional
-// classifier, fc(cat(h_n[-2], h_n[-1])), from its checkpoint alone: a
-// state_dict cannot say where the head reads, so serve refuses with the
-// spec line and the flag that settle it, -print-spec prints the inferred
-// spec and what it lacks, and with -head-input h_n the logits, one row
-// per sequence, are PyTorch's.
+// classifier, fc(cat(h_n[-2], h_n[-1])), from its checkpoint alone, over
+// an LSTM and over an nn.RNN: a state_dict cannot say where the head
+// reads, nor an nn.RNN's nonlinearity, so serve refuses with the spec
+// lines and the flags that settle them, -print-spec prints the inferred
+// spec and what it lacks, and with -head-input h_n (and -nonlinearity
+// tanh) the logits, one row per sequence, are PyTorch's.
 func TestServeClassifierCheckpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server binary")
 	}
-	const dir = "../../models/testdata/golden/ckpt_bilstm_classifier_hn"
 	bin := buildServe(t)
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "-model", dir+"/model.pt", "-listen", "127.0.0.1:0", "-grpc", "off")
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), `add "input: h_n"`) || !strings.Contains(stderr.String(), "-head-input h_n") {
-		t.Errorf("served without the head input: %v\n%s", err, stderr.String())
-	}
-	out, err := exec.Command(bin, "-model", dir+"/model.pt", "-print-spec").Output()
-	if err != nil {
-		t.Fatalf("-print-spec: %v", err)
-	}
-	for _, want := range []string{"# Not servable until stated: head.input", "bidirectional: true", "out_features: 4"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("-print-spec output lacks %q:\n%s", want, out)
-		}
-	}
+	for _, c := range []struct {
+		dir     string
+		refusal []string // what serve without the flags must say
+		flags   []string
+	}{
+		{"ckpt_bilstm_classifier_hn", []string{`add "input: h_n"`, "-head-input h_n"}, []string{"-head-input", "h_n"}},
+		{"ckpt_rnn_tanh_classifier_hn", []string{`add "input: h_n"`, `write "cell: rnn_tanh"`, "-nonlinearity tanh or relu"},
+			[]string{"-head-input", "h_n", "-nonlinearity", "tanh"}},
+	} {
+		t.Run(c.dir, func(t *testing.T) {
+			dir := "../../models/testdata/golden/" + c.dir
+			var stderr bytes.Buffer
+			cmd := exec.Command(bin, "-model", dir+"/model.pt", "-listen", "127.0.0.1:0", "-grpc", "off")
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			for _, want := range c.refusal {
+				if err == nil || !strings.Contains(stderr.String(), want) {
+					t.Errorf("served without the flags: %v, want an error saying %q\n%s", err, want, stderr.String())
+				}
+			}
+			out, err := exec.Command(bin, "-model", dir+"/model.pt", "-print-spec").Output()
+			if err != nil {
+				t.Fatalf("-print-spec: %v", err)
+			}
+			for _, want := range []string{"# Not servable until stated: head.input", "bidirectional: true", "out_features:"} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("-print-spec output lacks %q:\n%s", want, out)
+				}
+			}
 
-	base := startServe(t, bin, nil, "-model", dir+"/model.pt", "-head-input", "h_n", "-listen", "127.0.0.1:0", "-grpc", "off", "-cache-bytes", "1048576").base
-	gold, err := safetensors.ReadFile(dir + "/io.safetensors")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _ := gold.Tensor("tokens")
-	ids, _ := tok.Int64s()
-	head, _ := gold.Tensor("head")
-	want, _ := head.Float32s()
-	T, B, V := tok.Shape[0], tok.Shape[1], head.Shape[1]
-	rows := make([]int64, 0, T*B)
-	for b := range B {
-		for t := range T {
-			rows = append(rows, ids[t*B+b])
-		}
-	}
-	body, _ := json.Marshal(map[string]any{
-		"inputs": []any{map[string]any{"name": "tokens", "datatype": "INT64", "shape": []int{B, T}, "data": rows}},
-	})
-	resp, err := http.Post(base+"/v2/models/model/infer", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var got struct {
-		Outputs []struct {
-			Name  string    `json:"name"`
-			Shape []int     `json:"shape"`
-			Data  []float64 `json:"data"`
-		} `json:"outputs"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 || len(got.Outputs) != 1 {
-		t.Fatalf("infer: status %d, %v, %+v", resp.StatusCode, err, got)
-	}
-	o := got.Outputs[0]
-	if o.Name != "logits" || !slices.Equal(o.Shape, []int{B, V}) {
-		t.Fatalf("output %s %v, want logits [%d %d]", o.Name, o.Shape, B, V)
-	}
-	for i, w := range want {
-		if math.Abs(o.Data[i]-float64(w)) > 1e-5*math.Max(1, math.Abs(float64(w))) {
-			t.Fatalf("logit %d = %v, PyTorch %v", i, o.Data[i], w)
-		}
+			args := append([]string{"-model", dir + "/model.pt", "-listen", "127.0.0.1:0", "-grpc", "off", "-cache-bytes", "1048576"}, c.flags...)
+			base := startServe(t, bin, nil, args...).base
+			gold, err := safetensors.ReadFile(dir + "/io.safetensors")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, _ := gold.Tensor("tokens")
+			ids, _ := tok.Int64s()
+			head, _ := gold.Tensor("head")
+			want, _ := head.Float32s()
+			T, B, V := tok.Shape[0], tok.Shape[1], head.Shape[1]
+			rows := make([]int64, 0, T*B)
+			for b := range B {
+				for t := range T {
+					rows = append(rows, ids[t*B+b])
+				}
+			}
+			body, _ := json.Marshal(map[string]any{
+				"inputs": []any{map[string]any{"name": "tokens", "datatype": "INT64", "shape": []int{B, T}, "data": rows}},
+			})
+			resp, err := http.Post(base+"/v2/models/model/infer", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var got struct {
+				Outputs []struct {
+					Name  string    `json:"name"`
+					Shape []int     `json:"shape"`
+					Data  []float64 `json:"data"`
+				} `json:"outputs"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 || len(got.Outputs) != 1 {
+				t.Fatalf("infer: status %d, %v, %+v", resp.StatusCode, err, got)
+			}
+			o := got.Outputs[0]
+			if o.Name != "logits" || !slices.Equal(o.Shape, []int{B, V}) {
+				t.Fatalf("output %s %v, want logits [%d %d]", o.Name, o.Shape, B, V)
+			}
+			for i, w := range want {
+				if math.Abs(o.Data[i]-float64(w)) > 1e-5*math.Max(1, math.Abs(float64(w))) {
+					t.Fatalf("logit %d = %v, PyTorch %v", i, o.Data[i], w)
+				}
+			}
+		})
 	}
 }

@@ -104,6 +104,7 @@ var settings = []setting{
 		usage: "the model's name when the repository directory is itself one model's folder (KServe's InferenceService name)", def: "the directory's name"},
 	{field: "Models", flag: "model", arg: "PATH", usage: "serve this model folder or weights file (safetensors, PyTorch checkpoint, ONNX) instead of a repository; repeat the flag for more, or list them in the variable separated by colons", def: "none"},
 	{field: "HeadInput", flag: "head-input", arg: "WHERE", usage: "where the head of each -model weights file reads, which no state_dict records: every_step (fc(out)), last_step (fc(out[:, -1])) or h_n (fc(h_n[-1]), or fc(cat(h_n[-2], h_n[-1])) for two directions); needed for a head over a bidirectional RNN", def: "unset (every_step over a unidirectional RNN; a bidirectional one is refused)"},
+	{field: "Nonlinearity", flag: "nonlinearity", arg: "tanh|relu", usage: "the nonlinearity of the nn.RNN (Elman) modules of each -model weights file, which no state_dict records: tanh (nn.RNN's default) or relu", def: "unset (an nn.RNN is refused)"},
 	{field: "LoadModel", flag: "load-model", arg: "NAME", usage: "with -model-control-mode explicit, a model of the repository to load at start (repeat the flag, or separate names with colons; * loads them all); without it none loads, as in Triton", def: "none"},
 	{field: "ExitOnError", flag: "exit-on-error", usage: "exit with status 1 when a repository model fails to load at start, as Triton's exit-on-error; off starts with the models that load and lists the others UNAVAILABLE with the reason (a file named by -model always stops serve)"},
 	{field: "Management.Listen", flag: "management-listen", arg: "ADDR", usage: "serve the model repository API (index, load, unload) over REST on this address only; the REST and gRPC addresses then refuse it with 403", def: "none (served with the rest)"},
@@ -724,6 +725,9 @@ func validate(cfg *config, src source) error {
 	}
 	if _, err := rnn.ParseHeadInput(cfg.HeadInput); err != nil {
 		return fmt.Errorf("%s: %w", src.where(settingOf("HeadInput")), err)
+	}
+	if cfg.Nonlinearity != "" && cfg.Nonlinearity != "tanh" && cfg.Nonlinearity != "relu" {
+		return fmt.Errorf("%s: nonlinearity %q, want tanh or relu", src.where(settingOf("Nonlinearity")), cfg.Nonlinearity)
 	}
 	if cfg.LameDuck < 0 || cfg.LameDuck > 10*time.Minute {
 		return fmt.Errorf("%s: lame-duck period %v: want 0..10m", src.where(settingOf("LameDuck")), cfg.LameDuck)

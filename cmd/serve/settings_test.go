@@ -188,6 +188,8 @@ func samples(s *setting) [3]string {
 		return [3]string{"a.pt", "b.pt:c.pt", "d.pt"}
 	case "head-input":
 		return [3]string{"h_n", "last_step", "every_step"}
+	case "nonlinearity":
+		return [3]string{"tanh", "relu", "tanh"}
 	case "load-model":
 		return [3]string{"a", "b:c", "d"}
 	case "model-control-mode":

@@ -509,7 +509,7 @@ func (s *Sweep) validate() *SweepError {
 		for i, c := range g.Cells {
 			k := fmt.Sprintf("grid.cells[%d]", i)
 			if _, err := rnn.ParseCell(c); err != nil {
-				return sweepErr(k, strconv.Quote(c), "want lstm or gru")
+				return sweepErr(k, strconv.Quote(c), "want lstm, gru, rnn_tanh or rnn_relu")
 			}
 			if slices.Contains(g.Cells[:i], c) {
 				return sweepErr(k, strconv.Quote(c), "listed twice")
@@ -640,7 +640,7 @@ func (p *Plots) validate(s *Sweep) *SweepError {
 	}
 	if p.Cell != "" {
 		if _, err := rnn.ParseCell(p.Cell); err != nil {
-			return sweepErr("plots.cell", strconv.Quote(p.Cell), "want lstm, gru or empty")
+			return sweepErr("plots.cell", strconv.Quote(p.Cell), "want lstm, gru, rnn_tanh, rnn_relu or empty")
 		}
 	}
 	return nil

@@ -44,7 +44,7 @@ func TestParseSweepErrors(t *testing.T) {
 		{"zero layers", strings.Replace(validSweep, "layers: [1]", "layers: [0]", 1), []string{"grid.layers[0] = 0", "want 1..1024"}},
 		{"empty hidden", strings.Replace(validSweep, "hidden: [8]", "hidden: []", 1), []string{"grid.hidden", "empty"}},
 		{"repeated length", strings.Replace(validSweep, "input_lengths: [2]", "input_lengths: [2, 2]", 1), []string{"grid.input_lengths[1] = 2", "twice"}},
-		{"bad cell", strings.Replace(validSweep, "[lstm]", "[lstm, rnn]", 1), []string{`grid.cells[1] = "rnn"`, "lstm or gru"}},
+		{"bad cell", strings.Replace(validSweep, "[lstm]", "[lstm, rnn]", 1), []string{`grid.cells[1] = "rnn"`, "lstm, gru, rnn_tanh or rnn_relu"}},
 		{"bad schedule", validSweep + "schedules: [A, B]\n", []string{`schedules[1] = "B"`, "A, A+, P, P-bf16 or P-int8"}},
 		{"zero runs", strings.Replace(validSweep, "runs: 3", "runs: -1", 1), []string{"runs = -1"}},
 		{"unknown app", validSweep + "apps: {names: [gnmt, bert], input_lengths: [3]}\n", []string{`apps.names[1] = "bert"`, "gnmt, deepspeech1, lm, lm-dre, bytener"}},

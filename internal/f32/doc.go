@@ -1,6 +1,6 @@
 // Package f32 holds rnnserve's float32 kernels: the matrix products the
 // recurrent layers stream their weights through, the fused LSTM and GRU
-// gate nonlinearities, bf16 weight storage, and a read-bandwidth probe.
+// gate nonlinearities and the Elman (nn.RNN) one (elman.go), bf16 weight storage, and a read-bandwidth probe.
 //
 // # Layers
 //
