@@ -620,13 +620,7 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 			// X'[t] += h_{t-1}·W_hhᵀ for the rows with a previous state
 			// (a row starting from zero has X' alone), then the
 			// nonlinearity straight into the output.
-			product := func(r, h Mat) {
-				o := newGemmNT(r, h, whh, 1)
-				if alt && r.Rows == 1 {
-					o = reversed(o)
-				}
-				b.add(o)
-			}
+			product := func(r, h Mat) { b.add(b.product(w, r, h, whh, 1, false, alt && r.Rows == 1)) }
 			if hp.first > 0 {
 				product(xp.RowRange(0, hp.first), hp.carried)
 			}

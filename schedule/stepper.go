@@ -481,7 +481,7 @@ func (s *Stepper) buildStep() {
 				s.add(k, product(h, dst, s.matrix(fmt.Sprintf("l%d.weight_hr", k), &l.Whr, l.Proj, H), s.q, s.qs, 0))
 			}
 		} else if l.Cell.Elman() {
-			s.add(k, newGemmNT(y, h, whh, 1))
+			s.add(k, product(y, h, whh, s.q, s.qs, 1))
 			s.add(k, newElman(l.Cell, y, Whole(s.bias[k]), h))
 		} else {
 			yh := Dense(s.yh, 0, B, R)
