@@ -113,10 +113,9 @@ func sequenceConfigs() []rnn.Config {
 			{Cell: rnn.GRU, Hidden: 18},
 			{Cell: rnn.LSTM, Hidden: 33},
 		}, HeadOut: 12, Activation: rnn.ActLogSoftmax},
-		// Heads that read one row per sequence: a classifier on
-		// cat(h_n[-2], h_n[-1]), on out[-1], and on h_n[-1] of one
-		// direction (cellular batching too).
-		{Cell: rnn.GRU, Input: 5, Hidden: 9, Layers: 2, Bidirectional: true, HeadOut: 3, HeadInput: rnn.HeadFinalState},
+		// Heads that read one row per sequence: a classifier on out[-1]
+		// and on h_n[-1] of one direction (cellular batching too); the
+		// relu Elman one below reads cat(h_n[-2], h_n[-1]).
 		{Cell: rnn.LSTM, Input: 4, Hidden: 10, Proj: 3, Layers: 1, Bidirectional: true, Vocab: 6, HeadOut: 5,
 			Activation: rnn.ActLogSoftmax, HeadInput: rnn.HeadLastStep},
 		{Cell: rnn.LSTM, Input: 3, Hidden: 8, Layers: 2, HeadOut: 4, Activation: rnn.ActSoftmax, HeadInput: rnn.HeadFinalState},
