@@ -66,7 +66,7 @@ func TestParseSpecErrors(t *testing.T) {
 		{"cell: lstm\ninput_size: 3\nhidden_size: 4\nhead: {out_features: 2, input: h_n_reverse}\n", `"h_n_reverse"`},
 		{"cell: lstm\ninput_size: 3\nhidden_size: 4\nbidirectional: true\nhead: {out_features: 2}\n", `add "input: h_n"`},
 		{"input_size: 3\nlayers: [{cell: gru, hidden_size: 4}, {cell: lstm, hidden_size: 3, bidirectional: true}]\nhead: {out_features: 2}\n",
-			"head reads a bidirectional nn.LSTM"},
+			"over a bidirectional nn.LSTM"},
 		{"cell: lstm\ninput_size: 3000000\nhidden_size: 3000000\n", "2^34"},
 		{"cell: [lstm]\n", "line 1"},
 		{"a: 1\n---\nb: 2\n", "field a not found"},

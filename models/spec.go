@@ -167,20 +167,19 @@ func (s *Spec) unstated() []string {
 	var open []string
 	for i, l := range s.Layers {
 		if l.Cell == "rnn" {
-			open = append(open, fmt.Sprintf("layers[%d].cell: rnn does not say the nn.RNN's nonlinearity, which changes every output: "+
-				"write \"cell: rnn_tanh\" (nn.RNN's default, nonlinearity='tanh') or \"cell: rnn_relu\" in layers[%d]", i, i))
+			open = append(open, fmt.Sprintf("layers[%d].cell: rnn does not say the nn.RNN's nonlinearity: "+
+				"write \"cell: rnn_tanh\" (its default) or \"cell: rnn_relu\" in layers[%d]", i, i))
 		}
 	}
 	if s.Cell == "rnn" {
-		open = append(open, "cell: rnn does not say the nn.RNN's nonlinearity, which changes every output: "+
-			"write \"cell: rnn_tanh\" (nn.RNN's default, nonlinearity='tanh') or \"cell: rnn_relu\"")
+		open = append(open, "cell: rnn does not say the nn.RNN's nonlinearity: write \"cell: rnn_tanh\" (its default) or \"cell: rnn_relu\"")
 	}
 	mods := s.Modules()
 	top := mods[len(mods)-1]
 	if s.Head != nil && s.Head.Input == "" && top.Bidirectional {
-		open = append(open, fmt.Sprintf("head.input is not set, and the head reads a bidirectional %s, where every_step "+
-			"(fc(out), a row per step), last_step (fc(out[:, -1])) and h_n (fc(cat(h_n[-2], h_n[-1]))) give different results: "+
-			"add \"input: h_n\" under \"head:\" for a classifier on the final states (or input: every_step, or input: last_step)", moduleOf(top.Cell)))
+		open = append(open, fmt.Sprintf("head.input is not set, and over a bidirectional %s every_step (fc(out)), "+
+			"last_step (fc(out[:, -1])) and h_n (fc(cat(h_n[-2], h_n[-1]))) differ: "+
+			"add \"input: h_n\" under \"head:\" (or every_step, last_step)", moduleOf(top.Cell)))
 	}
 	return open
 }

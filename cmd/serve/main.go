@@ -232,7 +232,15 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 	if cfg.ExitOnError && len(unavailable) > 0 {
 		var why []string
 		for _, f := range unavailable {
-			why = append(why, f.Name+": "+f.Err.Error())
+			// The server keeps a reason cut to a response's size; a
+			// model that failed here is told in full, fix included.
+			err := f.Err
+			for _, lf := range loadFailed {
+				if lf.Name == f.Name {
+					err = lf.Err
+				}
+			}
+			why = append(why, f.Name+": "+err.Error())
 		}
 		return fmt.Errorf("%d of %d models failed to load, and exit_on_error is on (off, the default, starts with the models that load): %s",
 			len(unavailable), len(entries)+len(loadFailed), strings.Join(why, "; "))
@@ -467,7 +475,7 @@ func openModel(p string, opt models.OpenOptions) (server.Entry, error) {
 	}
 	m, err := models.OpenFSWith(fsys, base, opt)
 	if errors.Is(err, models.ErrAmbiguous) {
-		return server.Entry{}, fmt.Errorf("-model %s: %w (or pass -head-input h_n, every_step or last_step for the head, -nonlinearity tanh or relu for an nn.RNN; -print-spec prints the spec to complete)", p, err)
+		return server.Entry{}, fmt.Errorf("-model %s: %w (for a weights file alone: -head-input h_n, every_step or last_step; -nonlinearity tanh or relu)", p, err)
 	}
 	if err != nil {
 		return server.Entry{}, fmt.Errorf("-model %s: %w", p, err)

@@ -413,7 +413,7 @@ func TestServeClassifierCheckpoint(t *testing.T) {
 		flags   []string
 	}{
 		{"ckpt_bilstm_classifier_hn", []string{`add "input: h_n"`, "-head-input h_n"}, []string{"-head-input", "h_n"}},
-		{"ckpt_rnn_tanh_classifier_hn", []string{`add "input: h_n"`, `write "cell: rnn_tanh"`, "-nonlinearity tanh or relu"},
+		{"ckpt_rnn_tanh_classifier_hn", []string{`add "input: h_n"`, `write "cell: rnn_tanh"`, "-head-input h_n", "-nonlinearity tanh or relu"},
 			[]string{"-head-input", "h_n", "-nonlinearity", "tanh"}},
 	} {
 		t.Run(c.dir, func(t *testing.T) {
