@@ -696,6 +696,45 @@ class UserONNXGemm(UserONNX):
         return dict(output=y, h_n=h, c_n=c, head=self(x).reshape(x.shape[0], x.shape[1], -1))
 
 
+class UserONNXRNNTanh(UserONNX):
+    """A 2-layer bidirectional nn.RNN (tanh), time-major: RNN nodes."""
+
+    graph_in, graph_out = "features", ["output", "h_n"]
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.RNN(6, 10, num_layers=2, bidirectional=True)
+
+    def forward(self, x):  # [T, B, 6]
+        return self.rnn(x)
+
+    def engine(self, x):
+        y, h = self(x)
+        return dict(output=y, h_n=h)
+
+
+class UserONNXRNNReluLM(UserONNX):
+    """An LM on a 2-layer nn.RNN(nonlinearity='relu'), batch_first: RNN
+    nodes with Relu activations, a head on every step, h_n out."""
+
+    graph_in, graph_out = "input_ids", ["logits", "h_n"]
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(20, 6)
+        self.rnn = nn.RNN(6, 9, num_layers=2, nonlinearity="relu", batch_first=True)
+        self.fc = nn.Linear(9, 20)
+
+    def forward(self, tokens):  # [B, T]
+        y, h = self.rnn(self.embedding(tokens))
+        return self.fc(y), h
+
+    def engine(self, x):
+        logits, h = self(x.t())
+        y, _ = self.rnn(self.embedding(x.t()))
+        return dict(output=y.transpose(0, 1), h_n=h, head=logits.transpose(0, 1))
+
+
 class UserONNXBiLSTMClassifier(UserONNX):
     """fc(cat(h_n[-2], h_n[-1])) over a 2-layer bidirectional LSTM on
     token ids, batch_first; also h_n and c_n."""
@@ -1015,6 +1054,18 @@ def _user_cases():
                         "    - name: h_lstm\n      value: h_n\n      states: [0, 1]\n"
                         "    - name: c_lstm\n      value: c_n\n      states: [0, 1]\n"
                         "    - name: h_gru\n      value: h_n\n      states: [2]\n"),
+        UserCase("onnx_rnn_tanh_bidir", lambda: UserONNXRNNTanh(), "model.onnx", "onnx", features=6,
+                 note="torch.onnx.export, opset 14: 2 bidirectional RNN nodes (nn.RNN, tanh), time-major",
+                 expect="cell: rnn_tanh\ninput_size: 6\nhidden_size: 10\nnum_layers: 2\nbidirectional: true\n"
+                        "io:\n  input: features\n  time_major: true\n  outputs:\n"
+                        "    - name: output\n      value: output\n    - name: h_n\n      value: h_n\n"),
+        UserCase("onnx_rnn_relu_lm", lambda: UserONNXRNNReluLM(), "model.onnx", "onnx", tokens=20, batch_first=True,
+                 opset=17, note="torch.onnx.export, opset 17: 2 RNN nodes with Relu activations "
+                                "(nn.RNN(nonlinearity='relu')), a head on every step",
+                 expect="cell: rnn_relu\ninput_size: 6\nhidden_size: 9\nnum_layers: 2\n"
+                        "embedding:\n  vocab_size: 20\nhead:\n  out_features: 20\n  input: every_step\n"
+                        "io:\n  input: input_ids\n  outputs:\n    - name: logits\n      value: head\n"
+                        "    - name: h_n\n      value: h_n\n"),
     ]
 
 
