@@ -1,6 +1,7 @@
 package dre
 
 import (
+	"rnnserve/internal/f32"
 	"rnnserve/rnn"
 	"rnnserve/schedule"
 )
@@ -60,7 +61,7 @@ func WorkingSetOfPrecision(net *rnn.Network, T, B int, prec schedule.Precision) 
 // bytes, plus its scale and the sum the VNNI kernel subtracts (8 bytes).
 func int8Bytes(net *rnn.Network) int64 {
 	var b int64
-	row := func(cols int) int64 { return int64(rnn.I8Stride(cols) + 8) }
+	row := func(cols int) int64 { return int64(f32.I8Stride(cols) + 8) }
 	for _, dirs := range net.Layers {
 		for _, l := range dirs {
 			rows := int64(l.Rows())

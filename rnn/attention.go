@@ -1,10 +1,6 @@
 package rnn
 
-import (
-	"fmt"
-
-	"rnnserve/internal/f32"
-)
+import "fmt"
 
 // Attention holds the weights of Luong et al.'s "general" attention with
 // their attentional output layer (Luong, Pham and Manning, "Effective
@@ -29,29 +25,6 @@ type Attention struct {
 // WeightBytes is the size of the attention's parameters in bytes.
 func (a *Attention) WeightBytes() int64 {
 	return 4 * (int64(a.Memory)*int64(a.Query) + int64(a.Query)*int64(a.Memory+a.Query))
-}
-
-// AttentionScores computes scores[s] = mem[s]·q for the S rows of mem
-// [S][W] (leading dimension ldm): the dot products of the general score.
-func AttentionScores(S, W int, mem []float32, ldm int, q, scores []float32) {
-	MatMulT(1, S, W, q, W, mem, ldm, 0, scores, S)
-}
-
-// AttentionContext computes ctx = Σ_s weights[s]·mem[s] over the S rows of
-// mem [S][W] (leading dimension ldm). Only ctx[:W] is written.
-func AttentionContext(S, W int, mem []float32, ldm int, weights, ctx []float32) {
-	// ctx[:W]: gonum's transposed Sgemv with beta 0 clears all of y, not
-	// only its first W values.
-	MatMul(1, W, S, weights, S, mem, ldm, 0, ctx[:W], W)
-}
-
-// TanhRows replaces each of the m×n values of c (leading dimension ldc)
-// by its tanh (internal/f32's float32 approximation, within 3e-7).
-func TanhRows(m, n int, c []float32, ldc int) {
-	for r := 0; r < m; r++ {
-		row := c[r*ldc : r*ldc+n]
-		f32.TanhTo(row, row)
-	}
 }
 
 // Argmax is the index of the largest value of row, the lowest on ties. A

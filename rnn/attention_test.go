@@ -3,62 +3,10 @@ package rnn
 import (
 	"errors"
 	"math"
-	"math/rand/v2"
 	"testing"
 )
 
-// TestAttentionKernels checks the score and context products against
-// float64 loops on a strided memory (as a time-major [S][B][W] encoder
-// output is for one batch row), and that nothing outside the outputs is
-// written.
-func TestAttentionKernels(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 3))
-	for _, s := range []struct{ S, W, ld int }{{1, 1, 1}, {5, 3, 3}, {7, 4, 9}, {3, 16, 32}} {
-		mem := randSlice(r, s.S*s.ld)
-		q := randSlice(r, s.W)
-		scores := make([]float32, s.S+1)
-		scores[s.S] = 42
-		AttentionScores(s.S, s.W, mem, s.ld, q, scores)
-		for i := 0; i < s.S; i++ {
-			var want float64
-			for j := 0; j < s.W; j++ {
-				want += float64(mem[i*s.ld+j]) * float64(q[j])
-			}
-			if math.Abs(float64(scores[i])-want) > 1e-5 {
-				t.Fatalf("%v: scores[%d] = %v, want %v", s, i, scores[i], want)
-			}
-		}
-		if scores[s.S] != 42 {
-			t.Fatalf("%v: AttentionScores wrote past its output", s)
-		}
-		weights := randSlice(r, s.S)
-		ctx := make([]float32, s.W+1)
-		ctx[s.W] = 42
-		AttentionContext(s.S, s.W, mem, s.ld, weights, ctx)
-		for j := 0; j < s.W; j++ {
-			var want float64
-			for i := 0; i < s.S; i++ {
-				want += float64(weights[i]) * float64(mem[i*s.ld+j])
-			}
-			if math.Abs(float64(ctx[j])-want) > 1e-5 {
-				t.Fatalf("%v: ctx[%d] = %v, want %v", s, j, ctx[j], want)
-			}
-		}
-		if ctx[s.W] != 42 {
-			t.Fatalf("%v: AttentionContext wrote past its output", s)
-		}
-	}
-}
-
-func TestTanhRowsAndArgmax(t *testing.T) {
-	c := []float32{0, 1, 99, -2, 0.5, 99}
-	TanhRows(2, 2, c, 3)
-	want := []float64{0, math.Tanh(1), 99, math.Tanh(-2), math.Tanh(0.5), 99}
-	for i := range c {
-		if math.Abs(float64(c[i])-want[i]) > 3e-7 {
-			t.Errorf("c[%d] = %v, want %v", i, c[i], want[i])
-		}
-	}
+func TestArgmax(t *testing.T) {
 	nan := float32(math.NaN())
 	for _, tc := range []struct {
 		row  []float32

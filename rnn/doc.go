@@ -1,5 +1,6 @@
-// Package rnn is the numeric core of rnnserve: the weights of LSTM, GRU
-// and Elman (nn.RNN) stacks and the float32 kernels that compute them. It does no I/O and knows
+// Package rnn is the numeric core of rnnserve: the shapes and weights of
+// LSTM, GRU and Elman (nn.RNN) stacks and of the attention decoder, and
+// the plain-Go row helpers (softmax, bias, sampling) around them. It does no I/O and knows
 // nothing of plans, files or HTTP.
 //
 // # Layout
@@ -15,10 +16,11 @@
 //   - sequences are time-major: [T][B][F], so the B rows of one time step are
 //     contiguous; every activation has a batch dimension B >= 1.
 //
-// Matrix products and the fused gate kernels run on internal/f32 (AVX2+FMA
-// assembly chosen at run time, a pure-Go fallback under -tags purego),
-// which replaced gonum's pure-Go Sgemv/Sgemm when benchmarks showed it 2-4x
-// faster (docs/performance.md). The gates follow PyTorch's equations:
+// The matrix products and the fused gate kernels are internal/f32's
+// (AVX2+FMA or AVX-512 assembly chosen at run time, a pure-Go fallback
+// under -tags purego), which replaced gonum's pure-Go Sgemv/Sgemm when
+// benchmarks showed it 2-4x faster (docs/performance.md); the schedules'
+// ops call them by their one name there. The gates follow PyTorch's equations:
 //
 //	LSTM: i = σ(y_i), f = σ(y_f), g = tanh(y_g), o = σ(y_o)
 //	      c' = f⊙c + i⊙g,  h' = o⊙tanh(c')          (then h' = W_hr h' with projection)

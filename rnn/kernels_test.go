@@ -14,38 +14,6 @@ func randSlice(r *rand.Rand, n int) []float32 {
 	return v
 }
 
-// TestMatMulT compares the BLAS-backed product with a float64 triple loop,
-// on padded leading dimensions, and checks it writes nothing outside C.
-func TestMatMulT(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 1))
-	for _, s := range []struct{ m, n, k int }{{1, 1, 1}, {1, 7, 5}, {3, 7, 5}, {1, 64, 130}, {5, 33, 17}} {
-		lda, ldw, ldc := s.k+2, s.k+3, s.n+1
-		a, w := randSlice(r, s.m*lda), randSlice(r, s.n*ldw)
-		for _, beta := range []float32{0, 1} {
-			c := randSlice(r, s.m*ldc)
-			orig := append([]float32(nil), c...)
-			MatMulT(s.m, s.n, s.k, a, lda, w, ldw, beta, c, ldc)
-			for i := 0; i < s.m; i++ {
-				for j := 0; j < ldc; j++ {
-					if j >= s.n {
-						if c[i*ldc+j] != orig[i*ldc+j] {
-							t.Fatalf("%v: wrote padding at (%d,%d)", s, i, j)
-						}
-						continue
-					}
-					want := float64(beta) * float64(orig[i*ldc+j])
-					for p := 0; p < s.k; p++ {
-						want += float64(a[i*lda+p]) * float64(w[j*ldw+p])
-					}
-					if math.Abs(float64(c[i*ldc+j])-want) > 1e-5 {
-						t.Fatalf("%v beta %v: C[%d][%d] = %v, want %v", s, beta, i, j, c[i*ldc+j], want)
-					}
-				}
-			}
-		}
-	}
-}
-
 func TestSoftmaxAndLogSoftmax(t *testing.T) {
 	row := []float32{1, 2, 3, 1000, -1000, 0}
 	sm := append([]float32(nil), row...)
@@ -68,16 +36,8 @@ func TestSoftmaxAndLogSoftmax(t *testing.T) {
 	}
 }
 
-func TestEmbedAndCopy(t *testing.T) {
-	table := []float32{0, 1, 10, 11, 20, 21}
-	dst := make([]float32, 6)
-	Embed(dst, table, 2, []int64{2, 0, 1})
-	want := []float32{20, 21, 0, 1, 10, 11}
-	for i := range want {
-		if dst[i] != want[i] {
-			t.Fatalf("embed: %v, want %v", dst, want)
-		}
-	}
+func TestCopyRows(t *testing.T) {
+	dst := []float32{20, 21, 0, 1, 10, 11}
 	out := make([]float32, 8)
 	CopyRows(2, 2, out[1:], 4, dst, 3)
 	if out[1] != 20 || out[2] != 21 || out[5] != 1 || out[6] != 10 || out[3] != 0 {
@@ -167,41 +127,6 @@ func TestTopKAndProbabilities(t *testing.T) {
 	}
 }
 
-// TestMatMul checks the input-major product against MatMulT on the
-// transposed weights; both must leave C's padding (and a tail) untouched.
-func TestMatMul(t *testing.T) {
-	r := rand.New(rand.NewPCG(2, 2))
-	for _, s := range []struct{ m, n, k int }{{1, 1, 1}, {1, 9, 4}, {4, 9, 6}, {2, 70, 33}} {
-		lda, ldc := s.k+1, s.n+2
-		a, w := randSlice(r, s.m*lda), randSlice(r, s.k*s.n)
-		wt := make([]float32, s.n*s.k)
-		for i := 0; i < s.k; i++ {
-			for j := 0; j < s.n; j++ {
-				wt[j*s.k+i] = w[i*s.n+j]
-			}
-		}
-		c1, c2 := randSlice(r, s.m*ldc+5), make([]float32, s.m*ldc+5)
-		copy(c2, c1)
-		MatMul(s.m, s.n, s.k, a, lda, w, s.n, 1, c1, ldc)
-		MatMulT(s.m, s.n, s.k, a, lda, wt, s.k, 1, c2, ldc)
-		for i := range c1 {
-			if math.Abs(float64(c1[i]-c2[i])) > 1e-5 {
-				t.Fatalf("%v: element %d: %v vs %v", s, i, c1[i], c2[i])
-			}
-		}
-		// beta = 0 must not touch anything past the m rows of n values.
-		tail := randSlice(r, s.n+7)
-		orig := append([]float32(nil), tail...)
-		MatMul(1, s.n, s.k, a, lda, w, s.n, 0, tail, s.n)
-		MatMulT(1, s.n, s.k, a, lda, wt, s.k, 0, tail, s.n)
-		for i := s.n; i < len(tail); i++ {
-			if tail[i] != orig[i] {
-				t.Fatalf("%v: beta=0 product wrote past its %d outputs at %d", s, s.n, i)
-			}
-		}
-	}
-}
-
 func TestMixedStack(t *testing.T) {
 	cfg := Config{Input: 5, Stack: []LayerConfig{
 		{Cell: LSTM, Hidden: 8, Proj: 3, Bidirectional: true},
@@ -257,6 +182,29 @@ func TestMixedStack(t *testing.T) {
 	} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("Validate(%+v) accepted", bad)
+		}
+	}
+}
+
+// TestTempered checks the tempered weights against softmax(logp/t) from
+// float64 math, and that a row of -Inf entries gets weight 0 there.
+func TestTempered(t *testing.T) {
+	logp := []float32{-1, 2, float32(math.Inf(-1)), 0.5}
+	for _, temp := range []float64{0.25, 1, 3} {
+		w := make([]float64, len(logp))
+		sum := Tempered(w, logp, temp)
+		var z float64
+		for _, v := range logp {
+			z += math.Exp(float64(v) / temp)
+		}
+		for i, v := range logp {
+			want := math.Exp(float64(v)/temp) / z
+			if got := w[i] / sum; math.Abs(got-want) > 1e-12 {
+				t.Errorf("t=%v: weight %d = %v, want %v", temp, i, got, want)
+			}
+		}
+		if w[1] != 1 || w[2] != 0 {
+			t.Errorf("t=%v: the largest entry's weight is %v (want 1), the -Inf entry's %v (want 0)", temp, w[1], w[2])
 		}
 	}
 }

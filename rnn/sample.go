@@ -33,17 +33,12 @@ func Sample(logp []float32, temperature float64, topK int, r *rand.Rand, scratch
 		sort.Float64s(sorted)
 		cut = sorted[len(sorted)-topK]
 	}
-	mx := math.Inf(-1)
-	for _, v := range logp {
-		mx = math.Max(mx, float64(v))
-	}
+	Tempered(w, logp, temperature)
 	var sum float64
 	for i, v := range logp {
 		if float64(v) < cut {
 			w[i] = 0
-			continue
 		}
-		w[i] = math.Exp((float64(v) - mx) / temperature)
 		sum += w[i]
 	}
 	u := r.Float64() * sum
@@ -59,6 +54,23 @@ func Sample(logp []float32, temperature float64, topK int, r *rand.Rand, scratch
 		u -= x
 	}
 	return last
+}
+
+// Tempered writes into w the weights of a row of log-probabilities (or
+// logits) at temperature t > 0, exp((v - max)/t) for every value v of the
+// row, and returns their sum: divided by it, they are the softmax of
+// logp/t. w must have room for len(logp) values.
+func Tempered(w []float64, logp []float32, t float64) (sum float64) {
+	mx := math.Inf(-1)
+	for _, v := range logp {
+		mx = math.Max(mx, float64(v))
+	}
+	w = w[:len(logp)]
+	for i, v := range logp {
+		w[i] = math.Exp((float64(v) - mx) / t)
+		sum += w[i]
+	}
+	return sum
 }
 
 // Probabilities writes into dst the probabilities that a head row with

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"rnnserve/internal/f32"
 	"rnnserve/rnn"
 )
 
@@ -394,9 +395,12 @@ func (o *attnOp) run() {
 		memRow, inRow, outRow := o.mem.row(i), o.in.Row(i), o.out.Row(i)
 		mem, in, out := memRow.F32(), inRow.F32(), outRow.F32()
 		if o.context {
-			rnn.AttentionContext(m.T, m.W, mem, m.B*m.W, in, out)
+			// out[:W] = Σ_s in[s]·mem[s]: gonum's transposed Sgemv with
+			// beta 0 would clear all of out, not only its first W values.
+			f32.GemmNN(1, m.W, m.T, in, m.T, mem, m.B*m.W, 0, out[:m.W], m.W)
 		} else {
-			rnn.AttentionScores(m.T, m.W, mem, m.B*m.W, in, out)
+			// out[s] = mem[s]·in, the general score's dot products.
+			f32.GemmNT(1, m.T, m.W, in, m.W, mem, m.B*m.W, 0, out, m.T)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"rnnserve/internal/f32"
 	"rnnserve/rnn"
 )
 
@@ -151,7 +152,7 @@ func checkFloats(field string, v []float32, want int, how string) error {
 	if len(v) != want {
 		return inputErr(field, "%d values, want %s = %d", len(v), how, want)
 	}
-	if rnn.Finite(v) {
+	if f32.Finite(v) {
 		return nil
 	}
 	for i, x := range v {

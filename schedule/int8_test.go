@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 
+	"rnnserve/internal/f32"
 	"rnnserve/rnn"
 )
 
@@ -209,9 +210,9 @@ func TestInt8Options(t *testing.T) {
 		}
 	}
 	wide := randomNet(t, rnn.Config{Cell: rnn.GRU, Input: 3, Hidden: 4, Layers: 1}, 1)
-	wide.Layers[0][0].Input = rnn.MaxI8K + 1
+	wide.Layers[0][0].Input = f32.MaxI8K + 1
 	if _, err := NewPartitioned(wide, PartitionOptions{Precision: Int8}); err == nil {
-		t.Error(fmt.Sprintf("int8 with an input %d wide: no error", rnn.MaxI8K+1))
+		t.Error(fmt.Sprintf("int8 with an input %d wide: no error", f32.MaxI8K+1))
 	}
 }
 

@@ -31,14 +31,6 @@ func (m Mat) RowRange(r0, r1 int) Mat { return M(m.Buf, m.Off+r0*m.LD, r1-r0, m.
 // ColRange is columns [c0, c1) of every row of m.
 func (m Mat) ColRange(c0, c1 int) Mat { return M(m.Buf, m.Off+c0, m.Rows, c1-c0, m.LD) }
 
-// span is the number of elements from the first to one past the last.
-func (m Mat) span() int {
-	if m.Rows == 0 || m.Cols == 0 {
-		return 0
-	}
-	return (m.Rows-1)*m.LD + m.Cols
-}
-
 // Empty reports whether m has no elements.
 func (m Mat) Empty() bool { return m.Rows == 0 || m.Cols == 0 }
 
@@ -73,12 +65,6 @@ func (m Mat) Region() Region {
 		return Region{Buf: m.Buf, Off: es * int64(m.Off), Len: es * int64(m.Rows*m.Cols), Count: 1}
 	}
 	return Region{Buf: m.Buf, Off: es * int64(m.Off), Len: es * int64(m.Cols), Count: m.Rows, Stride: es * int64(m.LD)}
-}
-
-// valid reports whether m lies inside its buffer.
-func (m Mat) valid() bool {
-	return m.Buf != nil && m.Off >= 0 && m.Rows >= 0 && m.Cols >= 0 && (m.Rows <= 1 || m.LD >= m.Cols) &&
-		m.Off+m.span() <= m.Buf.Elems
 }
 
 // Rows32 is a list of rows of one buffer, each Width elements (a row index

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"rnnserve/internal/f32"
 	"rnnserve/rnn"
 	"rnnserve/rnn/tree"
 )
@@ -182,7 +183,7 @@ type gemmOp struct {
 	nn      bool
 	stable  bool
 	tanh    bool
-	once    bool // W is read once per plan (an input projection): rnn.MatMulTOnce
+	once    bool // W is read once per plan (an input projection): f32.GemmNTOnce
 	// reverse takes W's rows (float32, nt) in chunks of reverseRows from
 	// the last, each chunk's rows in order: the same results, W read
 	// backwards (see alternates).
@@ -190,9 +191,9 @@ type gemmOp struct {
 }
 
 // reverseRows is the rows of W a reversed gemmOp takes at a time: the
-// rows of rnn.StepChunk units of a four-gate cell, a multiple of 8 (16
+// rows of f32.StepChunk units of a four-gate cell, a multiple of 8 (16
 // for int8) so that a packed W's chunks are whole panels.
-const reverseRows = 4 * rnn.StepChunk
+const reverseRows = 4 * f32.StepChunk
 
 // reversed marks a product of one row whose W is read backwards (at an
 // odd step of a GRU, as lstmStepOp's reverse does for an LSTM); W's rows
@@ -229,7 +230,7 @@ func newGemmNT(c, a, w Mat, beta float32) *gemmOp {
 
 // readOnce marks a product whose W the plan reads once (an input
 // projection's W_ih, all T steps at once), so that with a few rows the
-// kernels pull W in as a stream (rnn.MatMulTOnce).
+// kernels pull W in as a stream (f32.GemmNTOnce).
 func readOnce(o *gemmOp) *gemmOp {
 	o.once = true
 	return o
@@ -245,30 +246,34 @@ func (o *gemmOp) run() {
 	m, n, k := o.c.Rows, o.c.Cols, o.a.Cols
 	switch {
 	case o.nn:
-		rnn.MatMul(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
+		f32.GemmNN(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
 	case o.stable:
-		tree.MatMulT(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
+		f32.GemmNT(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
 	case o.w.Buf.ElemSize == 2:
-		rnn.MatMulTBF16(m, n, k, o.a.F32(), o.a.LD, o.w.U16(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
+		f32.GemmNTBF16(m, n, k, o.a.F32(), o.a.LD, o.w.U16(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
 	case o.reverse && o.w.Buf.Packed:
 		w, c := o.w.F32(), o.c.F32()
 		o.chunks(func(lo, hi int) {
-			rnn.MatMulTPacked(m, hi-lo, k, o.a.F32(), o.a.LD, w[lo*k:], o.beta, c[lo:], o.c.LD)
+			f32.GemmNTPacked(m, hi-lo, k, o.a.F32(), o.a.LD, w[lo*k:], o.beta, c[lo:], o.c.LD)
 		})
 	case o.reverse:
 		w, c := o.w.F32(), o.c.F32()
 		o.chunks(func(lo, hi int) {
-			rnn.MatMulT(m, hi-lo, k, o.a.F32(), o.a.LD, w[lo*o.w.LD:], o.w.LD, o.beta, c[lo:], o.c.LD)
+			f32.GemmNT(m, hi-lo, k, o.a.F32(), o.a.LD, w[lo*o.w.LD:], o.w.LD, o.beta, c[lo:], o.c.LD)
 		})
 	case o.w.Buf.Packed:
-		rnn.MatMulTPacked(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.beta, o.c.F32(), o.c.LD)
+		f32.GemmNTPacked(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.beta, o.c.F32(), o.c.LD)
 	case o.once:
-		rnn.MatMulTOnce(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
+		f32.GemmNTOnce(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
 	default:
-		rnn.MatMulT(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
+		f32.GemmNT(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
 	}
 	if o.tanh {
-		rnn.TanhRows(m, n, o.c.F32(), o.c.LD)
+		c := o.c.F32()
+		for r := range m {
+			row := c[r*o.c.LD : r*o.c.LD+n]
+			f32.TanhTo(row, row)
+		}
 	}
 }
 func (o *gemmOp) regions(fn func(Region, bool)) {
@@ -294,7 +299,11 @@ func newLSTM(y, bias, c, h Mat) *lstmOp {
 
 func (o *lstmOp) kernel() Kernel { return KLSTM }
 func (o *lstmOp) run() {
-	rnn.LSTMPointwise(o.h.Rows, o.h.Cols, o.y.F32(), o.y.LD, o.bias.F32(), o.c.F32(), o.h.F32(), o.h.LD)
+	H := o.h.Cols
+	y, bias, c, h := o.y.F32(), o.bias.F32(), o.c.F32(), o.h.F32()
+	for r := range o.h.Rows {
+		f32.LSTMGates(H, H, y[r*o.y.LD:r*o.y.LD+4*H], bias, c[r*H:r*H+H], h[r*o.h.LD:r*o.h.LD+H])
+	}
 }
 func (o *lstmOp) regions(fn func(Region, bool)) {
 	emit(fn, o.y, false)
@@ -305,12 +314,12 @@ func (o *lstmOp) regions(fn func(Region, bool)) {
 }
 
 // lstmStepOp is a whole LSTM step of one row in one kernel call
-// (rnn.LSTMStep, or rnn.LSTMStepPacked for a packed w): y += h·wᵀ, then
+// (f32.LSTMStep, or f32.LSTMStepPacked for a packed w): y += h·wᵀ, then
 // the gates of lstmOp (c updated, h_t into hout), with the results and
 // the regions of that gemmOp and lstmOp. w is float32; hout must not
 // overlap h. With reverse (H a multiple of 8) the units go in chunks of
-// rnn.StepChunk from the last (rnn.LSTMStepReverse or
-// rnn.LSTMStepPackedReverse), and the regions of w say so, chunk by
+// f32.StepChunk from the last (f32.LSTMStepReverse or
+// f32.LSTMStepPackedReverse), and the regions of w say so, chunk by
 // chunk.
 type lstmStepOp struct {
 	y, h, w, bias, c, hout Mat
@@ -331,19 +340,19 @@ func (o *lstmStepOp) run() {
 	H, k := o.hout.Cols, o.h.Cols
 	switch {
 	case o.w.Buf.Packed && o.reverse:
-		rnn.LSTMStepPackedReverse(H, k, o.h.F32(), o.w.F32(), o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
+		f32.LSTMStepPackedReverse(H, k, o.h.F32(), o.w.F32(), o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
 	case o.w.Buf.Packed:
-		rnn.LSTMStepPacked(H, k, o.h.F32(), o.w.F32(), o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
+		f32.LSTMStepPacked(H, k, o.h.F32(), o.w.F32(), o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
 	case o.reverse:
-		rnn.LSTMStepReverse(H, k, o.h.F32(), o.w.F32(), o.w.LD, o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
+		f32.LSTMStepReverse(H, k, o.h.F32(), o.w.F32(), o.w.LD, o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
 	default:
-		rnn.LSTMStep(H, k, o.h.F32(), o.w.F32(), o.w.LD, o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
+		f32.LSTMStep(H, k, o.h.F32(), o.w.F32(), o.w.LD, o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
 	}
 }
 func (o *lstmStepOp) regions(fn func(Region, bool)) {
 	if o.reverse {
 		H := o.hout.Cols
-		backChunks(H, rnn.StepChunk, func(lo, hi int) {
+		backChunks(H, f32.StepChunk, func(lo, hi int) {
 			for g := range 4 {
 				emit(fn, o.w.RowRange(g*H+lo, g*H+hi), false)
 			}
@@ -375,8 +384,11 @@ func newGRU(x, hp, bih, bhh, hprev, hout Mat) *gruOp {
 func (o *gruOp) kernel() Kernel { return KGRU }
 func (o *gruOp) run() {
 	H := o.hout.Cols
-	rnn.GRUPointwiseTo(o.hout.Rows, H, H, o.x.F32(), o.x.LD, o.hp.F32(), o.hp.LD, o.bih.F32(), o.bhh.F32(),
-		o.hprev.F32(), o.hprev.LD, o.hout.F32(), o.hout.LD)
+	x, hp, bih, bhh, hprev, hout := o.x.F32(), o.hp.F32(), o.bih.F32(), o.bhh.F32(), o.hprev.F32(), o.hout.F32()
+	for r := range o.hout.Rows {
+		f32.GRUGates(H, H, x[r*o.x.LD:r*o.x.LD+3*H], hp[r*o.hp.LD:r*o.hp.LD+3*H], bih, bhh,
+			hprev[r*o.hprev.LD:r*o.hprev.LD+H], hout[r*o.hout.LD:r*o.hout.LD+H])
+	}
 }
 func (o *gruOp) regions(fn func(Region, bool)) {
 	emit(fn, o.x, false)
@@ -403,7 +415,11 @@ func newElman(cell rnn.CellKind, y, bias, h Mat) *elmanOp {
 
 func (o *elmanOp) kernel() Kernel { return KElman }
 func (o *elmanOp) run() {
-	rnn.ElmanPointwise(o.cell, o.h.Rows, o.h.Cols, o.y.F32(), o.y.LD, o.bias.F32(), o.h.F32(), o.h.LD)
+	H, relu := o.h.Cols, o.cell == rnn.RNNReLU
+	y, bias, h := o.y.F32(), o.bias.F32(), o.h.F32()
+	for r := range o.h.Rows {
+		f32.ElmanGates(H, relu, y[r*o.y.LD:r*o.y.LD+H], bias, h[r*o.h.LD:r*o.h.LD+H])
+	}
 }
 func (o *elmanOp) regions(fn func(Region, bool)) {
 	emit(fn, o.y, false)

@@ -4,28 +4,29 @@ import (
 	"errors"
 	"fmt"
 
+	"rnnserve/internal/f32"
 	"rnnserve/rnn"
 )
 
 // ErrInt8Width is returned for int8 weights on a layer wider than the
-// int8 products take (rnn.MaxI8K inputs).
+// int8 products take (f32.MaxI8K inputs).
 var ErrInt8Width = errors.New("schedule: layer too wide for int8 weights")
 
 // i8Fits checks that every product of net is narrow enough for int8.
 func i8Fits(net *rnn.Network) error {
 	for k, dirs := range net.Layers {
 		l := dirs[0]
-		if w := max(l.Input, l.Out(), l.Hidden); w > rnn.MaxI8K {
-			return fmt.Errorf("%w: layer %d is %d wide, the most is %d", ErrInt8Width, k, w, rnn.MaxI8K)
+		if w := max(l.Input, l.Out(), l.Hidden); w > f32.MaxI8K {
+			return fmt.Errorf("%w: layer %d is %d wide, the most is %d", ErrInt8Width, k, w, f32.MaxI8K)
 		}
 	}
 	return nil
 }
 
 // gemmI8Op is C = A·Wᵀ + beta·C with W stored int8: A's rows are
-// quantized into q and their scales into s (rnn.QuantizeI8), then
-// multiplied by W (rnn.MatMulTI8). w's Mat gives W's logical rows and
-// columns; its buffer (1-byte elements) holds W packed by rnn.PackI8,
+// quantized into q and their scales into s (f32.QuantizeI8), then
+// multiplied by W (f32.GemmNTI8). w's Mat gives W's logical rows and
+// columns; its buffer (1-byte elements) holds W packed by f32.PackI8,
 // scales included, and is read whole but for the rows that pad its last
 // panel (wr lists the regions). q and s are scratch the op writes before
 // it reads them.
@@ -46,7 +47,7 @@ func reversedI8(o *gemmI8Op) *gemmI8Op {
 	mustShape(o.c.Rows == 1 && o.w.Rows%16 == 0)
 	o.reverse = true
 	o.wr = o.wr[:0]
-	pb := rnn.I8PanelBytes(o.w.Cols)
+	pb := f32.I8PanelBytes(o.w.Cols)
 	backChunks(o.w.Rows, reverseRows, func(lo, hi int) {
 		o.wr = append(o.wr, Dense(o.w.Buf, lo/16*pb, 1, (hi-lo)/16*pb))
 	})
@@ -59,10 +60,10 @@ func reversedI8(o *gemmI8Op) *gemmI8Op {
 // loaded with its quads (the same cache lines) but change no result, so
 // they are not declared: the region checker could not tell.
 func i8Regions(buf *Buffer, n, k int) []Mat {
-	pb, full, r := rnn.I8PanelBytes(k), n/16, n%16
+	pb, full, r := f32.I8PanelBytes(k), n/16, n%16
 	rs := []Mat{Dense(buf, 0, 1, full*pb)}
 	if r > 0 {
-		kq, at := rnn.I8Stride(k), full*pb
+		kq, at := f32.I8Stride(k), full*pb
 		rs = append(rs, M(buf, at, kq/4, 4*r, 64), Dense(buf, at+16*kq, 1, 4*r), Dense(buf, at+16*kq+64, 1, 4*r))
 	}
 	return rs
@@ -71,9 +72,9 @@ func i8Regions(buf *Buffer, n, k int) []Mat {
 // newGemmI8 multiplies a by the int8 W whose buffer w names, quantizing a
 // into the first a.Rows rows of scratch q (bytes) and s (float32).
 func newGemmI8(c, a, w Mat, q, s *Buffer, beta float32) *gemmI8Op {
-	kq := rnn.I8Stride(a.Cols)
+	kq := f32.I8Stride(a.Cols)
 	mustShape(c.Rows == a.Rows && a.Cols == w.Cols && c.Cols == w.Rows && w.Buf.ElemSize == 1 && w.Off == 0 &&
-		w.Buf.Elems == rnn.PackedI8Bytes(w.Rows, w.Cols) && q.ElemSize == 1 && q.Elems >= a.Rows*kq &&
+		w.Buf.Elems == f32.PackedI8Bytes(w.Rows, w.Cols) && q.ElemSize == 1 && q.Elems >= a.Rows*kq &&
 		s.ElemSize == 4 && s.Elems >= a.Rows)
 	return &gemmI8Op{c: c, a: a, w: w, wr: i8Regions(w.Buf, w.Rows, w.Cols), q: Dense(q, 0, a.Rows, kq), s: Dense(s, 0, 1, a.Rows), beta: beta}
 }
@@ -81,14 +82,14 @@ func newGemmI8(c, a, w Mat, q, s *Buffer, beta float32) *gemmI8Op {
 func (o *gemmI8Op) kernel() Kernel { return KMatMul }
 func (o *gemmI8Op) run() {
 	m, n, k := o.c.Rows, o.c.Cols, o.a.Cols
-	rnn.QuantizeI8(m, k, o.a.F32(), o.a.LD, o.q.U8(), o.q.LD, o.s.F32())
+	f32.QuantizeI8(m, k, o.a.F32(), o.a.LD, o.q.U8(), o.q.LD, o.s.F32())
 	if !o.reverse {
-		rnn.MatMulTI8(m, n, k, o.q.U8(), o.q.LD, o.s.F32(), o.w.Buf.U8, o.beta, o.c.F32(), o.c.LD)
+		f32.GemmNTI8(m, n, k, o.q.U8(), o.q.LD, o.s.F32(), o.w.Buf.U8, o.beta, o.c.F32(), o.c.LD)
 		return
 	}
-	pb, c := rnn.I8PanelBytes(k), o.c.F32()
+	pb, c := f32.I8PanelBytes(k), o.c.F32()
 	backChunks(n, reverseRows, func(lo, hi int) {
-		rnn.MatMulTI8(m, hi-lo, k, o.q.U8(), o.q.LD, o.s.F32(), o.w.Buf.U8[lo/16*pb:], o.beta, c[lo:], o.c.LD)
+		f32.GemmNTI8(m, hi-lo, k, o.q.U8(), o.q.LD, o.s.F32(), o.w.Buf.U8[lo/16*pb:], o.beta, c[lo:], o.c.LD)
 	})
 }
 func (o *gemmI8Op) regions(fn func(Region, bool)) {
@@ -109,7 +110,7 @@ func (o *gemmI8Op) regions(fn func(Region, bool)) {
 func i8ScratchSize(rows int, cols ...int) (q, s int) {
 	w := 0
 	for _, c := range cols {
-		w = max(w, rnn.I8Stride(c))
+		w = max(w, f32.I8Stride(c))
 	}
 	return rows * w, rows
 }

@@ -3,6 +3,7 @@ package schedule
 import (
 	"fmt"
 
+	"rnnserve/internal/f32"
 	"rnnserve/internal/host"
 	"rnnserve/rnn"
 )
@@ -30,9 +31,9 @@ import (
 //
 // With a zero initial state the first step skips the recurrent product.
 // An LSTM step of one row is one kernel call, the product and the gates
-// together (rnn.LSTMStep; lstmStepOp declares the regions of both).
+// together (f32.LSTMStep; lstmStepOp declares the regions of both).
 // Where a worker's W_hh is about a core's L2 (alternates), a step of one row reads W_hh forwards at even steps and
-// backwards, chunk by chunk, at odd ones (rnn.LSTMStepReverse, a
+// backwards, chunk by chunk, at odd ones (f32.LSTMStepReverse, a
 // reversed gemmOp for a GRU): a step starts on the rows the step before
 // read last, which are still in the cache (dre's
 // TestAlternatingStepsReuseCache).
@@ -60,7 +61,7 @@ type PartitionOptions struct {
 	// Precision of the stored recurrent weights.
 	Precision Precision
 	// PackBytes: a worker's float32 W_hh or W_ih slice larger than this
-	// many bytes is stored packed (rnn.PackT), which its products read
+	// many bytes is stored packed (f32.PackNT), which its products read
 	// as one stream; 0 means the defaults (PackBounds), -1 never. Packing
 	// changes neither a bit of the results nor the bytes a plan reads.
 	PackBytes int
@@ -110,7 +111,7 @@ type partLayer struct {
 // each weight matrix for its units, gate-major (row g*nu+j is the source's
 // row g*H+u0+j). With BF16 precision the weight buffers have 2-byte
 // elements and their data in U16; with Int8, 1-byte elements in U8, each
-// matrix packed by rnn.PackI8.
+// matrix packed by f32.PackI8.
 type partSlice struct {
 	wih, whh, whr *Buffer
 	bias          *Buffer // LSTM and Elman: b_ih + b_hh
@@ -291,18 +292,18 @@ func (pp *partProgram) fill(w int) {
 				return dst
 			}
 			// set stores a slice of rows of cols floats as b keeps it:
-			// bf16, int8 (rnn.PackI8), packed (rnn.PackT) or as it is.
+			// bf16, int8 (f32.PackI8), packed (f32.PackNT) or as it is.
 			set := func(b *Buffer, v []float32, cols int) {
 				switch {
 				case pp.prec == Int8:
-					b.U8 = rnn.NewPackedI8(len(v)/cols, cols)
-					rnn.PackI8(b.U8, len(v)/cols, cols, v, cols)
+					b.U8 = f32.NewPackedI8(len(v)/cols, cols)
+					f32.PackI8(b.U8, len(v)/cols, cols, v, cols)
 				case pp.prec == BF16:
 					b.U16 = make([]uint16, len(v))
-					rnn.ToBF16(b.U16, v)
+					f32.ToBF16(b.U16, v)
 				case b.Packed:
 					b.F32 = make([]float32, len(v))
-					rnn.PackT(b.F32, len(v)/cols, cols, v, cols)
+					f32.PackNT(b.F32, len(v)/cols, cols, v, cols)
 				default:
 					b.F32 = v
 				}

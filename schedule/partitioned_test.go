@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"rnnserve/internal/f32"
 	"rnnserve/rnn"
 )
 
@@ -147,8 +148,8 @@ func TestPartitionedBF16(t *testing.T) {
 			for _, l := range dirs {
 				for _, w := range [][]float32{l.Wih, l.Whh, l.Whr} {
 					b := make([]uint16, len(w))
-					rnn.ToBF16(b, w)
-					rnn.FromBF16(w, b)
+					f32.ToBF16(b, w)
+					f32.FromBF16(w, b)
 				}
 			}
 		}
@@ -634,7 +635,7 @@ func TestReversedGemm(t *testing.T) {
 				}
 				if packed {
 					rm := append([]float32(nil), wb.F32...)
-					rnn.PackT(wb.F32, n, k, rm, k)
+					f32.PackNT(wb.F32, n, k, rm, k)
 					wb.Packed = true
 				}
 				ab := &Buffer{Name: "a", Kind: KindInput, Elems: k, ElemSize: 4, F32: make([]float32, k)}

@@ -32,8 +32,8 @@ func (k BufferKind) String() string {
 
 // Buffer is a named, contiguous piece of the model's memory. Its data is
 // float32 (F32), bf16 weights (U16, ElemSize 2), bytes (U8, ElemSize 1:
-// int8 weights in rnn.PackI8's layout, or rows quantized by
-// rnn.QuantizeI8) or, for token ids, int64 (I64). In a dry plan the data
+// int8 weights in f32.PackI8's layout, or rows quantized by
+// f32.QuantizeI8) or, for token ids, int64 (I64). In a dry plan the data
 // is nil and only the size is known (token ids excepted: they decide
 // which embedding rows are read).
 type Buffer struct {
@@ -45,7 +45,7 @@ type Buffer struct {
 	U16      []uint16
 	U8       []uint8
 	I64      []int64
-	// Packed says F32 holds a matrix in rnn.PackT's panel order: the
+	// Packed says F32 holds a matrix in f32.PackNT's panel order: the
 	// same bytes as the row-major matrix (a Dense Mat over the whole
 	// buffer names them), read by the products as one stream.
 	Packed bool
@@ -72,21 +72,25 @@ func (r Region) Bytes() int64 { return r.Len * int64(r.Count) }
 type Kernel uint8
 
 const (
-	KCopy     Kernel = iota + 1 // copy or zero rows
+	KCopy     Kernel = iota + 1 // copy, zero or gather rows
 	KEmbed                      // gather embedding rows
-	KMatMul                     // C = A·Wᵀ (+ C): Sgemv at one row, else Sgemm
+	KMatMul                     // C = A·Wᵀ (+ C), or A·W: a product
 	KLSTM                       // LSTM gate nonlinearities and state update
 	KGRU                        // GRU gate nonlinearities and state update
-	KHead                       // bias add and softmax / log-softmax of the head
+	KHead                       // bias add and softmax / log-softmax of a head or classifier
 	KLSTMStep                   // a whole LSTM step of one row: W_hh·h and the gates in one call
 	KElman                      // Elman (nn.RNN) nonlinearity, tanh or relu, and state update
+	KTreeCell                   // a tree cell's pointwise gates and state update
+	KBilinear                   // the RNTN's tensor term vᵀ V v
+	KArgmax                     // a top-down generator's decision read from logits
+	numKernels
 )
 
-var kernelNames = [...]string{KCopy: "copy", KEmbed: "embed", KMatMul: "matmul", KLSTM: "lstm_gates", KGRU: "gru_gates", KHead: "head",
-	KLSTMStep: "lstm_step", KElman: "elman_gates"}
+var kernelNames = [numKernels]string{KCopy: "copy", KEmbed: "embed", KMatMul: "matmul", KLSTM: "lstm_gates", KGRU: "gru_gates",
+	KHead: "head", KLSTMStep: "lstm_step", KElman: "elman_gates", KTreeCell: "tree_cell", KBilinear: "bilinear", KArgmax: "argmax"}
 
 func (k Kernel) String() string {
-	if int(k) < len(kernelNames) && kernelNames[k] != "" {
+	if k < numKernels && kernelNames[k] != "" {
 		return kernelNames[k]
 	}
 	return fmt.Sprintf("Kernel(%d)", uint8(k))

@@ -3,8 +3,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
-
-	"rnnserve/rnn"
+	"rnnserve/internal/f32"
 )
 
 // Precision is how a Partitioned program (or a Stepper) stores its
@@ -24,8 +23,8 @@ const (
 	// scale (symmetric, per output row), a quarter of float32's bytes plus
 	// 8 bytes a row, and each product quantizes its input rows to int8 as
 	// it runs (per row, symmetric: dynamic quantization), sums exactly in
-	// int32 and scales back (rnn.MatMulTI8). The plan's weight buffers
-	// have 1-byte elements in rnn.PackI8's layout, scales included, so the
+	// int32 and scales back (f32.GemmNTI8). The plan's weight buffers
+	// have 1-byte elements in f32.PackI8's layout, scales included, so the
 	// traffic analysis counts those bytes. Opt-in: it trades accuracy for
 	// speed (docs/models.md, "Precision", has the measured error).
 	Int8
@@ -75,7 +74,7 @@ func (p Precision) elemSize() int {
 // weightElems is the elements of a stored rows×cols weight matrix.
 func (p Precision) weightElems(rows, cols int) int {
 	if p == Int8 {
-		return rnn.PackedI8Bytes(rows, cols)
+		return f32.PackedI8Bytes(rows, cols)
 	}
 	return rows * cols
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"rnnserve/internal/f32"
 	"rnnserve/rnn"
 )
 
@@ -18,8 +19,9 @@ import (
 // layers above get their input one step at a time, so they read W_ih and
 // W_hh at every step, as Schedule A does.
 //
-// A Stepper's steps are schedule Steps over its own buffers: LastStep
-// returns the steps of the most recent Step for the traffic analysis.
+// A Stepper's steps are schedule Steps over its own buffers, built from
+// the same ops as a Plan's; TraceStepper records one sequence's as a Plan
+// for the traffic analysis.
 //
 // With Int8 precision (NewStepperPrecision) the recurrent weights (W_ih,
 // W_hh, W_hr) are packed int8 copies and every product quantizes its rows
@@ -79,8 +81,7 @@ type Sequence struct {
 	slot  int
 }
 
-// Known is the number of input steps given so far; Steps is how many have run.
-func (q *Sequence) Known() int { return q.known }
+// Steps is the number of the sequence's steps that have run.
 func (q *Sequence) Steps() int { return q.t }
 
 // Pending reports whether the sequence has input left for another step.
@@ -174,8 +175,8 @@ func (s *Stepper) matrix(name string, data *[]float32, rows, cols int) Mat {
 	}
 	b, ok := s.weights[data]
 	if !ok {
-		b = &Buffer{Name: name, Kind: KindWeight, Elems: rnn.PackedI8Bytes(rows, cols), ElemSize: 1, U8: rnn.NewPackedI8(rows, cols)}
-		rnn.PackI8(b.U8, rows, cols, *data, cols)
+		b = &Buffer{Name: name, Kind: KindWeight, Elems: f32.PackedI8Bytes(rows, cols), ElemSize: 1, U8: f32.NewPackedI8(rows, cols)}
+		f32.PackI8(b.U8, rows, cols, *data, cols)
 		s.weights[data] = b
 	}
 	return Dense(b, 0, rows, cols)
@@ -321,7 +322,7 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 	at.Layer = 0
 	qa, qsa := s.q, s.qs
 	if s.prec == Int8 && steps > s.max {
-		qn := steps * rnn.I8Stride(I)
+		qn := steps * f32.I8Stride(I)
 		qa = &Buffer{Name: "arrival.q", Kind: KindActivation, Elems: qn, ElemSize: 1, U8: make([]uint8, qn)}
 		qsa = &Buffer{Name: "arrival.qs", Kind: KindActivation, Elems: steps, ElemSize: 4, F32: make([]float32, steps)}
 	}
@@ -439,10 +440,6 @@ func (s *Stepper) Step() (done []*Sequence) {
 	}
 	return done
 }
-
-// LastStep returns the steps the most recent Step ran, with their regions,
-// for the traffic analysis. The slice is reused by the next Step.
-func (s *Stepper) LastStep() []Step { return s.steps }
 
 func (s *Stepper) add(layer int, o op) {
 	s.steps = append(s.steps, Step{Kernel: o.kernel(), Layer: layer, T: -1, op: o})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"rnnserve/internal/f32"
 	"rnnserve/rnn/tree"
 )
 
@@ -51,27 +52,6 @@ func (e TreeExecutor) String() string {
 		return "depth_batched"
 	}
 	return fmt.Sprintf("TreeExecutor(%d)", uint8(e))
-}
-
-// Kernels of tree plans, beside KCopy (gathers), KEmbed, KMatMul, KLSTM
-// (the top-down generator's cell) and KHead (classifier bias and softmax).
-const (
-	KTreeCell Kernel = 32 + iota // a tree cell's pointwise gates and state update
-	KBilinear                    // the RNTN's tensor term vᵀ V v
-	KArgmax                      // a generator's decision read from logits
-)
-
-// TreeKernelName names the tree kernels, which Kernel.String does not know.
-func TreeKernelName(k Kernel) string {
-	switch k {
-	case KTreeCell:
-		return "tree_cell"
-	case KBilinear:
-		return "bilinear"
-	case KArgmax:
-		return "argmax"
-	}
-	return k.String()
 }
 
 // MaxTreeBatchNodes bounds the nodes of one tree plan, all trees together.
@@ -207,7 +187,7 @@ func (p *TreeProgram) wordTables() {
 	var wx, h, c []float32
 	if !p.dry {
 		wx = make([]float32, V*G)
-		tree.MatMulT(V, G, E, m.Embedding, E, m.W, E, 0, wx, G)
+		f32.GemmNT(V, G, E, m.Embedding, E, m.W, E, 0, wx, G)
 	}
 	if m.Cell == tree.ChildSumLSTM {
 		p.wordTable = p.weight("cell.W·embedding", V*G, wx)

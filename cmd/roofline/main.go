@@ -273,7 +273,7 @@ func run(args []string, out io.Writer) error {
 	h := host.Get()
 	fmt.Fprintf(out, "# Roofline\n\nHost: %s; features %s.\n\n", h, strings.Join(h.Features, " "))
 	fmt.Fprintf(out, "%s/%s, GOMAXPROCS %d, kernels %s; modelled: L1d %s and L2 %s (%d-way) per core, L3 %s.\n\n",
-		runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), rnn.KernelImpl(), size(o.l1), size(o.l2), o.l2Ways, size(o.l3))
+		runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), f32.Impl(), size(o.l1), size(o.l2), o.l2Ways, size(o.l3))
 	o.hz = coreClock(o.time, o.reps, o.cpu)
 	if o.hz > 0 {
 		fmt.Fprintf(out, "Core clock: %.2f GHz (a chain of dependent integer adds, one a cycle; best of %d runs).\n\n", o.hz/1e9, o.reps)

@@ -68,10 +68,10 @@ import (
 	"syscall"
 	"time"
 
+	"rnnserve/internal/f32"
 	"rnnserve/internal/host"
 	"rnnserve/models"
 	"rnnserve/models/bundled"
-	"rnnserve/rnn"
 	"rnnserve/schedule"
 	"rnnserve/server"
 )
@@ -300,7 +300,7 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 		"unavailable", len(unavailable), "model_control_mode", cfg.Server.ModelControlMode, "management", mgmtAddr,
 		"management_token", mgmt.Token != "",
 		"llc_bytes", cfg.Server.CacheBytes, "private_cache_bytes", cfg.Server.PrivateCacheBytes,
-		"cpu", host.Get().Model, "kernels", rnn.KernelImpl(), "budget_bytes", cfg.Server.Budget.Bytes, "go_memory_limit", memLimit, "max_connections", cfg.Server.MaxConnections,
+		"cpu", host.Get().Model, "kernels", f32.Impl(), "budget_bytes", cfg.Server.Budget.Bytes, "go_memory_limit", memLimit, "max_connections", cfg.Server.MaxConnections,
 		"version", build.Version, "commit", build.Commit)
 	if cfg.Server.ModelControlMode == server.ControlExplicit && mgmt.Token == "" && !loopback(ln.Addr()) && mln == nil {
 		log.Warn("model control is explicit with no token on an address other hosts reach: anyone who reaches it can load and unload models; set -management-token-file or -management-listen",

@@ -385,10 +385,7 @@ func (w *keyWalk) typeError(err error) *SweepError {
 }
 
 // Defaults applied by EnsureDefaults.
-const (
-	defaultOPTMaxAccesses = 200_000
-	defaultCacheSize      = dre.DefaultCacheSize
-)
+const defaultOPTMaxAccesses = 200_000
 
 var defaultThresholds = []float64{1, 2, 4, 10, 20, 50}
 
@@ -407,7 +404,7 @@ func (s *Sweep) EnsureDefaults() {
 		s.Schedules = []string{"A", "A+"}
 	}
 	if len(s.Caches) == 0 {
-		s.Caches = []CacheSpec{{Size: defaultCacheSize}}
+		s.Caches = []CacheSpec{{Size: dre.DefaultCacheSize}}
 	}
 	for i := range s.Caches {
 		c := &s.Caches[i]

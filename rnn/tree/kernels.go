@@ -1,17 +1,6 @@
 package tree
 
-import (
-	"rnnserve/internal/f32"
-	"rnnserve/rnn"
-)
-
-// MatMulT computes C = A·Wᵀ + beta·C for A [m][k] (lda), W [n][k] (ldw)
-// and C [m][n] (ldc) with f32.GemmNT, whose elements do not depend on m:
-// a node computed alone (the recursive executor) and among others (the
-// depth-batched one) gets the same bits.
-func MatMulT(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int) {
-	f32.GemmNT(m, n, k, a, lda, w, ldw, beta, c, ldc)
-}
+import "rnnserve/internal/f32"
 
 // BinaryLeaf finishes n Binary TreeLSTM leaves: g [n][3H] (leading
 // dimension 3H) holds W x without the bias b [3H]; row r's state goes to
@@ -162,11 +151,4 @@ func Bilinear(n, H int, v, u, out []float32) {
 			}
 		}
 	}
-}
-
-// Classify turns n rows of logits [n][C] (products without the bias b)
-// into class probabilities in place.
-func Classify(n, C int, logits, b []float32) {
-	rnn.AddBias(n, C, logits, C, b)
-	rnn.Softmax(n, C, logits)
 }
