@@ -211,15 +211,7 @@ func (o *gemmOp) chunks(f func(lo, hi int)) {
 		f(0, o.w.Rows)
 		return
 	}
-	backChunks(o.w.Rows, reverseRows, f)
-}
-
-// backChunks calls f for [0, n) in chunks of size from the last, as the
-// reversed kernels take them.
-func backChunks(n, size int, f func(lo, hi int)) {
-	for hi := n; hi > 0; hi -= size {
-		f(max(hi-size, 0), hi)
-	}
+	f32.BackChunks(o.w.Rows, reverseRows, f)
 }
 
 func newGemmNT(c, a, w Mat, beta float32) *gemmOp {
@@ -320,7 +312,9 @@ func (o *lstmOp) regions(fn func(Region, bool)) {
 // overlap h. With reverse (H a multiple of 8) the units go in chunks of
 // f32.StepChunk from the last (f32.LSTMStepReverse or
 // f32.LSTMStepPackedReverse), and the regions of w say so, chunk by
-// chunk.
+// chunk, in the order f32.BackChunks gives, which is the kernels' own
+// (under the invariants build tag the region checker compares them with
+// the chunks the kernel reports reading).
 type lstmStepOp struct {
 	y, h, w, bias, c, hout Mat
 	reverse                bool
@@ -352,7 +346,7 @@ func (o *lstmStepOp) run() {
 func (o *lstmStepOp) regions(fn func(Region, bool)) {
 	if o.reverse {
 		H := o.hout.Cols
-		backChunks(H, f32.StepChunk, func(lo, hi int) {
+		f32.BackChunks(H, f32.StepChunk, func(lo, hi int) {
 			for g := range 4 {
 				emit(fn, o.w.RowRange(g*H+lo, g*H+hi), false)
 			}

@@ -48,7 +48,7 @@ func reversedI8(o *gemmI8Op) *gemmI8Op {
 	o.reverse = true
 	o.wr = o.wr[:0]
 	pb := f32.I8PanelBytes(o.w.Cols)
-	backChunks(o.w.Rows, reverseRows, func(lo, hi int) {
+	f32.BackChunks(o.w.Rows, reverseRows, func(lo, hi int) {
 		o.wr = append(o.wr, Dense(o.w.Buf, lo/16*pb, 1, (hi-lo)/16*pb))
 	})
 	return o
@@ -88,7 +88,7 @@ func (o *gemmI8Op) run() {
 		return
 	}
 	pb, c := f32.I8PanelBytes(k), o.c.F32()
-	backChunks(n, reverseRows, func(lo, hi int) {
+	f32.BackChunks(n, reverseRows, func(lo, hi int) {
 		f32.GemmNTI8(m, hi-lo, k, o.q.U8(), o.q.LD, o.s.F32(), o.w.Buf.U8[lo/16*pb:], o.beta, c[lo:], o.c.LD)
 	})
 }

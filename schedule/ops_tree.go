@@ -103,8 +103,31 @@ func (o *childSumOp) run() {
 	tree.ChildSum(o.h.Rows, H, o.wx.F32(), o.b.F32(), o.iou.F32(), o.uf.maybeF32(), o.kids, o.h.Buf.F32, o.c.Buf.F32, o.h.Off/H)
 }
 func (o *childSumOp) regions(fn func(Region, bool)) {
-	emit(fn, o.wx, false)
-	emit(fn, o.b, false)
+	// A node's forget gate (the last H of wx and b) is read once per
+	// child: not at all for a leaf.
+	H, parents := o.h.Cols, 0
+	for _, k := range o.kids {
+		if len(k) > 0 {
+			parents++
+		}
+	}
+	switch parents {
+	case len(o.kids):
+		emit(fn, o.wx, false)
+		emit(fn, o.b, false)
+	case 0:
+		emit(fn, o.wx.ColRange(0, 3*H), false)
+		emit(fn, o.b.ColRange(0, 3*H), false)
+	default:
+		for r, k := range o.kids {
+			if len(k) > 0 {
+				emit(fn, o.wx.Row(r), false)
+			} else {
+				emit(fn, o.wx.Row(r).ColRange(0, 3*H), false)
+			}
+		}
+		emit(fn, o.b, false)
+	}
 	emit(fn, o.iou, false)
 	o.flat.regions(fn, false)
 	if o.uf.Buf != nil {
@@ -114,21 +137,20 @@ func (o *childSumOp) regions(fn func(Region, bool)) {
 	emit(fn, o.c, true)
 }
 
-// decideOp adds the bias to one row of logits and stores its argmax in
-// *out: a top-down generator's decision.
-type decideOp struct {
-	logits, b Mat
-	out       *int
-}
+// decideOp adds the bias to one row of logits and writes its argmax to
+// out (one id): a top-down generator's decision, which the generator
+// reads from there.
+type decideOp struct{ logits, b, out Mat }
 
 func (o *decideOp) kernel() Kernel { return KArgmax }
 func (o *decideOp) run() {
 	l := o.logits.F32()
 	rnn.AddBias(1, len(l), l, len(l), o.b.F32())
-	*o.out = rnn.Argmax(l)
+	o.out.Buf.I64[o.out.Off] = int64(rnn.Argmax(l))
 }
 func (o *decideOp) regions(fn func(Region, bool)) {
 	emit(fn, o.logits, false)
 	emit(fn, o.b, false)
 	emit(fn, o.logits, true)
+	emit(fn, o.out, true)
 }

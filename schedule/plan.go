@@ -3,6 +3,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"rnnserve/internal/invariants"
 	"sync"
 )
 
@@ -182,7 +183,7 @@ func (p *Plan) Run() (Result, error) {
 		return Result{}, ErrDryPlan
 	}
 	switch {
-	case invariants:
+	case invariants.Enabled:
 		if err := p.RunChecked(); err != nil {
 			return Result{}, err
 		}

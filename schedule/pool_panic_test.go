@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"rnnserve/internal/invariants"
 	"rnnserve/models"
 	"rnnserve/rnn/tree"
 )
@@ -135,7 +136,7 @@ func (panicOp) run() { panic("tree kernel blew up") }
 // *PanicError instead of taking the process down, and a new plan of the
 // same program runs and matches a clean run.
 func TestTreePlanPanic(t *testing.T) {
-	if invariants {
+	if invariants.Enabled {
 		t.Skip("the region checker runs a tree plan's steps serially, on the calling goroutine")
 	}
 	m, err := models.LoadTree(filepath.Join("testdata/trees/golden/binary_treelstm", "model.yaml"))

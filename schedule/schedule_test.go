@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"rnnserve/internal/invariants"
 	"rnnserve/models"
 	"rnnserve/rnn"
 )
@@ -289,7 +290,7 @@ func TestWeightBytesPerStep(t *testing.T) {
 // build tag, where every step runs the region checker (the conformance
 // suite covers every kernel there).
 func cases(n int) int {
-	if invariants {
+	if invariants.Enabled {
 		return max(n/6, 1)
 	}
 	return n

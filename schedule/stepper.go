@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"rnnserve/internal/f32"
+	"rnnserve/internal/invariants"
 	"rnnserve/rnn"
 )
 
@@ -307,6 +308,7 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 	q.xp.F32, q.xp.Elems = xp[:(q.known+steps)*R], (q.known+steps)*R
 	// The arrival steps: gather the embedding rows, then X' = x·W_ihᵀ.
 	x := &Buffer{Name: "x", Kind: KindInput, Elems: steps * I, ElemSize: 4, F32: features}
+	own := []*Buffer{x} // the arrival steps' own buffers, for the region checker
 	arrival := make([]Step, 0, 2)
 	at := Step{Layer: -1, T: -1}
 	add := func(o op) {
@@ -317,6 +319,7 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 	if n.Vocab > 0 {
 		x.Kind, x.F32 = KindActivation, make([]float32, steps*I)
 		ids := &Buffer{Name: "arrival.tokens", Kind: KindInput, Elems: steps, ElemSize: 8, I64: tokens}
+		own = append(own, ids)
 		add(newGather(Dense(x, 0, steps, I), Dense(s.weight("embedding", &n.Embedding), 0, n.Vocab, I), Whole(ids)))
 	}
 	at.Layer = 0
@@ -325,9 +328,10 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 		qn := steps * f32.I8Stride(I)
 		qa = &Buffer{Name: "arrival.q", Kind: KindActivation, Elems: qn, ElemSize: 1, U8: make([]uint8, qn)}
 		qsa = &Buffer{Name: "arrival.qs", Kind: KindActivation, Elems: steps, ElemSize: 4, F32: make([]float32, steps)}
+		own = append(own, qa, qsa)
 	}
 	add(product(Dense(q.xp, q.known*R, steps, R), Dense(x, 0, steps, I), s.matrix("l0.weight_ih", &l0.Wih, R, I), qa, qsa, 0))
-	if err := s.runSteps(arrival); err != nil {
+	if err := s.runSteps(arrival, own...); err != nil {
 		return err
 	}
 	if s.tracing {
@@ -338,10 +342,11 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 }
 
 // runSteps runs steps in order; with the invariants build tag it checks
-// each against its regions.
-func (s *Stepper) runSteps(steps []Step) error {
-	if invariants || s.checked {
-		return checkSteps(steps, 0, s.buffers())
+// each against its regions, over the stepper's buffers and own, the
+// steps' own (the arrival steps' input and scratch).
+func (s *Stepper) runSteps(steps []Step, own ...*Buffer) error {
+	if invariants.Enabled || s.checked {
+		return checkSteps(steps, 0, append(s.buffers(), own...))
 	}
 	for i := range steps {
 		steps[i].op.run()

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 
+	"rnnserve/internal/invariants"
 	"rnnserve/rnn/tree"
 )
 
@@ -85,7 +86,7 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
-	if invariants {
+	if invariants.Enabled {
 		opt.Workers = 1 // the region checker runs one step at a time
 	}
 	if root < 0 || int(root) >= m.Vocab {
@@ -104,6 +105,8 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 	g.zero = g.buffer("zero", KindActivation, H)
 	g.grow = g.buffer("grow_logits", KindActivation, decCap*2)
 	g.word = g.buffer("word_logits", KindActivation, decCap*V)
+	g.chosen = &Buffer{Name: "decisions", Kind: KindActivation, Elems: 2 * decCap, ElemSize: 8, I64: make([]int64, 2*decCap)}
+	g.plan.Buffers = append(g.plan.Buffers, g.chosen)
 
 	// The root.
 	g.step(0, -1, root)
@@ -191,6 +194,8 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 	g.trim(g.y, int(next)*4*H)
 	g.trim(g.grow, int(dec)*2)
 	g.trim(g.word, int(dec)*V)
+	g.chosen.Elems = max(2*int(dec), 1)
+	g.chosen.I64 = g.chosen.I64[:g.chosen.Elems]
 	out.Plan = g.plan
 	return out, nil
 }
@@ -203,6 +208,7 @@ type generator struct {
 	E, H, V int
 
 	h, c, y, zero, grow, word *Buffer
+	chosen                    *Buffer // I64 [decisions][2]: each decision's grow and word argmax
 }
 
 func (g *generator) buffer(name string, kind BufferKind, elems int) *Buffer {
@@ -224,7 +230,7 @@ func (g *generator) run(r int, o op) {
 	g.plan.Steps = append(g.plan.Steps, s)
 	g.plan.T = len(g.plan.Steps)
 	g.mu.Unlock()
-	if invariants {
+	if invariants.Enabled {
 		if err := checkSteps([]Step{s}, 0, g.plan.Buffers); err != nil {
 			panic(err)
 		}
@@ -258,10 +264,10 @@ func (g *generator) step(row, prev, w int32) {
 func (g *generator) decide(s, d int32) int {
 	p, H := g.prog, g.H
 	logits := Dense(g.grow, int(d)*2, 1, 2)
-	var out int
+	out := Dense(g.chosen, 2*int(d), 1, 1)
 	g.run(int(s), stable(newGemmNT(logits, Dense(g.h, int(s)*H, 1, H), Dense(p.grow, 0, 2, H), 0)))
-	g.run(int(s), &decideOp{logits: logits, b: Whole(p.growB), out: &out})
-	return out
+	g.run(int(s), &decideOp{logits: logits, b: Whole(p.growB), out: out})
+	return int(out.Buf.I64[out.Off])
 }
 
 // predict runs the word classifier on state row s into decision row d and
@@ -269,8 +275,8 @@ func (g *generator) decide(s, d int32) int {
 func (g *generator) predict(s, d int32) int {
 	p, H, V := g.prog, g.H, g.V
 	logits := Dense(g.word, int(d)*V, 1, V)
-	var out int
+	out := Dense(g.chosen, 2*int(d)+1, 1, 1)
 	g.run(int(s), stable(newGemmNT(logits, Dense(g.h, int(s)*H, 1, H), Dense(p.clsW, 0, V, H), 0)))
-	g.run(int(s), &decideOp{logits: logits, b: Whole(p.clsB), out: &out})
-	return out
+	g.run(int(s), &decideOp{logits: logits, b: Whole(p.clsB), out: out})
+	return int(out.Buf.I64[out.Off])
 }

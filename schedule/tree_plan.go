@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"rnnserve/internal/invariants"
 	"rnnserve/rnn"
 	"rnnserve/rnn/tree"
 )
@@ -709,7 +710,7 @@ func (tp *TreePlan) Run() error {
 	if p.dry {
 		return ErrDryPlan
 	}
-	if invariants {
+	if invariants.Enabled {
 		return p.RunChecked()
 	}
 	if tp.Executor == DepthBatched {

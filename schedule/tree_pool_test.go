@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"rnnserve/internal/invariants"
 	"rnnserve/models"
 	"rnnserve/rnn/tree"
 )
@@ -287,7 +288,7 @@ func TestTreePartition(t *testing.T) {
 // Release allocates nothing once its program has released a plan large
 // enough (one worker: more would start goroutines).
 func TestTreeAcquireAllocs(t *testing.T) {
-	if raceEnabled || invariants {
+	if raceEnabled || invariants.Enabled {
 		t.Skip("the race detector and the region checker allocate")
 	}
 	m, trees := randomTreeModel(t, tree.BinaryLSTM)

@@ -168,7 +168,12 @@ func lstmStepKernel(n, k int, h, w []float32, ldw int, xp, bias, c, hout []float
 		step(0, n)
 		return true
 	}
-	backChunks(n, StepChunk, step)
+	BackChunks(n, StepChunk, func(lo, hi int) {
+		for g := range 4 {
+			streamRows(w, g*n+lo, hi-lo, ldw, k)
+		}
+		step(lo, hi)
+	})
 	return true
 }
 

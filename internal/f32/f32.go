@@ -1,6 +1,10 @@
 package f32
 
-import "math"
+import (
+	"math"
+	"rnnserve/internal/invariants"
+	"unsafe"
+)
 
 // Panic messages for programmer errors: sizes that do not match the slices.
 const (
@@ -221,9 +225,12 @@ func LSTMStepReverse(n, k int, h, w []float32, ldw int, xp, bias, c, hout []floa
 // units are 128 rows of W, 128 KiB at k = 256.
 const StepChunk = 32
 
-// backChunks calls f for [0, n) in chunks of size from the last: [n-size,
-// n), then the one before, down to [0, ...).
-func backChunks(n, size int, f func(lo, hi int)) {
+// BackChunks calls f for [0, n) in chunks of size from the last: [n-size,
+// n), then the one before, down to [0, ...): the order the reversed
+// kernels (LSTMStepReverse, LSTMStepPackedReverse) take their units in,
+// StepChunk at a time, and so the order a step that calls them declares
+// it reads W in.
+func BackChunks(n, size int, f func(lo, hi int)) {
 	for hi := n; hi > 0; hi -= size {
 		f(max(hi-size, 0), hi)
 	}
@@ -233,7 +240,7 @@ func backChunks(n, size int, f func(lo, hi int)) {
 // product(r, m) adds m rows of W·h, from row r, to xp[r:], for each
 // gate's rows of the chunk; then the chunk's gates.
 func reverseStep(n int, xp, bias, c, hout []float32, product func(r, m int)) {
-	backChunks(n, StepChunk, func(lo, hi int) {
+	BackChunks(n, StepChunk, func(lo, hi int) {
 		for g := range 4 {
 			product(g*n+lo, hi-lo)
 		}
@@ -249,6 +256,9 @@ func lstmStep(n, k int, h, w []float32, ldw int, xp, bias, c, hout []float32, re
 	if len(h) < k || len(xp) < 4*n || len(bias) < 4*n || len(c) < n || len(hout) < n {
 		panic(errShortGat)
 	}
+	if !reverse {
+		streamRows(w, 0, 4*n, ldw, k)
+	}
 	if lstmStepKernel(n, k, h, w, ldw, xp, bias, c, hout, reverse) {
 		return
 	}
@@ -258,8 +268,20 @@ func lstmStep(n, k int, h, w []float32, ldw int, xp, bias, c, hout []float32, re
 		return
 	}
 	reverseStep(n, xp, bias, c, hout, func(r, m int) {
+		streamRows(w, r, m, ldw, k)
 		GemmNT(1, m, k, h, max(k, 1), w[r*ldw:], ldw, 1, xp[r:], m)
 	})
+}
+
+// streamRows reports rows [r, r+m) of W (rows ld apart, k long) to
+// invariants.Stream: the kernels that read W in chunks report each chunk
+// as they take it, and the forward steps W whole, so that the region
+// checker can hold the order their steps declare to the order they read.
+// It compiles away without the invariants build tag.
+func streamRows(w []float32, r, m, ld, k int) {
+	if invariants.Enabled && m > 0 && k > 0 {
+		invariants.Stream(unsafe.Pointer(&w[r*ld]), 4*((m-1)*ld+k))
+	}
 }
 
 // LSTMStepPacked is LSTMStep for a W packed by PackNT(p, 4n, k, ...),
@@ -290,6 +312,7 @@ func lstmStepPacked(n, k int, h, p []float32, xp, bias, c, hout []float32, rever
 		panic(errShortGat)
 	}
 	if !reverse {
+		streamRows(p, 0, 4*n, k, k)
 		GemmNTPacked(1, 4*n, k, h, max(k, 1), p, 1, xp, 4*n)
 		lstmKernel(n, n, xp, bias, c, hout)
 		return
@@ -298,6 +321,7 @@ func lstmStepPacked(n, k int, h, p []float32, xp, bias, c, hout []float32, rever
 		panic(errShortW)
 	}
 	reverseStep(n, xp, bias, c, hout, func(r, m int) {
+		streamRows(p, r, m, k, k)
 		GemmNTPacked(1, m, k, h, max(k, 1), p[r*k:], 1, xp[r:], m)
 	})
 }
