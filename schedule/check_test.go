@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -118,14 +117,7 @@ func plantAll(t *testing.T, name string, build func() ([]Step, []*Buffer)) int {
 // every tree cell, the attention decoder, cellular batching's steps and a
 // top-down generation's.
 func TestRegionCheckerCatchesPlantedRegions(t *testing.T) {
-	var pool *Pool
-	if runtime.GOMAXPROCS(0) >= 2 {
-		var err error
-		if pool, err = NewPool(PoolOptions{Workers: 2}); err != nil {
-			t.Fatal(err)
-		}
-		defer pool.Close()
-	}
+	pool := twoWorkers(t)
 	planSteps := func(p *Plan) ([]Step, []*Buffer) { return p.Steps, p.Buffers }
 	r := rand.New(rand.NewPCG(3, 4))
 	t.Run("sequence", func(t *testing.T) {

@@ -175,14 +175,8 @@ func sequenceSchedules(pool *Pool) []sequenceSchedule {
 // attention decoder, both tree executors on the PyTorch tree goldens, and
 // top-down generation.
 func TestConformance(t *testing.T) {
-	var pool *Pool
-	if runtime.GOMAXPROCS(0) >= 2 {
-		var err error
-		if pool, err = NewPool(PoolOptions{Workers: 2}); err != nil {
-			t.Fatal(err)
-		}
-		defer pool.Close()
-	} else {
+	pool := twoWorkers(t)
+	if pool == nil {
 		t.Log("GOMAXPROCS < 2: P on two workers is checked dry only")
 	}
 	r := rand.New(rand.NewPCG(5, 6))
@@ -600,4 +594,18 @@ func widen(v []float32) []float64 {
 		w[i] = float64(x)
 	}
 	return w
+}
+
+// twoWorkers is a Pool of two workers, closed when the test ends, or nil
+// where GOMAXPROCS is 1.
+func twoWorkers(t *testing.T) *Pool {
+	if runtime.GOMAXPROCS(0) < 2 {
+		return nil
+	}
+	pool, err := NewPool(PoolOptions{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
