@@ -144,6 +144,12 @@ def hostile_files():
     add("shared_views.pt", torch_save(views), "MaxTensorBytesPerFileByte",
         "torch.save of 2048 tensors sharing one 256 KiB storage: 512 MiB of tensors in a 300 KiB file")
 
+    base = torch.zeros(1 << 18)  # one storage of 1 MiB
+    strided = OrderedDict((f"w{i}", base.as_strided((2,), ((1 << 18) - 1,))) for i in range(20000))
+    add("strided_views.pt", torch_save(strided), "MaxTensorBytesPerFileByte",
+        "torch.save of 20,000 views of two elements, the first and the last of one 1 MiB storage: "
+        "a loader that gathers each view from the span of the storage it covers reads 20 GB")
+
     add("legacy_mark_flood.pt", legacy(PROTO2 + MARK * (2 << 20) + NONE + STOP), "MARKs open at once",
         "a legacy-format checkpoint whose object pickle is 2 MiB of MARK opcodes")
 

@@ -53,9 +53,9 @@ func collect(obj any, fileSize int64) (*File, error) {
 		if _, dup := f.tensors[name]; dup {
 			return nil, fmt.Errorf("%w: tensor %q twice", ErrContent, clipName(name))
 		}
-		claimed += int64(t.numel) * int64(t.st.dtype.Size())
+		claimed += t.claim()
 		if limit := MaxTensorBytesPerFileByte * fileSize; claimed > limit {
-			return nil, fmt.Errorf("%w: the tensors claim more than %d bytes, %d times the file's %d bytes (MaxTensorBytesPerFileByte): names sharing storages cannot claim more",
+			return nil, fmt.Errorf("%w: the tensors claim more than %d bytes, %d times the file's %d bytes (MaxTensorBytesPerFileByte): each name sharing a storage claims it again, and a view that is not contiguous claims the span of its storage it covers as well",
 				ErrTooLarge, limit, MaxTensorBytesPerFileByte, fileSize)
 		}
 		st, err := t.safetensor(name)

@@ -10,8 +10,11 @@ import (
 // MaxTensorBytesPerFileByte bounds the bytes the tensors of a state_dict
 // may claim in all, per byte of the file: torch.save writes each storage
 // once, and names that share one (tied weights, or one tensor under
-// several names) claim it each time. Checked before anything is read for
-// a tensor.
+// several names) claim it each time. A view that is not contiguous also
+// claims the span of its storage it is gathered from, which may be far
+// larger than its elements (two elements a storage apart). Checked before
+// anything is read for a tensor, so reading and gathering the tensors
+// handles at most this many bytes per byte of file.
 const MaxTensorBytesPerFileByte = 4
 
 // storageClasses are the torch.<Type>Storage classes and their dtypes.
@@ -183,6 +186,19 @@ func newView(st *storage, offset int, size, stride []int) (*tensor, error) {
 			ErrContent, size, stride, offset, st.numel)
 	}
 	return t, nil
+}
+
+// claim is the bytes reading the view handles: its elements, and for a
+// view that is not contiguous the span of its storage it is gathered from
+// as well.
+func (t *tensor) claim() int64 {
+	es := int64(t.st.dtype.Size())
+	n := int64(t.numel) * es
+	if t.numel > 0 && !contiguous(t.size, t.stride) {
+		lo, hi := t.span()
+		n += int64(hi-lo+1) * es
+	}
+	return n
 }
 
 // span is the range of storage elements [lo, hi] the view reads.
