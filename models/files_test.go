@@ -1,6 +1,10 @@
 package models
 
 import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -142,6 +146,24 @@ func TestDirFSNames(t *testing.T) {
 	}
 }
 
+// lstmLayer is the tensors (zero weights) of an LSTM layer of the
+// given sizes and dtype, under nn.LSTM's names.
+func lstmLayer(input, hidden int, dt safetensors.DType) []safetensors.Tensor {
+	var ts []safetensors.Tensor
+	for _, w := range []struct {
+		name  string
+		shape []int
+	}{{"rnn.weight_ih_l0", []int{4 * hidden, input}}, {"rnn.weight_hh_l0", []int{4 * hidden, hidden}},
+		{"rnn.bias_ih_l0", []int{4 * hidden}}, {"rnn.bias_hh_l0", []int{4 * hidden}}} {
+		n := dt.Size()
+		for _, d := range w.shape {
+			n *= d
+		}
+		ts = append(ts, safetensors.Tensor{Name: w.name, DType: dt, Shape: w.shape, Data: make([]byte, n)})
+	}
+	return ts
+}
+
 // writeLSTM writes a safetensors file of an LSTM layer (zero weights) of
 // the given sizes and dtype.
 func writeLSTM(t *testing.T, p string, input, hidden int, dt safetensors.DType) {
@@ -151,20 +173,108 @@ func writeLSTM(t *testing.T, p string, input, hidden int, dt safetensors.DType) 
 		t.Fatal(err)
 	}
 	defer f.Close()
-	es := dt.Size()
-	var ts []safetensors.Tensor
-	for _, w := range []struct {
-		name  string
-		shape []int
-	}{{"rnn.weight_ih_l0", []int{4 * hidden, input}}, {"rnn.weight_hh_l0", []int{4 * hidden, hidden}},
-		{"rnn.bias_ih_l0", []int{4 * hidden}}, {"rnn.bias_hh_l0", []int{4 * hidden}}} {
-		n := es
-		for _, d := range w.shape {
-			n *= d
-		}
-		ts = append(ts, safetensors.Tensor{Name: w.name, DType: dt, Shape: w.shape, Data: make([]byte, n)})
+	if err := safetensors.Write(f, lstmLayer(input, hidden, dt), nil); err != nil {
+		t.Fatal(err)
 	}
-	if err := safetensors.Write(f, ts, nil); err != nil {
+}
+
+// statePickle is the pickle (protocol 2) torch.save writes for a
+// state_dict of float32 tensors, one storage each, keyed "0", "1", ...: a
+// dict of _rebuild_tensor_v2(storage, 0, size, stride, False, {}) whose
+// storages are persistent ids ('storage', torch.FloatStorage, key, 'cpu',
+// numel), with a sixth item, None, in the legacy format.
+func statePickle(ts []safetensors.Tensor, legacy bool) []byte {
+	var b bytes.Buffer
+	str := func(s string) {
+		b.WriteByte('X')
+		binary.Write(&b, binary.LittleEndian, uint32(len(s)))
+		b.WriteString(s)
+	}
+	ints := func(v []int) {
+		b.WriteByte('(')
+		for _, x := range v {
+			b.WriteByte('J')
+			binary.Write(&b, binary.LittleEndian, int32(x))
+		}
+		b.WriteByte('t')
+	}
+	b.WriteString("\x80\x02}(")
+	for i, tn := range ts {
+		str(tn.Name)
+		b.WriteString("ctorch._utils\n_rebuild_tensor_v2\n(")
+		b.WriteByte('(')
+		str("storage")
+		b.WriteString("ctorch\nFloatStorage\n")
+		str(strconv.Itoa(i))
+		str("cpu")
+		b.WriteByte('J')
+		binary.Write(&b, binary.LittleEndian, int32(tn.NumElements()))
+		if legacy {
+			b.WriteByte('N')
+		}
+		b.WriteString("tQ")
+		b.WriteString("K\x00")
+		ints(tn.Shape)
+		stride := make([]int, len(tn.Shape))
+		for d, k := len(tn.Shape)-1, 1; d >= 0; d-- {
+			stride[d], k = k, k*tn.Shape[d]
+		}
+		ints(stride)
+		b.WriteString("\x89}tR")
+	}
+	b.WriteString("u.")
+	return b.Bytes()
+}
+
+// writeCheckpoint writes float32 tensors as torch.save does: a zip
+// archive of data.pkl and one stored record per storage, or the legacy
+// format (five pickles, then each storage's element count and bytes).
+func writeCheckpoint(t *testing.T, p string, ts []safetensors.Tensor, legacy bool) {
+	t.Helper()
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	if legacy {
+		w.WriteString("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.") // the magic number
+		w.WriteString("\x80\x02M\xe9\x03.")                                        // protocol 1001
+		w.WriteString("\x80\x02}.")                                                // system info
+		w.Write(statePickle(ts, true))
+		w.WriteString("\x80\x02(")
+		for i := range ts {
+			w.WriteString("X")
+			binary.Write(w, binary.LittleEndian, uint32(len(strconv.Itoa(i))))
+			w.WriteString(strconv.Itoa(i))
+		}
+		w.WriteString("l.")
+		for _, tn := range ts {
+			binary.Write(w, binary.LittleEndian, uint64(tn.NumElements()))
+			w.Write(tn.Data)
+		}
+	} else {
+		z := zip.NewWriter(w)
+		put := func(name string, data []byte) {
+			rec, err := z.CreateHeader(&zip.FileHeader{Name: "archive/" + name, Method: zip.Store})
+			if err == nil {
+				_, err = rec.Write(data)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		put("data.pkl", statePickle(ts, false))
+		put("byteorder", []byte("little"))
+		for i, tn := range ts {
+			put("data/"+strconv.Itoa(i), tn.Data)
+		}
+		put("version", []byte("3\n"))
+		if err := z.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -217,9 +327,14 @@ func TestSymlinksFollowed(t *testing.T) {
 }
 
 // TestPeakHelper is run in a child process by the peak-memory tests: it
-// opens $MODEL_FILE and prints the outcome.
+// opens $MODEL_FILE and prints the outcome, or writes it (role "write
+// NAME", a file of peakWriters).
 func TestPeakHelper(t *testing.T) {
 	role := childtest.Role(t)
+	if name, ok := strings.CutPrefix(role, "write "); ok {
+		peakWriters[name](t, os.Getenv("MODEL_FILE"))
+		return
+	}
 	start := time.Now()
 	m, err := Open(os.Getenv("MODEL_FILE"))
 	switch {
@@ -255,25 +370,47 @@ func TestUnknownFormatPeak(t *testing.T) {
 	}
 }
 
-// TestLoadPeak loads safetensors LSTMs of 128 MiB of float32 weights,
-// stored as F32 and as F16: the peak is the network and a constant, the
-// tensors being read straight into it.
+// peakInput and peakHidden size the LSTM layer of TestLoadPeak: 4h(in+h)+8h float32s,
+// 128.06 MiB.
+const peakInput, peakHidden = 2048, 2048
+
+// peakWriters write the files of TestLoadPeak, by name.
+var peakWriters = map[string]func(t *testing.T, p string){
+	"F32.safetensors": func(t *testing.T, p string) { writeLSTM(t, p, peakInput, peakHidden, safetensors.F32) },
+	"F16.safetensors": func(t *testing.T, p string) { writeLSTM(t, p, peakInput, peakHidden, safetensors.F16) },
+	"zip.pt": func(t *testing.T, p string) {
+		writeCheckpoint(t, p, lstmLayer(peakInput, peakHidden, safetensors.F32), false)
+	},
+	"legacy.pt": func(t *testing.T, p string) {
+		writeCheckpoint(t, p, lstmLayer(peakInput, peakHidden, safetensors.F32), true)
+	},
+}
+
+// TestLoadPeak loads LSTMs of 128 MiB of float32 weights from safetensors
+// files of F32 and of F16 and from PyTorch checkpoints in the zip and the
+// legacy format: the peak is the network and a constant, the tensors
+// being read straight into it. Each file is written by a child process of
+// its own: a process started by exec keeps the peak of the process it
+// was forked from as its own (Linux's ru_maxrss), so the test process
+// holds nothing large itself.
 func TestLoadPeak(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes 192 MiB of files")
+		t.Skip("writes 448 MiB of files")
 	}
-	const input, hidden = 2048, 2048 // 4h(in+h)+8h floats: 128.06 MiB
-	for _, dt := range []safetensors.DType{safetensors.F32, safetensors.F16} {
-		t.Run(string(dt), func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "model.safetensors")
-			writeLSTM(t, p, input, hidden, dt)
+	input, hidden := peakInput, peakHidden
+	for _, name := range []string{"F32.safetensors", "F16.safetensors", "zip.pt", "legacy.pt"} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "model"+filepath.Ext(name))
+			if r := childtest.Run(t, "TestPeakHelper", "write "+name, 2*time.Minute, "MODEL_FILE="+p); r.Code != 0 {
+				t.Fatalf("writing %s: exit %d:\n%s", name, r.Code, r.Output)
+			}
 			r := childtest.Run(t, "TestPeakHelper", "load", 2*time.Minute, "MODEL_FILE="+p)
 			want := int64(4 * (4*hidden*(input+hidden) + 8*hidden))
 			if r.Code != 0 || !strings.Contains(r.Output, "loaded "+strconv.FormatInt(want, 10)) {
 				t.Fatalf("exit %d:\n%s", r.Code, r.Output)
 			}
-			t.Logf("%s: %d MiB of weights, peak RSS %d MiB, %v", dt, want>>20, r.MaxRSS>>20, r.Elapsed)
-			if !childtest.Race && r.MaxRSS > want+64<<20 {
+			t.Logf("%s: %d MiB of weights, peak RSS %d MiB, %v", name, want>>20, r.MaxRSS>>20, r.Elapsed)
+			if !childtest.Race && r.MaxRSS > want+32<<20 {
 				t.Errorf("peak RSS %d MiB for %d MiB of weights", r.MaxRSS>>20, want>>20)
 			}
 		})

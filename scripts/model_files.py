@@ -14,6 +14,13 @@ opcodes, zipfile and struct. README.md in each folder lists the files.
 Usage:
     /usr/bin/python3 scripts/model_files.py            # (re)generate
     /usr/bin/python3 scripts/model_files.py --check    # compare, write nothing
+    /usr/bin/python3 scripts/model_files.py --lm DIR   # a 108 MiB language model, in DIR only
+
+--lm writes, in DIR and nowhere else, the state_dict of a language model
+of 108 MiB (vocabulary 32,000, embedding 256, two LSTM layers of 512, a
+linear head) three ways: lm.pt (torch.save), lm_legacy.pt
+(_use_new_zipfile_serialization=False) and lm.safetensors, for measuring
+the loaders' peak memory (scripts/hostile_figures.sh COMMIT DIR).
 
 torch.save output is reproducible for the zip files below; legacy-format
 files carry object ids and are only checked for presence.
@@ -224,6 +231,28 @@ def interop_files():
     return files
 
 
+def lm_files(out):
+    """The 108 MiB language model of --lm, written to folder out."""
+    import torch
+    from torch_golden import encode_safetensors
+
+    class LM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(32000, 256)
+            self.lstm = torch.nn.LSTM(256, 512, num_layers=2, batch_first=True)
+            self.fc = torch.nn.Linear(512, 32000)
+
+    torch.manual_seed(0)
+    sd = LM().state_dict()
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(sd, out / "lm.pt")
+    torch.save(sd, out / "lm_legacy.pt", _use_new_zipfile_serialization=False)
+    (out / "lm.safetensors").write_bytes(encode_safetensors(sd))
+    params = sum(t.numel() for t in sd.values())
+    print(f"{out}: {params} parameters, {4 * params / 2**20:.1f} MiB of float32")
+
+
 def readme(title, rows):
     lines = [f"# {title}", "", GENERATED, ""]
     lines += [f"- `{name}`: {why}" for name, why in rows]
@@ -233,7 +262,11 @@ def readme(title, rows):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the files on disk, write nothing")
+    ap.add_argument("--lm", metavar="DIR", type=Path, help="write only the 108 MiB language model, in DIR")
     args = ap.parse_args()
+    if args.lm:
+        lm_files(args.lm)
+        return
     want = {}
     hostile = hostile_files()
     for name, (data, _, _) in hostile.items():
