@@ -55,10 +55,12 @@ func (r *recorder) bytes(name string, kind BufferKind, elems int) *Buffer {
 	return buf
 }
 
-// input adds a float32 buffer that wraps a caller's slice.
-func (r *recorder) input(name string, data []float32, elems int) *Buffer {
+// input adds a float32 buffer that wraps a caller's slice, and makes it
+// the plan's input slot (which Acquire binds the next input to).
+func (r *recorder) input(slot **Buffer, name string, data []float32, elems int) *Buffer {
 	buf := &Buffer{Name: name, Kind: KindInput, Elems: elems, ElemSize: 4, F32: data}
 	r.plan.Buffers = append(r.plan.Buffers, buf)
+	*slot = buf
 	return buf
 }
 
@@ -126,9 +128,10 @@ func stackWidths(n *rnn.Network) widths {
 // ids) and returns the first layer's input sequence [T][B][Input].
 func (b *recorder) inputs(n *rnn.Network, emb *Buffer, in *Input, T, B int) (x *Buffer) {
 	if n.Vocab == 0 {
-		return b.input("features", in.Features, T*B*n.Input)
+		return b.input(&b.plan.in.features, "features", in.Features, T*B*n.Input)
 	}
 	tok := b.ids("tokens", KindInput, T*B, in.Tokens)
+	b.plan.in.tokens = tok
 	x = b.buffer("x", KindActivation, T*B*n.Input)
 	b.pos(-1, 0, -1)
 	b.add(newGather(Whole(x).reshape(T*B, n.Input), Dense(emb, 0, n.Vocab, n.Input), Whole(tok)))
@@ -142,10 +145,10 @@ func (b *builder) build(in *Input, opt PlanOptions) {
 	n, B, T := b.net, b.B, b.T
 	x := b.inputs(n, b.prog.emb, in, T, B)
 	if in.H0 != nil {
-		b.h0 = b.input("h0", in.H0, n.StateSize(B))
+		b.h0 = b.input(&b.plan.in.h0, "h0", in.H0, n.StateSize(B))
 	}
 	if in.C0 != nil {
-		b.c0 = b.input("c0", in.C0, n.CellSize(B))
+		b.c0 = b.input(&b.plan.in.c0, "c0", in.C0, n.CellSize(B))
 	}
 
 	w := stackWidths(n)

@@ -200,8 +200,10 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 				rows := l.Cell.Gates() * pl.units[w].n()
 				s := &pl.w[w]
 				s.wih = p.addWeight(name+".weight_ih", prec.weightElems(rows, l.Input), es)
+				s.wih.Role = RoleWIH
 				s.wih.Packed = opt.Precision == F32 && packs(rows, l.Input, opt.PackBytes, packIH)
 				s.whh = p.addWeight(name+".weight_hh", prec.weightElems(rows, l.Out()), es)
+				s.whh.Role = RoleWHH
 				s.whh.Packed = opt.Precision == F32 && packs(rows, l.Out(), opt.PackBytes, packHH)
 				if l.Cell.SumsBias() {
 					s.bias = p.addWeight(name+".bias", rows, 4)
@@ -211,6 +213,7 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 				}
 				if l.Proj > 0 {
 					s.whr = p.addWeight(name+".weight_hr", prec.weightElems(pl.prow[w].n(), l.Hidden), es)
+					s.whr.Role = RoleWHR
 				}
 			}
 			pls = append(pls, pl)
@@ -376,10 +379,10 @@ func (pp *partProgram) plan(prog *Program, in *Input, opt PlanOptions) *Plan {
 
 	x := b.pembed(in)
 	if in.H0 != nil {
-		b.h0 = b.input("h0", in.H0, n.StateSize(B))
+		b.h0 = b.input(&b.plan.in.h0, "h0", in.H0, n.StateSize(B))
 	}
 	if in.C0 != nil {
-		b.c0 = b.input("c0", in.C0, n.CellSize(B))
+		b.c0 = b.input(&b.plan.in.c0, "c0", in.C0, n.CellSize(B))
 	}
 	w := stackWidths(n)
 	// Per-worker scratch, sized for the worker's widest share of any layer.
@@ -444,9 +447,10 @@ func (pp *partProgram) plan(prog *Program, in *Input, opt PlanOptions) *Plan {
 func (b *pbuilder) pembed(in *Input) *Buffer {
 	n, T, B := b.net, b.T, b.B
 	if n.Vocab == 0 {
-		return b.input("features", in.Features, T*B*n.Input)
+		return b.input(&b.plan.in.features, "features", in.Features, T*B*n.Input)
 	}
 	tok := b.ids("tokens", KindInput, T*B, in.Tokens)
+	b.plan.in.tokens = tok
 	x := b.buffer("x", KindActivation, T*B*n.Input)
 	dim := n.Input
 	table := Dense(b.prog.emb, 0, n.Vocab, dim)

@@ -46,11 +46,27 @@ type Buffer struct {
 	U16      []uint16
 	U8       []uint8
 	I64      []int64
+	// Role says which of a recurrent layer's weight matrices the buffer
+	// holds, whole or a worker's rows of it, in any layout or precision
+	// (RoleNone for every other buffer).
+	Role Role
 	// Packed says F32 holds a matrix in f32.PackNT's panel order: the
 	// same bytes as the row-major matrix (a Dense Mat over the whole
 	// buffer names them), read by the products as one stream.
 	Packed bool
 }
+
+// Role is which of a recurrent layer's weight matrices a weight buffer
+// holds, for an analysis that tells them apart (cmd/roofline's W_hh, the
+// one a recurrent step reads again and again).
+type Role uint8
+
+const (
+	RoleNone Role = iota // not one of these (Schedule A's G holds W_ih and W_hh together)
+	RoleWIH              // W_ih, the input projections' weights
+	RoleWHH              // W_hh, the recurrent weights
+	RoleWHR              // W_hr, an LSTM's projection
+)
 
 // Bytes is the buffer's size in bytes.
 func (b *Buffer) Bytes() int64 { return int64(b.ElemSize) * int64(b.Elems) }
@@ -155,9 +171,13 @@ type Plan struct {
 	span    [][2]int32
 
 	reuse *sync.Pool // where Release puts the plan back (Program.Acquire)
+	in    planInputs // the input buffers Acquire binds a new input's slices to
 
 	output, hn, cn, head *Buffer
 }
+
+// planInputs are a sequence plan's input buffers, those it has.
+type planInputs struct{ features, tokens, h0, c0 *Buffer }
 
 // ErrDryPlan is returned by Run for a plan that has shapes but no data.
 var ErrDryPlan = errors.New("schedule: plan has no weights or inputs (dry run only)")

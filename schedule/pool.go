@@ -50,6 +50,7 @@ type Pool struct {
 	cpus      []int      // CPU of each worker; nil when not pinned
 	spins     int        // within a job
 	stealAt   int        // polls before a worker looks at another's claim
+	spinCost  float64    // ns per iteration of the barrier's polling loop, timed by NewPool
 	idleSpins int        // between jobs
 	mu        sync.Mutex // one job at a time
 	cur       atomic.Pointer[poolJob]
@@ -145,8 +146,9 @@ func NewPool(opt PoolOptions) (*Pool, error) {
 	if opt.IdleSpin == 0 {
 		opt.IdleSpin = DefaultIdleSpin
 	}
-	p := &Pool{n: opt.Workers, spins: spinIterations(opt.Spin), idleSpins: spinIterations(opt.IdleSpin)}
-	p.stealAt = min(p.spins, spinIterations(stealDelay))
+	p := &Pool{n: opt.Workers, spinCost: measureSpin()}
+	p.spins, p.idleSpins = p.iterations(opt.Spin), p.iterations(opt.IdleSpin)
+	p.stealAt = min(p.spins, p.iterations(stealDelay))
 	p.wake.init()
 	if !opt.NoPin {
 		p.cpus = workerCPUs(p.n)
@@ -418,16 +420,18 @@ func (w *waiter) broadcast() {
 	}
 }
 
-// spinIterations converts a spin time into iterations of the barrier's
-// polling loop, timed once per process.
-func spinIterations(d time.Duration) int {
+// iterations converts a spin time into iterations of the barrier's
+// polling loop.
+func (p *Pool) iterations(d time.Duration) int {
 	if d < 0 {
 		return 0
 	}
-	return int(float64(d) / spinCost())
+	return int(float64(d) / p.spinCost)
 }
 
-var spinCost = sync.OnceValue(func() float64 {
+// measureSpin times the barrier's polling loop: ns per iteration (65,536
+// iterations, once per pool).
+func measureSpin() float64 {
 	var gen atomic.Uint64
 	ready := func() bool { return gen.Load() != 0 }
 	const n = 1 << 16
@@ -438,4 +442,4 @@ var spinCost = sync.OnceValue(func() float64 {
 		}
 	}
 	return max(float64(time.Since(start))/n, 0.1)
-})
+}

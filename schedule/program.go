@@ -3,7 +3,6 @@ package schedule
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"rnnserve/rnn"
 )
@@ -72,7 +71,7 @@ type Program struct {
 	headB  *Buffer
 	dry    bool
 	part   *partProgram // Partitioned only
-	cache  sync.Map     // planKey -> *sync.Pool of plans (Acquire)
+	cache  planCache    // released plans by shape (Acquire)
 }
 
 type layerWeights struct {
@@ -116,6 +115,7 @@ func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
 			} else {
 				lw.wih = p.weight(name+".weight_ih", rows*in, l.Wih)
 				lw.whh = p.weight(name+".weight_hh", rows*out, l.Whh)
+				lw.wih.Role, lw.whh.Role = RoleWIH, RoleWHH
 			}
 			if l.Cell.SumsBias() {
 				lw.bias = p.weight(name+".bias", rows, sumBias(l))
@@ -125,6 +125,7 @@ func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
 			}
 			if l.Proj > 0 {
 				lw.whr = p.weight(name+".weight_hr", l.Proj*l.Hidden, l.Whr)
+				lw.whr.Role = RoleWHR
 			}
 			lws = append(lws, lw)
 		}

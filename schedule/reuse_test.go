@@ -3,6 +3,7 @@ package schedule
 import (
 	"fmt"
 	"math/rand/v2"
+	"rnnserve/rnn"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -101,5 +102,50 @@ func TestAcquireReuses(t *testing.T) {
 				q.Release()
 			})
 		}
+	}
+}
+
+// TestPlanCacheBounded acquires and releases plans for many more lengths
+// than MaxPlanShapes: the program keeps at most that many shapes, counts
+// the ones it drops, and still reuses the plan of a shape it keeps.
+func TestPlanCacheBounded(t *testing.T) {
+	net := randomNet(t, rnn.Config{Cell: rnn.GRU, Input: 3, Hidden: 4, Layers: 1}, 1)
+	prog, err := NewProgram(net, APlus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	const T, B, shapes = 40, 3, 3 * MaxPlanShapes
+	seen := map[string]bool{}
+	for len(seen) < shapes {
+		in := randomInput(net, T, B, false, r)
+		in.Lengths = randomLengths(T, B, r)
+		seen[fmt.Sprint(in.Lengths)] = true
+		p, err := prog.Acquire(in, PlanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Release()
+		if c := prog.PlanCache(); c.Shapes > MaxPlanShapes {
+			t.Fatalf("%d shapes kept, limit %d", c.Shapes, MaxPlanShapes)
+		}
+	}
+	c := prog.PlanCache()
+	if c.Shapes != MaxPlanShapes || c.Evicted < int64(len(seen)-MaxPlanShapes) {
+		t.Errorf("after %d shapes: %+v, want %d kept and at least %d dropped", len(seen), c, MaxPlanShapes, len(seen)-MaxPlanShapes)
+	}
+	// The shape used last is kept: acquiring it again adds none and drops
+	// none.
+	in := randomInput(net, T, B, false, r)
+	in.Lengths = []int{T, 2, 1}
+	for range 2 {
+		p, err := prog.Acquire(in, PlanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Release()
+	}
+	if d := prog.PlanCache(); d.Shapes != MaxPlanShapes || d.Evicted > c.Evicted+1 {
+		t.Errorf("one shape twice: %+v after %+v, want at most one more dropped", d, c)
 	}
 }

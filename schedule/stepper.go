@@ -168,15 +168,17 @@ func (s *Stepper) weight(name string, data *[]float32) *Buffer {
 	return b
 }
 
-// matrix wraps one of the network's rows×cols weight matrices in a
+// matrix wraps one of the network's rows×cols weight matrices, role, in a
 // Buffer, once: the slice itself for float32, a packed copy for int8.
-func (s *Stepper) matrix(name string, data *[]float32, rows, cols int) Mat {
+func (s *Stepper) matrix(role Role, name string, data *[]float32, rows, cols int) Mat {
 	if s.prec != Int8 {
-		return Dense(s.weight(name, data), 0, rows, cols)
+		b := s.weight(name, data)
+		b.Role = role
+		return Dense(b, 0, rows, cols)
 	}
 	b, ok := s.weights[data]
 	if !ok {
-		b = &Buffer{Name: name, Kind: KindWeight, Elems: f32.PackedI8Bytes(rows, cols), ElemSize: 1, U8: f32.NewPackedI8(rows, cols)}
+		b = &Buffer{Name: name, Kind: KindWeight, Role: role, Elems: f32.PackedI8Bytes(rows, cols), ElemSize: 1, U8: f32.NewPackedI8(rows, cols)}
 		f32.PackI8(b.U8, rows, cols, *data, cols)
 		s.weights[data] = b
 	}
@@ -330,7 +332,7 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 		qsa = &Buffer{Name: "arrival.qs", Kind: KindActivation, Elems: steps, ElemSize: 4, F32: make([]float32, steps)}
 		own = append(own, qa, qsa)
 	}
-	add(product(Dense(q.xp, q.known*R, steps, R), Dense(x, 0, steps, I), s.matrix("l0.weight_ih", &l0.Wih, R, I), qa, qsa, 0))
+	add(product(Dense(q.xp, q.known*R, steps, R), Dense(x, 0, steps, I), s.matrix(RoleWIH, "l0.weight_ih", &l0.Wih, R, I), qa, qsa, 0))
 	if err := s.runSteps(arrival, own...); err != nil {
 		return err
 	}
@@ -466,11 +468,11 @@ func (s *Stepper) buildStep() {
 		O, H, R := l.Out(), l.Hidden, l.Rows()
 		h := Dense(s.h[k], 0, B, O)
 		y := Dense(s.y, 0, B, R)
-		whh := s.matrix(fmt.Sprintf("l%d.weight_hh", k), &l.Whh, R, O)
+		whh := s.matrix(RoleWHH, fmt.Sprintf("l%d.weight_hh", k), &l.Whh, R, O)
 		if k > 0 {
 			I := l.Input
 			below := Dense(s.h[k-1], 0, B, I)
-			s.add(k, product(y, below, s.matrix(fmt.Sprintf("l%d.weight_ih", k), &l.Wih, R, I), s.q, s.qs, 0))
+			s.add(k, product(y, below, s.matrix(RoleWIH, fmt.Sprintf("l%d.weight_ih", k), &l.Wih, R, I), s.q, s.qs, 0))
 		}
 		if l.Cell == rnn.LSTM {
 			s.add(k, product(y, h, whh, s.q, s.qs, 1))
@@ -480,7 +482,7 @@ func (s *Stepper) buildStep() {
 			}
 			s.add(k, newLSTM(y, Whole(s.bias[k]), Dense(s.c[k], 0, B, H), dst))
 			if l.Proj > 0 {
-				s.add(k, product(h, dst, s.matrix(fmt.Sprintf("l%d.weight_hr", k), &l.Whr, l.Proj, H), s.q, s.qs, 0))
+				s.add(k, product(h, dst, s.matrix(RoleWHR, fmt.Sprintf("l%d.weight_hr", k), &l.Whr, l.Proj, H), s.q, s.qs, 0))
 			}
 		} else if l.Cell.Elman() {
 			s.add(k, product(y, h, whh, s.q, s.qs, 1))

@@ -593,7 +593,7 @@ func (s *hhSink) Write(a, n int64) { s.c.Write(a, n) }
 
 // isHH reports whether b is a layer's recurrent weights.
 func isHH(b *schedule.Buffer) bool {
-	return b.Kind == schedule.KindWeight && strings.HasSuffix(b.Name, ".weight_hh")
+	return b.Role == schedule.RoleWHH
 }
 
 // level names the nominal level that holds the weights re-read most

@@ -5,7 +5,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"rnnserve/cachesim"
@@ -140,7 +139,7 @@ func predict(net *rnn.Network, cell rnn.CellKind, prec schedule.Precision, T, c 
 					if st.T < 0 {
 						rows = float64(T)
 					}
-					if strings.HasSuffix(r.Buf.Name, ".weight_ih") || isHH(r.Buf) {
+					if r.Buf.Role == schedule.RoleWIH || isHH(r.Buf) {
 						sc.flops += 2 * rows * float64(r.Bytes()/int64(r.Buf.ElemSize))
 					}
 				}
