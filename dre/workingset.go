@@ -16,6 +16,19 @@ type WorkingSet struct {
 	Total        int64 `json:"total_bytes"`
 }
 
+// NewWorkingSet is the working set of these parts, Total their sum: the
+// one place a WorkingSet is made.
+func NewWorkingSet(weights, embedding, intermediate int64) WorkingSet {
+	return WorkingSet{Weights: weights, Embedding: embedding, Intermediate: intermediate,
+		Total: weights + embedding + intermediate}
+}
+
+// Plus is the working set of w and o together (an encoder and its
+// decoder, say).
+func (w WorkingSet) Plus(o WorkingSet) WorkingSet {
+	return NewWorkingSet(w.Weights+o.Weights, w.Embedding+o.Embedding, w.Intermediate+o.Intermediate)
+}
+
 // WorkingSetOf computes the working set of T steps of batch B of net,
 // every parameter float32.
 func WorkingSetOf(net *rnn.Network, T, B int) WorkingSet {
@@ -47,13 +60,7 @@ func WorkingSetOfPrecision(net *rnn.Network, T, B int, prec schedule.Precision) 
 	case schedule.Int8:
 		weights += int8Bytes(net) - 4*recurrentElems(net)
 	}
-	ws := WorkingSet{
-		Weights:      weights,
-		Embedding:    emb,
-		Intermediate: 4 * values,
-	}
-	ws.Total = ws.Weights + ws.Embedding + ws.Intermediate
-	return ws
+	return NewWorkingSet(weights, emb, 4*values)
 }
 
 // int8Bytes is what an int8 program's products read of every layer's

@@ -70,7 +70,7 @@ func build(u *unit, B int, seed uint64) (*built, error) {
 		return nil, err
 	}
 	b.plan, b.dec = dplan.Plan, dec
-	b.workingSet = addWorkingSets(b.workingSet, decoderWorkingSet(dec, S, u.T, B))
+	b.workingSet = b.workingSet.Plus(decoderWorkingSet(dec, S, u.T, B))
 	a := "A"
 	if u.Schedule.Schedule == schedule.APlus {
 		a = "A+ on the encoder only"
@@ -106,17 +106,8 @@ func stackString(net *rnn.Network) string {
 // attention's weights, and its weights over the T inputs and contexts at
 // every step.
 func decoderWorkingSet(dec *rnn.Decoder, S, T, B int) dre.WorkingSet {
-	ws := dre.WorkingSetOf(dec.Stack, S, B)
-	ws.Embedding += 4 * int64(dec.Vocab) * int64(dec.Embed)
-	ws.Weights += dec.Attn.WeightBytes()
-	ws.Intermediate += 4 * int64(S) * int64(B) * int64(T+dec.Attn.Memory)
-	ws.Total = ws.Weights + ws.Embedding + ws.Intermediate
-	return ws
-}
-
-func addWorkingSets(a, b dre.WorkingSet) dre.WorkingSet {
-	return dre.WorkingSet{Weights: a.Weights + b.Weights, Embedding: a.Embedding + b.Embedding,
-		Intermediate: a.Intermediate + b.Intermediate, Total: a.Total + b.Total}
+	return dre.WorkingSetOf(dec.Stack, S, B).Plus(dre.NewWorkingSet(dec.Attn.WeightBytes(),
+		4*int64(dec.Vocab)*int64(dec.Embed), 4*int64(S)*int64(B)*int64(T+dec.Attn.Memory)))
 }
 
 // analyzePlan is the one place this package asks dre for a plan's

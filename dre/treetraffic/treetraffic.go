@@ -100,14 +100,8 @@ func WorkingSetOf(m *tree.Model, b Batch) dre.WorkingSet {
 	if m.Cell.HasMemory() {
 		state = 2
 	}
-	ws := dre.WorkingSet{
-		Weights:   weights,
-		Embedding: emb,
-		Intermediate: 4 * (int64(b.Words)*word + int64(b.Nodes)*int64(m.Hidden)*state +
-			int64(b.Outputs)*int64(m.Classes)),
-	}
-	ws.Total = ws.Weights + ws.Embedding + ws.Intermediate
-	return ws
+	return dre.NewWorkingSet(weights, emb,
+		4*(int64(b.Words)*word+int64(b.Nodes)*int64(m.Hidden)*state+int64(b.Outputs)*int64(m.Classes)))
 }
 
 // AnalyzePlan is Analyze for a fixed-structure tree plan.
