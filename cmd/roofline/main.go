@@ -396,9 +396,15 @@ func run(args []string, out io.Writer) error {
 	fmt.Fprintln(out)
 	c0 := o.cores[0]
 	m := &machine{
-		l2BW:    at(c0, o.l2/2) / float64(c0),
-		l3BW:    at(c0, o.l3/int64(2*slices.Max(o.cores))) / float64(c0),
-		dramBW:  at(c0, o.dram) / float64(c0),
+		l2BW: at(c0, o.l2/2) / float64(c0),
+		past: func(b int64) float64 {
+			// Measured at the next power of two, from twice L2 to -dram.
+			p := 2 * o.l2
+			for p < b && p < o.dram {
+				p *= 2
+			}
+			return at(c0, min(p, o.dram)) / float64(c0)
+		},
 		dramCap: o.dramGBs * 1e9,
 		flops:   flops[c0] / float64(c0),
 		gate:    map[rnn.CellKind]float64{rnn.LSTM: gateCost(rnn.LSTM, o), rnn.GRU: gateCost(rnn.GRU, o)},

@@ -16,30 +16,37 @@ import (
 
 // Planning past the cores this host has (-predict). P's plan for c
 // workers says which bytes each worker reads in each phase; replayed
-// through a cache per core the size of its private L2 and, for what
-// misses there, a cache per group of -l3-cores cores the size of the
-// shared L3, it says where each byte comes from. The time of a phase is
-// its slowest worker's, each of that worker's steps taking the longer of
-// its bytes at the rates of their levels and its arithmetic (the input
-// projections' and products' multiply-adds at f32.GemmNT's rate, the
-// gates at their measured cost per unit), plus the barrier that ends
-// the phase. The rates are one core's, measured in the same run; DRAM's
-// is one core's until -dram-gbs, shared by all cores, runs out. The
-// barrier is timed on two cores here and assumed to grow by
-// -barrier-step-ns for every core beyond two: every waiter polls every
-// worker's counter, and the last one's line travels to all of them.
+// through a cache per core the size of its private L2, it says which of
+// them each core fetches from past L2. Those bytes stream from the L3
+// shared by each group of -l3-cores cores, or from DRAM, depending on
+// how many distinct bytes the group streams (its footprint past L2): they
+// are priced at the rate one core measured reading a buffer of that
+// footprint, so that the host's own L3, as full as other tenants leave
+// it, decides where the rate falls (with -dram-gbs, no more than that
+// shared by all cores once the footprint is larger than the L3). The
+// time of a phase is its slowest worker's, each of that worker's steps
+// taking the longer of its bytes at their rates and its arithmetic (the
+// products' multiply-adds at f32.GemmNT's rate, the gates at their
+// measured cost per unit), plus the barrier that ends the phase: timed on
+// two cores here and assumed to grow by -barrier-step-ns for every core
+// beyond two, since every waiter polls every worker's counter and the
+// last one's line travels to all of them. The bytes from DRAM the table
+// reports are those that miss an LRU of the L3's size per group as well.
 
 // machine is what the prediction assumes of a host: one core's rates,
 // measured, and the caches and their sharing, given.
 type machine struct {
-	l2BW, l3BW, dramBW float64 // bytes per second, one core
-	dramCap            float64 // bytes per second, all cores; 0: no cap
-	flops              float64 // multiply-adds ×2 per second, one core
-	gate               map[rnn.CellKind]float64
-	barrier2, step     float64 // seconds: the barrier on two cores, and per core beyond
-	l2, l3             int64
-	l2Ways, l3Ways     int
-	l3Cores            int // cores sharing one L3
+	l2BW float64 // bytes per second from L2, one core
+	// past is the rate, bytes per second, at which one core reads a
+	// buffer of the given size (from L3 or DRAM).
+	past           func(bytes int64) float64
+	dramCap        float64 // bytes per second, all cores; 0: no cap
+	flops          float64 // multiply-adds ×2 per second, one core
+	gate           map[rnn.CellKind]float64
+	barrier2, step float64 // seconds: the barrier on two cores, and per core beyond
+	l2, l3         int64
+	l2Ways, l3Ways int
+	l3Cores        int // cores sharing one L3
 }
 
 // barrier is the modelled cost of one phase's barrier on c cores.
@@ -50,12 +57,15 @@ func (m *machine) barrier(c int) float64 {
 	return m.barrier2 + float64(c-2)*m.step
 }
 
-// dramRate is one core's DRAM rate when c cores stream at once.
-func (m *machine) dramRate(c int) float64 {
-	if m.dramCap > 0 {
-		return min(m.dramBW, m.dramCap/float64(c))
+// pastRate is one core's rate for bytes past L2 when the group of cores
+// it belongs to streams foot distinct bytes past their L2s and c cores
+// run at once.
+func (m *machine) pastRate(foot int64, c int) float64 {
+	r := m.past(foot)
+	if m.dramCap > 0 && foot > m.l3 {
+		r = min(r, m.dramCap/float64(c))
 	}
-	return m.dramBW
+	return r
 }
 
 // prediction is one shape on one core count.
@@ -63,20 +73,17 @@ type prediction struct {
 	seconds   float64 // per inference
 	barrier   float64 // of which at barriers
 	phases    int
-	l3Bytes   int64 // per warm inference, all cores: bytes past the private L2s
-	dramBytes int64 // and past the shared L3s
+	pastBytes int64 // per warm inference, all cores: bytes past the private L2s
+	dramBytes int64 // of them, the bytes that miss an LRU L3 per group too
+	foot      int64 // the largest group's footprint past L2
 }
 
 // stepCost is what one step of a worker asks of its core.
 type stepCost struct {
-	hit, l3, dram int64   // bytes from L2 (or L1), L3, DRAM
+	phase, worker int
+	hit, past     int64   // bytes from L2 (or L1), and from past it
 	flops         float64 // the products' multiply-adds ×2
 	units         int     // gate units finished
-}
-
-func (s stepCost) seconds(m *machine, cell rnn.CellKind, c int) float64 {
-	mem := float64(s.hit)/m.l2BW + float64(s.l3)/m.l3BW + float64(s.dram)/m.dramRate(c)
-	return max(mem, s.flops/m.flops+float64(s.units)*m.gate[cell])
 }
 
 // predict models P on c cores for one inference of T steps of net (dry:
@@ -98,56 +105,40 @@ func predict(net *rnn.Network, cell rnn.CellKind, prec schedule.Precision, T, c 
 			return prediction{}, err
 		}
 	}
-	shared := make([]*cachesim.LRU, (c+m.l3Cores-1)/m.l3Cores)
+	groups := (c + m.l3Cores - 1) / m.l3Cores
+	shared := make([]*cachesim.LRU, groups)
+	missed := make([]map[int64]bool, groups) // lines past L2, by group
 	for d := range shared {
 		if shared[d], err = cachesim.NewLRU(cachesim.Config{Size: m.l3, LineSize: cachesim.DefaultLineSize, Ways: m.l3Ways}); err != nil {
 			return prediction{}, err
 		}
+		missed[d] = map[int64]bool{}
 	}
-	phases := 0
-	for i := range p.Steps {
-		phases = max(phases, p.Steps[i].Phase+1)
-	}
-	slowest := make([]float64, phases)
 	var pr prediction
+	var costs []stepCost
 	const line = cachesim.DefaultLineSize
 	for run := range 2 {
-		clear(slowest)
-		perWorker := make([]float64, c) // the current phase's time so far, by worker
-		phase := 0
-		flush := func() {
-			for w, t := range perWorker {
-				slowest[phase] = max(slowest[phase], t)
-				perWorker[w] = 0
-			}
-		}
 		for i := range p.Steps {
 			st := &p.Steps[i]
-			if st.Phase != phase {
-				flush()
-				phase = st.Phase
-			}
-			w := st.Worker
-			var sc stepCost
+			w, d := st.Worker, st.Worker/m.l3Cores
+			sc := stepCost{phase: st.Phase, worker: w}
 			var lastWrite schedule.Region
 			st.Regions(func(r schedule.Region, write bool) {
 				if write {
 					lastWrite = r
 				}
-				if !write && r.Buf.Kind == schedule.KindWeight {
+				if !write && r.Buf.Kind == schedule.KindWeight && (r.Buf.Role == schedule.RoleWIH || isHH(r.Buf)) {
 					rows := 1.0
 					if st.T < 0 {
 						rows = float64(T)
 					}
-					if r.Buf.Role == schedule.RoleWIH || isHH(r.Buf) {
-						sc.flops += 2 * rows * float64(r.Bytes()/int64(r.Buf.ElemSize))
-					}
+					sc.flops += 2 * rows * float64(r.Bytes()/int64(r.Buf.ElemSize))
 				}
 				base, _ := l.Addr(r.Buf)
 				a := base + r.Off
 				for range r.Count {
 					for ln := a / line; ln <= (a+r.Len-1)/line && r.Len > 0; ln++ {
-						pc, sh := priv[w], shared[w/m.l3Cores]
+						pc, sh := priv[w], shared[d]
 						before := pc.Stats().Misses
 						if write {
 							pc.Write(ln*line, line)
@@ -158,16 +149,18 @@ func predict(net *rnn.Network, cell rnn.CellKind, prec schedule.Precision, T, c 
 							sc.hit += line
 							continue
 						}
+						sc.past += line
 						before = sh.Stats().Misses
 						if write {
 							sh.Write(ln*line, line)
 						} else {
 							sh.Read(ln*line, line)
 						}
-						if sh.Stats().Misses == before {
-							sc.l3 += line
-						} else {
-							sc.dram += line
+						if run == 1 {
+							missed[d][ln] = true
+							if sh.Stats().Misses != before {
+								pr.dramBytes += line
+							}
 						}
 					}
 					a += r.Stride
@@ -177,13 +170,33 @@ func predict(net *rnn.Network, cell rnn.CellKind, prec schedule.Precision, T, c 
 			case schedule.KLSTM, schedule.KLSTMStep, schedule.KGRU:
 				sc.units = int(lastWrite.Bytes() / 4)
 			}
-			perWorker[w] += sc.seconds(m, cell, c)
 			if run == 1 {
-				pr.l3Bytes += sc.l3 + sc.dram
-				pr.dramBytes += sc.dram
+				costs = append(costs, sc)
+				pr.pastBytes += sc.past
 			}
 		}
-		flush()
+	}
+	rate := make([]float64, groups)
+	for d := range groups {
+		foot := int64(len(missed[d])) * line
+		pr.foot = max(pr.foot, foot)
+		rate[d] = m.pastRate(foot, c)
+	}
+	phases := 0
+	for _, sc := range costs {
+		phases = max(phases, sc.phase+1)
+	}
+	slowest := make([]float64, phases)
+	perWorker := make([]float64, c)
+	for i, sc := range costs {
+		mem := float64(sc.hit)/m.l2BW + float64(sc.past)/rate[sc.worker/m.l3Cores]
+		perWorker[sc.worker] += max(mem, sc.flops/m.flops+float64(sc.units)*m.gate[cell])
+		if i == len(costs)-1 || costs[i+1].phase != sc.phase {
+			for w, t := range perWorker {
+				slowest[sc.phase] = max(slowest[sc.phase], t)
+				perWorker[w] = 0
+			}
+		}
 	}
 	for _, t := range slowest {
 		pr.seconds += t
@@ -260,16 +273,18 @@ type shapeKey struct {
 func predictTable(out io.Writer, m *machine, measured map[shapeKey]float64, o *options) error {
 	fmt.Fprintln(out, "## P on more cores: predicted")
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "The model (cmd/roofline's doc): one core's rates measured here, L2 %.1f GB/s, L3 %.1f GB/s, DRAM %.1f GB/s", m.l2BW/1e9, m.l3BW/1e9, m.dramBW/1e9)
+	fmt.Fprintf(out, "The model (cmd/roofline's doc): one core's rates measured here, L2 %.1f GB/s and past it the read rate of the group's footprint (8 MiB %.1f GB/s, 32 MiB %.1f, 512 MiB %.1f)", m.l2BW/1e9, m.past(8<<20)/1e9, m.past(32<<20)/1e9, m.past(512<<20)/1e9)
 	if m.dramCap > 0 {
-		fmt.Fprintf(out, " up to %.0f GB/s for all cores", m.dramCap/1e9)
+		fmt.Fprintf(out, ", DRAM no more than %.0f GB/s for all cores", m.dramCap/1e9)
 	} else {
-		fmt.Fprint(out, " (no cap for all cores: -dram-gbs)")
+		fmt.Fprint(out, ", no cap on DRAM for all cores (-dram-gbs)")
 	}
 	fmt.Fprintf(out, ", products %.1f GFLOP/s; gates %.2f ns a unit (LSTM) and %.2f (GRU); the barrier %.0f ns on two cores and %.0f ns more for each core beyond; a %s %d-way L2 per core and a %s %d-way L3 per %d cores.\n\n",
 		m.flops/1e9, m.gate[rnn.LSTM]*1e9, m.gate[rnn.GRU]*1e9, m.barrier2*1e9, m.step*1e9, size(m.l2), m.l2Ways, size(m.l3), m.l3Ways, m.l3Cores)
-	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | predicted µs | of it barriers | measured µs | measured/predicted | past L2 MB | DRAM MB | speed-up over 1 core |")
-	fmt.Fprintln(out, "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "Past L2: the bytes a warm inference reads past the cores' L2s; footprint: the distinct ones, of the largest group of cores sharing an L3; DRAM: those that miss an LRU of the L3's size too.")
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | predicted µs | of it barriers | measured µs | measured/predicted | past L2 MB | footprint | DRAM MB | speed-up over 1 core |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	counts := append(append([]int{1}, o.cores...), o.predict...)
 	slices.Sort(counts)
 	for _, cell := range o.cells {
@@ -306,9 +321,9 @@ func predictTable(out io.Writer, m *machine, measured map[shapeKey]float64, o *o
 							if one > 0 {
 								speed = fmt.Sprintf("%.2f", one/pr.seconds)
 							}
-							fmt.Fprintf(out, "| %v | %d | %d | %d | %v | %d | %s | %.1f | %.0f%% | %s | %s | %.2f | %.2f | %s |\n",
+							fmt.Fprintf(out, "| %v | %d | %d | %d | %v | %d | %s | %.1f | %.0f%% | %s | %s | %.2f | %s | %.2f | %s |\n",
 								cell, h, L, T, prec, c, size(slice), pr.seconds*1e6, 100*pr.barrier/pr.seconds, meas, ratio,
-								float64(pr.l3Bytes)/1e6, float64(pr.dramBytes)/1e6, speed)
+								float64(pr.pastBytes)/1e6, size(pr.foot), float64(pr.dramBytes)/1e6, speed)
 						}
 					}
 				}

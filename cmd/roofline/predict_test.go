@@ -9,12 +9,19 @@ import (
 	"rnnserve/schedule"
 )
 
-// testMachine is a host with round rates: L2 100 GB/s, L3 50, DRAM 10
-// per core, 100 GFLOP/s, 1 ns of gates a unit, a barrier of 100 ns on
-// two cores and 10 more for each core beyond, a 1 MiB L2 per core and a
-// 32 MiB L3 per 8 cores.
+// testMachine is a host with round rates: L2 100 GB/s per core, and past
+// it 50 for footprints up to 16 MiB (half the L3) and 10 beyond, 100
+// GFLOP/s, 1 ns of gates a unit, a barrier of 100 ns on two cores and 10
+// more for each core beyond, a 1 MiB L2 per core and a 32 MiB L3 per 8
+// cores.
 func testMachine() *machine {
-	return &machine{l2BW: 100e9, l3BW: 50e9, dramBW: 10e9, flops: 100e9,
+	past := func(b int64) float64 {
+		if b <= 16<<20 {
+			return 50e9
+		}
+		return 10e9
+	}
+	return &machine{l2BW: 100e9, past: past, flops: 100e9,
 		gate:     map[rnn.CellKind]float64{rnn.LSTM: 1e-9, rnn.GRU: 1e-9},
 		barrier2: 100e-9, step: 10e-9, l2: 1 << 20, l3: 32 << 20, l2Ways: 8, l3Ways: 16, l3Cores: 8}
 }
@@ -39,8 +46,8 @@ func TestPredictTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if small.l3Bytes != 0 || small.dramBytes != 0 {
-		t.Errorf("lstm/32 on one core: %d bytes past L2, %d from DRAM, want none", small.l3Bytes, small.dramBytes)
+	if small.pastBytes != 0 || small.dramBytes != 0 {
+		t.Errorf("lstm/32 on one core: %d bytes past L2, %d from DRAM, want none", small.pastBytes, small.dramBytes)
 	}
 	const T = 10
 	whh := int64(4 * 512 * 512 * 4)
@@ -52,12 +59,12 @@ func TestPredictTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if one.l3Bytes < (T-1)*whh*9/10 || one.dramBytes != 0 {
+	if one.pastBytes < (T-1)*whh*9/10 || one.dramBytes != 0 {
 		t.Errorf("lstm/512 on one core: %d bytes past L2 (want at least 0.9 of %d), %d from DRAM (want none: 8 MiB fit the L3)",
-			one.l3Bytes, (T-1)*whh, one.dramBytes)
+			one.pastBytes, (T-1)*whh, one.dramBytes)
 	}
-	if eight.l3Bytes > whh/4 {
-		t.Errorf("lstm/512 on 8 cores: %d bytes past L2, want at most a quarter of W_hh (%d)", eight.l3Bytes, whh)
+	if eight.pastBytes > whh/4 {
+		t.Errorf("lstm/512 on 8 cores: %d bytes past L2, want at most a quarter of W_hh (%d)", eight.pastBytes, whh)
 	}
 	if eight.seconds > one.seconds/8 {
 		t.Errorf("lstm/512: %.1f µs on 8 cores, %.1f on one: want more than 8x (W_hh leaves L3 for L2)", eight.seconds*1e6, one.seconds*1e6)
@@ -76,7 +83,8 @@ func TestPredictTraffic(t *testing.T) {
 // DRAM when more cores share it.
 func TestPredictTime(t *testing.T) {
 	m := testMachine()
-	m.l2BW, m.l3BW, m.dramBW, m.flops = 1e30, 1e30, 1e30, 1e30
+	m.l2BW, m.flops = 1e30, 1e30
+	m.past = func(int64) float64 { return 1e30 }
 	m.gate = map[rnn.CellKind]float64{rnn.LSTM: 0, rnn.GRU: 0}
 	pr, err := predict(dryLSTM(t, 64, 64, 2), rnn.LSTM, schedule.F32, 5, 4, m)
 	if err != nil {
@@ -90,8 +98,19 @@ func TestPredictTime(t *testing.T) {
 	}
 	m = testMachine()
 	m.dramCap = 20e9
-	if m.dramRate(1) != 10e9 || m.dramRate(4) != 5e9 {
-		t.Errorf("dramRate: %g on 1 core, %g on 4", m.dramRate(1), m.dramRate(4))
+	if m.pastRate(8<<20, 4) != 50e9 || m.pastRate(64<<20, 1) != 10e9 || m.pastRate(64<<20, 4) != 5e9 {
+		t.Errorf("pastRate: %g (in L3), %g (DRAM, 1 core), %g (DRAM, 4 cores)", m.pastRate(8<<20, 4), m.pastRate(64<<20, 1), m.pastRate(64<<20, 4))
+	}
+	// lstm/512 (4 MiB of W_hh, 8 inputs) on one core streams W_hh past L2
+	// at 50 GB/s: about (T-1)·4 MiB / 50 GB/s.
+	m = testMachine()
+	m.gate = map[rnn.CellKind]float64{rnn.LSTM: 0, rnn.GRU: 0}
+	one, err := predict(dryLSTM(t, 8, 512, 1), rnn.LSTM, schedule.F32, 10, 1, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 9 * 4 << 20 / 50e9; one.seconds < want || one.seconds > 1.1*want || one.foot < 4<<20 {
+		t.Errorf("lstm/512 on one core: %g s (footprint %d), want about %g", one.seconds, one.foot, want)
 	}
 }
 
