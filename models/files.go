@@ -273,8 +273,8 @@ func openFSFile(fsys fs.FS, name string) (*modelFile, error) {
 		return &modelFile{ReaderAt: ra, name: name, size: fi2.Size(), close: f.Close}, nil
 	}
 	defer f.Close()
-	if fi2.Size() > MaxWeightsBytes {
-		return nil, fmt.Errorf("%w: %s has %d bytes, limit %d", ErrTooLarge, name, fi2.Size(), int64(MaxWeightsBytes))
+	if err := checkWeightsSize(&modelFile{name: name, size: fi2.Size()}); err != nil {
+		return nil, err
 	}
 	data, err := readSized(f, fi2.Size(), name)
 	if err != nil {

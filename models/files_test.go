@@ -416,3 +416,73 @@ func TestLoadPeak(t *testing.T) {
 		})
 	}
 }
+
+// TestWeightsBudget: a weights file over MaxWeightsBytes is refused by its
+// size before anything is read, and so is a file whose tensors would load
+// to more than MaxWeightsBytes of float32 (F16 tensors of 9.2 GB, sparse
+// here, for an LSTM of 18.4 GB), before the network is allocated.
+func TestWeightsBudget(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big", "model.safetensors")
+	os.Mkdir(filepath.Dir(big), 0o755)
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.Truncate(MaxWeightsBytes + 1)
+	f.Close()
+	if err != nil {
+		t.Skipf("a sparse file of 16 GiB: %v", err)
+	}
+
+	const hidden = 24000
+	wide := filepath.Join(dir, "wide", "model.safetensors")
+	os.Mkdir(filepath.Dir(wide), 0o755)
+	header := `{`
+	off := 0
+	for i, w := range []struct {
+		name  string
+		shape []int
+	}{{"rnn.weight_ih_l0", []int{4 * hidden, hidden}}, {"rnn.weight_hh_l0", []int{4 * hidden, hidden}},
+		{"rnn.bias_ih_l0", []int{4 * hidden}}, {"rnn.bias_hh_l0", []int{4 * hidden}}} {
+		n := 2
+		for _, d := range w.shape {
+			n *= d
+		}
+		if i > 0 {
+			header += ","
+		}
+		shape := strings.ReplaceAll(fmt.Sprint(w.shape), " ", ",")
+		header += fmt.Sprintf(`%q:{"dtype":"F16","shape":%s,"data_offsets":[%d,%d]}`, w.name, shape, off, off+n)
+		off += n
+	}
+	header += "}"
+	for len(header)%8 != 0 {
+		header += " "
+	}
+	var b bytes.Buffer
+	binary.Write(&b, binary.LittleEndian, uint64(len(header)))
+	b.WriteString(header)
+	if err := os.WriteFile(wide, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(wide, int64(b.Len()+off)); err != nil {
+		t.Skipf("a sparse file of 9.2 GB: %v", err)
+	}
+
+	for _, c := range []struct{ name, path, says string }{
+		{"file", big, "has 17179869185 bytes, limit 17179869184 (MaxWeightsBytes)"},
+		{"float32 weights", wide, "the model's weights take 18432768000 bytes as float32, limit 17179869184 (MaxWeightsBytes)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := childtest.Run(t, "TestPeakHelper", "refuse", time.Minute, "MODEL_FILE="+c.path)
+			if r.Code != 0 || !strings.Contains(r.Output, c.says) || !strings.Contains(r.Output, "model.safetensors") {
+				t.Fatalf("exit %d after %v, want a refusal saying %q:\n%.2000s", r.Code, r.Elapsed, c.says, r.Output)
+			}
+			t.Logf("peak RSS %d MiB, %v", r.MaxRSS>>20, r.Elapsed)
+			if !childtest.Race && r.MaxRSS > 64<<20 {
+				t.Errorf("peak RSS %d MiB", r.MaxRSS>>20)
+			}
+		})
+	}
+}

@@ -318,13 +318,25 @@ func encodeTensors(t *testing.T, ts []safetensors.Tensor) []byte {
 
 // FuzzWeights feeds the whole weights path (format sniffing, the three
 // readers, inference and binding) arbitrary bytes: an error or a model,
-// never a panic. Seeds are the user goldens' weights files.
+// never a panic, within fuzzbound's per-input bounds. Seeds are the user
+// goldens' weights files and the hostile weights files of up to 64 KiB.
 //
-//	go test -run '^$' -fuzz FuzzWeights -fuzztime 60s ./models
+//	go test -run '^$' -fuzz '^FuzzWeights$' -fuzztime 10m -parallel 1 ./models
 func FuzzWeights(f *testing.F) {
 	for _, p := range []string{"ckpt_emb_lstm_fc_batchfirst/model.pt", "f16_safetensors_lstm/model.safetensors",
 		"f64_legacy_ckpt_lstm/model.bin", "onnx_gru_bidir/model.onnx"} {
 		data, err := os.ReadFile(filepath.Join("testdata", "golden", p))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	hostile, _ := filepath.Glob("testdata/hostile/*")
+	for _, p := range hostile {
+		if fi, err := os.Stat(p); err != nil || fi.Size() > 64<<10 || strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".json") || strings.HasSuffix(p, ".md") {
+			continue
+		}
+		data, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -48,8 +48,19 @@ func LoadFS(fsys fs.FS, specPath string) (*Model, error) {
 	return load(specPath, fsOpener(fsys, specPath))
 }
 
-// MaxWeightsBytes bounds a weights file.
+// MaxWeightsBytes bounds a weights file, and the float32 weights a model
+// loads to (twice its F16 or BF16 tensors, and tensors that several names
+// share, once per name): 16 GiB. Both are checked before anything is
+// allocated for the weights.
 const MaxWeightsBytes = 1 << 34
+
+// checkWeightsSize refuses a weights file larger than MaxWeightsBytes.
+func checkWeightsSize(f *modelFile) error {
+	if f.size > MaxWeightsBytes {
+		return fmt.Errorf("%w: %s has %d bytes, limit %d (MaxWeightsBytes)", ErrTooLarge, f.name, f.size, int64(MaxWeightsBytes))
+	}
+	return nil
+}
 
 // MaxRandomParams bounds a model with seeded random weights (a spec that
 // names no weights file), whose size only the spec states: 2^28
@@ -134,6 +145,9 @@ var ErrFormat = errors.New("models: unsupported weights file")
 // before anything else is read (sniff.DetectAt). open resolves ONNX
 // external data files (nil: none allowed).
 func readWeights(f *modelFile, open opener) (Tensors, sniff.Format, error) {
+	if err := checkWeightsSize(f); err != nil {
+		return nil, sniff.Unknown, err
+	}
 	format := sniff.DetectAt(f, f.size)
 	switch format {
 	case sniff.Safetensors:

@@ -338,16 +338,3 @@ func (s *Spec) Validate() error {
 
 // ErrTooLarge is returned for a spec or weights file over its size limit.
 var ErrTooLarge = errors.New("models: file too large")
-
-// readLimited reads f whole and closes it, refusing more than limit bytes.
-func readLimited(f io.ReadCloser, limit int64) ([]byte, error) {
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
-	}
-	return data, nil
-}

@@ -181,6 +181,9 @@ func loadTree(specPath string, open opener) (*TreeModel, error) {
 			return nil, fmt.Errorf("load weights %s: %w", s.Weights, err)
 		}
 		defer weights.Close()
+		if err := checkWeightsSize(weights); err != nil {
+			return nil, fmt.Errorf("load weights %s: %w", s.Weights, err)
+		}
 	}
 	m, err := buildTree(s, words, weights)
 	if err != nil {

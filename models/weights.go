@@ -198,6 +198,9 @@ func bind(s *Spec, ts Tensors) (*rnn.Network, []string, error) {
 	if err := problems.err(); err != nil {
 		return nil, nil, err
 	}
+	if n := dry.WeightBytes(); n > MaxWeightsBytes {
+		return nil, nil, fmt.Errorf("%w: the model's weights take %d bytes as float32, limit %d (MaxWeightsBytes)", ErrTooLarge, n, int64(MaxWeightsBytes))
+	}
 	net, err := network(s, false)
 	if err != nil {
 		return nil, nil, err

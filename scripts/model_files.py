@@ -160,6 +160,11 @@ def hostile_files():
     add("legacy_mark_flood.pt", legacy(PROTO2 + MARK * (2 << 20) + NONE + STOP), "MARKs open at once",
         "a legacy-format checkpoint whose object pickle is 2 MiB of MARK opcodes")
 
+    records = {f"r/{i:x}": b"" for i in range(20000)}
+    add("records_flood.pt", zip_checkpoint(PROTO2 + NONE + STOP, records), "holds None",
+        "a zip checkpoint of 20,000 empty records beside a data.pkl holding None: the zip "
+        "directory alone is read, at about 5 bytes of memory per byte of it")
+
     add("compressed.pt", zip_checkpoint(PROTO2 + EMPTY_DICT + STOP, {"data/0": bytes(1 << 20)}, compress=True),
         "is compressed", "a zip checkpoint whose records are deflated: a small file that inflates")
 
