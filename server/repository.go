@@ -396,6 +396,13 @@ func (s *Server) loadAs(name, stamp string, byRequest bool) error {
 	start := time.Now()
 	e, err := s.repo.Load(name)
 	if err == nil {
+		// Reading the files may outlast Stop (a stalled mount), which
+		// does not wait for it; building the model uses the server's
+		// workers, so a build starts only before Stop, which waits for it.
+		if !s.enterBuild() {
+			return ErrDraining
+		}
+		defer s.wg.Done()
 		var m model
 		if m, err = s.newModel(e); err == nil {
 			event := "load"
@@ -422,6 +429,18 @@ func (s *Server) loadAs(name, stamp string, byRequest bool) error {
 	s.event("load_failed", name, label, time.Since(start), err)
 	s.readinessChanged()
 	return err
+}
+
+// enterBuild counts a model's build among what Stop waits for, unless the
+// server is stopping (then it returns false).
+func (s *Server) enterBuild() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining.Load() {
+		return false
+	}
+	s.wg.Add(1)
+	return true
 }
 
 // swap puts m in the table under name, retiring the model it replaces.
