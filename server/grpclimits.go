@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -154,7 +155,7 @@ type grpcCalls struct {
 }
 
 // errTooManyCalls refuses a call over the caps (UNAVAILABLE).
-var errTooManyCalls = fmt.Errorf("%w: gRPC calls open at the cap", ErrBusy)
+var errTooManyCalls = errors.New("server busy: gRPC calls open at the cap")
 
 // tap admits a call as the transport opens it (grpc.InTapHandle): it
 // must not block, since it runs on the connection's reading goroutine.
@@ -173,7 +174,7 @@ func (g *GRPCServer) tap(ctx context.Context, info *tap.Info) (context.Context, 
 	switch {
 	case stream && gc.streams >= gc.maxStreams:
 		gc.mu.Unlock()
-		return nil, retryLater(fmt.Errorf("%w: %d ModelStreamInfer (or reflection) streams open (server.grpc.max_infer_streams)", ErrBusy, gc.streams))
+		return nil, retryLater(fmt.Errorf("server busy: %d ModelStreamInfer (or reflection) streams open, the cap (server.grpc.max_infer_streams)", gc.streams))
 	case gc.calls >= gc.maxCalls && (conn == nil || int(conn.calls.Load()) >= fair):
 		gc.mu.Unlock()
 		return nil, retryLater(fmt.Errorf("%w (%d, server.grpc.max_calls)", errTooManyCalls, gc.calls))
