@@ -9,7 +9,8 @@
 #      16 KiB, valid requests padded with JSON white space);
 #   3. SIGTERM after 10 s of the first mix at 64 clients, with the default
 #      lame-duck period (5 s): client errors of the requests sent before
-#      SIGTERM + 5 s and after, readiness and the exit code.
+#      SIGTERM + 5 s and after, readiness and the exit code;
+#   4. the attacks (below).
 #
 #   bash scripts/soak.sh [duration]     # default 60s for the load runs
 set -euo pipefail
@@ -24,4 +25,10 @@ echo "loadavg at start: $(cat /proc/loadavg)"
 "$bin/soak" -serve "$bin/serve" -args "-grpc-listen off" -clients 300 -near 1 -duration "$dur" -label "near-limit only" -header=false
 echo
 "$bin/soak" -serve "$bin/serve" -args "-grpc-listen off" -clients 64 -near 0.1 -sigterm-after 10s -lame-duck 5s -duration 90s -label "SIGTERM at 10 s"
+echo
+# 4. every attack of scripts/soak/attack.go for 15 s each against one
+#    server (docs/api.md, "Limits under load"), then SIGTERM with 24
+#    ModelStreamInfer streams kept open.
+"$bin/soak" -serve "$bin/serve" -attack all -attack-for 15s
+"$bin/soak" -serve "$bin/serve" -attack sigterm-streams -lame-duck 5s
 echo "loadavg at end: $(cat /proc/loadavg)"

@@ -20,6 +20,18 @@
 // 503 waits as its Retry-After says before its next request, as a polite
 // client does (-retry-after=false sends at once).
 //
+// Attacks (-attack all, or a list): each attack in attack.go runs for
+// -attack-for against one server process (gRPC on, bytelm and a GRU on
+// 256-wide features), beside normal REST and gRPC clients, and a row
+// reports what the attacker got, the server's peak resident memory during
+// the attack, its resident memory three seconds after, and how the normal
+// clients fared. -attack sigterm-streams sends SIGTERM with
+// ModelStreamInfer streams kept open and reports how they end, how long
+// the process takes to exit and its exit code.
+//
+//	go run ./scripts/soak -serve ./serve -attack all -attack-for 15s
+//	go run ./scripts/soak -serve ./serve -attack sigterm-streams
+//
 // SIGTERM: after -sigterm-after the process gets SIGTERM while the clients
 // keep sending. A poller watches readiness. Every request is classed by
 // when it was sent: before SIGTERM plus the lame-duck period (-lame-duck,
@@ -73,6 +85,11 @@ type config struct {
 	header     bool
 	serveLog   string
 	retryAfter bool
+	attacks    string        // attack mode: the attacks to run, "all", or sigterm-streams
+	attackFor  time.Duration // how long each attack runs
+	grpcAddr   string
+	models     string // the bundled models' folder
+	maxRSS     int64  // kill serve past this resident memory, MiB
 }
 
 func run() error {
@@ -93,6 +110,11 @@ func run() error {
 	flag.BoolVar(&c.header, "header", true, "print the table header")
 	flag.StringVar(&c.serveLog, "serve-log", "", "write serve's log here (default: discard; printed on failure)")
 	flag.BoolVar(&c.retryAfter, "retry-after", true, "after a 503, wait as its Retry-After says before the next request (false: send at once)")
+	flag.StringVar(&c.attacks, "attack", "", "run attacks instead of a load: a comma-separated list of names, all, or sigterm-streams (attack.go lists them)")
+	flag.DurationVar(&c.attackFor, "attack-for", 15*time.Second, "how long each attack runs")
+	flag.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:18481", "address serve's gRPC listens on, in attack mode")
+	flag.StringVar(&c.models, "models", "models/bundled", "the bundled models' folder (attack mode serves bytelm from it)")
+	flag.Int64Var(&c.maxRSS, "max-rss", 6144, "kill serve if its resident memory passes this many MiB (protects a shared machine from a server without bounds); 0: never")
 	flag.Parse()
 	if c.serve == "" {
 		return errors.New("-serve is required")
@@ -102,6 +124,13 @@ func run() error {
 	}
 	if c.clients < 1 || c.near < 0 || c.near > 1 {
 		return errors.New("-clients must be positive and -near in 0..1")
+	}
+	switch c.attacks {
+	case "":
+	case "sigterm-streams":
+		return sigtermStreams(c)
+	default:
+		return attackRun(c)
 	}
 	srv, err := startServe(c)
 	if err != nil {
@@ -123,6 +152,8 @@ type serveProc struct {
 	err    error // Wait's error, once exited is closed
 	mu     sync.Mutex
 	rss    int64 // highest VmRSS sampled, bytes
+	maxRSS int64 // kill the process past this resident memory (0: never)
+	killed bool  // killed for its memory
 }
 
 func startServe(c config) (*serveProc, error) {
@@ -165,6 +196,7 @@ func startServe(c config) (*serveProc, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	p.maxRSS = c.maxRSS << 20
 	go p.sample()
 	return p, nil
 }
@@ -190,6 +222,11 @@ func (p *serveProc) sample() {
 			if v, ok := procStatus(p.cmd.Process.Pid, "VmRSS"); ok {
 				p.mu.Lock()
 				p.rss = max(p.rss, v)
+				if p.maxRSS > 0 && v > p.maxRSS && !p.killed {
+					p.killed = true
+					p.cmd.Process.Kill()
+					fmt.Fprintf(os.Stderr, "serve killed: resident memory %d MiB, over -max-rss\n", v>>20)
+				}
 				p.mu.Unlock()
 			}
 		}
