@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"rnnserve/models/safetensors"
 )
 
 // ErrInfer is matched by every *InferError.
@@ -57,7 +59,7 @@ func (m *module) String() string {
 	if m.spec.Bidirectional {
 		dir = " bidirectional"
 	}
-	return fmt.Sprintf("%s (%s%s, %d -> %d)", name, m.spec.Cell, dir, m.input, m.out())
+	return fmt.Sprintf("%s (%s%s, %d -> %d)", clip(name), m.spec.Cell, dir, m.input, m.out())
 }
 
 // Infer finds the model in a set of tensors named however the user's
@@ -160,11 +162,9 @@ func infer(ts Tensors, given *Prefixes) (*Spec, error) {
 		}
 	}
 	describe := func(ls []linear) string {
-		var out []string
-		for _, l := range ls {
-			out = append(out, fmt.Sprintf("%q [%d %d]", join(l.prefix, "weight"), l.rows, l.cols))
-		}
-		return strings.Join(out, ", ")
+		return listSome(len(ls), func(i int) string {
+			return fmt.Sprintf("%q [%d %d]", clip(join(ls[i].prefix, "weight")), ls[i].rows, ls[i].cols)
+		})
 	}
 	// A lone bias-free tensor that fits both roles is a head only if
 	// something else is the embedding.
@@ -210,8 +210,8 @@ func infer(ts Tensors, given *Prefixes) (*Spec, error) {
 	}
 	for _, n := range rest {
 		if !used[n] {
-			problems = append(problems, fmt.Sprintf("tensor %q %v fits no part of an embedding + LSTM/GRU stack + linear head model (stack input %d, output %d)",
-				n, shapes[n], s.InputSize, width))
+			problems = append(problems, fmt.Sprintf("tensor %q %s fits no part of an embedding + LSTM/GRU stack + linear head model (stack input %d, output %d)",
+				clip(n), safetensors.ShapeString(shapes[n]), s.InputSize, width))
 		}
 	}
 	if problems != nil {
@@ -291,7 +291,7 @@ func findModules(shapes map[string][]int) (mods []*module, used map[string]bool,
 			name = "(no prefix)"
 		}
 		bad := func(format string, a ...any) {
-			problems = append(problems, fmt.Sprintf("RNN module %s: ", name)+fmt.Sprintf(format, a...))
+			problems = append(problems, fmt.Sprintf("RNN module %s: ", clip(name))+fmt.Sprintf(format, a...))
 		}
 		n := 0
 		for layers[key{n, false}] != nil {
@@ -327,14 +327,14 @@ func findModules(shapes map[string][]int) (mods []*module, used map[string]bool,
 				proj := 0
 				if whr, has := p["weight_hr"]; has {
 					if len(whr) != 2 || whr[0] != out {
-						bad("layer %d: weight_hr %v does not match weight_hh %v", k, whr, whh)
+						bad("layer %d: weight_hr %s does not match weight_hh %s", k, safetensors.ShapeString(whr), safetensors.ShapeString(whh))
 						ok = false
 						break
 					}
 					hidden, proj = whr[1], out
 				}
 				if hidden < 1 || whh[0] != rows || rows%hidden != 0 {
-					bad("layer %d: weight_ih %v and weight_hh %v fit no LSTM, GRU or nn.RNN", k, wih, whh)
+					bad("layer %d: weight_ih %s and weight_hh %s fit no LSTM, GRU or nn.RNN", k, safetensors.ShapeString(wih), safetensors.ShapeString(whh))
 					ok = false
 					break
 				}
@@ -362,7 +362,8 @@ func findModules(shapes map[string][]int) (mods []*module, used map[string]bool,
 				_, bih := p["bias_ih"]
 				_, bhh := p["bias_hh"]
 				if bih != bhh || bih && (!slices.Equal(p["bias_ih"], []int{rows}) || !slices.Equal(p["bias_hh"], []int{rows})) {
-					bad("layer %d: biases %v and %v do not fit %d rows (both or neither must be present)", k, p["bias_ih"], p["bias_hh"], rows)
+					bad("layer %d: biases %s and %s do not fit %d rows (both or neither must be present)", k,
+						safetensors.ShapeString(p["bias_ih"]), safetensors.ShapeString(p["bias_hh"]), rows)
 					ok = false
 					break
 				}
@@ -434,18 +435,14 @@ func orderModules(mods []*module, given *Prefixes) ([]*module, error) {
 		return true
 	}
 	list := func(ms []*module) string {
-		var s []string
-		for _, m := range ms {
-			s = append(s, m.String())
-		}
-		return strings.Join(s, ", ")
+		return listSome(len(ms), func(i int) string { return ms[i].String() })
 	}
 	if given != nil && given.RNN != nil {
 		var order []*module
 		for _, p := range given.RNN {
 			m, ok := byPrefix[p]
 			if !ok {
-				return nil, &InferError{[]string{fmt.Sprintf("prefixes.rnn names %q, but the file's RNN modules are %s", p, list(mods))}}
+				return nil, &InferError{[]string{fmt.Sprintf("prefixes.rnn names %q, but the file's RNN modules are %s", clip(p), list(mods))}}
 			}
 			order = append(order, m)
 		}
@@ -463,6 +460,8 @@ func orderModules(mods []*module, given *Prefixes) ([]*module, error) {
 	if len(mods) > 8 {
 		return nil, &InferError{[]string{fmt.Sprintf("%d RNN modules: list their order in prefixes.rnn", len(mods))}}
 	}
+	// Find at most two chains: a second one is all it takes to ask for
+	// prefixes.rnn (eight modules of one width chain in 8! orders).
 	var chains [][]*module
 	var walk func(order []*module, left []*module)
 	walk = func(order []*module, left []*module) {
@@ -471,6 +470,9 @@ func orderModules(mods []*module, given *Prefixes) ([]*module, error) {
 			return
 		}
 		for i, m := range left {
+			if len(chains) == 2 {
+				return
+			}
 			if len(order) > 0 && m.input != order[len(order)-1].out() {
 				continue
 			}
@@ -507,12 +509,29 @@ func orderModules(mods []*module, given *Prefixes) ([]*module, error) {
 	for _, c := range chains {
 		var names []string
 		for _, m := range c {
-			names = append(names, strconv.Quote(m.prefix))
+			name := m.prefix
+			if len(name) > 40 { // named in full (to 200 bytes) in the list before
+				name = name[:40] + "..."
+			}
+			names = append(names, strconv.Quote(name))
 		}
 		cands = append(cands, "["+strings.Join(names, ", ")+"]")
 	}
-	return nil, &InferError{[]string{fmt.Sprintf("RNN modules %s chain in more than one order: %s; set prefixes.rnn in a spec to the order of the stack",
+	return nil, &InferError{[]string{fmt.Sprintf("RNN modules %s chain in more than one order (%s, or another); set prefixes.rnn in a spec to the order of the stack",
 		list(mods), strings.Join(cands, " or "))}}
+}
+
+// listSome joins the first eight of n items for a message and counts the
+// rest: a file may hold thousands of candidates for one role.
+func listSome(n int, item func(i int) string) string {
+	var out []string
+	for i := range min(n, 8) {
+		out = append(out, item(i))
+	}
+	if n > 8 {
+		out = append(out, fmt.Sprintf("and %d more", n-8))
+	}
+	return strings.Join(out, ", ")
 }
 
 // resolvePrefixes fills the prefixes s leaves unset: the defaults where

@@ -273,7 +273,7 @@ func bindTreeWeights(net *tree.Model, wf *modelFile) error {
 			problems.add("tensor %q has dtype %s, want F32", name, clip(string(t.DType)))
 			return false
 		case !slices.Equal(t.Shape, shape):
-			problems.add("tensor %q has shape %s, want %v", name, shapeSummary(t.Shape), shape)
+			problems.add("tensor %q has shape %s, want %v", name, safetensors.ShapeString(t.Shape), shape)
 			return false
 		}
 		if err := t.Float32sInto(dst); err != nil {

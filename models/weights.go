@@ -187,7 +187,7 @@ func bind(s *Spec, ts Tensors) (*rnn.Network, []string, error) {
 		case !slices.Contains(floatDTypes, t.DType):
 			problems.add("tensor %q has dtype %s, want F32, F16, BF16 or F64", clip(p.Name), clip(string(t.DType)))
 		case !slices.Equal(t.Shape, p.Shape):
-			problems.add("tensor %q has shape %s, want %v", clip(p.Name), shapeSummary(t.Shape), p.Shape)
+			problems.add("tensor %q has shape %s, want %v", clip(p.Name), safetensors.ShapeString(t.Shape), p.Shape)
 		}
 	}
 	for _, name := range ts.Names() {
@@ -272,14 +272,6 @@ func clip(s string) string {
 		return s
 	}
 	return s[:maxName] + fmt.Sprintf("... (%d bytes)", len(s))
-}
-
-// shapeSummary prints a shape from a file, or its rank when it is long.
-func shapeSummary(shape []int) string {
-	if len(shape) > 8 {
-		return fmt.Sprintf("of rank %d", len(shape))
-	}
-	return fmt.Sprint(shape)
 }
 
 func firstNonFinite(v []float32) int {

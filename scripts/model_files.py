@@ -186,6 +186,36 @@ def hostile_files():
     add("many_tensors.safetensors", struct.pack("<Q", len(header)) + header + body, "and 49968 more",
         "an LSTM beside 50,000 empty tensors: a message that listed every unexpected one would be megabytes")
 
+    def safetensors_file(tensors):
+        """A safetensors file of zero tensors (name -> shape) of F32, in order."""
+        entries, body = {}, b""
+        for name, shape in tensors:
+            n = 4
+            for d in shape:
+                n *= d
+            entries[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(body), len(body) + n]}
+            body += bytes(n)
+        header = json.dumps(entries, separators=(",", ":")).encode()
+        header += b" " * (-len(header) % 8)
+        return struct.pack("<Q", len(header)) + header + body
+
+    lstm = [("rnn.weight_ih_l0", [8, 1]), ("rnn.weight_hh_l0", [8, 2]), ("rnn.bias_ih_l0", [8]), ("rnn.bias_hh_l0", [8])]
+    add("long_shape.safetensors", safetensors_file(lstm + [("w", [1] * 100000)]), "of rank 100000",
+        "an LSTM beside a tensor of rank 100,000: a message that printed its shape would be as large as the file")
+    add("long_name.safetensors", safetensors_file(lstm + [("w" * (100 << 10), [1])]), "fits no part",
+        "an LSTM beside a tensor whose name is 100 KiB long: a message that quoted it whole would be as large")
+    add("embeddings.safetensors", safetensors_file(lstm + [(f"e{i}.weight", [1, 1]) for i in range(20000)]),
+        "and 19992 more", "an LSTM beside 20,000 tensors that could each be its embedding: a message that listed "
+        "every candidate would be a megabyte")
+    modules = []
+    for m in "abcdefgh":
+        prefix = m * 1024
+        modules += [(f"{prefix}.weight_ih_l0", [8, 2]), (f"{prefix}.weight_hh_l0", [8, 2]),
+                    (f"{prefix}.bias_ih_l0", [8]), (f"{prefix}.bias_hh_l0", [8])]
+    add("chains.safetensors", safetensors_file(modules), "chain in more than one order",
+        "eight LSTM modules of one width under names of 1 KiB: they chain in 8! = 40,320 orders, and a message "
+        "that listed every order would be 330 MB (13 s and 1.9 GB to write)")
+
     add("random_64_tib.yaml", b"cell: lstm\ninput_size: 32768\nhidden_size: 32768\nnum_layers: 1024\n",
         "MaxRandomParams", "a spec of 80 bytes asking for 2^44 random parameters (64 TiB of float32)")
 

@@ -177,8 +177,8 @@ func (s *scanner) entry(name string) (span, error) {
 		return span{}, err
 	}
 	if got := uint64(end - begin); got != size {
-		return span{}, fmt.Errorf("%w: offsets [%d, %d] span %d bytes, shape %v of %s needs %d",
-			ErrSize, begin, end, got, t.Shape, t.DType, size)
+		return span{}, fmt.Errorf("%w: offsets [%d, %d] span %d bytes, shape %s of %s needs %d",
+			ErrSize, begin, end, got, ShapeString(t.Shape), t.DType, size)
 	}
 	return span{t: t, begin: uint64(begin), end: uint64(end)}, nil
 }

@@ -222,21 +222,31 @@ func (t *Tensor) checkSize() (int, error) {
 // byteSize returns the number of bytes of a tensor of the given shape and
 // (valid) dtype, or an error if a dimension is negative or the size does
 // not fit in 64 bits.
+// ShapeString formats a shape from a file for a message: whole up to
+// eight dimensions ("[2 3]"), else by its rank ("of rank 100000"), since
+// a file may give a tensor a million.
+func ShapeString(shape []int) string {
+	if len(shape) > 8 {
+		return fmt.Sprintf("of rank %d", len(shape))
+	}
+	return fmt.Sprint(shape)
+}
+
 func byteSize(shape []int, dt DType) (uint64, error) {
 	n := uint64(1)
 	for _, d := range shape {
 		if d < 0 {
-			return 0, fmt.Errorf("%w: negative dimension in %v", ErrShape, shape)
+			return 0, fmt.Errorf("%w: negative dimension in shape %s", ErrShape, ShapeString(shape))
 		}
 		hi, lo := bits.Mul64(n, uint64(d))
 		if hi != 0 {
-			return 0, fmt.Errorf("%w: element count of shape %v", ErrOverflow, shape)
+			return 0, fmt.Errorf("%w: element count of shape %s", ErrOverflow, ShapeString(shape))
 		}
 		n = lo
 	}
 	hi, lo := bits.Mul64(n, uint64(dt.Size()))
 	if hi != 0 {
-		return 0, fmt.Errorf("%w: byte size of shape %v of %s", ErrOverflow, shape, dt)
+		return 0, fmt.Errorf("%w: byte size of shape %s of %s", ErrOverflow, ShapeString(shape), dt)
 	}
 	return lo, nil
 }
