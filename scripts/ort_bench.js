@@ -19,7 +19,12 @@
 //
 //	{"engine": "onnxruntime", "version": "1.30.0", "threads": 1, "floor_ns": 14000}
 //	{"engine": "onnxruntime", "cell": "lstm", "hidden": 64, "layers": 1, "T": 10,
-//	 "threads": 1, "ns_per_step": 1234.5, "ns_per_op": 12345}
+//	 "threads": 1, "ns_per_step": 1234.5, "ns_per_op": 12345, "cpu_ns_per_step": 1200.1}
+//
+// cpu_ns_per_step is the process's CPU time (user and system) per step
+// over the same repeats, median: on a shared machine, the time ONNX
+// Runtime ran rather than waited (cmd/roofline times ours on the thread
+// CPU clock likewise).
 //
 // onnxruntime-node must be resolvable: install it outside the repository
 // (npm install --ignore-scripts onnxruntime-node in a scratch directory;
@@ -126,8 +131,11 @@ async function seconds(fn, calls) {
   return Number(process.hrtime.bigint() - t0) / 1e9;
 }
 
-// timePerCall warms fn up, calibrates, and returns the median seconds per call.
-async function timePerCall(fn, o) {
+// timePerCall warms fn up, calibrates, and returns the median seconds per
+// call; cpu, if given, receives the median CPU seconds per call of the
+// same repeats (the process's user and system time: on a shared machine,
+// time this process ran rather than waited).
+async function timePerCall(fn, o, cpu) {
   let calls = 1;
   let el = await seconds(fn, calls);
   for (let spent = el; spent < o.warmup; spent += el) {
@@ -141,9 +149,14 @@ async function timePerCall(fn, o) {
     el = await seconds(fn, calls);
   }
   const samples = [];
+  const cpuSamples = [];
   for (let r = 0; r < o.repeats; r++) {
+    const c0 = process.cpuUsage();
     samples.push((await seconds(fn, calls)) / calls);
+    const c = process.cpuUsage(c0);
+    cpuSamples.push((c.user + c.system) / 1e6 / calls);
   }
+  if (cpu) cpu.seconds = median(cpuSamples);
   return median(samples);
 }
 
@@ -196,9 +209,11 @@ async function main() {
       const data = new Float32Array(T * m.hidden);
       for (let i = 0; i < data.length; i++) data[i] = Math.sin(i) * 0.5;
       const x = new ort.Tensor('float32', data, [T, 1, m.hidden]);
-      const perCall = await timePerCall(() => session.run({x}), o);
+      const cpu = {};
+      const perCall = await timePerCall(() => session.run({x}), o, cpu);
       const rec = {engine: 'onnxruntime', cell: m.cell, hidden: m.hidden, layers: m.layers, T,
-        threads: o.threads, ns_per_step: Math.round(perCall * 1e9 / T * 10) / 10, ns_per_op: Math.round(perCall * 1e9)};
+        threads: o.threads, ns_per_step: Math.round(perCall * 1e9 / T * 10) / 10, ns_per_op: Math.round(perCall * 1e9),
+        cpu_ns_per_step: Math.round(cpu.seconds * 1e9 / T * 10) / 10};
       if (o.precision !== 'f32') rec.precision = o.precision;
       console.log(JSON.stringify(rec));
     }
