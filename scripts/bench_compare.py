@@ -47,6 +47,14 @@ shapes with T >= 10 below 1.25x. onnxruntime-node is installed outside the
 repository (npm install --ignore-scripts onnxruntime-node in a scratch
 directory) and found through --ort-modules or NODE_PATH.
 
+With --clock cpu every figure is CPU time instead of wall time: each
+process's user and system time per step over the same repeats (Go's
+cpu-ns/step, bench_torch.py's and ort_bench.js's cpu_ns_per_step). On a
+shared machine a process waiting for a core then does not count, though
+the other tenants' use of the caches and memory still does; with more
+than one thread it counts every thread, spinning included, so it is for
+one-thread runs.
+
 If PyTorch or ONNX Runtime cannot be run, the other columns are printed
 with a note saying so. --go-output, --torch-output and --ort-output read
 captured outputs instead of running the benchmarks, to re-render a table or
@@ -73,6 +81,7 @@ Usage:
     python3 scripts/bench_compare.py --onnx --ort-modules /tmp/ort/node_modules --rounds 3 --threads 2
     python3 scripts/bench_compare.py --rounds 2 --agree 5 --max-rounds 8
     python3 scripts/bench_compare.py --int8 --onnx --ort-modules .scratch/ort/node_modules --hidden 512,1024 --layers 1 --lengths 100
+    python3 scripts/bench_compare.py --int8 --clock cpu --hidden 512,1024 --layers 1 --lengths 100
 """
 
 import argparse
@@ -108,7 +117,8 @@ INT8_OVER_BF16 = 1.3
 
 # One result line of `go test -bench`, e.g.
 # BenchmarkTableI/cell=gru/hidden=64/layers=2/T=10/sched=A+-4   1000   123456 ns/op   12345 ns/step   98304 B/step
-# The -4 is GOMAXPROCS, appended only when it is not 1.
+# The -4 is GOMAXPROCS, appended only when it is not 1; newer builds add
+# cpu-ns/step, the process's CPU time per step.
 GO_RESULT = re.compile(
     r"^BenchmarkTableIP?/cell=(?P<cell>[a-z]+)/hidden=(?P<hidden>\d+)/layers=(?P<layers>\d+)"
     r"/T=(?P<T>\d+)/sched=(?P<sched>A\+?|Pbf16|Pint8|P)(?:-(?P<procs>\d+))?\s+(?P<iters>\d+)\s+(?P<metrics>.+)$"
@@ -172,12 +182,18 @@ def shape_flags(shapes):
     return ["--shapes", ",".join("/".join(map(str, s)) for s in shapes)]
 
 
-def parse_go_output(text):
+# The figure each clock reads: Go's metric, the JSON lines' field.
+CLOCKS = {"wall": ("ns/step", "ns_per_step"), "cpu": ("cpu-ns/step", "cpu_ns_per_step")}
+
+
+def parse_go_output(text, clock="wall"):
     """Parse go test -bench output.
 
     Returns ({(cell, hidden, layers, T, sched): {"ns/step": .., "B/step": .., ...}}, info)
     where repeated results of one benchmark (-count > 1) are reduced to
-    their median and info holds the goos/goarch/cpu header lines.
+    their median and info holds the goos/goarch/cpu header lines. With
+    clock "cpu", "ns/step" holds the line's cpu-ns/step (a line without
+    one has none).
     """
     samples = {}
     info = {}
@@ -196,6 +212,11 @@ def parse_go_output(text):
                 metrics[unit] = float(value)
             except ValueError:
                 continue
+        if clock == "cpu":
+            cpu = metrics.pop("cpu-ns/step", None)
+            metrics.pop("ns/step", None)
+            if cpu is not None:
+                metrics["ns/step"] = cpu
         key = (m.group("cell"), int(m.group("hidden")), int(m.group("layers")),
                int(m.group("T")), m.group("sched"))
         samples.setdefault(key, []).append(metrics)
@@ -206,8 +227,9 @@ def parse_go_output(text):
     return results, info
 
 
-def parse_torch_output(text):
-    """Parse bench_torch.py JSON lines into {(cell, hidden, layers, T): ns_per_step}.
+def parse_torch_output(text, clock="wall"):
+    """Parse bench_torch.py JSON lines into {(cell, hidden, layers, T): ns_per_step}
+    (cpu_ns_per_step with clock "cpu"; a line without it is skipped).
 
     A shape timed more than once (several rounds) gets the median.
     """
@@ -217,12 +239,14 @@ def parse_torch_output(text):
         if not line.startswith("{"):
             continue
         rec = json.loads(line)
-        samples.setdefault((rec["cell"], rec["hidden"], rec["layers"], rec["T"]), []).append(rec["ns_per_step"])
+        if CLOCKS[clock][1] in rec:
+            samples.setdefault((rec["cell"], rec["hidden"], rec["layers"], rec["T"]), []).append(rec[CLOCKS[clock][1]])
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
-def parse_ort_output(text):
-    """Parse ort_bench.js JSON lines into ({(cell, hidden, layers, T): ns_per_step}, floor).
+def parse_ort_output(text, clock="wall"):
+    """Parse ort_bench.js JSON lines into ({(cell, hidden, layers, T): ns_per_step}, floor)
+    (cpu_ns_per_step with clock "cpu"; a line without it is skipped).
 
     floor is {"ns": median per-call floor, "version": ..., "threads": ...}
     or None when no floor line was seen; repeated shapes get the median.
@@ -237,7 +261,8 @@ def parse_ort_output(text):
             floors.append(rec["floor_ns"])
             floor = {"version": rec.get("version", "?"), "threads": rec.get("threads")}
             continue
-        samples.setdefault((rec["cell"], rec["hidden"], rec["layers"], rec["T"]), []).append(rec["ns_per_step"])
+        if CLOCKS[clock][1] in rec:
+            samples.setdefault((rec["cell"], rec["hidden"], rec["layers"], rec["T"]), []).append(rec[CLOCKS[clock][1]])
     if floor is not None:
         floor["ns"] = statistics.median(floors)
     return {k: statistics.median(v) for k, v in samples.items()}, floor
@@ -271,9 +296,10 @@ def split_rounds(text):
     return ["".join(c) for c in chunks]
 
 
-def parse_round(go_text, torch_text, ort_text):
+def parse_round(go_text, torch_text, ort_text, clock="wall"):
     """One round's (Go results, PyTorch results, ONNX Runtime results), parsed."""
-    return parse_go_output(go_text)[0], parse_torch_output(torch_text), parse_ort_output(ort_text)[0]
+    return (parse_go_output(go_text, clock)[0], parse_torch_output(torch_text, clock),
+            parse_ort_output(ort_text, clock)[0])
 
 
 def round_figures(round_, shape, scheds, int8=False):
@@ -577,6 +603,9 @@ def parse_args(argv=None):
     ap.add_argument("--int8", action="store_true",
                     help="the int8 table: P with float32, bf16 and int8 weights beside PyTorch's and "
                          "ONNX Runtime's int8 (ignores --schedules)")
+    ap.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                    help="time per step as wall time or as each process's CPU time (user and system; "
+                         "for one-thread runs on a shared machine) (default: %(default)s)")
     ap.add_argument("--python", help="interpreter with torch (default: /usr/bin/python3)")
     ap.add_argument("--go-output", type=Path, metavar="FILE", help="parse this go test output instead of running go")
     ap.add_argument("--torch-output", type=Path, metavar="FILE",
@@ -643,7 +672,7 @@ def main(argv=None, out=sys.stdout):
         for engine, text in (("go", go_text), ("torch", torch_text), ("ort", ort_text)):
             if text is not None:
                 texts[engine].append(text)
-        rounds.append(parse_round(go_text, torch_text or "", ort_text or ""))
+        rounds.append(parse_round(go_text, torch_text or "", ort_text or "", args.clock))
 
     def series(shape):
         return shape_rounds(rounds, shape, args.int8)[1]
@@ -651,26 +680,28 @@ def main(argv=None, out=sys.stdout):
     if captured:
         # No reruns: one pass, and the rounds are those the outputs hold.
         run_round(shapes, 1)
-        rounds = [parse_round(*parts) for parts in zip_longest(
+        rounds = [parse_round(*parts, args.clock) for parts in zip_longest(
             *(split_rounds("".join(texts[e])) for e in ("go", "torch", "ort")), fillvalue="")]
         counts = {s: shape_rounds(rounds, s, args.int8)[0] for s in shapes}
     else:
         counts = bench_rounds.rerun(shapes, args.rounds, args.max_rounds, args.agree, run_round, series)
     end = bench_rounds.stamp()
 
-    go, info = parse_go_output("".join(texts["go"]))
+    go, info = parse_go_output("".join(texts["go"]), args.clock)
     if not go:
         raise SystemExit("bench_compare: no BenchmarkTableI results in the go test output")
+    if not any("ns/step" in r for r in go.values()):
+        raise SystemExit(f"bench_compare: the go test output has no {CLOCKS[args.clock][0]} figures")
 
     notes = []
-    torch = parse_torch_output("".join(texts["torch"])) if texts["torch"] else None
+    torch = parse_torch_output("".join(texts["torch"]), args.clock) if texts["torch"] else None
     if torch is None:
         notes.append(f"PyTorch was unavailable: {reason}; its columns are n/a.")
     elif not args.int8:
         notes.extend(summary(shapes, go, torch))
     ort = None
     if want_ort:
-        ort, floor = parse_ort_output("".join(texts["ort"]))
+        ort, floor = parse_ort_output("".join(texts["ort"]), args.clock)
         if not ort:
             notes.append(f"ONNX Runtime was unavailable: {ort_reason or 'no results'}; its columns are n/a.")
         elif not args.int8:
@@ -699,6 +730,8 @@ def main(argv=None, out=sys.stdout):
         notes.append(bench_rounds.load_note(start, end))
     machine = ", ".join(f"{k} {info[k]}" for k in ("goos", "goarch", "cpu") if k in info)
     notes.append(f"Threads: {args.threads}; Go -benchtime {args.benchtime}"
+                 + ("; every ns/step is the process's CPU time (user and system) per step, not wall time"
+                    if args.clock == "cpu" else "")
                  + (f"; {args.rounds} alternating round(s) of every shape first" if not captured else "")
                  + (f"; {machine}" if machine else "") + ".")
     if args.int8:

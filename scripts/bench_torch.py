@@ -8,10 +8,13 @@ one repeat takes at least --min-time seconds; the result is the median time
 per call over --repeats repeats. One JSON object per shape goes to stdout:
 
     {"cell": "lstm", "hidden": 64, "layers": 1, "T": 10, "threads": 1,
-     "ns_per_step": 1234.5, "ns_per_op": 12345.0}
+     "ns_per_step": 1234.5, "ns_per_op": 12345.0, "cpu_ns_per_step": 1200.1}
 
 where ns_per_op is the time of one inference over all T steps and
-ns_per_step = ns_per_op / T. Progress and the BLAS in use go to stderr.
+ns_per_step = ns_per_op / T. cpu_ns_per_step is the process's CPU time
+(user and system, time.process_time) per step over the same repeats,
+median: on a shared machine, the time PyTorch ran rather than waited.
+Progress and the BLAS in use go to stderr.
 
 With --int8 the modules are first dynamically quantized
 (torch.ao.quantization.quantize_dynamic: int8 weights, per output row
@@ -207,17 +210,21 @@ def quantized(torch, module, tol):
 
 
 def time_shape(torch, cell, hidden, layers, steps, args):
-    """Median seconds per inference for one shape."""
+    """Median seconds per inference for one shape, and median CPU seconds
+    per inference over the same repeats."""
     model = build(torch, cell, hidden, layers)
     if args.int8:
         model, diff = quantized(torch, model, args.int8_check)
         log(f"{cell}/{hidden}/{layers}: int8 ({torch.backends.quantized.engine}), output within {diff:.3g} of float")
     x = torch.randn(steps, 1, hidden)
 
+    cpu = []
+
     def run(calls):
-        start = time.perf_counter()
+        start, cpu0 = time.perf_counter(), time.process_time()
         for _ in range(calls):
             model(x)
+        cpu.append((time.process_time() - cpu0) / calls)
         return time.perf_counter() - start
 
     with torch.no_grad():
@@ -229,8 +236,9 @@ def time_shape(torch, cell, hidden, layers, steps, args):
             # Aim 20% past the target, at most 100x more calls per round.
             calls = max(calls + 1, min(100 * calls, int(calls * 1.2 * args.min_time / max(elapsed, 1e-9))))
             elapsed = run(calls)
+        del cpu[:]
         samples = [run(calls) / calls for _ in range(args.repeats)]
-    return statistics.median(samples)
+    return statistics.median(samples), statistics.median(cpu)
 
 
 def main(argv=None):
@@ -251,7 +259,7 @@ def main(argv=None):
 
     for cell, hidden, layers, steps in shapes(args):
         try:
-            seconds = time_shape(torch, cell, hidden, layers, steps, args)
+            seconds, cpu_seconds = time_shape(torch, cell, hidden, layers, steps, args)
         except (ValueError, RuntimeError) as err:
             log(f"{cell}/{hidden}/{layers}: int8: {err}")
             return EXIT_INT8
@@ -261,6 +269,7 @@ def main(argv=None):
             "threads": args.threads,
             "ns_per_step": round(ns_per_op / steps, 1),
             "ns_per_op": round(ns_per_op, 1),
+            "cpu_ns_per_step": round(cpu_seconds * 1e9 / steps, 1),
         }
         if args.int8:
             rec.update(precision="int8", engine=torch.backends.quantized.engine)

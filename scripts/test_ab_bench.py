@@ -58,6 +58,12 @@ class Main(unittest.TestCase):
         table = ab_bench.table({"B": {"old": [50.0], "new": [100.0]}}, ("old", "new"), "GFLOP/s")
         self.assertIn("| 2.00 |", table)
 
+    def test_cpu_time_is_lower_is_faster(self):
+        line = "BenchmarkTableIP/x\t10\t5 ns/op\t 400 ns/step\t 300 cpu-ns/step\n"
+        self.assertEqual(ab_bench.parse(line, "cpu-ns/step"), {"BenchmarkTableIP/x": 300.0})
+        table = ab_bench.table({"B": {"old": [200.0], "new": [100.0]}}, ("old", "new"), "cpu-ns/step")
+        self.assertIn("| 2.00 |", table)
+
     def test_large_values_with_separators(self):
         table = ab_bench.table({"B": {"old": [17790.0], "new": [17430.0]}}, ("old", "new"))
         self.assertIn("| B | 17,790 | 17,790-17,790 | 17,430 | 17,430-17,430 | 1.02 |", table)

@@ -507,6 +507,39 @@ def test_main_int8_table():
             assert note in text, (note, text)
 
 
+def test_clock_cpu():
+    """--clock cpu reads cpu-ns/step and cpu_ns_per_step; wall ignores them."""
+    go_text = GO_OUTPUT_INT8.replace(" 12000 ns/step", " 12000 ns/step\t 9000 cpu-ns/step")
+    torch_text = TORCH_OUTPUT_INT8.replace('"ns_per_step": 60000.0,', '"ns_per_step": 60000.0, "cpu_ns_per_step": 45000.0,')
+    ort_text = ORT_OUTPUT_INT8.replace('"ns_per_step": 24000.0,', '"ns_per_step": 24000.0, "cpu_ns_per_step": 18000.0,')
+    go, _ = bench_compare.parse_go_output(go_text)
+    assert go[("lstm", 512, 1, 100, "Pint8")]["ns/step"] == 12000, go
+    go, _ = bench_compare.parse_go_output(go_text, "cpu")
+    assert go[("lstm", 512, 1, 100, "Pint8")]["ns/step"] == 9000, go
+    assert "ns/step" not in go[("lstm", 512, 1, 100, "P")], go  # no CPU figure: none, not the wall one
+    assert bench_compare.parse_torch_output(torch_text, "cpu") == {("lstm", 512, 1, 100): 45000.0}
+    assert bench_compare.parse_ort_output(ort_text, "cpu")[0] == {("lstm", 512, 1, 100): 18000.0}
+    assert bench_compare.parse_ort_output(ort_text)[0] == {("lstm", 512, 1, 100): 24000.0}
+    with tempfile.TemporaryDirectory() as d:
+        files = {name: Path(d, name) for name in ("go.txt", "torch.jsonl", "ort.jsonl")}
+        for (name, path), text in zip(files.items(), (go_text, torch_text, ort_text)):
+            path.write_text(text)
+        text = _main_output(["--int8", "--clock", "cpu", "--cells", "lstm", "--hidden", "512", "--layers", "1",
+                             "--lengths", "100", "--go-output", str(files["go.txt"]), "--torch-output",
+                             str(files["torch.jsonl"]), "--ort-output", str(files["ort.jsonl"])])
+        row = table_rows(text)[("lstm", "512", "1", "100")]
+        assert row[4:13] == ["n/a", "n/a", "9,000", "45,000", "18,000", "n/a", "n/a", "5.00", "2.00"], row
+        assert "the process's CPU time (user and system) per step, not wall time" in text, text
+        files["go.txt"].write_text(GO_OUTPUT_INT8)
+        try:
+            _main_output(["--int8", "--clock", "cpu", "--cells", "lstm", "--hidden", "512", "--layers", "1",
+                          "--lengths", "100", "--go-output", str(files["go.txt"]), "--no-torch"])
+        except SystemExit as err:
+            assert "no cpu-ns/step figures" in str(err), err
+        else:
+            raise AssertionError("a Go output without CPU figures was accepted under --clock cpu")
+
+
 def test_int8_runs_pass_the_flags():
     seen = {}
 
