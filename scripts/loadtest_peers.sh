@@ -18,8 +18,11 @@
 # each server in turn, the servers' order rotating from round to round.
 # Before any timing, both peers' outputs must equal rnnserve's within 1e-4
 # (scripts/peers/compare.py). Prints the load average before and after,
-# every run's row, the side-by-side table (scripts/peers/summarize.py), and
-# for each rnnserve run what the server did, from its own statistics:
+# every run's row, with the server's CPU time per request (loadgen
+# -server-pid: the server process's user and system time, every thread,
+# from /proc/PID/stat over the run's measured window; the load generator's
+# own is not counted), the side-by-side table (scripts/peers/summarize.py),
+# and for each rnnserve run what the server did, from its own statistics:
 # time queued and computing per request, solo and wide plans, batched
 # steps and their rows (scripts/peers/serverstats.py).
 #
@@ -116,7 +119,7 @@ for r in $(seq "$(( rounds > 4 ? rounds : 4 ))"); do
 			i=$(( (k + r - 1) % 3 ))
 			if [ "$i" = 0 ]; then "$python" scripts/peers/serverstats.py snapshot "${urls[0]}" bytelm "$tmp/before.json"; fi
 			"${pin[@]}" "$tmp/loadgen" -url "${urls[$i]}" -model bytelm -clients "$c" -steps 32 -duration "$dur" \
-				-label "${names[$i]} r$r" -header=$header | tee -a "$tmp/rows.md"
+				-server-pid "${pids[$i]}" -label "${names[$i]} r$r" -header=$header | tee -a "$tmp/rows.md"
 			header=false
 			if [ "$i" = 0 ]; then
 				"$python" scripts/peers/serverstats.py snapshot "${urls[0]}" bytelm "$tmp/after.json"

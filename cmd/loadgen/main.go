@@ -12,6 +12,13 @@
 // there is (GET /v2/health/live) on the same machine, which no server can
 // go below. Output is one Markdown table row per client count.
 //
+// With -server-pid PID (Linux) each row also gives the server's CPU time
+// per successful request: the user and system time of that process, every
+// thread, from /proc/PID/stat read just before the clients start and just
+// after the last one's request returns, so the floor's requests and the
+// setup are outside it. The load generator shares the cores, so its own
+// CPU time counts against the server's throughput but not here.
+//
 // With -grpc ADDR the requests go to the server's gRPC API instead
 // (ModelInfer, typed INT64 input, the output as raw_output_contents, each
 // client on a connection of its own) and the floor is the round trip of
@@ -65,6 +72,7 @@ func run() error {
 	header := flag.Bool("header", true, "print the table header")
 	grpcAddr := flag.String("grpc", "", "send the requests over gRPC to this address (default: REST at -url)")
 	binaryOut := flag.Bool("binary", false, "REST: ask for the output as binary tensor data")
+	serverPID := flag.Int("server-pid", 0, "the server's process id: report its CPU time per request (Linux /proc; 0: not reported)")
 	flag.Parse()
 	var counts []int
 	for _, f := range strings.Split(*clients, ",") {
@@ -76,6 +84,16 @@ func run() error {
 	}
 	if *steps < 1 || *vocab < 1 || *dur <= 0 {
 		return errors.New("-steps, -vocab and -duration must be positive")
+	}
+	var tick time.Duration
+	if *serverPID != 0 {
+		var err error
+		if tick, err = clockTick(); err != nil {
+			return err
+		}
+		if _, err := procCPU("/", *serverPID, tick); err != nil {
+			return fmt.Errorf("-server-pid: %w", err)
+		}
 	}
 	engine := "-"
 	sched, workers, err := servedSchedule(*url, *model)
@@ -105,11 +123,21 @@ func run() error {
 		return err
 	}
 	if *header {
-		fmt.Println("| setup | model | plan schedule | clients | requests/s | tokens/s | p50 µs | p90 µs | p99 µs | engine µs | floor µs | p50 - engine - floor µs | errors |")
-		fmt.Println("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+		cols, align := "", ""
+		if *serverPID != 0 {
+			cols, align = " server CPU µs/request |", " ---: |"
+		}
+		fmt.Println("| setup | model | plan schedule | clients | requests/s | tokens/s | p50 µs | p90 µs | p99 µs | engine µs | floor µs | p50 - engine - floor µs | errors |" + cols)
+		fmt.Println("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + align)
 	}
 	for _, c := range counts {
 		var r *result
+		var cpu0 time.Duration
+		if *serverPID != 0 {
+			if cpu0, err = procCPU("/", *serverPID, tick); err != nil {
+				return fmt.Errorf("-server-pid: %w", err)
+			}
+		}
 		if *grpcAddr != "" {
 			r, err = driveGRPC(*grpcAddr, *model, c, *steps, *vocab, *dur)
 			if err != nil {
@@ -117,6 +145,14 @@ func run() error {
 			}
 		} else {
 			r = driveHTTP(*url, *model, c, *steps, *vocab, *dur, *binaryOut)
+		}
+		cpu := ""
+		if *serverPID != 0 {
+			cpu1, err := procCPU("/", *serverPID, tick)
+			if err != nil {
+				return fmt.Errorf("-server-pid: %w", err)
+			}
+			cpu = " " + perRequest(cpu1-cpu0, len(r.lat)) + " |"
 		}
 		if r.first != nil {
 			fmt.Fprintf(os.Stderr, "loadgen: %d clients: %d errors, the first: %v\n", c, r.errors, r.first)
@@ -127,10 +163,19 @@ func run() error {
 			e, _ := strconv.ParseFloat(engine, 64)
 			over = fmt.Sprintf("%.0f", float64(p50.Microseconds()-fl.Microseconds())-e)
 		}
-		fmt.Printf("| %s | %s | %s | %d | %.1f | %.0f | %d | %d | %d | %s | %d | %s | %d |\n", *label, *model, sched, c,
-			r.rate(), r.rate()*float64(*steps), p50.Microseconds(), r.pct(0.9).Microseconds(), r.pct(0.99).Microseconds(), engine, fl.Microseconds(), over, r.errors)
+		fmt.Printf("| %s | %s | %s | %d | %.1f | %.0f | %d | %d | %d | %s | %d | %s | %d |%s\n", *label, *model, sched, c,
+			r.rate(), r.rate()*float64(*steps), p50.Microseconds(), r.pct(0.9).Microseconds(), r.pct(0.99).Microseconds(), engine, fl.Microseconds(), over, r.errors, cpu)
 	}
 	return nil
+}
+
+// perRequest is CPU time cpu spread over n successful requests, in µs
+// ("-" when none succeeded).
+func perRequest(cpu time.Duration, n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", float64(cpu.Nanoseconds())/1e3/float64(n))
 }
 
 // httpFloor is the median time of GET /v2/health/live, one client, back to

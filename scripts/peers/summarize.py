@@ -7,7 +7,11 @@ and prints, per client count, each server's median requests/s, p50 and p99
 over its runs, rnnserve's ratios to each peer (paired: the ratio within
 each round, then the median over rounds), the issue's targets with whether
 this run met them, and the 1-client run-to-run spread (max/min of
-requests/s over the runs).
+requests/s over the runs). Rows that carry loadgen's "server CPU
+µs/request" (-server-pid: the server process's CPU time over the run's
+measured window, per successful request) add each server's median CPU
+per request and each peer's over rnnserve's (paired likewise; above 1
+rnnserve uses less).
 
 Usage:
     python3 scripts/peers/summarize.py ROWS_FILE [--reference rnnserve]
@@ -24,23 +28,27 @@ SPREAD_TARGET = 1.3
 
 
 class Run:
-    def __init__(self, server, round_, clients, rate, p50, p99, errors):
+    def __init__(self, server, round_, clients, rate, p50, p99, errors, cpu=None):
         self.server, self.round, self.clients = server, round_, clients
         self.rate, self.p50, self.p99, self.errors = rate, p50, p99, errors
+        self.cpu = cpu  # server CPU µs per request, None where not measured
 
 
 def parse_rows(text):
-    """The runs in loadgen's Markdown rows (other lines are skipped)."""
+    """The runs in loadgen's Markdown rows (other lines are skipped); the
+    14th cell, where there is one, is the server's CPU µs per request."""
     runs = []
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 13 or not cells[3].isdigit():
+        if len(cells) not in (13, 14) or not cells[3].isdigit():
             continue
         label = cells[0]
         server, sep, rnd = label.rpartition(" r")
         if not sep or not rnd.isdigit():
             raise ValueError(f"label {label!r}: want '<server> r<round>'")
-        runs.append(Run(server, int(rnd), int(cells[3]), float(cells[4]), int(cells[6]), int(cells[8]), int(cells[12])))
+        cpu = float(cells[13]) if len(cells) == 14 and cells[13] not in ("", "-") else None
+        runs.append(Run(server, int(rnd), int(cells[3]), float(cells[4]), int(cells[6]), int(cells[8]), int(cells[12]),
+                        cpu))
     return runs
 
 
@@ -55,7 +63,7 @@ def paired(runs, server, peer, clients, key, invert=False):
     ratios = []
     for rnd in sorted(mine.keys() & theirs.keys()):
         a, b = (theirs[rnd], mine[rnd]) if invert else (mine[rnd], theirs[rnd])
-        if b > 0:
+        if a is not None and b is not None and b > 0:
             ratios.append(a / b)
     return statistics.median(ratios) if ratios else None
 
@@ -70,10 +78,13 @@ def render(runs, reference=REFERENCE):
     servers = [reference] + sorted({r.server for r in runs} - {reference}, key=lambda s: (s != ORT, s))
     peers = servers[1:]
     counts = sorted({r.clients for r in runs})
+    has_cpu = any(r.cpu is not None for r in runs)
     lines = []
     head = ["clients"] + [f"{s} req/s" for s in servers] + [f"{reference}/{p} req/s" for p in peers]
     head += [f"{s} p50 µs" for s in servers] + [f"{s} p99 µs" for s in servers]
     head += [f"{p}/{reference} p99" for p in peers] + ["runs", "errors"]
+    if has_cpu:
+        head += [f"{s} CPU µs/req" for s in servers] + [f"{p}/{reference} CPU/req" for p in peers]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---:|" * len(head))
     med = {}
@@ -82,6 +93,8 @@ def render(runs, reference=REFERENCE):
         for s in servers:
             rs = by(runs, s, c)
             med[s, c] = {k: statistics.median(getattr(r, k) for r in rs) if rs else None for k in ("rate", "p50", "p99")}
+            cpus = [r.cpu for r in rs if r.cpu is not None]
+            med[s, c]["cpu"] = statistics.median(cpus) if cpus else None
         row += [fmt(med[s, c]["rate"], 1) for s in servers]
         row += [fmt(paired(runs, reference, p, c, "rate"), 2) for p in peers]
         row += [fmt(med[s, c]["p50"]) for s in servers]
@@ -89,10 +102,15 @@ def render(runs, reference=REFERENCE):
         row += [fmt(paired(runs, reference, p, c, "p99", invert=True), 2) for p in peers]
         row.append("/".join(str(len(by(runs, s, c))) for s in servers))
         row.append(str(sum(r.errors for r in runs if r.clients == c)))
+        if has_cpu:
+            row += [fmt(med[s, c]["cpu"]) for s in servers]
+            row += [fmt(paired(runs, reference, p, c, "cpu", invert=True), 2) for p in peers]
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
     lines.append("Medians over each server's runs; ratios are paired (the ratio within each round, then the median "
-                 f"over rounds); {'/'.join(servers)} runs in the runs column.")
+                 f"over rounds); {'/'.join(servers)} runs in the runs column."
+                 + (" CPU µs/req: the server process's user and system time (/proc/PID/stat) over each run's measured "
+                    "window, per successful request; the load generator's own is not counted." if has_cpu else ""))
     lines.append("")
     lines += targets(runs, reference, counts)
     lines.append("")
@@ -101,7 +119,7 @@ def render(runs, reference=REFERENCE):
 
 
 def targets(runs, reference, counts):
-    """Issue 16's serving targets, each with this run's figure."""
+    """The serving targets, each with this run's figure."""
     out = ["| target | this run | met |", "|---|---:|---|"]
 
     def add(what, value, ok):
@@ -114,6 +132,9 @@ def targets(runs, reference, counts):
         add(f"{reference}/{ORT} req/s at 64 clients >= 3", paired(runs, reference, ORT, 64, "rate"), lambda v: v >= 3)
     if TORCH in servers and 64 in counts:
         add(f"{reference}/{TORCH} req/s at 64 clients >= 10", paired(runs, reference, TORCH, 64, "rate"), lambda v: v >= 10)
+    if ORT in servers and 64 in counts and any(r.cpu is not None for r in runs):
+        add(f"{ORT}/{reference} CPU per request at 64 clients >= 3", paired(runs, reference, ORT, 64, "cpu", invert=True),
+            lambda v: v >= 3)
     for peer in (ORT, TORCH):
         if peer not in servers:
             continue

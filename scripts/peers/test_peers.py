@@ -142,6 +142,36 @@ def test_summarize_rows_ratios_and_targets():
     assert "| ONNX Runtime | 500.0, 1,000.0 | 2.00 |" in lines
 
 
+CPU_ROWS = """\
+| setup | model | plan schedule | clients | requests/s | tokens/s | p50 µs | p90 µs | p99 µs | engine µs | floor µs | p50 - engine - floor µs | errors | server CPU µs/request |
+| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+| rnnserve r1 | bytelm | P | 64 | 3000.0 | 96000 | 20000 | 25000 | 30000 | - | 100 | - | 0 | 300 |
+| ONNX Runtime r1 | bytelm | - | 64 | 1000.0 | 32000 | 60000 | 61000 | 62000 | - | 100 | - | 0 | 1200 |
+| rnnserve r2 | bytelm | P | 64 | 3000.0 | 96000 | 20000 | 25000 | 30000 | - | 100 | - | 0 | 500 |
+| ONNX Runtime r2 | bytelm | - | 64 | 1000.0 | 32000 | 60000 | 61000 | 62000 | - | 100 | - | 0 | 1000 |
+| rnnserve r3 | bytelm | P | 64 | 3000.0 | 96000 | 20000 | 25000 | 30000 | - | 100 | - | 0 | - |
+| ONNX Runtime r3 | bytelm | - | 64 | 1000.0 | 32000 | 60000 | 61000 | 62000 | - | 100 | - | 0 | 900 |
+"""
+
+
+def test_summarize_cpu_per_request():
+    """loadgen's 14th cell (-server-pid) gives each server's median CPU per
+    request and the paired ratio; a run without it ("-") pairs with nothing;
+    rows without it add no CPU columns."""
+    runs = summarize.parse_rows(CPU_ROWS)
+    assert [r.cpu for r in runs] == [300, 1200, 500, 1000, None, 900]
+    # Rounds 1 and 2 pair: 1200/300 = 4 and 1000/500 = 2; round 3 has no rnnserve figure.
+    assert summarize.paired(runs, "rnnserve", "ONNX Runtime", 64, "cpu", invert=True) == 3
+    lines = summarize.render(runs).splitlines()
+    assert lines[0].endswith("| runs | errors | rnnserve CPU µs/req | ONNX Runtime CPU µs/req | "
+                             "ONNX Runtime/rnnserve CPU/req |"), lines[0]
+    assert lines[2].endswith("| 3/3 | 0 | 400 | 1,000 | 3.00 |"), lines[2]
+    assert "| ONNX Runtime/rnnserve CPU per request at 64 clients >= 3 | 3.00 | yes |" in lines
+    assert any("over each run's measured window" in l for l in lines)
+    plain = summarize.render(summarize.parse_rows(ROWS))
+    assert "CPU" not in plain, plain
+
+
 def test_summarize_main():
     with tempfile.TemporaryDirectory() as d:
         rows = Path(d, "rows.md")
