@@ -119,6 +119,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		lc.framing = &framing{}
 	} else {
 		lc.reads = make(chan struct{}, grpcReadsPerConn)
+		lc.frames = newH2Frames()
 	}
 	lc.idleSince.Store(time.Now().UnixNano())
 	lc.maxMessage.Store(-1)
@@ -216,8 +217,10 @@ type limitConn struct {
 	// written (owe); shut is set once the connection is closed.
 	owed atomic.Int64
 	shut atomic.Bool
-	// framing follows a REST connection's requests (framing.go).
+	// framing follows a REST connection's requests (framing.go), frames
+	// a gRPC connection's messages (grpcframes.go).
 	framing *framing
+	frames  *h2frames
 }
 
 // Write writes p and gives back to the budget as much as it wrote of
@@ -259,6 +262,9 @@ func (c *limitConn) Read(p []byte) (int, error) {
 	c.received.Add(int64(n))
 	if c.framing != nil {
 		c.framing.read(p[:n])
+	}
+	if c.frames != nil {
+		c.frames.read(p[:n])
 	}
 	return n, err
 }

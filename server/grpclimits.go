@@ -123,13 +123,28 @@ func (c *grpcCall) owe(n int64) {
 }
 
 // trusted reports whether the call's connection has sent only small
-// messages, at least one, and none of them stalled.
+// messages, at least one, and none of them stalled; or, before the server
+// has read any, whether every call it has open has announced a small
+// message (grpcframes.go). A connection that has announced a large
+// message is not trusted before grpc-go reads it.
 func (c *grpcCall) trusted() bool {
-	if c == nil || c.conn == nil {
+	if c == nil || c.conn == nil || c.conn.distrusted.Load() {
 		return false
 	}
 	m := c.conn.maxMessage.Load()
-	return m >= 0 && m <= smallRequest && !c.conn.distrusted.Load()
+	if m > smallRequest {
+		return false
+	}
+	if f := c.conn.frames; f != nil {
+		small, known := f.small()
+		if !small {
+			return false
+		}
+		if m < 0 {
+			return known
+		}
+	}
+	return m >= 0
 }
 
 // sawMessage records a message of n bytes on the call's connection.
