@@ -50,7 +50,11 @@ type Description struct {
 	// Features are the instruction sets the kernels choose between, as
 	// the CPU and the operating system grant them (golang.org/x/sys/cpu):
 	// avx2, fma, avx512f, avx512bw, avx512vl, avx512dq, avx512bf16,
-	// avx512vnni, avxvnni, amx-tile, amx-bf16, amx-int8.
+	// avx512vnni, avxvnni; and amx-tile, amx-bf16, amx-int8 as CPUID
+	// reports them, for the report only: no kernel uses AMX, and using it
+	// would also take the kernel's grant (on Linux, arch_prctl
+	// ARCH_REQ_XCOMP_PERM for XTILEDATA), which nothing asks for
+	// (docs/performance.md, "AMX").
 	Features []string
 	// Caches are CPU 0's caches, smallest level first; nil when sysfs
 	// has none (CacheErr says why).
