@@ -190,14 +190,21 @@ type modelFile struct {
 	name  string // as the spec or the caller named it
 	size  int64
 	close func() error
+	// also are files its tensors read from too (an ONNX model's external
+	// data), closed with it.
+	also []*modelFile
 }
 
-// Close releases the file.
+// Close releases the file and those in also.
 func (f *modelFile) Close() error {
-	if f.close == nil {
-		return nil
+	var err error
+	for _, a := range f.also {
+		err = errors.Join(err, a.Close())
 	}
-	return f.close()
+	if f.close != nil {
+		err = errors.Join(err, f.close())
+	}
+	return err
 }
 
 // readAll reads the whole file, refusing more than limit bytes before it

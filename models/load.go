@@ -160,11 +160,7 @@ func readWeights(f *modelFile, open opener) (Tensors, sniff.Format, error) {
 		}
 		return pt, pt.Format, nil
 	case sniff.ONNX:
-		data, err := f.readAll(MaxWeightsBytes, "ONNX model")
-		if err != nil {
-			return nil, format, err
-		}
-		ts, err := readONNX(data, f.name, open)
+		ts, err := readONNX(f, open)
 		return ts, format, err
 	}
 	return nil, format, fmt.Errorf("%w: this is %v (want safetensors, a PyTorch checkpoint written by torch.save, or ONNX)", ErrFormat, format)

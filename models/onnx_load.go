@@ -1,10 +1,9 @@
 package models
 
 import (
-	"encoding/binary"
 	"fmt"
+	"io"
 	"slices"
-	"unsafe"
 
 	"rnnserve/models/onnx"
 	"rnnserve/models/safetensors"
@@ -25,38 +24,38 @@ func (o *onnxModel) Tensor(name string) (*safetensors.Tensor, bool) {
 	return t, ok
 }
 
-// add names a weight of the model. On a little-endian host the tensor's
-// bytes are the float32 slice's own memory, so the weights are held once
-// until they are bound into the network.
-func (o *onnxModel) add(name string, shape []int, v []float32) {
-	var t safetensors.Tensor
-	if littleEndian && len(v) > 0 {
-		t = safetensors.Tensor{Name: name, DType: safetensors.F32, Shape: slices.Clone(shape),
-			Data: unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))}
-	} else {
-		t = safetensors.FromFloat32(name, shape, v)
-	}
-	o.tensors[name] = &t
+// add names a weight of the model: a tensor whose elements are still in
+// the ONNX file, read into the network when it is bound.
+func (o *onnxModel) add(name string, t *safetensors.Tensor) {
+	named := *t
+	named.Name = name
+	o.tensors[name] = &named
 	o.names = append(o.names, name)
 }
 
-// littleEndian is true on hosts that store a float32 as safetensors does.
-var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
-
-// readONNX imports an ONNX model, reading external data through open
-// relative to the model's own path (nil: refused).
-func readONNX(data []byte, name string, open opener) (Tensors, error) {
-	var ext func(string) ([]byte, error)
+// readONNX imports the ONNX model in f, opening external data files with
+// open relative to the model's own path (nil: refused). The weights stay
+// in f and the external data files, which f's Close closes.
+func readONNX(f *modelFile, open opener) (Tensors, error) {
+	var ext onnx.Opener
 	if open != nil {
 		dir := ""
-		if i := lastSlash(name); i >= 0 {
-			dir = name[:i+1]
+		if i := lastSlash(f.name); i >= 0 {
+			dir = f.name[:i+1]
 		}
-		ext = func(loc string) ([]byte, error) {
-			return readFile(open, dir+loc, MaxWeightsBytes, "ONNX external data")
+		ext = func(loc string) (io.ReaderAt, int64, error) {
+			ef, err := open(dir + loc)
+			if err != nil {
+				return nil, 0, err
+			}
+			f.also = append(f.also, ef)
+			if ef.size > MaxWeightsBytes {
+				return nil, 0, fmt.Errorf("%w: ONNX external data %s has %d bytes, limit %d", ErrTooLarge, ef.name, ef.size, int64(MaxWeightsBytes))
+			}
+			return ef, ef.size, nil
 		}
 	}
-	m, err := onnx.Read(data, ext)
+	m, err := onnx.ReadAt(f, f.size, ext)
 	if err != nil {
 		return nil, err
 	}
@@ -117,29 +116,28 @@ func fromONNX(m *onnx.Model) (*onnxModel, error) {
 	o := &onnxModel{spec: s, tensors: map[string]*safetensors.Tensor{}}
 	pre := DefaultPrefixes(s)
 	if m.Vocab > 0 {
-		o.add(join(*pre.Embedding, "weight"), []int{m.Vocab, m.Input}, m.Embedding)
+		o.add(join(*pre.Embedding, "weight"), m.Embedding)
 	}
 	for k, l := range m.Layers {
 		prefix, j := pre.RNN[0], k
 		if !uniform {
 			prefix, j = pre.RNN[k], 0
 		}
-		rows := len(l.Dirs[0].Bih)
 		for d, w := range l.Dirs {
 			sfx := fmt.Sprintf("_l%d", j)
 			if d == 1 {
 				sfx += "_reverse"
 			}
-			o.add(join(prefix, "weight_ih"+sfx), []int{rows, l.Input}, w.Wih)
-			o.add(join(prefix, "weight_hh"+sfx), []int{rows, l.Hidden}, w.Whh)
-			o.add(join(prefix, "bias_ih"+sfx), []int{rows}, w.Bih)
-			o.add(join(prefix, "bias_hh"+sfx), []int{rows}, w.Bhh)
+			o.add(join(prefix, "weight_ih"+sfx), w.Wih)
+			o.add(join(prefix, "weight_hh"+sfx), w.Whh)
+			o.add(join(prefix, "bias_ih"+sfx), w.Bih)
+			o.add(join(prefix, "bias_hh"+sfx), w.Bhh)
 		}
 	}
 	if m.HeadOut > 0 {
-		o.add(join(*pre.Head, "weight"), []int{m.HeadOut, len(m.HeadW) / m.HeadOut}, m.HeadW)
+		o.add(join(*pre.Head, "weight"), m.HeadW)
 		if m.HeadB != nil {
-			o.add(join(*pre.Head, "bias"), []int{m.HeadOut}, m.HeadB)
+			o.add(join(*pre.Head, "bias"), m.HeadB)
 		}
 	}
 	return o, nil

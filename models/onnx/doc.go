@@ -7,26 +7,37 @@
 //
 // The ModelProto is decoded by google.golang.org/protobuf into the
 // generated types of models/onnx/onnxpb (the part of onnx.proto this
-// package reads); this package reads the graph.
+// package reads); this package reads the graph. The weights are not
+// decoded with it: they stay in the file and are read once, straight into
+// the caller's float32 buffers.
 //
 // # Bounded by construction
 //
-// A model file is hostile until read. Before decoding, a scan of the wire
-// format (no allocation beyond a stack six messages deep) counts the
-// nodes and messages and the memory decoding would take, and refuses a
-// file over MaxNodes, MaxMessages or DecodeSlack + DecodeFactor bytes per
-// byte of the file. Decoding skips every field onnxpb does not declare,
-// and no declared message can contain itself. The graph is then read in
-// one pass over its nodes in topological order: their own order when it
-// is one (ONNX requires it), else one found by Kahn's algorithm in time
-// linear in the nodes; a cycle, a value made twice and a value nothing
-// makes are refused, so nothing can send the reader round a loop and no
-// walk recurses. A
-// tensor may hold at most MaxElements elements, and the tensors the graph
-// uses at most as many bytes as the file and its external data files
-// store (MaxExternalBytes), so shared or overlapping claims cannot
-// multiply memory. Errors quote names and values from the file cut to a
-// few dozen bytes.
+// A model file is hostile until read. Before decoding, a walk of the wire
+// format reads the file front to back through a 64 KiB window, with a
+// stack no deeper than onnxpb's messages nest (six), and writes a shallow
+// copy of it: every field onnxpb does not declare dropped (subgraphs,
+// functions, nested types: nothing can contain itself), and each tensor's
+// data of more than 512 bytes in raw_data or packed float_data and
+// double_data left in the file, the tensor marked with where they are.
+// The walk counts the nodes and messages and the memory decoding the copy
+// will take, and refuses a file over MaxNodes, MaxMessages or DecodeSlack
+// + DecodeFactor bytes per byte of the file before reading past the
+// limit. The graph is then read in one pass over its nodes in topological
+// order: their own order when it is one (ONNX requires it), else one found
+// by Kahn's algorithm in time linear in the nodes; a cycle, a value made
+// twice and a value nothing makes are refused, so nothing can send the
+// reader round a loop and no walk recurses. A tensor may hold at most
+// MaxElements elements, and each use of a tensor claims its stored bytes:
+// together at most twice the bytes the file and its external data files
+// (MaxExternalBytes) store (twice: a tied embedding and head read one
+// tensor), so shared or overlapping claims cannot multiply memory. Errors
+// quote names and values from the file cut to a few dozen bytes.
+//
+// A Model's weights are views of the stored bytes in PyTorch's layout
+// (gate blocks reordered, biases split, a MatMul head transposed through
+// a 256 KiB tile), read by safetensors.Tensor.Float32sInto: F32 straight
+// into the destination, other dtypes through a 64 KiB buffer.
 //
 // # What is recognised
 //
@@ -71,6 +82,6 @@
 // DOUBLE, converted to float32.
 //
 // External data (tensors stored beside the model) are read through the
-// caller's open function, each file once, and only for locations that are
+// caller's Opener, each file opened once, and only for locations that are
 // local paths (no absolute paths, no "..").
 package onnx

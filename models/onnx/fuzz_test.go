@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -19,8 +20,9 @@ import (
 var fuzzBound = fuzzbound.Limits{Bytes: 32 << 20, PerByte: 16}
 
 // FuzzRead feeds Read arbitrary bytes under fuzzBound: it must return a
-// model or an error matching one of the package's sentinels, never
-// panic, and never ask for external data outside the folder. Seeds: every
+// model whose weights all read from the file, or an error matching one of
+// the package's sentinels, never panic, and never ask for external data
+// outside the folder. Seeds: every
 // golden export, the tiny graph, and every hostile kind (onnxbuild) at a
 // size small enough for a seed.
 //
@@ -55,6 +57,7 @@ func FuzzRead(f *testing.F) {
 		if len(m.Layers) == 0 {
 			t.Fatal("a model without layers")
 		}
+		readWeights(t, m)
 	})
 }
 
@@ -70,7 +73,7 @@ var graphOps = []string{"LSTM", "GRU", "RNN", "Gather", "Transpose", "Squeeze", 
 // FuzzRead's byte mutations rarely reach. The graph reads float features
 // or token ids, has a few weights of fitting shapes, and names some values
 // as outputs. Read must not panic, and must refuse with a sentinel or
-// return a model with layers.
+// return a model with layers whose weights all read.
 //
 //	go test -run '^$' -fuzz FuzzGraph -fuzztime 10m -parallel 1 ./models/onnx
 func FuzzGraph(f *testing.F) {
@@ -78,17 +81,36 @@ func FuzzGraph(f *testing.F) {
 	f.Add([]byte{1, 2, 3, 1, 2, 3, 0, 0, 1, 3, 10, 4, 1, 1, 0, 0, 5, 0}) // GRU, squeeze
 	f.Add([]byte{18, 1, 4, 0, 1, 0, 2, 1, 3, 1, 2, 3, 9, 3, 2, 0, 11})
 	fuzzbound.Bytes(f, fuzzBound, func(t *testing.T, data []byte) {
-		m, err := Read(buildGraph(data), nil)
-		if err != nil {
-			if !errors.Is(err, ErrFormat) && !errors.Is(err, ErrUnsupported) && !errors.Is(err, ErrExternalData) && !errors.Is(err, ErrLimit) {
-				t.Fatalf("error %v matches no sentinel", err)
+		model := buildGraph(data)
+		// Its tensors are small: read once as Read reads them (decoded with
+		// the graph), once with every tensor's data left in the file.
+		for _, elide := range []int64{elideMin, 0} {
+			m, err := readAt(bytes.NewReader(model), int64(len(model)), nil, elide)
+			if err != nil {
+				if !errors.Is(err, ErrFormat) && !errors.Is(err, ErrUnsupported) && !errors.Is(err, ErrExternalData) && !errors.Is(err, ErrLimit) {
+					t.Fatalf("error %v matches no sentinel", err)
+				}
+				continue
 			}
-			return
-		}
-		if len(m.Layers) == 0 {
-			t.Fatal("a model without layers")
+			if len(m.Layers) == 0 {
+				t.Fatal("a model without layers")
+			}
+			readWeights(t, m)
 		}
 	})
+}
+
+// readWeights reads every weight of m, as binding it to a network does.
+func readWeights(t *testing.T, m *Model) {
+	for _, w := range weights(m) {
+		v, err := w.Float32s()
+		if err != nil {
+			t.Fatalf("weight %s: %v", w.Name, err)
+		}
+		if len(v) != w.NumElements() {
+			t.Fatalf("weight %s: %d values for shape %v", w.Name, len(v), w.Shape)
+		}
+	}
 }
 
 // buildGraph turns bytes into a graph (see FuzzGraph).

@@ -84,13 +84,10 @@ type graph struct {
 	rnnSeq int   // seq of the last recurrent node
 	blocks []int // h_n width of each entry so far
 	cells  []bool
-	// refs counts the nodes' reads of each value, so that a constant read
-	// once may be changed in place.
-	refs map[string]int
 }
 
-func newGraph(open func(string) ([]byte, error), fileBytes int64) *graph {
-	return &graph{tensors: newTensors(open, fileBytes), vals: map[string]*value{}, m: &Model{Activation: "none"}}
+func newGraph(ts *tensors) *graph {
+	return &graph{tensors: ts, vals: map[string]*value{}, m: &Model{Activation: "none"}}
 }
 
 func nodeName(n *pb.NodeProto) string {
@@ -178,12 +175,6 @@ func (g *graph) read(gp *pb.GraphProto) (*Model, error) {
 	nodes, err := g.sorted(gp.GetNode())
 	if err != nil {
 		return nil, err
-	}
-	g.refs = map[string]int{}
-	for _, n := range nodes {
-		for _, in := range n.GetInput() {
-			g.refs[in]++
-		}
 	}
 	for _, n := range nodes {
 		if err := g.node(n); err != nil {
@@ -369,15 +360,6 @@ func (g *graph) node(n *pb.NodeProto) error {
 	return nil
 }
 
-// own reports whether the constant value named name may be changed in
-// place: one node reads it, and its data are in the model file (the
-// decoded copy of the file's bytes, not an external data file that other
-// tensors may share).
-func (g *graph) own(name string) bool {
-	v := g.vals[name]
-	return g.refs[name] == 1 && v != nil && v.kind == kConst && v.t.GetDataLocation() != pb.TensorProto_EXTERNAL
-}
-
 // axisOf resolves a possibly negative axis of a rank-r value.
 func axisOf(a int64, r int) (int, bool) {
 	if a < 0 {
@@ -517,14 +499,15 @@ func (g *graph) embedding(n *pb.NodeProto, ins []*value) ([]*value, error) {
 	if ins[0] == nil || ins[0].kind != kConst {
 		return nil, bad(n, "the table %s is not a constant", clip(n.GetInput()[0]))
 	}
-	w, s, err := g.floats(ins[0].t)
+	w, err := g.floats(ins[0].t)
 	if err != nil {
 		return nil, nodeErr(n, err)
 	}
+	s := w.shape
 	if len(s) != 2 || s[0] < 1 || s[1] < 1 {
 		return nil, bad(n, "the table %s has shape %v, want [vocab][width]", clip(n.GetInput()[0]), s)
 	}
-	g.m.Vocab, g.m.Input, g.m.Embedding = s[0], s[1], w
+	g.m.Vocab, g.m.Input, g.m.Embedding = s[0], s[1], w.whole(s)
 	g.seq++
 	return []*value{{kind: kData, stage: stEmb, seq: g.seq, axes: []axis{axA, axB, axF}, width: s[1]}}, nil
 }
@@ -783,10 +766,11 @@ func (g *graph) head(n *pb.NodeProto, x *value, ins []*value) ([]*value, error) 
 	if op == "Gemm" && len(out.axes) != 2 {
 		return nil, bad(n, "a Gemm on a value laid out %v (want 2-D)", x.axes)
 	}
-	w, s, err := g.floats(ins[1].t)
+	w, err := g.floats(ins[1].t)
 	if err != nil {
 		return nil, nodeErr(n, err)
 	}
+	s := w.shape
 	if len(s) != 2 {
 		return nil, bad(n, "the weight %s has shape %v, want a matrix", clip(n.GetInput()[1]), s)
 	}
@@ -806,12 +790,12 @@ func (g *graph) head(n *pb.NodeProto, x *value, ins []*value) ([]*value, error) 
 		if s[1] != width {
 			return nil, bad(n, "weight %v for input width %d", s, width)
 		}
-		g.m.HeadOut, g.m.HeadW = s[0], w
+		g.m.HeadOut, g.m.HeadW = s[0], w.whole(s)
 	} else {
 		if s[0] != width {
 			return nil, bad(n, "weight %v for input width %d", s, width)
 		}
-		g.m.HeadOut, g.m.HeadW = s[1], transpose(w, s[0], s[1])
+		g.m.HeadOut, g.m.HeadW = s[1], w.transposed()
 	}
 	if g.m.HeadOut < 1 {
 		return nil, bad(n, "a head of %d outputs", g.m.HeadOut)
@@ -858,14 +842,14 @@ func (g *graph) headBias(n *pb.NodeProto, b *value) error {
 	if b == nil || b.kind != kConst || g.m.HeadB != nil {
 		return bad(n, "the head's bias is not a constant")
 	}
-	v, s, err := g.floats(b.t)
+	v, err := g.floats(b.t)
 	if err != nil {
 		return nodeErr(n, err)
 	}
-	if len(s) != 1 || s[0] != g.m.HeadOut {
+	if s := v.shape; len(s) != 1 || s[0] != g.m.HeadOut {
 		return bad(n, "the bias has shape %v, want [%d]", s, g.m.HeadOut)
 	}
-	g.m.HeadB = v
+	g.m.HeadB = v.whole(v.shape)
 	return nil
 }
 
@@ -936,15 +920,4 @@ func (g *graph) perStep(v *value, timeMajor bool, out *Output) bool {
 		return (v.outer == g.time) == timeMajor
 	}
 	return false
-}
-
-// transpose turns a [rows][cols] matrix into [cols][rows].
-func transpose(w []float32, rows, cols int) []float32 {
-	out := make([]float32, len(w))
-	for i := range rows {
-		for j := range cols {
-			out[j*rows+i] = w[i*cols+j]
-		}
-	}
-	return out
 }

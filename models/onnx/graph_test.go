@@ -197,13 +197,13 @@ func TestRNNNodes(t *testing.T) {
 		// W is 0 + i/100 in ONNX order, which is PyTorch's: W_ih[i] of
 		// direction d is W[d*6 + i].
 		for d, w := range l.Dirs {
-			for i, v := range w.Wih {
+			for i, v := range values(t, w.Wih) {
 				if want := float32(d*6+i) * 0.01; v != want {
 					t.Fatalf("direction %d W_ih[%d] = %v, want %v", d, i, v, want)
 				}
 			}
-			if w.Bhh[0] != 0.1+float32(d*6+3)*0.01 {
-				t.Errorf("direction %d bias_hh[0] = %v, want B's second half", d, w.Bhh[0])
+			if bhh := values(t, w.Bhh); bhh[0] != 0.1+float32(d*6+3)*0.01 {
+				t.Errorf("direction %d bias_hh[0] = %v, want B's second half", d, bhh[0])
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,7 +15,18 @@ import (
 
 	b "rnnserve/models/internal/onnxbuild"
 	pb "rnnserve/models/onnx/onnxpb"
+	"rnnserve/models/safetensors"
 )
+
+// values reads a weight of a Model.
+func values(t testing.TB, w *safetensors.Tensor) []float32 {
+	t.Helper()
+	v, err := w.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
 
 func golden(t testing.TB, name string) []byte {
 	t.Helper()
@@ -80,17 +92,18 @@ func TestTinyGateOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := m.Layers[0]
+	wih, bhh := values(t, l.Dirs[0].Wih), values(t, l.Dirs[0].Bhh)
 	// W holds 0.1 + i/100 in ONNX order i, o, f, c (blocks of H*in = 6
 	// elements): PyTorch's f block (1) is ONNX block 2, o (3) is ONNX 1.
 	for torchBlock, onnxBlock := range []int{0, 2, 3, 1} {
-		got := l.Dirs[0].Wih[torchBlock*6]
+		got := wih[torchBlock*6]
 		want := float32(0.1 + float32(onnxBlock*6)/100)
 		if math.Abs(float64(got-want)) > 1e-6 {
 			t.Errorf("W_ih block %d starts %v, want ONNX block %d's %v", torchBlock, got, onnxBlock, want)
 		}
 	}
 	// B is W_b (12) then R_b (12): bias_hh block 0 is B[12].
-	if got, want := l.Dirs[0].Bhh[0], float32(0.3+12.0/100); math.Abs(float64(got-want)) > 1e-6 {
+	if got, want := bhh[0], float32(0.3+12.0/100); math.Abs(float64(got-want)) > 1e-6 {
 		t.Errorf("bias_hh[0] = %v, want %v", got, want)
 	}
 }
@@ -169,10 +182,10 @@ func TestExternalData(t *testing.T) {
 	}
 	for k := range inline.Layers {
 		for d := range inline.Layers[k].Dirs {
-			a, b := inline.Layers[k].Dirs[d], got.Layers[k].Dirs[d]
-			for i := range a.Wih {
-				if a.Wih[i] != b.Wih[i] {
-					t.Fatalf("layer %d dir %d W_ih[%d] %v, inline %v", k, d, i, b.Wih[i], a.Wih[i])
+			a, b := values(t, inline.Layers[k].Dirs[d].Wih), values(t, got.Layers[k].Dirs[d].Wih)
+			for i := range a {
+				if a[i] != b[i] {
+					t.Fatalf("layer %d dir %d W_ih[%d] %v, inline %v", k, d, i, b[i], a[i])
 				}
 			}
 		}
@@ -231,17 +244,18 @@ func TestTinyGemmHead(t *testing.T) {
 			if m.HeadOut != out || m.Activation != "softmax" {
 				t.Fatalf("head out %d, activation %q; want %d, softmax", m.HeadOut, m.Activation, out)
 			}
+			headW := values(t, m.HeadW)
 			for i := range w {
-				if m.HeadW[i] != w[i] {
-					t.Fatalf("HeadW[%d] = %v, want %v (PyTorch's [out][H] layout)", i, m.HeadW[i], w[i])
+				if headW[i] != w[i] {
+					t.Fatalf("HeadW[%d] = %v, want %v (PyTorch's [out][H] layout)", i, headW[i], w[i])
 				}
 			}
 			if tc.bias != (m.HeadB != nil) {
 				t.Fatalf("HeadB %v with bias %v", m.HeadB, tc.bias)
 			}
-			for i := range m.HeadB {
-				if m.HeadB[i] != bias[i] {
-					t.Fatalf("HeadB = %v, want %v", m.HeadB, bias)
+			if m.HeadB != nil {
+				if headB := values(t, m.HeadB); !slices.Equal(headB, bias) {
+					t.Fatalf("HeadB = %v, want %v", headB, bias)
 				}
 			}
 		})

@@ -1,14 +1,17 @@
 package onnx
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 
 	pb "rnnserve/models/onnx/onnxpb"
+	"rnnserve/models/safetensors"
 	"rnnserve/models/sniff"
 )
 
@@ -41,17 +44,23 @@ func (e *NodeError) Error() string {
 // Is makes errors.Is(err, ErrUnsupported) true.
 func (e *NodeError) Is(target error) bool { return target == ErrUnsupported }
 
-// Model is the recurrent model found in an ONNX graph, in PyTorch's
-// layout: row-major float32, PyTorch gate orders; and the graph's input
-// and output names with what each output holds.
+// Model is the recurrent model found in an ONNX graph, its weights in
+// PyTorch's layout (row-major, PyTorch's gate orders); and the graph's
+// input and output names with what each output holds.
+//
+// Each weight is a tensor of the dtype the file stores (F32, F64, F16 or
+// BF16) whose elements are still in the file: reading it (Float32sInto,
+// Float32s) reads them from there, in PyTorch's layout, so the files
+// given to ReadAt and its Opener must stay readable until the weights
+// have been read.
 type Model struct {
-	Input     int       // features per step (the embedding width with an embedding)
-	Vocab     int       // 0: float features in
-	Embedding []float32 // [Vocab][Input]
-	Layers    []Layer   // one per LSTM/GRU/RNN node, bottom first
-	HeadOut   int       // 0: no head
-	HeadW     []float32 // [HeadOut][last layer's Dirs*Hidden]
-	HeadB     []float32 // [HeadOut]; nil for a head without bias
+	Input     int                 // features per step (the embedding width with an embedding)
+	Vocab     int                 // 0: float features in
+	Embedding *safetensors.Tensor // [Vocab][Input]; nil without an embedding
+	Layers    []Layer             // one per LSTM/GRU/RNN node, bottom first
+	HeadOut   int                 // 0: no head
+	HeadW     *safetensors.Tensor // [HeadOut][last layer's Dirs*Hidden]
+	HeadB     *safetensors.Tensor // [HeadOut]; nil for a head without bias
 	// HeadInput is where the head reads, as the graph shows it:
 	// "every_step", "last_step" or "h_n" (rnn.ParseHeadInput's names);
 	// "" without a head.
@@ -94,10 +103,11 @@ type Layer struct {
 	Dirs          []Weights // forward, then reverse
 }
 
-// Weights of one direction, as PyTorch's weight_ih, weight_hh, bias_ih,
-// bias_hh.
+// Weights of one direction, as PyTorch's weight_ih [gates*Hidden][Input],
+// weight_hh [gates*Hidden][Hidden], bias_ih and bias_hh [gates*Hidden]
+// (zeros where the node has no B).
 type Weights struct {
-	Wih, Whh, Bih, Bhh []float32
+	Wih, Whh, Bih, Bhh *safetensors.Tensor
 }
 
 // maxDepth bounds message nesting while decoding; onnxpb's messages nest
@@ -105,31 +115,57 @@ type Weights struct {
 // TensorProto, StringStringEntryProto), so deeper input is not ONNX.
 const maxDepth = 16
 
-// Read decodes a serialized ONNX model and finds the recurrent model in
-// its graph. open returns the bytes of an external data file given its
-// location relative to the model's folder; nil refuses external data.
+// Read is ReadAt of a model in memory, whose external data files open
+// returns whole (nil refuses external data).
+func Read(data []byte, open func(location string) ([]byte, error)) (*Model, error) {
+	var o Opener
+	if open != nil {
+		o = func(loc string) (io.ReaderAt, int64, error) {
+			b, err := open(loc)
+			return bytes.NewReader(b), int64(len(b)), err
+		}
+	}
+	return ReadAt(bytes.NewReader(data), int64(len(data)), o)
+}
+
+// ReadAt reads the ONNX model of size bytes in r and finds the recurrent
+// model in its graph; its weights are left where they are stored, to be
+// read once, straight into the network (see Model). open opens external
+// data files, by location relative to the model's folder; nil refuses
+// external data.
 //
 // Everything the file claims is bounded before it is acted on: the file's
 // size (MaxModelBytes), the messages it holds and the memory decoding
 // them takes (MaxNodes, MaxMessages, DecodeSlack and DecodeFactor, counted
-// by a scan of the wire format), each tensor's elements (MaxElements),
-// and the bytes of tensor data the graph uses, which cannot exceed the
-// bytes of the file and its external data. The graph is walked once, in
-// topological order (sorted in linear time when the file's order is not
-// one); a cycle is refused, so no walk can loop.
-func Read(data []byte, open func(location string) ([]byte, error)) (*Model, error) {
-	if f := sniff.Detect(data); f != sniff.ONNX && f != sniff.Unknown {
+// by a walk of the wire format that reads the file front to back through
+// a 64 KiB window and leaves tensor data in the file), each tensor's
+// elements (MaxElements), and the bytes of tensor data the graph uses,
+// which cannot exceed twice the bytes of the file and its external data.
+// The graph is walked once, in topological order (sorted in linear time
+// when the file's order is not one); a cycle is refused, so no walk can
+// loop.
+func ReadAt(r io.ReaderAt, size int64, open Opener) (*Model, error) {
+	return readAt(r, size, open, elideMin)
+}
+
+// readAt is ReadAt leaving tensor data of more than elide bytes in the
+// file.
+func readAt(r io.ReaderAt, size int64, open Opener, elide int64) (*Model, error) {
+	if f := sniff.DetectAt(r, size); f != sniff.ONNX && f != sniff.Unknown {
 		return nil, fmt.Errorf("%w: this is %v", ErrFormat, f)
 	}
-	if len(data) > MaxModelBytes {
-		return nil, fmt.Errorf("%w: %d bytes, more than MaxModelBytes = %d (protobuf's limit; larger weights go in external data)", ErrLimit, len(data), MaxModelBytes)
+	if size > MaxModelBytes {
+		return nil, fmt.Errorf("%w: %d bytes, more than MaxModelBytes = %d (protobuf's limit; larger weights go in external data)", ErrLimit, size, MaxModelBytes)
 	}
-	if _, err := scan(data); err != nil {
+	shallow, payloads, _, err := walk(r, size, elide)
+	if err != nil {
 		return nil, err
 	}
 	var mp pb.ModelProto
-	// Fields onnxpb does not declare are skipped, not kept.
-	if err := (proto.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: maxDepth}).Unmarshal(data, &mp); err != nil {
+	// The walk has dropped every field onnxpb does not declare; what
+	// decoding keeps as unknown are its marks of the data it left in the
+	// file (and values of enums onnxpb does not know).
+	if err := (proto.UnmarshalOptions{RecursionLimit: maxDepth}).Unmarshal(shallow, &mp); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrFormat, err)
 	}
 	if mp.GetGraph() == nil || len(mp.GetGraph().GetNode()) == 0 {
@@ -140,7 +176,7 @@ func Read(data []byte, open func(location string) ([]byte, error)) (*Model, erro
 			return nil, fmt.Errorf("%w: operator set of domain %s (only the default ONNX operators are read)", ErrUnsupported, clip(d))
 		}
 	}
-	g := newGraph(open, int64(len(data)))
+	g := newGraph(newTensors(r, size, payloads, open))
 	return g.read(mp.GetGraph())
 }
 

@@ -84,68 +84,48 @@ func (g *graph) layer(n *pb.NodeProto, ins []*value) (*Layer, error) {
 	}
 	H := l.Hidden
 	rows := gates * H
-	W, ws, err := g.floats(ins[1].t)
+	W, err := g.floats(ins[1].t)
 	if err != nil {
 		return nil, nodeErr(n, err)
 	}
-	if len(ws) != 3 || ws[0] != dirs || ws[1] != rows || ws[2] < 1 {
+	if ws := W.shape; len(ws) != 3 || ws[0] != dirs || ws[1] != rows || ws[2] < 1 {
 		return nil, bad(n, "W %s has shape %v, want [%d][%d][input] for hidden_size %d", clip(n.GetInput()[1]), ws, dirs, rows, H)
 	}
-	l.Input = ws[2]
-	R, rs, err := g.floats(ins[2].t)
+	l.Input = W.shape[2]
+	R, err := g.floats(ins[2].t)
 	if err != nil {
 		return nil, nodeErr(n, err)
 	}
-	if !slices.Equal(rs, []int{dirs, rows, H}) {
+	if rs := R.shape; !slices.Equal(rs, []int{dirs, rows, H}) {
 		return nil, bad(n, "R %s has shape %v, want [%d][%d][%d]", clip(n.GetInput()[2]), rs, dirs, rows, H)
 	}
-	var B []float32
+	var B *stored
 	if len(ins) > 3 && ins[3] != nil {
-		b, bs, err := g.floats(ins[3].t)
-		if err != nil {
+		if B, err = g.floats(ins[3].t); err != nil {
 			return nil, nodeErr(n, err)
 		}
-		if !slices.Equal(bs, []int{dirs, 2 * rows}) {
+		if bs := B.shape; !slices.Equal(bs, []int{dirs, 2 * rows}) {
 			return nil, bad(n, "B %s has shape %v, want [%d][%d]", clip(n.GetInput()[3]), bs, dirs, 2*rows)
 		}
-		B = b
 	}
-	// ONNX block k of the gates is PyTorch's block order[k].
-	order := []int{0}
+	// PyTorch's block b of the gates is ONNX's block src[b].
+	src := []int{0}
 	switch cell {
 	case "lstm":
-		order = []int{0, 3, 1, 2} // ONNX i, o, f, c -> PyTorch i, f, g, o
+		src = []int{0, 2, 3, 1} // PyTorch i, f, g, o from ONNX i, o, f, c
 	case "gru":
-		order = []int{1, 0, 2} // ONNX z, r, h -> PyTorch r, z, n
+		src = []int{1, 0, 2} // PyTorch r, z, n from ONNX z, r, h
 	}
-	// regate reorders one direction's gate blocks, in place where the
-	// tensor is this node's alone (the scratch is one block set), else
-	// into a copy.
-	var scratch []float32
-	regate := func(src []float32, cols int, own bool) []float32 {
-		out := src
-		if own {
-			scratch = append(scratch[:0], src...)
-			src = scratch
-		} else {
-			out = make([]float32, len(src))
-		}
-		for k, to := range order {
-			copy(out[to*H*cols:(to+1)*H*cols], src[k*H*cols:(k+1)*H*cols])
-		}
-		return out
-	}
-	ownW, ownR, ownB := g.own(n.GetInput()[1]), g.own(n.GetInput()[2]), len(ins) > 3 && ins[3] != nil && g.own(n.GetInput()[3])
 	for d := range dirs {
 		w := Weights{
-			Wih: regate(W[d*rows*l.Input:(d+1)*rows*l.Input:(d+1)*rows*l.Input], l.Input, ownW),
-			Whh: regate(R[d*rows*H:(d+1)*rows*H:(d+1)*rows*H], H, ownR),
-			Bih: make([]float32, rows),
-			Bhh: make([]float32, rows),
+			Wih: W.gates(int64(d*rows*l.Input), src, H, l.Input),
+			Whh: R.gates(int64(d*rows*H), src, H, H),
 		}
 		if B != nil {
-			w.Bih = regate(B[d*2*rows:d*2*rows+rows:d*2*rows+rows], 1, ownB)
-			w.Bhh = regate(B[d*2*rows+rows:(d+1)*2*rows:(d+1)*2*rows], 1, ownB)
+			w.Bih = B.gates(int64(d*2*rows), src, H, 1)
+			w.Bhh = B.gates(int64(d*2*rows+rows), src, H, 1)
+		} else {
+			w.Bih, w.Bhh = zeros("bias_ih", rows), zeros("bias_hh", rows)
 		}
 		l.Dirs = append(l.Dirs, w)
 	}

@@ -1,34 +1,56 @@
 package onnx
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"unsafe"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	pb "rnnserve/models/onnx/onnxpb"
 	"rnnserve/models/safetensors"
 )
 
-// tensors decodes the graph's constant tensors, reading external data
-// through open, and holds the decoded bytes to the bytes stored: every
-// element of a tensor is stored somewhere in the file or an external data
-// file, so the tensors the graph uses cannot claim more bytes than those
-// files hold (tensors that share one stored range are refused).
+// Opener opens an external data file given its location relative to the
+// model's folder: something to read it by offset, and its size. The file
+// must stay readable until the model's weights have been read.
+type Opener func(location string) (io.ReaderAt, int64, error)
+
+// tensors finds where the graph's constant tensors are stored (the model
+// file, an external data file, or numbers decoded with the graph) and
+// holds what the graph uses to what is stored: each use of a tensor
+// claims its stored bytes, and together they may claim at most
+// useFactor times the bytes of the file and its external data, so a
+// graph that uses one tensor many times (or many tensors on one external
+// range) cannot make the network many times the file.
 type tensors struct {
-	open    func(string) ([]byte, error)
-	files   map[string][]byte // external data files read, by location
-	budget  int64             // stored bytes not yet claimed by a decoded tensor
-	read    int64             // external bytes read
-	charged map[*pb.TensorProto]bool
+	file     io.ReaderAt // the model file
+	payloads []payload   // tensor data the walk left in it
+	open     Opener
+	files    map[string]external // external data files opened, by location
+	stored   int64               // bytes of the file and the external data files opened
+	claimed  int64               // bytes claimed by the tensors used
+	read     int64               // external bytes opened
 }
 
-func newTensors(open func(string) ([]byte, error), fileBytes int64) *tensors {
-	return &tensors{open: open, files: map[string][]byte{}, budget: fileBytes, charged: map[*pb.TensorProto]bool{}}
+type external struct {
+	r    io.ReaderAt
+	size int64
+}
+
+// useFactor is how many times the bytes stored the tensors the graph uses
+// may claim: twice, for a tied embedding and head (one tensor, read by
+// the Gather and the Gemm). The messages say "twice".
+const useFactor = 2
+
+func newTensors(file io.ReaderAt, fileBytes int64, payloads []payload, open Opener) *tensors {
+	return &tensors{file: file, payloads: payloads, open: open, files: map[string]external{}, stored: fileBytes}
 }
 
 // shape checks a tensor's dims and returns them with the element count.
@@ -49,119 +71,165 @@ func shape(t *pb.TensorProto) ([]int, int, error) {
 	return s, n, nil
 }
 
-// charge claims stored bytes for a tensor's first decoding.
-func (ts *tensors) charge(t *pb.TensorProto, stored int64) error {
-	if ts.charged[t] {
-		return nil
+// claim charges one use of a tensor of stored bytes.
+func (ts *tensors) claim(t *pb.TensorProto, stored int64) error {
+	if ts.claimed+stored > useFactor*ts.stored {
+		return fmt.Errorf("%w: tensor %s of %d bytes, used after tensors of %d bytes, makes the graph use more than twice the %d bytes "+
+			"the file and its external data store (each use of a tensor counts)", ErrLimit, clip(t.GetName()), stored, ts.claimed, ts.stored)
 	}
-	if stored > ts.budget {
-		return fmt.Errorf("%w: tensor %s claims %d bytes of data where the file and its external data have %d bytes not claimed by other tensors",
-			ErrLimit, clip(t.GetName()), stored, ts.budget)
-	}
-	ts.budget -= stored
-	ts.charged[t] = true
+	ts.claimed += stored
 	return nil
 }
 
-// floats decodes a float tensor to float32, with its shape. The slice
-// may be the tensor's own memory (FLOAT data read in place): the caller
-// changes it only where the tensor is its alone (see graph.own).
-func (ts *tensors) floats(t *pb.TensorProto) ([]float32, []int, error) {
-	name := t.GetName()
-	if t.Segment != nil {
-		return nil, nil, fmt.Errorf("%w: tensor %s is a segment of a larger tensor", ErrUnsupported, clip(name))
-	}
-	s, n, err := shape(t)
-	if err != nil {
-		return nil, nil, err
-	}
-	raw := t.GetRawData()
-	if t.GetDataLocation() == pb.TensorProto_EXTERNAL {
-		if raw, err = ts.external(t); err != nil {
-			return nil, nil, err
+// payload returns the data the walk left in the file for t, if any.
+func (ts *tensors) payload(t *pb.TensorProto) (payload, bool, error) {
+	b := t.ProtoReflect().GetUnknown()
+	found := -1
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeField(b)
+		if n < 0 {
+			return payload{}, false, fmt.Errorf("%w: %v", ErrFormat, protowire.ParseError(n))
 		}
+		if num == markerField && typ == protowire.VarintType {
+			v, _ := protowire.ConsumeVarint(b[protowire.SizeTag(num):])
+			if found >= 0 || v >= uint64(len(ts.payloads)) {
+				// Two TensorProtos merged into one (a field given twice).
+				return payload{}, false, fmt.Errorf("%w: tensor %s has its data in two fields", ErrUnsupported, clip(t.GetName()))
+			}
+			found = int(v)
+		}
+		b = b[n:]
 	}
-	var dt safetensors.DType
-	switch typ := pb.TensorProto_DataType(t.GetDataType()); typ {
-	case pb.TensorProto_FLOAT:
-		dt = safetensors.F32
-		if raw != nil && len(raw) == 4*n && littleEndian && uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%4 == 0 {
-			// The bytes are the floats: no copy.
-			if err := ts.charge(t, int64(len(raw))); err != nil {
-				return nil, nil, err
-			}
-			return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(raw))), n), s, nil
-		}
-		if raw == nil {
-			if len(t.GetFloatData()) != n {
-				return nil, nil, fmt.Errorf("%w: tensor %s has %d floats for dims %s", ErrUnsupported, clip(name), len(t.GetFloatData()), ints64(t.GetDims()))
-			}
-			if err := ts.charge(t, 4*int64(n)); err != nil {
-				return nil, nil, err
-			}
-			return t.GetFloatData(), s, nil
-		}
-	case pb.TensorProto_DOUBLE:
-		dt = safetensors.F64
-		if raw == nil {
-			if len(t.GetDoubleData()) != n {
-				return nil, nil, fmt.Errorf("%w: tensor %s has %d doubles for dims %s", ErrUnsupported, clip(name), len(t.GetDoubleData()), ints64(t.GetDims()))
-			}
-			if err := ts.charge(t, 8*int64(n)); err != nil {
-				return nil, nil, err
-			}
-			v := make([]float32, n)
-			for i, d := range t.GetDoubleData() {
-				v[i] = float32(d)
-			}
-			return v, s, nil
-		}
-	case pb.TensorProto_FLOAT16, pb.TensorProto_BFLOAT16:
-		dt = safetensors.F16
-		if typ == pb.TensorProto_BFLOAT16 {
-			dt = safetensors.BF16
-		}
-		if raw == nil {
-			if len(t.GetInt32Data()) != n {
-				return nil, nil, fmt.Errorf("%w: tensor %s has %d values for dims %s", ErrUnsupported, clip(name), len(t.GetInt32Data()), ints64(t.GetDims()))
-			}
-			// Each value is at least one byte of varint in the file.
-			if err := ts.charge(t, int64(n)); err != nil {
-				return nil, nil, err
-			}
-			raw = make([]byte, 0, 2*n)
-			for _, v := range t.GetInt32Data() {
-				raw = binary.LittleEndian.AppendUint16(raw, uint16(v))
-			}
-			st := safetensors.Tensor{Name: name, DType: dt, Shape: s, Data: raw}
-			v, err := st.Float32s()
-			if err != nil {
-				return nil, nil, fmt.Errorf("%w: tensor %s: %w", ErrUnsupported, clip(name), err)
-			}
-			return v, s, nil
-		}
-	default:
-		return nil, nil, fmt.Errorf("%w: tensor %s has data type %v, want a float type", ErrUnsupported, clip(name), typ)
+	if found < 0 {
+		return payload{}, false, nil
 	}
-	if err := ts.charge(t, int64(len(raw))); err != nil {
-		return nil, nil, err
-	}
-	st := safetensors.Tensor{Name: name, DType: dt, Shape: s, Data: raw}
-	v, err := st.Float32s()
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: tensor %s: %w", ErrUnsupported, clip(name), err)
-	}
-	return v, s, nil
+	return ts.payloads[found], true, nil
 }
 
-// littleEndian is true on hosts that store a float32 as ONNX does.
-var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+// elided reports whether the walk left t's data in the file.
+func elided(t *pb.TensorProto) bool {
+	for b := t.ProtoReflect().GetUnknown(); len(b) > 0; {
+		num, _, n := protowire.ConsumeField(b)
+		if n < 0 {
+			return false
+		}
+		if num == markerField {
+			return true
+		}
+		b = b[n:]
+	}
+	return false
+}
+
+// inline reports whether t has data decoded with the graph.
+func inline(t *pb.TensorProto) bool {
+	return t.RawData != nil || len(t.FloatData) > 0 || len(t.DoubleData) > 0 || len(t.Int32Data) > 0 || len(t.Int64Data) > 0
+}
+
+// stored is a float tensor as the file stores it: its elements, of dtype
+// dt, at off of r.
+type stored struct {
+	name  string
+	r     io.ReaderAt
+	off   int64
+	dt    safetensors.DType
+	shape []int
+}
+
+func (s *stored) es() int64 { return int64(s.dt.Size()) }
+
+// floats finds a float tensor's data, with its shape, and claims them.
+// FLOAT, DOUBLE, FLOAT16 and BFLOAT16 are read, converted to float32 as
+// they are read into the network.
+func (ts *tensors) floats(t *pb.TensorProto) (*stored, error) {
+	name := t.GetName()
+	if t.Segment != nil {
+		return nil, fmt.Errorf("%w: tensor %s is a segment of a larger tensor", ErrUnsupported, clip(name))
+	}
+	sh, n, err := shape(t)
+	if err != nil {
+		return nil, err
+	}
+	s := &stored{name: name, shape: sh}
+	typ := pb.TensorProto_DataType(t.GetDataType())
+	switch typ {
+	case pb.TensorProto_FLOAT:
+		s.dt = safetensors.F32
+	case pb.TensorProto_DOUBLE:
+		s.dt = safetensors.F64
+	case pb.TensorProto_FLOAT16:
+		s.dt = safetensors.F16
+	case pb.TensorProto_BFLOAT16:
+		s.dt = safetensors.BF16
+	default:
+		return nil, fmt.Errorf("%w: tensor %s has data type %v, want a float type", ErrUnsupported, clip(name), typ)
+	}
+	p, left, err := ts.payload(t)
+	if err != nil {
+		return nil, err
+	}
+	var length, claim int64 // the bytes of the elements, and those their use claims
+	switch {
+	case t.GetDataLocation() == pb.TensorProto_EXTERNAL:
+		if s.r, s.off, length, err = ts.external(t); err != nil {
+			return nil, err
+		}
+		claim = length
+	case left && inline(t):
+		return nil, fmt.Errorf("%w: tensor %s has its data in two fields", ErrUnsupported, clip(name))
+	case left:
+		if p.field == floatDataField && s.dt != safetensors.F32 || p.field == doubleDataField && s.dt != safetensors.F64 {
+			return nil, fmt.Errorf("%w: tensor %s of type %v has its data in %s", ErrUnsupported, clip(name), typ, tensorMD.Fields().ByNumber(p.field).Name())
+		}
+		// Packed float_data and double_data are little-endian floats and
+		// doubles, as raw_data holds them.
+		s.r, s.off, length, claim = ts.file, p.off, p.n, p.n
+	case t.RawData != nil:
+		s.r, length, claim = bytes.NewReader(t.RawData), int64(len(t.RawData)), int64(len(t.RawData))
+	default:
+		// Numbers decoded with the graph, as little-endian bytes.
+		var b []byte
+		count := 0
+		switch s.dt {
+		case safetensors.F32:
+			count = len(t.FloatData)
+			for _, f := range t.FloatData {
+				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+			}
+		case safetensors.F64:
+			count = len(t.DoubleData)
+			for _, f := range t.DoubleData {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
+			}
+		default:
+			// FLOAT16 and BFLOAT16 in int32_data.
+			count = len(t.Int32Data)
+			for _, v := range t.Int32Data {
+				b = binary.LittleEndian.AppendUint16(b, uint16(v))
+			}
+		}
+		if count != n {
+			return nil, fmt.Errorf("%w: tensor %s has %d values for dims %s", ErrUnsupported, clip(name), count, ints64(t.GetDims()))
+		}
+		s.r, length, claim = bytes.NewReader(b), int64(len(b)), int64(len(b))
+		if s.dt == safetensors.F16 || s.dt == safetensors.BF16 {
+			claim = int64(n) // each value at least one byte of varint in the file
+		}
+	}
+	if want := int64(n) * s.es(); length != want {
+		return nil, fmt.Errorf("%w: tensor %s has %d bytes of data for dims %s of %v (%d bytes)", ErrUnsupported, clip(name), length, ints64(t.GetDims()), typ, want)
+	}
+	if err := ts.claim(t, claim); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
 
 // ints decodes a small inline integer tensor (shapes, axes, indices):
 // at most maxInts values.
 func ints(t *pb.TensorProto) ([]int64, bool) {
 	const maxInts = 64
-	if t == nil || t.GetDataLocation() == pb.TensorProto_EXTERNAL || t.Segment != nil {
+	if t == nil || t.GetDataLocation() == pb.TensorProto_EXTERNAL || t.Segment != nil || elided(t) {
 		return nil, false
 	}
 	raw := t.GetRawData()
@@ -209,7 +277,7 @@ func isZero(t *pb.TensorProto) bool {
 	if t == nil {
 		return true
 	}
-	if t.GetDataLocation() == pb.TensorProto_EXTERNAL {
+	if t.GetDataLocation() == pb.TensorProto_EXTERNAL || elided(t) {
 		return false
 	}
 	for _, b := range t.GetRawData() {
@@ -240,9 +308,10 @@ func isZero(t *pb.TensorProto) bool {
 	return true
 }
 
-// external reads a tensor's external data through open, only from a
-// local path inside the model's folder. Each file is read once.
-func (ts *tensors) external(t *pb.TensorProto) ([]byte, error) {
+// external finds a tensor's external data: a range of a file opened
+// through open, only from a local path inside the model's folder. Each
+// file is opened once.
+func (ts *tensors) external(t *pb.TensorProto) (io.ReaderAt, int64, int64, error) {
 	var loc string
 	var offset, length int64 = 0, -1
 	for _, e := range t.GetExternalData() {
@@ -252,7 +321,7 @@ func (ts *tensors) external(t *pb.TensorProto) ([]byte, error) {
 		case "offset", "length":
 			v, err := strconv.ParseInt(e.GetValue(), 10, 64)
 			if err != nil || v < 0 {
-				return nil, fmt.Errorf("%w: tensor %s: %s %s", ErrExternalData, clip(t.GetName()), e.GetKey(), clip(e.GetValue()))
+				return nil, 0, 0, fmt.Errorf("%w: tensor %s: %s %s", ErrExternalData, clip(t.GetName()), e.GetKey(), clip(e.GetValue()))
 			}
 			if e.GetKey() == "offset" {
 				offset = v
@@ -262,29 +331,33 @@ func (ts *tensors) external(t *pb.TensorProto) ([]byte, error) {
 		}
 	}
 	if loc == "" || !filepath.IsLocal(loc) || !fs.ValidPath(filepath.ToSlash(loc)) || strings.Contains(loc, `\`) {
-		return nil, fmt.Errorf("%w: tensor %s: location %s is outside the model's folder (only relative paths below it are read)", ErrExternalData, clip(t.GetName()), clip(loc))
+		return nil, 0, 0, fmt.Errorf("%w: tensor %s: location %s is outside the model's folder (only relative paths below it are read)", ErrExternalData, clip(t.GetName()), clip(loc))
 	}
 	if ts.open == nil {
-		return nil, fmt.Errorf("%w: tensor %s is stored in %s, and no folder was given to read it from", ErrExternalData, clip(t.GetName()), clip(loc))
+		return nil, 0, 0, fmt.Errorf("%w: tensor %s is stored in %s, and no folder was given to read it from", ErrExternalData, clip(t.GetName()), clip(loc))
 	}
 	loc = filepath.ToSlash(loc)
-	data, ok := ts.files[loc]
+	f, ok := ts.files[loc]
 	if !ok {
-		var err error
-		if data, err = ts.open(loc); err != nil {
-			return nil, fmt.Errorf("%w: tensor %s: %w", ErrExternalData, clip(t.GetName()), err)
+		r, size, err := ts.open(loc)
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("%w: tensor %s: %w", ErrExternalData, clip(t.GetName()), err)
 		}
-		if ts.read += int64(len(data)); ts.read > MaxExternalBytes {
-			return nil, fmt.Errorf("%w: external data files of more than MaxExternalBytes = %d bytes", ErrLimit, int64(MaxExternalBytes))
+		if size < 0 {
+			return nil, 0, 0, fmt.Errorf("%w: tensor %s: %s has size %d", ErrExternalData, clip(t.GetName()), clip(loc), size)
 		}
-		ts.files[loc] = data
-		ts.budget += int64(len(data))
+		if ts.read += size; ts.read > MaxExternalBytes {
+			return nil, 0, 0, fmt.Errorf("%w: external data files of more than MaxExternalBytes = %d bytes", ErrLimit, int64(MaxExternalBytes))
+		}
+		f = external{r, size}
+		ts.files[loc] = f
+		ts.stored += size
 	}
-	if offset > int64(len(data)) || length > int64(len(data))-offset {
-		return nil, fmt.Errorf("%w: tensor %s: offset %d and length %d outside %s (%d bytes)", ErrExternalData, clip(t.GetName()), offset, length, clip(loc), len(data))
+	if offset > f.size || length > f.size-offset {
+		return nil, 0, 0, fmt.Errorf("%w: tensor %s: offset %d and length %d outside %s (%d bytes)", ErrExternalData, clip(t.GetName()), offset, length, clip(loc), f.size)
 	}
 	if length < 0 {
-		length = int64(len(data)) - offset
+		length = f.size - offset
 	}
-	return data[offset : offset+length], nil
+	return f.r, offset, length, nil
 }
