@@ -17,7 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"rnnserve/internal/childtest"
+	"rnnserve/models/internal/onnxbuild"
+	pb "rnnserve/models/onnx/onnxpb"
 	"rnnserve/models/safetensors"
 )
 
@@ -384,21 +388,68 @@ var peakWriters = map[string]func(t *testing.T, p string){
 	"legacy.pt": func(t *testing.T, p string) {
 		writeCheckpoint(t, p, lstmLayer(peakInput, peakHidden, safetensors.F32), true)
 	},
+	"F32.onnx":      func(t *testing.T, p string) { writeONNXLSTM(t, p, pb.TensorProto_FLOAT, false) },
+	"F16.onnx":      func(t *testing.T, p string) { writeONNXLSTM(t, p, pb.TensorProto_FLOAT16, false) },
+	"external.onnx": func(t *testing.T, p string) { writeONNXLSTM(t, p, pb.TensorProto_FLOAT, true) },
+}
+
+// writeONNXLSTM writes the LSTM layer of TestLoadPeak (zero weights) as
+// torch.onnx.export lays one out: W, R and B in raw_data of the given
+// dtype, or as external data in p + ".data".
+func writeONNXLSTM(t *testing.T, p string, dt pb.TensorProto_DataType, external bool) {
+	t.Helper()
+	in, H := int64(peakInput), int64(peakHidden)
+	es := int64(4)
+	if dt == pb.TensorProto_FLOAT16 {
+		es = 2
+	}
+	tensor := func(name string, dims ...int64) *pb.TensorProto {
+		n := es
+		for _, d := range dims {
+			n *= d
+		}
+		return &pb.TensorProto{Name: &name, Dims: dims, DataType: proto.Int32(int32(dt)), RawData: make([]byte, n)}
+	}
+	W, R, B := tensor("W", 1, 4*H, in), tensor("R", 1, 4*H, H), tensor("B", 1, 8*H)
+	if external {
+		var data []byte
+		loc := filepath.Base(p) + ".data"
+		for _, w := range []*pb.TensorProto{W, R, B} {
+			data = append(data, onnxbuild.External(w, loc, len(data))...)
+		}
+		if err := os.WriteFile(p+".data", data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := &pb.GraphProto{
+		Name:        proto.String("lstm"),
+		Input:       []*pb.ValueInfoProto{onnxbuild.Value("x", pb.TensorProto_FLOAT)},
+		Initializer: []*pb.TensorProto{W, R, B, onnxbuild.Ints("axes", 1)},
+		Node: []*pb.NodeProto{
+			onnxbuild.Node("lstm", "LSTM", []string{"x", "W", "R", "B"}, []string{"y", "", ""}, onnxbuild.Int("hidden_size", H)),
+			onnxbuild.Node("squeeze", "Squeeze", []string{"y", "axes"}, []string{"out"}),
+		},
+		Output: []*pb.ValueInfoProto{onnxbuild.Value("out", pb.TensorProto_FLOAT)},
+	}
+	if err := os.WriteFile(p, onnxbuild.Model(g, 14), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestLoadPeak loads LSTMs of 128 MiB of float32 weights from safetensors
-// files of F32 and of F16 and from PyTorch checkpoints in the zip and the
-// legacy format: the peak is the network and a constant, the tensors
+// files of F32 and of F16, from PyTorch checkpoints in the zip and the
+// legacy format, and from ONNX files (FLOAT and FLOAT16 raw_data, and
+// FLOAT external data, as exporters write them): the peak is the network and a constant, the tensors
 // being read straight into it. Each file is written by a child process of
 // its own: a process started by exec keeps the peak of the process it
 // was forked from as its own (Linux's ru_maxrss), so the test process
 // holds nothing large itself.
 func TestLoadPeak(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes 448 MiB of files")
+		t.Skip("writes 768 MiB of files")
 	}
 	input, hidden := peakInput, peakHidden
-	for _, name := range []string{"F32.safetensors", "F16.safetensors", "zip.pt", "legacy.pt"} {
+	for _, name := range []string{"F32.safetensors", "F16.safetensors", "zip.pt", "legacy.pt", "F32.onnx", "F16.onnx", "external.onnx"} {
 		t.Run(name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "model"+filepath.Ext(name))
 			if r := childtest.Run(t, "TestPeakHelper", "write "+name, 2*time.Minute, "MODEL_FILE="+p); r.Code != 0 {

@@ -19,8 +19,10 @@ Usage:
 --lm writes, in DIR and nowhere else, the state_dict of a language model
 of 108 MiB (vocabulary 32,000, embedding 256, two LSTM layers of 512, a
 linear head) three ways: lm.pt (torch.save), lm_legacy.pt
-(_use_new_zipfile_serialization=False) and lm.safetensors, for measuring
-the loaders' peak memory (scripts/hostile_figures.sh COMMIT DIR).
+(_use_new_zipfile_serialization=False) and lm.safetensors; and the model
+exported by torch.onnx.export, as lm.onnx and as lm_external/model.onnx
+with its tensors in model.onnx.data (Debian's python3-onnx); for
+measuring the loaders' peak memory (scripts/hostile_figures.sh COMMIT DIR).
 
 torch.save output is reproducible for the zip files below; legacy-format
 files carry object ids and are only checked for presence.
@@ -278,12 +280,31 @@ def lm_files(out):
             self.lstm = torch.nn.LSTM(256, 512, num_layers=2, batch_first=True)
             self.fc = torch.nn.Linear(512, 32000)
 
+        def forward(self, ids):  # [B, T]
+            y, (h, c) = self.lstm(self.emb(ids))
+            return torch.log_softmax(self.fc(y), dim=-1), h, c
+
     torch.manual_seed(0)
-    sd = LM().state_dict()
+    lm = LM().eval()
+    sd = lm.state_dict()
     out.mkdir(parents=True, exist_ok=True)
     torch.save(sd, out / "lm.pt")
     torch.save(sd, out / "lm_legacy.pt", _use_new_zipfile_serialization=False)
     (out / "lm.safetensors").write_bytes(encode_safetensors(sd))
+    # The same model exported (opset 14; the head a MatMul of the
+    # transposed weight), and saved again with its tensors in an external
+    # data file, in a folder of its own.
+    import warnings
+    import onnx
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(lm, (torch.zeros(1, 4, dtype=torch.int64),), str(out / "lm.onnx"), opset_version=14,
+                          input_names=["input_ids"], output_names=["output", "h_n", "c_n"],
+                          dynamic_axes={"input_ids": {0: "batch", 1: "time"}})
+    ext = out / "lm_external"
+    ext.mkdir(exist_ok=True)
+    onnx.save_model(onnx.load(str(out / "lm.onnx")), str(ext / "model.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="model.onnx.data", size_threshold=1024)
     params = sum(t.numel() for t in sd.values())
     print(f"{out}: {params} parameters, {4 * params / 2**20:.1f} MiB of float32")
 
