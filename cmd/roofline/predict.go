@@ -76,6 +76,7 @@ type prediction struct {
 	pastBytes int64 // per warm inference, all cores: bytes past the private L2s
 	dramBytes int64 // of them, the bytes that miss an LRU L3 per group too
 	foot      int64 // the largest group's footprint past L2
+	slice     int64 // the largest W_hh slice of one worker and layer, bytes as stored
 }
 
 // stepCost is what one step of a worker asks of its core.
@@ -126,6 +127,9 @@ func predict(net *rnn.Network, cell rnn.CellKind, prec schedule.Precision, T, c 
 			st.Regions(func(r schedule.Region, write bool) {
 				if write {
 					lastWrite = r
+				}
+				if !write && isHH(r.Buf) {
+					pr.slice = max(pr.slice, r.Buf.Bytes())
 				}
 				if !write && r.Buf.Kind == schedule.KindWeight && (r.Buf.Role == schedule.RoleWIH || isHH(r.Buf)) {
 					rows := 1.0
@@ -308,11 +312,6 @@ func predictTable(out io.Writer, m *machine, measured map[shapeKey]float64, o *o
 							if c == 1 {
 								one = pr.seconds
 							}
-							es := int64(4)
-							if prec == schedule.BF16 {
-								es = 2
-							}
-							slice := int64(cell.Gates()*((h+c-1)/c)*h) * es
 							meas, ratio := "-", "-"
 							if t, ok := measured[shapeKey{cell, h, L, T, c, prec}]; ok {
 								meas, ratio = fmt.Sprintf("%.1f", t*1e6), fmt.Sprintf("%.2f", t/pr.seconds)
@@ -322,7 +321,7 @@ func predictTable(out io.Writer, m *machine, measured map[shapeKey]float64, o *o
 								speed = fmt.Sprintf("%.2f", one/pr.seconds)
 							}
 							fmt.Fprintf(out, "| %v | %d | %d | %d | %v | %d | %s | %.1f | %.0f%% | %s | %s | %.2f | %s | %.2f | %s |\n",
-								cell, h, L, T, prec, c, size(slice), pr.seconds*1e6, 100*pr.barrier/pr.seconds, meas, ratio,
+								cell, h, L, T, prec, c, size(pr.slice), pr.seconds*1e6, 100*pr.barrier/pr.seconds, meas, ratio,
 								float64(pr.pastBytes)/1e6, size(pr.foot), float64(pr.dramBytes)/1e6, speed)
 						}
 					}

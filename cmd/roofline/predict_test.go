@@ -66,6 +66,18 @@ func TestPredictTraffic(t *testing.T) {
 	if eight.pastBytes > whh/4 {
 		t.Errorf("lstm/512 on 8 cores: %d bytes past L2, want at most a quarter of W_hh (%d)", eight.pastBytes, whh)
 	}
+	if one.slice != whh || eight.slice != whh/8 {
+		t.Errorf("lstm/512 W_hh slice: %d bytes on one core, %d on 8; want %d and %d", one.slice, eight.slice, whh, whh/8)
+	}
+	// int8 stores a byte a weight and a scale a row: its slice is a
+	// quarter of float32's and a little more.
+	q, err := predict(dryLSTM(t, 8, 512, 1), rnn.LSTM, schedule.Int8, T, 8, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.slice < eight.slice/4 || q.slice > eight.slice/4+eight.slice/40 {
+		t.Errorf("lstm/512 int8 W_hh slice on 8 cores: %d bytes, want a little over %d", q.slice, eight.slice/4)
+	}
 	if eight.seconds > one.seconds/8 {
 		t.Errorf("lstm/512: %.1f µs on 8 cores, %.1f on one: want more than 8x (W_hh leaves L3 for L2)", eight.seconds*1e6, one.seconds*1e6)
 	}
