@@ -211,7 +211,16 @@ func (f *modelFile) Close() error {
 // allocates them.
 func (f *modelFile) readAll(limit int64, what string) ([]byte, error) {
 	if f.size > limit {
-		return nil, fmt.Errorf("%w: %s %s has %d bytes, limit %d", ErrTooLarge, what, f.name, f.size, limit)
+		name := ""
+		switch limit {
+		case MaxSpecBytes:
+			name = " (MaxSpecBytes)"
+		case MaxVocabBytes:
+			name = " (MaxVocabBytes)"
+		case MaxWeightsBytes:
+			name = " (MaxWeightsBytes)"
+		}
+		return nil, fmt.Errorf("%w: %s %s has %d bytes, limit %d%s", ErrTooLarge, what, f.name, f.size, limit, name)
 	}
 	return readSized(io.NewSectionReader(f, 0, f.size), f.size, f.name)
 }

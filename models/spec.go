@@ -190,7 +190,7 @@ const MaxSpecBytes = 1 << 20
 // ParseSpec decodes a spec from YAML or JSON, rejecting unknown keys, and validates it.
 func ParseSpec(data []byte) (*Spec, error) {
 	if len(data) > MaxSpecBytes {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrSpec, len(data), MaxSpecBytes)
+		return nil, fmt.Errorf("%w: %d bytes, limit %d (MaxSpecBytes)", ErrSpec, len(data), MaxSpecBytes)
 	}
 	if err := checkYAML(data); err != nil {
 		return nil, err

@@ -88,7 +88,7 @@ func IsTreeSpec(data []byte) bool {
 // ParseTreeSpec decodes a tree spec (YAML or JSON), rejecting unknown keys.
 func ParseTreeSpec(data []byte) (*TreeSpec, error) {
 	if len(data) > MaxSpecBytes {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrSpec, len(data), MaxSpecBytes)
+		return nil, fmt.Errorf("%w: %d bytes, limit %d (MaxSpecBytes)", ErrSpec, len(data), MaxSpecBytes)
 	}
 	if err := checkYAML(data); err != nil {
 		return nil, err

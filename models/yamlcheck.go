@@ -21,9 +21,10 @@ const (
 )
 
 // checkYAML parses the first YAML document of data into nodes, without
-// decoding it, and refuses one deeper than MaxSpecDepth or of more than
-// MaxSpecNodes nodes once its aliases are expanded. It walks the tree
-// with an explicit stack and counts each anchored node once.
+// decoding it, and refuses one whose mappings and sequences nest more than
+// MaxSpecDepth deep or of more than MaxSpecNodes nodes once its aliases
+// are expanded. It walks the tree with an explicit stack and counts each
+// anchored node once.
 func checkYAML(data []byte) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -32,19 +33,26 @@ func checkYAML(data []byte) error {
 		}
 		return fmt.Errorf("%w: %v", ErrSpec, err)
 	}
-	type size struct{ nodes, depth int64 }
-	sizes := map[*yaml.Node]size{} // of the nodes done
+	// nest is 1 for a mapping or a sequence: the depth of a node is the
+	// number of them on the path from the document to it, itself
+	// included, an alias standing where its anchored node is expanded.
+	nest := func(n *yaml.Node) int64 {
+		if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
+			return 1
+		}
+		return 0
+	}
+	type size struct{ nodes, depth int64 } // depth: of the deepest node below, itself counted
+	sizes := map[*yaml.Node]size{}         // of the nodes done
 	type frame struct {
-		n    *yaml.Node
-		next int // children pushed so far
+		n     *yaml.Node
+		next  int   // children pushed so far
+		depth int64 // of n
 	}
 	stack := []frame{{n: &doc}}
 	for len(stack) > 0 {
 		top := &stack[len(stack)-1]
 		n := top.n
-		if len(stack) > MaxSpecDepth+1 {
-			return fmt.Errorf("%w: mappings and sequences nested more than %d deep (MaxSpecDepth)", ErrSpec, MaxSpecDepth)
-		}
 		children := n.Content
 		if n.Kind == yaml.AliasNode {
 			children = []*yaml.Node{n.Alias}
@@ -58,7 +66,11 @@ func checkYAML(data []byte) error {
 						return fmt.Errorf("%w: an alias refers to a node that holds it", ErrSpec)
 					}
 				}
-				stack = append(stack, frame{n: c})
+				d := top.depth + nest(c)
+				if d > MaxSpecDepth {
+					return fmt.Errorf("%w: mappings and sequences nested more than %d deep (MaxSpecDepth)", ErrSpec, MaxSpecDepth)
+				}
+				stack = append(stack, frame{n: c, depth: d})
 			}
 			continue
 		}
@@ -69,12 +81,13 @@ func checkYAML(data []byte) error {
 			}
 			cs := sizes[c]
 			s.nodes += cs.nodes
-			s.depth = max(s.depth, cs.depth+1)
+			s.depth = max(s.depth, cs.depth)
 		}
+		s.depth += nest(n)
 		if s.nodes > MaxSpecNodes {
 			return fmt.Errorf("%w: more than %d nodes once its aliases expand (MaxSpecNodes)", ErrSpec, MaxSpecNodes)
 		}
-		if s.depth > MaxSpecDepth+1 {
+		if top.depth-nest(n)+s.depth > MaxSpecDepth {
 			return fmt.Errorf("%w: mappings and sequences nested more than %d deep once its aliases expand (MaxSpecDepth)", ErrSpec, MaxSpecDepth)
 		}
 		sizes[n] = s

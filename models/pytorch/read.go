@@ -110,7 +110,7 @@ func readZip(r io.ReaderAt, size int64, ctx *loadContext) (any, error) {
 		return nil, fmt.Errorf("%w: no <archive>/data.pkl in the zip archive (not written by torch.save, or damaged)", ErrMissingRecord)
 	}
 	if bo, ok := records["byteorder"]; ok {
-		b, err := readRecord(r, size, bo, 16)
+		b, err := readRecord(r, size, bo, 16, "")
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +118,7 @@ func readZip(r io.ReaderAt, size int64, ctx *loadContext) (any, error) {
 			return nil, fmt.Errorf("%w: byte order %q (only little-endian checkpoints are read)", ErrContent, b)
 		}
 	}
-	pickled, err := readRecord(r, size, pkl, MaxPickleBytes)
+	pickled, err := readRecord(r, size, pkl, MaxPickleBytes, "MaxPickleBytes")
 	if err != nil {
 		return nil, err
 	}
@@ -179,10 +179,13 @@ func recordSection(r io.ReaderAt, size int64, f *zip.File) (*io.SectionReader, e
 }
 
 // readRecord reads a zip record whole, refusing more than limit bytes
-// before it allocates them.
-func readRecord(r io.ReaderAt, size int64, f *zip.File, limit int64) ([]byte, error) {
+// (the constant named limitName, if any) before it allocates them.
+func readRecord(r io.ReaderAt, size int64, f *zip.File, limit int64, limitName string) ([]byte, error) {
 	if f.UncompressedSize64 > uint64(limit) {
-		return nil, fmt.Errorf("%w: record %s of %d bytes, limit %d", ErrTooLarge, clipName(f.Name), f.UncompressedSize64, limit)
+		if limitName != "" {
+			limitName = " (" + limitName + ")"
+		}
+		return nil, fmt.Errorf("%w: record %s of %d bytes, limit %d%s", ErrTooLarge, clipName(f.Name), f.UncompressedSize64, limit, limitName)
 	}
 	sec, err := recordSection(r, size, f)
 	if err != nil {

@@ -113,7 +113,7 @@ func readHeader(r io.ReaderAt, size int64) (*File, []span, int64, error) {
 	}
 	n := binary.LittleEndian.Uint64(prefix[:])
 	if n > MaxHeaderSize {
-		return nil, nil, 0, fmt.Errorf("%w: %d bytes, limit %d", ErrHeaderTooLarge, n, MaxHeaderSize)
+		return nil, nil, 0, fmt.Errorf("%w: %d bytes, limit %d (MaxHeaderSize)", ErrHeaderTooLarge, n, MaxHeaderSize)
 	}
 	if n > uint64(size-8) {
 		return nil, nil, 0, fmt.Errorf("%w: header length %d but only %d bytes follow", ErrTruncated, n, size-8)
