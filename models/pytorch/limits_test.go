@@ -12,43 +12,58 @@ import (
 	"testing"
 )
 
+// pickleWriter writes the opcodes the pickles of these tests are made of.
+type pickleWriter struct{ strings.Builder }
+
+// str writes s as BINUNICODE.
+func (b *pickleWriter) str(s string) {
+	b.WriteByte('X')
+	binary.Write(b, binary.LittleEndian, uint32(len(s)))
+	b.WriteString(s)
+}
+
+// tuple writes a tuple of v as BININTs.
+func (b *pickleWriter) tuple(v ...int) {
+	b.WriteByte('(')
+	for _, x := range v {
+		b.WriteByte('J')
+		binary.Write(b, binary.LittleEndian, int32(x))
+	}
+	b.WriteByte('t')
+}
+
+// rebuild writes the call of _rebuild_tensor_v2 for a float32 tensor over
+// storage "0" of numel elements, without its size and stride.
+func (b *pickleWriter) rebuild(numel int) {
+	b.WriteString("ctorch._utils\n_rebuild_tensor_v2\n((")
+	b.str("storage")
+	b.WriteString("ctorch\nFloatStorage\n")
+	b.str("0")
+	b.str("cpu")
+	b.WriteByte('J')
+	binary.Write(b, binary.LittleEndian, int32(numel))
+	b.WriteString("tQK\x00")
+}
+
 // tensorPickle is a protocol-2 pickle of a dict holding one float32
 // tensor "w" of the given size (and contiguous strides) over storage "0",
 // nested under "state_dict" depth times.
 func tensorPickle(size []int, depth int) string {
-	var b strings.Builder
-	str := func(s string) {
-		b.WriteByte('X')
-		binary.Write(&b, binary.LittleEndian, uint32(len(s)))
-		b.WriteString(s)
-	}
-	ints := func(v []int) {
-		b.WriteByte('(')
-		for _, x := range v {
-			b.WriteByte('J')
-			binary.Write(&b, binary.LittleEndian, int32(x))
-		}
-		b.WriteByte('t')
-	}
+	var b pickleWriter
 	b.WriteString("\x80\x02")
 	for range depth {
 		b.WriteByte('}')
-		str("state_dict")
+		b.str("state_dict")
 	}
 	b.WriteByte('}')
-	str("w")
-	b.WriteString("ctorch._utils\n_rebuild_tensor_v2\n((")
-	str("storage")
-	b.WriteString("ctorch\nFloatStorage\n")
-	str("0")
-	str("cpu")
-	b.WriteString("K\x01tQK\x00")
-	ints(size)
+	b.str("w")
+	b.rebuild(1)
+	b.tuple(size...)
 	stride := make([]int, len(size))
 	for i := range stride {
 		stride[i] = 1
 	}
-	ints(stride)
+	b.tuple(stride...)
 	b.WriteString("\x89}tRs")
 	for range depth {
 		b.WriteByte('s')
@@ -236,28 +251,14 @@ func TestPickleLimits(t *testing.T) {
 // sharedPickle is a protocol-2 pickle of a dict of the given names, each
 // a float32 tensor of numel elements over the one storage "0".
 func sharedPickle(names []string, numel int) string {
-	var b strings.Builder
-	str := func(s string) {
-		b.WriteByte('X')
-		binary.Write(&b, binary.LittleEndian, uint32(len(s)))
-		b.WriteString(s)
-	}
-	long := func(x int) {
-		b.WriteByte('J')
-		binary.Write(&b, binary.LittleEndian, int32(x))
-	}
+	var b pickleWriter
 	b.WriteString("\x80\x02}")
 	for _, name := range names {
-		str(name)
-		b.WriteString("ctorch._utils\n_rebuild_tensor_v2\n((")
-		str("storage")
-		b.WriteString("ctorch\nFloatStorage\n")
-		str("0")
-		str("cpu")
-		long(numel)
-		b.WriteString("tQK\x00(")
-		long(numel)
-		b.WriteString("t(K\x01t\x89}tRs")
+		b.str(name)
+		b.rebuild(numel)
+		b.tuple(numel)
+		b.tuple(1)
+		b.WriteString("\x89}tRs")
 	}
 	b.WriteByte('.')
 	return b.String()
