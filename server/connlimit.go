@@ -44,7 +44,7 @@ type connSet struct {
 	total  int
 	open   map[string]int              // by protocol
 	conns  map[*limitConn]struct{}     // open, for the choice of an idle one to close
-	byAddr map[string]*limitConn       // by remote address, for a gRPC call's connection
+	byAddr map[string]*limitConn       // by remote and local address (connAddrKey), for a gRPC call's connection
 	freed  chan struct{}               // closed and replaced when a slot frees
 	closed map[*limitListener]struct{} // listeners closed
 }
@@ -114,7 +114,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		t.Stop()
 	}
-	lc := &limitConn{Conn: c, s: l.s, protocol: l.protocol, addr: c.RemoteAddr().String()}
+	lc := &limitConn{Conn: c, s: l.s, protocol: l.protocol, addr: connAddrKey(c.RemoteAddr(), c.LocalAddr())}
 	if l.protocol == protocolREST {
 		lc.framing = &framing{}
 	} else {
@@ -173,15 +173,24 @@ func (cs *connSet) openOf(protocol string) int {
 	return cs.open[protocol]
 }
 
-// connOf is the open connection from remote address addr, or nil.
-func (s *Server) connOf(addr net.Addr) *limitConn {
-	if addr == nil {
+// connOf is the open connection from remote address addr to local
+// address local, or nil.
+func (s *Server) connOf(addr, local net.Addr) *limitConn {
+	if addr == nil || local == nil {
 		return nil
 	}
 	cs := s.connSet
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	return cs.byAddr[addr.String()]
+	return cs.byAddr[connAddrKey(addr, local)]
+}
+
+// connAddrKey names a connection by both its ends: a client may use one port
+// for connections to the REST and the gRPC port at once (TCP needs only
+// the four together to differ), so the remote address alone may name
+// another connection.
+func connAddrKey(remote, local net.Addr) string {
+	return remote.String() + " " + local.String()
 }
 
 func (l *limitListener) Close() error {

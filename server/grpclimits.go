@@ -177,7 +177,7 @@ var errTooManyCalls = errors.New("server busy: gRPC calls open at the cap")
 func (g *GRPCServer) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	var conn *limitConn
 	if p, ok := peer.FromContext(ctx); ok {
-		conn = g.s.connOf(p.Addr)
+		conn = g.s.connOf(p.Addr, p.LocalAddr)
 	}
 	stream := g.clientStreams[info.FullMethodName]
 	gc := &g.calls
