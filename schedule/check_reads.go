@@ -228,26 +228,42 @@ func probeReads(s *Step, index int, order []*bufState) error {
 		if len(all) > 1 {
 			probes = append(probes, all[:1], all[len(all)-1:])
 		}
-		for _, elems := range probes {
-			read := false
-			values := []probeValue{probeHigh, probeLow, probeNaN}
-			if r.Buf.I64 != nil {
-				values = values[:2]
-			}
+		values := []probeValue{probeHigh, probeLow, probeNaN}
+		if r.Buf.I64 != nil {
+			values = values[:2]
+		}
+		// shows reports whether other values in elems change what the
+		// step writes.
+		shows := func(elems []int) (bool, error) {
 			for _, v := range values {
 				out, err := run(st, elems, v)
 				if err != nil && r.Buf.I64 != nil {
 					// Another id made the kernel read outside its table:
 					// it reads the id.
-					read = true
-					break
+					return true, nil
 				}
 				if err != nil {
-					return err
+					return false, err
 				}
 				if changed(out) {
-					read = true
-					break
+					return true, nil
+				}
+			}
+			return false, nil
+		}
+		for _, elems := range probes {
+			read, err := shows(elems)
+			if err != nil {
+				return err
+			}
+			// Changes to several elements can cancel: an int8 product
+			// adds a·Δw over them exactly, and a·Δw + a'·Δw' is zero
+			// where |a| = |a'| and the flips go opposite ways. One
+			// element that shows alone is read: up to eight are tried,
+			// spread over the region.
+			for i := 0; !read && len(elems) > 1 && i < min(8, len(elems)); i++ {
+				if read, err = shows(elems[i*len(elems)/min(8, len(elems)):][:1]); err != nil {
+					return err
 				}
 			}
 			if !read && es == 1 && len(elems) == 1 {
@@ -255,15 +271,8 @@ func probeReads(s *Step, index int, order []*bufState) error {
 				// to show: the highest byte of its word, if declared too.
 				if w := elems[0] | 3; w != elems[0] {
 					if _, ok := slices.BinarySearch(all, w); ok {
-						for _, v := range values {
-							out, err := run(st, []int{w}, v)
-							if err != nil {
-								return err
-							}
-							if changed(out) {
-								read = true
-								break
-							}
+						if read, err = shows([]int{w}); err != nil {
+							return err
 						}
 					}
 				}
@@ -292,8 +301,11 @@ const (
 )
 
 // set gives element e of st the value v: for float32 and bf16, a random
-// value in [-1/2, 1/2) from rng (small, so that no gate the base feeds
-// saturates and hides a change), 3, -3 or NaN; for bytes, the base's own
+// value of magnitude in [1/4, 1/2) from rng (small, so that no gate the base
+// feeds saturates and hides a change, and far enough from zero that an int8
+// product's quantization, which rounds values below 1/254 of the row's
+// largest to zero, keeps every one: the AVX2 and pure-Go int8 products would
+// not read a weight against a zero), 3, -3 or NaN; for bytes, the base's own
 // values (int8 weights and their scales, which random bytes could make
 // infinite) with one bit flipped for each other value: bits 6, 7 and 0,
 // which change an int8 weight by 64 or its sign, and a float32 scale or
@@ -301,7 +313,9 @@ const (
 // and then 0 and 1 (so a gather reads other rows).
 func (st *bufState) set(e int, v probeValue, rng *rand.Rand) {
 	b := st.buf
-	f := [...]float32{probeRandom: float32(rng.Float64() - 0.5), probeHigh: 3, probeLow: -3, probeNaN: float32(math.NaN())}[v]
+	u := rng.Float64() - 0.5
+	small := float32(u/2 + math.Copysign(0.25, u))
+	f := [...]float32{probeRandom: small, probeHigh: 3, probeLow: -3, probeNaN: float32(math.NaN())}[v]
 	switch {
 	case b.F32 != nil:
 		b.F32[e] = f

@@ -49,24 +49,59 @@ func reversedI8(o *gemmI8Op) *gemmI8Op {
 	o.wr = o.wr[:0]
 	pb := f32.I8PanelBytes(o.w.Cols)
 	f32.BackChunks(o.w.Rows, reverseRows, func(lo, hi int) {
-		o.wr = append(o.wr, Dense(o.w.Buf, lo/16*pb, 1, (hi-lo)/16*pb))
+		o.wr = append(o.wr, i8Panels(o.w.Buf, lo/16*pb, (hi-lo)/16, o.w.Cols)...)
 	})
 	return o
 }
 
 // i8Regions is what a product reads of a packed int8 W [n][k] (buffer
-// buf): every whole panel, then the last panel's n%16 real rows of each
-// quad, their sums and their scales. The rows that pad the last panel are
+// buf): every whole panel (i8Panels), then the last panel's n%16 real
+// rows of each quad (as i8Panels says), their sums where the products
+// read them, and their scales. The rows that pad the last panel are
 // loaded with its quads (the same cache lines) but change no result, so
 // they are not declared: the region checker could not tell.
 func i8Regions(buf *Buffer, n, k int) []Mat {
 	pb, full, r := f32.I8PanelBytes(k), n/16, n%16
-	rs := []Mat{Dense(buf, 0, 1, full*pb)}
+	rs := i8Panels(buf, 0, full, k)
 	if r > 0 {
 		kq, at := f32.I8Stride(k), full*pb
-		rs = append(rs, M(buf, at, kq/4, 4*r, 64), Dense(buf, at+16*kq, 1, 4*r), Dense(buf, at+16*kq+64, 1, 4*r))
+		if f32.I8ReadsSums() {
+			rs = append(rs, M(buf, at, kq/4, 4*r, 64), Dense(buf, at+16*kq, 1, 4*r))
+		} else {
+			if q := k / 4; q > 0 {
+				rs = append(rs, M(buf, at, q, 4*r, 64))
+			}
+			if k%4 != 0 {
+				rs = append(rs, M(buf, at+k/4*64, r, k%4, 4))
+			}
+		}
+		rs = append(rs, Dense(buf, at+16*kq+64, 1, 4*r))
 	}
 	return rs
+}
+
+// i8Panels is what a product reads of panels whole panels of k columns
+// from byte off. VNNI reads all of each: its weights, the columns that
+// pad the last quad (A's are 128 there, so they count) and the sums that
+// take the 128s back out. The AVX2 and pure-Go products multiply the
+// padding by A's zeros and read no sums: of each panel, its weights but
+// the padding, and its scales.
+func i8Panels(buf *Buffer, off, panels, k int) []Mat {
+	pb, kq, q := f32.I8PanelBytes(k), f32.I8Stride(k), k/4
+	switch {
+	case panels == 0:
+		return nil
+	case f32.I8ReadsSums():
+		return []Mat{Dense(buf, off, 1, panels*pb)}
+	}
+	var rs []Mat
+	if q > 0 {
+		rs = append(rs, M(buf, off, panels, 64*q, pb))
+	}
+	for j := 0; j < 16 && k%4 != 0; j++ {
+		rs = append(rs, M(buf, off+64*q+4*j, panels, k%4, pb))
+	}
+	return append(rs, M(buf, off+16*kq+64, panels, 64, pb))
 }
 
 // newGemmI8 multiplies a by the int8 W whose buffer w names, quantizing a

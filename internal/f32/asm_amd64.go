@@ -264,17 +264,19 @@ func finiteKernel(x []float32) bool {
 }
 
 func implName() string {
+	s := "avx2+fma"
 	switch {
-	case useAVX512 && useDPBF16:
-		return "avx512+bf16"
+	case useZProducts:
+		s = "avx512"
 	case useAVX512:
-		return "avx512"
-	case useAsm && useDPBF16:
-		return "avx2+fma+avx512bf16"
-	case useAsm:
-		return "avx2+fma"
+		s += "+avx512gates"
+	case !useAsm:
+		return "go"
 	}
-	return "go"
+	if useDPBF16 {
+		s += "+avx512bf16"
+	}
+	return s
 }
 
 //go:noescape

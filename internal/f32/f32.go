@@ -51,7 +51,10 @@ func pulls(m, n, k int, once bool) bool {
 	return m >= 3 && m <= pullRows && (4*n*k > b.pull || once && 4*n*k > b.once)
 }
 
-// Impl names the kernels in use: "avx2+fma" or "go".
+// Impl names the kernels in use: "go", "avx2+fma", "avx512" (every
+// kernel with an AVX-512 form in it), or "avx2+fma+avx512gates" (AVX-512
+// gates and AVX2 products, where 512-bit operations run as two halves),
+// with "+avx512bf16" where GemmNTBF16 uses AVX512_BF16.
 func Impl() string { return implName() }
 
 // checkMat panics unless s holds a rows×cols matrix with leading dimension ld.

@@ -333,32 +333,6 @@ func TestGates(t *testing.T) {
 	})
 }
 
-// TestAsmMatchesGo runs both paths on the same inputs and compares them
-// directly, so a difference that the float64 checks would tolerate in both
-// still shows.
-func TestAsmMatchesGo(t *testing.T) {
-	if !useAsm {
-		t.Skip("no assembly on this CPU or build")
-	}
-	defer setDefault()
-	r := rand.New(rand.NewPCG(5, 5))
-	for _, s := range []struct{ m, n, k int }{{1, 256, 64}, {1, 37, 29}, {3, 64, 100}, {8, 33, 515}, {64, 40, 64}} {
-		a := newGuarded(r, s.m, s.k, s.k, 0, 0).s()
-		w := newGuarded(r, s.n, s.k, s.k, 0, 0).s()
-		var out [2][]float32
-		for i, l := range []level{levelGo, levelAVX2} {
-			setLevel(l)
-			out[i] = make([]float32, s.m*s.n)
-			GemmNT(s.m, s.n, s.k, a, s.k, w, s.k, 0, out[i], s.n)
-		}
-		for i := range out[0] {
-			if d := math.Abs(float64(out[0][i] - out[1][i])); d > 1e-5 {
-				t.Fatalf("%+v: element %d: go %v, asm %v", s, i, out[0][i], out[1][i])
-			}
-		}
-	}
-}
-
 func TestBF16(t *testing.T) {
 	// Rounding: to nearest, ties to even, NaN stays NaN.
 	for _, c := range []struct {

@@ -282,3 +282,9 @@ func (k i8Kernel) String() string {
 // I8Impl names the int8 kernels in use: "avx512vnni", "avx2" or "go",
 // picked from the CPU's features (or "go" with -tags purego).
 func I8Impl() string { return i8Path.String() }
+
+// I8ReadsSums reports whether the int8 products in use read the sums a
+// packed W keeps after each panel's weights (128·Σ_k W8, VNNI's
+// correction for its unsigned A); the AVX2 and pure-Go products read
+// only the weights and the scales.
+func I8ReadsSums() bool { return i8Path == i8VNNI }

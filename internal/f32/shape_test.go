@@ -62,30 +62,51 @@ func u16(name string, n int) shapeArg  { return shapeArg{name: name, n: n, kind:
 func u8(name string, n int) shapeArg   { return shapeArg{name: name, n: n, kind: kU8} }
 func free(name string, n int) shapeArg { return shapeArg{name: name, n: n, free: true} }
 
+// kernelDims are the dimensions a table of kernel calls is made at: m
+// rows of A, n rows of W, k columns, and h gate units (at least 8) whose
+// blocks are s apart; and the products' beta. LSTMStepPackedReverse
+// takes h&^7 units: it needs a multiple of 8.
+type kernelDims struct {
+	m, n, k, h, s int
+	beta          float32
+}
+
+// lds are the leading dimensions kernelCases gives A, W, C and a
+// quantized A.
+func (d kernelDims) lds() (lda, ldw, ldc, ldq int) {
+	return d.k + 1, d.k + 2, d.n + 3, I8Stride(d.k) + 4
+}
+
 // shapeCases lists every exported kernel at odd dimensions and padded
-// leading dimensions (m rows of A, n of W, k columns).
+// leading dimensions.
 func shapeCases() []shapeCase {
-	const m, n, k = 3, 10, 9
-	const lda, ldw, ldc, ldq = k + 1, k + 2, n + 3, 16
-	const h, s = 8, 11 // gate units and the stride of their blocks
+	return kernelCases(kernelDims{m: 3, n: 10, k: 9, h: 8, s: 11, beta: 1})
+}
+
+// kernelCases lists every exported kernel at d, with padded leading
+// dimensions.
+func kernelCases(d kernelDims) []shapeCase {
+	m, n, k, h, s, beta := d.m, d.n, d.k, d.h, d.s, d.beta
+	h8 := h &^ 7
+	lda, ldw, ldc, ldq := d.lds()
 	mat := func(rows, cols, ld int) int { return (rows-1)*ld + cols }
 	return []shapeCase{
 		{"GemmNT", []shapeArg{f("a", mat(m, k, lda)), f("w", mat(n, k, ldw)), out("c", mat(m, n, ldc))},
-			func(a shapeArgs) { GemmNT(m, n, k, a.F(0), lda, a.F(1), ldw, 1, a.F(2), ldc) }},
+			func(a shapeArgs) { GemmNT(m, n, k, a.F(0), lda, a.F(1), ldw, beta, a.F(2), ldc) }},
 		{"GemmNTOnce", []shapeArg{f("a", mat(m, k, lda)), f("w", mat(n, k, ldw)), out("c", mat(m, n, ldc))},
-			func(a shapeArgs) { GemmNTOnce(m, n, k, a.F(0), lda, a.F(1), ldw, 1, a.F(2), ldc) }},
+			func(a shapeArgs) { GemmNTOnce(m, n, k, a.F(0), lda, a.F(1), ldw, beta, a.F(2), ldc) }},
 		{"GemvN", []shapeArg{f("w", mat(n, k, ldw)), f("x", k), out("y", n)},
-			func(a shapeArgs) { GemvN(n, k, a.F(0), ldw, a.F(1), 1, a.F(2)) }},
+			func(a shapeArgs) { GemvN(n, k, a.F(0), ldw, a.F(1), beta, a.F(2)) }},
 		{"GemmNN", []shapeArg{f("a", mat(m, k, lda)), f("w", mat(k, n, ldc)), out("c", mat(m, n, ldc))},
-			func(a shapeArgs) { GemmNN(m, n, k, a.F(0), lda, a.F(1), ldc, 1, a.F(2), ldc) }},
+			func(a shapeArgs) { GemmNN(m, n, k, a.F(0), lda, a.F(1), ldc, beta, a.F(2), ldc) }},
 		{"GemvT", []shapeArg{f("w", mat(k, n, ldc)), f("x", k), out("y", n)},
-			func(a shapeArgs) { GemvT(k, n, a.F(0), ldc, a.F(1), 1, a.F(2)) }},
+			func(a shapeArgs) { GemvT(k, n, a.F(0), ldc, a.F(1), beta, a.F(2)) }},
 		{"GemmNTBF16", []shapeArg{f("a", mat(m, k, lda)), u16("w", mat(n, k, ldw)), out("c", mat(m, n, ldc))},
-			func(a shapeArgs) { GemmNTBF16(m, n, k, a.F(0), lda, a.U(1), ldw, 1, a.F(2), ldc) }},
+			func(a shapeArgs) { GemmNTBF16(m, n, k, a.F(0), lda, a.U(1), ldw, beta, a.F(2), ldc) }},
 		{"GemmNTBF16/rows=5", []shapeArg{f("a", mat(5, k, lda)), u16("w", mat(n, k, ldw)), out("c", mat(5, n, ldc))},
-			func(a shapeArgs) { GemmNTBF16(5, n, k, a.F(0), lda, a.U(1), ldw, 1, a.F(2), ldc) }},
+			func(a shapeArgs) { GemmNTBF16(5, n, k, a.F(0), lda, a.U(1), ldw, beta, a.F(2), ldc) }},
 		{"GemmNTPacked", []shapeArg{f("a", mat(m, k, lda)), f("p", n*k), out("c", mat(m, n, ldc))},
-			func(a shapeArgs) { GemmNTPacked(m, n, k, a.F(0), lda, a.F(1), 1, a.F(2), ldc) }},
+			func(a shapeArgs) { GemmNTPacked(m, n, k, a.F(0), lda, a.F(1), beta, a.F(2), ldc) }},
 		{"PackNT", []shapeArg{out("dst", n*k), f("w", mat(n, k, ldw))},
 			func(a shapeArgs) { PackNT(a.F(0), n, k, a.F(1), ldw) }},
 		{"UnpackRow", []shapeArg{out("dst", k), f("p", n*k)},
@@ -98,8 +119,8 @@ func shapeCases() []shapeCase {
 			func(a shapeArgs) { LSTMStepReverse(h, k, a.F(0), a.F(1), ldw, a.F(2), a.F(3), a.F(4), a.F(5)) }},
 		{"LSTMStepPacked", []shapeArg{f("h", k), f("p", 4*h*k), out("xp", 4*h), f("bias", 4*h), out("c", h), out("hout", h)},
 			func(a shapeArgs) { LSTMStepPacked(h, k, a.F(0), a.F(1), a.F(2), a.F(3), a.F(4), a.F(5)) }},
-		{"LSTMStepPackedReverse", []shapeArg{f("h", k), f("p", 4*h*k), out("xp", 4*h), f("bias", 4*h), out("c", h), out("hout", h)},
-			func(a shapeArgs) { LSTMStepPackedReverse(h, k, a.F(0), a.F(1), a.F(2), a.F(3), a.F(4), a.F(5)) }},
+		{"LSTMStepPackedReverse", []shapeArg{f("h", k), f("p", 4*h8*k), out("xp", 4*h8), f("bias", 4*h8), out("c", h8), out("hout", h8)},
+			func(a shapeArgs) { LSTMStepPackedReverse(h8, k, a.F(0), a.F(1), a.F(2), a.F(3), a.F(4), a.F(5)) }},
 		{"GRUGates", []shapeArg{f("x", 2*s+h), f("p", 2*s+h), f("bih", 2*s+h), f("bhh", 2*s+h), f("hprev", h), out("hout", h)},
 			func(a shapeArgs) { GRUGates(h, s, a.F(0), a.F(1), a.F(2), a.F(3), a.F(4), a.F(5)) }},
 		{"ElmanGates/tanh", []shapeArg{f("y", h), f("bias", h), out("h", h)},
@@ -125,7 +146,7 @@ func shapeCases() []shapeCase {
 		{"QuantizeI8", []shapeArg{f("a", mat(m, k, lda)), {name: "q", n: mat(m, I8Stride(k), ldq), out: true, kind: kU8}, out("s", m)},
 			func(a shapeArgs) { QuantizeI8(m, k, a.F(0), lda, a.B(1), ldq, a.F(2)) }},
 		{"GemmNTI8", []shapeArg{u8("q", mat(m, I8Stride(k), ldq)), f("s", m), u8("p", PackedI8Bytes(n, k)), out("c", mat(m, n, ldc))},
-			func(a shapeArgs) { GemmNTI8(m, n, k, a.B(0), ldq, a.F(1), a.B(2), 1, a.F(3), ldc) }},
+			func(a shapeArgs) { GemmNTI8(m, n, k, a.B(0), ldq, a.F(1), a.B(2), beta, a.F(3), ldc) }},
 	}
 }
 
