@@ -94,8 +94,9 @@
 // Options.PrivateCache, Analyze replays each worker's steps alone through
 // a cache the size of a core's private cache (Report.Workers), for the
 // bytes that core moves to and from the shared cache. A and A+ plans run on one core;
-// a Partitioned plan's workers run in parallel, so its busiest worker is
-// its critical path. The private caches are not kept coherent: a line
+// a Partitioned plan's, a tree plan's or a generation's workers run in
+// parallel, phase by phase, so its busiest worker is its critical path
+// (schedule's package doc, "One runtime"). The private caches are not kept coherent: a line
 // another worker writes stays valid here. Report.Workers and
 // Report.WarmRW leave out the cold run, as a server that has already
 // answered a request does.

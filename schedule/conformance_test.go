@@ -244,8 +244,8 @@ func TestConformance(t *testing.T) {
 		t.Run(fmt.Sprintf("%d/cellular-int8", i), func(t *testing.T) { conformStepper(t, net, r, Int8, 2e-2) })
 	}
 	t.Run("decoder", func(t *testing.T) { conformDecoder(t) })
-	t.Run("trees", func(t *testing.T) { conformTrees(t) })
-	t.Run("generate", func(t *testing.T) { conformGenerate(t) })
+	t.Run("trees", func(t *testing.T) { conformTrees(t, pool) })
+	t.Run("generate", func(t *testing.T) { conformGenerate(t, pool) })
 }
 
 // dryInput is in as a dry plan takes it: the same shape, token ids and
@@ -424,8 +424,9 @@ func conformDecoder(t *testing.T) {
 	}
 }
 
-// conformTrees checks both tree executors on the PyTorch tree goldens.
-func conformTrees(t *testing.T) {
+// conformTrees checks both tree executors on the PyTorch tree goldens,
+// in parts run in turn and on pool (where the host has two cores).
+func conformTrees(t *testing.T, pool *Pool) {
 	for _, name := range []string{"tree_rnn", "rntn", "binary_treelstm", "childsum_treelstm"} {
 		dir := filepath.Join("testdata", "trees", "golden", name)
 		m, trees := GoldenTrees(t, dir)
@@ -438,18 +439,30 @@ func conformTrees(t *testing.T) {
 		if m.Net.Cell.HasMemory() {
 			want["c"] = widen(gold["c"])
 		}
-		// Both executors on one worker, and the depth-batched one split
-		// into three parts, which TreePlan.Run runs in parallel, built into
+		// Both executors on one worker, split into three parts (run in
+		// turn), and on a pool of two, the depth-batched one built into
 		// the memory of a plan another batch used (TreeProgram.Acquire).
-		for _, c := range []struct {
+		cases := []struct {
 			name  string
 			opt   TreeOptions
 			reuse bool
 		}{
 			{"recursive", TreeOptions{Executor: Recursive, AllNodes: true, Workers: 1}, false},
 			{"depth_batched", TreeOptions{Executor: DepthBatched, AllNodes: true, Workers: 1}, false},
+			{"recursive/parts=3", TreeOptions{Executor: Recursive, AllNodes: true, Workers: 3}, false},
 			{"depth_batched/parts=3/reused", TreeOptions{Executor: DepthBatched, AllNodes: true, Workers: 3}, true},
-		} {
+		}
+		if pool != nil {
+			cases = append(cases, []struct {
+				name  string
+				opt   TreeOptions
+				reuse bool
+			}{
+				{"recursive/pool=2", TreeOptions{Executor: Recursive, AllNodes: true, Pool: pool}, false},
+				{"depth_batched/pool=2/reused", TreeOptions{Executor: DepthBatched, AllNodes: true, Pool: pool}, true},
+			}...)
+		}
+		for _, c := range cases {
 			t.Run(name+"/"+c.name, func(t *testing.T) {
 				var tp *TreePlan
 				outputs := func() map[string][]float32 {
@@ -489,10 +502,11 @@ func conformTrees(t *testing.T) {
 	}
 }
 
-// conformGenerate regenerates the top-down golden model's first tree and
-// reruns its recorded steps under the region checker: the structure is
-// decided while it runs, so the recorded plan is the trace (no dry plan).
-func conformGenerate(t *testing.T) {
+// conformGenerate regenerates the top-down golden model's first tree, on
+// one worker and on pool (where the host has two cores), and reruns its
+// recorded steps under the region checker: the structure is decided
+// while it runs, so the recorded plan is the trace (no dry plan).
+func conformGenerate(t *testing.T, pool *Pool) {
 	dir := filepath.Join("testdata", "trees", "golden", "topdown_treelstm")
 	m, err := models.LoadTree(filepath.Join(dir, "model.yaml"))
 	if err != nil {
@@ -502,29 +516,41 @@ func conformGenerate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := prog.Generate(3, GenerateOptions{Workers: 1})
-	if err != nil {
-		t.Fatal(err)
+	opts := []GenerateOptions{{Workers: 1}}
+	if pool != nil {
+		opts = append(opts, GenerateOptions{Pool: pool})
 	}
-	if len(g.Words) < 2 {
-		t.Fatalf("generated %d nodes: the golden model should grow a tree", len(g.Words))
+	var first *Generated
+	for _, opt := range opts {
+		g, err := prog.Generate(3, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(g.Words) < 2 {
+			t.Fatalf("generated %d nodes: the golden model should grow a tree", len(g.Words))
+		}
+		if first == nil {
+			first = g
+		} else if !slices.Equal(g.Words, first.Words) || !slices.Equal(g.Parents, first.Parents) {
+			t.Fatalf("on the pool: words %v, parents %v; on one worker %v, %v", g.Words, g.Parents, first.Words, first.Parents)
+		}
+		// The state rows as generated (TestTopDownGolden holds them to
+		// PyTorch); rerun, the recorded steps must recompute them exactly.
+		h := g.Plan.Buffers[len(prog.Weights())]
+		if h.Name != "h" {
+			t.Fatalf("buffer %q, want h", h.Name)
+		}
+		want := make([]float64, len(h.F32))
+		for i, v := range h.F32 {
+			want[i] = float64(v)
+		}
+		clear(h.F32)
+		conform(t, conformance{
+			build:   func(bool) (*Plan, error) { return g.Plan, nil },
+			outputs: func() map[string][]float32 { return map[string][]float32{"h": h.F32} },
+			want:    map[string][]float64{"h": want}, tol: 0, dryless: true,
+		})
 	}
-	// The state rows as generated (TestTopDownGolden holds them to
-	// PyTorch); rerun, the recorded steps must recompute them exactly.
-	h := g.Plan.Buffers[len(prog.Weights())]
-	if h.Name != "h" {
-		t.Fatalf("buffer %q, want h", h.Name)
-	}
-	want := make([]float64, len(h.F32))
-	for i, v := range h.F32 {
-		want[i] = float64(v)
-	}
-	clear(h.F32)
-	conform(t, conformance{
-		build:   func(bool) (*Plan, error) { return g.Plan, nil },
-		outputs: func() map[string][]float32 { return map[string][]float32{"h": h.F32} },
-		want:    map[string][]float64{"h": want}, tol: 0, dryless: true,
-	})
 }
 
 // ReadLines returns the non-blank lines of a text file, trimmed.

@@ -32,4 +32,25 @@
 // sequence buffers [T][B][Dirs*Out] between layers, and per-step scratch
 // sized for the widest layer and reused by every layer (A: xh, y; A+: X'
 // [T][B][Gates*H], h; both: c, and h before projection), then outputs.
+//
+// # One runtime
+//
+// Every plan that runs on more than one core, a Partitioned program's, a
+// tree plan's or a top-down generation's, lists its steps phase by phase
+// (Step.Phase) and within a phase part by part (Step.Worker), and runs on
+// a Pool its caller owns: one job, each phase's parts on the pool's
+// workers, the next phase after the barrier. No plan starts goroutines of
+// its own, and a panic in any part reaches the caller as a *PanicError.
+// Tree and generation parts are long (hundreds of microseconds) and
+// uneven, so a worker that waits for another's parks at once where a
+// worker of P spins first (Pool.longPhases).
+// A depth-batched tree plan has one phase of consecutive trees per part;
+// a recursive one, whole subtrees per part, then the nodes above them; a
+// generation, one phase per wave, its chains spread over the parts.
+//
+// Step.Worker names a part, not a thread: a worker whose part is late has
+// it taken over by another (see Pool). One worker replayed alone
+// (dre.ReplayWorker, dre.Report.Workers) means the same for every kind of
+// plan: that part's steps, in plan order, through one private cache, what
+// its core runs when no part is taken over.
 package schedule

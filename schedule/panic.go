@@ -5,16 +5,18 @@ import (
 	"runtime/debug"
 )
 
-// PanicError is a panic raised by one part of a parallel job (a Pool's
-// phase part, a tree plan's worker), recovered on the goroutine it ran on
-// and handed to the caller: Pool.Phases re-panics with it in the calling
-// goroutine, TreePlan.Run returns it. The job's other parts finish or are
-// skipped, so the pool stays usable; the job's results are garbage.
+// PanicError is a panic raised by one part of a job on a Pool (a phase's
+// part of a Partitioned plan, of a tree plan or of a generation's wave),
+// recovered on the goroutine it ran on and handed to the caller:
+// Pool.Phases, and so Plan.Run, TreePlan.Run and TreeProgram.Generate,
+// re-panics with it in the calling goroutine once the job is over. The
+// job's other parts finish or are skipped, so the pool stays usable; the
+// job's results are garbage.
 type PanicError struct {
 	Value any    // what the part panicked with
 	Stack []byte // the panicking goroutine's stack
-	Phase int    // the phase (0 for a tree plan)
-	Part  int    // the part (the pool's worker index; the tree node group)
+	Phase int    // the phase
+	Part  int    // the part: the pool's worker index
 }
 
 func (e *PanicError) Error() string {

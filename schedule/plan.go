@@ -169,6 +169,8 @@ type Plan struct {
 	pool    *Pool
 	workers int
 	span    [][2]int32
+	phase   func(ph, w int) // runPhase, bound once (a method value allocates)
+	long    bool            // its parts are long and uneven (a tree plan's): Pool.longPhases
 
 	reuse *sync.Pool // where Release puts the plan back (Program.Acquire)
 	in    planInputs // the input buffers Acquire binds a new input's slices to
@@ -202,19 +204,33 @@ func (p *Plan) Run() (Result, error) {
 	if p.dry {
 		return Result{}, ErrDryPlan
 	}
-	switch {
-	case invariants.Enabled:
-		if err := p.RunChecked(); err != nil {
-			return Result{}, err
-		}
-	case p.pool != nil && p.workers > 1:
-		p.pool.Phases(len(p.span)/p.workers, p.runPhase)
-	default:
-		for i := range p.Steps {
-			p.Steps[i].op.run()
-		}
+	if err := p.exec(); err != nil {
+		return Result{}, err
 	}
 	return p.result(), nil
+}
+
+// exec runs the steps of a plan with data: checked, with the invariants
+// build tag; phase by phase on the plan's pool, for a parallel plan; else
+// in order on the calling goroutine. Every kind of plan (sequences, trees)
+// runs through it.
+func (p *Plan) exec() error {
+	switch {
+	case invariants.Enabled:
+		return p.RunChecked()
+	case p.pool != nil && p.workers > 1:
+		if p.phase == nil {
+			p.phase = p.runPhase
+		}
+		if p.long {
+			p.pool.longPhases(len(p.span)/p.workers, p.phase)
+		} else {
+			p.pool.Phases(len(p.span)/p.workers, p.phase)
+		}
+	default:
+		runSteps(p.Steps)
+	}
+	return nil
 }
 
 // runPhase runs worker w's steps of phase ph.
@@ -244,7 +260,8 @@ func (p *Plan) index(workers int) {
 		return
 	}
 	phases := p.Steps[len(p.Steps)-1].Phase + 1
-	p.span = make([][2]int32, phases*workers)
+	p.span = resize(p.span, phases*workers)
+	clear(p.span)
 	for i := range p.Steps {
 		s := &p.Steps[i]
 		if s.Phase < 0 || s.Phase >= phases || i > 0 && s.Phase < p.Steps[i-1].Phase {

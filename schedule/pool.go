@@ -86,6 +86,7 @@ type poolJob struct {
 	phases int
 	base   int64                      // every part's counters at the start
 	own    bool                       // every part on its own worker (Each)
+	spins  int                        // polls before a waiting worker parks
 	finish waiter                     // workers waiting for a phase's parts
 	failed atomic.Pointer[PanicError] // the first part that panicked
 }
@@ -254,7 +255,7 @@ func (p *Pool) await(j *poolJob, w, ph int, t int64, eager *bool) {
 		}
 		return true
 	}
-	stealAt := p.stealAt
+	stealAt := min(p.stealAt, j.spins)
 	if *eager {
 		stealAt = 0
 	}
@@ -265,7 +266,7 @@ func (p *Pool) await(j *poolJob, w, ph int, t int64, eager *bool) {
 		if i == stealAt && !j.own {
 			*eager = p.steal(j, w, ph, t)
 		}
-		if i >= p.spins && i >= stealAt {
+		if i >= j.spins && i >= stealAt {
 			break
 		}
 	}
@@ -314,7 +315,17 @@ func (j *poolJob) call(ph, part int) {
 // this one is done. It returns when the last phase is done. A part may
 // run on any worker's thread (see Pool). f must not call Phases. If a
 // part panics, Phases panics with a *PanicError once the job is over.
-func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(n, f, false) }
+func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(n, f, false, p.spins) }
+
+// longPhases is Phases for a job whose parts are long and uneven: a tree
+// plan's parts or a generation's wave, hundreds of microseconds each where
+// a phase of P takes a few. A worker that finds another's part still
+// running parks at once, as a goroutine waiting on a sync.WaitGroup does,
+// instead of spinning for PoolOptions.Spin: the wait is then mostly a
+// part's length, not a stall, and a spinning worker would hold a core the
+// parts still running (or anything else on a shared machine) could use,
+// for a wake-up (40-70 µs, see DefaultSpin) small beside such parts.
+func (p *Pool) longPhases(n int, f func(phase, w int)) { p.start(n, f, false, 0) }
 
 // Run runs the phases on all workers: phases[ph](w) for every part w
 // (Phases with one function per phase).
@@ -325,9 +336,11 @@ func (p *Pool) Run(phases []func(w int)) {
 // Each runs f(w) once on every worker, on that worker's own thread: how a
 // Partitioned program copies each worker's weights into memory that worker
 // touches first.
-func (p *Pool) Each(f func(w int)) { p.start(1, func(_, w int) { f(w) }, true) }
+func (p *Pool) Each(f func(w int)) { p.start(1, func(_, w int) { f(w) }, true, p.spins) }
 
-func (p *Pool) start(n int, f func(phase, w int), own bool) {
+// start runs a job; its workers wait for each other's parts spins polls
+// before they park.
+func (p *Pool) start(n int, f func(phase, w int), own bool, spins int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.quit.Load() {
@@ -349,7 +362,7 @@ func (p *Pool) start(n int, f func(phase, w int), own bool) {
 	if len(p.parts) != p.n {
 		p.parts = make([]partState, p.n)
 	}
-	j := &poolJob{f: f, phases: n, own: own, base: p.parts[0].done.Load()}
+	j := &poolJob{f: f, phases: n, own: own, spins: spins, base: p.parts[0].done.Load()}
 	j.finish.init()
 	p.cur.Store(j)
 	p.gen.Add(1)

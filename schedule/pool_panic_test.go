@@ -132,12 +132,16 @@ type panicOp struct{ op }
 func (panicOp) run() { panic("tree kernel blew up") }
 
 // TestTreePlanPanic injects a panicking kernel into a tree plan run by the
-// recursive executor on several goroutines: Run returns the panic as a
-// *PanicError instead of taking the process down, and a new plan of the
-// same program runs and matches a clean run.
+// recursive executor on a pool of two workers: Run panics in the caller
+// with a *PanicError, as Plan.Run does, instead of taking the process
+// down, and a new plan of the same program runs and matches a clean run.
 func TestTreePlanPanic(t *testing.T) {
 	if invariants.Enabled {
 		t.Skip("the region checker runs a tree plan's steps serially, on the calling goroutine")
+	}
+	pool := twoWorkers(t)
+	if pool == nil {
+		t.Skip("GOMAXPROCS < 2: no pool of two workers")
 	}
 	m, err := models.LoadTree(filepath.Join("testdata/trees/golden/binary_treelstm", "model.yaml"))
 	if err != nil {
@@ -155,7 +159,7 @@ func TestTreePlanPanic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := TreeOptions{Executor: Recursive, Workers: 3}
+	opt := TreeOptions{Executor: Recursive, Pool: pool}
 	clean, err := prog.Plan(trees, opt)
 	if err != nil {
 		t.Fatal(err)
@@ -171,8 +175,12 @@ func TestTreePlanPanic(t *testing.T) {
 	k := len(faulty.Plan.Steps) / 3
 	faulty.Plan.Steps[k].op = panicOp{faulty.Plan.Steps[k].op}
 	var pe *PanicError
-	if err := faulty.Run(); !errors.As(err, &pe) || pe.Value != "tree kernel blew up" || len(pe.Stack) == 0 {
-		t.Fatalf("Run with a panicking kernel: %v, want its *PanicError", err)
+	err = func() error {
+		defer func() { pe, _ = recover().(*PanicError) }()
+		return faulty.Run()
+	}()
+	if err != nil || pe == nil || pe.Value != "tree kernel blew up" || len(pe.Stack) == 0 {
+		t.Fatalf("Run with a panicking kernel: error %v, panic %v; want its *PanicError", err, pe)
 	}
 	again, err := prog.Plan(trees, opt)
 	if err != nil {

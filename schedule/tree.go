@@ -3,7 +3,6 @@ package schedule
 import (
 	"errors"
 	"fmt"
-	"runtime"
 
 	"rnnserve/internal/f32"
 	"rnnserve/rnn/tree"
@@ -217,12 +216,16 @@ func (p *TreeProgram) WordTable() bool { return p.wordTable != nil || p.leafH !=
 type TreeOptions struct {
 	// Executor: Recursive (the default) or DepthBatched.
 	Executor TreeExecutor
-	// Workers bounds the goroutines a plan runs on, the caller's included;
-	// 0 means GOMAXPROCS. The recursive executor runs independent
-	// subtrees on them; the depth-batched one splits the batch into that
-	// many parts of consecutive trees (at most one per tree), each
-	// depth-batched on its own, and runs the parts on them.
+	// Workers is the number of parts the plan is split into, one per
+	// worker of Pool (see TreePlan): 0 means the Pool's size, or 1
+	// without a Pool. Without a Pool the parts run one after another on
+	// the calling goroutine (a dry plan may have any number: it is only
+	// walked).
 	Workers int
+	// Pool runs the parts; it must have exactly Workers workers. The
+	// caller owns it (NewPool, Close), and may run Partitioned programs
+	// on it too: it runs one job at a time.
+	Pool *Pool
 	// AllNodes computes class probabilities at every node; otherwise only
 	// at the roots.
 	AllNodes bool
@@ -234,7 +237,10 @@ func (o *TreeOptions) EnsureDefaults() {
 		o.Executor = Recursive
 	}
 	if o.Workers == 0 {
-		o.Workers = runtime.GOMAXPROCS(0)
+		o.Workers = 1
+		if o.Pool != nil {
+			o.Workers = o.Pool.Workers()
+		}
 	}
 }
 
@@ -245,6 +251,9 @@ func (o TreeOptions) Validate() error {
 	}
 	if o.Workers < 1 || o.Workers > 1024 {
 		return fmt.Errorf("schedule: tree workers %d, want 1..1024", o.Workers)
+	}
+	if o.Pool != nil && o.Pool.Workers() != o.Workers {
+		return fmt.Errorf("%w: %d tree workers but the pool has %d", ErrPool, o.Workers, o.Pool.Workers())
 	}
 	return nil
 }

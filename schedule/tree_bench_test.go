@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -33,10 +34,26 @@ func sstLike(tb testing.TB) ([]*tree.Tree, *tree.Vocab) {
 	return trees, v
 }
 
+// benchPool is a pool of GOMAXPROCS workers (set with -cpu) for the tree
+// plans of a benchmark, closed when it ends, or nil on one core.
+func benchPool(b *testing.B) *schedule.Pool {
+	n := runtime.GOMAXPROCS(0)
+	if n == 1 {
+		return nil
+	}
+	pool, err := schedule.NewPool(schedule.PoolOptions{Workers: n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return pool
+}
+
 // BenchmarkTreeLSTM runs a Binary TreeLSTM (embeddings 300, hidden 150,
 // 5 classes at every node, vocabulary 5000) on SST-like trees at batch 1,
-// 10 and 25 under both executors, plan construction included, and reports
-// trees/s. scripts/torch_tree.py bench times PyTorch on the same trees:
+// 10 and 25 under both executors, on GOMAXPROCS workers (a pool of them
+// beyond one), plan construction included, and reports trees/s.
+// scripts/torch_tree.py bench times PyTorch on the same trees:
 //
 //	go test ./schedule -run '^$' -bench BenchmarkTreeLSTM -benchtime 2s -cpu 1,2
 //	/usr/bin/python3 scripts/torch_tree.py bench --threads 1   # and --threads 2
@@ -47,6 +64,7 @@ func BenchmarkTreeLSTM(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	pool := benchPool(b)
 	for _, ex := range []schedule.TreeExecutor{schedule.Recursive, schedule.DepthBatched} {
 		for _, B := range []int{1, 10, 25} {
 			b.Run(fmt.Sprintf("executor=%v/batch=%d", ex, B), func(b *testing.B) {
@@ -56,7 +74,7 @@ func BenchmarkTreeLSTM(b *testing.B) {
 					if (k+1)*B > len(trees) {
 						k = 0
 					}
-					tp, err := prog.Acquire(trees[k*B:(k+1)*B], schedule.TreeOptions{Executor: ex, AllNodes: true})
+					tp, err := prog.Acquire(trees[k*B:(k+1)*B], schedule.TreeOptions{Executor: ex, AllNodes: true, Pool: pool})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -73,7 +91,8 @@ func BenchmarkTreeLSTM(b *testing.B) {
 }
 
 // BenchmarkTreeShapes times the recursive executor on the three shapes of
-// Jeong et al.'s Table 1 (19 leaves) for a TreeRNN of hidden 150:
+// Jeong et al.'s Table 1 (19 leaves) for a TreeRNN of hidden 150, on
+// GOMAXPROCS workers:
 //
 //	go test ./schedule -run '^$' -bench BenchmarkTreeShapes -benchtime 1s
 func BenchmarkTreeShapes(b *testing.B) {
@@ -82,6 +101,7 @@ func BenchmarkTreeShapes(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	pool := benchPool(b)
 	for _, shape := range []tree.Shape{tree.Balanced, tree.Moderate, tree.Linear} {
 		for _, B := range []int{1, 25} {
 			rng := rand.New(rand.NewPCG(1, 2))
@@ -92,7 +112,7 @@ func BenchmarkTreeShapes(b *testing.B) {
 			b.Run(strings.Join([]string{shape.String(), fmt.Sprintf("batch=%d", B)}, "/"), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					tp, err := prog.Plan(trees, schedule.TreeOptions{Executor: schedule.Recursive})
+					tp, err := prog.Plan(trees, schedule.TreeOptions{Executor: schedule.Recursive, Pool: pool})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -2,14 +2,12 @@ package schedule
 
 import (
 	"fmt"
-	"runtime"
-	"sync"
 
 	"rnnserve/internal/invariants"
 	"rnnserve/rnn/tree"
 )
 
-// GenerateOptions bound a top-down generation.
+// GenerateOptions bound a top-down generation and say where it runs.
 type GenerateOptions struct {
 	// MaxNodes caps the tree's nodes, root included (default 64).
 	MaxNodes int
@@ -17,8 +15,14 @@ type GenerateOptions struct {
 	MaxChildren int
 	// MaxDepth caps the levels, the root's included (default 8).
 	MaxDepth int
-	// Workers bounds the goroutines (default GOMAXPROCS).
+	// Workers is the number of parts each wave is split into, one per
+	// worker of Pool: 0 means the Pool's size, or 1 without a Pool.
+	// Without a Pool the parts run one after another on the calling
+	// goroutine.
 	Workers int
+	// Pool runs the parts; it must have exactly Workers workers (see
+	// TreeOptions.Pool).
+	Pool *Pool
 }
 
 // EnsureDefaults fills zero fields.
@@ -33,7 +37,10 @@ func (o *GenerateOptions) EnsureDefaults() {
 		o.MaxDepth = 8
 	}
 	if o.Workers == 0 {
-		o.Workers = runtime.GOMAXPROCS(0)
+		o.Workers = 1
+		if o.Pool != nil {
+			o.Workers = o.Pool.Workers()
+		}
 	}
 }
 
@@ -43,6 +50,9 @@ func (o GenerateOptions) Validate() error {
 		o.MaxDepth < 1 || o.MaxDepth > 1<<10 || o.Workers < 1 || o.Workers > 1024 {
 		return inputErr("generate", "max_nodes %d (1..65536), max_children %d (1..1024), max_depth %d (1..1024), workers %d (1..1024)",
 			o.MaxNodes, o.MaxChildren, o.MaxDepth, o.Workers)
+	}
+	if o.Pool != nil && o.Pool.Workers() != o.Workers {
+		return fmt.Errorf("%w: %d generation workers but the pool has %d", ErrPool, o.Workers, o.Pool.Workers())
 	}
 	return nil
 }
@@ -54,9 +64,11 @@ type Generated struct {
 	Words     []int32   // each node's word id
 	H, C      []float32 // [nodes][H]: each node's state
 	Truncated bool      // MaxNodes stopped the generation
-	// Plan holds the steps in the order they ran, over the buffers they
-	// used, for the traffic analysis (dre.Simulate); it is dry-run only
-	// in the sense that running it again recomputes the same values.
+	// Plan holds the steps that ran, over the buffers they used, for the
+	// traffic analysis (dre.Simulate): wave by wave (Step.Phase), each
+	// wave's parts in turn (Step.Worker), as a parallel plan lists them.
+	// Running it again on the calling goroutine recomputes the same
+	// values.
 	Plan *Plan
 }
 
@@ -69,11 +81,15 @@ type Generated struct {
 // grow head's argmax on the chain's h is 1 (and MaxChildren, MaxDepth
 // allow), the next child's word is the classifier's argmax on that h and
 // the child's state an LSTM step on that word from the chain's state. The
-// chains of different nodes are independent and run in parallel on the
-// worker pool, wave by wave (all nodes of one depth); MaxNodes is applied
-// at the end of each wave in creation order, so the result does not depend
-// on the number of workers. Every step runs through the same Step type as
-// fixed plans and is recorded as it runs.
+// chains of different nodes are independent: each wave (the nodes of one
+// depth) is one phase on the pool, its chains split into Workers parts of
+// consecutive nodes, one per worker, as a tree plan's parts are. MaxNodes
+// is applied at the end of each wave in creation order, so the result does
+// not depend on the number of workers. Every step runs through the same
+// Step type as fixed plans and is recorded as it runs, with its part and
+// wave. A panic in a part reaches the caller as in Plan.Run: from the pool
+// as a *PanicError (Pool.Phases), on the calling goroutine as it was
+// raised.
 func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, error) {
 	m := p.Model
 	if !m.Cell.Dynamic() {
@@ -86,18 +102,16 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
-	if invariants.Enabled {
-		opt.Workers = 1 // the region checker runs one step at a time
-	}
 	if root < 0 || int(root) >= m.Vocab {
 		return nil, inputErr("root", "word id %d outside the vocabulary of %d", root, m.Vocab)
 	}
+	W := opt.Workers
 	E, H, V := m.Embed, m.Hidden, m.Vocab
 	// Every computed state gets its own row: at most MaxNodes nodes each
 	// try MaxChildren children, plus the root.
 	rowsCap := 1 + opt.MaxNodes*opt.MaxChildren
 	decCap := opt.MaxNodes * (opt.MaxChildren + 1)
-	g := &generator{prog: p, plan: &Plan{B: 1}, E: E, H: H, V: V}
+	g := &generator{prog: p, plan: &Plan{B: 1}, E: E, H: H, V: V, parts: make([][]Step, W)}
 	g.plan.Buffers = append(g.plan.Buffers, p.weights...)
 	g.h = g.buffer("h", KindOutput, rowsCap*H)
 	g.c = g.buffer("c", KindActivation, rowsCap*H)
@@ -109,7 +123,8 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 	g.plan.Buffers = append(g.plan.Buffers, g.chosen)
 
 	// The root.
-	g.step(0, -1, root)
+	g.step(0, 0, -1, root)
+	g.endWave(0)
 	out := &Generated{Parents: []int32{-1}, Words: []int32{root}}
 	rowOf := []int32{0}
 	depth := []int{1}
@@ -119,7 +134,7 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 	type kid struct {
 		word, row int32
 	}
-	for len(wave) > 0 {
+	for ph := 1; len(wave) > 0; ph++ {
 		if len(out.Words) >= opt.MaxNodes {
 			out.Truncated = true
 			break
@@ -134,37 +149,42 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 			next += int32(opt.MaxChildren)
 			dec += int32(opt.MaxChildren + 1)
 		}
-		work := make(chan int, len(wave))
-		for i := range wave {
-			work <- i
-		}
-		close(work)
-		var wg sync.WaitGroup
-		for range min(opt.Workers, len(wave)) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range work {
-					n := wave[i]
-					prev := rowOf[n]
-					if depth[n]+1 > opt.MaxDepth {
-						continue
-					}
-					for k := 0; k < opt.MaxChildren; k++ {
-						d := dbase[i] + int32(k)
-						if g.decide(prev, d) != 1 {
-							break
-						}
-						w := int32(g.predict(prev, d))
-						row := base[i] + int32(k)
-						g.step(row, prev, w)
-						chains[i] = append(chains[i], kid{w, row})
-						prev = row
-					}
+		// The wave runs on P parts, as many as it has chains up to W:
+		// part w grows the chains of wave[from(w):from(w+1)]. A wave of
+		// one chain runs on the caller alone.
+		P := min(W, len(wave))
+		from := func(w int) int { return len(wave) * w / P }
+		part := func(w int) {
+			if w >= P {
+				return
+			}
+			for i := from(w); i < from(w+1); i++ {
+				n := wave[i]
+				prev := rowOf[n]
+				if depth[n]+1 > opt.MaxDepth {
+					continue
 				}
-			}()
+				for k := 0; k < opt.MaxChildren; k++ {
+					d := dbase[i] + int32(k)
+					if g.decide(w, prev, d) != 1 {
+						break
+					}
+					word := int32(g.predict(w, prev, d))
+					row := base[i] + int32(k)
+					g.step(w, row, prev, word)
+					chains[i] = append(chains[i], kid{word, row})
+					prev = row
+				}
+			}
 		}
-		wg.Wait()
+		if opt.Pool != nil && P > 1 && !invariants.Enabled {
+			opt.Pool.longPhases(1, func(_, w int) { part(w) })
+		} else {
+			for w := range P {
+				part(w)
+			}
+		}
+		g.endWave(ph)
 		var nextWave []int
 		for i, n := range wave {
 			for _, k := range chains[i] {
@@ -196,6 +216,7 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 	g.trim(g.word, int(dec)*V)
 	g.chosen.Elems = max(2*int(dec), 1)
 	g.chosen.I64 = g.chosen.I64[:g.chosen.Elems]
+	g.plan.index(W)
 	out.Plan = g.plan
 	return out, nil
 }
@@ -204,7 +225,7 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 type generator struct {
 	prog    *TreeProgram
 	plan    *Plan
-	mu      sync.Mutex
+	parts   [][]Step // each part's steps of the wave running
 	E, H, V int
 
 	h, c, y, zero, grow, word *Buffer
@@ -222,14 +243,12 @@ func (g *generator) trim(b *Buffer, elems int) {
 	b.F32 = b.F32[:b.Elems]
 }
 
-// run records the step of o at row r and runs it (checked against its
-// regions with the invariants build tag, where Generate runs one worker).
-func (g *generator) run(r int, o op) {
-	s := Step{Kernel: o.kernel(), Layer: -1, T: r, op: o}
-	g.mu.Lock()
-	g.plan.Steps = append(g.plan.Steps, s)
-	g.plan.T = len(g.plan.Steps)
-	g.mu.Unlock()
+// run records the step of o at row r in part w's steps and runs it
+// (checked against its regions with the invariants build tag, where the
+// parts run in turn on the calling goroutine).
+func (g *generator) run(w, r int, o op) {
+	s := Step{Kernel: o.kernel(), Layer: -1, T: r, Worker: w, op: o}
+	g.parts[w] = append(g.parts[w], s)
 	if invariants.Enabled {
 		if err := checkSteps([]Step{s}, 0, g.plan.Buffers); err != nil {
 			panic(err)
@@ -239,9 +258,22 @@ func (g *generator) run(r int, o op) {
 	o.run()
 }
 
-// step computes state row from the state prev (-1: zeros) and word w:
-// y = W_ih x + W_hh h_prev, c = c_prev, then the LSTM update.
-func (g *generator) step(row, prev, w int32) {
+// endWave appends the steps of the wave that ran to the plan, part after
+// part, as phase ph.
+func (g *generator) endWave(ph int) {
+	for w, steps := range g.parts {
+		for _, s := range steps {
+			s.Phase = ph
+			g.plan.Steps = append(g.plan.Steps, s)
+		}
+		g.parts[w] = steps[:0]
+	}
+	g.plan.T = len(g.plan.Steps)
+}
+
+// step computes, in part pt, state row from the state prev (-1: zeros)
+// and word w: y = W_ih x + W_hh h_prev, c = c_prev, then the LSTM update.
+func (g *generator) step(pt int, row, prev, w int32) {
 	p, E, H := g.prog, g.E, g.H
 	r := int(row)
 	y, h, c := Dense(g.y, r*4*H, 1, 4*H), Dense(g.h, r*H, 1, H), Dense(g.c, r*H, 1, H)
@@ -249,34 +281,34 @@ func (g *generator) step(row, prev, w int32) {
 	if prev >= 0 {
 		hp = Dense(g.h, int(prev)*H, 1, H)
 	}
-	g.run(r, stable(newGemmNT(y, Dense(p.emb, int(w)*E, 1, E), Dense(p.w, 0, 4*H, E), 0)))
-	g.run(r, stable(newGemmNT(y, hp, Dense(p.u, 0, 4*H, H), 1)))
+	g.run(pt, r, stable(newGemmNT(y, Dense(p.emb, int(w)*E, 1, E), Dense(p.w, 0, 4*H, E), 0)))
+	g.run(pt, r, stable(newGemmNT(y, hp, Dense(p.u, 0, 4*H, H), 1)))
 	if prev >= 0 {
-		g.run(r, newCopy(c, Dense(g.c, int(prev)*H, 1, H)))
+		g.run(pt, r, newCopy(c, Dense(g.c, int(prev)*H, 1, H)))
 	} else {
-		g.run(r, &zeroOp{c})
+		g.run(pt, r, &zeroOp{c})
 	}
-	g.run(r, newLSTM(y, Whole(p.b), c, h))
+	g.run(pt, r, newLSTM(y, Whole(p.b), c, h))
 }
 
-// decide runs the grow head on state row s into decision row d and
-// returns its argmax (1: another child).
-func (g *generator) decide(s, d int32) int {
+// decide runs, in part pt, the grow head on state row s into decision
+// row d and returns its argmax (1: another child).
+func (g *generator) decide(pt int, s, d int32) int {
 	p, H := g.prog, g.H
 	logits := Dense(g.grow, int(d)*2, 1, 2)
 	out := Dense(g.chosen, 2*int(d), 1, 1)
-	g.run(int(s), stable(newGemmNT(logits, Dense(g.h, int(s)*H, 1, H), Dense(p.grow, 0, 2, H), 0)))
-	g.run(int(s), &decideOp{logits: logits, b: Whole(p.growB), out: out})
+	g.run(pt, int(s), stable(newGemmNT(logits, Dense(g.h, int(s)*H, 1, H), Dense(p.grow, 0, 2, H), 0)))
+	g.run(pt, int(s), &decideOp{logits: logits, b: Whole(p.growB), out: out})
 	return int(out.Buf.I64[out.Off])
 }
 
-// predict runs the word classifier on state row s into decision row d and
-// returns its argmax.
-func (g *generator) predict(s, d int32) int {
+// predict runs, in part pt, the word classifier on state row s into
+// decision row d and returns its argmax.
+func (g *generator) predict(pt int, s, d int32) int {
 	p, H, V := g.prog, g.H, g.V
 	logits := Dense(g.word, int(d)*V, 1, V)
 	out := Dense(g.chosen, 2*int(d)+1, 1, 1)
-	g.run(int(s), stable(newGemmNT(logits, Dense(g.h, int(s)*H, 1, H), Dense(p.clsW, 0, V, H), 0)))
-	g.run(int(s), &decideOp{logits: logits, b: Whole(p.clsB), out: out})
+	g.run(pt, int(s), stable(newGemmNT(logits, Dense(g.h, int(s)*H, 1, H), Dense(p.clsW, 0, V, H), 0)))
+	g.run(pt, int(s), &decideOp{logits: logits, b: Whole(p.clsB), out: out})
 	return int(out.Buf.I64[out.Off])
 }

@@ -2,10 +2,7 @@ package schedule
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 
-	"rnnserve/internal/invariants"
 	"rnnserve/rnn"
 	"rnnserve/rnn/tree"
 )
@@ -15,17 +12,26 @@ import (
 // the node states and scratch. Plan can be walked by the traffic analysis
 // (dre.Simulate) and run in order; Run runs it as its executor does.
 //
-// Node states live in rows of the buffers "h" and "c" [rows][H]: tree by
-// tree in post-order for the recursive executor, height by height for the
-// depth-batched one (so each height's outputs are one contiguous block and
-// only the children need gathering). The accessors take (tree, node)
-// whatever the layout.
+// Node states live in rows of the buffers "h" and "c" [rows][H], in the
+// order the nodes run: for the recursive executor part by part (see
+// below), post-order within a part, so on one worker tree by tree in
+// post-order; for the depth-batched one part by part, height by height
+// (so each height's outputs are one contiguous block and only the
+// children need gathering). The accessors take (tree, node) whatever the
+// layout.
 //
-// The depth-batched executor with more than one worker splits the batch
-// into parts of consecutive trees, as many as the workers (and trees),
-// with about as many nodes each; each part is depth-batched on its own
-// (its own state rows and scratch, its steps consecutive and marked with
-// the part as Step.Worker), and Run runs the parts in parallel.
+// A plan on more than one worker (TreeOptions.Workers) is split into
+// parts, one per worker, each part's steps consecutive and marked with it
+// as Step.Worker, in phases as a Partitioned plan's (Step.Phase): Run
+// hands each phase's parts to the pool, as Plan.Run does, so one worker's
+// steps replayed alone (dre) are what that worker runs. The depth-batched
+// executor splits the batch into parts of consecutive trees, as many as
+// the workers (and trees), with about as many nodes each, each part
+// depth-batched on its own (its own state rows and scratch), all in one
+// phase. The recursive executor runs whole subtrees of at most a
+// worker's share of the nodes in phase 0, consecutive ones on each
+// worker, and the nodes above them, tree by tree, in phase 1 (see
+// cutRecursive).
 type TreePlan struct {
 	Plan     *Plan
 	Executor TreeExecutor
@@ -41,16 +47,9 @@ type TreePlan struct {
 	rowOf    []int32 // global node -> state row
 	h, c, pr *Buffer
 
-	// Recursive scheduling: global node -> the end of its steps, its
-	// parent and its number of children; the leaves; children pending.
-	stepEnd []int32
-	parent  []int32
-	nkids   []int32
-	leaves  []int32
-	pending []atomic.Int32
-
-	// Depth-batched parts: part p's steps are [partEnd[p-1], partEnd[p]).
-	partEnd []int32
+	// global node -> its parent and its number of children
+	parent []int32
+	nkids  []int32
 
 	b     treeBuilder    // the memory the plan is built in (see tree_store.go)
 	reuse chan *TreePlan // where Release puts the plan (Acquire)
@@ -150,11 +149,12 @@ func (p *TreeProgram) build(tp *TreePlan, trees []*tree.Tree, opt TreeOptions) e
 		tp.Plan = &Plan{}
 	}
 	pl := tp.Plan
-	*pl = Plan{B: len(trees), dry: p.dry, Buffers: append(pl.Buffers[:0], p.weights...), Steps: pl.Steps[:0]}
+	*pl = Plan{B: len(trees), dry: p.dry, Buffers: append(pl.Buffers[:0], p.weights...), Steps: pl.Steps[:0], span: pl.span[:0], phase: pl.phase, long: true}
 	b := &tp.b
 	b.reset(p, tp, N)
 	b.build()
-	pl.index(1)
+	pl.pool = opt.Pool
+	pl.index(tp.Workers)
 	return nil
 }
 
@@ -174,6 +174,8 @@ type treeBuilder struct {
 	treeOf  []int32      // global node -> its tree
 	height  []int32      // global node -> its height
 	order   []int32      // nodes in plan order, group after group; a node's state row is its place here
+	part    []int32      // recursive: the part (worker) of each place in order
+	phase   []int32      // recursive: the phase of each place in order
 	groupAt []int32      // first place in order of each group, then N
 	parts   []treePart
 	count   []int32 // per height, for sorting a part's nodes
@@ -301,12 +303,11 @@ func (b *treeBuilder) group(totalKids int) (S, SK int) {
 	b.order = resize(b.order, N)
 	b.groupAt = b.groupAt[:0]
 	if tp.Executor == Recursive {
+		b.cutRecursive()
 		for g := range N {
-			b.order[g] = int32(g)
 			b.groupAt = append(b.groupAt, int32(g))
 		}
 		b.groupAt = append(b.groupAt, int32(N))
-		b.parts[0].g0, b.parts[0].g1 = 0, N
 		return N, totalKids
 	}
 	at := int32(0)
@@ -357,6 +358,115 @@ func (b *treeBuilder) group(totalKids int) (S, SK int) {
 	return S, SK
 }
 
+// cutRecursive orders the recursive executor's nodes (b.order) and gives
+// each its part and phase, for tp.Workers parts:
+//
+//   - phase 0 runs whole subtrees, each of at most a part's share of the
+//     batch's nodes (ceil(N/parts)): the largest such below every node
+//     larger than that (a whole tree when it fits), in the batch's
+//     post-order, cut into consecutive runs of about a share each, one
+//     run a part;
+//   - phase 1 runs the nodes above them (those larger than a share), tree
+//     by tree, each tree's in post-order on one part, the trees spread
+//     over the parts in order, about as many nodes each.
+//
+// Each part's nodes are consecutive in the order, in post-order within a
+// subtree or a tree's top, so its steps run after those they read: their
+// children's in the part before, or in phase 0. A batch of at least as
+// many trees as parts whose trees are no larger than a share has no phase
+// 1 (its parts are consecutive trees, as the depth-batched executor's);
+// one tree is split below its root. With one part the order is the
+// batch's post-order, in phase 0.
+func (b *treeBuilder) cutRecursive() {
+	tp, N := b.tp, b.N
+	W := max(1, min(tp.Workers, N))
+	b.part, b.phase = resize(b.part, N), resize(b.phase, N)
+	if W == 1 {
+		for g := range N {
+			b.order[g], b.part[g], b.phase[g] = int32(g), 0, 0
+		}
+		return
+	}
+	share := int32((N + W - 1) / W)
+	size := b.ints.take(N) // global node -> nodes in its subtree
+	for g := range N {
+		size[g] = 1
+	}
+	for g := range N { // children come before their parent
+		if p := tp.parent[g]; p >= 0 {
+			size[p] += size[g]
+		}
+	}
+	// piece[g]: the root of the phase-0 subtree g is in, or -1 above them.
+	piece := b.ints.take(N)
+	for g := N - 1; g >= 0; g-- { // parents come after their children
+		p := tp.parent[g]
+		switch {
+		case size[g] > share:
+			piece[g] = -1
+		case p < 0 || piece[p] < 0:
+			piece[g] = int32(g)
+		default:
+			piece[g] = piece[p]
+		}
+	}
+	// The subtrees in the order of their roots, cut into runs of about a
+	// share: a subtree goes to the part its middle node falls in. Then the
+	// nodes above them, tree by tree, the same way. key is each node's
+	// part in its phase (phase 1's numbered from W); the order is by key,
+	// then by node.
+	key := b.ints.take(N)
+	total := 0
+	for g := range N {
+		if piece[g] == int32(g) {
+			total += int(size[g])
+		}
+	}
+	seen := 0
+	for g := range N {
+		if piece[g] == int32(g) {
+			key[g] = int32(min(W-1, (2*seen+int(size[g]))*W/(2*total)))
+			seen += int(size[g])
+		}
+	}
+	above := N - total
+	seen = 0
+	for t := range tp.Trees {
+		lo, hi := tp.offsets[t], tp.offsets[t]+int32(tp.Trees[t].Len())
+		n := 0
+		for g := lo; g < hi; g++ {
+			if piece[g] < 0 {
+				n++
+			}
+		}
+		w := int32(min(W-1, (2*seen+n)*W/(2*max(above, 1))))
+		seen += n
+		for g := lo; g < hi; g++ {
+			if piece[g] < 0 {
+				key[g] = int32(W) + w
+			}
+		}
+	}
+	for g := range N {
+		if piece[g] >= 0 {
+			key[g] = key[piece[g]]
+		}
+	}
+	count := b.ints.take(2*W + 1)
+	clear(count)
+	for g := range N {
+		count[key[g]+1]++
+	}
+	for k := range 2 * W {
+		count[k+1] += count[k]
+	}
+	for g := range N {
+		at := count[key[g]]
+		count[key[g]]++
+		b.order[at], b.part[at], b.phase[at] = int32(g), key[g]%int32(W), key[g]/int32(W)
+	}
+}
+
 // rowList is the rows idx of buf, w wide.
 func rowList(buf *Buffer, idx []int32, w int) Rows32 { return Rows32{Buf: buf, Width: w, Idx: idx} }
 
@@ -368,8 +478,6 @@ func (b *treeBuilder) build() {
 	tp.parent = resize(tp.parent, N)
 	tp.nkids = resize(tp.nkids, N)
 	tp.rowOf = resize(tp.rowOf, N)
-	tp.leaves = tp.leaves[:0]
-	tp.partEnd = tp.partEnd[:0]
 	b.flat = resize(b.flat, N)
 	b.treeOf = resize(b.treeOf, N)
 	b.height = resize(b.height, N)
@@ -391,9 +499,6 @@ func (b *treeBuilder) build() {
 				h = max(h, b.height[off+k]+1)
 			}
 			b.height[g] = h
-			if len(n.Kids) == 0 {
-				tp.leaves = append(tp.leaves, g)
-			}
 		}
 		off += int32(t.Len())
 	}
@@ -457,9 +562,9 @@ func (b *treeBuilder) build() {
 	b.plan.output, b.plan.hn, b.plan.cn, b.plan.head = b.h, b.h, b.c, b.pr
 
 	if tp.Executor == Recursive {
-		tp.stepEnd = resize(tp.stepEnd, N)
 		for gi := range N {
 			g := b.order[gi]
+			b.at.Worker, b.at.Phase = int(b.part[gi]), int(b.phase[gi])
 			k0 := 0
 			if b.kidBase != nil {
 				k0 = int(b.kidBase[g])
@@ -470,8 +575,8 @@ func (b *treeBuilder) build() {
 			} else if tp.parent[g] < 0 {
 				b.classify(gi, b.h, gi, 1, int(b.treeOf[g]))
 			}
-			tp.stepEnd[g] = int32(len(b.plan.Steps))
 		}
+		b.at.Worker, b.at.Phase = 0, 0
 		return
 	}
 	for pi, pt := range b.parts {
@@ -488,7 +593,6 @@ func (b *treeBuilder) build() {
 			b.gatherRoots(pt.t0, pt.t1)
 			b.classify(-1, b.rootH, pt.t0, pt.t1-pt.t0, pt.t0)
 		}
-		tp.partEnd = append(tp.partEnd, int32(len(b.plan.Steps)))
 	}
 	b.at.Worker = 0
 }
@@ -696,106 +800,24 @@ func (b *treeBuilder) gatherRoots(t0, t1 int) {
 	b.gatherRows(Dense(b.rootH, t0*H, t1-t0, H), rowList(b.h, idx, H))
 }
 
-// Run computes every node. The depth-batched executor runs each part's
-// steps in order, the parts in parallel on up to Workers goroutines (the
-// caller's among them), each taking the next part not yet taken. The
-// recursive one runs each node's steps on up to Workers goroutines (the
-// caller's among them): a worker takes the next leaf not yet taken, and
-// the worker that finishes a node's last child goes on with the node. With
-// one worker either runs the steps in plan order. A panic in a step run
-// on several goroutines stops them and Run returns it as a *PanicError;
-// with one worker it propagates to the caller.
+// Run computes every node as Plan.Run runs a sequence plan: in plan
+// order on the calling goroutine, or, for a plan on a Pool of more than
+// one worker, phase by phase on the pool (with the invariants build tag,
+// checked, serially). A panic in a step reaches the caller as Plan.Run's
+// does: from the pool as a *PanicError (Pool.Phases), on the calling
+// goroutine as it was raised.
 func (tp *TreePlan) Run() error {
 	p := tp.Plan
 	if p.dry {
 		return ErrDryPlan
 	}
-	if invariants.Enabled {
-		return p.RunChecked()
-	}
-	if tp.Executor == DepthBatched {
-		if tp.Workers <= 1 || len(tp.partEnd) <= 1 {
-			runSteps(p.Steps)
-			return nil
-		}
-		return parallel(min(tp.Workers, len(tp.partEnd)), len(tp.partEnd), func(i int) {
-			start := int32(0)
-			if i > 0 {
-				start = tp.partEnd[i-1]
-			}
-			runSteps(p.Steps[start:tp.partEnd[i]])
-		})
-	}
-	if tp.Workers <= 1 || len(tp.leaves) <= 1 {
-		runSteps(p.Steps)
-		return nil
-	}
-	N := len(tp.parent)
-	if cap(tp.pending) < N {
-		tp.pending = make([]atomic.Int32, N)
-	}
-	pending := tp.pending[:N]
-	for g := range pending {
-		pending[g].Store(tp.nkids[g])
-	}
-	return parallel(min(tp.Workers, len(tp.leaves)), len(tp.leaves), func(i int) {
-		g := tp.leaves[i]
-		for {
-			start := int32(0)
-			if g > 0 {
-				start = tp.stepEnd[g-1]
-			}
-			runSteps(p.Steps[start:tp.stepEnd[g]])
-			par := tp.parent[g]
-			if par < 0 || pending[par].Add(-1) != 0 {
-				return
-			}
-			g = par
-		}
-	})
+	return p.exec()
 }
 
 func runSteps(steps []Step) {
 	for i := range steps {
 		steps[i].op.run()
 	}
-}
-
-// parallel calls f(i) for every i < n on workers goroutines, the caller's
-// and workers-1 started here, each taking the next i not yet taken, and
-// returns when all are done. A goroutine that has not started yet by the
-// time the others have taken every i finds nothing to do, so a busy core
-// delays nothing. A panic in f stops the goroutines from taking more and
-// is returned as a *PanicError (Part is the i it was running) once all
-// have stopped.
-func parallel(workers, n int, f func(i int)) error {
-	var next atomic.Int64
-	var failed atomic.Pointer[PanicError]
-	work := func() {
-		i := -1
-		defer func() {
-			if v := recover(); v != nil {
-				failed.CompareAndSwap(nil, panicked(v, 0, i))
-			}
-		}()
-		for failed.Load() == nil {
-			i = int(next.Add(1) - 1)
-			if i >= n {
-				return
-			}
-			f(i)
-		}
-	}
-	var wg sync.WaitGroup
-	for range workers - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
-	if pe := failed.Load(); pe != nil {
-		return pe
-	}
-	return nil
 }
 
 // H returns the state h of node of tree t (after Run). The slice belongs

@@ -207,8 +207,8 @@ func acquireReused(prog *TreeProgram, trees []*tree.Tree, opt TreeOptions) (*Tre
 	if q, err = prog.Acquire(trees, opt); err != nil {
 		return nil, err
 	}
-	if want := min(opt.Workers, len(trees)); opt.Executor == DepthBatched && len(q.partEnd) != want {
-		return nil, fmt.Errorf("%d trees, %d workers: %d parts, want %d", len(trees), opt.Workers, len(q.partEnd), want)
+	if want := min(q.Workers, len(trees)); opt.Executor == DepthBatched && partsOf(q) != want {
+		return nil, fmt.Errorf("%d trees, %d workers: %d parts, want %d", len(trees), q.Workers, partsOf(q), want)
 	}
 	return q, nil
 }
@@ -246,8 +246,8 @@ func TestTreePartition(t *testing.T) {
 			t.Fatal(err)
 		}
 		parts := tp.b.parts
-		if len(parts) != c.parts || len(tp.partEnd) != c.parts {
-			t.Fatalf("%d trees, %d workers: %d parts (%d step ranges), want %d", c.trees, c.workers, len(parts), len(tp.partEnd), c.parts)
+		if len(parts) != c.parts || partsOf(tp) != c.parts {
+			t.Fatalf("%d trees, %d workers: %d parts (steps on %d workers), want %d", c.trees, c.workers, len(parts), partsOf(tp), c.parts)
 		}
 		largest := 0
 		for _, tr := range batch {
@@ -272,21 +272,21 @@ func TestTreePartition(t *testing.T) {
 		if next != c.trees {
 			t.Fatalf("%d trees, %d workers: parts end at tree %d", c.trees, c.workers, next)
 		}
-		start := 0
-		for i, end := range tp.partEnd {
-			for _, s := range tp.Plan.Steps[start:end] {
-				if s.Worker != i {
-					t.Fatalf("%d trees, %d workers: a step of part %d has Worker %d", c.trees, c.workers, i, s.Worker)
-				}
+		// Each part's steps are consecutive, in part order, all in one
+		// phase.
+		for i, s := range tp.Plan.Steps {
+			if s.Phase != 0 || i > 0 && s.Worker != tp.Plan.Steps[i-1].Worker && s.Worker != tp.Plan.Steps[i-1].Worker+1 {
+				t.Fatalf("%d trees, %d workers: step %d is worker %d's in phase %d, after worker %d's", c.trees, c.workers, i, s.Worker, s.Phase, tp.Plan.Steps[max(i-1, 0)].Worker)
 			}
-			start = int(end)
 		}
 	}
 }
 
 // TestTreeAcquireAllocs checks that a batch run through Acquire, Run and
 // Release allocates nothing once its program has released a plan large
-// enough (one worker: more would start goroutines).
+// enough: on one worker nothing at all, on a pool of two (where the host
+// has two cores) nothing but the pool's record of the job, what an empty
+// job allocates.
 func TestTreeAcquireAllocs(t *testing.T) {
 	if raceEnabled || invariants.Enabled {
 		t.Skip("the race detector and the region checker allocate")
@@ -297,21 +297,114 @@ func TestTreeAcquireAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := trees(rand.New(rand.NewPCG(4, 4)), 9)
-	for _, ex := range []TreeExecutor{Recursive, DepthBatched} {
-		opt := TreeOptions{Executor: ex, Workers: 1, AllNodes: true}
-		run := func() {
-			tp, err := prog.Acquire(batch, opt)
-			if err != nil {
-				t.Fatal(err)
+	opts := []TreeOptions{{Workers: 1}}
+	job := 0.0
+	if pool := twoWorkers(t); pool != nil {
+		opts = append(opts, TreeOptions{Pool: pool})
+		empty := func(int, int) {}
+		job = testing.AllocsPerRun(20, func() { pool.Phases(1, empty) })
+		t.Logf("an empty job on a pool of two allocates %v times", job)
+	}
+	for _, opt := range opts {
+		for _, ex := range []TreeExecutor{Recursive, DepthBatched} {
+			opt.Executor, opt.AllNodes = ex, true
+			want := 0.0
+			if opt.Pool != nil {
+				want = job
 			}
-			if err := tp.Run(); err != nil {
-				t.Fatal(err)
+			run := func() {
+				tp, err := prog.Acquire(batch, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := tp.Run(); err != nil {
+					t.Fatal(err)
+				}
+				tp.Release()
 			}
-			tp.Release()
+			run()
+			if n := testing.AllocsPerRun(20, run); n != want {
+				t.Errorf("%v, pool %v: %v allocations per batch, want %v", ex, opt.Pool != nil, n, want)
+			}
 		}
-		run()
-		if n := testing.AllocsPerRun(20, run); n != 0 {
-			t.Errorf("%v: %v allocations per batch, want 0", ex, n)
+	}
+}
+
+// partsOf is the number of workers tp's steps are split over.
+func partsOf(tp *TreePlan) int {
+	seen := map[int]bool{}
+	for _, s := range tp.Plan.Steps {
+		seen[s.Worker] = true
+	}
+	return len(seen)
+}
+
+// TestRecursiveCut checks how the recursive executor splits a batch over
+// its parts (cutRecursive): every node after its children, in its part
+// and phase or in an earlier phase; every part's steps consecutive within
+// a phase; the subtrees of phase 0 no larger than a part's share, and the
+// parts' shares of it within one subtree of each other; no phase 1 for a
+// batch of small trees, and a single large tree split over the parts.
+func TestRecursiveCut(t *testing.T) {
+	m, trees := randomTreeModel(t, tree.ChildSumLSTM)
+	prog, err := NewTreeProgram(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 5))
+	word := func(int) int32 { return int32(rng.IntN(12)) }
+	big, chain := tree.Binary(tree.Balanced, 16, rng, word), tree.Binary(tree.Linear, 16, rng, word)
+	for _, c := range []struct {
+		batch   []*tree.Tree
+		workers int
+	}{{trees(rng, 1), 2}, {trees(rng, 3), 2}, {trees(rng, 25), 2}, {trees(rng, 25), 3}, {trees(rng, 7), 5}, {[]*tree.Tree{big}, 2}, {[]*tree.Tree{big}, 3}, {[]*tree.Tree{chain}, 2}, {[]*tree.Tree{big, chain}, 4}} {
+		tp, err := prog.Plan(c.batch, TreeOptions{Executor: Recursive, Workers: c.workers, AllNodes: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		N, W := tp.Nodes(), c.workers
+		what := fmt.Sprintf("%d trees, %d nodes, %d parts", len(c.batch), N, W)
+		b := &tp.b
+		at := func(g int32) (place, part, phase int32) {
+			r := tp.rowOf[g]
+			return r, b.part[r], b.phase[r]
+		}
+		for g := range int32(N) {
+			r, part, phase := at(g)
+			for _, k := range b.flat[g].Kids {
+				kr, kpart, kphase := at(tp.offsets[b.treeOf[g]] + k)
+				if !(kphase < phase || kphase == phase && kpart == part && kr < r) {
+					t.Fatalf("%s: node at %d (part %d, phase %d) has a child at %d (part %d, phase %d)", what, r, part, phase, kr, kpart, kphase)
+				}
+			}
+		}
+		for i, s := range tp.Plan.Steps[1:] {
+			prev := tp.Plan.Steps[i]
+			if s.Phase < prev.Phase || s.Phase == prev.Phase && s.Worker < prev.Worker {
+				t.Fatalf("%s: step %d (worker %d, phase %d) after worker %d's of phase %d", what, i+1, s.Worker, s.Phase, prev.Worker, prev.Phase)
+			}
+		}
+		share := (N + W - 1) / W
+		counts := make([]int, W)
+		above, largest := 0, 0
+		for r := range N {
+			if b.phase[r] == 0 {
+				counts[b.part[r]]++
+			} else {
+				above++
+			}
+		}
+		for _, tr := range c.batch {
+			largest = max(largest, min(tr.Len(), share))
+		}
+		if lo, hi := slices.Min(counts), slices.Max(counts); hi-lo > 2*largest {
+			t.Errorf("%s: phase 0 parts of %v nodes (share %d)", what, counts, share)
+		}
+		if small := slices.IndexFunc(c.batch, func(tr *tree.Tree) bool { return tr.Len() > share }) < 0; small && above > 0 {
+			t.Errorf("%s: no tree larger than a share (%d), yet %d nodes in phase 1", what, share, above)
+		}
+		if len(c.batch) == 1 && N >= 2*W && slices.Contains(counts, 0) {
+			t.Errorf("%s: one tree left a part empty: %v", what, counts)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -237,7 +238,9 @@ func TestTreePlanErrors(t *testing.T) {
 
 // TestGenerateCap checks the node cap: a generator that always grows stops
 // at exactly MaxNodes nodes, in breadth-first order, the same with any
-// number of workers, and records every step it ran.
+// number of parts, run in turn or on a pool of two (where the host has
+// two cores), and records every step it ran, each wave's parts on their
+// workers.
 func TestGenerateCap(t *testing.T) {
 	m := randomModel(t, tree.TopDownLSTM, 6, 5, 7, 7, 3)
 	clear(m.Grow)
@@ -246,11 +249,34 @@ func TestGenerateCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var first *schedule.Generated
-	for _, w := range []int{1, 2, 5} {
-		g, err := prog.Generate(2, schedule.GenerateOptions{MaxNodes: 11, MaxChildren: 3, MaxDepth: 6, Workers: w})
+	opts := []schedule.GenerateOptions{{Workers: 1}, {Workers: 2}, {Workers: 5}}
+	if runtime.GOMAXPROCS(0) >= 2 {
+		pool, err := schedule.NewPool(schedule.PoolOptions{Workers: 2})
 		if err != nil {
 			t.Fatal(err)
+		}
+		defer pool.Close()
+		opts = append(opts, schedule.GenerateOptions{Pool: pool})
+	}
+	var first *schedule.Generated
+	for _, o := range opts {
+		o.MaxNodes, o.MaxChildren, o.MaxDepth = 11, 3, 6
+		w := o.Workers
+		if w == 0 {
+			w = 2 // the pool's
+		}
+		g, err := prog.Generate(2, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Waves of one chain (the root's) and of three (its children's;
+		// MaxNodes stops the grandchildren's): the second on up to three
+		// parts, each wave a phase.
+		if got, want := g.Plan.Workers(), min(w, 3); got != want {
+			t.Errorf("%d parts: steps on %d workers, want %d", w, got, want)
+		}
+		if last := g.Plan.Steps[len(g.Plan.Steps)-1].Phase; last != 2 {
+			t.Errorf("%d parts: the last step in phase %d, want 2 (root, its chain, its children's)", w, last)
 		}
 		if len(g.Words) != 11 || !g.Truncated {
 			t.Fatalf("%d workers: %d nodes, truncated %v; want 11, true", w, len(g.Words), g.Truncated)

@@ -28,9 +28,9 @@
 // The server does no arithmetic of its own: it hands requests to a
 // model's batcher or runs a whole-request schedule.Plan of the schedule
 // chosen from the model's modelled traffic (traffic.go): A, A+, P,
-// P-bf16 or P-int8. P programs of more than one core run on worker pools the owner
-// hands over in Deps (one per size PoolSizes lists), which run one plan
-// at a time.
+// P-bf16 or P-int8. P programs and tree plans of more than one core run
+// on worker pools the owner hands over in Deps (one per size PoolSizes
+// lists), which run one plan at a time.
 //
 // Under load and abuse (docs/api.md, "Limits under load"): one memory
 // budget bounds the request bytes in flight of every transport

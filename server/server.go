@@ -23,8 +23,8 @@ const Version = "0.2.0"
 // until after Stop.
 type Deps struct {
 	Log *slog.Logger
-	// Pools run P programs of more than one core, one pool per size that
-	// PoolSizes lists. The owner makes them with schedule.NewPool and
+	// Pools run P programs and tree plans of more than one core, one
+	// pool per size that PoolSizes lists. The owner makes them with schedule.NewPool and
 	// closes them after Stop; the server never starts or closes a pool.
 	Pools Pools
 	// Repository is the model repository the load endpoint reads models
@@ -44,8 +44,9 @@ type Deps struct {
 type Pools map[int]*schedule.Pool
 
 // PoolSizes are the pool sizes a server with options o needs: P on the
-// cores one request may use and, for a lone request, on every core, when
-// either is more than one core.
+// cores one request may use and, for a lone request (and a tree model's
+// plans, which run one at a time), on every core, when either is more
+// than one core.
 func PoolSizes(o Options) []int {
 	o.EnsureDefaults()
 	var sizes []int

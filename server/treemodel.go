@@ -3,8 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"runtime"
 	"time"
 	"unicode/utf8"
 
@@ -25,15 +25,16 @@ var treeOutputNames = map[string]string{
 // treeModel serves a tree model (TreeRNN, RNTN, TreeLSTMs). Its batcher
 // has one lane, which groups the trees of queued requests that share an
 // executor and outputs into one plan; the plan itself spreads over the
-// model's workers.
+// cores one request may use, on the owner's pool of that size (none on
+// one core).
 type treeModel struct {
 	modelBase
-	tm      *models.TreeModel
-	prog    *schedule.TreeProgram
-	exec    schedule.TreeExecutor
-	batch   *batcher[*treeWork]
-	workers int
-	opts    *Options
+	tm    *models.TreeModel
+	prog  *schedule.TreeProgram
+	exec  schedule.TreeExecutor
+	batch *batcher[*treeWork]
+	pool  *schedule.Pool
+	opts  *Options
 	// alwaysBatch sends a lone request through the batcher's lane instead
 	// of running its plan in the caller's goroutine (tests of the batched
 	// path set it).
@@ -160,18 +161,15 @@ func (m *treeModel) infer(ctx context.Context, r *Request, tm *timing) ([]Output
 // released plans and goes back to them.
 func (m *treeModel) runJobs(jobs []*job[*treeWork], trees []*tree.Tree) error {
 	first := jobs[0].work
-	tp, err := m.prog.Acquire(trees, schedule.TreeOptions{Executor: first.exec, AllNodes: first.all, Workers: m.workers})
+	tp, err := m.prog.Acquire(trees, schedule.TreeOptions{Executor: first.exec, AllNodes: first.all, Pool: m.pool})
 	if err != nil {
 		return err
 	}
 	defer tp.Release()
+	// A panic in the plan (from the pool, a *schedule.PanicError) goes
+	// on: the lane fails its batch and is replaced, or the request's own
+	// recovery answers a lone request.
 	if err := tp.Run(); err != nil {
-		if pe, ok := errors.AsType[*schedule.PanicError](err); ok {
-			// A worker of the plan panicked: panic on, so that the lane
-			// fails its batch and is replaced (or the request's own
-			// recovery answers a lone request).
-			panic(pe)
-		}
 		return err
 	}
 	C := m.tm.Net.Classes
@@ -322,9 +320,14 @@ func (s *Server) newTreeModel(e Entry) (*treeModel, error) {
 			return nil, err
 		}
 	}
-	m := &treeModel{tm: tm, prog: prog, exec: exec, workers: s.opts.Batching.Workers, opts: &s.opts}
+	m := &treeModel{tm: tm, prog: prog, exec: exec, opts: &s.opts}
+	if cores := coresPerRequest(runtime.GOMAXPROCS(0), 1); cores > 1 {
+		if m.pool = s.pools[cores]; m.pool == nil {
+			return nil, fmt.Errorf("%w: tree plans on %d cores (the owner makes the pools PoolSizes lists)", ErrNoPool, cores)
+		}
+	}
 	s.initBase(&m.modelBase, e)
-	// One lane, one core slot: the plan spreads over the workers itself.
+	// One lane, one core slot: the plan spreads over the pool itself.
 	m.cores = newCoreSlots(1)
 	if m.batch, err = newBatcher(&m.modelBase, s.opts.Batching, 1, func() (batch[*treeWork], error) {
 		return &treeBatch{m: m, max: s.opts.Batching.MaxRows}, nil

@@ -124,7 +124,7 @@ func BenchmarkTreeServing(b *testing.B) {
 			b.ReportMetric(perPlan, "trees/plan")
 			// The engine alone on plans of the mean batch, for as long.
 			B := max(1, int(perPlan+0.5))
-			opt := schedule.TreeOptions{Executor: tm.exec, Workers: tm.workers}
+			opt := schedule.TreeOptions{Executor: tm.exec, Pool: tm.pool}
 			n, t0 := 0, time.Now()
 			for k := 0; time.Since(t0) < elapsed; k++ {
 				i := (k * B) % (len(trees) - B + 1)
