@@ -144,7 +144,8 @@ func TestH2Frames(t *testing.T) {
 // TestGRPCNewSmallClient: a new connection's first call, announcing a
 // small message, is served at once while calls announcing large messages
 // hold the budget and more wait, without the server having read a
-// message of it; a new connection announcing a large one waits with the
+// message of it, and with less room left than a read of a message at the
+// limit takes; a new connection announcing a large one waits with the
 // others.
 func TestGRPCNewSmallClient(t *testing.T) {
 	const body = 1 << 20
@@ -167,6 +168,12 @@ func TestGRPCNewSmallClient(t *testing.T) {
 		}
 	}
 	waitFor(t, "four reads to hold the budget", func() bool { return s.budget.inUse() == 4*readReservation*body })
+	// All but 1 MiB is taken: less than a read of a message at the limit
+	// needs, more than a small message's.
+	if err := s.budget.acquire(t.Context(), 3*body, tierAdmitted, true); err != nil {
+		t.Fatal(err)
+	}
+	defer s.budget.release(3 * body)
 	for i := range 3 {
 		start := time.Now()
 		if _, err := grpcClient(t, addr).ModelInfer(t.Context(), smallInfer()); err != nil {

@@ -36,9 +36,10 @@ import (
 //     streams. A call over either cap is refused at once with
 //     UNAVAILABLE and a retry delay (errdetails.RetryInfo).
 //   - A unary call's message is read under a reservation of the most it
-//     can be (max_body_bytes), taken from the memory budget before the
-//     read, waiting like any request; once read it is settled to its
-//     size. Waiting reads of a connection whose every message so far was
+//     can be (max_body_bytes; smallRequest when every call open on its
+//     connection has announced a small message, grpcframes.go), taken
+//     from the memory budget before the read, waiting like any request;
+//     once read it is settled to its size. Waiting reads of a connection whose every message so far was
 //     small (64 KiB or less) come before the others', and may use the
 //     budget's share for small requests, so a known small client is not
 //     queued behind a flood of large messages.
@@ -145,6 +146,18 @@ func (c *grpcCall) trusted() bool {
 		}
 	}
 	return m >= 0
+}
+
+// announcedSmall reports whether every call open on the call's
+// connection has announced its message and each is small: grpc-go reads
+// exactly what a message's prefix announces, so the call's message is
+// small, and its read needs no more than a small message's reservation.
+func (c *grpcCall) announcedSmall() bool {
+	if c == nil || c.conn == nil || c.conn.frames == nil {
+		return false
+	}
+	small, known := c.conn.frames.small()
+	return small && known
 }
 
 // sawMessage records a message of n bytes on the call's connection.
@@ -315,7 +328,11 @@ func (g *GRPCServer) readOne(ctx context.Context, dec func(any) error, m any) er
 	}
 	res := g.s.budget.reserve(ctx)
 	res.trusted = call.trusted() // waits first, and may use the share for small requests
-	if err := res.grow(readReservation * g.s.opts.MaxBodyBytes); err != nil {
+	want := readReservation * g.s.opts.MaxBodyBytes
+	if call.announcedSmall() {
+		want = readReservation * min(smallRequest, g.s.opts.MaxBodyBytes)
+	}
+	if err := res.grow(want); err != nil {
 		res.release()
 		return grpcError(err)
 	}
