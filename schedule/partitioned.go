@@ -32,13 +32,12 @@ import (
 // With a zero initial state the first step skips the recurrent product.
 // An LSTM step of one row is one kernel call, the product and the gates
 // together (f32.LSTMStep; lstmStepOp declares the regions of both).
-// Where a worker's W_hh is about a core's L2 (alternates), a step of one row reads W_hh forwards at even steps and
-// backwards, chunk by chunk, at odd ones (f32.LSTMStepReverse, a
-// reversed gemmOp for a GRU): a step starts on the rows the step before
-// read last, which are still in the cache (dre's
-// TestAlternatingStepsReuseCache).
-// The embedding gather, the head product (split by output rows) and its
-// softmax (split by time steps) are phases too.
+// Where a worker's W_hh is about a core's L2 or L1 (alternates), a step of one
+// row reads W_hh forwards at even steps and backwards, chunk by chunk, at odd
+// ones (f32.LSTMStepReverse, a reversed gemmOp for a GRU): a step starts on
+// the rows the step before read last, which are still in the cache (dre's
+// TestAlternatingStepsReuseCache). The embedding gather, the head product
+// (split by output rows) and its softmax (split by time steps) are phases too.
 //
 // The plan lists every worker's steps, phase by phase and worker by
 // worker within a phase, so the traffic analysis replays them as one
@@ -83,18 +82,24 @@ func PackBounds(l2 int64) (whh, wih int) { return int(l2), int(l2 / 4) }
 
 // alternates bounds the W_hh slices whose one-row LSTM steps read W_hh
 // forwards and backwards in turn (lstmStepOp's reverse), for a host whose
-// cores each have l2 bytes of private cache: from l2 to twice it. Such a
-// slice does not fit L2, but what the step before read last is still
-// there. A far larger slice streams from L3 or DRAM whichever way it is
-// read, and its chunks only cost calls; a slice that fits gains nothing
-// and loses the prefetchers' run at each chunk.
-func alternates(size int, l2 int64) bool { return int64(size) >= l2 && int64(size) <= 2*l2 }
+// cores each have l1 bytes of L1 data cache and l2 bytes of private
+// cache: from l2 to twice it, or from just over l1 to twice it. Such a
+// slice does not fit the cache, but what the step before read last is
+// still there. A far larger slice streams from L3 or DRAM whichever way
+// it is read, and its chunks only cost calls; a slice that fits gains
+// nothing and loses the prefetchers' run at each chunk. At l1 exactly
+// (lstm/64's slices on two cores) no gain was measured, so it is read in
+// order.
+func alternates(size int, l1, l2 int64) bool {
+	n := int64(size)
+	return n >= l2 && n <= 2*l2 || n > l1 && n <= 2*l1
+}
 
 type partProgram struct {
 	workers int
 	pool    *Pool
 	prec    Precision
-	l2      int64 // one core's private cache: alternates
+	l1, l2  int64 // one core's L1 data cache and private cache: alternates
 	layers  [][]partLayer
 }
 
@@ -177,7 +182,7 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 		l2 = host.Get().L2()
 	}
 	packHH, packIH := PackBounds(l2)
-	pp := &partProgram{workers: n, pool: opt.Pool, prec: opt.Precision, l2: l2}
+	pp := &partProgram{workers: n, pool: opt.Pool, prec: opt.Precision, l1: host.Get().L1D(), l2: l2}
 	p.part = pp
 	if net.Vocab > 0 {
 		p.emb = p.weight("embedding", net.Vocab*net.Input, net.Embedding)
@@ -595,12 +600,12 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 		if proj {
 			hdst = M(b.hfull, u.lo, rows, nu, H)
 		}
-		// A one-row step whose W_hh is about a core's L2 reads it forwards
-		// at even steps and backwards, chunk by chunk, at odd ones, so it
-		// starts where the step before ended, on rows still in the cache
-		// (float32, or int8 in whole panels; bf16 has no reversed kernel).
+		// A one-row step whose W_hh is about a core's L2 or L1 reads it forwards at
+		// even steps and backwards, chunk by chunk, at odd ones, so it starts where
+		// the step before ended, on rows still in the cache (float32, or int8 in
+		// whole panels; bf16 has no reversed kernel).
 		size := s.whh.Elems * s.whh.ElemSize
-		alt := t%2 == 1 && nu%8 == 0 && (s.whh.ElemSize == 4 || s.whh.ElemSize == 1 && G%16 == 0) && alternates(size, b.pp.l2)
+		alt := t%2 == 1 && nu%8 == 0 && (s.whh.ElemSize == 4 || s.whh.ElemSize == 1 && G%16 == 0) && alternates(size, b.pp.l1, b.pp.l2)
 		if l.Cell == rnn.LSTM {
 			c := Dense(b.c[w], 0, rows, nu)
 			// One row with a previous state and float32 W_hh: the product
