@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/protobuf/proto"
 
 	"rnnserve/internal/fuzzbound"
 )
@@ -182,6 +183,30 @@ func TestGRPCNewSmallClient(t *testing.T) {
 		if took := time.Since(start); took > time.Second {
 			t.Errorf("new connection %d's small call waited %v", i, took)
 		}
+	}
+	// A new connection whose message comes a little after its call's
+	// headers is still known to be small.
+	late := dialH2(t, addr)
+	late.headers(1, "/inference.GRPCInferenceService/ModelInfer", false)
+	time.Sleep(20 * time.Millisecond)
+	msg, err := proto.Marshal(smallInfer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire := make([]byte, 5+len(msg))
+	wire[1], wire[2], wire[3], wire[4] = byte(len(msg)>>24), byte(len(msg)>>16), byte(len(msg)>>8), byte(len(msg))
+	copy(wire[5:], msg)
+	late.fr.WriteData(1, true, wire)
+	var end *http2.MetaHeadersFrame
+	start := time.Now()
+	if err := late.until(5*time.Second, func(f http2.Frame) bool {
+		end, _ = f.(*http2.MetaHeadersFrame)
+		return end != nil && end.StreamEnded()
+	}); err != nil {
+		t.Fatalf("the call whose message came late did not end: %v", err)
+	}
+	if got := fieldOf(end, "grpc-status"); got != "0" || time.Since(start) > time.Second {
+		t.Errorf("a new connection's small message 20 ms after its headers: grpc-status %s %q after %v, want 0 at once", got, fieldOf(end, "grpc-message"), time.Since(start))
 	}
 	// A new connection that announces a large message is not trusted.
 	c := dialH2(t, addr)

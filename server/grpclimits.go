@@ -160,6 +160,31 @@ func (c *grpcCall) announcedSmall() bool {
 	return small && known
 }
 
+// awaitAnnouncement waits, for at most announceWait, for the prefix of
+// a message on a connection that has announced only small messages so
+// far but has a call whose message has not announced itself: a client
+// may send a call's headers and its message in separate writes, and the
+// handler may start between them. A connection that has announced a large
+// message, or whose calls have all announced theirs, does not wait.
+func (c *grpcCall) awaitAnnouncement(ctx context.Context) {
+	if c == nil || c.conn == nil || c.conn.frames == nil {
+		return
+	}
+	for deadline := time.Now().Add(announceWait); ; {
+		if small, known := c.conn.frames.small(); !small || known || !time.Now().Before(deadline) || ctx.Err() != nil {
+			return
+		}
+		time.Sleep(announcePoll)
+	}
+}
+
+// announceWait is the longest a read waits for its message's prefix
+// (awaitAnnouncement), polling every announcePoll.
+const (
+	announceWait = 50 * time.Millisecond
+	announcePoll = 2 * time.Millisecond
+)
+
 // sawMessage records a message of n bytes on the call's connection.
 func (c *grpcCall) sawMessage(n int64) {
 	if c == nil || c.conn == nil {
@@ -326,6 +351,7 @@ func (g *GRPCServer) readOne(ctx context.Context, dec func(any) error, m any) er
 			return grpcError(context.Cause(ctx))
 		}
 	}
+	call.awaitAnnouncement(ctx)
 	res := g.s.budget.reserve(ctx)
 	res.trusted = call.trusted() // waits first, and may use the share for small requests
 	want := readReservation * g.s.opts.MaxBodyBytes
