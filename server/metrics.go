@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"rnnserve/schedule"
 	"rnnserve/server/api"
 )
 
@@ -151,5 +152,44 @@ func (m *metrics) describe(model, running string, batching bool, steps int, traf
 func (m *metrics) forget(model string) {
 	for _, v := range []*prometheus.GaugeVec{m.info, m.steps0, m.dramBytes, m.workingSet, m.dre, m.sequences, m.inflight} {
 		v.DeletePartialMatch(prometheus.Labels{"model": model})
+	}
+}
+
+// planCaches exports the plan caches of the loaded sequence models
+// (schedule.Program.PlanCache), read from the model table at each scrape:
+// how many input shapes each keeps plans for, and how many it has dropped
+// to stay within schedule.MaxPlanShapes. Clients that vary their shapes
+// (batch, length, lengths) make the second grow.
+type planCaches struct {
+	table           func() map[string]model
+	shapes, evicted *prometheus.Desc
+}
+
+func newPlanCaches(table func() map[string]model) planCaches {
+	return planCaches{table: table,
+		shapes: prometheus.NewDesc("rnnserve_plan_cache_shapes",
+			"Input shapes (batch, length, lengths) a model keeps reusable plans for, at most "+strconv.Itoa(schedule.MaxPlanShapes)+".", []string{"model"}, nil),
+		evicted: prometheus.NewDesc("rnnserve_plan_cache_evictions_total",
+			"Input shapes whose plans a model dropped to keep at most "+strconv.Itoa(schedule.MaxPlanShapes)+" (the least recently used first).", []string{"model"}, nil)}
+}
+
+func (p planCaches) Describe(ch chan<- *prometheus.Desc) { ch <- p.shapes; ch <- p.evicted }
+
+func (p planCaches) Collect(ch chan<- prometheus.Metric) {
+	for name, m := range p.table() {
+		sm, ok := m.(*seqModel)
+		if !ok {
+			continue
+		}
+		var c schedule.PlanCache
+		for _, prog := range []*schedule.Program{sm.prog, sm.wide} {
+			if prog != nil {
+				pc := prog.PlanCache()
+				c.Shapes += pc.Shapes
+				c.Evicted += pc.Evicted
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(p.shapes, prometheus.GaugeValue, float64(c.Shapes), name)
+		ch <- prometheus.MustNewConstMetric(p.evicted, prometheus.CounterValue, float64(c.Evicted), name)
 	}
 }

@@ -24,7 +24,9 @@ import (
 // protocolREST labels REST requests in the metrics.
 const protocolREST = "rest"
 
-// Handler returns the REST API.
+// Handler returns the REST API. Gin's mode (gin.SetMode) is the
+// process's: a program serving it sets gin.ReleaseMode, as cmd/serve
+// does, or gin logs every route in debug mode.
 func (s *Server) Handler() http.Handler { return s.handler(false) }
 
 // ManagementHandler returns the model repository API alone (index, load,
@@ -32,7 +34,6 @@ func (s *Server) Handler() http.Handler { return s.handler(false) }
 func (s *Server) ManagementHandler() http.Handler { return s.handler(true) }
 
 func (s *Server) handler(management bool) http.Handler {
-	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.CustomRecovery(func(c *gin.Context, v any) {
 		logPanic(s.log, "REST handler "+c.Request.URL.Path, v, "request_id", RequestID(c.Request.Context()))
@@ -208,7 +209,7 @@ func (s *Server) infer(c *gin.Context) {
 		return
 	}
 	s.writeDeadline(c.Writer)
-	writeInfer(c.Writer, c.Request, resp)
+	s.responses.writeInfer(c.Writer, c.Request, resp)
 }
 
 // decodeInferBody reads an infer request body into r; done gives back its
@@ -259,7 +260,7 @@ func (s *Server) generate(c *gin.Context, stream bool) {
 	case stream:
 		out = &sseWriter{c: c, model: g.Model, deadline: deadline}
 	default:
-		out = &wholeWriter{c: c, model: g.Model, deadline: deadline}
+		out = &wholeWriter{c: c, rs: &s.responses, model: g.Model, deadline: deadline}
 	}
 	res, err := s.Generate(c.Request.Context(), g, out.token)
 	switch {
@@ -360,6 +361,7 @@ type generateWriter interface {
 // wholeWriter gathers the tokens into one JSON response (generate).
 type wholeWriter struct {
 	c        *gin.Context
+	rs       *responses
 	model    string
 	deadline func() // sets the write deadline
 	resp     api.GenerateResponse
@@ -381,7 +383,7 @@ func (w *wholeWriter) done(res GenerateResult) {
 	w.resp.ModelName, w.resp.ModelVersion, w.resp.TextOutput = w.model, version, string(w.text)
 	w.resp.RNNServe.FinishReason = res.Reason
 	w.deadline()
-	writeJSON(w.c.Writer, w.c.Request, http.StatusOK, &w.resp)
+	w.rs.writeJSON(w.c.Writer, w.c.Request, http.StatusOK, &w.resp)
 }
 
 // sseWriter streams each token as a Server-Sent Event (generate_stream):

@@ -738,9 +738,6 @@ func jsonStrings(t *Tensor, raw []byte, want int) error {
 	return nil
 }
 
-// bufPool holds response buffers.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
-
 // appendResponse appends resp's JSON object to dst: outputs with Binary
 // set get parameters.binary_data_size instead of data.
 func appendResponse(dst []byte, resp *Response) []byte {
@@ -846,11 +843,40 @@ func appendString(dst []byte, s string) []byte {
 // minCompress is the smallest response worth compressing.
 const minCompress = 1 << 10
 
-// gzipPool holds gzip writers (BestSpeed).
-var gzipPool = sync.Pool{New: func() any {
-	w, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
-	return w
-}}
+// responses writes REST response bodies, reusing its buffers and gzip
+// writers across requests; the zero value is ready to use, and each
+// Server has its own.
+type responses struct {
+	bufs  sync.Pool // *[]byte
+	gzips sync.Pool // *gzip.Writer (BestSpeed)
+}
+
+// buffer is a response buffer to append to; give it back with putBuffer.
+func (rs *responses) buffer() *[]byte {
+	if bp, ok := rs.bufs.Get().(*[]byte); ok {
+		return bp
+	}
+	b := make([]byte, 0, 16<<10)
+	return &b
+}
+
+// putBuffer keeps buf for another response unless it grew past 1 MiB.
+func (rs *responses) putBuffer(bp *[]byte, buf []byte) {
+	if cap(buf) <= 1<<20 {
+		*bp = buf[:0]
+		rs.bufs.Put(bp)
+	}
+}
+
+// gzipWriter is a gzip writer (BestSpeed) writing to w.
+func (rs *responses) gzipWriter(w io.Writer) *gzip.Writer {
+	if zw, ok := rs.gzips.Get().(*gzip.Writer); ok {
+		zw.Reset(w)
+		return zw
+	}
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	return zw
+}
 
 // acceptsGzip reports whether the client accepts gzip responses.
 func acceptsGzip(r *http.Request) bool {
@@ -859,7 +885,7 @@ func acceptsGzip(r *http.Request) bool {
 
 // writeBody writes a response body, gzip-compressed when the client
 // accepts it and the body is large enough to gain.
-func writeBody(w http.ResponseWriter, r *http.Request, code int, parts ...[]byte) {
+func (rs *responses) writeBody(w http.ResponseWriter, r *http.Request, code int, parts ...[]byte) {
 	n := 0
 	for _, p := range parts {
 		n += len(p)
@@ -869,15 +895,14 @@ func writeBody(w http.ResponseWriter, r *http.Request, code int, parts ...[]byte
 		h.Set("Content-Encoding", "gzip")
 		h.Add("Vary", "Accept-Encoding")
 		w.WriteHeader(code)
-		zw := gzipPool.Get().(*gzip.Writer)
 		bw := bufio.NewWriterSize(w, 32<<10)
-		zw.Reset(bw)
+		zw := rs.gzipWriter(bw)
 		for _, p := range parts {
 			zw.Write(p)
 		}
 		zw.Close()
 		bw.Flush()
-		gzipPool.Put(zw)
+		rs.gzips.Put(zw)
 		return
 	}
 	h.Set("Content-Length", strconv.Itoa(n))
@@ -890,8 +915,8 @@ func writeBody(w http.ResponseWriter, r *http.Request, code int, parts ...[]byte
 // writeInfer writes an infer response: JSON, or, when an output is
 // binary, the JSON header followed by the binary outputs' raw data (with
 // Inference-Header-Content-Length).
-func writeInfer(w http.ResponseWriter, r *http.Request, resp *Response) {
-	bp := bufPool.Get().(*[]byte)
+func (rs *responses) writeInfer(w http.ResponseWriter, r *http.Request, resp *Response) {
+	bp := rs.buffer()
 	buf := appendResponse((*bp)[:0], resp)
 	hdr := len(buf)
 	for i := range resp.Outputs {
@@ -905,19 +930,16 @@ func writeInfer(w http.ResponseWriter, r *http.Request, resp *Response) {
 	} else {
 		w.Header().Set("Content-Type", "application/json")
 	}
-	writeBody(w, r, http.StatusOK, buf)
-	if cap(buf) <= 1<<20 {
-		*bp = buf[:0]
-		bufPool.Put(bp)
-	}
+	rs.writeBody(w, r, http.StatusOK, buf)
+	rs.putBuffer(bp, buf)
 }
 
 // writeJSON writes v as a JSON response.
-func writeJSON(w http.ResponseWriter, r *http.Request, code int, v any) {
+func (rs *responses) writeJSON(w http.ResponseWriter, r *http.Request, code int, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		code, data = http.StatusInternalServerError, []byte(`{"error":"encoding the response failed"}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	writeBody(w, r, code, data)
+	rs.writeBody(w, r, code, data)
 }

@@ -100,6 +100,8 @@ type Server struct {
 	budget   *budget  // request bytes in flight (budget.go)
 	connSet  *connSet // open connections (connlimit.go)
 	inflight inflight // requests being served, for Cut (lameduck.go)
+
+	responses responses // REST response buffers and gzip writers (restcodec.go)
 }
 
 // New serves the given models. It computes each model's modelled traffic
@@ -122,6 +124,7 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	registerBuildInfo(s.metrics.reg, deps.Build)
 	s.ctl = newControlMetrics(s.metrics.reg)
 	s.measured = newMeasuredTraffic(s.metrics.reg, log)
+	s.metrics.reg.MustRegister(newPlanCaches(s.table))
 	s.budget = newBudget(opts.Budget, opts.MaxBodyBytes, s.metrics)
 	s.connSet = newConnSet(opts.MaxConnections)
 	s.streamsEnd = make(chan struct{})

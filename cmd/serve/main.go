@@ -68,6 +68,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"rnnserve/internal/f32"
 	"rnnserve/internal/host"
 	"rnnserve/models"
@@ -166,6 +168,7 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 		fmt.Fprintf(stdout, "serve %s (commit %s, %s)\n", build.Version, build.Commit, build.GoVersion)
 		return nil
 	}
+	gin.SetMode(gin.ReleaseMode) // the REST router's mode is the process's
 	log := newLogger(stderr, cfg.Log)
 	for _, n := range notes {
 		log.Warn(n)
