@@ -6,12 +6,12 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"rnnserve/server/internal/limits"
 	"runtime"
 	"strings"
 	"testing"
@@ -100,8 +100,8 @@ func TestBudget(t *testing.T) {
 		}
 	}
 
-	hold := s.budget.reserve(context.Background())
-	if err := hold.grow(s.budget.size - room); err != nil {
+	hold := s.budget.Reserve(context.Background())
+	if err := hold.Grow(s.budget.Size() - room); err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range []struct {
@@ -121,7 +121,7 @@ func TestBudget(t *testing.T) {
 			t.Errorf("%s: %d %s (Retry-After %q), want 503 naming the budget", v.what, code, b, h.Get("Retry-After"))
 		}
 		if took < 140*time.Millisecond {
-			t.Errorf("%s: refused after %v, want after the %v wait", v.what, took, s.budget.wait)
+			t.Errorf("%s: refused after %v, want after the %v wait", v.what, took, s.budget.Wait())
 		}
 		if !reused {
 			t.Errorf("%s: not on the warm connection", v.what)
@@ -135,7 +135,7 @@ func TestBudget(t *testing.T) {
 	// A request that waits gets in when room frees within the wait.
 	go func() {
 		time.Sleep(40 * time.Millisecond)
-		hold.release()
+		hold.Release()
 	}()
 	if code, b, _, _ := c.post(url, body, false, ""); code != http.StatusOK {
 		t.Errorf("room freed during the wait: %d %s", code, b)
@@ -156,7 +156,7 @@ func TestBudget(t *testing.T) {
 	if got := testutil.ToFloat64(s.metrics.budgetUsed); got != 0 {
 		t.Errorf("budget in use after the requests: %v bytes", got)
 	}
-	if used := s.budget.inUse(); used != 0 {
+	if used := s.budget.InUse(); used != 0 {
 		t.Errorf("%d bytes of the budget in use after the requests", used)
 	}
 	if got := testutil.ToFloat64(s.metrics.budgetRefused); got != 3 {
@@ -236,141 +236,6 @@ func TestConnectionCap(t *testing.T) {
 	b.Close()
 }
 
-// TestBudgetReservation checks the reservation's arithmetic directly: a
-// request larger than the whole budget takes it all and no more, waits
-// time out with ErrOverBudget, a canceled client gets its cause.
-func TestBudgetReservation(t *testing.T) {
-	m := newMetrics()
-	b := newBudget(BudgetOptions{Bytes: 1000, Wait: 20 * time.Millisecond}, 0, m)
-	r := b.reserve(context.Background())
-	if err := r.grow(5000); err != nil || r.held != 1000 {
-		t.Fatalf("grow past the budget: held %d, %v; want the whole budget", r.held, err)
-	}
-	r2 := b.reserve(context.Background())
-	if err := r2.grow(1); !isOverBudget(err) {
-		t.Errorf("a full budget: %v, want ErrOverBudget", err)
-	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(ErrCut)
-	if err := b.reserve(ctx).grow(1); err != ErrCut {
-		t.Errorf("a canceled request: %v, want its cause", err)
-	}
-	r.release()
-	r.release() // twice is once
-	if err := r2.grow(1000); err != nil {
-		t.Errorf("after release: %v", err)
-	}
-	r2.release()
-	if got := testutil.ToFloat64(m.budgetUsed); got != 0 {
-		t.Errorf("in use after releases: %v", got)
-	}
-	var charge []int64
-	ch := &charged{r: bytes.NewReader(make([]byte, 3*budgetChunk+5)), res: &reservation{b: newBudget(BudgetOptions{Bytes: 1 << 30, Wait: time.Second}, 0, newMetrics()), ctx: context.Background(), deadline: time.Now().Add(time.Second)}}
-	buf := make([]byte, budgetChunk/2)
-	for {
-		_, err := ch.Read(buf)
-		charge = append(charge, ch.res.held)
-		if err != nil {
-			break
-		}
-	}
-	if last := charge[len(charge)-1]; last != 4*budgetChunk {
-		t.Errorf("a %d-byte stream took %d bytes, want it rounded up to %d", 3*budgetChunk+5, last, 4*budgetChunk)
-	}
-}
-
-func isOverBudget(err error) bool { return errors.Is(err, ErrOverBudget) }
-
-// inUse is the budget's bytes taken.
-func (b *budget) inUse() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used
-}
-
-// TestBudgetQueue: waiters are served first come, first served, except
-// that a request already holding bytes goes ahead of new ones; a waiter
-// that gives up lets the ones behind it through.
-func TestBudgetQueue(t *testing.T) {
-	b := newBudget(BudgetOptions{Bytes: 100, Wait: time.Minute}, 0, newMetrics())
-	ctx := context.Background()
-	if err := b.acquire(ctx, 90, tierNew, true); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]chan error{}
-	queued := func(n int) {
-		for {
-			b.mu.Lock()
-			q := len(b.queue)
-			b.mu.Unlock()
-			if q == n {
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	wait := func(name string, ctx context.Context, n int64, admitted bool) {
-		done := make(chan error, 1)
-		got[name] = done
-		b.mu.Lock()
-		q := len(b.queue)
-		b.mu.Unlock()
-		tier := tierNew
-		if admitted {
-			tier = tierAdmitted
-		}
-		go func() { done <- b.acquire(ctx, n, tier, true) }()
-		queued(q + 1)
-	}
-	served := func(name string) bool {
-		select {
-		case err := <-got[name]:
-			if err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-			return true
-		case <-time.After(50 * time.Millisecond):
-			return false
-		}
-	}
-	wait("new 30", ctx, 30, false)
-	wait("new 20", ctx, 20, false)
-	wait("admitted 15", ctx, 15, true)
-	b.release(10) // 80 used: room for 15, not for 30
-	if !served("admitted 15") || served("new 30") {
-		t.Fatal("the admitted request did not go first")
-	}
-	b.release(65) // 30 used: new 30 and new 20 in, 80 used
-	if !served("new 30") || !served("new 20") {
-		t.Fatal("the new waiters were not served in turn")
-	}
-	b.release(0)
-	if err := b.acquire(ctx, 15, tierNew, true); err != nil { // 95 used
-		t.Fatal(err)
-	}
-	// 95 used; a new waiter for 50 that gives up lets the 5 behind it in.
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	wait("new 50", short, 50, false)
-	wait("new 5", ctx, 5, false)
-	if served("new 5") {
-		t.Fatal("a later waiter passed the head of the queue")
-	}
-	if err := <-got["new 50"]; err == nil {
-		t.Fatal("a wait past its deadline succeeded")
-	}
-	if !served("new 5") {
-		t.Fatal("the waiter behind one that gave up is still waiting")
-	}
-	if b.inUse() != 100 {
-		t.Errorf("in use %d, want 100", b.inUse())
-	}
-	b.release(100)
-	if b.inUse() != 0 {
-		t.Errorf("in use %d after releasing all", b.inUse())
-	}
-}
-
 // TestSilentBodies: a body is charged as it arrives, so connections that
 // announce large bodies and send nothing hold one budget step each, not
 // their Content-Length, and other requests go on being served; a body
@@ -401,13 +266,13 @@ func TestSilentBodies(t *testing.T) {
 	// none is cut: each holds a step, and a request beside them is served.
 	s, hs := newTestServer(t, options(1), true)
 	silent(t, hs.URL, 8)
-	waitFor(t, "eight silent bodies to hold a step each", func() bool { return s.budget.inUse() == 8*budgetChunk })
+	waitFor(t, "eight silent bodies to hold a step each", func() bool { return s.budget.InUse() == 8*limits.Chunk })
 	c := newBudgetClient(t)
 	if code, b, _, _ := c.post(hs.URL+"/v2/models/lm/infer", paddedInfer(100<<10), false, ""); code != http.StatusOK {
 		t.Errorf("a 100 KiB request beside the silent ones: %d %s", code, b)
 	}
-	if used := s.budget.inUse(); used != 8*budgetChunk {
-		t.Errorf("the silent bodies hold %d bytes, want %d", used, 8*budgetChunk)
+	if used := s.budget.InUse(); used != 8*limits.Chunk {
+		t.Errorf("the silent bodies hold %d bytes, want %d", used, 8*limits.Chunk)
 	}
 	// Under the minimum rate they are answered 408 and their share is
 	// back.
@@ -423,50 +288,7 @@ func TestSilentBodies(t *testing.T) {
 			t.Errorf("a stalled body: %d %s, want 408 naming min_body_rate", resp.StatusCode, b)
 		}
 	}
-	waitFor(t, "the budget to come back", func() bool { return s.budget.inUse() == 0 })
-}
-
-// TestSmallShare: large requests cannot take the last eighth of the
-// budget, so a small request is served at once while large ones hold
-// everything else, and the large request that finds no room waits and is
-// refused.
-func TestSmallShare(t *testing.T) {
-	const body = 64 << 10
-	b := newBudget(BudgetOptions{Bytes: 64 * body, Wait: time.Minute}, body, newMetrics())
-	if b.smallShare != 8*body {
-		t.Fatalf("small share %d, want an eighth of the budget", b.smallShare)
-	}
-	large := b.reserve(context.Background())
-	if err := large.grow(56 * body); err != nil {
-		t.Fatal(err)
-	}
-	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if err := b.reserve(short).grow(1); !isOverBudget(err) && !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("a large request into the small share: %v, want a refusal", err)
-	}
-	small := b.reserve(context.Background())
-	small.small = true
-	for range 8 {
-		if err := small.grow(body / 8); err != nil {
-			t.Fatalf("a small request with the large part full: %v", err)
-		}
-	}
-	if small.held != body {
-		t.Errorf("small request holds %d", small.held)
-	}
-	// Past smallRequest it is large, and waits like one.
-	late, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel2()
-	small.ctx = late
-	if err := small.grow(1); err == nil {
-		t.Errorf("a request past %d bytes took the small share", smallRequest)
-	}
-	small.release()
-	large.release()
-	if b.inUse() != 0 {
-		t.Errorf("in use %d after releasing all", b.inUse())
-	}
+	waitFor(t, "the budget to come back", func() bool { return s.budget.InUse() == 0 })
 }
 
 // TestInflaterBytes: what a gzip or zlib reader allocates to inflate a

@@ -60,7 +60,7 @@ func TestGRPCConnOfBothEnds(t *testing.T) {
 		bad.headers(id, "/inference.GRPCInferenceService/ModelInfer", false)
 		bad.message(id, body-100, 10000)
 	}
-	waitFor(t, "four reads to hold the budget", func() bool { return s.budget.inUse() == 4*readReservation*body })
+	waitFor(t, "four reads to hold the budget", func() bool { return s.budget.InUse() == 4*readReservation*body })
 	start := time.Now()
 	if _, err := known.ModelInfer(t.Context(), smallInfer()); err != nil {
 		t.Errorf("the known small client, with a connection from its port to the other server port: %v", err)

@@ -260,7 +260,7 @@ func (c *limitConn) repay(n int64) {
 			return
 		}
 		if c.owed.CompareAndSwap(o, o-r) {
-			c.s.budget.release(r)
+			c.s.budget.Release(r)
 			return
 		}
 	}

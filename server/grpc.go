@@ -26,6 +26,7 @@ import (
 	"rnnserve/schedule"
 	"rnnserve/server/api"
 	pb "rnnserve/server/inferencepb"
+	"rnnserve/server/internal/limits"
 )
 
 // The gRPC front end: the KServe v2 GRPCInferenceService with Triton's
@@ -90,7 +91,7 @@ func (s *Server) NewGRPC(opts ...grpc.ServerOption) *GRPCServer {
 	o := &s.opts.GRPC
 	g.calls.maxCalls, g.calls.maxStreams = o.MaxCalls, o.MaxInferStreams
 	if g.calls.maxStreams == 0 {
-		g.calls.maxStreams = max(4, int(s.budget.size/s.opts.MaxBodyBytes))
+		g.calls.maxStreams = max(4, int(s.budget.Size()/s.opts.MaxBodyBytes))
 	}
 	kp := keepalive.ServerParameters{MaxConnectionIdle: s.opts.IdleTimeout, Time: o.KeepaliveTime, Timeout: grpcKeepaliveTimeout}
 	if o.MaxConnectionAge > 0 {
@@ -391,15 +392,15 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *pb.ModelInferRequest)
 func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, received time.Time, answer func(*Response) error) error {
 	r := &Request{Protocol: protocolGRPC, Received: received}
 	res, err := g.messageReservation(ctx, req)
-	defer res.release()
-	r.charge = res.grow
+	defer res.Release()
+	r.charge = res.Grow
 	var id string
 	if err == nil {
 		id, err = sequenceIDFrom(metadata.ValueFromIncomingContext(ctx, SequenceMetadata), sequenceMetadataName)
 	}
 	if err == nil {
 		err = withSequenceID(r, id, sequenceMetadataName, func() error {
-			return fromGRPC(req, r, &tensorMemory{limit: 2 * g.s.opts.MaxBodyBytes, charge: res.grow})
+			return fromGRPC(req, r, &tensorMemory{limit: 2 * g.s.opts.MaxBodyBytes, charge: res.Grow})
 		})
 	}
 	if err != nil {
@@ -416,14 +417,14 @@ func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, rece
 // messageReservation is the reservation a call's message was read under,
 // or, for a request of a stream (read without one) or a call made
 // without the transport, a new one charged the message's size.
-func (g *grpcService) messageReservation(ctx context.Context, req *pb.ModelInferRequest) (*reservation, error) {
+func (g *grpcService) messageReservation(ctx context.Context, req *pb.ModelInferRequest) (*limits.Reservation, error) {
 	res := callOf(ctx).takeReservation(ctx, g.s.budget)
-	if res.held > 0 {
+	if res.Held() > 0 {
 		return res, nil
 	}
 	n := int64(proto.Size(req))
-	res.small = n <= smallRequest
-	return res, res.grow(n)
+	res.Small = n <= limits.SmallRequest
+	return res, res.Grow(n)
 }
 
 // decodeGenerate decodes a generation request. Its message is taken from
@@ -432,12 +433,12 @@ func (g *grpcService) messageReservation(ctx context.Context, req *pb.ModelInfer
 func (g *grpcService) decodeGenerate(ctx context.Context, req *pb.ModelInferRequest, received time.Time) (*grpcGenerate, error) {
 	gen := &grpcGenerate{GenerateRequest: GenerateRequest{Protocol: protocolGRPC, Received: received}}
 	res, err := g.messageReservation(ctx, req)
-	defer res.release()
+	defer res.Release()
 	if err == nil {
 		err = noSequenceID(metadata.ValueFromIncomingContext(ctx, SequenceMetadata), sequenceMetadataName)
 	}
 	if err == nil {
-		err = generateFromGRPC(req, gen, &tensorMemory{limit: 2 * g.s.opts.MaxBodyBytes, charge: res.grow})
+		err = generateFromGRPC(req, gen, &tensorMemory{limit: 2 * g.s.opts.MaxBodyBytes, charge: res.Grow})
 	}
 	if err != nil {
 		g.s.Rejected(req.GetModelName(), req.GetModelVersion(), "generate", protocolGRPC, received, err)

@@ -58,15 +58,15 @@ func TestGRPCLameDuckBudgetText(t *testing.T) {
 	infer := &pb.ModelInferRequest{ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{tokensInput([][]int64{{1, 2, 3}})}}
 
 	// Budget.
-	hold := g.s.budget.reserve(context.Background())
-	if err := hold.grow(g.s.budget.size); err != nil {
+	hold := g.s.budget.Reserve(context.Background())
+	if err := hold.Grow(g.s.budget.Size()); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	if _, err := g.c.ModelInfer(ctx, infer); codeOf(err) != codes.Unavailable || !strings.Contains(err.Error(), "memory budget") || time.Since(start) < 90*time.Millisecond {
 		t.Errorf("infer with the budget full: %v after %v, want UNAVAILABLE after the wait", err, time.Since(start))
 	}
-	hold.release()
+	hold.Release()
 	if _, err := g.c.ModelInfer(ctx, infer); err != nil {
 		t.Errorf("infer with room: %v", err)
 	}
@@ -75,7 +75,7 @@ func TestGRPCLameDuckBudgetText(t *testing.T) {
 	if _, err := g.c.ModelInfer(ctx, raw); codeOf(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "decoded tensors") {
 		t.Errorf("60000 raw INT8 (480 KB as int64): %v, want RESOURCE_EXHAUSTED", err)
 	}
-	if used := g.s.budget.inUse(); used != 0 {
+	if used := g.s.budget.InUse(); used != 0 {
 		t.Errorf("%d bytes of the budget not given back", used)
 	}
 

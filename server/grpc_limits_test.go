@@ -228,7 +228,7 @@ func TestGRPCReadsInBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The response is owed until the connection has written it.
-	waitFor(t, "nothing held after a call", func() bool { return s.budget.inUse() == 0 })
+	waitFor(t, "nothing held after a call", func() bool { return s.budget.InUse() == 0 })
 	// Two connections open six calls each that announce 1 MiB messages
 	// and send 10 KB of them. The large part of the budget (14 MiB) admits
 	// four reads of three messages; the rest wait.
@@ -244,7 +244,7 @@ func TestGRPCReadsInBudget(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, "four reads to hold the budget", func() bool { return s.budget.inUse() == 4*readReservation*body })
+	waitFor(t, "four reads to hold the budget", func() bool { return s.budget.InUse() == 4*readReservation*body })
 	// A small client is served beside them, from the share for small
 	// requests.
 	start := time.Now()
@@ -275,7 +275,7 @@ func TestGRPCReadsInBudget(t *testing.T) {
 	if codes["200 4"] != 12 {
 		t.Errorf("the stalled calls ended %v, want 12 DEADLINE_EXCEEDED (4)", codes)
 	}
-	waitFor(t, "the budget to empty", func() bool { return s.budget.inUse() == 0 })
+	waitFor(t, "the budget to empty", func() bool { return s.budget.InUse() == 0 })
 }
 
 // fieldOf is the value of the header field name in f.
@@ -440,9 +440,9 @@ func TestGRPCResponseOwed(t *testing.T) {
 		return testutil.ToFloat64(s.metrics.requests.WithLabelValues("lm", "infer", "grpc", "200")) == 1
 	})
 	waitFor(t, "the owed response to be all that is held", func() bool {
-		used := s.budget.inUse()
+		used := s.budget.InUse()
 		return used > 300<<10 && used < 400<<10
 	})
 	c.conn.Close()
-	waitFor(t, "the budget to empty once the connection closed", func() bool { return s.budget.inUse() == 0 })
+	waitFor(t, "the budget to empty once the connection closed", func() bool { return s.budget.InUse() == 0 })
 }

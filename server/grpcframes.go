@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/binary"
+	"rnnserve/server/internal/limits"
 	"sync/atomic"
 )
 
@@ -12,7 +13,7 @@ import (
 // call is, so what is learnt is the connection's: the largest message it
 // has announced, and whether every call it has open has announced its
 // message. A connection whose calls have all announced small messages
-// (smallRequest or less, uncompressed) is a small client before the
+// (limits.SmallRequest or less, uncompressed) is a small client before the
 // server has read any of its messages (grpcCall.trusted): a new
 // connection's first small call no longer queues behind a flood of
 // unknown-size reads. It decides only the order of waiting and the use
@@ -85,14 +86,14 @@ func newH2Frames() *h2frames {
 }
 
 // small reports whether every message the connection has announced is at
-// most smallRequest bytes, and whether it has announced one and every
+// most limits.SmallRequest bytes, and whether it has announced one and every
 // open stream has announced its message.
 func (f *h2frames) small() (small, known bool) {
 	if f.off.Load() {
 		return false, false
 	}
 	a := f.announced.Load()
-	return a <= smallRequest, a >= 0 && f.pending.Load() == 0
+	return a <= limits.SmallRequest, a >= 0 && f.pending.Load() == 0
 }
 
 // read follows b, the next bytes read from the connection.

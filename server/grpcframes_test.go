@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"rnnserve/internal/fuzzbound"
+	"rnnserve/server/internal/limits"
 )
 
 // h2Wire is a client's side of a connection written with x/net/http2's
@@ -168,13 +169,13 @@ func TestGRPCNewSmallClient(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, "four reads to hold the budget", func() bool { return s.budget.inUse() == 4*readReservation*body })
+	waitFor(t, "four reads to hold the budget", func() bool { return s.budget.InUse() == 4*readReservation*body })
 	// All but 1 MiB is taken: less than a read of a message at the limit
 	// needs, more than a small message's.
-	if err := s.budget.acquire(t.Context(), 3*body, tierAdmitted, true); err != nil {
+	if err := s.budget.Acquire(t.Context(), 3*body, limits.TierAdmitted, true); err != nil {
 		t.Fatal(err)
 	}
-	defer s.budget.release(3 * body)
+	defer s.budget.Release(3 * body)
 	for i := range 3 {
 		start := time.Now()
 		if _, err := grpcClient(t, addr).ModelInfer(t.Context(), smallInfer()); err != nil {

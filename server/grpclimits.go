@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"rnnserve/server/internal/limits"
 	"sync"
 	"time"
 
@@ -36,7 +37,7 @@ import (
 //     streams. A call over either cap is refused at once with
 //     UNAVAILABLE and a retry delay (errdetails.RetryInfo).
 //   - A unary call's message is read under a reservation of the most it
-//     can be (max_body_bytes; smallRequest when every call open on its
+//     can be (max_body_bytes; limits.SmallRequest when every call open on its
 //     connection has announced a small message, grpcframes.go), taken
 //     from the memory budget before the read, waiting like any request;
 //     once read it is settled to its size. Waiting reads of a connection whose every message so far was
@@ -68,8 +69,8 @@ type grpcCall struct {
 	// handler to charge the decoded tensors to and release; handed is the
 	// one the handler holds (owe takes the response's bytes from it).
 	mu     sync.Mutex
-	res    *reservation
-	handed *reservation
+	res    *limits.Reservation
+	handed *limits.Reservation
 }
 
 type callKey struct{}
@@ -83,19 +84,19 @@ func callOf(ctx context.Context) *grpcCall {
 
 // takeReservation hands the reservation of the call's message to its
 // handler, or a new one of b (nil call, or none taken; nil b: nil).
-func (c *grpcCall) takeReservation(ctx context.Context, b *budget) *reservation {
+func (c *grpcCall) takeReservation(ctx context.Context, b *limits.Budget) *limits.Reservation {
 	if c == nil {
 		if b == nil {
 			return nil
 		}
-		return b.reserve(ctx)
+		return b.Reserve(ctx)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	res := c.res
 	c.res = nil
 	if res == nil && b != nil {
-		res = b.reserve(ctx)
+		res = b.Reserve(ctx)
 	}
 	if b != nil {
 		c.handed = res
@@ -118,9 +119,7 @@ func (c *grpcCall) owe(n int64) {
 	if res == nil {
 		return
 	}
-	n = min(n, res.held)
-	res.held -= n
-	c.conn.owe(n)
+	c.conn.owe(res.Hand(n))
 }
 
 // trusted reports whether the call's connection has sent only small
@@ -133,7 +132,7 @@ func (c *grpcCall) trusted() bool {
 		return false
 	}
 	m := c.conn.maxMessage.Load()
-	if m > smallRequest {
+	if m > limits.SmallRequest {
 		return false
 	}
 	if f := c.conn.frames; f != nil {
@@ -352,35 +351,35 @@ func (g *GRPCServer) readOne(ctx context.Context, dec func(any) error, m any) er
 		}
 	}
 	call.awaitAnnouncement(ctx)
-	res := g.s.budget.reserve(ctx)
-	res.trusted = call.trusted() // waits first, and may use the share for small requests
+	res := g.s.budget.Reserve(ctx)
+	res.Trusted = call.trusted() // waits first, and may use the share for small requests
 	want := readReservation * g.s.opts.MaxBodyBytes
 	if call.announcedSmall() {
-		want = readReservation * min(smallRequest, g.s.opts.MaxBodyBytes)
+		want = readReservation * min(limits.SmallRequest, g.s.opts.MaxBodyBytes)
 	}
-	if err := res.grow(want); err != nil {
-		res.release()
+	if err := res.Grow(want); err != nil {
+		res.Release()
 		return grpcError(err)
 	}
 	if err := g.receive(ctx, call, dec, m); err != nil {
-		res.release()
+		res.Release()
 		return err
 	}
 	var n int64
 	if pm, ok := m.(proto.Message); ok {
 		n = int64(proto.Size(pm))
 	}
-	res.settle(n)
-	res.small, res.trusted = n <= smallRequest, false
+	res.Settle(n)
+	res.Small, res.Trusted = n <= limits.SmallRequest, false
 	call.sawMessage(n)
 	if call == nil {
-		res.release()
+		res.Release()
 		return nil
 	}
 	call.mu.Lock()
 	call.res = res
 	call.mu.Unlock()
-	context.AfterFunc(ctx, func() { call.takeReservation(ctx, nil).release() })
+	context.AfterFunc(ctx, func() { call.takeReservation(ctx, nil).Release() })
 	return nil
 }
 
@@ -421,7 +420,7 @@ func (g *GRPCServer) receive(ctx context.Context, call *grpcCall, dec func(any) 
 			// server short of processor time, not a client stalling.
 			if call != nil && call.conn != nil && !trusted {
 				got := call.conn.received.Load() - base
-				if float64(got) < float64(rate)*elapsed.Seconds()-budgetChunk {
+				if float64(got) < float64(rate)*elapsed.Seconds()-limits.Chunk {
 					g.stalled(call)
 					return grpcError(fmt.Errorf("%w: its connection delivered %d bytes in %v, under the minimum of %d bytes a second (min_body_rate)",
 						ErrSlowBody, got, elapsed.Round(time.Millisecond), rate))

@@ -152,7 +152,7 @@ func TestWriteDeadline(t *testing.T) {
 	fmt.Fprintf(conn, "POST /v2/models/lm/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	// 13 MB of logits, unread: the budget holds the request and its
 	// response until the write gives up.
-	waitFor(t, "the response to be charged", func() bool { return s.budget.inUse() > 13<<20 })
+	waitFor(t, "the response to be charged", func() bool { return s.budget.InUse() > 13<<20 })
 	// The response is charged before the model runs, and the write
 	// deadline is set once it has run, just before the first byte is
 	// written: the time is taken from the first byte's arrival, since the
@@ -167,9 +167,9 @@ func TestWriteDeadline(t *testing.T) {
 	// client holds the connection unread (the test server has no other
 	// timeout), so any bound well short of forever proves it; 5s is
 	// about 16 write timeouts, room for a loaded machine under -race.
-	for s.budget.inUse() != 0 {
+	for s.budget.InUse() != 0 {
 		if time.Since(start) > 5*time.Second {
-			t.Fatalf("the budget still holds %d bytes 5s after the response began, want it back about the 300ms write timeout after", s.budget.inUse())
+			t.Fatalf("the budget still holds %d bytes 5s after the response began, want it back about the 300ms write timeout after", s.budget.InUse())
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

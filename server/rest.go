@@ -135,13 +135,13 @@ func (s *Server) readJSON(c *gin.Context, v any, emptyOK bool) (done func(), err
 	}
 	rd, res, err := s.body(c)
 	if err != nil {
-		return res.release, err
+		return res.Release, err
 	}
 	err = decodeJSON(rd, v, s.opts.MaxBodyBytes, nil)
 	if emptyOK && errors.Is(err, errEmptyBody) {
-		return res.release, nil
+		return res.Release, nil
 	}
-	return res.release, err
+	return res.Release, err
 }
 
 func (s *Server) modelMetadata(c *gin.Context) {
@@ -225,10 +225,10 @@ func (s *Server) decodeInferBody(c *gin.Context, r *Request) (done func(), err e
 	}
 	rd, res, err := s.body(c)
 	if err != nil {
-		return res.release, err
+		return res.Release, err
 	}
-	r.charge = res.grow // the response's bytes too
-	return res.release, decodeInfer(rd, hdrLen, s.opts.MaxBodyBytes, res.grow, r)
+	r.charge = res.Grow // the response's bytes too
+	return res.Release, decodeInfer(rd, hdrLen, s.opts.MaxBodyBytes, res.Grow, r)
 }
 
 // generate answers generate (one JSON object) and generate_stream

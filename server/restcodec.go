@@ -22,6 +22,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"rnnserve/server/api"
+	"rnnserve/server/internal/limits"
 )
 
 // The REST codec: request bodies become Requests and Responses become
@@ -53,27 +54,27 @@ const maxNesting = 8
 // reservation's release gives the bytes back (and closes the inflater);
 // call it, even after an error, once the request no longer holds what was
 // decoded.
-func (s *Server) body(c *gin.Context) (rd io.Reader, res *reservation, err error) {
+func (s *Server) body(c *gin.Context) (rd io.Reader, res *limits.Reservation, err error) {
 	r, limit := c.Request, s.opts.MaxBodyBytes
-	res = s.budget.reserve(r.Context())
+	res = s.budget.Reserve(r.Context())
 	if r.ContentLength > limit {
 		return nil, res, fmt.Errorf("%w: body of %d bytes, over %d", ErrTooLarge, r.ContentLength, limit)
 	}
-	res.small = r.ContentLength >= 0 && r.ContentLength <= smallRequest
+	res.Small = r.ContentLength >= 0 && r.ContentLength <= limits.SmallRequest
 	// The body itself is limited and guarded, so that fail drains at most
 	// the limit, at the minimum rate.
 	r.Body = newStallGuard(http.MaxBytesReader(c.Writer, r.Body, limit), http.NewResponseController(c.Writer), s.opts.MinBodyRate)
-	raw := &charged{r: &limited{r: r.Body, n: limit}, res: res, sized: r.ContentLength >= 0, left: r.ContentLength}
+	raw := limits.NewReader(&limited{r: r.Body, n: limit}, res, r.ContentLength)
 	var zr io.ReadCloser
 	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
 	if enc != "" && enc != "identity" {
-		res.small = false // what it inflates to is not known
+		res.Small = false // what it inflates to is not known
 	}
 	switch enc {
 	case "", "identity":
 		return raw, res, nil
 	case "gzip", "x-gzip":
-		if err := res.grow(inflaterBytes); err != nil {
+		if err := res.Grow(inflaterBytes); err != nil {
 			return nil, res, err
 		}
 		g, err := gzip.NewReader(raw)
@@ -82,7 +83,7 @@ func (s *Server) body(c *gin.Context) (rd io.Reader, res *reservation, err error
 		}
 		zr = g
 	case "deflate":
-		if err := res.grow(inflaterBytes); err != nil {
+		if err := res.Grow(inflaterBytes); err != nil {
 			return nil, res, err
 		}
 		z, err := zlib.NewReader(raw)
@@ -93,10 +94,10 @@ func (s *Server) body(c *gin.Context) (rd io.Reader, res *reservation, err error
 	default:
 		return nil, res, fmt.Errorf("%w %q (want gzip, deflate or none)", ErrUnsupportedMedia, clip(enc))
 	}
-	res.closers = append(res.closers, zr)
+	res.Close(zr)
 	// The inflated bytes are what the decoder holds: they are charged
 	// beside the compressed ones, which the inflater has read.
-	return &charged{r: &limited{r: zr, n: limit}, res: res}, res, nil
+	return limits.NewReader(&limited{r: zr, n: limit}, res, -1), res, nil
 }
 
 // inflaterBytes is what an inflater holds besides the bytes it passes on:
@@ -107,7 +108,7 @@ const inflaterBytes = 48 << 10
 // stallGuard fails a body that does not keep arriving: counting only the
 // time the server spends waiting in its reads (not the time it takes to
 // decode what it read, or to wait for room in the budget), the n-th byte
-// must arrive within (n + budgetChunk)/rate (so the first 64 KiB get a
+// must arrive within (n + limits.Chunk)/rate (so the first 64 KiB get a
 // second at the default 64 KiB/s, and 8 MiB get 129 s, which the server's
 // read timeout cuts shorter). A read that waits past that is ended by
 // moving the connection's read deadline to now, and fails with
@@ -141,7 +142,7 @@ func (g *stallGuard) Read(p []byte) (int, error) {
 			g.rc.SetReadDeadline(time.Now())
 		})
 	}
-	allowed := time.Duration(float64(g.read+budgetChunk) / float64(g.rate) * float64(time.Second))
+	allowed := time.Duration(float64(g.read+limits.Chunk) / float64(g.rate) * float64(time.Second))
 	start := time.Now()
 	g.timer.Reset(allowed - g.waited)
 	n, err := g.ReadCloser.Read(p)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"rnnserve/schedule"
+	"rnnserve/server/internal/limits"
 )
 
 // Version is reported by GET /v2.
@@ -97,9 +98,9 @@ type Server struct {
 	streamsEnd     chan struct{}
 	streamsEndOnce sync.Once
 
-	budget   *budget  // request bytes in flight (budget.go)
-	connSet  *connSet // open connections (connlimit.go)
-	inflight inflight // requests being served, for Cut (lameduck.go)
+	budget   *limits.Budget // request bytes in flight (budget.go)
+	connSet  *connSet       // open connections (connlimit.go)
+	inflight inflight       // requests being served, for Cut (lameduck.go)
 
 	responses responses // REST response buffers and gzip writers (restcodec.go)
 }
