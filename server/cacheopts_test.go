@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"rnnserve/server/internal/choice"
 	"testing"
 )
 
@@ -17,7 +18,7 @@ func TestPrivateCacheOption(t *testing.T) {
 			t.Errorf("private_cache_bytes %d: %v", c.v, err)
 		}
 	}
-	if privateOrDefault(0) != 1<<20 || privateOrDefault(512<<10) != 512<<10 {
+	if choice.PrivateOrDefault(0) != 1<<20 || choice.PrivateOrDefault(512<<10) != 512<<10 {
 		t.Error("privateOrDefault")
 	}
 }

@@ -2,15 +2,14 @@ package server
 
 import (
 	"log/slog"
-	"math/rand/v2"
 	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"rnnserve/dre/counters"
-	"rnnserve/rnn"
 	"rnnserve/schedule"
+	"rnnserve/server/internal/choice"
 )
 
 // Measured traffic: when the host has hardware counters, a probe runs
@@ -136,7 +135,7 @@ func (mt *measuredTraffic) probe(stop <-chan struct{}, m *seqModel, steps int) e
 		return nil
 	}
 	defer m.cores.give()
-	p, err := m.prog.Plan(referenceInput(m.net, steps), schedule.PlanOptions{Head: true})
+	p, err := m.prog.Plan(choice.ReferenceInput(m.net, steps), schedule.PlanOptions{Head: true})
 	if err != nil {
 		return err
 	}
@@ -162,7 +161,7 @@ func (mt *measuredTraffic) probe(stop <-chan struct{}, m *seqModel, steps int) e
 	if runErr != nil {
 		return runErr
 	}
-	return mt.record(m.name, candidateOf(m.prog).String(), meas)
+	return mt.record(m.name, choice.Of(m.prog).String(), meas)
 }
 
 // record exports one measurement.
@@ -182,21 +181,4 @@ func (mt *measuredTraffic) record(name, sched string, meas *counters.Measurement
 		}
 	}
 	return nil
-}
-
-// referenceInput is batch 1 of steps steps, the input the measured
-// traffic and the schedule timing run: token ids drawn as dre.DryPlan
-// draws them for the modelled figures (seed 1), or zero features.
-func referenceInput(net *rnn.Network, steps int) schedule.Input {
-	in := schedule.Input{T: steps, B: 1}
-	if net.Vocab > 0 {
-		rng := rand.New(rand.NewPCG(1, 0x5eed))
-		in.Tokens = make([]int64, steps)
-		for i := range in.Tokens {
-			in.Tokens[i] = rng.Int64N(int64(net.Vocab))
-		}
-	} else {
-		in.Features = make([]float32, steps*net.Input)
-	}
-	return in
 }

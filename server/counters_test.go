@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"rnnserve/dre/counters"
+	"rnnserve/server/internal/choice"
 )
 
 // fakeCounters counts misses LLC misses and bytes DRAM bytes in every
@@ -135,7 +136,7 @@ func TestMeasuredTrafficProbe(t *testing.T) {
 	if !fc.closed {
 		t.Error("the counters were not closed")
 	}
-	sched := candidateOf(m.prog).String()
+	sched := choice.Of(m.prog).String()
 	for _, c := range []struct {
 		c    prometheus.Collector
 		want float64

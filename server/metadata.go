@@ -4,10 +4,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"rnnserve/server/api"
+	"rnnserve/server/internal/choice"
 )
 
 // seqMetadata describes a sequence model for GET /v2/models/{name}.
-func seqMetadata(m *seqModel, sched candidate, traffic []api.ScheduleTraffic) api.ModelMetadata {
+func seqMetadata(m *seqModel, sched choice.Candidate, traffic []api.ScheduleTraffic) api.ModelMetadata {
 	n := m.net
 	md := api.ModelMetadata{Name: m.name, Versions: []string{version}, Platform: "rnnserve_" + n.Cell.String()}
 	md.Inputs, md.Outputs = m.names.metadata(n)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"rnnserve/cachesim"
+	"rnnserve/server/internal/choice"
 )
 
 // Options configure a Server. Zero values mean the defaults of
@@ -196,7 +197,7 @@ func DefaultOptions() Options {
 		},
 		Sequences:              SequenceOptions{IdleTimeout: 5 * time.Minute, MaxLive: 1024},
 		TrafficSteps:           100,
-		ScheduleTiming:         300 * time.Millisecond,
+		ScheduleTiming:         choice.DefaultTiming,
 		ModelControlMode:       ControlNone,
 		RepositoryPollInterval: 15 * time.Second,
 		StrictReadiness:        &on,

@@ -15,6 +15,7 @@ import (
 
 	"rnnserve/models/bundled"
 	"rnnserve/schedule"
+	"rnnserve/server/internal/choice"
 )
 
 // BenchmarkOverhead compares one 32-token request through the server's
@@ -50,7 +51,7 @@ func BenchmarkOverhead(b *testing.B) {
 				// Alternate the two so both see the same machine: each
 				// iteration runs one request through the handler and the same
 				// plan directly, and the metrics are their mean times.
-				b.Run(fmt.Sprintf("%s/%s/cores=%d/batching=%v/out=%s", e.Name, candidateOf(engine), engine.Workers(), batching, out), func(b *testing.B) {
+				b.Run(fmt.Sprintf("%s/%s/cores=%d/batching=%v/out=%s", e.Name, choice.Of(engine), engine.Workers(), batching, out), func(b *testing.B) {
 					var server, engineTime, inside time.Duration
 					infer := &m.stats.infer.ns
 					for b.Loop() {

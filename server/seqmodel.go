@@ -11,6 +11,7 @@ import (
 
 	"rnnserve/rnn"
 	"rnnserve/schedule"
+	"rnnserve/server/internal/choice"
 )
 
 // seqModel serves a recurrent stack (LSTM/GRU, uni- or bidirectional):
@@ -774,18 +775,18 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	}
 	m.reason = reason
 	auto := e.Config.Schedule == "" || e.Config.Schedule == "auto"
-	cores := coresPerRequest(runtime.GOMAXPROCS(0), 1)
-	if p := (candidate{sched: schedule.Partitioned, workers: s.trafficModel().workers}); auto && s.opts.ScheduleTiming > 0 && !net.Dry() &&
-		sched.sched != schedule.Partitioned && p.workers < cores {
+	cores := choice.CoresPerRequest(runtime.GOMAXPROCS(0), 1)
+	if p := (choice.Candidate{Sched: schedule.Partitioned, Workers: s.trafficModel().Workers}); auto && s.opts.ScheduleTiming > 0 && !net.Dry() &&
+		sched.Sched != schedule.Partitioned && p.Workers < cores {
 		wide := p
-		wide.workers = cores
+		wide.Workers = cores
 		var progs [3]*schedule.Program
-		for i, c := range []candidate{sched, p, wide} {
-			if progs[i], err = c.program(net, s.pools); err != nil {
+		for i, c := range []choice.Candidate{sched, p, wide} {
+			if progs[i], err = c.Program(net, s.pools); err != nil {
 				return nil, err
 			}
 		}
-		pays, why, err := preferWide(net, progs[0], progs[1], progs[2], s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
+		pays, why, err := choice.PreferWide(net, progs[0], progs[1], progs[2], s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
 		if err != nil {
 			return nil, fmt.Errorf("timing P across all cores: %w", err)
 		}
@@ -797,21 +798,21 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 		}
 	}
 	if m.prog == nil {
-		if m.prog, err = sched.program(net, s.pools); err != nil {
+		if m.prog, err = sched.Program(net, s.pools); err != nil {
 			return nil, err
 		}
 	}
 	// P on one core per request also gets a form across every core, for a
 	// request that finds every core of the model free (see seqModel.widen),
 	// unless preferWide built and timed it above.
-	if sched.sched == schedule.Partitioned && sched.workers < cores && m.wide == nil {
+	if sched.Sched == schedule.Partitioned && sched.Workers < cores && m.wide == nil {
 		wide := sched
-		wide.workers = cores
-		if m.wide, err = wide.program(net, s.pools); err != nil {
+		wide.Workers = cores
+		if m.wide, err = wide.Program(net, s.pools); err != nil {
 			return nil, err
 		}
 		if s.opts.ScheduleTiming > 0 && auto {
-			faster, why, err := timeWide(net, m.prog, m.wide, s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
+			faster, why, err := choice.TimeWide(net, m.prog, m.wide, s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
 			if err != nil {
 				return nil, fmt.Errorf("timing P across all cores: %w", err)
 			}
@@ -834,7 +835,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 		m.batching = false
 	} else {
 		lanes = cap(m.cores)
-		t, err := cellularTraffic(net, llcOrDefault(s.opts.CacheBytes), s.opts.TrafficSteps, sched.stepperPrecision())
+		t, err := choice.CellularTraffic(net, choice.LLCOrDefault(s.opts.CacheBytes), s.opts.TrafficSteps, sched.StepperPrecision())
 		if err != nil {
 			return nil, fmt.Errorf("traffic of the cellular batcher: %w", err)
 		}
@@ -842,7 +843,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	}
 	maxRows := s.opts.Batching.MaxRows
 	if m.batch, err = newBatcher(&m.modelBase, s.opts.Batching, lanes, func() (batch[*seqWork], error) {
-		st, err := schedule.NewStepperPrecision(net, maxRows, sched.stepperPrecision())
+		st, err := schedule.NewStepperPrecision(net, maxRows, sched.StepperPrecision())
 		if err != nil {
 			return nil, err
 		}

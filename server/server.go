@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"rnnserve/schedule"
+	"rnnserve/server/internal/choice"
 	"rnnserve/server/internal/limits"
 )
 
@@ -41,9 +41,6 @@ type Deps struct {
 	Build BuildInfo
 }
 
-// Pools are worker pools by their number of workers.
-type Pools map[int]*schedule.Pool
-
 // PoolSizes are the pool sizes a server with options o needs: P on the
 // cores one request may use and, for a lone request (and a tree model's
 // plans, which run one at a time), on every core, when either is more
@@ -51,7 +48,7 @@ type Pools map[int]*schedule.Pool
 func PoolSizes(o Options) []int {
 	o.EnsureDefaults()
 	var sizes []int
-	for _, n := range []int{coresPerRequest(runtime.GOMAXPROCS(0), o.Batching.Workers), coresPerRequest(runtime.GOMAXPROCS(0), 1)} {
+	for _, n := range []int{choice.CoresPerRequest(runtime.GOMAXPROCS(0), o.Batching.Workers), choice.CoresPerRequest(runtime.GOMAXPROCS(0), 1)} {
 		if n > 1 && !slices.Contains(sizes, n) {
 			sizes = append(sizes, n)
 		}

@@ -25,6 +25,7 @@ import (
 
 	"rnnserve/schedule"
 	"rnnserve/server/api"
+	"rnnserve/server/internal/choice"
 )
 
 // A small repository: a byte-level LSTM language model, a GRU on
@@ -796,7 +797,7 @@ func TestWiden(t *testing.T) {
 	s, _ := newTestServer(t, nil, false)
 	m := seqOf(t, s, "lm")
 	if m.wide == nil {
-		t.Skipf("lm runs %v: no wide form on %d core(s)", candidateOf(m.prog), runtime.GOMAXPROCS(0))
+		t.Skipf("lm runs %v: no wide form on %d core(s)", choice.Of(m.prog), runtime.GOMAXPROCS(0))
 	}
 	slots := newCoreSlots(3)
 	slots.tryTake() // the caller's own

@@ -12,6 +12,7 @@ import (
 	"rnnserve/rnn"
 	"rnnserve/rnn/tree"
 	"rnnserve/schedule"
+	"rnnserve/server/internal/choice"
 )
 
 // Outputs a tree model may be asked for.
@@ -321,7 +322,7 @@ func (s *Server) newTreeModel(e Entry) (*treeModel, error) {
 		}
 	}
 	m := &treeModel{tm: tm, prog: prog, exec: exec, opts: &s.opts}
-	if cores := coresPerRequest(runtime.GOMAXPROCS(0), 1); cores > 1 {
+	if cores := choice.CoresPerRequest(runtime.GOMAXPROCS(0), 1); cores > 1 {
 		if m.pool = s.pools[cores]; m.pool == nil {
 			return nil, fmt.Errorf("%w: tree plans on %d cores (the owner makes the pools PoolSizes lists)", ErrNoPool, cores)
 		}

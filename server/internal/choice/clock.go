@@ -1,4 +1,4 @@
-package server
+package choice
 
 import (
 	"cmp"
@@ -13,28 +13,32 @@ import (
 )
 
 // The schedule choice checked against the clock. The traffic model ranks
-// the candidates (chooseSchedule); with Options.ScheduleTiming the best
-// timedCandidates of that ranking are then run on this host, alternating,
-// on the reference input (batch 1, TrafficSteps steps), and the fastest
-// median wins if it beats the model's choice by more than
-// overruleMargin, and again when the two are timed a second time
-// (decide). The model's bytes say which schedules can be fast; the
+// the candidates (Choose); with a timing budget
+// (server.Options.ScheduleTiming) the best TimedCandidates of that
+// ranking are then run on this host, alternating, on the reference input
+// (ReferenceInput: batch 1, Host.Steps steps), and the fastest median
+// wins if it beats the model's choice by more than OverruleMargin, and
+// again when the two are timed a second time (decide). The model's bytes say which schedules can be fast; the
 // clock says which is, on this machine, with its kernels, barrier cost and
 // core count, which the bytes do not see (a 2-core P of a small model
 // spends more on its phase barriers than it saves on weights).
 
-// timedCandidates is how many of the traffic model's best candidates are
+// DefaultTiming is the server's default timing budget per model
+// (server.Options.ScheduleTiming).
+const DefaultTiming = 300 * time.Millisecond
+
+// TimedCandidates is how many of the traffic model's best candidates are
 // timed.
-const timedCandidates = 3
+const TimedCandidates = 3
 
-// minTimedRuns is how many runs each timed candidate gets at least,
+// MinTimedRuns is how many runs each timed candidate gets at least,
 // whatever the budget (one warm-up run comes first).
-const minTimedRuns = 3
+const MinTimedRuns = 3
 
-// ranked lists the candidates in the order chooseSchedule's rule prefers
+// ranked lists the candidates in the order Choose's rule prefers
 // them: the chosen one first, then by warm DRAM bytes, per-core bytes and
 // preference.
-func ranked(cands []candidate, traffic []api.ScheduleTraffic) []int {
+func ranked(cands []Candidate, traffic []api.ScheduleTraffic) []int {
 	best := pick(cands, traffic)
 	order := []int{best}
 	for i := range cands {
@@ -50,7 +54,7 @@ func ranked(cands []candidate, traffic []api.ScheduleTraffic) []int {
 	return order
 }
 
-// overruleMargin is how much faster than the traffic model's choice the
+// OverruleMargin is how much faster than the traffic model's choice the
 // clock's fastest candidate must be to overrule it. The few runs timed at
 // load move by about that much on a shared host: in two checks of the
 // choice over the Table I shapes (BenchmarkChoiceTableI, 2026-11-26
@@ -58,11 +62,11 @@ func ranked(cands []candidate, traffic []api.ScheduleTraffic) []int {
 // fastest was one where the clock had overruled the model's P for A+
 // (chosen/fastest up to 1.255 and 1.135), and P was the fastest when
 // timed again for a second.
-const overruleMargin = 0.05
+const OverruleMargin = 0.05
 
 // clockPick returns the index of the schedule to run, given the medians
 // of the timed candidates with the traffic model's choice first: the
-// fastest, unless the model's choice is within overruleMargin of it.
+// fastest, unless the model's choice is within OverruleMargin of it.
 func clockPick(medians []time.Duration) int {
 	fastest := 0
 	for k, m := range medians {
@@ -70,7 +74,7 @@ func clockPick(medians []time.Duration) int {
 			fastest = k
 		}
 	}
-	if float64(medians[fastest]) > (1-overruleMargin)*float64(medians[0]) {
+	if float64(medians[fastest]) > (1-OverruleMargin)*float64(medians[0]) {
 		return 0
 	}
 	return fastest
@@ -88,7 +92,7 @@ type timed struct {
 
 // timePrograms runs one plan of each program on in, round after round
 // (each program in turn, so a slow moment of the machine hits all of them
-// alike), until budget has passed and each has minTimedRuns timed runs,
+// alike), until budget has passed and each has MinTimedRuns timed runs,
 // and returns each program's median. In its turn a program runs twice and
 // only the second run is timed, after a pause of timingGap: the first
 // brings its own weights back into the caches the other programs' runs
@@ -112,7 +116,7 @@ func timePrograms(progs []*schedule.Program, in schedule.Input, budget time.Dura
 	}
 	times := make([][]time.Duration, len(plans))
 	start := time.Now()
-	for round := 0; round < minTimedRuns || time.Since(start) < budget; round++ {
+	for round := 0; round < MinTimedRuns || time.Since(start) < budget; round++ {
 		for i, p := range plans {
 			if _, err := p.Run(); err != nil {
 				return nil, err
@@ -136,18 +140,18 @@ func timePrograms(progs []*schedule.Program, in schedule.Input, budget time.Dura
 // timeChoice times the traffic model's best candidates and returns the
 // fastest, the figures for the metadata (MeasuredSeconds set on the timed
 // ones) and a sentence saying what the clock decided.
-func timeChoice(net *rnn.Network, cands []candidate, traffic []api.ScheduleTraffic, pools Pools, steps int, budget time.Duration) (int, string, error) {
+func timeChoice(net *rnn.Network, cands []Candidate, traffic []api.ScheduleTraffic, pools Pools, steps int, budget time.Duration) (int, string, error) {
 	order := ranked(cands, traffic)
-	order = order[:min(len(order), timedCandidates)]
+	order = order[:min(len(order), TimedCandidates)]
 	progs := make([]*schedule.Program, len(order))
 	for k, i := range order {
-		p, err := cands[i].program(net, pools)
+		p, err := cands[i].Program(net, pools)
 		if err != nil {
 			return 0, "", fmt.Errorf("schedule %v: %w", cands[i], err)
 		}
 		progs[k] = p
 	}
-	ts, err := timePrograms(progs, referenceInput(net, steps), budget)
+	ts, err := timePrograms(progs, ReferenceInput(net, steps), budget)
 	if err != nil {
 		return 0, "", err
 	}
@@ -160,7 +164,7 @@ func timeChoice(net *rnn.Network, cands []candidate, traffic []api.ScheduleTraff
 		medians[k] = ts[k].median
 	}
 	fastest, verdict, err := decide(medians, func(k int) ([2]time.Duration, error) {
-		ts, err := timePrograms([]*schedule.Program{progs[0], progs[k]}, referenceInput(net, steps), budget)
+		ts, err := timePrograms([]*schedule.Program{progs[0], progs[k]}, ReferenceInput(net, steps), budget)
 		if err != nil {
 			return [2]time.Duration{}, err
 		}
@@ -170,7 +174,7 @@ func timeChoice(net *rnn.Network, cands []candidate, traffic []api.ScheduleTraff
 		return 0, "", err
 	}
 	return order[fastest], fmt.Sprintf("timed on this host (median of at least %d runs of a %d-step inference): %s; %s",
-		minTimedRuns, steps, strings.Join(figures, ", "), verdict), nil
+		MinTimedRuns, steps, strings.Join(figures, ", "), verdict), nil
 }
 
 // decide applies clockPick to the timed candidates' medians (the traffic
@@ -193,21 +197,21 @@ func decide(medians []time.Duration, recheck func(k int) ([2]time.Duration, erro
 		}
 		if clockPick(again[:]) == 0 {
 			return 0, fmt.Sprintf("the clock keeps it on a second look: %v was the fastest by more than %.0f%%, then %v against %v",
-				name(fastest), 100*overruleMargin, again[1].Round(time.Microsecond), again[0].Round(time.Microsecond)), nil
+				name(fastest), 100*OverruleMargin, again[1].Round(time.Microsecond), again[0].Round(time.Microsecond)), nil
 		}
 		return fastest, fmt.Sprintf("the clock overrules it: %v is the fastest by more than %.0f%%, twice (then %v against %v)",
-			name(fastest), 100*overruleMargin, again[1].Round(time.Microsecond), again[0].Round(time.Microsecond)), nil
+			name(fastest), 100*OverruleMargin, again[1].Round(time.Microsecond), again[0].Round(time.Microsecond)), nil
 	case slices.Min(medians) < medians[0]:
-		return 0, fmt.Sprintf("the clock keeps it: no other schedule is faster by more than %.0f%%", 100*overruleMargin), nil
+		return 0, fmt.Sprintf("the clock keeps it: no other schedule is faster by more than %.0f%%", 100*OverruleMargin), nil
 	}
 	return 0, "the clock agrees", nil
 }
 
-// timeWide decides whether a request that finds every core free should
+// TimeWide decides whether a request that finds every core free should
 // run P across all of them: only if that is faster on this host than P on
 // the cores one request gets, timed like timeChoice.
-func timeWide(net *rnn.Network, narrow, wide *schedule.Program, steps int, budget time.Duration) (bool, string, error) {
-	ts, err := timePrograms([]*schedule.Program{narrow, wide}, referenceInput(net, steps), budget)
+func TimeWide(net *rnn.Network, narrow, wide *schedule.Program, steps int, budget time.Duration) (bool, string, error) {
+	ts, err := timePrograms([]*schedule.Program{narrow, wide}, ReferenceInput(net, steps), budget)
 	if err != nil {
 		return false, "", err
 	}
@@ -221,22 +225,22 @@ func timeWide(net *rnn.Network, narrow, wide *schedule.Program, steps int, budge
 }
 
 // widePreference bounds how much slower P on the cores of one request may
-// be than the schedule the clock chose, for preferWide to take P anyway.
+// be than the schedule the clock chose, for PreferWide to take P anyway.
 const widePreference = 1.10
 
-// widePays is preferWide's rule: P across every core beats the chosen
+// widePays is PreferWide's rule: P across every core beats the chosen
 // schedule, and P on one request's cores is within widePreference of it.
 func widePays(chosen, narrow, wide time.Duration) bool {
 	return wide < chosen && float64(narrow) <= widePreference*float64(chosen)
 }
 
-// preferWide decides whether a model should run P although the clock
+// PreferWide decides whether a model should run P although the clock
 // chose another schedule on the cores one request gets: with P, a
 // request that finds every core of the model free runs across all of
 // them, which that comparison leaves out. It times the chosen program, P
 // on one request's cores and P across every core, like timeChoice.
-func preferWide(net *rnn.Network, chosen, narrow, wide *schedule.Program, steps int, budget time.Duration) (bool, string, error) {
-	ts, err := timePrograms([]*schedule.Program{chosen, narrow, wide}, referenceInput(net, steps), budget)
+func PreferWide(net *rnn.Network, chosen, narrow, wide *schedule.Program, steps int, budget time.Duration) (bool, string, error) {
+	ts, err := timePrograms([]*schedule.Program{chosen, narrow, wide}, ReferenceInput(net, steps), budget)
 	if err != nil {
 		return false, "", err
 	}
