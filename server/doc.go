@@ -25,16 +25,19 @@
 // trees of the next plan) and share the model's core slots with
 // whole-request plans.
 //
-// The server does no arithmetic of its own: it hands requests to a
+// The server runs no layer of a model itself: it hands requests to a
 // model's batcher or runs a whole-request schedule.Plan of the schedule
-// chosen from the model's modelled traffic (traffic.go): A, A+, P,
-// P-bf16 or P-int8. P programs and tree plans of more than one core run
-// on worker pools the owner hands over in Deps (one per size PoolSizes
-// lists), which run one plan at a time.
+// chosen from the model's modelled traffic (package
+// server/internal/choice): A, A+, P, P-bf16 or P-int8. What it computes
+// is on a model's outputs: probs and top_k from the head's logits
+// (seqmodel.go), and generation's nucleus sampling (generate.go). P
+// programs and tree plans of more than one core run on worker pools the
+// owner hands over in Deps (one per size PoolSizes lists), which run one
+// plan at a time.
 //
 // Under load and abuse (docs/api.md, "Limits under load"): one memory
 // budget bounds the request bytes in flight of every transport
-// (budget.go); a cap spans the listeners' connections (connlimit.go); every
+// (package server/internal/limits, made in budget.go); a cap spans the listeners' connections (connlimit.go); every
 // JSON text is checked for UTF-8 and lone surrogate escapes as it is read
 // (text.go); decoded tensors are bounded and charged to the budget; a
 // panic in a lane, a request or a pool job fails only the requests it hit
