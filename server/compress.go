@@ -22,60 +22,62 @@ import (
 // two-byte header and an Adler-32 trailer), as the C core writes it with
 // zlib's default window, not raw deflate; grpc-go ships no compressor for
 // it, so this one is ours, over compress/zlib with pooled writers and
-// readers.
+// readers. grpc-go keeps its compressors in a registry of the process
+// (encoding.RegisterCompressor, by name), so there is one deflate
+// compressor per process, registered here, and its pools are its own.
 
-func init() { encoding.RegisterCompressor(deflateCompressor{}) }
+func init() { encoding.RegisterCompressor(&deflateCompressor{}) }
 
-// deflateCompressor is gRPC's deflate message encoding.
-type deflateCompressor struct{}
+// deflateCompressor is gRPC's deflate message encoding. Its writers pool
+// zlib writers at BestSpeed (responses are compressed on the serving
+// path, one message at a time per writer); its readers pool zlib
+// readers, each back once the transport has read it to the end.
+type deflateCompressor struct {
+	writers sync.Pool // *zlib.Writer
+	readers sync.Pool // io.ReadCloser from zlib.NewReader
+}
 
-func (deflateCompressor) Name() string { return "deflate" }
+func (*deflateCompressor) Name() string { return "deflate" }
 
-// deflateWriters pools zlib writers at BestSpeed: responses are
-// compressed on the serving path, one message at a time per writer.
-var deflateWriters = sync.Pool{New: func() any {
-	w, _ := zlib.NewWriterLevel(nil, flate.BestSpeed)
-	return w
-}}
-
-func (deflateCompressor) Compress(w io.Writer) (io.WriteCloser, error) {
-	z := deflateWriters.Get().(*zlib.Writer)
+func (c *deflateCompressor) Compress(w io.Writer) (io.WriteCloser, error) {
+	z, ok := c.writers.Get().(*zlib.Writer)
+	if !ok {
+		z, _ = zlib.NewWriterLevel(nil, flate.BestSpeed)
+	}
 	z.Reset(w)
-	return &deflateWriter{Writer: z}, nil
+	return &deflateWriter{Writer: z, pool: &c.writers}, nil
 }
 
 // deflateWriter returns its zlib writer to the pool on Close.
 type deflateWriter struct {
 	*zlib.Writer
+	pool *sync.Pool
 }
 
 func (d *deflateWriter) Close() error {
-	defer deflateWriters.Put(d.Writer)
+	defer d.pool.Put(d.Writer)
 	return d.Writer.Close()
 }
 
-// deflateReaders pools zlib readers; a reader goes back once the
-// transport has read it to the end.
-var deflateReaders sync.Pool
-
-func (deflateCompressor) Decompress(r io.Reader) (io.Reader, error) {
-	if z, ok := deflateReaders.Get().(io.ReadCloser); ok {
+func (c *deflateCompressor) Decompress(r io.Reader) (io.Reader, error) {
+	if z, ok := c.readers.Get().(io.ReadCloser); ok {
 		if err := z.(zlib.Resetter).Reset(r, nil); err != nil {
-			deflateReaders.Put(z)
+			c.readers.Put(z)
 			return nil, err
 		}
-		return &deflateReader{ReadCloser: z}, nil
+		return &deflateReader{ReadCloser: z, pool: &c.readers}, nil
 	}
 	z, err := zlib.NewReader(r)
 	if err != nil {
 		return nil, err
 	}
-	return &deflateReader{ReadCloser: z}, nil
+	return &deflateReader{ReadCloser: z, pool: &c.readers}, nil
 }
 
 // deflateReader returns its zlib reader to the pool at EOF, once.
 type deflateReader struct {
 	io.ReadCloser
+	pool *sync.Pool
 	done bool
 }
 
@@ -86,7 +88,7 @@ func (d *deflateReader) Read(p []byte) (int, error) {
 	n, err := d.ReadCloser.Read(p)
 	if err == io.EOF {
 		d.done = true
-		deflateReaders.Put(d.ReadCloser)
+		d.pool.Put(d.ReadCloser)
 	}
 	return n, err
 }
