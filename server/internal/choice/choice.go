@@ -115,12 +115,11 @@ func CoresPerRequest(cores, concurrent int) int {
 // be and still compete on per-core traffic.
 const dramSlack = 0.02
 
-// Choose picks the schedule of a model's whole-request plans and
-// returns it, the reason, and the modelled traffic of every candidate (for
-// the metadata and metrics). The candidates are A, A+ and P (on h.Workers
-// cores), and P-bf16 or P-int8 when prec allows bf16 or int8 weights. For
-// each it models, for
-// a batch-1 input of h.Steps steps,
+// Choose picks the schedule of a model's whole-request plans and returns
+// it, the reason, and the modelled traffic of every candidate (for the
+// metadata and metrics). The candidates are A, A+ and P (on h.Workers
+// cores), and P-bf16 or P-int8 when prec allows bf16 or int8 weights.
+// For each it models, for a batch-1 input of h.Steps steps,
 //
 //   - the warm DRAM bytes per inference: the plan's trace through an LRU
 //     the size of the last-level cache, 100 inferences back to back, the
@@ -129,16 +128,16 @@ const dramSlack = 0.02
 //     of one core's private cache, warm likewise; the largest worker's
 //     figure counts, as the cores run in parallel (A and A+ run on one).
 //
-// With want 0 (schedule auto in config.yaml) the rule is: least warm DRAM bytes; among the
-// candidates within 2% of that least, least per-core bytes; on a tie, P
-// before P-bf16 before P-int8 before A+ before A. A schedule set in
-// config.yaml is taken as it is (P with precision bf16 is P-bf16, with
-// int8 P-int8).
+// With want 0 (schedule auto in config.yaml) the rule is: least warm
+// DRAM bytes; among the candidates within 2% of that least, least
+// per-core bytes; on a tie, P before P-bf16 before P-int8 before A+
+// before A. A schedule wanted is taken as it is (P with precision bf16 is
+// P-bf16, with int8 P-int8).
 //
-// With a timing budget (server.Options.ScheduleTiming) and weights, the best
-// three candidates of that ranking are then timed on the host and the
-// fastest wins if it beats the rule's choice by more than OverruleMargin
-// (see clock.go); the metadata shows both.
+// With a timing budget (server.Options.ScheduleTiming) and weights, the
+// best three candidates of that ranking are then timed on the host and
+// the fastest wins if it beats the rule's choice by more than
+// OverruleMargin (see clock.go); the metadata shows both.
 func Choose(net *rnn.Network, want schedule.Schedule, prec schedule.Precision, h Host, pools Pools, budget time.Duration) (Candidate, string, []api.ScheduleTraffic, error) {
 	var err error
 	cands := []Candidate{
