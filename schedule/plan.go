@@ -253,8 +253,13 @@ func (p *Plan) result() Result {
 }
 
 // index computes the phase spans of a plan on workers workers, whose steps
-// are listed phase by phase. It panics if they are not.
+// are listed phase by phase. It panics if they are not. A plan whose steps
+// are all worker 0's (a depth-batched tree plan of one tree) runs on the
+// calling goroutine alone, with no job on the pool.
 func (p *Plan) index(workers int) {
+	if p.Workers() <= 1 {
+		workers = 1
+	}
 	p.workers = workers
 	if workers <= 1 || len(p.Steps) == 0 {
 		return

@@ -368,7 +368,9 @@ func (b *treeBuilder) group(totalKids int) (S, SK int) {
 //     run a part;
 //   - phase 1 runs the nodes above them (those larger than a share), tree
 //     by tree, each tree's in post-order on one part, the trees spread
-//     over the parts in order, about as many nodes each.
+//     over the parts in order, about as many nodes each, a tree going to
+//     the part its first node falls in (so a lone tree's top runs on
+//     part 0, the caller's, which needs no wake-up after the barrier).
 //
 // Each part's nodes are consecutive in the order, in post-order within a
 // subtree or a tree's top, so its steps run after those they read: their
@@ -412,7 +414,8 @@ func (b *treeBuilder) cutRecursive() {
 	}
 	// The subtrees in the order of their roots, cut into runs of about a
 	// share: a subtree goes to the part its middle node falls in. Then the
-	// nodes above them, tree by tree, the same way. key is each node's
+	// nodes above them, tree by tree: a tree's to the part its first falls
+	// in. key is each node's
 	// part in its phase (phase 1's numbered from W); the order is by key,
 	// then by node.
 	key := b.ints.take(N)
@@ -439,7 +442,7 @@ func (b *treeBuilder) cutRecursive() {
 				n++
 			}
 		}
-		w := int32(min(W-1, (2*seen+n)*W/(2*max(above, 1))))
+		w := int32(min(W-1, seen*W/max(above, 1)))
 		seen += n
 		for g := lo; g < hi; g++ {
 			if piece[g] < 0 {
