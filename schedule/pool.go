@@ -49,6 +49,7 @@ type Pool struct {
 	n         int
 	cpus      []int      // CPU of each worker; nil when not pinned
 	spins     int        // within a job
+	longSpins int        // within a job of longPhases
 	stealAt   int        // polls before a worker looks at another's claim
 	spinCost  float64    // ns per iteration of the barrier's polling loop, timed by NewPool
 	idleSpins int        // between jobs
@@ -150,6 +151,7 @@ func NewPool(opt PoolOptions) (*Pool, error) {
 	p := &Pool{n: opt.Workers, spinCost: measureSpin()}
 	p.spins, p.idleSpins = p.iterations(opt.Spin), p.iterations(opt.IdleSpin)
 	p.stealAt = min(p.spins, p.iterations(stealDelay))
+	p.longSpins = min(p.spins, p.iterations(longSpin))
 	p.wake.init()
 	if !opt.NoPin {
 		p.cpus = workerCPUs(p.n)
@@ -320,12 +322,18 @@ func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(n, f, false, p.spin
 // longPhases is Phases for a job whose parts are long and uneven: a tree
 // plan's parts or a generation's wave, hundreds of microseconds each where
 // a phase of P takes a few. A worker that finds another's part still
-// running parks at once, as a goroutine waiting on a sync.WaitGroup does,
-// instead of spinning for PoolOptions.Spin: the wait is then mostly a
-// part's length, not a stall, and a spinning worker would hold a core the
-// parts still running (or anything else on a shared machine) could use,
-// for a wake-up (40-70 µs, see DefaultSpin) small beside such parts.
-func (p *Pool) longPhases(n int, f func(phase, w int)) { p.start(n, f, false, 0) }
+// running spins for longSpin at most (PoolOptions.Spin if shorter), then
+// parks: the wait is mostly a part's length, not a stall, and a worker
+// spinning for all of it holds a core that anything else on the machine
+// could use.
+func (p *Pool) longPhases(n int, f func(phase, w int)) { p.start(n, f, false, p.longSpins) }
+
+// longSpin is how long a worker of longPhases spins before it parks:
+// about what parking and waking costs on the project's VM (40-70 µs, see
+// DefaultSpin), so a wait never costs more than about twice the cheaper
+// of the two: on a quiet machine a tree plan runs as fast as with
+// DefaultSpin, and on a loaded one it does not burn its CPU time waiting.
+const longSpin = 50 * time.Microsecond
 
 // Run runs the phases on all workers: phases[ph](w) for every part w
 // (Phases with one function per phase).
