@@ -16,7 +16,7 @@ import (
 // layer's output sequence of a model without a head) with PyTorch's
 // float32 ones, which the float32 schedules match within 1e-5
 // (TestUserGoldens). The largest and mean absolute differences are
-// logged per model (docs/models.md, "Precision", has the table) and the
+// logged per model (docs/precision.md has the table) and the
 // int8 ones bounded by what was measured, with some room: largest 0.041,
 // mean of the models' means 0.0022 (bf16: 0.019 and 0.00057). The int8
 // kernels give the same bits on every path, so the figures do not depend

@@ -38,7 +38,7 @@ func logits(r Result) []float32 {
 // a head) with PyTorch's float32 ones, which float32 P matches within
 // 1e-5 (TestGolden); bf16's differences are logged beside them. The
 // bounds are the measured largest and mean absolute differences over
-// these cases (docs/models.md, "Precision") with some room: measured
+// these cases (docs/precision.md) with some room: measured
 // 0.061 and 0.0028 (bf16: 0.020 and 0.0008). The int8 kernels give the
 // same bits on every path, so the figures do not depend on the host.
 func TestPartitionedInt8Golden(t *testing.T) {

@@ -42,8 +42,7 @@ prints the held-out bits per byte of the model in float32 and with its
 LSTM dynamically quantized by PyTorch (quantize_dynamic: int8 weights per
 output row, symmetric, as rnnserve's precision int8; activations
 quantized per step; the embedding and head float32, as in rnnserve), an
-independent reference for the change int8 costs (docs/models.md,
-"Precision").
+independent reference for the change int8 costs (docs/precision.md).
 
 A checkpoint (model, optimizer, data position, RNG and LSTM state) is saved
 every CKPT_EVERY steps to --ckpt (default /tmp/train_bytelm.ckpt); --resume
