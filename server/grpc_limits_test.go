@@ -199,6 +199,26 @@ func smallInfer() *pb.ModelInferRequest {
 }
 
 // waitFor polls cond for up to 5 seconds.
+// halfSentCalls opens two connections with calls ModelInfer calls each,
+// every call announcing a message of announce bytes and sending the
+// first 10,000 of them.
+func halfSentCalls(t *testing.T, addr string, calls, announce int) []*h2Client {
+	t.Helper()
+	conns := []*h2Client{dialH2(t, addr), dialH2(t, addr)}
+	for _, c := range conns {
+		for i := range calls {
+			id := uint32(2*i + 1)
+			if err := c.headers(id, "/inference.GRPCInferenceService/ModelInfer", false); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.message(id, announce, 10000); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return conns
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	// A condition, not a timing: the wait is long so a loaded machine or
@@ -235,18 +255,7 @@ func TestGRPCReadsInBudget(t *testing.T) {
 	// Two connections open six calls each that announce 1 MiB messages
 	// and send 10 KB of them. The large part of the budget (14 MiB) admits
 	// four reads of three messages; the rest wait.
-	bad := []*h2Client{dialH2(t, addr), dialH2(t, addr)}
-	for _, c := range bad {
-		for i := range 6 {
-			id := uint32(2*i + 1)
-			if err := c.headers(id, "/inference.GRPCInferenceService/ModelInfer", false); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.message(id, body-100, 10000); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	bad := halfSentCalls(t, addr, 6, body-100)
 	waitFor(t, "four reads to hold the budget", func() bool { return s.budget.InUse() == 4*readReservation*body })
 	// A small client is served beside them, from the share for small
 	// requests.

@@ -157,18 +157,7 @@ func TestGRPCNewSmallClient(t *testing.T) {
 		o.MinBodyRate = 1 // the large reads are held, not cut
 	}, true)
 	addr, _ := grpcServed(t, s)
-	bad := []*h2Client{dialH2(t, addr), dialH2(t, addr)}
-	for _, c := range bad {
-		for i := range 4 {
-			id := uint32(2*i + 1)
-			if err := c.headers(id, "/inference.GRPCInferenceService/ModelInfer", false); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.message(id, body-100, 10000); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	halfSentCalls(t, addr, 4, body-100)
 	waitFor(t, "four reads to hold the budget", func() bool { return s.budget.InUse() == 4*readReservation*body })
 	// All but 1 MiB is taken: less than a read of a message at the limit
 	// needs, more than a small message's.
