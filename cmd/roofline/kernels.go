@@ -203,30 +203,22 @@ func kernelTable(out io.Writer, pools map[int]*schedule.Pool, o *options) {
 	fmt.Fprintln(out)
 }
 
-// gemmRate measures f32.GemmNT's arithmetic rate with every worker of p
-// multiplying 100 rows by its own 256×256 W (in its L2): the rate a
-// compute-bound product (the input projections of 100 steps) can reach.
-// It returns flops per second, all workers together.
-func gemmRate(p *schedule.Pool, o *options) float64 {
-	const m, n, k = 100, 256, 256
-	nw := p.Workers()
-	type buf struct{ a, w, c []float32 }
-	bs := make([]buf, nw)
-	p.Each(func(w int) {
-		r := rand.New(rand.NewPCG(uint64(w), 2))
-		b := buf{a: make([]float32, m*k), w: make([]float32, n*k), c: make([]float32, m*n)}
-		for i := range b.a {
-			b.a[i] = float32(r.Float64())
-		}
-		for i := range b.w {
-			b.w[i] = float32(r.Float64())
-		}
-		bs[w] = b
-	})
-	flops := func(int) float64 { return 2 * m * n * k }
+// gemmRate measures the arithmetic rate of the product P runs in
+// precision prec (kernelWorker.call: f32.GemmNT for float32,
+// f32.GemmNTBF16 for bf16, f32.QuantizeI8 then f32.GemmNTI8 for int8),
+// with every worker of p multiplying 100 rows by its own 256×256 W (in
+// its L2): the rate a compute-bound product (the input projections of 100
+// steps) can reach in that precision. It returns multiply-adds ×2 per
+// second, all workers together.
+func gemmRate(p *schedule.Pool, o *options, prec schedule.Precision) float64 {
+	const n = 256
+	c := kernelCase{hidden: 256, rows: 100, gates: 1, prec: prec, l2: o.l2}
+	ws := make([]*kernelWorker, p.Workers())
+	p.Each(func(w int) { ws[w] = newKernelWorker(c, n, uint64(w)) }) // first touched by the worker that reads it
+	flops := func(int) float64 { return 2 * float64(c.rows) * n * float64(c.hidden) }
 	var v []float64
 	for r := 0; r < o.reps; r++ {
-		rate, _ := forEach(p, o.time, o.cpu, flops, func(w int) { f32.GemmNT(m, n, k, bs[w].a, k, bs[w].w, k, 0, bs[w].c, n) })
+		rate, _ := forEach(p, o.time, o.cpu, flops, func(w int) { ws[w].call(c) })
 		v = append(v, rate)
 	}
 	return summarize(v).best

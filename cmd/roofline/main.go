@@ -338,18 +338,33 @@ func run(args []string, out io.Writer) error {
 		memo[k] = v
 		return v
 	}
-	flops := map[int]float64{}
-	for _, c := range o.cores {
-		flops[c] = gemmRate(pools[c], o)
+	// The arithmetic roof of each precision's product: an int8 or bf16
+	// model's input projections run at their own kernel's rate, not
+	// float32's.
+	flops := roofs{}
+	for _, prec := range o.precision {
+		flops[prec] = map[int]float64{}
+		for _, c := range o.cores {
+			flops[prec][c] = gemmRate(pools[c], o, prec)
+		}
 	}
 	fmt.Fprintln(out, "## Weight streaming, partitioned schedule, batch 1")
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "Arithmetic roof: f32.GemmNT, 100 rows × 256×256 W per worker (in L2): %s", joinRates(o.cores, flops))
-	if o.hz > 0 {
-		fmt.Fprintf(out, " (%.1f flops per cycle and core on one core; 32 is two 8-wide FMAs a cycle)", flops[o.cores[0]]/float64(o.cores[0])/o.hz)
+	fmt.Fprintln(out, "Arithmetic roof: the product P runs in each precision, 100 rows × 256×256 W per worker (in L2), multiply-adds ×2 per second:")
+	fmt.Fprintln(out)
+	for _, prec := range o.precision {
+		fmt.Fprintf(out, "- %v (%s): %s", prec, productName(prec), joinRates(o.cores, flops[prec]))
+		if o.hz > 0 {
+			fmt.Fprintf(out, " (%.1f per cycle and core on one core", flops[prec][o.cores[0]]/float64(o.cores[0])/o.hz)
+			if prec == schedule.F32 {
+				fmt.Fprint(out, "; 32 is two 8-wide FMAs a cycle")
+			}
+			fmt.Fprint(out, ")")
+		}
+		fmt.Fprintln(out, ".")
 	}
-	fmt.Fprint(out, ".\n\n")
-	fmt.Fprintf(out, "W_hh/worker: one worker's W_hh slice of one layer, and the level that holds the re-read weights (the whole model at T = 1); GB/s: weight bytes read per second (best run); level GB/s: read bandwidth measured at that footprint; W_hh past L2: the share of W_hh's bytes that miss a simulated %s %d-way LRU L2 per core in a warm inference of the plan; model µs: those bytes at the bandwidth of W_hh's footprint (its first pass in an inference at the whole model's, where slower) and the rest at L2's, plus the other weights' bytes at theirs or the input projections' arithmetic at the roof above, whichever takes longer; footprint model µs: the same with every W_hh byte at its footprint's bandwidth; roofline: model time over the best measured time.\n", size(o.l2), o.l2Ways)
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "W_hh/worker: one worker's W_hh slice of one layer, and the level that holds the re-read weights (the whole model at T = 1); GB/s: weight bytes read per second (best run); level GB/s: read bandwidth measured at that footprint; W_hh past L2: the share of W_hh's bytes that miss a simulated %s %d-way LRU L2 per core in a warm inference of the plan; model µs: those bytes at the bandwidth of W_hh's footprint (its first pass in an inference at the whole model's, where slower) and the rest at L2's, plus the other weights' bytes at theirs or the input projections' arithmetic at the precision's roof above, whichever takes longer; footprint model µs: the same with every W_hh byte at its footprint's bandwidth; roofline: model time over the best measured time.\n", size(o.l2), o.l2Ways)
 	fmt.Fprintln(out)
 	measured := map[shapeKey]float64{}
 	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | level | µs/inference (best / median) | GB/s | level GB/s | W_hh past L2 | footprint model µs | model µs | roofline |")
@@ -373,7 +388,7 @@ func run(args []string, out io.Writer) error {
 							hhBW := at(c, s.sliceBytes)
 							hitBW := at(c, min(s.sliceBytes, o.l2/2))
 							otherBW := at(c, s.modelBytes/int64(c))
-							proj := projFlops(net, T) / flops[c]
+							proj := flops.projSeconds(net, T, prec, c)
 							model := s.model(hhBW, hitBW, otherBW, proj)
 							flat := s.model(hhBW, hhBW, otherBW, proj) // every W_hh byte at the footprint's rate
 							levelBW, past := otherBW, "-"
@@ -406,10 +421,13 @@ func run(args []string, out io.Writer) error {
 			return at(c0, min(p, o.dram)) / float64(c0)
 		},
 		dramCap: o.dramGBs * 1e9,
-		flops:   flops[c0] / float64(c0),
+		flops:   map[schedule.Precision]float64{},
 		gate:    map[rnn.CellKind]float64{rnn.LSTM: gateCost(rnn.LSTM, o), rnn.GRU: gateCost(rnn.GRU, o)},
 		step:    o.barrierStep * 1e-9,
 		l2:      o.l2, l3: o.l3, l2Ways: o.l2Ways, l3Ways: 16, l3Cores: o.l3Cores,
+	}
+	for prec, r := range flops {
+		m.flops[prec] = r[c0] / float64(c0)
 	}
 	if llc, ok := host.Get().LastLevel(); ok && llc.Ways > 0 && llc.Bytes == o.l3 {
 		m.l3Ways = llc.Ways
@@ -444,6 +462,27 @@ func projFlops(net *rnn.Network, T int) float64 {
 		}
 	}
 	return f
+}
+
+// roofs is the arithmetic roof of each precision's product on each
+// core count measured: multiply-adds ×2 per second, all cores together.
+type roofs map[schedule.Precision]map[int]float64
+
+// projSeconds is the time one inference's input projections (projFlops)
+// take at the roof of precision prec on c cores.
+func (r roofs) projSeconds(net *rnn.Network, T int, prec schedule.Precision, c int) float64 {
+	return projFlops(net, T) / r[prec][c]
+}
+
+// productName names the kernels gemmRate times for prec.
+func productName(prec schedule.Precision) string {
+	switch prec {
+	case schedule.BF16:
+		return "f32.GemmNTBF16"
+	case schedule.Int8:
+		return "f32.QuantizeI8 and f32.GemmNTI8, " + f32.I8Impl()
+	}
+	return "f32.GemmNT"
 }
 
 func joinRates(cores []int, r map[int]float64) string {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"rnnserve/internal/f32"
 	"rnnserve/rnn"
 	"rnnserve/schedule"
 )
@@ -25,6 +26,29 @@ func TestLevelOf(t *testing.T) {
 	} {
 		if got := levelOf(c.perCore, c.total, o); got != c.want {
 			t.Errorf("levelOf(%d, %d) = %s, want %s", c.perCore, c.total, got, c.want)
+		}
+	}
+}
+
+// TestProjectionRoof checks that a shape's input projections are priced
+// at the roof of its own precision and core count: an int8 model's at
+// the int8 product's rate, not float32's.
+func TestProjectionRoof(t *testing.T) {
+	net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 64, Hidden: 128, Layers: 2}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := roofs{schedule.F32: {1: 100e9, 2: 200e9}, schedule.Int8: {1: 300e9, 2: 600e9}}
+	const T = 10
+	// Layer 0 reads 64 inputs, layer 1 the 128 outputs of layer 0.
+	flops := 2 * T * float64(4*128*64+4*128*128)
+	for _, c := range []struct {
+		prec  schedule.Precision
+		cores int
+		rate  float64
+	}{{schedule.F32, 1, 100e9}, {schedule.F32, 2, 200e9}, {schedule.Int8, 1, 300e9}, {schedule.Int8, 2, 600e9}} {
+		if got, want := r.projSeconds(net, T, c.prec, c.cores), flops/c.rate; math.Abs(got-want) > want*1e-12 {
+			t.Errorf("%v on %d cores: %g s, want %g", c.prec, c.cores, got, want)
 		}
 	}
 }
@@ -143,6 +167,7 @@ func TestRunSmall(t *testing.T) {
 	text := out.String()
 	for _, want := range []string{"| L1 | 16 KiB |", "| DRAM | 64 KiB |", "| lstm | 16 | 2 | 1 | f32 | 1 |", "| lstm | 16 | 2 | 3 | bf16 | 1 |",
 		"| 16 | 1 | f32 | 1 | 4 KiB | L1 |", "| 16 | 3 | bf16 | 1 | 2 KiB | L1 |", "Arithmetic roof: ",
+		"- f32 (f32.GemmNT): ", "- bf16 (f32.GemmNTBF16): ", "- int8 (f32.QuantizeI8 and f32.GemmNTI8, " + f32.I8Impl() + "): ",
 		"| 512 | 1 | f32 packed | 1 | 4 MiB |", "| 512 | 3 | f32 packed | 1 | 4 MiB |", "| 512 | 1 | bf16 | 1 | 2 MiB |",
 		"| lstm | 16 | 2 | 3 | int8 | 1 |", "| 512 | 1 | int8 | 1 | 1.02 MiB |"} {
 		if !strings.Contains(text, want) {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"rnnserve/cachesim"
@@ -40,8 +41,8 @@ type machine struct {
 	// past is the rate, bytes per second, at which one core reads a
 	// buffer of the given size (from L3 or DRAM).
 	past           func(bytes int64) float64
-	dramCap        float64 // bytes per second, all cores; 0: no cap
-	flops          float64 // multiply-adds ×2 per second, one core
+	dramCap        float64                        // bytes per second, all cores; 0: no cap
+	flops          map[schedule.Precision]float64 // each precision's products: multiply-adds ×2 per second, one core
 	gate           map[rnn.CellKind]float64
 	barrier2, step float64 // seconds: the barrier on two cores, and per core beyond
 	l2, l3         int64
@@ -194,7 +195,7 @@ func predict(net *rnn.Network, cell rnn.CellKind, prec schedule.Precision, T, c 
 	perWorker := make([]float64, c)
 	for i, sc := range costs {
 		mem := float64(sc.hit)/m.l2BW + float64(sc.past)/rate[sc.worker/m.l3Cores]
-		perWorker[sc.worker] += max(mem, sc.flops/m.flops+float64(sc.units)*m.gate[cell])
+		perWorker[sc.worker] += max(mem, sc.flops/m.flops[prec]+float64(sc.units)*m.gate[cell])
 		if i == len(costs)-1 || costs[i+1].phase != sc.phase {
 			for w, t := range perWorker {
 				slowest[sc.phase] = max(slowest[sc.phase], t)
@@ -283,8 +284,8 @@ func predictTable(out io.Writer, m *machine, measured map[shapeKey]float64, o *o
 	} else {
 		fmt.Fprint(out, ", no cap on DRAM for all cores (-dram-gbs)")
 	}
-	fmt.Fprintf(out, ", products %.1f GFLOP/s; gates %.2f ns a unit (LSTM) and %.2f (GRU); the barrier %.0f ns on two cores and %.0f ns more for each core beyond; a %s %d-way L2 per core and a %s %d-way L3 per %d cores.\n\n",
-		m.flops/1e9, m.gate[rnn.LSTM]*1e9, m.gate[rnn.GRU]*1e9, m.barrier2*1e9, m.step*1e9, size(m.l2), m.l2Ways, size(m.l3), m.l3Ways, m.l3Cores)
+	fmt.Fprintf(out, ", products %s; gates %.2f ns a unit (LSTM) and %.2f (GRU); the barrier %.0f ns on two cores and %.0f ns more for each core beyond; a %s %d-way L2 per core and a %s %d-way L3 per %d cores.\n\n",
+		productRates(m, o.precision), m.gate[rnn.LSTM]*1e9, m.gate[rnn.GRU]*1e9, m.barrier2*1e9, m.step*1e9, size(m.l2), m.l2Ways, size(m.l3), m.l3Ways, m.l3Cores)
 	fmt.Fprintln(out, "Past L2: the bytes a warm inference reads past the cores' L2s; footprint: the distinct ones, of the largest group of cores sharing an L3; DRAM: those that miss an LRU of the L3's size too.")
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | predicted µs | of it barriers | measured µs | measured/predicted | past L2 MB | footprint | DRAM MB | speed-up over 1 core |")
@@ -330,4 +331,14 @@ func predictTable(out io.Writer, m *machine, measured map[shapeKey]float64, o *o
 		}
 	}
 	return nil
+}
+
+// productRates lists the products' rate on one core of each precision in
+// precs.
+func productRates(m *machine, precs []schedule.Precision) string {
+	var s []string
+	for _, prec := range precs {
+		s = append(s, fmt.Sprintf("%.1f GFLOP/s in %v", m.flops[prec]/1e9, prec))
+	}
+	return strings.Join(s, ", ")
 }

@@ -11,7 +11,7 @@ import (
 
 // testMachine is a host with round rates: L2 100 GB/s per core, and past
 // it 50 for footprints up to 16 MiB (half the L3) and 10 beyond, 100
-// GFLOP/s, 1 ns of gates a unit, a barrier of 100 ns on two cores and 10
+// GFLOP/s in float32 and bf16 and 400 in int8, 1 ns of gates a unit, a barrier of 100 ns on two cores and 10
 // more for each core beyond, a 1 MiB L2 per core and a 32 MiB L3 per 8
 // cores.
 func testMachine() *machine {
@@ -21,7 +21,8 @@ func testMachine() *machine {
 		}
 		return 10e9
 	}
-	return &machine{l2BW: 100e9, past: past, flops: 100e9,
+	return &machine{l2BW: 100e9, past: past,
+		flops:    map[schedule.Precision]float64{schedule.F32: 100e9, schedule.BF16: 100e9, schedule.Int8: 400e9},
 		gate:     map[rnn.CellKind]float64{rnn.LSTM: 1e-9, rnn.GRU: 1e-9},
 		barrier2: 100e-9, step: 10e-9, l2: 1 << 20, l3: 32 << 20, l2Ways: 8, l3Ways: 16, l3Cores: 8}
 }
@@ -95,7 +96,8 @@ func TestPredictTraffic(t *testing.T) {
 // DRAM when more cores share it.
 func TestPredictTime(t *testing.T) {
 	m := testMachine()
-	m.l2BW, m.flops = 1e30, 1e30
+	m.l2BW = 1e30
+	m.flops = map[schedule.Precision]float64{schedule.F32: 1e30}
 	m.past = func(int64) float64 { return 1e30 }
 	m.gate = map[rnn.CellKind]float64{rnn.LSTM: 0, rnn.GRU: 0}
 	pr, err := predict(dryLSTM(t, 64, 64, 2), rnn.LSTM, schedule.F32, 5, 4, m)
@@ -145,5 +147,34 @@ func TestRunPredict(t *testing.T) {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}
+	}
+}
+
+// TestPredictProducts checks that a shape's products go at its
+// precision's rate: with memory and gates free, one core takes the
+// products' arithmetic at 100 GFLOP/s in float32 and at 400 in int8
+// (whose packed rows carry a few bytes of scales and sums more).
+func TestPredictProducts(t *testing.T) {
+	m := testMachine()
+	m.l2BW = 1e30
+	m.past = func(int64) float64 { return 1e30 }
+	m.gate = map[rnn.CellKind]float64{rnn.LSTM: 0, rnn.GRU: 0}
+	const T = 5
+	net := dryLSTM(t, 256, 256, 1)
+	f, err := predict(net, rnn.LSTM, schedule.F32, T, 1, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// W_ih for T rows, W_hh for the T-1 steps with a previous state.
+	want := 2 * float64(4*256*256) * (T + T - 1) / 100e9
+	if math.Abs(f.seconds-want) > want*1e-9 {
+		t.Errorf("float32: %g s, want %g", f.seconds, want)
+	}
+	q, err := predict(net, rnn.LSTM, schedule.Int8, T, 1, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := q.seconds / (want / 4); r < 1 || r > 1.1 {
+		t.Errorf("int8: %g s, %.3f of float32's arithmetic at the int8 rate, want 1 to 1.1", q.seconds, r)
 	}
 }
