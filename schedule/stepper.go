@@ -16,9 +16,13 @@ import (
 // active rows.
 //
 // Layer 0's input projections X' = W_ih·x are computed once for all of a
-// sequence's known inputs when it joins or is extended (Schedule A+). The
-// layers above get their input one step at a time, so they read W_ih and
-// W_hh at every step, as Schedule A does.
+// sequence's known inputs when it joins or is extended (Schedule A+). For
+// a network with an embedding and float32 weights whose table of every
+// token's projection, [Vocab][Rows], fits in tokenTableBytes, the stepper
+// computes that table once and a step reads each row's projection from it
+// by token id: a request then pays neither the product nor a buffer of
+// its own projections. The layers above get their input one step at a
+// time, so they read W_ih and W_hh at every step, as Schedule A does.
 //
 // A Stepper's steps are schedule Steps over its own buffers, built from
 // the same ops as a Plan's; TraceStepper records one sequence's as a Plan
@@ -41,6 +45,7 @@ type Stepper struct {
 	y, yh   *Buffer   // [max][Rows]
 	hfull   *Buffer   // [max][Hidden], projection only
 	head    *Buffer   // [max][HeadOut]
+	xtab    *Buffer   // [Vocab][Rows of layer 0]: every token's input projection, or nil
 	q, qs   *Buffer   // Int8: [max] quantized rows of the widest layer, their scales
 	weights map[*[]float32]*Buffer
 
@@ -76,7 +81,7 @@ type Sequence struct {
 	Output  []float32 // [steps run][Out] when Outputs is set
 	HN, CN  []float32 // final state after Remove: [Layers][Out], [Layers][Hidden]
 
-	xp    *Buffer // [known][Rows]: layer 0's input projections
+	xp    *Buffer // [known][Rows]: layer 0's input projections (nil with the token table)
 	known int     // input steps known so far
 	t     int     // next time step
 	slot  int
@@ -151,8 +156,23 @@ func NewStepperPrecision(net *rnn.Network, maxRows int, prec Precision) (*Steppe
 	if net.HeadOut > 0 {
 		s.head = s.state("head", maxRows*net.HeadOut)
 	}
+	if l0 := net.Layers[0][0]; prec == F32 && net.Vocab > 0 && int64(net.Vocab)*int64(l0.Rows())*4 <= tokenTableBytes {
+		// Every token's X' = embedding row · W_ihᵀ, by the product a
+		// sequence's arrival steps would run (the same kernel, so the
+		// same sums).
+		R, I := l0.Rows(), net.Input
+		tab := make([]float32, net.Vocab*R)
+		f32.GemmNT(net.Vocab, R, I, net.Embedding, I, l0.Wih, I, 0, tab, R)
+		s.xtab = &Buffer{Name: "l0.xtab", Kind: KindWeight, Elems: len(tab), ElemSize: 4, F32: tab}
+	}
 	return s, nil
 }
+
+// tokenTableBytes bounds a stepper's table of every token's layer-0 input
+// projection (see Stepper): bytelm's (256 tokens, 768 rows) is 768 KiB.
+// A larger table would push the recurrent weights out of the cache for
+// what a step reads from it, and cost its memory once per stepper.
+const tokenTableBytes = 4 << 20
 
 func (s *Stepper) state(name string, elems int) *Buffer {
 	return &Buffer{Name: name, Kind: KindActivation, Elems: elems, ElemSize: 4, F32: make([]float32, elems)}
@@ -227,7 +247,10 @@ func (s *Stepper) Add(q *Sequence) error {
 			return err
 		}
 	}
-	q.xp, q.known, q.t = &Buffer{Name: "xp", Kind: KindActivation, ElemSize: 4}, 0, 0
+	q.xp, q.known, q.t = nil, 0, 0
+	if s.xtab == nil {
+		q.xp = &Buffer{Name: "xp", Kind: KindActivation, ElemSize: 4}
+	}
 	q.HeadOut, q.Output, q.HN, q.CN = q.HeadOut[:0], q.Output[:0], nil, nil
 	tokens, features := q.Tokens, q.Features
 	q.Tokens, q.Features = nil, nil
@@ -300,6 +323,11 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 		q.Tokens = append(q.Tokens, tokens...)
 	} else {
 		q.Features = append(q.Features, features...)
+	}
+	if s.xtab != nil {
+		// A step reads the projection from the table by token id.
+		q.known += steps
+		return nil
 	}
 	xp := q.xp.F32
 	if need := (q.known + steps) * R; cap(xp) < need {
@@ -377,8 +405,13 @@ func (s *Stepper) buffers() []*Buffer {
 			bs = append(bs, b)
 		}
 	}
+	if s.xtab != nil {
+		bs = append(bs, s.xtab)
+	}
 	for _, q := range s.seqs {
-		bs = append(bs, q.xp)
+		if q.xp != nil {
+			bs = append(bs, q.xp)
+		}
 	}
 	return bs
 }
@@ -457,10 +490,15 @@ func (s *Stepper) buildStep() {
 	n := s.net
 	B := len(s.seqs)
 	R0 := n.Layers[0][0].Rows()
-	// Layer 0's pre-activations start from each sequence's input projection.
+	// Layer 0's pre-activations start from each sequence's input
+	// projection: its own, or its token's row of the table.
 	srcs := make([]Mat, B)
 	for i, q := range s.seqs {
-		srcs[i] = Dense(q.xp, q.t*R0, 1, R0)
+		if s.xtab != nil {
+			srcs[i] = Dense(s.xtab, int(q.Tokens[q.t])*R0, 1, R0)
+		} else {
+			srcs[i] = Dense(q.xp, q.t*R0, 1, R0)
+		}
 	}
 	s.add(0, &gatherRowsOp{dst: Dense(s.y, 0, B, R0), srcs: srcs})
 	for k, dirs := range n.Layers {

@@ -31,6 +31,7 @@ func TestStepperMatchesPlan(t *testing.T) {
 				in     Input // the whole input, B = 1
 				join   int   // step at which it joins
 				extend int   // steps appended when its first part runs out
+				added  bool
 				done   bool
 			}
 			var jobs []*job
@@ -51,10 +52,11 @@ func TestStepperMatchesPlan(t *testing.T) {
 			}
 			for tick := 0; tick < 100; tick++ {
 				for _, jb := range jobs {
-					if jb.join <= tick && jb.q.xp == nil && st.Active() < st.Capacity() {
+					if jb.join <= tick && !jb.added && st.Active() < st.Capacity() {
 						if err := st.Add(jb.q); err != nil {
 							t.Fatal(err)
 						}
+						jb.added = true
 					}
 				}
 				for _, q := range st.Step() {
@@ -131,30 +133,40 @@ func TestStepperErrors(t *testing.T) {
 }
 
 // TestTraceStepper checks that a traced cellular run reads W_hh of every
-// layer at every step, W_ih of layer 0 once (on arrival) and one embedding
-// row per token, and that the trace cannot be run.
+// layer at every step and, for layer 0's input, one row of the token table
+// per token with float32 weights, or W_ih once (on arrival) and one
+// embedding row per token where there is no table (int8 weights); and
+// that the trace cannot be run.
 func TestTraceStepper(t *testing.T) {
 	net := randomNet(t, rnn.Config{Cell: rnn.LSTM, Input: 3, Hidden: 4, Layers: 2, Vocab: 9, HeadOut: 9}, 1)
 	const T = 6
-	p, err := TraceStepper(net, &Sequence{Tokens: make([]int64, T), Head: HeadAll}, F32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reads := map[string]int{}
-	p.Walk(func(r Region, w bool) {
-		if !w && r.Buf.Kind == KindWeight {
-			reads[r.Buf.Name]++
+	for _, tc := range []struct {
+		prec Precision
+		want map[string]int
+	}{
+		{F32, map[string]int{"l0.weight_hh": T, "l1.weight_hh": T, "l1.weight_ih": T, "head.weight": T, "l0.xtab": T, "l0.weight_ih": 0, "embedding": 0}},
+		{Int8, map[string]int{"l0.weight_hh": T, "l1.weight_hh": T, "l1.weight_ih": T, "head.weight": T, "l0.xtab": 0, "l0.weight_ih": 1, "embedding": T}},
+	} {
+		p, err := TraceStepper(net, &Sequence{Tokens: make([]int64, T), Head: HeadAll}, tc.prec)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	for name, want := range map[string]int{"l0.weight_hh": T, "l1.weight_hh": T, "l1.weight_ih": T, "head.weight": T, "l0.weight_ih": 1, "embedding": T} {
-		if reads[name] != want {
-			t.Errorf("%s read %d times, want %d (all reads: %v)", name, reads[name], want, reads)
+		reads := map[string]int{}
+		p.Walk(func(r Region, w bool) {
+			if !w && r.Buf.Kind == KindWeight {
+				reads[r.Buf.Name]++
+			}
+		})
+		for name, want := range tc.want {
+			if reads[name] != want {
+				t.Errorf("%v: %s read %d times, want %d (all reads: %v)", tc.prec, name, reads[name], want, reads)
+			}
 		}
-	}
-	if p.Buffers[0].Kind != KindWeight || p.Schedule != Cellular || p.T != T {
-		t.Errorf("plan: first buffer %v, schedule %v, T %d", p.Buffers[0].Kind, p.Schedule, p.T)
-	}
-	if _, err := p.Run(); !errors.Is(err, ErrDryPlan) {
-		t.Errorf("Run of a trace: %v", err)
+		if p.Buffers[0].Kind != KindWeight || p.Schedule != Cellular || p.T != T {
+			t.Errorf("plan: first buffer %v, schedule %v, T %d", p.Buffers[0].Kind, p.Schedule, p.T)
+		}
+		if _, err := p.Run(); !errors.Is(err, ErrDryPlan) {
+			t.Errorf("Run of a trace: %v", err)
+		}
 	}
 }
