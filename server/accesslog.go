@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"rnnserve/server/internal/infer"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -142,12 +144,12 @@ func (a *AccessLog) Handler(h http.Handler) http.Handler {
 		}
 		attrs := []slog.Attr{
 			slog.String("request_id", id), slog.String("protocol", protocolREST),
-			slog.String("method", r.Method), slog.String("path", clip(r.URL.Path)),
+			slog.String("method", r.Method), slog.String("path", infer.Clip(r.URL.Path)),
 			slog.Int("status", sw.status), slog.Int64("bytes", sw.bytes),
 			slog.Float64("duration_ms", millis(time.Since(start))), slog.String("remote", r.RemoteAddr),
 		}
 		if v := r.Header.Values(SequenceHeader); len(v) > 0 {
-			attrs = append(attrs, slog.String("sequence_id", clip(strings.Join(v, ","))))
+			attrs = append(attrs, slog.String("sequence_id", infer.Clip(strings.Join(v, ","))))
 		}
 		a.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 	})
@@ -246,7 +248,7 @@ func (a *AccessLog) logGRPC(ctx context.Context, id, method, model string, code 
 		attrs = append(attrs, slog.String("remote", p.Addr.String()))
 	}
 	if v := metadata.ValueFromIncomingContext(ctx, SequenceMetadata); len(v) > 0 {
-		attrs = append(attrs, slog.String("sequence_id", clip(strings.Join(v, ","))))
+		attrs = append(attrs, slog.String("sequence_id", infer.Clip(strings.Join(v, ","))))
 	}
 	a.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }
@@ -256,9 +258,9 @@ func (a *AccessLog) logGRPC(ctx context.Context, id, method, model string, code 
 func modelOf(req any) string {
 	switch r := req.(type) {
 	case interface{ GetModelName() string }:
-		return clip(r.GetModelName())
+		return infer.Clip(r.GetModelName())
 	case interface{ GetName() string }:
-		return clip(r.GetName())
+		return infer.Clip(r.GetName())
 	}
 	return ""
 }

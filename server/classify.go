@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
+
+	"rnnserve/server/internal/infer"
 )
 
 // maxClassification bounds the classification parameter.
@@ -13,7 +15,7 @@ const maxClassification = 1 << 16
 func checkClassification(outs []RequestedOutput) error {
 	for _, o := range outs {
 		if o.Classification < 0 || o.Classification > maxClassification {
-			return badRequest("output %q: classification %d, want 1..%d", clip(o.Name), o.Classification, maxClassification)
+			return infer.BadRequest("output %q: classification %d, want 1..%d", infer.Clip(o.Name), o.Classification, maxClassification)
 		}
 	}
 	return nil
@@ -26,7 +28,7 @@ func checkClassification(outs []RequestedOutput) error {
 // them: floats with six decimals.
 func classify(o *OutputTensor, k int) error {
 	if len(o.Shape) == 0 || o.Bytes != nil {
-		return badRequest("output %q: classification needs a numeric tensor with at least one dimension", o.Name)
+		return infer.BadRequest("output %q: classification needs a numeric tensor with at least one dimension", o.Name)
 	}
 	last := int(o.Shape[len(o.Shape)-1])
 	k = min(k, last)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"rnnserve/server/api"
+	"rnnserve/server/internal/infer"
 )
 
 // Model control, as Triton's --model-control-mode has it. Who may change
@@ -63,7 +64,7 @@ func (m *ModelControl) UnmarshalText(b []byte) error {
 		*m = v
 		return nil
 	}
-	return fmt.Errorf("model control mode %q: want none, explicit or poll", clip(string(b)))
+	return fmt.Errorf("model control mode %q: want none, explicit or poll", infer.Clip(string(b)))
 }
 
 // Management guards the model repository API: index, load and unload.
@@ -80,12 +81,6 @@ type Management struct {
 
 // Errors of model control.
 var (
-	// ErrForbidden answers a call the settings do not allow (the model
-	// control mode, the management listener).
-	ErrForbidden = errors.New("forbidden")
-	// ErrUnauthenticated answers a management call without the bearer
-	// token it needs.
-	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrModelUnavailable is wrapped by the answer to a request for a
 	// model the server should serve but cannot: it failed to load. It
 	// matches ErrUnknownModel (404).
@@ -189,7 +184,7 @@ func newControlMetrics(reg *prometheus.Registry) controlMetrics {
 // cannot mint series).
 func (s *Server) event(event, name, label string, took time.Duration, err error) {
 	s.ctl.events.WithLabelValues(label, event).Inc()
-	attrs := []any{"event", event, "model", clip(name)}
+	attrs := []any{"event", event, "model", infer.Clip(name)}
 	if took > 0 {
 		attrs = append(attrs, "took", took)
 	}
@@ -317,9 +312,9 @@ func (s *Server) unknownModel(name string) error {
 	wanted := s.wanted[name]
 	s.mu.Unlock()
 	if wanted && failed {
-		return fmt.Errorf("%w: %q did not load: %s (served: [%s])", ErrModelUnavailable, clip(name), f.reason, strings.Join(list, " "))
+		return fmt.Errorf("%w: %q did not load: %s (served: [%s])", ErrModelUnavailable, infer.Clip(name), f.reason, strings.Join(list, " "))
 	}
-	return fmt.Errorf("%w %q (served: [%s])", ErrUnknownModel, clip(name), strings.Join(list, " "))
+	return fmt.Errorf("%w %q (served: [%s])", ErrUnknownModel, infer.Clip(name), strings.Join(list, " "))
 }
 
 // ready reports whether the server serves every model it should (see the
@@ -414,6 +409,6 @@ func LogSkipped(log *slog.Logger, skipped []Skipped) {
 		if k.Hidden {
 			level = slog.LevelDebug
 		}
-		log.Log(context.Background(), level, "repository: skipped an entry that is not a model", "entry", clip(k.Name), "reason", k.Reason)
+		log.Log(context.Background(), level, "repository: skipped an entry that is not a model", "entry", infer.Clip(k.Name), "reason", k.Reason)
 	}
 }

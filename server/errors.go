@@ -1,95 +1,44 @@
 package server
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net/http"
 
-	"rnnserve/schedule"
+	"rnnserve/server/internal/infer"
 )
 
-// Errors a request can meet. StatusOf maps each to its HTTP status; a
-// gRPC front end maps the same sentinels to its codes with errors.Is.
+// Errors a request can meet: package infer's, under the names users of
+// package server know. StatusOf maps each to its HTTP status; CodeOf to
+// its gRPC code.
 var (
-	ErrBadRequest = errors.New("bad request")
-	ErrTooLarge   = errors.New("request too large")
-	// ErrResponseTooLarge refuses a request whose response would be over
-	// Options.MaxResponseBytes, before it runs.
-	ErrResponseTooLarge = errors.New("response too large")
-	ErrUnsupportedMedia = errors.New("unsupported content encoding")
-	ErrUnknownModel     = errors.New("unknown model")
-	ErrUnknownVersion   = errors.New("unknown model version")
-	ErrUnknownSequence  = errors.New("unknown sequence")
-	ErrSequenceEnded    = errors.New("sequence ended")
-	ErrSequenceExpired  = errors.New("sequence expired")
-	ErrSequenceBusy     = errors.New("sequence has a request in flight")
-	ErrTooManySequences = errors.New("too many live sequences")
-	ErrBusy             = errors.New("server busy: queue full")
-	// ErrSlowBody fails a request whose body (or gRPC message) arrived
-	// slower than the minimum rate, Options.MinBodyRate.
-	ErrSlowBody          = errors.New("request body arrived too slowly")
-	ErrDraining          = errors.New("server shutting down")
-	ErrNotLanguageModel  = errors.New("model cannot generate text")
-	ErrUnsupportedOutput = errors.New("unsupported output")
-	// ErrLoad is wrapped by every failed model load: a bad name, a model
-	// the repository does not have, or files that do not load. The model
-	// served before (if any) keeps serving.
-	ErrLoad = errors.New("model load failed")
-	// ErrNoRepository answers load and unload on a server started without
-	// a model repository.
-	ErrNoRepository = errors.New("no model repository: load and unload are off")
+	ErrBadRequest        = infer.ErrBadRequest
+	ErrTooLarge          = infer.ErrTooLarge
+	ErrResponseTooLarge  = infer.ErrResponseTooLarge
+	ErrUnsupportedMedia  = infer.ErrUnsupportedMedia
+	ErrUnknownModel      = infer.ErrUnknownModel
+	ErrUnknownVersion    = infer.ErrUnknownVersion
+	ErrUnknownSequence   = infer.ErrUnknownSequence
+	ErrSequenceEnded     = infer.ErrSequenceEnded
+	ErrSequenceExpired   = infer.ErrSequenceExpired
+	ErrSequenceBusy      = infer.ErrSequenceBusy
+	ErrTooManySequences  = infer.ErrTooManySequences
+	ErrBusy              = infer.ErrBusy
+	ErrSlowBody          = infer.ErrSlowBody
+	ErrDraining          = infer.ErrDraining
+	ErrNotLanguageModel  = infer.ErrNotLanguageModel
+	ErrUnsupportedOutput = infer.ErrUnsupportedOutput
+	ErrLoad              = infer.ErrLoad
+	ErrNoRepository      = infer.ErrNoRepository
+	ErrNotInRepository   = infer.ErrNotInRepository
+	ErrForbidden         = infer.ErrForbidden
+	ErrUnauthenticated   = infer.ErrUnauthenticated
+	ErrInternal          = infer.ErrInternal
 )
 
-// StatusOf maps an error to the HTTP status that answers it.
-func StatusOf(err error) int {
-	switch {
-	case err == nil:
-		return http.StatusOK
-	case errors.Is(err, ErrLoad) && (errors.Is(err, ErrUnknownModel) || errors.Is(err, ErrNotInRepository)):
-		return http.StatusNotFound
-	case errors.Is(err, ErrBadRequest), errors.Is(err, schedule.ErrInput),
-		errors.Is(err, ErrNotLanguageModel), errors.Is(err, ErrUnsupportedOutput),
-		errors.Is(err, ErrLoad), errors.Is(err, ErrNoRepository), errors.Is(err, ErrResponseTooLarge):
-		return http.StatusBadRequest
-	case errors.Is(err, ErrUnauthenticated):
-		return http.StatusUnauthorized
-	case errors.Is(err, ErrForbidden):
-		return http.StatusForbidden
-	case errors.Is(err, ErrTooLarge):
-		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrUnsupportedMedia):
-		return http.StatusUnsupportedMediaType
-	case errors.Is(err, ErrSlowBody):
-		return http.StatusRequestTimeout
-	case errors.Is(err, ErrUnknownModel), errors.Is(err, ErrUnknownVersion), errors.Is(err, ErrUnknownSequence):
-		return http.StatusNotFound
-	case errors.Is(err, ErrSequenceEnded), errors.Is(err, ErrSequenceExpired):
-		return http.StatusGone
-	case errors.Is(err, ErrSequenceBusy):
-		return http.StatusConflict
-	case errors.Is(err, ErrTooManySequences):
-		return http.StatusTooManyRequests
-	case errors.Is(err, ErrBusy), errors.Is(err, ErrDraining), errors.Is(err, ErrOverBudget):
-		return http.StatusServiceUnavailable
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return 499 // client closed request (nginx's convention)
-	case errors.Is(err, ErrInternal):
-		return http.StatusInternalServerError
-	}
-	return http.StatusInternalServerError
-}
-
-// ErrNotInRepository is wrapped by a load of a name the repository has no
-// model directory for.
-var ErrNotInRepository = errors.New("not in the model repository")
-
-// badRequest is an ErrBadRequest with a message.
-func badRequest(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, a...))
-}
+// StatusOf maps an error to the HTTP status that answers it (see
+// infer.StatusOf).
+func StatusOf(err error) int { return infer.StatusOf(err) }
 
 // loadError wraps a load failure of model name.
 func loadError(name string, err error) error {
-	return fmt.Errorf("%w: model %q: %w", ErrLoad, clip(name), err)
+	return fmt.Errorf("%w: model %q: %w", ErrLoad, infer.Clip(name), err)
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"encoding/binary"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,47 +11,6 @@ import (
 	"rnnserve/internal/fuzzbound"
 	"rnnserve/models"
 )
-
-// FuzzBinarySplit feeds Triton binary tensor data to the splitter of BYTES
-// elements and the fixed-size decoder: any input either decodes to the
-// element count its shape asks for, re-encoding to the same bytes, or
-// fails with a 400; nothing panics.
-func FuzzBinarySplit(f *testing.F) {
-	elem := func(parts ...string) []byte {
-		var b []byte
-		for _, p := range parts {
-			b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
-			b = append(b, p...)
-		}
-		return b
-	}
-	f.Add("BYTES", int64(2), elem("(1 a)", "(2 b)"))
-	f.Add("BYTES", int64(1), []byte{0xff, 0xff, 0xff, 0x7f, 'x'})
-	f.Add("BYTES", int64(3), elem("", "", ""))
-	f.Add("FP32", int64(2), []byte{0, 0, 0x80, 0x3f, 0, 0, 0, 0x40})
-	f.Add("INT64", int64(1), []byte{1, 0, 0, 0, 0, 0, 0, 0})
-	f.Add("UINT64", int64(1), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
-	f.Add("INT32", int64(-1), []byte{})
-	f.Fuzz(func(t *testing.T, dt string, n int64, raw []byte) {
-		fuzzbound.Run(t, len(dt)+len(raw), func() {
-			tn := Tensor{Name: "x", Datatype: dt, Shape: []int64{n}}
-			err := tn.DecodeRaw(raw)
-			if err != nil {
-				if StatusOf(err) != http.StatusBadRequest {
-					t.Fatalf("error %v maps to %d", err, StatusOf(err))
-				}
-				return
-			}
-			if err := tn.check(); err != nil {
-				t.Fatalf("decoded %d bytes as %s [%d] but check fails: %v", len(raw), dt, n, err)
-			}
-			out := OutputTensor{Datatype: dt, Float32: tn.Float32, Int64: tn.Int64, Bytes: tn.Bytes}
-			if got := out.AppendRaw(nil); !bytes.Equal(got, raw) || out.RawSize() != len(raw) {
-				t.Fatalf("%s [%d]: %x re-encodes as %x", dt, n, raw, got)
-			}
-		})
-	})
-}
 
 // FuzzInferBody drives the whole REST infer path, body reading to
 // response, through the real handler: a JSON body, optionally with a

@@ -14,6 +14,7 @@ import (
 
 	"rnnserve/rnn"
 	"rnnserve/schedule"
+	"rnnserve/server/internal/infer"
 )
 
 // GenerateRequest asks a language model to continue a prompt, in
@@ -143,10 +144,10 @@ func (m *seqModel) checkGenerate(g *GenerateRequest) ([]int64, error) {
 	var ids []int64
 	switch {
 	case len(g.Prompt) > 0 && g.PromptTokens != nil:
-		return nil, badRequest("give a text prompt or prompt_tokens, not both")
+		return nil, infer.BadRequest("give a text prompt or prompt_tokens, not both")
 	case len(g.Prompt) > 0:
 		if n.Vocab != 256 {
-			return nil, badRequest("a text prompt needs a byte-level model (vocabulary 256); send prompt_tokens")
+			return nil, infer.BadRequest("a text prompt needs a byte-level model (vocabulary 256); send prompt_tokens")
 		}
 		if err := checkUTF8("the text prompt", g.Prompt); err != nil {
 			return nil, err
@@ -159,41 +160,41 @@ func (m *seqModel) checkGenerate(g *GenerateRequest) ([]int64, error) {
 		ids = g.PromptTokens
 		for i, id := range ids {
 			if id < 0 || id >= int64(n.Vocab) {
-				return nil, badRequest("prompt_tokens[%d] = %d is outside the vocabulary [0, %d)", i, id, n.Vocab)
+				return nil, infer.BadRequest("prompt_tokens[%d] = %d is outside the vocabulary [0, %d)", i, id, n.Vocab)
 			}
 		}
 	}
 	if len(ids) == 0 {
-		return nil, badRequest("empty prompt")
+		return nil, infer.BadRequest("empty prompt")
 	}
 	if len(ids) > m.opts.MaxSteps {
-		return nil, badRequest("prompt of %d tokens exceeds max_steps %d", len(ids), m.opts.MaxSteps)
+		return nil, infer.BadRequest("prompt of %d tokens exceeds max_steps %d", len(ids), m.opts.MaxSteps)
 	}
 	if g.MaxTokens == 0 {
 		g.MaxTokens = defaultMaxTokens
 	}
 	switch {
 	case g.MaxTokens < 1 || g.MaxTokens > m.opts.MaxGenerateTokens:
-		return nil, badRequest("max_tokens %d, want 1..%d", g.MaxTokens, m.opts.MaxGenerateTokens)
+		return nil, infer.BadRequest("max_tokens %d, want 1..%d", g.MaxTokens, m.opts.MaxGenerateTokens)
 	case math.IsNaN(g.Temperature) || g.Temperature < 0 || g.Temperature > 100:
-		return nil, badRequest("temperature %v, want 0..100 (0 is greedy)", g.Temperature)
+		return nil, infer.BadRequest("temperature %v, want 0..100 (0 is greedy)", g.Temperature)
 	case g.TopK < 0 || g.TopK > n.Vocab:
-		return nil, badRequest("top_k %d, want 0..%d (0 keeps all)", g.TopK, n.Vocab)
+		return nil, infer.BadRequest("top_k %d, want 0..%d (0 keeps all)", g.TopK, n.Vocab)
 	case math.IsNaN(g.TopP) || g.TopP < 0 || g.TopP > 1:
-		return nil, badRequest("top_p %v, want 0..1 (0 or 1 keeps all)", g.TopP)
+		return nil, infer.BadRequest("top_p %v, want 0..1 (0 or 1 keeps all)", g.TopP)
 	case len(g.Stop) > 16:
-		return nil, badRequest("%d stop strings, want at most 16", len(g.Stop))
+		return nil, infer.BadRequest("%d stop strings, want at most 16", len(g.Stop))
 	}
 	for i, s := range g.Stop {
 		if len(s) == 0 || len(s) > 256 {
-			return nil, badRequest("stop[%d]: %d bytes, want 1..256", i, len(s))
+			return nil, infer.BadRequest("stop[%d]: %d bytes, want 1..256", i, len(s))
 		}
 		if err := checkUTF8(fmt.Sprintf("stop[%d]", i), s); err != nil {
 			return nil, err
 		}
 	}
 	if len(g.Stop) > 0 && n.Vocab != 256 {
-		return nil, badRequest("stop strings need a byte-level model (vocabulary 256)")
+		return nil, infer.BadRequest("stop strings need a byte-level model (vocabulary 256)")
 	}
 	return ids, nil
 }
@@ -277,5 +278,5 @@ func checkUTF8(what string, b []byte) error {
 	if utf8.Valid(b) {
 		return nil
 	}
-	return badRequest("%s is not valid UTF-8 at byte %d", what, invalidAt(b))
+	return infer.BadRequest("%s is not valid UTF-8 at byte %d", what, invalidAt(b))
 }

@@ -26,6 +26,7 @@ import (
 	"rnnserve/schedule"
 	"rnnserve/server/api"
 	pb "rnnserve/server/inferencepb"
+	"rnnserve/server/internal/infer"
 	"rnnserve/server/internal/limits"
 )
 
@@ -393,7 +394,7 @@ func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, rece
 	r := &Request{Protocol: protocolGRPC, Received: received}
 	res, err := g.messageReservation(ctx, req)
 	defer res.Release()
-	r.charge = res.Grow
+	r.Charge = res.Grow
 	var id string
 	if err == nil {
 		id, err = sequenceIDFrom(metadata.ValueFromIncomingContext(ctx, SequenceMetadata), sequenceMetadataName)
@@ -706,7 +707,7 @@ func (g *grpcService) ModelStatistics(_ context.Context, req *pb.ModelStatistics
 // checkRepositoryName refuses a repository other than the server's one.
 func checkRepositoryName(name string) error {
 	if name != "" && name != "models" {
-		return badRequest("repository %q (the server has one, \"models\")", clip(name))
+		return infer.BadRequest("repository %q (the server has one, \"models\")", infer.Clip(name))
 	}
 	return nil
 }
@@ -751,7 +752,7 @@ func (g *grpcService) RepositoryModelLoad(ctx context.Context, req *pb.Repositor
 		return nil, grpcError(err)
 	}
 	if len(req.GetParameters()) > 0 {
-		return nil, grpcError(badRequest("load parameters (config override, file upload) are not supported: the model loads from the repository as it is"))
+		return nil, grpcError(infer.BadRequest("load parameters (config override, file upload) are not supported: the model loads from the repository as it is"))
 	}
 	if err := g.s.Load(req.GetModelName()); err != nil {
 		return nil, grpcError(err)
@@ -770,7 +771,7 @@ func (g *grpcService) RepositoryModelUnload(ctx context.Context, req *pb.Reposit
 	}
 	for key, v := range req.GetParameters() {
 		if _, ok := v.GetParameterChoice().(*pb.ModelRepositoryParameter_BoolParam); key != "unload_dependents" || !ok {
-			return nil, grpcError(badRequest("unload: unknown parameter %q (known: unload_dependents, a bool)", clip(key)))
+			return nil, grpcError(infer.BadRequest("unload: unknown parameter %q (known: unload_dependents, a bool)", infer.Clip(key)))
 		}
 	}
 	if err := g.s.Unload(req.GetModelName()); err != nil {

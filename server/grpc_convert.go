@@ -5,6 +5,7 @@ import (
 	"math"
 
 	pb "rnnserve/server/inferencepb"
+	"rnnserve/server/internal/infer"
 )
 
 // The gRPC codec: a ModelInferRequest becomes a Request (or, when it
@@ -69,7 +70,7 @@ func paramsFromGRPC(wp map[string]*pb.InferParameter) (Params, error) {
 		case *pb.InferParameter_StringParam:
 			p[key] = c.StringParam
 		default:
-			return nil, badRequest("parameter %q has no value", clip(key))
+			return nil, infer.BadRequest("parameter %q has no value", infer.Clip(key))
 		}
 	}
 	return p, nil
@@ -98,7 +99,7 @@ func paramToGRPC(v any) *pb.InferParameter {
 // false).
 func requestParams(p *pb.ModelInferRequest) (params Params, binary bool, err error) {
 	if p.GetModelName() == "" {
-		return nil, false, badRequest("model_name is empty")
+		return nil, false, infer.BadRequest("model_name is empty")
 	}
 	if params, err = paramsFromGRPC(p.GetParameters()); err != nil {
 		return nil, false, err
@@ -132,13 +133,13 @@ func fromGRPC(p *pb.ModelInferRequest, r *Request, mem *tensorMemory) error {
 	for i, o := range p.GetOutputs() {
 		ro := &r.Outputs[i]
 		ro.Name = o.GetName()
-		what := fmt.Sprintf("output %q", clip(ro.Name))
+		what := fmt.Sprintf("output %q", infer.Clip(ro.Name))
 		op, err := paramsFromGRPC(o.GetParameters())
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		if _, ok := op["shared_memory_region"]; ok {
-			return badRequest("%s: shared memory is not supported", what)
+			return infer.BadRequest("%s: shared memory is not supported", what)
 		}
 		if v, ok, err := op.Bool(paramBinary); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
@@ -172,8 +173,8 @@ func sameEncoding(r *Request) error {
 			continue
 		}
 		if b != r.BinaryOutput {
-			return badRequest("output %q: binary_data %v, but output %q is %v: a gRPC response has raw_output_contents for all outputs or for none",
-				clip(r.Outputs[i].Name), b, clip(r.Outputs[0].Name), r.BinaryOutput)
+			return infer.BadRequest("output %q: binary_data %v, but output %q is %v: a gRPC response has raw_output_contents for all outputs or for none",
+				infer.Clip(r.Outputs[i].Name), b, infer.Clip(r.Outputs[0].Name), r.BinaryOutput)
 		}
 	}
 	return nil
@@ -184,32 +185,32 @@ func sameEncoding(r *Request) error {
 func inputsFromGRPC(p *pb.ModelInferRequest, mem *tensorMemory) ([]Tensor, error) {
 	ins, raw := p.GetInputs(), p.GetRawInputContents()
 	if len(raw) > 0 && len(raw) != len(ins) {
-		return nil, badRequest("%d raw_input_contents for %d inputs: with raw contents, every input has one, in order", len(raw), len(ins))
+		return nil, infer.BadRequest("%d raw_input_contents for %d inputs: with raw contents, every input has one, in order", len(raw), len(ins))
 	}
 	out := make([]Tensor, len(ins))
 	for i, in := range ins {
 		t := &out[i]
 		t.Name, t.Datatype, t.Shape = in.GetName(), in.GetDatatype(), in.GetShape()
-		what := fmt.Sprintf("input %q", clip(t.Name))
+		what := fmt.Sprintf("input %q", infer.Clip(t.Name))
 		ip, err := paramsFromGRPC(in.GetParameters())
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		if _, ok := ip["shared_memory_region"]; ok {
-			return nil, badRequest("%s: shared memory is not supported", what)
+			return nil, infer.BadRequest("%s: shared memory is not supported", what)
 		}
-		if err := ip.only(what); err != nil {
+		if err := ip.Only(what); err != nil {
 			return nil, err
 		}
 		switch {
 		case len(raw) > 0 && in.GetContents() != nil:
-			return nil, badRequest("%s has contents, but the request has raw_input_contents: use one or the other for every input", what)
+			return nil, infer.BadRequest("%s has contents, but the request has raw_input_contents: use one or the other for every input", what)
 		case len(raw) > 0:
 			if err = mem.take(t.Name, rawDecodedSize(t, len(raw[i]))); err == nil {
 				err = t.DecodeRaw(raw[i])
 			}
 		case in.GetContents() == nil:
-			return nil, badRequest("%s has no contents (and the request no raw_input_contents)", what)
+			return nil, infer.BadRequest("%s has no contents (and the request no raw_input_contents)", what)
 		default:
 			if err = mem.take(t.Name, typedDecodedSize(in.GetContents())); err == nil {
 				err = contentsToTensor(t, in.GetContents())
@@ -283,12 +284,12 @@ func setFields(c *pb.InferTensorContents) []string {
 func contentsToTensor(t *Tensor, c *pb.InferTensorContents) error {
 	kind, size := DatatypeKind(t.Datatype)
 	if kind == KindUnsupported {
-		return errDatatype(t.Name, t.Datatype)
+		return infer.DatatypeError(t.Name, t.Datatype)
 	}
 	field := contentField(t.Datatype)
 	for _, f := range setFields(c) {
 		if f != field {
-			return badRequest("input %q: %s data belongs in %s, not %s", clip(t.Name), t.Datatype, field, f)
+			return infer.BadRequest("input %q: %s data belongs in %s, not %s", infer.Clip(t.Name), t.Datatype, field, f)
 		}
 	}
 	switch kind {
@@ -317,7 +318,7 @@ func contentsToTensor(t *Tensor, c *pb.InferTensorContents) error {
 	t.Int64 = make([]int64, 0, max(len(c.IntContents), len(c.Int64Contents), len(c.UintContents), len(c.Uint64Contents)))
 	check := func(i int, v int64) error {
 		if v < lo || v > hi {
-			return badRequest("input %q: value %d at index %d is out of range for %s", clip(t.Name), v, i, t.Datatype)
+			return infer.BadRequest("input %q: value %d at index %d is out of range for %s", infer.Clip(t.Name), v, i, t.Datatype)
 		}
 		t.Int64 = append(t.Int64, v)
 		return nil
@@ -339,7 +340,7 @@ func contentsToTensor(t *Tensor, c *pb.InferTensorContents) error {
 	}
 	for i, v := range c.Uint64Contents {
 		if v > math.MaxInt64 {
-			return badRequest("input %q: UINT64 value %d at index %d is out of range", clip(t.Name), v, i)
+			return infer.BadRequest("input %q: UINT64 value %d at index %d is out of range", infer.Clip(t.Name), v, i)
 		}
 		t.Int64 = append(t.Int64, int64(v))
 	}
@@ -459,7 +460,7 @@ func generateFromGRPC(p *pb.ModelInferRequest, g *grpcGenerate, mem *tensorMemor
 			continue
 		}
 		if _, dup := params[t.Name]; dup {
-			return badRequest("%s given both as a parameter and as an input", clip(t.Name))
+			return infer.BadRequest("%s given both as a parameter and as an input", infer.Clip(t.Name))
 		}
 		v, err := scalarParam(t)
 		if err != nil {
@@ -469,18 +470,18 @@ func generateFromGRPC(p *pb.ModelInferRequest, g *grpcGenerate, mem *tensorMemor
 	}
 	for i := range ins {
 		t := &ins[i]
-		if err := t.check(); err != nil {
+		if err := t.Check(); err != nil {
 			return err
 		}
 		switch t.Name {
 		case genTextInput:
 			if len(t.Bytes) != 1 {
-				return badRequest("input %s: %d elements, want one string", genTextInput, len(t.Bytes))
+				return infer.BadRequest("input %s: %d elements, want one string", genTextInput, len(t.Bytes))
 			}
 			g.Prompt = t.Bytes[0]
 		case genPromptTokens:
 			if t.Int64 == nil {
-				return badRequest("input %s: datatype %s, want INT64 or INT32", genPromptTokens, clip(t.Datatype))
+				return infer.BadRequest("input %s: datatype %s, want INT64 or INT32", genPromptTokens, infer.Clip(t.Datatype))
 			}
 			g.PromptTokens = t.Int64
 		case "stop":
@@ -510,15 +511,15 @@ func generateFromGRPC(p *pb.ModelInferRequest, g *grpcGenerate, mem *tensorMemor
 			if i == 0 {
 				g.binary = v
 			} else if v != g.binary {
-				return badRequest("output %q: binary_data %v, but output %q is %v: a gRPC response has raw_output_contents for all outputs or for none", n, v, p.Outputs[0].GetName(), g.binary)
+				return infer.BadRequest("output %q: binary_data %v, but output %q is %v: a gRPC response has raw_output_contents for all outputs or for none", n, v, p.Outputs[0].GetName(), g.binary)
 			}
 			delete(op, paramBinary)
-			if err := op.only(fmt.Sprintf("output %q", n)); err != nil {
+			if err := op.Only(fmt.Sprintf("output %q", n)); err != nil {
 				return err
 			}
 			g.outputs = append(g.outputs, n)
 		default:
-			return fmt.Errorf("%w: %q: a generation request has outputs %s, %s and %s", ErrUnsupportedOutput, clip(n), genTextOutput, genTokenIDs, genLogProbs)
+			return fmt.Errorf("%w: %q: a generation request has outputs %s, %s and %s", ErrUnsupportedOutput, infer.Clip(n), genTextOutput, genTokenIDs, genLogProbs)
 		}
 	}
 	if len(g.outputs) == 0 {
@@ -531,13 +532,13 @@ func generateFromGRPC(p *pb.ModelInferRequest, g *grpcGenerate, mem *tensorMemor
 // for stop, strings (kept as Bytes by the caller; here it returns a
 // placeholder the sampling reader skips).
 func scalarParam(t *Tensor) (any, error) {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return nil, err
 	}
 	switch {
 	case t.Name == "stop":
 		if t.Bytes == nil {
-			return nil, badRequest("input stop: datatype %s, want BYTES", clip(t.Datatype))
+			return nil, infer.BadRequest("input stop: datatype %s, want BYTES", infer.Clip(t.Datatype))
 		}
 		return stopTensor{}, nil
 	case len(t.Int64) == 1:
@@ -545,7 +546,7 @@ func scalarParam(t *Tensor) (any, error) {
 	case len(t.Float32) == 1:
 		return float64(t.Float32[0]), nil
 	}
-	return nil, badRequest("input %q: want one number (a generation request takes %s or %s, and sampling settings as one-element tensors)", clip(t.Name), genTextInput, genPromptTokens)
+	return nil, infer.BadRequest("input %q: want one number (a generation request takes %s or %s, and sampling settings as one-element tensors)", infer.Clip(t.Name), genTextInput, genPromptTokens)
 }
 
 // stopTensor marks stop strings that came as a tensor.
@@ -578,7 +579,7 @@ func sampling(p Params, g *GenerateRequest) error {
 			case uint64:
 				g.Seed = x
 			default:
-				err = badRequest("parameter seed must be an integer")
+				err = infer.BadRequest("parameter seed must be an integer")
 			}
 		case "stop":
 			switch x := v.(type) {
@@ -586,10 +587,10 @@ func sampling(p Params, g *GenerateRequest) error {
 			case string:
 				g.Stop = append(g.Stop, []byte(x))
 			default:
-				err = badRequest("parameter stop must be a string")
+				err = infer.BadRequest("parameter stop must be a string")
 			}
 		default:
-			err = badRequest("generation request: unknown parameter %q (known: max_tokens, temperature, top_k, top_p, seed, stop)", clip(key))
+			err = infer.BadRequest("generation request: unknown parameter %q (known: max_tokens, temperature, top_k, top_p, seed, stop)", infer.Clip(key))
 		}
 		if err != nil {
 			return err

@@ -27,6 +27,7 @@ import (
 	"rnnserve/schedule"
 	"rnnserve/server/api"
 	pb "rnnserve/server/inferencepb"
+	"rnnserve/server/internal/infer"
 )
 
 // grpcTest is a started test server with its REST front end, its gRPC
@@ -131,7 +132,7 @@ func grpcOutputs(t testing.TB, resp *pb.ModelInferResponse) []parsedOutput {
 			err = contentsToTensor(&tn, o.Contents)
 		}
 		if err == nil {
-			err = tn.check()
+			err = tn.Check()
 		}
 		if err != nil {
 			t.Fatalf("output %s: %v", o.Name, err)
@@ -703,7 +704,7 @@ func TestCodeOf(t *testing.T) {
 		code codes.Code
 	}{
 		{nil, codes.OK},
-		{badRequest("x"), codes.InvalidArgument},
+		{infer.BadRequest("x"), codes.InvalidArgument},
 		{fmt.Errorf("plan: %w", schedule.ErrInput), codes.InvalidArgument},
 		{ErrNotLanguageModel, codes.InvalidArgument},
 		{ErrUnsupportedOutput, codes.InvalidArgument},
@@ -713,7 +714,7 @@ func TestCodeOf(t *testing.T) {
 		{ErrUnknownVersion, codes.NotFound},
 		{ErrUnknownSequence, codes.NotFound},
 		{loadError("m", fmt.Errorf("%w: no model.yaml", ErrNotInRepository)), codes.NotFound},
-		{loadError("a/b", badRequest("model name holds a path separator")), codes.InvalidArgument},
+		{loadError("a/b", infer.BadRequest("model name holds a path separator")), codes.InvalidArgument},
 		{loadError("m", errors.New("truncated weights")), codes.FailedPrecondition},
 		{ErrNoRepository, codes.FailedPrecondition},
 		{fmt.Errorf("%w: model unloaded", ErrSequenceEnded), codes.FailedPrecondition},

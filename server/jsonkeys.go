@@ -3,6 +3,8 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+
+	"rnnserve/server/internal/infer"
 )
 
 // keyChecker refuses a JSON object that has the same key twice, at any
@@ -117,7 +119,7 @@ func (k *keyChecker) saw(end int64) error {
 		}
 	}
 	if _, dup := top.keys[key]; dup {
-		return badRequest("malformed JSON: the key %q appears twice in one object (the second ends at byte %d)", clip(key), end)
+		return infer.BadRequest("malformed JSON: the key %q appears twice in one object (the second ends at byte %d)", infer.Clip(key), end)
 	}
 	if top.keys == nil {
 		top.keys = map[string]struct{}{}

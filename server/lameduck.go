@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"rnnserve/server/internal/infer"
 )
 
 // Shutdown in steps, for the owner (cmd/serve) to drive:
@@ -78,7 +80,7 @@ type tracked struct {
 // context ends with ErrCut when Cut is called.
 func (s *Server) track(ctx context.Context, model, endpoint, protocol string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	t := &tracked{what: fmt.Sprintf("%s %s (%s)", endpoint, clip(model), protocol), start: time.Now(), cancel: cancel}
+	t := &tracked{what: fmt.Sprintf("%s %s (%s)", endpoint, infer.Clip(model), protocol), start: time.Now(), cancel: cancel}
 	f := &s.inflight
 	f.mu.Lock()
 	if f.reqs == nil {

@@ -8,6 +8,7 @@ import (
 
 	"rnnserve/cachesim"
 	"rnnserve/server/internal/choice"
+	"rnnserve/server/internal/infer"
 )
 
 // Options configure a Server. Zero values mean the defaults of
@@ -350,7 +351,7 @@ func (o Options) Validate() error {
 		}
 	}
 	if err := o.ModelControlMode.UnmarshalText([]byte(o.ModelControlMode)); err != nil {
-		return invalidOption("model_control_mode", "= %q, want none, explicit or poll", clip(string(o.ModelControlMode)))
+		return invalidOption("model_control_mode", "= %q, want none, explicit or poll", infer.Clip(string(o.ModelControlMode)))
 	}
 	if o.RepositoryPollInterval < 100*time.Millisecond || o.RepositoryPollInterval > time.Hour {
 		return invalidOption("repository_poll_interval", "= %v, want 100ms..1h", o.RepositoryPollInterval)

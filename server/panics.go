@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 
 	"rnnserve/schedule"
+	"rnnserve/server/internal/infer"
 )
 
 // Panics are contained where they can happen: a batcher lane recovers,
@@ -17,10 +18,6 @@ import (
 // as a last resort. Each answers the requests it hit with ErrInternal
 // (HTTP 500, gRPC Internal), logs the panic with its stack, counts it in
 // rnnserve_panics_total and the process keeps serving.
-
-// ErrInternal answers a request that a panic (a bug) cut short. The
-// message names where it happened; the stack is in the server's log.
-var ErrInternal = errors.New("internal error")
 
 // panicked converts a value recover returned into an ErrInternal error,
 // logging it with the stack (the panicking worker's, when a
@@ -38,7 +35,7 @@ func (b *modelBase) panicked(where string, v any) error {
 	}
 	b.log.Error("panic contained", "model", b.name, "where", where, "panic", fmt.Sprint(v), "stack", string(stack))
 	b.metrics.panics.Inc()
-	return fmt.Errorf("%w: a panic in model %q's %s cut the request short (the stack is in the server log)", ErrInternal, clip(b.name), where)
+	return fmt.Errorf("%w: a panic in model %q's %s cut the request short (the stack is in the server log)", ErrInternal, infer.Clip(b.name), where)
 }
 
 // protect runs f, returning a panic in it as an ErrInternal error (see

@@ -15,6 +15,7 @@ import (
 
 	"rnnserve/models"
 	"rnnserve/schedule"
+	"rnnserve/server/internal/infer"
 )
 
 // ModelConfig is a model's optional serving config, config.yaml beside
@@ -291,11 +292,11 @@ func RepositoryModels(fsys fs.FS) ([]string, error) {
 func checkModelName(name string) error {
 	switch {
 	case name == "" || name == "." || name == "..":
-		return badRequest("model name %q is not a directory name", clip(name))
+		return infer.BadRequest("model name %q is not a directory name", infer.Clip(name))
 	case strings.ContainsAny(name, `/\`+"\x00"):
-		return badRequest("model name %q holds a path separator", clip(name))
+		return infer.BadRequest("model name %q holds a path separator", infer.Clip(name))
 	case !fs.ValidPath(name):
-		return badRequest("model name %q is not a valid path element", clip(name))
+		return infer.BadRequest("model name %q is not a valid path element", infer.Clip(name))
 	}
 	return nil
 }
@@ -325,7 +326,7 @@ func loadFolder(fsys fs.FS, dir, name string) (Entry, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 	case !models.IsModelFolder(fsys, dir):
 		err = fmt.Errorf("%w: directory %q holds no %s and not exactly one weights file (safetensors, PyTorch checkpoint or ONNX)",
-			ErrNotInRepository, clip(name), specFile)
+			ErrNotInRepository, infer.Clip(name), specFile)
 	default:
 		// A folder holding only a weights file: its spec is inferred.
 		e.Model, err = models.OpenFS(fsys, dir)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"rnnserve/rnn"
+	"rnnserve/server/internal/infer"
 )
 
 // Responses are sized before the model runs: a model, once it has
@@ -19,13 +20,6 @@ import (
 // per-row results and the assembled output) and its encoding twice (the
 // buffer it is built in grows by doubling).
 
-// plannedOutput is an output a model is about to compute.
-type plannedOutput struct {
-	name     string
-	datatype string  // FP32 or INT64
-	shape    []int64 // at most these dimensions
-}
-
 // Bytes an element takes at most, per encoding.
 const (
 	jsonFloatBytes    = 16 // "-1.2345678e-38," (strconv's shortest float32, 15) and a margin
@@ -37,18 +31,18 @@ const (
 
 // responseBytes is the most bytes the encoding of outs takes, and the
 // most their tensors take in memory, for request r.
-func responseBytes(r *Request, outs []plannedOutput) (encoded, tensors int64) {
+func responseBytes(r *Request, outs []infer.PlannedOutput) (encoded, tensors int64) {
 	for _, o := range outs {
 		n := int64(1)
-		for _, d := range o.shape {
+		for _, d := range o.Shape {
 			n *= d
 		}
 		elem := int64(4)
-		if o.datatype == "INT64" {
+		if o.Datatype == "INT64" {
 			elem = 8
 		}
 		tensors += n * elem
-		want := findOutput(r.Outputs, o.name)
+		want := findOutput(r.Outputs, o.Name)
 		binary := r.BinaryOutput
 		if want != nil && want.Binary != nil {
 			binary = *want.Binary
@@ -57,19 +51,19 @@ func responseBytes(r *Request, outs []plannedOutput) (encoded, tensors int64) {
 		switch {
 		case want != nil && want.Classification > 0:
 			rows := int64(1)
-			if len(o.shape) > 0 {
-				rows = n / max(o.shape[len(o.shape)-1], 1)
+			if len(o.Shape) > 0 {
+				rows = n / max(o.Shape[len(o.Shape)-1], 1)
 			}
 			k := rows * int64(want.Classification)
 			tensors += k * classElementBytes
 			encoded += k * classElementBytes
 		case binary:
 			encoded += n * elem
-		case r.Protocol == protocolGRPC && o.datatype == "INT64":
+		case r.Protocol == protocolGRPC && o.Datatype == "INT64":
 			encoded += n * typedIntBytes
 		case r.Protocol == protocolGRPC:
 			encoded += n * 4
-		case o.datatype == "INT64":
+		case o.Datatype == "INT64":
 			encoded += n * jsonIntBytes
 		default:
 			encoded += n * jsonFloatBytes
@@ -78,27 +72,17 @@ func responseBytes(r *Request, outs []plannedOutput) (encoded, tensors int64) {
 	return encoded, tensors
 }
 
-// expectOutputs is called by a model before it runs r, with the outputs
-// it will compute: it refuses a response over the limit and charges the
-// rest (see Server.planResponse, which sets plan).
-func (r *Request) expectOutputs(outs []plannedOutput) error {
-	if r.plan == nil {
-		return nil
-	}
-	return r.plan(outs)
-}
-
 // planResponse checks and charges the response to r of outputs outs.
-func (s *Server) planResponse(r *Request, outs []plannedOutput) error {
+func (s *Server) planResponse(r *Request, outs []infer.PlannedOutput) error {
 	encoded, tensors := responseBytes(r, outs)
 	if limit := s.opts.MaxResponseBytes; encoded > limit {
 		return fmt.Errorf("%w: the response would take up to %d bytes %s, over max_response_bytes (%d): ask for fewer steps, rows or outputs (last_step, top_k, classification) or for binary data",
 			ErrResponseTooLarge, encoded, encodingName(r), limit)
 	}
-	if r.charge == nil {
+	if r.Charge == nil {
 		return nil
 	}
-	return r.charge(2*tensors + 2*encoded)
+	return r.Charge(2*tensors + 2*encoded)
 }
 
 // encodingName names r's response encoding for an error message.
@@ -116,7 +100,7 @@ func encodingName(r *Request) string {
 
 // plannedOutputs are the outputs of a decoded request, shaped as encode
 // shapes them (at most: a padded row counts its padding).
-func (m *seqModel) plannedOutputs(in *seqInput) []plannedOutput {
+func (m *seqModel) plannedOutputs(in *seqInput) []infer.PlannedOutput {
 	n := m.net
 	B, T := int64(in.B), int64(in.T)
 	var hidden, cell int64
@@ -128,13 +112,13 @@ func (m *seqModel) plannedOutputs(in *seqInput) []plannedOutput {
 			}
 		}
 	}
-	outs := make([]plannedOutput, 0, len(in.outputs))
+	outs := make([]infer.PlannedOutput, 0, len(in.outputs))
 	for _, o := range in.outputs {
 		steps := T
 		if o.last {
 			steps = 1
 		}
-		p := plannedOutput{name: o.name, datatype: "FP32"}
+		p := infer.PlannedOutput{Name: o.name, Datatype: "FP32"}
 		switch o.def.kind {
 		case "logits", "probs", "top_k", "top_k_probs":
 			last := int64(n.HeadOut)
@@ -142,18 +126,18 @@ func (m *seqModel) plannedOutputs(in *seqInput) []plannedOutput {
 				last = int64(o.k)
 			}
 			if o.def.kind == "top_k" {
-				p.datatype = "INT64"
+				p.Datatype = "INT64"
 			}
 			if !o.def.perStep() {
 				steps = 1
 			}
-			p.shape = []int64{B, steps, last}
+			p.Shape = []int64{B, steps, last}
 		case "output":
-			p.shape = []int64{B, steps, int64(n.OutputWidth())}
+			p.Shape = []int64{B, steps, int64(n.OutputWidth())}
 		case "cell":
-			p.shape = []int64{B, cell}
+			p.Shape = []int64{B, cell}
 		default: // hidden
-			p.shape = []int64{B, hidden}
+			p.Shape = []int64{B, hidden}
 		}
 		outs = append(outs, p)
 	}
@@ -162,17 +146,17 @@ func (m *seqModel) plannedOutputs(in *seqInput) []plannedOutput {
 
 // plannedOutputs are a tree request's outputs: nodes counts the nodes of
 // all its trees.
-func (m *treeModel) plannedOutputs(outs []RequestedOutput, trees, nodes int) []plannedOutput {
+func (m *treeModel) plannedOutputs(outs []RequestedOutput, trees, nodes int) []infer.PlannedOutput {
 	C, B := int64(m.tm.Net.Classes), int64(trees)
-	p := make([]plannedOutput, 0, len(outs))
+	p := make([]infer.PlannedOutput, 0, len(outs))
 	for _, o := range outs {
 		switch o.Name {
 		case "probs":
-			p = append(p, plannedOutput{o.Name, "FP32", []int64{B, C}})
+			p = append(p, infer.PlannedOutput{Name: o.Name, Datatype: "FP32", Shape: []int64{B, C}})
 		case "node_probs":
-			p = append(p, plannedOutput{o.Name, "FP32", []int64{int64(nodes), C}})
+			p = append(p, infer.PlannedOutput{Name: o.Name, Datatype: "FP32", Shape: []int64{int64(nodes), C}})
 		default: // class, nodes
-			p = append(p, plannedOutput{o.Name, "INT64", []int64{B}})
+			p = append(p, infer.PlannedOutput{Name: o.Name, Datatype: "INT64", Shape: []int64{B}})
 		}
 	}
 	return p

@@ -15,6 +15,7 @@ import (
 
 	"rnnserve/internal/invariants"
 	pb "rnnserve/server/inferencepb"
+	"rnnserve/server/internal/infer"
 )
 
 // TestPlannedOutputs: the outputs a model plans before it runs are the
@@ -27,8 +28,8 @@ func TestPlannedOutputs(t *testing.T) {
 	ctx := context.Background()
 	check := func(what string, m model, r *Request) {
 		t.Helper()
-		var planned []plannedOutput
-		r.plan = func(p []plannedOutput) error { planned = p; return nil }
+		var planned []infer.PlannedOutput
+		r.Plan = func(p []infer.PlannedOutput) error { planned = p; return nil }
 		outs, _, err := m.infer(ctx, r, &timing{})
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
@@ -39,12 +40,12 @@ func TestPlannedOutputs(t *testing.T) {
 		for i, o := range outs {
 			p := planned[i]
 			n := int64(1)
-			for _, d := range p.shape {
+			for _, d := range p.Shape {
 				n *= d
 			}
 			got := int64(len(o.Float32) + len(o.Int64))
-			if p.name != o.Name || p.datatype != o.Datatype || n != got {
-				t.Errorf("%s: planned %s %s %v (%d elements), got %s %s %v (%d)", what, p.name, p.datatype, p.shape, n, o.Name, o.Datatype, o.Shape, got)
+			if p.Name != o.Name || p.Datatype != o.Datatype || n != got {
+				t.Errorf("%s: planned %s %s %v (%d elements), got %s %s %v (%d)", what, p.Name, p.Datatype, p.Shape, n, o.Name, o.Datatype, o.Shape, got)
 			}
 		}
 	}

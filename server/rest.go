@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"rnnserve/server/api"
+	"rnnserve/server/internal/infer"
 )
 
 // The REST front end: gin routes whose handlers bind the request, hand it
@@ -60,10 +61,10 @@ func (s *Server) handler(management bool) http.Handler {
 	}
 	notFound := func(r *gin.Engine) {
 		r.NoRoute(func(c *gin.Context) {
-			c.JSON(http.StatusNotFound, api.Error{Error: fmt.Sprintf("no route %s %s", c.Request.Method, clip(c.Request.URL.Path))})
+			c.JSON(http.StatusNotFound, api.Error{Error: fmt.Sprintf("no route %s %s", c.Request.Method, infer.Clip(c.Request.URL.Path))})
 		})
 		r.NoMethod(func(c *gin.Context) {
-			c.JSON(http.StatusMethodNotAllowed, api.Error{Error: fmt.Sprintf("method %s not allowed on %s", c.Request.Method, clip(c.Request.URL.Path))})
+			c.JSON(http.StatusMethodNotAllowed, api.Error{Error: fmt.Sprintf("method %s not allowed on %s", c.Request.Method, infer.Clip(c.Request.URL.Path))})
 		})
 		r.HandleMethodNotAllowed = true
 	}
@@ -219,7 +220,7 @@ func (s *Server) decodeInferBody(c *gin.Context, r *Request) (done func(), err e
 	if h := c.GetHeader(headerLength); h != "" {
 		n, err := strconv.ParseInt(strings.TrimSpace(h), 10, 64)
 		if err != nil || n < 0 {
-			return func() {}, badRequest("%s %q is not a byte count", headerLength, clip(h))
+			return func() {}, infer.BadRequest("%s %q is not a byte count", headerLength, infer.Clip(h))
 		}
 		hdrLen = n
 	}
@@ -227,7 +228,7 @@ func (s *Server) decodeInferBody(c *gin.Context, r *Request) (done func(), err e
 	if err != nil {
 		return res.Release, err
 	}
-	r.charge = res.Grow // the response's bytes too
+	r.Charge = res.Grow // the response's bytes too
 	return res.Release, decodeInfer(rd, hdrLen, s.opts.MaxBodyBytes, res.Grow, r)
 }
 
@@ -280,7 +281,7 @@ func (s *Server) generate(c *gin.Context, stream bool) {
 func fromGenerateWire(w *api.GenerateRequest, g *GenerateRequest) error {
 	switch {
 	case w.TextInput != nil && w.Prompt != nil:
-		return badRequest("give text_input or prompt, not both")
+		return infer.BadRequest("give text_input or prompt, not both")
 	case w.TextInput != nil:
 		g.Prompt = []byte(*w.TextInput)
 	case w.Prompt != nil:
@@ -290,7 +291,7 @@ func fromGenerateWire(w *api.GenerateRequest, g *GenerateRequest) error {
 	p, top := &w.Parameters, &w.GenerateOptions
 	pick := func(name string, a, b bool) error {
 		if a && b {
-			return badRequest("%s given both at the top level and in parameters", name)
+			return infer.BadRequest("%s given both at the top level and in parameters", name)
 		}
 		return nil
 	}
@@ -307,7 +308,7 @@ func fromGenerateWire(w *api.GenerateRequest, g *GenerateRequest) error {
 	if v := firstOf(p.MaxTokens, top.MaxTokens); v != nil {
 		g.MaxTokens = *v
 		if g.MaxTokens == 0 {
-			return badRequest("max_tokens 0, want at least 1")
+			return infer.BadRequest("max_tokens 0, want at least 1")
 		}
 	}
 	if v := firstOf(p.Temperature, top.Temperature); v != nil {
@@ -332,7 +333,7 @@ func fromGenerateWire(w *api.GenerateRequest, g *GenerateRequest) error {
 		if json.Unmarshal(stop, &one) == nil {
 			many = []string{one}
 		} else if err := json.Unmarshal(stop, &many); err != nil {
-			return badRequest("stop must be a string or a list of strings")
+			return infer.BadRequest("stop must be a string or a list of strings")
 		}
 		for _, s := range many {
 			g.Stop = append(g.Stop, []byte(s))
@@ -522,7 +523,7 @@ func (s *Server) repositoryIndex(c *gin.Context, management bool) {
 		return
 	}
 	if req.RepositoryName != "" && req.RepositoryName != "models" {
-		s.fail(c, fmt.Errorf("%w: repository %q (the server has one, \"models\")", ErrBadRequest, clip(req.RepositoryName)))
+		s.fail(c, fmt.Errorf("%w: repository %q (the server has one, \"models\")", ErrBadRequest, infer.Clip(req.RepositoryName)))
 		return
 	}
 	idx, err := s.RepositoryIndex(req.Ready)
@@ -546,7 +547,7 @@ func (s *Server) repositoryLoad(c *gin.Context, management bool) {
 		return
 	}
 	if len(req.Parameters) > 0 {
-		s.fail(c, badRequest("load parameters (config override, file upload) are not supported: the model loads from the repository as it is"))
+		s.fail(c, infer.BadRequest("load parameters (config override, file upload) are not supported: the model loads from the repository as it is"))
 		return
 	}
 	if err := s.Load(c.Param("name")); err != nil {
@@ -571,7 +572,7 @@ func (s *Server) repositoryUnload(c *gin.Context, management bool) {
 	p, err := paramsOf(req.Parameters)
 	if err == nil {
 		if _, _, err = p.Bool("unload_dependents"); err == nil {
-			err = p.only("unload", "unload_dependents")
+			err = p.Only("unload", "unload_dependents")
 		}
 	}
 	if err == nil {

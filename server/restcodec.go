@@ -22,6 +22,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"rnnserve/server/api"
+	"rnnserve/server/internal/infer"
 	"rnnserve/server/internal/limits"
 )
 
@@ -92,7 +93,7 @@ func (s *Server) body(c *gin.Context) (rd io.Reader, res *limits.Reservation, er
 		}
 		zr = z
 	default:
-		return nil, res, fmt.Errorf("%w %q (want gzip, deflate or none)", ErrUnsupportedMedia, clip(enc))
+		return nil, res, fmt.Errorf("%w %q (want gzip, deflate or none)", ErrUnsupportedMedia, infer.Clip(enc))
 	}
 	res.Close(zr)
 	// The inflated bytes are what the decoder holds: they are charged
@@ -201,9 +202,9 @@ func readError(what string, err error, limit int64) error {
 		return err
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return badRequest("%s: the body ended early", what)
+		return infer.BadRequest("%s: the body ended early", what)
 	}
-	return badRequest("%s: %v", what, err)
+	return infer.BadRequest("%s: %v", what, err)
 }
 
 // Errors of a body that is not one JSON object; each wraps ErrBadRequest.
@@ -234,9 +235,9 @@ func decodeJSON(rd io.Reader, v any, limit int64, then func() error) error {
 		}
 		var unmarshal *json.UnmarshalTypeError
 		if errors.As(err, &unmarshal) {
-			return badRequest("malformed JSON: field %s: want %s", clip(unmarshal.Field), unmarshal.Type)
+			return infer.BadRequest("malformed JSON: field %s: want %s", infer.Clip(unmarshal.Field), unmarshal.Type)
 		}
-		return badRequest("malformed JSON: %s", clip(err.Error()))
+		return infer.BadRequest("malformed JSON: %s", infer.Clip(err.Error()))
 	}
 	if then != nil {
 		if err := then(); err != nil {
@@ -284,7 +285,7 @@ func (m *tensorMemory) take(name string, n int64) error {
 		return nil // not bounded (tests)
 	}
 	if m.used+n > m.limit {
-		return fmt.Errorf("%w: input %q: the decoded tensors would take %d bytes, over the %d-byte limit", ErrTooLarge, clip(name), m.used+n, m.limit)
+		return fmt.Errorf("%w: input %q: the decoded tensors would take %d bytes, over the %d-byte limit", ErrTooLarge, infer.Clip(name), m.used+n, m.limit)
 	}
 	m.used += n
 	if m.charge != nil {
@@ -330,15 +331,15 @@ func decodeInfer(rd io.Reader, hdrLen, limit int64, charge func(int64) error, r 
 	if err != nil {
 		switch {
 		case hdrLen >= 0 && (errors.Is(err, errTruncated) || errors.Is(err, errEmptyBody)):
-			return badRequest("%s %d is longer than the body, or the JSON object is cut short", headerLength, hdrLen)
+			return infer.BadRequest("%s %d is longer than the body, or the JSON object is cut short", headerLength, hdrLen)
 		case hdrLen >= 0 && errors.Is(err, errTrailing):
-			return badRequest("%s %d does not match the JSON object: other data follows it within those bytes", headerLength, hdrLen)
+			return infer.BadRequest("%s %d does not match the JSON object: other data follows it within those bytes", headerLength, hdrLen)
 		}
 		return err
 	}
 	if hdrLen < 0 {
 		if len(binary) > 0 {
-			return badRequest("input %q has binary_data_size but the request has no %s header", clip(r.Inputs[binary[0].index].Name), headerLength)
+			return infer.BadRequest("input %q has binary_data_size but the request has no %s header", infer.Clip(r.Inputs[binary[0].index].Name), headerLength)
 		}
 		return nil
 	}
@@ -350,7 +351,7 @@ func decodeInfer(rd io.Reader, hdrLen, limit int64, charge func(int64) error, r 
 	}
 	var one [1]byte
 	if n, err := io.ReadFull(rd, one[:]); n > 0 {
-		return badRequest("data after the binary tensor data of the inputs")
+		return infer.BadRequest("data after the binary tensor data of the inputs")
 	} else if err != nil && err != io.EOF {
 		return readError("body", err, limit)
 	}
@@ -362,15 +363,15 @@ func readBinary(rd io.Reader, t *Tensor, size int64, budget *int64, limit int64,
 	kind, elem := DatatypeKind(t.Datatype)
 	n, err := Elements(t.Shape)
 	if err != nil {
-		return fmt.Errorf("input %q: %w", clip(t.Name), err)
+		return fmt.Errorf("input %q: %w", infer.Clip(t.Name), err)
 	}
 	switch {
 	case kind == KindUnsupported:
-		return errDatatype(t.Name, t.Datatype)
+		return infer.DatatypeError(t.Name, t.Datatype)
 	case kind != KindBytes && size != int64(n)*int64(elem):
-		return badRequest("input %q: binary_data_size %d, want %d (shape %v x %d-byte %s)", clip(t.Name), size, int64(n)*int64(elem), clipShape(t.Shape), elem, t.Datatype)
+		return infer.BadRequest("input %q: binary_data_size %d, want %d (shape %v x %d-byte %s)", infer.Clip(t.Name), size, int64(n)*int64(elem), infer.ClipShape(t.Shape), elem, t.Datatype)
 	case size > *budget:
-		return fmt.Errorf("%w: input %q: binary_data_size %d is more than the %d bytes the body limit leaves", ErrTooLarge, clip(t.Name), size, *budget)
+		return fmt.Errorf("%w: input %q: binary_data_size %d is more than the %d bytes the body limit leaves", ErrTooLarge, infer.Clip(t.Name), size, *budget)
 	}
 	*budget -= size
 	dec := int64(n)
@@ -385,7 +386,7 @@ func readBinary(rd io.Reader, t *Tensor, size int64, budget *int64, limit int64,
 		if errors.Is(err, ErrTooLarge) || settled(err) {
 			return readError("body", err, limit)
 		}
-		return badRequest("input %q: the body ends after %d of its %d bytes of binary data", clip(t.Name), got, size)
+		return infer.BadRequest("input %q: the body ends after %d of its %d bytes of binary data", infer.Clip(t.Name), got, size)
 	}
 	return t.DecodeRaw(raw)
 }
@@ -401,10 +402,10 @@ type binaryInput struct {
 // to come after the JSON), in order.
 func fromWire(w *api.InferRequest, r *Request, mem *tensorMemory) (binary []binaryInput, err error) {
 	if w.ModelName != "" && w.ModelName != r.Model {
-		return nil, badRequest("model_name %q in the body, but the URL names %q", clip(w.ModelName), clip(r.Model))
+		return nil, infer.BadRequest("model_name %q in the body, but the URL names %q", infer.Clip(w.ModelName), infer.Clip(r.Model))
 	}
 	if w.ModelVersion != "" && r.Version != "" && w.ModelVersion != r.Version {
-		return nil, badRequest("model_version %q in the body, but the URL names %q", clip(w.ModelVersion), clip(r.Version))
+		return nil, infer.BadRequest("model_version %q in the body, but the URL names %q", infer.Clip(w.ModelVersion), infer.Clip(r.Version))
 	}
 	if r.Version == "" {
 		r.Version = w.ModelVersion
@@ -430,21 +431,21 @@ func fromWire(w *api.InferRequest, r *Request, mem *tensorMemory) (binary []bina
 		t.Name, t.Datatype, t.Shape = in.Name, in.Datatype, in.Shape
 		p, err := paramsOf(in.Parameters)
 		if err != nil {
-			return nil, fmt.Errorf("input %q: %w", clip(in.Name), err)
+			return nil, fmt.Errorf("input %q: %w", infer.Clip(in.Name), err)
 		}
 		if _, ok := p["shared_memory_region"]; ok {
-			return nil, badRequest("input %q: shared memory is not supported", clip(in.Name))
+			return nil, infer.BadRequest("input %q: shared memory is not supported", infer.Clip(in.Name))
 		}
 		size, ok, err := p.Int("binary_data_size", 0, math.MaxInt64)
 		if err != nil {
-			return nil, fmt.Errorf("input %q: %w", clip(in.Name), err)
+			return nil, fmt.Errorf("input %q: %w", infer.Clip(in.Name), err)
 		}
-		if err := p.only(fmt.Sprintf("input %q", clip(in.Name)), "binary_data_size"); err != nil {
+		if err := p.Only(fmt.Sprintf("input %q", infer.Clip(in.Name)), "binary_data_size"); err != nil {
 			return nil, err
 		}
 		if ok {
 			if in.Data != nil {
-				return nil, badRequest("input %q has both data and binary_data_size", clip(in.Name))
+				return nil, infer.BadRequest("input %q has both data and binary_data_size", infer.Clip(in.Name))
 			}
 			binary = append(binary, binaryInput{index: i, size: size})
 			continue
@@ -457,24 +458,24 @@ func fromWire(w *api.InferRequest, r *Request, mem *tensorMemory) (binary []bina
 	for i, o := range w.Outputs {
 		p, err := paramsOf(o.Parameters)
 		if err != nil {
-			return nil, fmt.Errorf("output %q: %w", clip(o.Name), err)
+			return nil, fmt.Errorf("output %q: %w", infer.Clip(o.Name), err)
 		}
 		ro := &r.Outputs[i]
 		ro.Name = o.Name
 		if v, ok, err := p.Bool("binary_data"); err != nil {
-			return nil, fmt.Errorf("output %q: %w", clip(o.Name), err)
+			return nil, fmt.Errorf("output %q: %w", infer.Clip(o.Name), err)
 		} else if ok {
 			ro.Binary = &v
 			delete(p, "binary_data")
 		}
 		if k, ok, err := p.Int("classification", 0, maxClassification); err != nil {
-			return nil, fmt.Errorf("output %q: %w", clip(o.Name), err)
+			return nil, fmt.Errorf("output %q: %w", infer.Clip(o.Name), err)
 		} else if ok {
 			ro.Classification = int(k)
 			delete(p, "classification")
 		}
 		if _, ok := p["shared_memory_region"]; ok {
-			return nil, badRequest("output %q: shared memory is not supported", clip(o.Name))
+			return nil, infer.BadRequest("output %q: shared memory is not supported", infer.Clip(o.Name))
 		}
 		ro.Parameters = p
 	}
@@ -487,7 +488,7 @@ func paramsOf(wp api.Parameters) (Params, error) {
 	for key, raw := range wp {
 		v, err := paramValue(raw)
 		if err != nil {
-			return nil, badRequest("parameter %q: %v", clip(key), err)
+			return nil, infer.BadRequest("parameter %q: %v", infer.Clip(key), err)
 		}
 		p[key] = v
 	}
@@ -528,12 +529,12 @@ func paramValue(raw json.RawMessage) (any, error) {
 // taking their memory from mem.
 func jsonData(t *Tensor, raw api.RawData, mem *tensorMemory) error {
 	if len(raw) == 0 {
-		return badRequest("input %q: missing data", clip(t.Name))
+		return infer.BadRequest("input %q: missing data", infer.Clip(t.Name))
 	}
 	kind, size := DatatypeKind(t.Datatype)
 	n, err := Elements(t.Shape)
 	if err != nil {
-		return fmt.Errorf("input %q: %w", clip(t.Name), err)
+		return fmt.Errorf("input %q: %w", infer.Clip(t.Name), err)
 	}
 	// At most one value per two bytes of text ("1,"): what is allocated.
 	if err := mem.take(t.Name, decodedSize(kind, int64(min(n, len(raw)/2+1)), int64(len(raw)))); err != nil {
@@ -557,7 +558,7 @@ func jsonData(t *Tensor, raw api.RawData, mem *tensorMemory) error {
 			}
 			if err != nil {
 				sign := map[bool]string{true: "unsigned ", false: ""}[unsigned]
-				return badRequest("input %q: value %s at index %d is not a %d-bit %sinteger", clip(t.Name), clip(string(tok)), i, bits, sign)
+				return infer.BadRequest("input %q: value %s at index %d is not a %d-bit %sinteger", infer.Clip(t.Name), infer.Clip(string(tok)), i, bits, sign)
 			}
 			t.Int64 = append(t.Int64, v)
 			return nil
@@ -567,7 +568,7 @@ func jsonData(t *Tensor, raw api.RawData, mem *tensorMemory) error {
 		return scanNumbers(t.Name, t.Shape, raw, n, func(i int, tok []byte) error {
 			x, err := strconv.ParseFloat(string(tok), 32)
 			if err != nil || math.IsInf(x, 0) || math.IsNaN(x) {
-				return badRequest("input %q: value %s at index %d is not a finite float32", clip(t.Name), clip(string(tok)), i)
+				return infer.BadRequest("input %q: value %s at index %d is not a finite float32", infer.Clip(t.Name), infer.Clip(string(tok)), i)
 			}
 			t.Float32 = append(t.Float32, float32(x))
 			return nil
@@ -575,7 +576,7 @@ func jsonData(t *Tensor, raw api.RawData, mem *tensorMemory) error {
 	case KindBytes:
 		return jsonStrings(t, raw, n)
 	}
-	return errDatatype(t.Name, t.Datatype)
+	return infer.DatatypeError(t.Name, t.Datatype)
 }
 
 // nesting checks the arrays of a tensor's JSON data as they open and
@@ -600,11 +601,11 @@ func (w *nesting) open() error {
 			return w.mismatch()
 		}
 		if w.depth >= len(w.shape) {
-			return badRequest("input %q: data nested deeper than its shape %v", clip(w.name), clipShape(w.shape))
+			return infer.BadRequest("input %q: data nested deeper than its shape %v", infer.Clip(w.name), infer.ClipShape(w.shape))
 		}
 	}
 	if w.depth++; w.depth > maxNesting {
-		return badRequest("input %q: data nested deeper than %d", clip(w.name), maxNesting)
+		return infer.BadRequest("input %q: data nested deeper than %d", infer.Clip(w.name), maxNesting)
 	}
 	if len(w.counts) < w.depth {
 		w.counts = append(w.counts, 0)
@@ -617,7 +618,7 @@ func (w *nesting) close() error {
 	d := w.depth
 	// A flat outer array's count is checked against the shape's size.
 	if !w.flat && (d > 1 || w.inner) && w.counts[d-1] != w.shape[d-1] {
-		return badRequest("input %q: an array at depth %d holds %d elements, but dimension %d of shape %v is %d", clip(w.name), d, w.counts[d-1], d-1, clipShape(w.shape), w.shape[d-1])
+		return infer.BadRequest("input %q: an array at depth %d holds %d elements, but dimension %d of shape %v is %d", infer.Clip(w.name), d, w.counts[d-1], d-1, infer.ClipShape(w.shape), w.shape[d-1])
 	}
 	w.depth--
 	return nil
@@ -628,7 +629,7 @@ func (w *nesting) close() error {
 func (w *nesting) value() error {
 	switch {
 	case w.depth == 0:
-		return badRequest("input %q: data must be an array", clip(w.name))
+		return infer.BadRequest("input %q: data must be an array", infer.Clip(w.name))
 	case w.depth == 1 && !w.inner:
 		w.flat = true
 	case w.depth != len(w.shape) || w.flat:
@@ -639,7 +640,7 @@ func (w *nesting) value() error {
 }
 
 func (w *nesting) mismatch() error {
-	return badRequest("input %q: data must be one flat array or arrays nested as shape %v", clip(w.name), clipShape(w.shape))
+	return infer.BadRequest("input %q: data must be one flat array or arrays nested as shape %v", infer.Clip(w.name), infer.ClipShape(w.shape))
 }
 
 // scanNumbers walks a flat or shape-nested JSON array of numbers (already
@@ -671,7 +672,7 @@ func scanNumbers(name string, shape []int64, raw []byte, want int, each func(i i
 				end++
 			}
 			if i >= want {
-				return badRequest("input %q: more than %d values for its shape", clip(name), want)
+				return infer.BadRequest("input %q: more than %d values for its shape", infer.Clip(name), want)
 			}
 			if err := each(i, raw[p:end]); err != nil {
 				return err
@@ -680,13 +681,13 @@ func scanNumbers(name string, shape []int64, raw []byte, want int, each func(i i
 			p = end
 		default:
 			if w.depth == 0 {
-				return badRequest("input %q: data must be an array", clip(name))
+				return infer.BadRequest("input %q: data must be an array", infer.Clip(name))
 			}
-			return badRequest("input %q: data must hold only numbers, found %q", clip(name), clip(string(raw[p:min(p+16, len(raw))])))
+			return infer.BadRequest("input %q: data must hold only numbers, found %q", infer.Clip(name), infer.Clip(string(raw[p:min(p+16, len(raw))])))
 		}
 	}
 	if i != want {
-		return badRequest("input %q: %d values, want %d for its shape", clip(name), i, want)
+		return infer.BadRequest("input %q: %d values, want %d for its shape", infer.Clip(name), i, want)
 	}
 	return nil
 }
@@ -702,7 +703,7 @@ func jsonStrings(t *Tensor, raw []byte, want int) error {
 			break
 		}
 		if err != nil {
-			return badRequest("input %q: data: %v", clip(t.Name), err)
+			return infer.BadRequest("input %q: data: %v", infer.Clip(t.Name), err)
 		}
 		switch v := tok.(type) {
 		case json.Delim:
@@ -716,22 +717,22 @@ func jsonStrings(t *Tensor, raw []byte, want int) error {
 					return err
 				}
 			default:
-				return badRequest("input %q: BYTES data must be an array of strings", clip(t.Name))
+				return infer.BadRequest("input %q: BYTES data must be an array of strings", infer.Clip(t.Name))
 			}
 		case string:
 			if err := w.value(); err != nil {
 				return err
 			}
 			if len(t.Bytes) >= want {
-				return badRequest("input %q: more than %d values for its shape", clip(t.Name), want)
+				return infer.BadRequest("input %q: more than %d values for its shape", infer.Clip(t.Name), want)
 			}
 			t.Bytes = append(t.Bytes, []byte(v))
 		default:
-			return badRequest("input %q: BYTES data must hold only strings", clip(t.Name))
+			return infer.BadRequest("input %q: BYTES data must hold only strings", infer.Clip(t.Name))
 		}
 	}
 	if len(t.Bytes) != want {
-		return badRequest("input %q: %d values, want %d for its shape", clip(t.Name), len(t.Bytes), want)
+		return infer.BadRequest("input %q: %d values, want %d for its shape", infer.Clip(t.Name), len(t.Bytes), want)
 	}
 	if t.Bytes == nil {
 		t.Bytes = [][]byte{}

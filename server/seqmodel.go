@@ -12,6 +12,7 @@ import (
 	"rnnserve/rnn"
 	"rnnserve/schedule"
 	"rnnserve/server/internal/choice"
+	"rnnserve/server/internal/infer"
 )
 
 // seqModel serves a recurrent stack (LSTM/GRU, uni- or bidirectional):
@@ -100,7 +101,7 @@ func decodeSeq(r *Request, net *rnn.Network, names *seqNames, o *Options) (*seqI
 	in := &seqInput{}
 	want := names.input
 	if len(r.Inputs) == 0 {
-		return nil, badRequest("no input: send %q", want)
+		return nil, infer.BadRequest("no input: send %q", want)
 	}
 	var lengths *Tensor
 	inputs := r.Inputs
@@ -112,20 +113,20 @@ func decodeSeq(r *Request, net *rnn.Network, names *seqNames, o *Options) (*seqI
 		}
 	}
 	if len(inputs) == 0 {
-		return nil, badRequest("no input besides %q: send %q", "lengths", want)
+		return nil, infer.BadRequest("no input besides %q: send %q", "lengths", want)
 	}
 	if len(inputs) > 1 {
-		return nil, badRequest("more inputs than %q and %q (%q and %q)", want, "lengths", clip(inputs[0].Name), clip(inputs[1].Name))
+		return nil, infer.BadRequest("more inputs than %q and %q (%q and %q)", want, "lengths", infer.Clip(inputs[0].Name), infer.Clip(inputs[1].Name))
 	}
 	t := &inputs[0]
 	switch {
 	case t.Name == want:
 	case t.Name == "tokens" && net.Vocab == 0 && !names.custom:
-		return nil, badRequest(`the model takes input "features" [B, T, %d] FP32, not "tokens"`, net.Input)
+		return nil, infer.BadRequest(`the model takes input "features" [B, T, %d] FP32, not "tokens"`, net.Input)
 	case t.Name == "features" && net.Vocab > 0 && !names.custom:
-		return nil, badRequest(`the model takes input "tokens" [B, T] INT64, not "features"`)
+		return nil, infer.BadRequest(`the model takes input "tokens" [B, T] INT64, not "features"`)
 	default:
-		return nil, badRequest("unknown input %q (want %q)", clip(t.Name), want)
+		return nil, infer.BadRequest("unknown input %q (want %q)", infer.Clip(t.Name), want)
 	}
 	// Limits on the first two axes as the model lays them out.
 	rows, steps := int64(o.MaxRequestRows), int64(o.MaxSteps)
@@ -135,7 +136,7 @@ func decodeSeq(r *Request, net *rnn.Network, names *seqNames, o *Options) (*seqI
 	switch {
 	case net.Vocab > 0:
 		if t.Datatype != "INT64" && t.Datatype != "INT32" {
-			return nil, badRequest(`input %q: datatype %q, want INT64 or INT32 token ids`, want, clip(t.Datatype))
+			return nil, infer.BadRequest(`input %q: datatype %q, want INT64 or INT32 token ids`, want, infer.Clip(t.Datatype))
 		}
 		if err := checkShape(t, []int64{rows, steps}); err != nil {
 			return nil, err
@@ -145,23 +146,23 @@ func decodeSeq(r *Request, net *rnn.Network, names *seqNames, o *Options) (*seqI
 		}
 		for j, id := range t.Int64 {
 			if id < 0 || id >= int64(net.Vocab) {
-				return nil, badRequest(`input "tokens": id %d at [%d, %d] is outside the vocabulary [0, %d)`, id, j/int(t.Shape[1]), j%int(t.Shape[1]), net.Vocab)
+				return nil, infer.BadRequest(`input "tokens": id %d at [%d, %d] is outside the vocabulary [0, %d)`, id, j/int(t.Shape[1]), j%int(t.Shape[1]), net.Vocab)
 			}
 		}
 		in.tokens = t.Int64
 	default:
 		if t.Datatype != "FP32" {
-			return nil, badRequest(`input %q: datatype %q, want FP32 features`, want, clip(t.Datatype))
+			return nil, infer.BadRequest(`input %q: datatype %q, want FP32 features`, want, infer.Clip(t.Datatype))
 		}
 		if err := checkShape(t, []int64{rows, steps, int64(net.Input)}); err != nil {
 			return nil, err
 		}
 		if t.Shape[2] != int64(net.Input) {
-			return nil, badRequest("input %q: dimension 2 of shape %v is %d, want the model's input size %d", t.Name, t.Shape, t.Shape[2], net.Input)
+			return nil, infer.BadRequest("input %q: dimension 2 of shape %v is %d, want the model's input size %d", t.Name, t.Shape, t.Shape[2], net.Input)
 		}
 		for i, x := range t.Float32 {
 			if math.IsInf(float64(x), 0) || math.IsNaN(float64(x)) {
-				return nil, badRequest("input %q: value at index %d is not a finite float32", t.Name, i)
+				return nil, infer.BadRequest("input %q: value at index %d is not a finite float32", t.Name, i)
 			}
 		}
 		if names.timeMajor {
@@ -179,7 +180,7 @@ func decodeSeq(r *Request, net *rnn.Network, names *seqNames, o *Options) (*seqI
 		return nil, err
 	}
 	if r.Sequence.ID != "" && in.B != 1 {
-		return nil, badRequest("a sequence request must have batch size 1, got %d", in.B)
+		return nil, infer.BadRequest("a sequence request must have batch size 1, got %d", in.B)
 	}
 	return in, nil
 }
@@ -189,15 +190,15 @@ func decodeSeq(r *Request, net *rnn.Network, names *seqNames, o *Options) (*seqI
 // enforce_sorted=False).
 func decodeLengths(in *seqInput, t *Tensor) error {
 	if t.Datatype != "INT64" && t.Datatype != "INT32" {
-		return badRequest(`input "lengths": datatype %q, want INT64 or INT32`, clip(t.Datatype))
+		return infer.BadRequest(`input "lengths": datatype %q, want INT64 or INT32`, infer.Clip(t.Datatype))
 	}
 	if len(t.Shape) != 1 || t.Shape[0] != int64(in.B) {
-		return badRequest(`input "lengths": shape %v, want [%d] (one length per row)`, clipShape(t.Shape), in.B)
+		return infer.BadRequest(`input "lengths": shape %v, want [%d] (one length per row)`, infer.ClipShape(t.Shape), in.B)
 	}
 	in.lengths = make([]int, in.B)
 	for b, l := range t.Int64 {
 		if l < 1 || l > int64(in.T) {
-			return badRequest(`input "lengths": row %d has length %d, want 1..%d`, b, l, in.T)
+			return infer.BadRequest(`input "lengths": row %d has length %d, want 1..%d`, b, l, in.T)
 		}
 		in.lengths[b] = int(l)
 	}
@@ -208,11 +209,11 @@ func decodeLengths(in *seqInput, t *Tensor) error {
 // (the tensor's data already matches its shape).
 func checkShape(t *Tensor, limits []int64) error {
 	if len(t.Shape) != len(limits) {
-		return badRequest("input %q: shape %v has rank %d, want %d", t.Name, clipShape(t.Shape), len(t.Shape), len(limits))
+		return infer.BadRequest("input %q: shape %v has rank %d, want %d", t.Name, infer.ClipShape(t.Shape), len(t.Shape), len(limits))
 	}
 	for i, d := range t.Shape {
 		if d < 1 || d > limits[i] {
-			return badRequest("input %q: dimension %d of shape %v is %d, want 1..%d", t.Name, i, t.Shape, d, limits[i])
+			return infer.BadRequest("input %q: dimension %d of shape %v is %d, want 1..%d", t.Name, i, t.Shape, d, limits[i])
 		}
 	}
 	return nil
@@ -229,20 +230,20 @@ func decodeOutputs(in *seqInput, outs []RequestedOutput, net *rnn.Network, names
 		if !ok {
 			switch _, ours := outputNames[o.Name]; {
 			case ours && names.custom:
-				return fmt.Errorf("%w %q: the model's outputs have its own names (%s)", ErrUnsupportedOutput, clip(o.Name), names.known())
+				return fmt.Errorf("%w %q: the model's outputs have its own names (%s)", ErrUnsupportedOutput, infer.Clip(o.Name), names.known())
 			case o.Name == "logits" || o.Name == "probs" || o.Name == "top_k" || o.Name == "top_k_probs":
 				return fmt.Errorf("%w %q: the model has no head", ErrUnsupportedOutput, o.Name)
 			case o.Name == "cell":
 				return fmt.Errorf("%w %q: the model has no LSTM layer, so no cell state", ErrUnsupportedOutput, o.Name)
 			}
-			return fmt.Errorf("%w %q (known: %s)", ErrUnsupportedOutput, clip(o.Name), names.known())
+			return fmt.Errorf("%w %q (known: %s)", ErrUnsupportedOutput, infer.Clip(o.Name), names.known())
 		}
 		if def.kind == "none" {
-			return fmt.Errorf("%w %q: the exported model has this output, but rnnserve does not compute it (known: %s)", ErrUnsupportedOutput, clip(o.Name), names.known())
+			return fmt.Errorf("%w %q: the exported model has this output, but rnnserve does not compute it (known: %s)", ErrUnsupportedOutput, infer.Clip(o.Name), names.known())
 		}
 		spec := outputSpec{name: o.Name, def: def, k: 5}
 		what := fmt.Sprintf("output %q", o.Name)
-		if err := o.Parameters.only(what, "last_step", "k"); err != nil {
+		if err := o.Parameters.Only(what, "last_step", "k"); err != nil {
 			return err
 		}
 		if v, ok, err := o.Parameters.Bool("last_step"); err != nil {
@@ -257,7 +258,7 @@ func decodeOutputs(in *seqInput, outs []RequestedOutput, net *rnn.Network, names
 		}
 		for _, prev := range in.outputs {
 			if prev.name == o.Name {
-				return badRequest("output %q asked for twice", o.Name)
+				return infer.BadRequest("output %q asked for twice", o.Name)
 			}
 		}
 		in.outputs = append(in.outputs, spec)
@@ -281,7 +282,7 @@ func (m *seqModel) infer(ctx context.Context, r *Request, tm *timing) ([]OutputT
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := r.expectOutputs(m.plannedOutputs(in)); err != nil {
+	if err := r.ExpectOutputs(m.plannedOutputs(in)); err != nil {
 		return nil, 0, err
 	}
 	var st, init *seqState

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"sync"
 	"time"
+
+	"rnnserve/server/internal/infer"
 )
 
 // sequenceStore keeps the recurrent state of a model's live sequences
@@ -48,7 +50,7 @@ func (s *sequenceStore) acquire(id string, start bool) (*seqState, error) {
 	st, ok := s.live[id]
 	switch {
 	case ok && st.busy:
-		return nil, fmt.Errorf("%w: %q", ErrSequenceBusy, clip(id))
+		return nil, fmt.Errorf("%w: %q", ErrSequenceBusy, infer.Clip(id))
 	case start:
 		if !ok && len(s.live) >= s.maxLive {
 			return nil, fmt.Errorf("%w: %d live, limit %d", ErrTooManySequences, len(s.live), s.maxLive)
@@ -58,9 +60,9 @@ func (s *sequenceStore) acquire(id string, start bool) (*seqState, error) {
 		delete(s.gone, id)
 	case !ok:
 		if g, ok := s.gone[id]; ok {
-			return nil, fmt.Errorf("%w: %q", g.err, clip(id))
+			return nil, fmt.Errorf("%w: %q", g.err, infer.Clip(id))
 		}
-		return nil, fmt.Errorf("%w: %q (start it with sequence_start)", ErrUnknownSequence, clip(id))
+		return nil, fmt.Errorf("%w: %q (start it with sequence_start)", ErrUnknownSequence, infer.Clip(id))
 	}
 	st.busy, st.lastUsed = true, now
 	return st, nil

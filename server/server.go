@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"rnnserve/server/internal/choice"
+	"rnnserve/server/internal/infer"
 	"rnnserve/server/internal/limits"
 )
 
@@ -301,7 +302,7 @@ func (s *Server) acquire(name, ver string) (model, error) {
 			return nil, s.unknownModel(name)
 		}
 		if ver != "" && ver != version {
-			return nil, fmt.Errorf("%w: model %q has no version %q (versions served: [%s])", ErrUnknownVersion, clip(name), clip(ver), version)
+			return nil, fmt.Errorf("%w: model %q has no version %q (versions served: [%s])", ErrUnknownVersion, infer.Clip(name), infer.Clip(ver), version)
 		}
 		if m.base().enter() {
 			return m, nil
@@ -400,7 +401,7 @@ func (s *Server) run(ctx context.Context, m model, r *Request, start time.Time) 
 	}
 	b := m.base()
 	for i := range r.Inputs {
-		if err := r.Inputs[i].check(); err != nil {
+		if err := r.Inputs[i].Check(); err != nil {
 			return nil, err
 		}
 	}
@@ -408,7 +409,7 @@ func (s *Server) run(ctx context.Context, m model, r *Request, start time.Time) 
 		return nil, err
 	}
 	decoded := time.Now()
-	r.plan = func(outs []plannedOutput) error { return s.planResponse(r, outs) }
+	r.Plan = func(outs []infer.PlannedOutput) error { return s.planResponse(r, outs) }
 	var t timing
 	outs, rows, err := m.infer(ctx, r, &t)
 	if err != nil {

@@ -1,5 +1,7 @@
 package server
 
+import "rnnserve/server/internal/infer"
+
 // Sticky sequences: a sequence's state lives in the memory of the replica
 // that served its first request, so with several replicas every request
 // of the sequence must reach that replica. A load balancer cannot read
@@ -25,7 +27,7 @@ const (
 
 // sequenceIDFrom reads a sequence id from the values a header (or a
 // metadata key) was given; where names it in errors. No value is no id
-// (""). A usable id is one value of 1 to maxSequenceID visible ASCII
+// (""). A usable id is one value of 1 to infer.MaxSequenceID visible ASCII
 // characters other than the comma (the separator proxies use to join
 // repeated headers), and not "0", which the sequence_id parameter refuses
 // too.
@@ -35,20 +37,20 @@ func sequenceIDFrom(values []string, where string) (string, error) {
 		return "", nil
 	case 1:
 	default:
-		return "", badRequest("%s given %d times: give it once", where, len(values))
+		return "", infer.BadRequest("%s given %d times: give it once", where, len(values))
 	}
 	id := values[0]
 	switch {
 	case id == "":
-		return "", badRequest("%s is empty", where)
-	case len(id) > maxSequenceID:
-		return "", badRequest("%s is longer than %d bytes", where, maxSequenceID)
+		return "", infer.BadRequest("%s is empty", where)
+	case len(id) > infer.MaxSequenceID:
+		return "", infer.BadRequest("%s is longer than %d bytes", where, infer.MaxSequenceID)
 	case id == "0":
-		return "", badRequest("%s is 0: a sequence id is a non-empty string or an unsigned integer other than 0", where)
+		return "", infer.BadRequest("%s is 0: a sequence id is a non-empty string or an unsigned integer other than 0", where)
 	}
 	for i := range len(id) {
 		if c := id[i]; c <= ' ' || c > '~' || c == ',' {
-			return "", badRequest("%s %q: byte %d is %q; an id there is visible ASCII without commas", where, clip(id), i, c)
+			return "", infer.BadRequest("%s %q: byte %d is %q; an id there is visible ASCII without commas", where, infer.Clip(id), i, c)
 		}
 	}
 	return id, nil
@@ -65,7 +67,7 @@ func withSequenceID(r *Request, id, where string, decode func() error) error {
 		return err
 	}
 	if id != "" && r.Sequence.ID != id {
-		return badRequest("parameter sequence_id %q, but %s is %q: give the same id in both, or one of them", clip(r.Sequence.ID), where, clip(id))
+		return infer.BadRequest("parameter sequence_id %q, but %s is %q: give the same id in both, or one of them", infer.Clip(r.Sequence.ID), where, infer.Clip(id))
 	}
 	return nil
 }
@@ -74,7 +76,7 @@ func withSequenceID(r *Request, id, where string, decode func() error) error {
 // request that cannot be part of a sequence (generation).
 func noSequenceID(values []string, where string) error {
 	if len(values) > 0 {
-		return badRequest("%s on a generate request: generation keeps no sequence state", where)
+		return infer.BadRequest("%s on a generate request: generation keeps no sequence state", where)
 	}
 	return nil
 }

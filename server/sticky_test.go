@@ -12,6 +12,7 @@ import (
 
 	"rnnserve/internal/fuzzbound"
 	pb "rnnserve/server/inferencepb"
+	"rnnserve/server/internal/infer"
 )
 
 // sendWith sends a request with the given header lines (name, value, name,
@@ -108,7 +109,7 @@ func TestSequenceHeader(t *testing.T) {
 		{"header with a comma", one, []string{SequenceHeader, "a,b"}, http.StatusBadRequest, "visible ASCII without commas"},
 		{"header not ASCII", one, []string{SequenceHeader, "s\xc3\xa9q"}, http.StatusBadRequest, "visible ASCII without commas"},
 		{"header 0", one, []string{SequenceHeader, "0"}, http.StatusBadRequest, "X-Sequence-Id is 0"},
-		{"header too long", one, []string{SequenceHeader, strings.Repeat("x", maxSequenceID+1)}, http.StatusBadRequest, "longer than 256 bytes"},
+		{"header too long", one, []string{SequenceHeader, strings.Repeat("x", infer.MaxSequenceID+1)}, http.StatusBadRequest, "longer than 256 bytes"},
 		{"header on generate", `{"prompt": "hi"}`, []string{SequenceHeader, "g"}, http.StatusBadRequest, "generation keeps no sequence state"},
 	} {
 		u := url
@@ -213,7 +214,7 @@ func TestSequenceMetadata(t *testing.T) {
 }
 
 // FuzzSequenceIDFrom: whatever the header holds, the reader answers an
-// id it accepts (visible ASCII, no comma, at most maxSequenceID bytes,
+// id it accepts (visible ASCII, no comma, at most infer.MaxSequenceID bytes,
 // the header's very text) or an ErrBadRequest.
 func FuzzSequenceIDFrom(f *testing.F) {
 	for _, s := range []string{"abc", "", "0", "a,b", "a b", "s\xc3\xa9q", "4711", strings.Repeat("x", 300)} {
@@ -233,7 +234,7 @@ func FuzzSequenceIDFrom(f *testing.F) {
 				}
 				return
 			}
-			if twice || id != v || id == "" || id == "0" || len(id) > maxSequenceID || strings.ContainsAny(id, ", ") {
+			if twice || id != v || id == "" || id == "0" || len(id) > infer.MaxSequenceID || strings.ContainsAny(id, ", ") {
 				t.Fatalf("%q accepted as %q", v, id)
 			}
 			for i := range len(id) {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strconv"
 	"unicode/utf8"
+
+	"rnnserve/server/internal/infer"
 )
 
 // textChecker passes JSON text through from r, holding back each byte
@@ -70,7 +72,7 @@ func (t *textChecker) check(final bool) {
 		}
 		if !utf8.Valid(seg) {
 			t.ok = i + invalidAt(seg)
-			t.err = badRequest("the JSON text is not valid UTF-8 at byte %d", t.off+int64(t.ok))
+			t.err = infer.BadRequest("the JSON text is not valid UTF-8 at byte %d", t.off+int64(t.ok))
 			return
 		}
 		i += len(seg)
@@ -93,7 +95,7 @@ func (t *textChecker) check(final bool) {
 		if i+need > len(b) {
 			if need == 12 && (final || len(b) > i+6 && b[i+6] != '\\' || len(b) > i+7 && b[i+7] != 'u') {
 				t.ok = i // a high surrogate whose low half is missing
-				t.err = badRequest("the JSON text has a lone UTF-16 surrogate escape at byte %d", t.off+int64(i))
+				t.err = infer.BadRequest("the JSON text has a lone UTF-16 surrogate escape at byte %d", t.off+int64(i))
 				return
 			}
 			if final {
@@ -105,7 +107,7 @@ func (t *textChecker) check(final bool) {
 			if v, ok := hex4(b, i); ok && v >= 0xD800 && v <= 0xDFFF {
 				if lo, ok2 := hex4(b, i+6); need != 12 || !ok2 || b[i+6] != '\\' || b[i+7] != 'u' || lo < 0xDC00 || lo > 0xDFFF {
 					t.ok = i
-					t.err = badRequest("the JSON text has a lone UTF-16 surrogate escape at byte %d", t.off+int64(i))
+					t.err = infer.BadRequest("the JSON text has a lone UTF-16 surrogate escape at byte %d", t.off+int64(i))
 					return
 				}
 			}

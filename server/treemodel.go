@@ -13,6 +13,7 @@ import (
 	"rnnserve/rnn/tree"
 	"rnnserve/schedule"
 	"rnnserve/server/internal/choice"
+	"rnnserve/server/internal/infer"
 )
 
 // Outputs a tree model may be asked for.
@@ -67,14 +68,14 @@ func parseTree(s []byte, opt tree.Options) (*tree.Tree, error) {
 
 func (m *treeModel) infer(ctx context.Context, r *Request, tm *timing) ([]OutputTensor, int, error) {
 	if r.Sequence != (SequenceControl{}) {
-		return nil, 0, badRequest("a tree model keeps no state between requests: sequence parameters are not supported")
+		return nil, 0, infer.BadRequest("a tree model keeps no state between requests: sequence parameters are not supported")
 	}
 	if len(r.Inputs) != 1 || r.Inputs[0].Name != "trees" {
-		return nil, 0, badRequest(`send one input "trees" (BYTES [B]: bracketed or JSON trees)`)
+		return nil, 0, infer.BadRequest(`send one input "trees" (BYTES [B]: bracketed or JSON trees)`)
 	}
 	in := &r.Inputs[0]
 	if in.Datatype != "BYTES" {
-		return nil, 0, badRequest(`input "trees": datatype %q, want BYTES`, clip(in.Datatype))
+		return nil, 0, infer.BadRequest(`input "trees": datatype %q, want BYTES`, infer.Clip(in.Datatype))
 	}
 	if err := checkShape(in, []int64{int64(m.opts.MaxRequestRows)}); err != nil {
 		return nil, 0, err
@@ -83,14 +84,14 @@ func (m *treeModel) infer(ctx context.Context, r *Request, tm *timing) ([]Output
 	opt := m.tm.ParseOptions()
 	for i, text := range in.Bytes {
 		if !utf8.Valid(text) {
-			return nil, 0, badRequest(`input "trees"[%d]: not valid UTF-8`, i)
+			return nil, 0, infer.BadRequest(`input "trees"[%d]: not valid UTF-8`, i)
 		}
 		tr, err := parseTree(text, opt)
 		if err != nil {
-			return nil, 0, badRequest(`input "trees"[%d]: %v`, i, err)
+			return nil, 0, infer.BadRequest(`input "trees"[%d]: %v`, i, err)
 		}
 		if err := m.tm.Net.Check(tr); err != nil {
-			return nil, 0, badRequest(`input "trees"[%d]: %v`, i, err)
+			return nil, 0, infer.BadRequest(`input "trees"[%d]: %v`, i, err)
 		}
 		w.trees = append(w.trees, tr)
 	}
@@ -98,7 +99,7 @@ func (m *treeModel) infer(ctx context.Context, r *Request, tm *timing) ([]Output
 		return nil, 0, err
 	} else if ok {
 		if w.exec, err = schedule.ParseTreeExecutor(name); err != nil {
-			return nil, 0, badRequest("parameter executor: %v", err)
+			return nil, 0, infer.BadRequest("parameter executor: %v", err)
 		}
 	}
 	outs := r.Outputs
@@ -107,14 +108,14 @@ func (m *treeModel) infer(ctx context.Context, r *Request, tm *timing) ([]Output
 	}
 	for i, o := range outs {
 		if _, ok := treeOutputNames[o.Name]; !ok {
-			return nil, 0, fmt.Errorf("%w %q (known: probs, class, node_probs, nodes)", ErrUnsupportedOutput, clip(o.Name))
+			return nil, 0, fmt.Errorf("%w %q (known: probs, class, node_probs, nodes)", ErrUnsupportedOutput, infer.Clip(o.Name))
 		}
-		if err := o.Parameters.only(fmt.Sprintf("output %q", o.Name)); err != nil {
+		if err := o.Parameters.Only(fmt.Sprintf("output %q", o.Name)); err != nil {
 			return nil, 0, err
 		}
 		for _, prev := range outs[:i] {
 			if prev.Name == o.Name {
-				return nil, 0, badRequest("output %q asked for twice", o.Name)
+				return nil, 0, infer.BadRequest("output %q asked for twice", o.Name)
 			}
 		}
 		w.all = w.all || o.Name == "node_probs"
@@ -123,7 +124,7 @@ func (m *treeModel) infer(ctx context.Context, r *Request, tm *timing) ([]Output
 	for _, tr := range w.trees {
 		nodes += tr.Len()
 	}
-	if err := r.expectOutputs(m.plannedOutputs(outs, len(w.trees), nodes)); err != nil {
+	if err := r.ExpectOutputs(m.plannedOutputs(outs, len(w.trees), nodes)); err != nil {
 		return nil, 0, err
 	}
 	j := &job[*treeWork]{ctx: ctx, rows: len(w.trees), work: w}
