@@ -1,34 +1,62 @@
-// Package fuzzbound bounds the time and memory of one call of a fuzz body,
-// and fails the input that exceeds either.
+// Package fuzzbound bounds the CPU time, the wall-clock time and the
+// memory of one call of a fuzz body, and fails the input that exceeds any.
 //
 // Go's fuzzer has no per-input time or memory limit: an input that makes a
 // parser loop forever hangs the worker, and one that makes it allocate
 // gigabytes ends in the kernel's OOM killer, which the fuzzer does not
 // record as a crash. A body wrapped in Run is watched while it runs: the
-// wall-clock time since it started, the heap bytes allocated since it
-// started and the growth of goroutine stacks (deep recursion) are sampled
-// every few milliseconds and once more when the body returns.
+// CPU time the process has used since it started, the wall-clock time
+// since it started, the heap bytes allocated since it started and the
+// growth of goroutine stacks (deep recursion) are sampled every few
+// milliseconds and once more when the body returns.
+//
+// Time is bounded by CPU time (Limits.CPU), with a wall-clock backstop
+// (Limits.Wall, WallPerCPU times the CPU bound unless set). Wall-clock time
+// is what a busy machine inflates: at a load of 30 on two cores an input
+// that takes 1 ms alone can take seconds, and a wall-clock bound then stops
+// a sound input. CPU time is the work the input made the process do,
+// whatever else the machine runs. The backstop ends an input that uses no
+// CPU at all: one that blocks reading, waits on a channel or sleeps.
+//
+// The CPU time is the process's (getrusage RUSAGE_SELF), not that of the
+// body's goroutine (CLOCK_THREAD_CPUTIME_ID with the goroutine locked to
+// its OS thread), for two reasons. Some bodies hand their work to other
+// goroutines (the server's fuzz targets call a handler whose batcher runs
+// the model on goroutines of its own): a thread's clock misses that work,
+// and a runaway there would be stopped only by the backstop. And locking
+// the body to its thread makes every block of the body (a channel, a
+// mutex) hand the thread over and back, which costs every input. What the
+// process's clock counts beyond the input is the process's own other work,
+// never the machine's: the garbage collector's, which the input's
+// allocation mostly causes, and any goroutine running beside the body.
+// Under `go test -fuzz` the coordinator is another process and the
+// worker's loop waits while an input runs; seed corpora run after the
+// package's tests. A goroutine running beside the body is slowed by a
+// busy machine as much as the body is, so it can add to the count in
+// proportion to the body's own CPU time, not to the load. Where the
+// process's CPU time cannot be read (not a Unix), the CPU bound is on
+// wall-clock time.
 //
 // A call that exceeds a bound cannot be stopped (Go has no way to kill a
 // goroutine), so Run prints a report (the test, the input's size and
 // SHA-256, what was exceeded and by how much, and every goroutine's stack,
 // which shows where the time went) to standard error and ends the process
-// with ExitTime or ExitMemory. Under `go test -fuzz` the fuzzer takes a
-// worker that exits for a crash it cannot minimise: it writes the input to
-// testdata/fuzz/<Target>/ and stops at once, instead of spending the run
-// minimising an input each try of which takes the whole time bound. The
-// worker's own output is discarded by the fuzzer, so a worker also writes
-// the report to $TMPDIR/fuzzbound-<Target>-<pid>.txt; re-running the
-// recorded input (`go test -run <Target>/<file>`) prints it again. Outside
-// fuzzing, the seed corpus runs through the same bounds, so a regression
-// fails `go test` the same way.
+// with ExitCPU, ExitWall or ExitMemory. Under `go test -fuzz` the fuzzer
+// takes a worker that exits for a crash it cannot minimise: it writes the
+// input to testdata/fuzz/<Target>/ and stops at once, instead of spending
+// the run minimising an input each try of which takes the whole time
+// bound. The worker's own output is discarded by the fuzzer, so a worker
+// also writes the report to $TMPDIR/fuzzbound-<Target>-<pid>.txt;
+// re-running the recorded input (`go test -run <Target>/<file>`) prints it
+// again. Outside fuzzing, the seed corpus runs through the same bounds, so
+// a regression fails `go test` the same way.
 //
 // Memory is the process's heap allocation counter (runtime/metrics
 // /gc/heap/allocs:bytes) plus stack growth, so allocations by other
-// goroutines running at the same time count against the input: the fuzz
-// workers run one input at a time, and seed corpora run after a package's
-// tests. Allocation is counted, not live memory, so the bound holds a
-// parser to what it allocates in all, which is stricter than its peak.
+// goroutines running at the same time count against the input, as their
+// CPU time does. Allocation is counted, not live memory, so the bound
+// holds a parser to what it allocates in all, which is stricter than its
+// peak.
 //
 //	f.Fuzz(func(t *testing.T, data []byte) {
 //		fuzzbound.Run(t, len(data), func() {
@@ -53,23 +81,27 @@ import (
 	"time"
 )
 
-// Defaults for a zero Limits field. The time bound is generous beside what
-// a parser needs for a fuzz input (microseconds to milliseconds) so that a
-// busy machine does not fail a sound input; it is multiplied by RaceFactor
-// under the race detector.
+// Defaults for a zero Limits field. The CPU bound is generous beside what
+// a parser needs for a fuzz input (microseconds to milliseconds); the
+// wall-clock backstop is far above it, so that only an input that blocks,
+// or one near its CPU bound on a machine loaded many times over its
+// cores, reaches it. Both are multiplied by RaceFactor under the race
+// detector.
 const (
-	DefaultTime    = 2 * time.Second
+	DefaultCPU     = 2 * time.Second
+	WallPerCPU     = 15
 	DefaultBytes   = 64 << 20
 	DefaultPerByte = 64
 )
 
-// RaceFactor multiplies the time bound when the race detector is on.
+// RaceFactor multiplies the time bounds when the race detector is on.
 const RaceFactor = 10
 
 // Exit codes of a process ended by Run.
 const (
-	ExitTime   = 3 // the body ran longer than its time bound
+	ExitCPU    = 3 // the body used more CPU time than its bound
 	ExitMemory = 4 // the body allocated more than its memory bound
+	ExitWall   = 5 // the body ran longer than its wall-clock backstop
 )
 
 // sampleEvery is how often a running body's time and memory are read.
@@ -77,8 +109,11 @@ const sampleEvery = 5 * time.Millisecond
 
 // Limits bound one call of a fuzz body. The zero value is the defaults.
 type Limits struct {
-	// Time is the wall-clock time one input may take.
-	Time time.Duration
+	// CPU is the CPU time the process may use while one input runs.
+	CPU time.Duration
+	// Wall is the wall-clock time one input may take: a backstop for an
+	// input that blocks, well above CPU. Zero is WallPerCPU times CPU.
+	Wall time.Duration
 	// Bytes is the heap one input may allocate whatever its size.
 	Bytes int64
 	// PerByte is the further heap one input may allocate per byte of
@@ -88,8 +123,11 @@ type Limits struct {
 
 // EnsureDefaults fills zero fields with the defaults.
 func (l *Limits) EnsureDefaults() {
-	if l.Time <= 0 {
-		l.Time = DefaultTime
+	if l.CPU <= 0 {
+		l.CPU = DefaultCPU
+	}
+	if l.Wall <= 0 {
+		l.Wall = WallPerCPU * l.CPU
 	}
 	if l.Bytes <= 0 {
 		l.Bytes = DefaultBytes
@@ -111,10 +149,10 @@ func Run(t testing.TB, size int, body func()) {
 }
 
 // Run calls body on the calling goroutine (so body may call t.Fatal) and
-// ends the process with a report if body takes longer than l.Time, or
-// allocates more than l.Memory(size) bytes, before it returns. size is the
-// input's length in bytes (the sum of the lengths for several arguments).
-// input, if not nil, is printed in the report in part and hashed.
+// ends the process with a report if, before body returns, the process uses
+// more than l.CPU of CPU time, or l.Wall of wall-clock time passes, or
+// more than l.Memory(size) bytes are allocated. size is the input's length
+// in bytes (the sum of the lengths for several arguments).
 func (l Limits) Run(t testing.TB, size int, body func()) {
 	l.run(t, size, nil, body)
 }
@@ -134,15 +172,49 @@ func String(f *testing.F, l Limits, body func(t *testing.T, s string)) {
 	})
 }
 
+// A clock reads the wall-clock time and the process's CPU time since it
+// was started.
+type clock interface {
+	since() (wall, cpu time.Duration)
+}
+
+type processClock struct {
+	start  time.Time
+	cpu0   time.Duration
+	hasCPU bool
+}
+
+func startProcessClock() clock {
+	c := &processClock{}
+	c.cpu0, c.hasCPU = processCPU()
+	c.start = time.Now()
+	return c
+}
+
+func (c *processClock) since() (wall, cpu time.Duration) {
+	wall = time.Since(c.start)
+	if now, ok := processCPU(); ok && c.hasCPU {
+		return wall, now - c.cpu0
+	}
+	return wall, wall
+}
+
 func (l Limits) run(t testing.TB, size int, input []byte, body func()) {
+	t.Helper()
+	l.watch(t, size, input, startProcessClock, body)
+}
+
+// watch is run with the clock that start returns.
+func (l Limits) watch(t testing.TB, size int, input []byte, start func() clock, body func()) {
 	t.Helper()
 	l.EnsureDefaults()
 	if raceEnabled {
-		l.Time *= RaceFactor
+		l.CPU *= RaceFactor
+		l.Wall *= RaceFactor
 	}
-	w := &watch{name: t.Name(), size: size, input: input, limTime: l.Time, limMem: l.Memory(size)}
-	w.start = time.Now()
+	w := &watch{name: t.Name(), size: size, input: input, lim: l, limMem: l.Memory(size)}
 	w.alloc0, w.stack0 = readMemory()
+	w.clock = start()
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
@@ -158,52 +230,82 @@ func (l Limits) run(t testing.TB, size int, input []byte, body func()) {
 			}
 		}
 	}()
+	returned := false
+	defer func() {
+		// Also when body calls t.Fatal (runtime.Goexit) or panics: the
+		// watcher must not outlive the call and fail a later one.
+		close(done)
+		<-stopped
+		if returned {
+			w.check(true)
+		}
+	}()
 	body()
-	close(done)
-	<-stopped
-	w.check(true)
+	returned = true
 }
 
 type watch struct {
 	name           string
 	size           int
 	input          []byte
-	start          time.Time
+	clock          clock
 	alloc0, stack0 uint64
-	limTime        time.Duration
+	lim            Limits
 	limMem         int64
+}
+
+// A reading is what a body has used since it started.
+type reading struct {
+	wall, cpu   time.Duration
+	heap, stack int64 // bytes allocated, growth of goroutine stacks
+}
+
+func (w *watch) read() reading {
+	var r reading
+	r.wall, r.cpu = w.clock.since()
+	alloc, stack := readMemory()
+	r.heap = int64(alloc - w.alloc0)
+	r.stack = max(0, int64(stack)-int64(w.stack0))
+	return r
+}
+
+// over returns the exit code for the bound that r exceeds and what was
+// exceeded, or 0.
+func (w *watch) over(r reading) (int, string) {
+	switch used := r.heap + r.stack; {
+	case used > w.limMem:
+		return ExitMemory, fmt.Sprintf("allocated %s (heap %s, stack growth %s), more than its bound of %s",
+			size(used), size(r.heap), size(r.stack), size(w.limMem))
+	case r.cpu > w.lim.CPU:
+		return ExitCPU, fmt.Sprintf("used %v of CPU time, more than its bound of %v", r.cpu.Round(time.Millisecond), w.lim.CPU)
+	case r.wall > w.lim.Wall:
+		return ExitWall, fmt.Sprintf("ran for %v, more than its wall-clock backstop of %v, using %v of CPU time (blocked, or starved of CPU)",
+			r.wall.Round(time.Millisecond), w.lim.Wall, r.cpu.Round(time.Millisecond))
+	}
+	return 0, ""
 }
 
 // check ends the process if the body has overrun a bound. returned says
 // the body has returned (the final check).
 func (w *watch) check(returned bool) {
-	elapsed := time.Since(w.start)
-	alloc, stack := readMemory()
-	used := int64(alloc - w.alloc0)
-	if stack > w.stack0 {
-		used += int64(stack - w.stack0)
-	}
-	switch {
-	case used > w.limMem:
-		w.fail(ExitMemory, fmt.Sprintf("allocated %s (heap %s, stack growth %s), more than its bound of %s",
-			size(used), size(int64(alloc-w.alloc0)), size(max(0, int64(stack)-int64(w.stack0))), size(w.limMem)), elapsed, returned)
-	case elapsed > w.limTime:
-		w.fail(ExitTime, fmt.Sprintf("ran for %v, more than its bound of %v", elapsed.Round(time.Millisecond), w.limTime), elapsed, returned)
+	r := w.read()
+	if code, what := w.over(r); code != 0 {
+		w.fail(code, what, r, returned)
 	}
 }
 
 var failing sync.Mutex
 
-func (w *watch) fail(code int, what string, elapsed time.Duration, returned bool) {
+func (w *watch) fail(code int, what string, r reading, returned bool) {
 	failing.Lock() // one report, even if the final check races a sample
 	var b strings.Builder
 	fmt.Fprintf(&b, "--- FAIL: %s\n", w.name)
 	fmt.Fprintf(&b, "    fuzzbound: an input of %d bytes %s", w.size, what)
+	state := "still running"
 	if returned {
-		fmt.Fprintf(&b, " (it returned after %v)", elapsed.Round(time.Millisecond))
-	} else {
-		fmt.Fprintf(&b, " (still running after %v)", elapsed.Round(time.Millisecond))
+		state = "it returned"
 	}
+	fmt.Fprintf(&b, " (%s after %v, %v of CPU time)", state, r.wall.Round(time.Millisecond), r.cpu.Round(time.Millisecond))
 	b.WriteString("\n")
 	if w.input != nil {
 		fmt.Fprintf(&b, "    input sha256 %x, first bytes %q\n", sha256.Sum256(w.input), head(w.input, 256))

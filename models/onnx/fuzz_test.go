@@ -15,7 +15,7 @@ import (
 )
 
 // fuzzBound is what Read may take on one fuzz input: fuzzbound's default
-// time (1 s), and 32 MiB plus 16 bytes per input byte allocated; an input
+// time (2 s of CPU time), and 32 MiB plus 16 bytes per input byte allocated; an input
 // over either ends the worker and is recorded under testdata/fuzz.
 var fuzzBound = fuzzbound.Limits{Bytes: 32 << 20, PerByte: 16}
 

@@ -15,10 +15,11 @@ import (
 )
 
 // hostileBound is what Read may spend on one hostile file in the child
-// process: 2 s, and 32 MiB plus 2 bytes per byte of the file allocated
-// (fuzzbound counts every heap allocation, so this bounds the peak too).
+// process: 2 s of CPU time, and 32 MiB plus 2 bytes per byte of the file
+// allocated (fuzzbound counts every heap allocation, so this bounds the
+// peak too).
 // Reading the file into memory comes before and is not counted.
-var hostileBound = fuzzbound.Limits{Time: 2 * time.Second, Bytes: 32 << 20, PerByte: 2}
+var hostileBound = fuzzbound.Limits{CPU: 2 * time.Second, Bytes: 32 << 20, PerByte: 2}
 
 // maxRSS is the child process's peak resident memory (VmHWM) allowed for
 // a file of size bytes: the test binary, the file, and the bound above,

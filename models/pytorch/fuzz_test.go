@@ -15,8 +15,9 @@ import (
 )
 
 // fuzzLimits bound one input of the fuzz targets: the hostile seeds of
-// 2 MiB run to their pickle budget (80 MiB) in under a second.
-var fuzzLimits = fuzzbound.Limits{Time: 3 * time.Second}
+// 2 MiB run to their pickle budget (80 MiB) in under a second of CPU
+// time.
+var fuzzLimits = fuzzbound.Limits{CPU: 3 * time.Second}
 
 var sentinels = []error{ErrFormat, ErrCorrupt, ErrTruncated, ErrMissingRecord, ErrClass, ErrContent, ErrTooLarge}
 

@@ -1,0 +1,19 @@
+//go:build unix
+
+package fuzzbound
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// processCPU is the CPU time (user and system, every thread) the process
+// has used so far, or false where it cannot be read.
+func processCPU() (time.Duration, bool) {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0, false
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
+}
