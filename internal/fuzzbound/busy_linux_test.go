@@ -24,7 +24,7 @@ func busyHelper(t *testing.T) {
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		t.Fatal(err)
 	}
-	lim := Limits{CPU: 100 * time.Millisecond, Wall: time.Minute}
+	lim := Limits{CPU: 50 * time.Millisecond, Wall: time.Minute}
 	bound := lim.CPU * raceFactor()
 	var wall, cpu time.Duration
 	lim.Run(t, 0, func() {

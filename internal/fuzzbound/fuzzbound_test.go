@@ -40,6 +40,7 @@ func TestHelper(t *testing.T) {
 	case "fatal":
 		// t.Fatal in the body: the watcher ends with the call, it does not
 		// fail the process with ExitWall afterwards.
+		lim.Wall = 50 * time.Millisecond
 		t.Run("inner", func(t *testing.T) {
 			lim.Run(t, 0, func() { t.Fatal("the body failed") })
 		})
