@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"compress/zlib"
 	"context"
 	"fmt"
 	"io"
@@ -12,7 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"rnnserve/server/internal/limits"
-	"runtime"
+	"rnnserve/server/internal/wire"
 	"strings"
 	"testing"
 	"time"
@@ -148,7 +147,7 @@ func TestBudget(t *testing.T) {
 	}
 	hdr := `{"inputs": [{"name": "tokens", "datatype": "INT8", "shape": [1, 60000], "parameters": {"binary_data_size": 60000}}]}`
 	bin, l := binaryBody(hdr, make([]byte, 60000))
-	if code, b, _ := send(t, url, bin, headerLength, l); code != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "decoded tensors") {
+	if code, b, _ := send(t, url, bin, wire.HeaderLength, l); code != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "decoded tensors") {
 		t.Errorf("60000 binary INT8 (480 KB as int64): %d %s, want 413", code, b)
 	}
 
@@ -289,47 +288,4 @@ func TestSilentBodies(t *testing.T) {
 		}
 	}
 	waitFor(t, "the budget to come back", func() bool { return s.budget.InUse() == 0 })
-}
-
-// TestInflaterBytes: what a gzip or zlib reader allocates to inflate a
-// body is within inflaterBytes, the charge taken for it beside the
-// inflated bytes.
-func TestInflaterBytes(t *testing.T) {
-	plain := bytes.Repeat([]byte("0123456789abcdef"), 64<<10)
-	zipped := gzipped(plain)
-	var z bytes.Buffer
-	zw := zlib.NewWriter(&z)
-	zw.Write(plain)
-	zw.Close()
-	buf := make([]byte, 32<<10)
-	for _, c := range []struct {
-		name string
-		open func(io.Reader) (io.ReadCloser, error)
-		data []byte
-	}{
-		{"gzip", func(r io.Reader) (io.ReadCloser, error) { return gzip.NewReader(r) }, zipped},
-		{"zlib", zlib.NewReader, z.Bytes()},
-	} {
-		var before, after runtime.MemStats
-		const runs = 20
-		runtime.ReadMemStats(&before)
-		for range runs {
-			zr, err := c.open(bytes.NewReader(c.data))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for {
-				if _, err := zr.Read(buf); err != nil {
-					break
-				}
-			}
-			zr.Close()
-		}
-		runtime.ReadMemStats(&after)
-		if per := int64(after.TotalAlloc-before.TotalAlloc) / runs; per > inflaterBytes {
-			t.Errorf("%s: %d bytes allocated per body inflated, over the %d charged", c.name, per, inflaterBytes)
-		} else {
-			t.Logf("%s: %d bytes allocated per body inflated (%d charged)", c.name, per, inflaterBytes)
-		}
-	}
 }

@@ -8,14 +8,11 @@ import (
 	"rnnserve/server/internal/infer"
 )
 
-// maxClassification bounds the classification parameter.
-const maxClassification = 1 << 16
-
 // checkClassification refuses classification counts out of range.
 func checkClassification(outs []RequestedOutput) error {
 	for _, o := range outs {
-		if o.Classification < 0 || o.Classification > maxClassification {
-			return infer.BadRequest("output %q: classification %d, want 1..%d", infer.Clip(o.Name), o.Classification, maxClassification)
+		if o.Classification < 0 || o.Classification > infer.MaxClassification {
+			return infer.BadRequest("output %q: classification %d, want 1..%d", infer.Clip(o.Name), o.Classification, infer.MaxClassification)
 		}
 	}
 	return nil

@@ -3,20 +3,21 @@
 // text generation, cellular batching of many clients' requests step by
 // step, a model repository with hot swap, and Prometheus metrics.
 //
-// One internal request type (request.go) carries every inference request,
-// whatever the transport: the REST front end (rest.go, restcodec.go)
-// decodes JSON and Triton's binary tensor data into a Request, calls
-// Server.Infer and encodes the Response; the gRPC front end (grpc.go,
-// grpc_convert.go, on the generated code of server/inferencepb) does the
-// same with its messages. Generation has GenerateRequest and
-// Server.Generate.
+// One internal request type (package server/internal/infer, named here
+// in request.go) carries every inference request, whatever the transport:
+// the REST front end (rest.go) decodes JSON and Triton's binary tensor
+// data into a Request with the codec of package server/internal/wire,
+// calls Server.Infer and encodes the Response with it; the gRPC front
+// end (grpc.go) does the same with its messages, converted by the same
+// package on the generated code of server/inferencepb. Generation has
+// GenerateRequest and Server.Generate.
 // Behind them, batching, sequences, limits, statistics and metrics are
 // the same for every transport. Both front ends also take a sequence id
 // from a header or metadata a load balancer can hash on (sticky.go), and
 // an AccessLog wraps them for request ids and access log lines
-// (accesslog.go). Errors map to HTTP statuses by type in
-// errors.go, and to gRPC codes by the same sentinels in grpc.go (CodeOf),
-// never by message text.
+// (accesslog.go). Errors map to HTTP statuses by the sentinels of
+// package infer (StatusOf), and to gRPC codes by the same sentinels
+// (CodeOf, in package wire), never by message text.
 //
 // A model is one of two kinds behind the model interface (model.go): a
 // sequence model (seqmodel.go: LSTM/GRU stacks) or a tree model
@@ -38,11 +39,10 @@
 // Under load and abuse (docs/api.md, "Limits under load"): one memory
 // budget bounds the request bytes in flight of every transport (package
 // server/internal/limits, made in budget.go); a cap spans the listeners'
-// connections (package server/internal/connlimit, wrapped in conns.go;
-// gRPC calls are admitted in grpclimits.go); every JSON text is checked
-// for UTF-8 and lone surrogate escapes as it is read (text.go); decoded
-// tensors are bounded and charged to the budget; a panic in a lane, a
-// request or a pool job fails only the requests it hit (panics.go).
+// connections (connlimit.go); every JSON text is checked for UTF-8 and
+// lone surrogate escapes as it is read (package wire); decoded tensors are
+// bounded and charged to the budget; a panic in a lane, a request or a
+// pool job fails only the requests it hit (panics.go).
 //
 // Lifecycle: the owner (cmd/serve) makes the pools, New builds the server
 // and loads the models, Start starts every model's batcher, the sequence

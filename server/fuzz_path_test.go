@@ -27,6 +27,7 @@ import (
 	"rnnserve/models/bundled"
 	"rnnserve/server/api"
 	pb "rnnserve/server/inferencepb"
+	"rnnserve/server/internal/wire"
 )
 
 // The whole-path fuzz targets: each drives the real handler (REST through
@@ -110,11 +111,11 @@ func FuzzTreeBody(f *testing.F) {
 			hv := ""
 			if hdr >= 0 {
 				hv = strconv.FormatInt(hdr, 10)
-				req.Header.Set(headerLength, hv)
+				req.Header.Set(wire.HeaderLength, hv)
 			}
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, req)
-			checkAnswer(t, w, func(b []byte) error { return inferOK(w.Header().Get(headerLength))(b) })
+			checkAnswer(t, w, func(b []byte) error { return inferOK(w.Header().Get(wire.HeaderLength))(b) })
 		})
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"rnnserve/internal/fuzzbound"
 	"rnnserve/models"
+	"rnnserve/server/internal/wire"
 )
 
 // FuzzInferBody drives the whole REST infer path, body reading to
@@ -44,13 +45,13 @@ func FuzzInferBody(f *testing.F) {
 			}
 			req := httptest.NewRequest(http.MethodPost, "/v2/models/"+name+"/infer", bytes.NewReader(body))
 			if hdr >= 0 {
-				req.Header.Set(headerLength, strconv.FormatInt(hdr, 10))
+				req.Header.Set(wire.HeaderLength, strconv.FormatInt(hdr, 10))
 			}
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, req)
 			switch {
 			case w.Code == http.StatusOK:
-				if _, err := splitResponse(w.Body.Bytes(), w.Header().Get(headerLength)); err != nil {
+				if _, err := splitResponse(w.Body.Bytes(), w.Header().Get(wire.HeaderLength)); err != nil {
 					t.Fatalf("200 with a response that does not parse: %v\n%q", err, w.Body.Bytes())
 				}
 			case w.Code >= 400 && w.Code < 500 || w.Code == http.StatusServiceUnavailable:

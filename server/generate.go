@@ -9,44 +9,19 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
 
 	"rnnserve/rnn"
 	"rnnserve/schedule"
 	"rnnserve/server/internal/infer"
+	"rnnserve/server/internal/wire"
 )
 
-// GenerateRequest asks a language model to continue a prompt, in
-// transport-neutral form: REST's generate and generate_stream endpoints
-// (Triton's generate extension) decode into it, and gRPC's streaming
-// inference can too. Server.Generate runs it.
-type GenerateRequest struct {
-	Model, Version string
-	// Prompt is text for a byte-level model (vocabulary 256): each byte a
-	// token. PromptTokens replaces it for other models.
-	Prompt       []byte
-	PromptTokens []int64
-	MaxTokens    int     // 0: 64
-	Temperature  float64 // 0: greedy
-	TopK         int     // 0: every token
-	TopP         float64 // 0 or 1: every token; else the smallest set of most likely tokens whose probabilities reach TopP
-	Seed         uint64  // the same seed gives the same text
-	// Stop ends the generation once the generated text ends with one of
-	// these (byte-level models); the text includes it.
-	Stop [][]byte
-
-	Protocol string    // metrics label: "rest" or "grpc"
-	Received time.Time // when the transport got the request
-}
-
-// GenerateToken is one generated token.
-type GenerateToken struct {
-	Index   int
-	Token   int64
-	Text    []byte // its byte for a byte-level model, else empty
-	LogProb float64
-}
+// GenerateRequest and GenerateToken are package infer's, beside Request.
+type (
+	GenerateRequest = infer.GenerateRequest
+	GenerateToken   = infer.GenerateToken
+)
 
 // GenerateResult is how a generation ended.
 type GenerateResult struct {
@@ -278,5 +253,5 @@ func checkUTF8(what string, b []byte) error {
 	if utf8.Valid(b) {
 		return nil
 	}
-	return infer.BadRequest("%s is not valid UTF-8 at byte %d", what, invalidAt(b))
+	return infer.BadRequest("%s is not valid UTF-8 at byte %d", what, wire.InvalidAt(b))
 }

@@ -23,11 +23,11 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"rnnserve/schedule"
 	"rnnserve/server/api"
 	pb "rnnserve/server/inferencepb"
 	"rnnserve/server/internal/infer"
 	"rnnserve/server/internal/limits"
+	"rnnserve/server/internal/wire"
 )
 
 // The gRPC front end: the KServe v2 GRPCInferenceService with Triton's
@@ -251,40 +251,9 @@ func (g *GRPCServer) recoverStream(srv any, ss grpc.ServerStream, info *grpc.Str
 	return h(srv, ss)
 }
 
-// CodeOf maps an error to the gRPC status code that answers it, by the
-// sentinels of errors.go (the gRPC counterpart of StatusOf).
-func CodeOf(err error) codes.Code {
-	switch {
-	case err == nil:
-		return codes.OK
-	case errors.Is(err, ErrLoad) && (errors.Is(err, ErrUnknownModel) || errors.Is(err, ErrNotInRepository)):
-		return codes.NotFound
-	case errors.Is(err, ErrBadRequest), errors.Is(err, schedule.ErrInput),
-		errors.Is(err, ErrNotLanguageModel), errors.Is(err, ErrUnsupportedOutput), errors.Is(err, ErrUnsupportedMedia):
-		return codes.InvalidArgument
-	case errors.Is(err, ErrLoad), errors.Is(err, ErrNoRepository):
-		return codes.FailedPrecondition
-	case errors.Is(err, ErrUnauthenticated):
-		return codes.Unauthenticated
-	case errors.Is(err, ErrForbidden):
-		return codes.PermissionDenied
-	case errors.Is(err, ErrTooLarge), errors.Is(err, ErrTooManySequences), errors.Is(err, ErrResponseTooLarge):
-		return codes.ResourceExhausted
-	case errors.Is(err, ErrUnknownModel), errors.Is(err, ErrUnknownVersion), errors.Is(err, ErrUnknownSequence):
-		return codes.NotFound
-	case errors.Is(err, ErrSequenceEnded), errors.Is(err, ErrSequenceExpired):
-		return codes.FailedPrecondition
-	case errors.Is(err, ErrSequenceBusy):
-		return codes.Aborted
-	case errors.Is(err, ErrBusy), errors.Is(err, ErrDraining), errors.Is(err, ErrOverBudget):
-		return codes.Unavailable
-	case errors.Is(err, context.Canceled):
-		return codes.Canceled
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrSlowBody):
-		return codes.DeadlineExceeded
-	}
-	return codes.Internal
-}
+// CodeOf maps an error to the gRPC status code that answers it (see
+// wire.CodeOf, the gRPC counterpart of StatusOf).
+func CodeOf(err error) codes.Code { return wire.CodeOf(err) }
 
 // grpcError is err as a gRPC status with its message (cut to
 // maxErrorBytes); UNAVAILABLE carries a retry delay, as REST's 503 has
@@ -370,12 +339,12 @@ func tensorMetadata(ts []api.TensorMetadata) []*pb.ModelMetadataResponse_TensorM
 // prompt_tokens input, a whole generation answered in one response.
 func (g *grpcService) ModelInfer(ctx context.Context, req *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
 	received := time.Now()
-	if isGenerate(req) {
+	if wire.IsGenerate(req) {
 		return g.generateWhole(ctx, req, received)
 	}
 	var out *pb.ModelInferResponse
 	err := g.infer(ctx, req, received, func(resp *Response) error {
-		out = toGRPC(resp)
+		out = wire.ToGRPC(resp)
 		callOf(ctx).owe(int64(proto.Size(out)))
 		return nil
 	})
@@ -401,7 +370,7 @@ func (g *grpcService) infer(ctx context.Context, req *pb.ModelInferRequest, rece
 	}
 	if err == nil {
 		err = withSequenceID(r, id, sequenceMetadataName, func() error {
-			return fromGRPC(req, r, &tensorMemory{limit: 2 * g.s.opts.MaxBodyBytes, charge: res.Grow})
+			return wire.FromGRPC(req, r, &wire.TensorMemory{Limit: 2 * g.s.opts.MaxBodyBytes, Charge: res.Grow})
 		})
 	}
 	if err != nil {
@@ -431,15 +400,15 @@ func (g *grpcService) messageReservation(ctx context.Context, req *pb.ModelInfer
 // decodeGenerate decodes a generation request. Its message is taken from
 // the memory budget while it decodes (a generation holds no more than its
 // prompt after that).
-func (g *grpcService) decodeGenerate(ctx context.Context, req *pb.ModelInferRequest, received time.Time) (*grpcGenerate, error) {
-	gen := &grpcGenerate{GenerateRequest: GenerateRequest{Protocol: protocolGRPC, Received: received}}
+func (g *grpcService) decodeGenerate(ctx context.Context, req *pb.ModelInferRequest, received time.Time) (*wire.GRPCGenerate, error) {
+	gen := &wire.GRPCGenerate{GenerateRequest: GenerateRequest{Protocol: protocolGRPC, Received: received}}
 	res, err := g.messageReservation(ctx, req)
 	defer res.Release()
 	if err == nil {
 		err = noSequenceID(metadata.ValueFromIncomingContext(ctx, SequenceMetadata), sequenceMetadataName)
 	}
 	if err == nil {
-		err = generateFromGRPC(req, gen, &tensorMemory{limit: 2 * g.s.opts.MaxBodyBytes, charge: res.Grow})
+		err = wire.GenerateFromGRPC(req, gen, &wire.TensorMemory{Limit: 2 * g.s.opts.MaxBodyBytes, Charge: res.Grow})
 	}
 	if err != nil {
 		g.s.Rejected(req.GetModelName(), req.GetModelVersion(), "generate", protocolGRPC, received, err)
@@ -469,8 +438,8 @@ func (g *grpcService) generateWhole(ctx context.Context, req *pb.ModelInferReque
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	out := gen.response(text, tokens)
-	out.Parameters = map[string]*pb.InferParameter{paramFinishReason: paramToGRPC(res.Reason)}
+	out := gen.Response(version, text, tokens)
+	out.Parameters = map[string]*pb.InferParameter{wire.ParamFinishReason: wire.ParamToGRPC(res.Reason)}
 	return out, nil
 }
 
@@ -554,9 +523,9 @@ func (g *grpcService) endStream(stream pb.GRPCInferenceService_ModelStreamInferS
 // sending failed.
 func (g *grpcService) streamOne(ctx context.Context, stream pb.GRPCInferenceService_ModelStreamInferServer, req *pb.ModelInferRequest, received time.Time) error {
 	emptyFinal := false
-	if p, ok := req.GetParameters()[paramEmptyFinal]; ok {
+	if p, ok := req.GetParameters()[wire.ParamEmptyFinal]; ok {
 		emptyFinal = p.GetBoolParam()
-		delete(req.Parameters, paramEmptyFinal)
+		delete(req.Parameters, wire.ParamEmptyFinal)
 	}
 	fail := func(err error) error {
 		return stream.Send(&pb.ModelStreamInferResponse{ErrorMessage: errorText(err)})
@@ -565,13 +534,13 @@ func (g *grpcService) streamOne(ctx context.Context, stream pb.GRPCInferenceServ
 		if r.Parameters == nil {
 			r.Parameters = map[string]*pb.InferParameter{}
 		}
-		r.Parameters[paramFinal] = paramToGRPC(final)
+		r.Parameters[wire.ParamFinal] = wire.ParamToGRPC(final)
 		return stream.Send(&pb.ModelStreamInferResponse{InferResponse: r})
 	}
-	if !isGenerate(req) {
+	if !wire.IsGenerate(req) {
 		var sendErr error
 		err := g.infer(ctx, req, received, func(resp *Response) error {
-			out := toGRPC(resp)
+			out := wire.ToGRPC(resp)
 			callOf(ctx).owe(int64(proto.Size(out)))
 			if emptyFinal {
 				if sendErr = send(out, false); sendErr != nil {
@@ -602,11 +571,11 @@ func (g *grpcService) streamOne(ctx context.Context, stream pb.GRPCInferenceServ
 	var sendErr error
 	res, err := g.s.Generate(ctx, &gen.GenerateRequest, func(t GenerateToken) error {
 		if emptyFinal {
-			sendErr = send(gen.response(t.Text, []GenerateToken{t}), false)
+			sendErr = send(gen.Response(version, t.Text, []GenerateToken{t}), false)
 			return sendErr
 		}
 		if held != nil {
-			if sendErr = send(gen.response(held.Text, []GenerateToken{*held}), false); sendErr != nil {
+			if sendErr = send(gen.Response(version, held.Text, []GenerateToken{*held}), false); sendErr != nil {
 				return sendErr
 			}
 		}
@@ -622,11 +591,11 @@ func (g *grpcService) streamOne(ctx context.Context, stream pb.GRPCInferenceServ
 	if err != nil {
 		return fail(err)
 	}
-	last := &pb.ModelInferResponse{ModelName: gen.Model, ModelVersion: version, Id: gen.id}
+	last := &pb.ModelInferResponse{ModelName: gen.Model, ModelVersion: version, Id: gen.ID}
 	if held != nil {
-		last = gen.response(held.Text, []GenerateToken{*held})
+		last = gen.Response(version, held.Text, []GenerateToken{*held})
 	}
-	last.Parameters = map[string]*pb.InferParameter{paramFinishReason: paramToGRPC(res.Reason)}
+	last.Parameters = map[string]*pb.InferParameter{wire.ParamFinishReason: wire.ParamToGRPC(res.Reason)}
 	return send(last, true)
 }
 

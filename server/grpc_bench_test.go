@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "rnnserve/server/inferencepb"
+	"rnnserve/server/internal/wire"
 )
 
 // BenchmarkGRPCOverhead compares the in-process overhead of the gRPC path
@@ -44,7 +45,7 @@ func BenchmarkGRPCOverhead(b *testing.B) {
 				Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "tokens", Datatype: "INT64", Shape: []int64{1, int64(len(bm.ids))},
 					Contents: &pb.InferTensorContents{Int64Contents: bm.ids}}},
 				Outputs: []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "hidden",
-					Parameters: map[string]*pb.InferParameter{paramBinary: paramToGRPC(c.grpcRaw)}}}})
+					Parameters: map[string]*pb.InferParameter{wire.ParamBinary: wire.ParamToGRPC(c.grpcRaw)}}}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"rnnserve/internal/fuzzbound"
 	pb "rnnserve/server/inferencepb"
+	"rnnserve/server/internal/wire"
 )
 
 // grpcFuzzSeeds are the seed requests of FuzzGRPCRequest (also in
@@ -22,7 +23,7 @@ func grpcFuzzSeeds() []*pb.ModelInferRequest {
 	return []*pb.ModelInferRequest{
 		typed,
 		rawOf(typed),
-		{ModelName: "feat", Parameters: map[string]*pb.InferParameter{"sequence_id": i64Param(9), "sequence_start": boolParam(true), paramBinaryOutput: boolParam(false)},
+		{ModelName: "feat", Parameters: map[string]*pb.InferParameter{"sequence_id": i64Param(9), "sequence_start": boolParam(true), wire.ParamBinaryOutput: boolParam(false)},
 			Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "features", Datatype: "FP32", Shape: []int64{1, 1, 3}, Contents: &pb.InferTensorContents{Fp32Contents: []float32{1, 2, 3}}}}},
 		{ModelName: "bi", Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "features", Datatype: "FP32", Shape: []int64{1, 2, 3}}}, RawInputContents: [][]byte{make([]byte, 24)}},
 		{ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "tokens", Datatype: "BYTES", Shape: []int64{1}}}, RawInputContents: [][]byte{{9, 0, 0, 0, 'x'}}},
@@ -58,14 +59,14 @@ func FuzzGRPCRequest(f *testing.F) {
 			if proto.Unmarshal(data, &req) != nil {
 				return
 			}
-			if isGenerate(&req) {
-				var g grpcGenerate
-				if err := generateFromGRPC(&req, &g, nil); err != nil && CodeOf(err) != codes.InvalidArgument {
+			if wire.IsGenerate(&req) {
+				var g wire.GRPCGenerate
+				if err := wire.GenerateFromGRPC(&req, &g, nil); err != nil && CodeOf(err) != codes.InvalidArgument {
 					t.Fatalf("generation converter: %v maps to %v", err, CodeOf(err))
 				}
 			} else {
 				var r Request
-				if err := fromGRPC(&req, &r, nil); err != nil {
+				if err := wire.FromGRPC(&req, &r, nil); err != nil {
 					if CodeOf(err) != codes.InvalidArgument {
 						t.Fatalf("converter: %v maps to %v", err, CodeOf(err))
 					}

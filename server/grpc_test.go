@@ -5,12 +5,9 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,10 +21,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"rnnserve/schedule"
 	"rnnserve/server/api"
 	pb "rnnserve/server/inferencepb"
-	"rnnserve/server/internal/infer"
+	"rnnserve/server/internal/wire"
 )
 
 // grpcTest is a started test server with its REST front end, its gRPC
@@ -77,10 +73,10 @@ func newGRPCTest(t testing.TB, mutate func(*Options)) *grpcTest {
 func codeOf(err error) codes.Code { return status.Code(err) }
 
 // i64Param and friends build wire parameters.
-func boolParam(b bool) *pb.InferParameter   { return paramToGRPC(b) }
-func i64Param(v int64) *pb.InferParameter   { return paramToGRPC(v) }
-func strParam(s string) *pb.InferParameter  { return paramToGRPC(s) }
-func f64Param(v float64) *pb.InferParameter { return paramToGRPC(v) }
+func boolParam(b bool) *pb.InferParameter   { return wire.ParamToGRPC(b) }
+func i64Param(v int64) *pb.InferParameter   { return wire.ParamToGRPC(v) }
+func strParam(s string) *pb.InferParameter  { return wire.ParamToGRPC(s) }
+func f64Param(v float64) *pb.InferParameter { return wire.ParamToGRPC(v) }
 
 // tokensInput is an INT64 tokens input with typed contents.
 func tokensInput(rows [][]int64) *pb.ModelInferRequest_InferInputTensor {
@@ -99,7 +95,7 @@ func rawOf(req *pb.ModelInferRequest) *pb.ModelInferRequest {
 		Parameters: req.Parameters, Outputs: req.Outputs}
 	for _, in := range req.Inputs {
 		t := Tensor{Name: in.Name, Datatype: in.Datatype, Shape: in.Shape}
-		if err := contentsToTensor(&t, in.Contents); err != nil {
+		if err := wire.ContentsToTensor(&t, in.Contents); err != nil {
 			panic(err)
 		}
 		o := OutputTensor{Datatype: t.Datatype, Float32: t.Float32, Int64: t.Int64, Bytes: t.Bytes}
@@ -129,7 +125,7 @@ func grpcOutputs(t testing.TB, resp *pb.ModelInferResponse) []parsedOutput {
 			}
 			err = tn.DecodeRaw(raw[i])
 		} else {
-			err = contentsToTensor(&tn, o.Contents)
+			err = wire.ContentsToTensor(&tn, o.Contents)
 		}
 		if err == nil {
 			err = tn.Check()
@@ -187,15 +183,15 @@ func TestGRPCMatchesREST(t *testing.T) {
 			if code != 200 {
 				t.Fatalf("REST JSON: %d %s", code, body)
 			}
-			jsonOut, err := splitResponse(body, hdr.Get(headerLength))
+			jsonOut, err := splitResponse(body, hdr.Get(wire.HeaderLength))
 			if err != nil {
 				t.Fatal(err)
 			}
 			code, body, hdr = post(t, g.rest+"/v2/models/"+c.model+"/infer", `{"parameters": {"binary_data_output": true}, `+c.json+`}`)
-			if code != 200 || hdr.Get(headerLength) == "" {
+			if code != 200 || hdr.Get(wire.HeaderLength) == "" {
 				t.Fatalf("REST binary: %d %v %s", code, hdr, body)
 			}
-			binOut, err := splitResponse(body, hdr.Get(headerLength))
+			binOut, err := splitResponse(body, hdr.Get(wire.HeaderLength))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -208,8 +204,8 @@ func TestGRPCMatchesREST(t *testing.T) {
 			}{
 				{"typed in, raw out", typed, true},
 				{"raw in, raw out", rawOf(typed), true},
-				{"typed in, typed out", withParams(typed, paramBinaryOutput, boolParam(false)), false},
-				{"raw in, typed out", withParams(rawOf(typed), paramBinaryOutput, boolParam(false)), false},
+				{"typed in, typed out", withParams(typed, wire.ParamBinaryOutput, boolParam(false)), false},
+				{"raw in, typed out", withParams(rawOf(typed), wire.ParamBinaryOutput, boolParam(false)), false},
 			} {
 				resp, err := g.c.ModelInfer(ctx, v.req)
 				if err != nil {
@@ -335,7 +331,7 @@ func TestGRPCSequencesAndStream(t *testing.T) {
 		if r.ErrorMessage != "" {
 			t.Fatalf("stream error: %s", r.ErrorMessage)
 		}
-		if !r.InferResponse.Parameters[paramFinal].GetBoolParam() {
+		if !r.InferResponse.Parameters[wire.ParamFinal].GetBoolParam() {
 			t.Errorf("response %s is not final", r.InferResponse.Id)
 		}
 		got = append(got, r.InferResponse)
@@ -389,7 +385,7 @@ func TestGRPCGenerate(t *testing.T) {
 	}
 	wo := grpcOutputs(t, whole)
 	if len(wo) != 3 || !bytes.Equal(wo[0].Bytes[0], restText) || fmt.Sprint(wo[1].Int64) != fmt.Sprint(rest.RNNServe.Tokens) ||
-		whole.Parameters[paramFinishReason].GetStringParam() != "length" {
+		whole.Parameters[wire.ParamFinishReason].GetStringParam() != "length" {
 		t.Fatalf("unary generation %v, REST %s", wo, body)
 	}
 	for _, emptyFinal := range []bool{false, true} {
@@ -400,7 +396,7 @@ func TestGRPCGenerate(t *testing.T) {
 		r := req()
 		r.Outputs = []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "text_output"}}
 		if emptyFinal {
-			r.Parameters[paramEmptyFinal] = boolParam(true)
+			r.Parameters[wire.ParamEmptyFinal] = boolParam(true)
 		}
 		if err := stream.Send(r); err != nil {
 			t.Fatal(err)
@@ -418,7 +414,7 @@ func TestGRPCGenerate(t *testing.T) {
 				t.Fatalf("stream: %v %q", err, resp.GetErrorMessage())
 			}
 			last = resp.InferResponse
-			if last.Parameters[paramFinal].GetBoolParam() {
+			if last.Parameters[wire.ParamFinal].GetBoolParam() {
 				finals++
 			}
 			if len(last.Outputs) > 0 {
@@ -426,8 +422,8 @@ func TestGRPCGenerate(t *testing.T) {
 				text = append(text, grpcOutputs(t, last)[0].Bytes[0]...)
 			}
 		}
-		if !bytes.Equal(text, restText) || n != 8 || finals != 1 || !last.Parameters[paramFinal].GetBoolParam() ||
-			last.Parameters[paramFinishReason].GetStringParam() != "length" || emptyFinal != (len(last.Outputs) == 0) {
+		if !bytes.Equal(text, restText) || n != 8 || finals != 1 || !last.Parameters[wire.ParamFinal].GetBoolParam() ||
+			last.Parameters[wire.ParamFinishReason].GetStringParam() != "length" || emptyFinal != (len(last.Outputs) == 0) {
 			t.Errorf("empty final %v: %d token responses, %d final, text %q, want %q; last %v", emptyFinal, n, finals, text, restText, last)
 		}
 	}
@@ -485,7 +481,7 @@ func TestGRPCBadInput(t *testing.T) {
 			Outputs: []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "hidden"}, {Name: "cell", Parameters: map[string]*pb.InferParameter{"binary_data": boolParam(false)}}}},
 			codes.InvalidArgument, "all outputs or for none"},
 		{"mixed outputs, one raw", &pb.ModelInferRequest{ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{tokensInput([][]int64{{1}})},
-			Parameters: map[string]*pb.InferParameter{paramBinaryOutput: boolParam(false)},
+			Parameters: map[string]*pb.InferParameter{wire.ParamBinaryOutput: boolParam(false)},
 			Outputs:    []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "hidden"}, {Name: "cell", Parameters: map[string]*pb.InferParameter{"binary_data": boolParam(true)}}}},
 			codes.InvalidArgument, "all outputs or for none"},
 		{"unknown output", &pb.ModelInferRequest{ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{tokensInput([][]int64{{1}})},
@@ -693,94 +689,5 @@ func TestGRPCStop(t *testing.T) {
 	}
 	if _, err := g.c.ServerLive(t.Context(), &pb.ServerLiveRequest{}); codeOf(err) != codes.Unavailable {
 		t.Errorf("after stop: %v", err)
-	}
-}
-
-// TestCodeOf maps every sentinel to its gRPC code, wrapped as the server
-// wraps them.
-func TestCodeOf(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		code codes.Code
-	}{
-		{nil, codes.OK},
-		{infer.BadRequest("x"), codes.InvalidArgument},
-		{fmt.Errorf("plan: %w", schedule.ErrInput), codes.InvalidArgument},
-		{ErrNotLanguageModel, codes.InvalidArgument},
-		{ErrUnsupportedOutput, codes.InvalidArgument},
-		{ErrTooLarge, codes.ResourceExhausted},
-		{ErrTooManySequences, codes.ResourceExhausted},
-		{fmt.Errorf("%w %q", ErrUnknownModel, "m"), codes.NotFound},
-		{ErrUnknownVersion, codes.NotFound},
-		{ErrUnknownSequence, codes.NotFound},
-		{loadError("m", fmt.Errorf("%w: no model.yaml", ErrNotInRepository)), codes.NotFound},
-		{loadError("a/b", infer.BadRequest("model name holds a path separator")), codes.InvalidArgument},
-		{loadError("m", errors.New("truncated weights")), codes.FailedPrecondition},
-		{ErrNoRepository, codes.FailedPrecondition},
-		{fmt.Errorf("%w: model unloaded", ErrSequenceEnded), codes.FailedPrecondition},
-		{ErrSequenceExpired, codes.FailedPrecondition},
-		{ErrSequenceBusy, codes.Aborted},
-		{ErrBusy, codes.Unavailable},
-		{ErrDraining, codes.Unavailable},
-		{fmt.Errorf("step: %w", context.Canceled), codes.Canceled},
-		{context.DeadlineExceeded, codes.DeadlineExceeded},
-		{errors.New("something else"), codes.Internal},
-	} {
-		if got := CodeOf(c.err); got != c.code {
-			t.Errorf("%v: %v, want %v", c.err, got, c.code)
-		}
-		if c.err != nil && (CodeOf(c.err) == codes.InvalidArgument) != (StatusOf(c.err) == http.StatusBadRequest) && !errors.Is(c.err, ErrLoad) && !errors.Is(c.err, ErrNoRepository) {
-			t.Errorf("%v: gRPC %v but HTTP %d", c.err, CodeOf(c.err), StatusOf(c.err))
-		}
-	}
-}
-
-// TestTypedContentsRoundTrip: each integer datatype's typed contents
-// decode to the values they hold and encode back into the same field.
-func TestTypedContentsRoundTrip(t *testing.T) {
-	for _, c := range []struct {
-		dt   string
-		in   *pb.InferTensorContents
-		want []int64
-	}{
-		{"INT8", &pb.InferTensorContents{IntContents: []int32{-128, 127}}, []int64{-128, 127}},
-		{"INT16", &pb.InferTensorContents{IntContents: []int32{-32768, 32767}}, []int64{-32768, 32767}},
-		{"INT32", &pb.InferTensorContents{IntContents: []int32{math.MinInt32, math.MaxInt32}}, []int64{math.MinInt32, math.MaxInt32}},
-		{"INT64", &pb.InferTensorContents{Int64Contents: []int64{math.MinInt64, math.MaxInt64}}, []int64{math.MinInt64, math.MaxInt64}},
-		{"UINT8", &pb.InferTensorContents{UintContents: []uint32{0, 255}}, []int64{0, 255}},
-		{"UINT16", &pb.InferTensorContents{UintContents: []uint32{0, 65535}}, []int64{0, 65535}},
-		{"UINT32", &pb.InferTensorContents{UintContents: []uint32{0, math.MaxUint32}}, []int64{0, math.MaxUint32}},
-		{"UINT64", &pb.InferTensorContents{Uint64Contents: []uint64{0, math.MaxInt64}}, []int64{0, math.MaxInt64}},
-	} {
-		tn := Tensor{Name: "x", Datatype: c.dt, Shape: []int64{2}}
-		if err := contentsToTensor(&tn, c.in); err != nil || fmt.Sprint(tn.Int64) != fmt.Sprint(c.want) {
-			t.Errorf("%s: %v %v", c.dt, tn.Int64, err)
-			continue
-		}
-		back := typedContents(&OutputTensor{Datatype: c.dt, Int64: tn.Int64})
-		if fmt.Sprint(back) != fmt.Sprint(c.in) {
-			t.Errorf("%s: %v encodes as %v", c.dt, c.in, back)
-		}
-	}
-	for _, c := range []struct {
-		dt string
-		in *pb.InferTensorContents
-	}{
-		{"INT8", &pb.InferTensorContents{IntContents: []int32{128}}},
-		{"INT16", &pb.InferTensorContents{IntContents: []int32{-32769}}},
-		{"UINT8", &pb.InferTensorContents{UintContents: []uint32{256}}},
-		{"UINT64", &pb.InferTensorContents{Uint64Contents: []uint64{math.MaxInt64 + 1}}},
-		{"INT32", &pb.InferTensorContents{Int64Contents: []int64{1}}},
-		{"FP32", &pb.InferTensorContents{Fp64Contents: []float64{1}}},
-		{"BYTES", &pb.InferTensorContents{BoolContents: []bool{true}}},
-		{"BOOL", &pb.InferTensorContents{BoolContents: []bool{true}}},
-	} {
-		tn := Tensor{Name: "x", Datatype: c.dt, Shape: []int64{1}}
-		if err := contentsToTensor(&tn, c.in); CodeOf(err) != codes.InvalidArgument {
-			t.Errorf("%s %v: %v, want InvalidArgument", c.dt, c.in, err)
-		}
-	}
-	if !bytes.Equal(typedContents(&OutputTensor{Datatype: "BYTES", Bytes: [][]byte{[]byte("a")}}).BytesContents[0], []byte("a")) {
-		t.Error("BYTES output")
 	}
 }

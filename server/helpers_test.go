@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"testing"
 
 	"rnnserve/schedule"
-	"rnnserve/server/api"
 )
 
 // testDeps makes the worker pools a server with options o needs, closed
@@ -90,7 +88,7 @@ func splitResponse(body []byte, hdr string) ([]parsedOutput, error) {
 				return nil, err
 			}
 			rest, p.Binary = rest[size:], true
-		} else if err := jsonData(&t, api.RawData(o.Data), &tensorMemory{limit: math.MaxInt64}); err != nil {
+		} else if err := readData(&t, o.Data); err != nil {
 			return nil, err
 		}
 		p.Float32, p.Int64, p.Bytes = t.Float32, t.Int64, t.Bytes
@@ -100,6 +98,31 @@ func splitResponse(body []byte, hdr string) ([]parsedOutput, error) {
 		return nil, fmt.Errorf("%d bytes after the outputs", len(rest))
 	}
 	return out, nil
+}
+
+// readData reads a response's flat JSON data into t by its datatype with
+// encoding/json (not the server's own reader), and checks its count.
+func readData(t *Tensor, data json.RawMessage) error {
+	var err error
+	switch kind, _ := DatatypeKind(t.Datatype); kind {
+	case KindFloat:
+		err = json.Unmarshal(data, &t.Float32)
+	case KindInt:
+		err = json.Unmarshal(data, &t.Int64)
+	case KindBytes:
+		var s []string
+		err = json.Unmarshal(data, &s)
+		t.Bytes = make([][]byte, len(s))
+		for i := range s {
+			t.Bytes[i] = []byte(s[i])
+		}
+	default:
+		return fmt.Errorf("output %s: datatype %s", t.Name, t.Datatype)
+	}
+	if err != nil {
+		return fmt.Errorf("output %s: %w", t.Name, err)
+	}
+	return t.Check()
 }
 
 // testOptions are the server's defaults without the schedule timing at

@@ -16,6 +16,7 @@ import (
 	"rnnserve/internal/invariants"
 	pb "rnnserve/server/inferencepb"
 	"rnnserve/server/internal/infer"
+	"rnnserve/server/internal/wire"
 )
 
 // TestPlannedOutputs: the outputs a model plans before it runs are the
@@ -111,7 +112,7 @@ func TestResponseLimit(t *testing.T) {
 		// The estimate bounds what was written.
 		var r Request
 		r.Protocol = protocolREST
-		if err := decodeInfer(strings.NewReader(string(body(c.steps, c.output))), -1, 1<<20, nil, &r); err != nil {
+		if err := wire.DecodeInfer(strings.NewReader(string(body(c.steps, c.output))), -1, 1<<20, nil, &r); err != nil {
 			t.Fatal(err)
 		}
 		in, err := decodeSeq(&r, g.s.table()["lm"].(*seqModel).net, g.s.table()["lm"].(*seqModel).names, &g.s.opts)

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"rnnserve/server/api"
-	"rnnserve/server/internal/connlimit"
 	"rnnserve/server/internal/infer"
+	"rnnserve/server/internal/wire"
 )
 
 // The REST front end: gin routes whose handlers bind the request, hand it
@@ -49,8 +49,8 @@ func (s *Server) handler(management bool) http.Handler {
 			c.Header("Connection", "close")
 		}
 		// A connection that sent a head with both Content-Length and
-		// Transfer-Encoding is refused and closed (connlimit.Smuggling).
-		if connlimit.Smuggling(c.Request.Context()) {
+		// Transfer-Encoding is refused and closed (framing.go).
+		if smuggling(c.Request.Context()) {
 			c.Header("Connection", "close")
 			c.AbortWithStatusJSON(http.StatusBadRequest, api.Error{Error: "a request on this connection had both Content-Length and Transfer-Encoding (RFC 9112 section 6.1): refused"})
 		}
@@ -135,12 +135,12 @@ func (s *Server) readJSON(c *gin.Context, v any, emptyOK bool) (done func(), err
 	if emptyOK && c.Request.ContentLength == 0 {
 		return done, nil
 	}
-	rd, res, err := s.body(c)
+	rd, res, err := wire.Body(c.Writer, c.Request, s.budget, s.opts.MaxBodyBytes, s.opts.MinBodyRate)
 	if err != nil {
 		return res.Release, err
 	}
-	err = decodeJSON(rd, v, s.opts.MaxBodyBytes, nil)
-	if emptyOK && errors.Is(err, errEmptyBody) {
+	err = wire.DecodeJSON(rd, v, s.opts.MaxBodyBytes, nil)
+	if emptyOK && errors.Is(err, wire.ErrEmptyBody) {
 		return res.Release, nil
 	}
 	return res.Release, err
@@ -211,26 +211,26 @@ func (s *Server) infer(c *gin.Context) {
 		return
 	}
 	s.writeDeadline(c.Writer)
-	s.responses.writeInfer(c.Writer, c.Request, resp)
+	s.responses.WriteInfer(c.Writer, c.Request, resp)
 }
 
 // decodeInferBody reads an infer request body into r; done gives back its
 // memory budget (see readJSON).
 func (s *Server) decodeInferBody(c *gin.Context, r *Request) (done func(), err error) {
 	hdrLen := int64(-1)
-	if h := c.GetHeader(headerLength); h != "" {
+	if h := c.GetHeader(wire.HeaderLength); h != "" {
 		n, err := strconv.ParseInt(strings.TrimSpace(h), 10, 64)
 		if err != nil || n < 0 {
-			return func() {}, infer.BadRequest("%s %q is not a byte count", headerLength, infer.Clip(h))
+			return func() {}, infer.BadRequest("%s %q is not a byte count", wire.HeaderLength, infer.Clip(h))
 		}
 		hdrLen = n
 	}
-	rd, res, err := s.body(c)
+	rd, res, err := wire.Body(c.Writer, c.Request, s.budget, s.opts.MaxBodyBytes, s.opts.MinBodyRate)
 	if err != nil {
 		return res.Release, err
 	}
 	r.Charge = res.Grow // the response's bytes too
-	return res.Release, decodeInfer(rd, hdrLen, s.opts.MaxBodyBytes, res.Grow, r)
+	return res.Release, wire.DecodeInfer(rd, hdrLen, s.opts.MaxBodyBytes, res.Grow, r)
 }
 
 // generate answers generate (one JSON object) and generate_stream
@@ -363,7 +363,7 @@ type generateWriter interface {
 // wholeWriter gathers the tokens into one JSON response (generate).
 type wholeWriter struct {
 	c        *gin.Context
-	rs       *responses
+	rs       *wire.Responses
 	model    string
 	deadline func() // sets the write deadline
 	resp     api.GenerateResponse
@@ -385,7 +385,7 @@ func (w *wholeWriter) done(res GenerateResult) {
 	w.resp.ModelName, w.resp.ModelVersion, w.resp.TextOutput = w.model, version, string(w.text)
 	w.resp.RNNServe.FinishReason = res.Reason
 	w.deadline()
-	w.rs.writeJSON(w.c.Writer, w.c.Request, http.StatusOK, &w.resp)
+	w.rs.WriteJSON(w.c.Writer, w.c.Request, http.StatusOK, &w.resp)
 }
 
 // sseWriter streams each token as a Server-Sent Event (generate_stream):
@@ -570,7 +570,7 @@ func (s *Server) repositoryUnload(c *gin.Context, management bool) {
 		s.fail(c, err)
 		return
 	}
-	p, err := paramsOf(req.Parameters)
+	p, err := wire.ParamsOf(req.Parameters)
 	if err == nil {
 		if _, _, err = p.Bool("unload_dependents"); err == nil {
 			err = p.Only("unload", "unload_dependents")

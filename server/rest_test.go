@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"rnnserve/server/api"
+	"rnnserve/server/internal/wire"
 )
 
 // send posts body with headers and returns status, body and headers; the
@@ -69,7 +70,7 @@ func bytesElems(v ...string) []byte {
 // outputsByName parses a response and indexes its outputs.
 func outputsByName(t testing.TB, body []byte, hdr http.Header) map[string]parsedOutput {
 	t.Helper()
-	outs, err := splitResponse(body, hdr.Get(headerLength))
+	outs, err := splitResponse(body, hdr.Get(wire.HeaderLength))
 	if err != nil {
 		t.Fatalf("response %q: %v", body, err)
 	}
@@ -107,7 +108,7 @@ func TestBinaryMatchesJSON(t *testing.T) {
 	}
 	jsonIn := `{"name": "tokens", "datatype": "INT64", "shape": [2, 5], "data": [[72, 101, 108, 108, 111], [0, 255, 3, 9, 10]]}`
 	code, body, hdr := send(t, url, []byte(`{"inputs": [`+jsonIn+`], "outputs": `+outputs("")+`}`))
-	if code != 200 || hdr.Get(headerLength) != "" || hdr.Get("Content-Type") != "application/json" {
+	if code != 200 || hdr.Get(wire.HeaderLength) != "" || hdr.Get("Content-Type") != "application/json" {
 		t.Fatalf("JSON: %d %v %s", code, hdr, body)
 	}
 	want := outputsByName(t, body, hdr)
@@ -145,15 +146,15 @@ func TestBinaryMatchesJSON(t *testing.T) {
 	for _, c := range cases {
 		h := []string{}
 		if c.hdrLen != "" {
-			h = append(h, headerLength, c.hdrLen, "Content-Type", "application/octet-stream")
+			h = append(h, wire.HeaderLength, c.hdrLen, "Content-Type", "application/octet-stream")
 		}
 		code, body, hdr := send(t, url, c.body, h...)
 		if code != 200 {
 			t.Fatalf("%s: %d %s", c.what, code, body)
 		}
 		got := outputsByName(t, body, hdr)
-		if (hdr.Get(headerLength) != "") != (len(c.binary) > 0) {
-			t.Errorf("%s: %s %q", c.what, headerLength, hdr.Get(headerLength))
+		if (hdr.Get(wire.HeaderLength) != "") != (len(c.binary) > 0) {
+			t.Errorf("%s: %s %q", c.what, wire.HeaderLength, hdr.Get(wire.HeaderLength))
 		}
 		for _, name := range all {
 			if got[name].Binary != c.binary[name] {
@@ -172,7 +173,7 @@ func TestBinaryTrees(t *testing.T) {
 	trees := []string{"(((3) (+ (4))) (* (5)))", "((7) (- (9)))"}
 	raw := bytesElems(trees...)
 	b, l := binaryBody(fmt.Sprintf(`{"inputs": [{"name": "trees", "datatype": "BYTES", "shape": [2], "parameters": {"binary_data_size": %d}}], "outputs": [{"name": "class", "parameters": {"binary_data": true}}, {"name": "probs", "parameters": {"classification": 2, "binary_data": true}}]}`, len(raw)), raw)
-	code, body, hdr := send(t, url, b, headerLength, l)
+	code, body, hdr := send(t, url, b, wire.HeaderLength, l)
 	if code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}
@@ -231,7 +232,7 @@ func TestRESTBadInput(t *testing.T) {
 	url := hs.URL + "/v2/models/lm/infer"
 	hdrOf := func(json string, parts ...[]byte) ([]byte, []string) {
 		b, l := binaryBody(json, parts...)
-		return b, []string{headerLength, l}
+		return b, []string{wire.HeaderLength, l}
 	}
 	tokHdr := func(size string) string {
 		return `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "parameters": {"binary_data_size": ` + size + `}}]}`
@@ -251,11 +252,11 @@ func TestRESTBadInput(t *testing.T) {
 	b, h = hdrOf(tokHdr("16"), int64sLE(1, 2, 3))
 	cases = append(cases, bad{"bytes after the binary data", b, h, 400, "after the binary tensor data"})
 	b, _ = hdrOf(tokHdr("16"), int64sLE(1, 2))
-	cases = append(cases, bad{"header length beyond the JSON", b, []string{headerLength, "3000"}, 400, "does not match the JSON object"})
-	cases = append(cases, bad{"header length beyond the body", []byte(`{"inputs": [`), []string{headerLength, "3000"}, 400, "longer than the body"})
-	cases = append(cases, bad{"header length beyond the limit", b, []string{headerLength, "100000"}, 413, "over the 4096-byte body limit"})
-	cases = append(cases, bad{"negative header length", b, []string{headerLength, "-5"}, 400, "not a byte count"})
-	cases = append(cases, bad{"header length not a number", b, []string{headerLength, "12abc"}, 400, "not a byte count"})
+	cases = append(cases, bad{"header length beyond the JSON", b, []string{wire.HeaderLength, "3000"}, 400, "does not match the JSON object"})
+	cases = append(cases, bad{"header length beyond the body", []byte(`{"inputs": [`), []string{wire.HeaderLength, "3000"}, 400, "longer than the body"})
+	cases = append(cases, bad{"header length beyond the limit", b, []string{wire.HeaderLength, "100000"}, 413, "over the 4096-byte body limit"})
+	cases = append(cases, bad{"negative header length", b, []string{wire.HeaderLength, "-5"}, 400, "not a byte count"})
+	cases = append(cases, bad{"header length not a number", b, []string{wire.HeaderLength, "12abc"}, 400, "not a byte count"})
 	b, h = hdrOf(tokHdr("-16"), int64sLE(1, 2))
 	cases = append(cases, bad{"negative size", b, h, 400, "binary_data_size must be an integer"})
 	b, h = hdrOf(tokHdr("1e30"), int64sLE(1, 2))
@@ -264,7 +265,7 @@ func TestRESTBadInput(t *testing.T) {
 	cases = append(cases, bad{"huge BYTES size", b, h, 413, "more than the"})
 	b, h = hdrOf(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [100000000, 100000000], "parameters": {"binary_data_size": 16}}]}`, int64sLE(1, 2))
 	cases = append(cases, bad{"huge shape", b, h, 400, "holds more than"})
-	cases = append(cases, bad{"binary size without the header", []byte(tokHdr("16")), nil, 400, "has no " + headerLength})
+	cases = append(cases, bad{"binary size without the header", []byte(tokHdr("16")), nil, 400, "has no " + wire.HeaderLength})
 	b, h = hdrOf(`{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [1, 2], "data": [1, 2], "parameters": {"binary_data_size": 16}}]}`, int64sLE(1, 2))
 	cases = append(cases, bad{"data and binary size both", b, h, 400, "both data and binary_data_size"})
 	b, h = hdrOf(`{"inputs": [{"name": "tokens", "datatype": "FP16", "shape": [1, 2], "parameters": {"binary_data_size": 4}}]}`, []byte{0, 0, 0, 0})
@@ -297,7 +298,7 @@ func TestRESTBadInput(t *testing.T) {
 		{"huge length", append(binary.LittleEndian.AppendUint32(nil, math.MaxUint32), "(3)"...), "but only 3 bytes follow"},
 	} {
 		b, l := binaryBody(fmt.Sprintf(`{"inputs": [{"name": "trees", "datatype": "BYTES", "shape": [1], "parameters": {"binary_data_size": %d}}]}`, len(c.raw)), c.raw)
-		code, body, _ := send(t, ths.URL+"/v2/models/treelstm/infer", b, headerLength, l)
+		code, body, _ := send(t, ths.URL+"/v2/models/treelstm/infer", b, wire.HeaderLength, l)
 		if code != 400 || !strings.Contains(string(body), c.want) {
 			t.Errorf("%s: %d %s, want 400 mentioning %q", c.what, code, body, c.want)
 		}

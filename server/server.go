@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"rnnserve/server/internal/choice"
-	"rnnserve/server/internal/connlimit"
 	"rnnserve/server/internal/infer"
 	"rnnserve/server/internal/limits"
+	"rnnserve/server/internal/wire"
 )
 
 // Version is reported by GET /v2.
@@ -98,10 +98,10 @@ type Server struct {
 	streamsEndOnce sync.Once
 
 	budget   *limits.Budget // request bytes in flight (budget.go)
-	conns    *connlimit.Set // open connections (conns.go)
+	connSet  *connSet       // open connections (connlimit.go)
 	inflight inflight       // requests being served, for Cut (lameduck.go)
 
-	responses responses // REST response buffers and gzip writers (restcodec.go)
+	responses wire.Responses // REST response buffers and gzip writers, the server's own
 }
 
 // New serves the given models. It computes each model's modelled traffic
@@ -126,7 +126,7 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	s.measured = newMeasuredTraffic(s.metrics.reg, log)
 	s.metrics.reg.MustRegister(newPlanCaches(s.table))
 	s.budget = newBudget(opts.Budget, opts.MaxBodyBytes, s.metrics)
-	s.conns = connlimit.New(opts.MaxConnections, s.budget, s.metrics.connections, s.metrics.connectionsClosedIdle)
+	s.connSet = newConnSet(opts.MaxConnections)
 	s.streamsEnd = make(chan struct{})
 	s.metrics.connectionsLimit.Set(float64(opts.MaxConnections))
 	table := map[string]model{}

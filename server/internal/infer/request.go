@@ -50,7 +50,8 @@ var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 //  5. Call Infer with the request's context: its cancellation drops the
 //     request's rows from a batch at the next step, its deadline bounds
 //     the wait for a core. Map a failure to a status with StatusOf (HTTP)
-//     or by errors.Is on the sentinels in errors.go (gRPC codes).
+//     or by errors.Is on the sentinels in errors.go (gRPC codes: package
+//     wire's CodeOf).
 //  6. Encode Response.Outputs in order. Each OutputTensor has typed data
 //     and says whether the client asked for it as raw binary data;
 //     AppendRaw writes it as Triton's binary layout (and gRPC's
@@ -133,6 +134,9 @@ type RequestedOutput struct {
 	// Parameters are the output's own parameters (last_step, k).
 	Parameters Params
 }
+
+// MaxClassification bounds RequestedOutput.Classification.
+const MaxClassification = 1 << 16
 
 // SequenceControl are a request's stateful-sequence parameters, as
 // Triton's sequence batcher has them.

@@ -1,11 +1,9 @@
-package server
+package wire
 
 import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"compress/zlib"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,21 +11,15 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 	"unicode/utf8"
-
-	"github.com/gin-gonic/gin"
 
 	"rnnserve/server/api"
 	"rnnserve/server/internal/infer"
-	"rnnserve/server/internal/limits"
 )
 
-// The REST codec: request bodies become Requests and Responses become
-// bodies, in KServe v2 JSON or with Triton's binary tensor data extension.
+// The REST codec: request bodies become infer.Requests and
+// infer.Responses become bodies, in KServe v2 JSON or with Triton's binary tensor data extension.
 // Bodies are read as a stream from a size-limited (and, for gzip or
 // deflate, inflated and again size-limited) reader: the JSON is decoded
 // from the stream, each tensor's data is converted to typed values before
@@ -36,310 +28,45 @@ import (
 // The JSON writer is hand-written: encoding/json's reflection over a few
 // thousand floats was most of the server's overhead on a large output.
 
-// headerLength is Triton's header giving the length of the JSON object
+// HeaderLength is Triton's header giving the length of the JSON object
 // that starts a body carrying binary tensor data.
-const headerLength = "Inference-Header-Content-Length"
+const HeaderLength = "Inference-Header-Content-Length"
 
 // maxNesting bounds the depth of nested JSON arrays in tensor data.
 const maxNesting = 8
 
-// body returns a reader of the request's body, inflated when the client
-// compressed it (Content-Encoding gzip or deflate), that fails with
-// ErrTooLarge past the body limit (inflated bytes count): a compression
-// bomb gets 413 without being inflated past the limit. A Content-Length
-// over the limit fails at once, before any byte is read. The body's bytes
-// are charged to the memory budget as they arrive (budget.go): the wire
-// bytes, and for a compressed body its inflated bytes and the inflater's
-// state beside them. A body that arrives slower than Options.MinBodyRate
-// fails with ErrSlowBody (see stallGuard), giving its share back. The
-// reservation's release gives the bytes back (and closes the inflater);
-// call it, even after an error, once the request no longer holds what was
-// decoded.
-func (s *Server) body(c *gin.Context) (rd io.Reader, res *limits.Reservation, err error) {
-	r, limit := c.Request, s.opts.MaxBodyBytes
-	res = s.budget.Reserve(r.Context())
-	if r.ContentLength > limit {
-		return nil, res, fmt.Errorf("%w: body of %d bytes, over %d", ErrTooLarge, r.ContentLength, limit)
-	}
-	res.Small = r.ContentLength >= 0 && r.ContentLength <= limits.SmallRequest
-	// The body itself is limited and guarded, so that fail drains at most
-	// the limit, at the minimum rate.
-	r.Body = newStallGuard(http.MaxBytesReader(c.Writer, r.Body, limit), http.NewResponseController(c.Writer), s.opts.MinBodyRate)
-	raw := limits.NewReader(&limited{r: r.Body, n: limit}, res, r.ContentLength)
-	var zr io.ReadCloser
-	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
-	if enc != "" && enc != "identity" {
-		res.Small = false // what it inflates to is not known
-	}
-	switch enc {
-	case "", "identity":
-		return raw, res, nil
-	case "gzip", "x-gzip":
-		if err := res.Grow(inflaterBytes); err != nil {
-			return nil, res, err
-		}
-		g, err := gzip.NewReader(raw)
-		if err != nil {
-			return nil, res, readError("gzip body", err, limit)
-		}
-		zr = g
-	case "deflate":
-		if err := res.Grow(inflaterBytes); err != nil {
-			return nil, res, err
-		}
-		z, err := zlib.NewReader(raw)
-		if err != nil {
-			return nil, res, readError("deflate (zlib) body", err, limit)
-		}
-		zr = z
-	default:
-		return nil, res, fmt.Errorf("%w %q (want gzip, deflate or none)", ErrUnsupportedMedia, infer.Clip(enc))
-	}
-	res.Close(zr)
-	// The inflated bytes are what the decoder holds: they are charged
-	// beside the compressed ones, which the inflater has read.
-	return limits.NewReader(&limited{r: zr, n: limit}, res, -1), res, nil
-}
-
-// inflaterBytes is what an inflater holds besides the bytes it passes on:
-// compress/flate's decompressor (its 32 KiB window, Huffman tables) and
-// the reader buffer in front of it, as allocated (TestInflaterBytes).
-const inflaterBytes = 48 << 10
-
-// stallGuard fails a body that does not keep arriving: counting only the
-// time the server spends waiting in its reads (not the time it takes to
-// decode what it read, or to wait for room in the budget), the n-th byte
-// must arrive within (n + limits.Chunk)/rate (so the first 64 KiB get a
-// second at the default 64 KiB/s, and 8 MiB get 129 s, which the server's
-// read timeout cuts shorter). A read that waits past that is ended by
-// moving the connection's read deadline to now, and fails with
-// ErrSlowBody; the request then answers 408 and gives its budget back.
-// Without the deadline (a writer that cannot set one) the stall is still
-// reported once the read returns.
-type stallGuard struct {
-	io.ReadCloser
-	rc     *http.ResponseController
-	rate   int64
-	read   int64
-	waited time.Duration // in reads
-	timer  *time.Timer
-	fired  atomic.Bool
-}
-
-func newStallGuard(r io.ReadCloser, rc *http.ResponseController, rate int64) io.ReadCloser {
-	if rate <= 0 {
-		return r
-	}
-	return &stallGuard{ReadCloser: r, rc: rc, rate: rate}
-}
-
-func (g *stallGuard) Read(p []byte) (int, error) {
-	if g.fired.Load() {
-		return 0, g.slow()
-	}
-	if g.timer == nil {
-		g.timer = time.AfterFunc(time.Hour, func() {
-			g.fired.Store(true)
-			g.rc.SetReadDeadline(time.Now())
-		})
-	}
-	allowed := time.Duration(float64(g.read+limits.Chunk) / float64(g.rate) * float64(time.Second))
-	start := time.Now()
-	g.timer.Reset(allowed - g.waited)
-	n, err := g.ReadCloser.Read(p)
-	g.timer.Stop()
-	g.waited += time.Since(start)
-	g.read += int64(n)
-	if g.fired.Load() && err != nil {
-		return n, g.slow()
-	}
-	return n, err
-}
-
-func (g *stallGuard) slow() error {
-	return fmt.Errorf("%w: %d bytes in %v, under the minimum of %d bytes a second (min_body_rate)",
-		ErrSlowBody, g.read, g.waited.Round(time.Millisecond), g.rate)
-}
-
-// limited fails with ErrTooLarge once more than n bytes have been read.
-type limited struct {
-	r io.Reader
-	n int64
-}
-
-func (l *limited) Read(p []byte) (int, error) {
-	if l.n < 0 {
-		return 0, ErrTooLarge
-	}
-	if int64(len(p)) > l.n+1 {
-		p = p[:l.n+1]
-	}
-	n, err := l.r.Read(p)
-	if l.n -= int64(n); l.n < 0 {
-		return n, ErrTooLarge
-	}
-	var mb *http.MaxBytesError
-	if errors.As(err, &mb) {
-		err = ErrTooLarge
-	}
-	return n, err
-}
-
-// settled reports whether an error met reading a body says already what
-// went wrong: bad text (the text checker), no room in the budget, the
-// request cut or canceled.
-func settled(err error) bool {
-	return errors.Is(err, ErrBadRequest) || errors.Is(err, ErrOverBudget) || errors.Is(err, ErrDraining) || errors.Is(err, ErrSlowBody) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// readError wraps an error met reading a body: too large, or malformed.
-func readError(what string, err error, limit int64) error {
-	if errors.Is(err, ErrTooLarge) {
-		return fmt.Errorf("%w: body over %d bytes", ErrTooLarge, limit)
-	}
-	if settled(err) {
-		return err
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return infer.BadRequest("%s: the body ended early", what)
-	}
-	return infer.BadRequest("%s: %v", what, err)
-}
-
-// Errors of a body that is not one JSON object; each wraps ErrBadRequest.
-var (
-	errEmptyBody = errors.New("empty body: want a JSON object")
-	errTruncated = errors.New("the body ended inside the JSON object")
-	errTrailing  = errors.New("data after the request object")
-)
-
-// decodeJSON decodes one JSON object from rd into v, rejecting unknown
-// fields, text that is not UTF-8 or has a lone surrogate escape (see
-// textChecker), and anything but white space after it. then runs before the
-// decoder reads past the object (values of api.RawData point into its
-// buffer).
-func decodeJSON(rd io.Reader, v any, limit int64, then func() error) error {
-	rd = newTextChecker(rd)
-	dec := json.NewDecoder(rd)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, ErrTooLarge) || settled(err) {
-			return readError("", err, limit)
-		}
-		if err == io.EOF {
-			return fmt.Errorf("%w: %w", ErrBadRequest, errEmptyBody)
-		}
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return fmt.Errorf("%w: malformed JSON: %w", ErrBadRequest, errTruncated)
-		}
-		var unmarshal *json.UnmarshalTypeError
-		if errors.As(err, &unmarshal) {
-			return infer.BadRequest("malformed JSON: field %s: want %s", infer.Clip(unmarshal.Field), unmarshal.Type)
-		}
-		return infer.BadRequest("malformed JSON: %s", infer.Clip(err.Error()))
-	}
-	if then != nil {
-		if err := then(); err != nil {
-			return err
-		}
-	}
-	return onlySpace(io.MultiReader(dec.Buffered(), rd), limit)
-}
-
-// onlySpace reads rd to its end, refusing anything but JSON white space.
-func onlySpace(rd io.Reader, limit int64) error {
-	var buf [512]byte
-	for {
-		n, err := rd.Read(buf[:])
-		for _, c := range buf[:n] {
-			if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-				return fmt.Errorf("%w: malformed JSON: %w", ErrBadRequest, errTrailing)
-			}
-		}
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return readError("body", err, limit)
-		}
-	}
-}
-
-// tensorMemory bounds and charges the memory one request's decoded
-// tensors take. Decoded data can be larger than its text or raw bytes
-// (the JSON "1," is an 8-byte int64; an INT8 takes 8 bytes as int64; an
-// empty BYTES element is a 24-byte slice header), so a request's tensors
-// may hold at most limit bytes (413 beyond; twice the body limit, which
-// any request within the model limits meets), and charge takes them from
-// the memory budget beside the body's bytes.
-type tensorMemory struct {
-	limit  int64
-	used   int64
-	charge func(n int64) error // nil: not charged (tests)
-}
-
-// take counts n more bytes of input name's decoded data.
-func (m *tensorMemory) take(name string, n int64) error {
-	if m == nil {
-		return nil // not bounded (tests)
-	}
-	if m.used+n > m.limit {
-		return fmt.Errorf("%w: input %q: the decoded tensors would take %d bytes, over the %d-byte limit", ErrTooLarge, infer.Clip(name), m.used+n, m.limit)
-	}
-	m.used += n
-	if m.charge != nil {
-		return m.charge(n)
-	}
-	return nil
-}
-
-// decodedSize is the memory n decoded elements of kind take, holding
-// text bytes of BYTES data at most.
-func decodedSize(kind Kind, n, text int64) int64 {
-	switch kind {
-	case KindInt:
-		return 8 * n
-	case KindFloat:
-		return 4 * n
-	case KindBytes:
-		return 24*n + text // a slice header each, and the bytes
-	}
-	return 0
-}
-
-// decodeInfer reads an infer request body: a JSON object, or with
+// DecodeInfer reads an infer request body: a JSON object, or with
 // hdrLen >= 0 (Inference-Header-Content-Length) a JSON object of that
 // length followed by the binary data of the inputs that have
 // binary_data_size, in order. charge (nil: none) takes the decoded
-// tensors' memory from the budget (see tensorMemory).
-func decodeInfer(rd io.Reader, hdrLen, limit int64, charge func(int64) error, r *Request) error {
-	mem := &tensorMemory{limit: 2 * limit, charge: charge}
+// tensors' memory from the budget (see TensorMemory).
+func DecodeInfer(rd io.Reader, hdrLen, limit int64, charge func(int64) error, r *infer.Request) error {
+	mem := &TensorMemory{Limit: 2 * limit, Charge: charge}
 	var w api.InferRequest
 	jsonPart := rd
 	if hdrLen >= 0 {
 		if hdrLen > limit {
-			return fmt.Errorf("%w: %s %d, over the %d-byte body limit", ErrTooLarge, headerLength, hdrLen, limit)
+			return fmt.Errorf("%w: %s %d, over the %d-byte body limit", infer.ErrTooLarge, HeaderLength, hdrLen, limit)
 		}
 		jsonPart = io.LimitReader(rd, hdrLen)
 	}
 	var binary []binaryInput // inputs whose data follows the JSON, in order
-	err := decodeJSON(jsonPart, &w, limit, func() (err error) {
+	err := DecodeJSON(jsonPart, &w, limit, func() (err error) {
 		binary, err = fromWire(&w, r, mem)
 		return err
 	})
 	if err != nil {
 		switch {
-		case hdrLen >= 0 && (errors.Is(err, errTruncated) || errors.Is(err, errEmptyBody)):
-			return infer.BadRequest("%s %d is longer than the body, or the JSON object is cut short", headerLength, hdrLen)
+		case hdrLen >= 0 && (errors.Is(err, errTruncated) || errors.Is(err, ErrEmptyBody)):
+			return infer.BadRequest("%s %d is longer than the body, or the JSON object is cut short", HeaderLength, hdrLen)
 		case hdrLen >= 0 && errors.Is(err, errTrailing):
-			return infer.BadRequest("%s %d does not match the JSON object: other data follows it within those bytes", headerLength, hdrLen)
+			return infer.BadRequest("%s %d does not match the JSON object: other data follows it within those bytes", HeaderLength, hdrLen)
 		}
 		return err
 	}
 	if hdrLen < 0 {
 		if len(binary) > 0 {
-			return infer.BadRequest("input %q has binary_data_size but the request has no %s header", infer.Clip(r.Inputs[binary[0].index].Name), headerLength)
+			return infer.BadRequest("input %q has binary_data_size but the request has no %s header", infer.Clip(r.Inputs[binary[0].index].Name), HeaderLength)
 		}
 		return nil
 	}
@@ -359,23 +86,23 @@ func decodeInfer(rd io.Reader, hdrLen, limit int64, charge func(int64) error, r 
 }
 
 // readBinary reads one input's binary data from rd.
-func readBinary(rd io.Reader, t *Tensor, size int64, budget *int64, limit int64, mem *tensorMemory) error {
-	kind, elem := DatatypeKind(t.Datatype)
-	n, err := Elements(t.Shape)
+func readBinary(rd io.Reader, t *infer.Tensor, size int64, budget *int64, limit int64, mem *TensorMemory) error {
+	kind, elem := infer.DatatypeKind(t.Datatype)
+	n, err := infer.Elements(t.Shape)
 	if err != nil {
 		return fmt.Errorf("input %q: %w", infer.Clip(t.Name), err)
 	}
 	switch {
-	case kind == KindUnsupported:
+	case kind == infer.KindUnsupported:
 		return infer.DatatypeError(t.Name, t.Datatype)
-	case kind != KindBytes && size != int64(n)*int64(elem):
+	case kind != infer.KindBytes && size != int64(n)*int64(elem):
 		return infer.BadRequest("input %q: binary_data_size %d, want %d (shape %v x %d-byte %s)", infer.Clip(t.Name), size, int64(n)*int64(elem), infer.ClipShape(t.Shape), elem, t.Datatype)
 	case size > *budget:
-		return fmt.Errorf("%w: input %q: binary_data_size %d is more than the %d bytes the body limit leaves", ErrTooLarge, infer.Clip(t.Name), size, *budget)
+		return fmt.Errorf("%w: input %q: binary_data_size %d is more than the %d bytes the body limit leaves", infer.ErrTooLarge, infer.Clip(t.Name), size, *budget)
 	}
 	*budget -= size
 	dec := int64(n)
-	if kind == KindBytes {
+	if kind == infer.KindBytes {
 		dec = min(dec, size/4) // each element has a 4-byte length; the bytes stay in raw
 	}
 	if err := mem.take(t.Name, decodedSize(kind, dec, 0)); err != nil {
@@ -383,7 +110,7 @@ func readBinary(rd io.Reader, t *Tensor, size int64, budget *int64, limit int64,
 	}
 	raw := make([]byte, size)
 	if got, err := io.ReadFull(rd, raw); err != nil {
-		if errors.Is(err, ErrTooLarge) || settled(err) {
+		if errors.Is(err, infer.ErrTooLarge) || settled(err) {
 			return readError("body", err, limit)
 		}
 		return infer.BadRequest("input %q: the body ends after %d of its %d bytes of binary data", infer.Clip(t.Name), got, size)
@@ -400,7 +127,7 @@ type binaryInput struct {
 // fromWire converts a decoded JSON request into r, converting JSON tensor
 // data to typed values, and returns the inputs whose data is binary (set
 // to come after the JSON), in order.
-func fromWire(w *api.InferRequest, r *Request, mem *tensorMemory) (binary []binaryInput, err error) {
+func fromWire(w *api.InferRequest, r *infer.Request, mem *TensorMemory) (binary []binaryInput, err error) {
 	if w.ModelName != "" && w.ModelName != r.Model {
 		return nil, infer.BadRequest("model_name %q in the body, but the URL names %q", infer.Clip(w.ModelName), infer.Clip(r.Model))
 	}
@@ -411,7 +138,7 @@ func fromWire(w *api.InferRequest, r *Request, mem *tensorMemory) (binary []bina
 		r.Version = w.ModelVersion
 	}
 	r.ID = w.ID
-	params, err := paramsOf(w.Parameters)
+	params, err := ParamsOf(w.Parameters)
 	if err != nil {
 		return nil, err
 	}
@@ -424,12 +151,12 @@ func fromWire(w *api.InferRequest, r *Request, mem *tensorMemory) (binary []bina
 	if err := r.SetParameters(params); err != nil {
 		return nil, err
 	}
-	r.Inputs = make([]Tensor, len(w.Inputs))
+	r.Inputs = make([]infer.Tensor, len(w.Inputs))
 	for i := range w.Inputs {
 		in := &w.Inputs[i]
 		t := &r.Inputs[i]
 		t.Name, t.Datatype, t.Shape = in.Name, in.Datatype, in.Shape
-		p, err := paramsOf(in.Parameters)
+		p, err := ParamsOf(in.Parameters)
 		if err != nil {
 			return nil, fmt.Errorf("input %q: %w", infer.Clip(in.Name), err)
 		}
@@ -454,9 +181,9 @@ func fromWire(w *api.InferRequest, r *Request, mem *tensorMemory) (binary []bina
 			return nil, err
 		}
 	}
-	r.Outputs = make([]RequestedOutput, len(w.Outputs))
+	r.Outputs = make([]infer.RequestedOutput, len(w.Outputs))
 	for i, o := range w.Outputs {
-		p, err := paramsOf(o.Parameters)
+		p, err := ParamsOf(o.Parameters)
 		if err != nil {
 			return nil, fmt.Errorf("output %q: %w", infer.Clip(o.Name), err)
 		}
@@ -468,7 +195,7 @@ func fromWire(w *api.InferRequest, r *Request, mem *tensorMemory) (binary []bina
 			ro.Binary = &v
 			delete(p, "binary_data")
 		}
-		if k, ok, err := p.Int("classification", 0, maxClassification); err != nil {
+		if k, ok, err := p.Int("classification", 0, infer.MaxClassification); err != nil {
 			return nil, fmt.Errorf("output %q: %w", infer.Clip(o.Name), err)
 		} else if ok {
 			ro.Classification = int(k)
@@ -482,9 +209,9 @@ func fromWire(w *api.InferRequest, r *Request, mem *tensorMemory) (binary []bina
 	return binary, nil
 }
 
-// paramsOf decodes wire parameters: each a string, number or boolean.
-func paramsOf(wp api.Parameters) (Params, error) {
-	p := make(Params, len(wp))
+// ParamsOf decodes wire parameters: each a string, number or boolean.
+func ParamsOf(wp api.Parameters) (infer.Params, error) {
+	p := make(infer.Params, len(wp))
 	for key, raw := range wp {
 		v, err := paramValue(raw)
 		if err != nil {
@@ -527,12 +254,12 @@ func paramValue(raw json.RawMessage) (any, error) {
 
 // jsonData converts a tensor's JSON data to typed values by its datatype,
 // taking their memory from mem.
-func jsonData(t *Tensor, raw api.RawData, mem *tensorMemory) error {
+func jsonData(t *infer.Tensor, raw api.RawData, mem *TensorMemory) error {
 	if len(raw) == 0 {
 		return infer.BadRequest("input %q: missing data", infer.Clip(t.Name))
 	}
-	kind, size := DatatypeKind(t.Datatype)
-	n, err := Elements(t.Shape)
+	kind, size := infer.DatatypeKind(t.Datatype)
+	n, err := infer.Elements(t.Shape)
 	if err != nil {
 		return fmt.Errorf("input %q: %w", infer.Clip(t.Name), err)
 	}
@@ -541,7 +268,7 @@ func jsonData(t *Tensor, raw api.RawData, mem *tensorMemory) error {
 		return err
 	}
 	switch kind {
-	case KindInt:
+	case infer.KindInt:
 		t.Int64 = make([]int64, 0, min(n, len(raw)/2+1))
 		bits, unsigned := 8*size, t.Datatype[0] == 'U'
 		return scanNumbers(t.Name, t.Shape, raw, n, func(i int, tok []byte) error {
@@ -563,7 +290,7 @@ func jsonData(t *Tensor, raw api.RawData, mem *tensorMemory) error {
 			t.Int64 = append(t.Int64, v)
 			return nil
 		})
-	case KindFloat:
+	case infer.KindFloat:
 		t.Float32 = make([]float32, 0, min(n, len(raw)/2+1))
 		return scanNumbers(t.Name, t.Shape, raw, n, func(i int, tok []byte) error {
 			x, err := strconv.ParseFloat(string(tok), 32)
@@ -573,7 +300,7 @@ func jsonData(t *Tensor, raw api.RawData, mem *tensorMemory) error {
 			t.Float32 = append(t.Float32, float32(x))
 			return nil
 		})
-	case KindBytes:
+	case infer.KindBytes:
 		return jsonStrings(t, raw, n)
 	}
 	return infer.DatatypeError(t.Name, t.Datatype)
@@ -693,8 +420,8 @@ func scanNumbers(name string, shape []int64, raw []byte, want int, each func(i i
 }
 
 // jsonStrings reads BYTES data: a flat or nested array of strings (the
-// text already checked by decodeJSON).
-func jsonStrings(t *Tensor, raw []byte, want int) error {
+// text already checked by DecodeJSON).
+func jsonStrings(t *infer.Tensor, raw []byte, want int) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	w := nesting{name: t.Name, shape: t.Shape}
 	for {
@@ -742,7 +469,7 @@ func jsonStrings(t *Tensor, raw []byte, want int) error {
 
 // appendResponse appends resp's JSON object to dst: outputs with Binary
 // set get parameters.binary_data_size instead of data.
-func appendResponse(dst []byte, resp *Response) []byte {
+func appendResponse(dst []byte, resp *infer.Response) []byte {
 	dst = append(dst, `{"model_name":`...)
 	dst = appendString(dst, resp.Model)
 	dst = append(dst, `,"model_version":`...)
@@ -845,16 +572,16 @@ func appendString(dst []byte, s string) []byte {
 // minCompress is the smallest response worth compressing.
 const minCompress = 1 << 10
 
-// responses writes REST response bodies, reusing its buffers and gzip
+// Responses writes REST response bodies, reusing its buffers and gzip
 // writers across requests; the zero value is ready to use, and each
 // Server has its own.
-type responses struct {
+type Responses struct {
 	bufs  sync.Pool // *[]byte
 	gzips sync.Pool // *gzip.Writer (BestSpeed)
 }
 
 // buffer is a response buffer to append to; give it back with putBuffer.
-func (rs *responses) buffer() *[]byte {
+func (rs *Responses) buffer() *[]byte {
 	if bp, ok := rs.bufs.Get().(*[]byte); ok {
 		return bp
 	}
@@ -863,7 +590,7 @@ func (rs *responses) buffer() *[]byte {
 }
 
 // putBuffer keeps buf for another response unless it grew past 1 MiB.
-func (rs *responses) putBuffer(bp *[]byte, buf []byte) {
+func (rs *Responses) putBuffer(bp *[]byte, buf []byte) {
 	if cap(buf) <= 1<<20 {
 		*bp = buf[:0]
 		rs.bufs.Put(bp)
@@ -871,7 +598,7 @@ func (rs *responses) putBuffer(bp *[]byte, buf []byte) {
 }
 
 // gzipWriter is a gzip writer (BestSpeed) writing to w.
-func (rs *responses) gzipWriter(w io.Writer) *gzip.Writer {
+func (rs *Responses) gzipWriter(w io.Writer) *gzip.Writer {
 	if zw, ok := rs.gzips.Get().(*gzip.Writer); ok {
 		zw.Reset(w)
 		return zw
@@ -880,14 +607,14 @@ func (rs *responses) gzipWriter(w io.Writer) *gzip.Writer {
 	return zw
 }
 
-// acceptsGzip reports whether the client accepts gzip responses.
+// acceptsGzip reports whether the client accepts gzip Responses.
 func acceptsGzip(r *http.Request) bool {
 	return acceptsCoding(r.Header.Values("Accept-Encoding"), "gzip")
 }
 
 // writeBody writes a response body, gzip-compressed when the client
 // accepts it and the body is large enough to gain.
-func (rs *responses) writeBody(w http.ResponseWriter, r *http.Request, code int, parts ...[]byte) {
+func (rs *Responses) writeBody(w http.ResponseWriter, r *http.Request, code int, parts ...[]byte) {
 	n := 0
 	for _, p := range parts {
 		n += len(p)
@@ -914,10 +641,10 @@ func (rs *responses) writeBody(w http.ResponseWriter, r *http.Request, code int,
 	}
 }
 
-// writeInfer writes an infer response: JSON, or, when an output is
+// WriteInfer writes an infer response: JSON, or, when an output is
 // binary, the JSON header followed by the binary outputs' raw data (with
 // Inference-Header-Content-Length).
-func (rs *responses) writeInfer(w http.ResponseWriter, r *http.Request, resp *Response) {
+func (rs *Responses) WriteInfer(w http.ResponseWriter, r *http.Request, resp *infer.Response) {
 	bp := rs.buffer()
 	buf := appendResponse((*bp)[:0], resp)
 	hdr := len(buf)
@@ -927,7 +654,7 @@ func (rs *responses) writeInfer(w http.ResponseWriter, r *http.Request, resp *Re
 		}
 	}
 	if len(buf) > hdr {
-		w.Header().Set(headerLength, strconv.Itoa(hdr))
+		w.Header().Set(HeaderLength, strconv.Itoa(hdr))
 		w.Header().Set("Content-Type", "application/octet-stream")
 	} else {
 		w.Header().Set("Content-Type", "application/json")
@@ -936,8 +663,8 @@ func (rs *responses) writeInfer(w http.ResponseWriter, r *http.Request, resp *Re
 	rs.putBuffer(bp, buf)
 }
 
-// writeJSON writes v as a JSON response.
-func (rs *responses) writeJSON(w http.ResponseWriter, r *http.Request, code int, v any) {
+// WriteJSON writes v as a JSON response.
+func (rs *Responses) WriteJSON(w http.ResponseWriter, r *http.Request, code int, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		code, data = http.StatusInternalServerError, []byte(`{"error":"encoding the response failed"}`)

@@ -1,4 +1,4 @@
-package server
+package wire
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"rnnserve/internal/fuzzbound"
+	"rnnserve/server/internal/infer"
 )
 
 // referenceText is the text check done the slow way, on the whole text at
@@ -93,7 +94,7 @@ func TestTextChecker(t *testing.T) {
 			switch {
 			case c.bad < 0 && (err != nil || !bytes.Equal(got, raw)):
 				t.Errorf("%.40q %s: %d bytes, %v; want it all through", c.text, name, len(got), err)
-			case c.bad >= 0 && (!errors.Is(err, ErrBadRequest) || !bytes.Equal(got, raw[:c.bad]) ||
+			case c.bad >= 0 && (!errors.Is(err, infer.ErrBadRequest) || !bytes.Equal(got, raw[:c.bad]) ||
 				!bytes.Contains([]byte(err.Error()), []byte("byte "+strconv.Itoa(c.bad)))):
 				t.Errorf("%.40q %s: %d bytes through, %v; want the %d before the bad text and an error naming it", c.text, name, len(got), err, c.bad)
 			}
@@ -122,7 +123,7 @@ func FuzzTextChecker(f *testing.F) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrBadRequest) || !bytes.Equal(got, raw[:bad]) {
+			if !errors.Is(err, infer.ErrBadRequest) || !bytes.Equal(got, raw[:bad]) {
 				t.Fatalf("bad at %d: %d bytes through, %v", bad, len(got), err)
 			}
 		})
@@ -167,7 +168,7 @@ func TestDuplicateKeys(t *testing.T) {
 			switch {
 			case c.dup == "" && err != nil:
 				t.Errorf("%s: %v, want no error", c.text, err)
-			case c.dup != "" && (!errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "appears twice")):
+			case c.dup != "" && (!errors.Is(err, infer.ErrBadRequest) || !strings.Contains(err.Error(), "appears twice")):
 				t.Errorf("%s (a byte at a time %v): %v, want the duplicate key refused", c.text, oneByte, err)
 			}
 		}

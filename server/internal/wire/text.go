@@ -1,4 +1,4 @@
-package server
+package wire
 
 import (
 	"bytes"
@@ -71,7 +71,7 @@ func (t *textChecker) check(final bool) {
 			seg = seg[:completeRunes(seg)]
 		}
 		if !utf8.Valid(seg) {
-			t.ok = i + invalidAt(seg)
+			t.ok = i + InvalidAt(seg)
 			t.err = infer.BadRequest("the JSON text is not valid UTF-8 at byte %d", t.off+int64(t.ok))
 			return
 		}
@@ -144,9 +144,9 @@ func completeRunes(b []byte) int {
 	return len(b)
 }
 
-// invalidAt is the offset of the first byte of b that does not start a
+// InvalidAt is the offset of the first byte of b that does not start a
 // valid UTF-8 sequence (len(b) when b is valid).
-func invalidAt(b []byte) int {
+func InvalidAt(b []byte) int {
 	k := 0
 	for k < len(b) {
 		r, size := utf8.DecodeRune(b[k:])

@@ -1,4 +1,4 @@
-package connlimit
+package server
 
 import (
 	"net"

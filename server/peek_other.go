@@ -1,6 +1,6 @@
 //go:build !linux
 
-package connlimit
+package server
 
 import "net"
 

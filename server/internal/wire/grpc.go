@@ -1,35 +1,41 @@
-package server
+package wire
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 
+	"google.golang.org/grpc/codes"
+
+	"rnnserve/schedule"
 	pb "rnnserve/server/inferencepb"
 	"rnnserve/server/internal/infer"
 )
 
-// The gRPC codec: a ModelInferRequest becomes a Request (or, when it
-// carries a text_input or prompt_tokens tensor, a GenerateRequest) and a
-// Response becomes a ModelInferResponse. Tensor data comes typed
-// (InferTensorContents, converted here) or raw (raw_input_contents, through
-// Tensor.DecodeRaw, as REST's binary tensor data does); outputs go back
+// The gRPC codec: a ModelInferRequest becomes an infer.Request (or, when
+// it carries a text_input or prompt_tokens tensor, an
+// infer.GenerateRequest) and an infer.Response becomes a
+// ModelInferResponse. Tensor data comes typed (InferTensorContents,
+// converted here) or raw (raw_input_contents, through Tensor.DecodeRaw, as
+// REST's binary tensor data does); outputs go back
 // raw by default, as Triton sends them, or typed when the request asks.
 
 // Parameters the gRPC front end reads itself; the model never sees them.
 const (
-	// paramBinaryOutput false asks for typed output contents instead of
+	// ParamBinaryOutput false asks for typed output contents instead of
 	// raw_output_contents (the name of REST's binary tensor data switch).
-	paramBinaryOutput = "binary_data_output"
-	// paramBinary is the per-output form of paramBinaryOutput.
-	paramBinary = "binary_data"
-	// paramFinal marks a stream's last response to a request (Triton's
+	ParamBinaryOutput = "binary_data_output"
+	// ParamBinary is the per-output form of ParamBinaryOutput.
+	ParamBinary = "binary_data"
+	// ParamFinal marks a stream's last response to a request (Triton's
 	// decoupled-response flag).
-	paramFinal = "triton_final_response"
-	// paramEmptyFinal asks a stream to end each request's responses with
+	ParamFinal = "triton_final_response"
+	// ParamEmptyFinal asks a stream to end each request's Responses with
 	// an empty final one.
-	paramEmptyFinal = "triton_enable_empty_final_response"
-	// paramFinishReason says how a generation ended.
-	paramFinishReason = "finish_reason"
+	ParamEmptyFinal = "triton_enable_empty_final_response"
+	// ParamFinishReason says how a generation ended.
+	ParamFinishReason = "finish_reason"
 )
 
 // Names of a generation request's tensors and outputs over gRPC: Triton's
@@ -42,9 +48,9 @@ const (
 	genLogProbs     = "logprobs"
 )
 
-// isGenerate reports whether p is a generation request: it has a
+// IsGenerate reports whether p is a generation request: it has a
 // text_input or prompt_tokens input.
-func isGenerate(p *pb.ModelInferRequest) bool {
+func IsGenerate(p *pb.ModelInferRequest) bool {
 	for _, in := range p.GetInputs() {
 		if in.GetName() == genTextInput || in.GetName() == genPromptTokens {
 			return true
@@ -55,8 +61,8 @@ func isGenerate(p *pb.ModelInferRequest) bool {
 
 // paramsFromGRPC converts wire parameters; a parameter with no value set
 // is refused.
-func paramsFromGRPC(wp map[string]*pb.InferParameter) (Params, error) {
-	p := make(Params, len(wp))
+func paramsFromGRPC(wp map[string]*pb.InferParameter) (infer.Params, error) {
+	p := make(infer.Params, len(wp))
 	for key, v := range wp {
 		switch c := v.GetParameterChoice().(type) {
 		case *pb.InferParameter_BoolParam:
@@ -76,9 +82,9 @@ func paramsFromGRPC(wp map[string]*pb.InferParameter) (Params, error) {
 	return p, nil
 }
 
-// paramToGRPC converts a parameter value (bool, int64, uint64, float64 or
+// ParamToGRPC converts a parameter value (bool, int64, uint64, float64 or
 // string) to its wire form.
-func paramToGRPC(v any) *pb.InferParameter {
+func ParamToGRPC(v any) *pb.InferParameter {
 	switch x := v.(type) {
 	case bool:
 		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: x}}
@@ -97,7 +103,7 @@ func paramToGRPC(v any) *pb.InferParameter {
 // requestParams checks that p names a model and reads its request
 // parameters, taking out binary_data_output (raw outputs unless it is
 // false).
-func requestParams(p *pb.ModelInferRequest) (params Params, binary bool, err error) {
+func requestParams(p *pb.ModelInferRequest) (params infer.Params, binary bool, err error) {
 	if p.GetModelName() == "" {
 		return nil, false, infer.BadRequest("model_name is empty")
 	}
@@ -105,18 +111,18 @@ func requestParams(p *pb.ModelInferRequest) (params Params, binary bool, err err
 		return nil, false, err
 	}
 	binary = true
-	if v, ok, err := params.Bool(paramBinaryOutput); err != nil {
+	if v, ok, err := params.Bool(ParamBinaryOutput); err != nil {
 		return nil, false, err
 	} else if ok {
 		binary = v
-		delete(params, paramBinaryOutput)
+		delete(params, ParamBinaryOutput)
 	}
 	return params, binary, nil
 }
 
-// fromGRPC converts an infer request into r (its Model, Version, ID,
+// FromGRPC converts an infer request into r (its Model, Version, ID,
 // inputs, outputs and parameters); the caller sets Protocol and Received.
-func fromGRPC(p *pb.ModelInferRequest, r *Request, mem *tensorMemory) error {
+func FromGRPC(p *pb.ModelInferRequest, r *infer.Request, mem *TensorMemory) error {
 	r.Model, r.Version, r.ID = p.GetModelName(), p.GetModelVersion(), p.GetId()
 	params, binary, err := requestParams(p)
 	if err != nil {
@@ -129,7 +135,7 @@ func fromGRPC(p *pb.ModelInferRequest, r *Request, mem *tensorMemory) error {
 	if r.Inputs, err = inputsFromGRPC(p, mem); err != nil {
 		return err
 	}
-	r.Outputs = make([]RequestedOutput, len(p.GetOutputs()))
+	r.Outputs = make([]infer.RequestedOutput, len(p.GetOutputs()))
 	for i, o := range p.GetOutputs() {
 		ro := &r.Outputs[i]
 		ro.Name = o.GetName()
@@ -141,13 +147,13 @@ func fromGRPC(p *pb.ModelInferRequest, r *Request, mem *tensorMemory) error {
 		if _, ok := op["shared_memory_region"]; ok {
 			return infer.BadRequest("%s: shared memory is not supported", what)
 		}
-		if v, ok, err := op.Bool(paramBinary); err != nil {
+		if v, ok, err := op.Bool(ParamBinary); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		} else if ok {
 			ro.Binary = &v
-			delete(op, paramBinary)
+			delete(op, ParamBinary)
 		}
-		if k, ok, err := op.Int("classification", 0, maxClassification); err != nil {
+		if k, ok, err := op.Int("classification", 0, infer.MaxClassification); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		} else if ok {
 			ro.Classification = int(k)
@@ -162,7 +168,7 @@ func fromGRPC(p *pb.ModelInferRequest, r *Request, mem *tensorMemory) error {
 // data (a gRPC response carries either raw_output_contents for every
 // output or contents for every output), and makes the choice of the
 // outputs asked for the request's.
-func sameEncoding(r *Request) error {
+func sameEncoding(r *infer.Request) error {
 	for i := range r.Outputs {
 		b := r.BinaryOutput
 		if r.Outputs[i].Binary != nil {
@@ -182,12 +188,12 @@ func sameEncoding(r *Request) error {
 
 // inputsFromGRPC decodes the inputs of p: each from its contents, or, when
 // the request has raw_input_contents, from the raw bytes in its position.
-func inputsFromGRPC(p *pb.ModelInferRequest, mem *tensorMemory) ([]Tensor, error) {
+func inputsFromGRPC(p *pb.ModelInferRequest, mem *TensorMemory) ([]infer.Tensor, error) {
 	ins, raw := p.GetInputs(), p.GetRawInputContents()
 	if len(raw) > 0 && len(raw) != len(ins) {
 		return nil, infer.BadRequest("%d raw_input_contents for %d inputs: with raw contents, every input has one, in order", len(raw), len(ins))
 	}
-	out := make([]Tensor, len(ins))
+	out := make([]infer.Tensor, len(ins))
 	for i, in := range ins {
 		t := &out[i]
 		t.Name, t.Datatype, t.Shape = in.GetName(), in.GetDatatype(), in.GetShape()
@@ -213,7 +219,7 @@ func inputsFromGRPC(p *pb.ModelInferRequest, mem *tensorMemory) ([]Tensor, error
 			return nil, infer.BadRequest("%s has no contents (and the request no raw_input_contents)", what)
 		default:
 			if err = mem.take(t.Name, typedDecodedSize(in.GetContents())); err == nil {
-				err = contentsToTensor(t, in.GetContents())
+				err = ContentsToTensor(t, in.GetContents())
 			}
 		}
 		if err != nil {
@@ -224,14 +230,14 @@ func inputsFromGRPC(p *pb.ModelInferRequest, mem *tensorMemory) ([]Tensor, error
 }
 
 // rawDecodedSize is the memory DecodeRaw allocates for t from size raw
-// bytes (see tensorMemory).
-func rawDecodedSize(t *Tensor, size int) int64 {
-	kind, elem := DatatypeKind(t.Datatype)
-	n, err := Elements(t.Shape)
-	if err != nil || kind == KindUnsupported {
+// bytes (see TensorMemory).
+func rawDecodedSize(t *infer.Tensor, size int) int64 {
+	kind, elem := infer.DatatypeKind(t.Datatype)
+	n, err := infer.Elements(t.Shape)
+	if err != nil || kind == infer.KindUnsupported {
 		return 0 // DecodeRaw refuses it before allocating
 	}
-	if kind == KindBytes {
+	if kind == infer.KindBytes {
 		return decodedSize(kind, int64(min(n, size/4)), 0) // the bytes stay in the message
 	}
 	return decodedSize(kind, int64(min(n, size/elem)), 0)
@@ -240,7 +246,7 @@ func rawDecodedSize(t *Tensor, size int) int64 {
 // typedDecodedSize is the memory contentsToTensor allocates: integers
 // become int64s; FP32 and BYTES contents are used as they are.
 func typedDecodedSize(c *pb.InferTensorContents) int64 {
-	return decodedSize(KindInt, int64(len(c.IntContents)+len(c.Int64Contents)+len(c.UintContents)+len(c.Uint64Contents)), 0)
+	return decodedSize(infer.KindInt, int64(len(c.IntContents)+len(c.Int64Contents)+len(c.UintContents)+len(c.Uint64Contents)), 0)
 }
 
 // contentField names the InferTensorContents field a datatype's elements
@@ -279,11 +285,11 @@ func setFields(c *pb.InferTensorContents) []string {
 	return set
 }
 
-// contentsToTensor fills t's data from typed contents, which must be in
+// ContentsToTensor fills t's data from typed contents, which must be in
 // the field of t's datatype and within its range.
-func contentsToTensor(t *Tensor, c *pb.InferTensorContents) error {
-	kind, size := DatatypeKind(t.Datatype)
-	if kind == KindUnsupported {
+func ContentsToTensor(t *infer.Tensor, c *pb.InferTensorContents) error {
+	kind, size := infer.DatatypeKind(t.Datatype)
+	if kind == infer.KindUnsupported {
 		return infer.DatatypeError(t.Name, t.Datatype)
 	}
 	field := contentField(t.Datatype)
@@ -293,13 +299,13 @@ func contentsToTensor(t *Tensor, c *pb.InferTensorContents) error {
 		}
 	}
 	switch kind {
-	case KindFloat:
+	case infer.KindFloat:
 		t.Float32 = c.Fp32Contents
 		if t.Float32 == nil {
 			t.Float32 = []float32{}
 		}
 		return nil
-	case KindBytes:
+	case infer.KindBytes:
 		t.Bytes = c.BytesContents
 		if t.Bytes == nil {
 			t.Bytes = [][]byte{}
@@ -347,10 +353,10 @@ func contentsToTensor(t *Tensor, c *pb.InferTensorContents) error {
 	return nil
 }
 
-// toGRPC converts a response. Outputs go raw (raw_output_contents) when
-// they were asked for as binary data, else typed; fromGRPC made sure they
+// ToGRPC converts a response. Outputs go raw (raw_output_contents) when
+// they were asked for as binary data, else typed; FromGRPC made sure they
 // all agree.
-func toGRPC(resp *Response) *pb.ModelInferResponse {
+func ToGRPC(resp *infer.Response) *pb.ModelInferResponse {
 	out := &pb.ModelInferResponse{ModelName: resp.Model, ModelVersion: resp.Version, Id: resp.ID,
 		Outputs: make([]*pb.ModelInferResponse_InferOutputTensor, len(resp.Outputs))}
 	raw := false
@@ -383,7 +389,7 @@ func toGRPC(resp *Response) *pb.ModelInferResponse {
 
 // typedContents puts an output's elements into the contents field of its
 // datatype.
-func typedContents(o *OutputTensor) *pb.InferTensorContents {
+func typedContents(o *infer.OutputTensor) *pb.InferTensorContents {
 	c := &pb.InferTensorContents{}
 	switch {
 	case o.Bytes != nil:
@@ -411,32 +417,32 @@ func typedContents(o *OutputTensor) *pb.InferTensorContents {
 	return c
 }
 
-// grpcGenerate is a generation request read from a ModelInferRequest, and
+// GRPCGenerate is a generation request read from a ModelInferRequest, and
 // what its response should hold.
-type grpcGenerate struct {
-	GenerateRequest
-	id string
+type GRPCGenerate struct {
+	infer.GenerateRequest
+	ID string // the request's id, echoed in its responses
 	// outputs are the outputs asked for, in order: text_output, token_ids
 	// and logprobs by default.
 	outputs []string
 	binary  bool // raw output contents
 }
 
-// generateFromGRPC reads a generation request: the prompt from a
+// GenerateFromGRPC reads a generation request: the prompt from a
 // text_input (one BYTES element) or prompt_tokens tensor, the sampling
 // settings (max_tokens, temperature, top_k, top_p, seed, stop) from request
 // parameters or, as Triton's generate extension maps them, from tensors of
 // those names. A "stream" tensor (BOOL) is accepted and ignored: the RPC
 // decides whether tokens stream.
-func generateFromGRPC(p *pb.ModelInferRequest, g *grpcGenerate, mem *tensorMemory) error {
-	g.Model, g.Version, g.id = p.GetModelName(), p.GetModelVersion(), p.GetId()
+func GenerateFromGRPC(p *pb.ModelInferRequest, g *GRPCGenerate, mem *TensorMemory) error {
+	g.Model, g.Version, g.ID = p.GetModelName(), p.GetModelVersion(), p.GetId()
 	params, binary, err := requestParams(p)
 	if err != nil {
 		return err
 	}
 	g.binary = binary
 	// The stream handler's own flag reaches here on unary calls too.
-	delete(params, paramEmptyFinal)
+	delete(params, ParamEmptyFinal)
 	stream := -1
 	for i, in := range p.GetInputs() {
 		if in.GetName() == "stream" {
@@ -501,7 +507,7 @@ func generateFromGRPC(p *pb.ModelInferRequest, g *grpcGenerate, mem *tensorMemor
 			if err != nil {
 				return fmt.Errorf("output %q: %w", n, err)
 			}
-			v, ok, err := op.Bool(paramBinary)
+			v, ok, err := op.Bool(ParamBinary)
 			if err != nil {
 				return fmt.Errorf("output %q: %w", n, err)
 			}
@@ -513,13 +519,13 @@ func generateFromGRPC(p *pb.ModelInferRequest, g *grpcGenerate, mem *tensorMemor
 			} else if v != g.binary {
 				return infer.BadRequest("output %q: binary_data %v, but output %q is %v: a gRPC response has raw_output_contents for all outputs or for none", n, v, p.Outputs[0].GetName(), g.binary)
 			}
-			delete(op, paramBinary)
+			delete(op, ParamBinary)
 			if err := op.Only(fmt.Sprintf("output %q", n)); err != nil {
 				return err
 			}
 			g.outputs = append(g.outputs, n)
 		default:
-			return fmt.Errorf("%w: %q: a generation request has outputs %s, %s and %s", ErrUnsupportedOutput, infer.Clip(n), genTextOutput, genTokenIDs, genLogProbs)
+			return fmt.Errorf("%w: %q: a generation request has outputs %s, %s and %s", infer.ErrUnsupportedOutput, infer.Clip(n), genTextOutput, genTokenIDs, genLogProbs)
 		}
 	}
 	if len(g.outputs) == 0 {
@@ -531,7 +537,7 @@ func generateFromGRPC(p *pb.ModelInferRequest, g *grpcGenerate, mem *tensorMemor
 // scalarParam reads a sampling setting given as a tensor: one number, or
 // for stop, strings (kept as Bytes by the caller; here it returns a
 // placeholder the sampling reader skips).
-func scalarParam(t *Tensor) (any, error) {
+func scalarParam(t *infer.Tensor) (any, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
@@ -554,7 +560,7 @@ type stopTensor struct{}
 
 // sampling reads the sampling settings of a generation request from p,
 // refusing any other parameter.
-func sampling(p Params, g *GenerateRequest) error {
+func sampling(p infer.Params, g *infer.GenerateRequest) error {
 	for key, v := range p {
 		var err error
 		switch key {
@@ -599,12 +605,12 @@ func sampling(p Params, g *GenerateRequest) error {
 	return nil
 }
 
-// generateResponse is the response holding tokens (all of a unary
-// generation, or one of a stream) and their text.
-func (g *grpcGenerate) response(text []byte, tokens []GenerateToken) *pb.ModelInferResponse {
-	resp := &Response{Model: g.Model, Version: version, ID: g.id}
+// Response is the response of model version version holding tokens (all
+// of a unary generation, or one of a stream) and their text.
+func (g *GRPCGenerate) Response(version string, text []byte, tokens []infer.GenerateToken) *pb.ModelInferResponse {
+	resp := &infer.Response{Model: g.Model, Version: version, ID: g.ID}
 	for _, name := range g.outputs {
-		o := OutputTensor{Name: name, Binary: g.binary}
+		o := infer.OutputTensor{Name: name, Binary: g.binary}
 		switch name {
 		case genTextOutput:
 			o.Datatype, o.Shape, o.Bytes = "BYTES", []int64{1}, [][]byte{text}
@@ -621,5 +627,41 @@ func (g *grpcGenerate) response(text []byte, tokens []GenerateToken) *pb.ModelIn
 		}
 		resp.Outputs = append(resp.Outputs, o)
 	}
-	return toGRPC(resp)
+	return ToGRPC(resp)
+}
+
+// CodeOf maps an error to the gRPC status code that answers it, by the
+// request errors of package infer (the gRPC counterpart of
+// infer.StatusOf).
+func CodeOf(err error) codes.Code {
+	switch {
+	case err == nil:
+		return codes.OK
+	case errors.Is(err, infer.ErrLoad) && (errors.Is(err, infer.ErrUnknownModel) || errors.Is(err, infer.ErrNotInRepository)):
+		return codes.NotFound
+	case errors.Is(err, infer.ErrBadRequest), errors.Is(err, schedule.ErrInput),
+		errors.Is(err, infer.ErrNotLanguageModel), errors.Is(err, infer.ErrUnsupportedOutput), errors.Is(err, infer.ErrUnsupportedMedia):
+		return codes.InvalidArgument
+	case errors.Is(err, infer.ErrLoad), errors.Is(err, infer.ErrNoRepository):
+		return codes.FailedPrecondition
+	case errors.Is(err, infer.ErrUnauthenticated):
+		return codes.Unauthenticated
+	case errors.Is(err, infer.ErrForbidden):
+		return codes.PermissionDenied
+	case errors.Is(err, infer.ErrTooLarge), errors.Is(err, infer.ErrTooManySequences), errors.Is(err, infer.ErrResponseTooLarge):
+		return codes.ResourceExhausted
+	case errors.Is(err, infer.ErrUnknownModel), errors.Is(err, infer.ErrUnknownVersion), errors.Is(err, infer.ErrUnknownSequence):
+		return codes.NotFound
+	case errors.Is(err, infer.ErrSequenceEnded), errors.Is(err, infer.ErrSequenceExpired):
+		return codes.FailedPrecondition
+	case errors.Is(err, infer.ErrSequenceBusy):
+		return codes.Aborted
+	case errors.Is(err, infer.ErrBusy), errors.Is(err, infer.ErrDraining), errors.Is(err, infer.ErrOverBudget):
+		return codes.Unavailable
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, infer.ErrSlowBody):
+		return codes.DeadlineExceeded
+	}
+	return codes.Internal
 }

@@ -1,0 +1,34 @@
+package infer
+
+import "time"
+
+// GenerateRequest asks a language model to continue a prompt, in
+// transport-neutral form: REST's generate and generate_stream endpoints
+// (Triton's generate extension) decode into it, and gRPC's streaming
+// inference can too. Package server's Server.Generate runs it.
+type GenerateRequest struct {
+	Model, Version string
+	// Prompt is text for a byte-level model (vocabulary 256): each byte a
+	// token. PromptTokens replaces it for other models.
+	Prompt       []byte
+	PromptTokens []int64
+	MaxTokens    int     // 0: 64
+	Temperature  float64 // 0: greedy
+	TopK         int     // 0: every token
+	TopP         float64 // 0 or 1: every token; else the smallest set of most likely tokens whose probabilities reach TopP
+	Seed         uint64  // the same seed gives the same text
+	// Stop ends the generation once the generated text ends with one of
+	// these (byte-level models); the text includes it.
+	Stop [][]byte
+
+	Protocol string    // metrics label: "rest" or "grpc"
+	Received time.Time // when the transport got the request
+}
+
+// GenerateToken is one generated token.
+type GenerateToken struct {
+	Index   int
+	Token   int64
+	Text    []byte // its byte for a byte-level model, else empty
+	LogProb float64
+}

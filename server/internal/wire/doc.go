@@ -1,0 +1,26 @@
+// Package wire holds the server's wire formats: the KServe v2 REST codec
+// with Triton's binary tensor data extension, and the conversion of the
+// gRPC messages, each to and from the one internal infer.Request and
+// infer.Response (and infer.GenerateRequest for generation). Package
+// server's handlers read a request with it, run it, and write the answer
+// with it; batching, models and metrics are not its business.
+//
+//   - body.go reads a REST body: size-limited, inflated (gzip, deflate)
+//     and limited again, charged to the memory budget as it arrives,
+//     failed when it arrives too slowly (Body); and decodes one JSON
+//     object from it strictly (DecodeJSON).
+//   - text.go and jsonkeys.go check JSON text as it streams: UTF-8, lone
+//     surrogate escapes, a key given twice in one object.
+//   - rest.go decodes infer requests, JSON tensor data and binary tensor
+//     data (DecodeInfer), and writes infer responses (Responses): a
+//     hand-written JSON writer, gzip when the client accepts it
+//     (acceptenc.go).
+//   - grpc.go converts ModelInferRequest and ModelInferResponse messages
+//     (FromGRPC, ToGRPC, GenerateFromGRPC) and maps request errors to gRPC
+//     codes (CodeOf).
+//   - memory.go bounds the memory decoded tensors take, whatever the
+//     transport (TensorMemory).
+//
+// The package keeps no state of its own: the response buffers and gzip
+// writers are fields of a Responses, which its owner (a Server) keeps.
+package wire
