@@ -200,22 +200,30 @@ func (l *lane[W]) cycle(st *laneState) (done bool) {
 			b.m.cores.give()
 			st.busy = false
 		}
-		if st.stopping && len(b.queue) == 0 {
-			return true
+		var j *job[W]
+		if st.stopping {
+			// No job comes after the stop: take what is queued, or end
+			// (another lane may have taken the last one since a look).
+			select {
+			case j = <-b.queue:
+			default:
+				return true
+			}
+		} else {
+			select {
+			case j = <-b.queue:
+			case <-st.stop:
+				b.mu.Lock()
+				b.closed = true
+				b.mu.Unlock()
+				st.stopping, st.stop = true, nil
+				return false
+			}
 		}
-		select {
-		case j := <-b.queue:
-			b.m.cores <- struct{}{} // waits out a solo plan holding the last core
-			st.busy = true
-			l.waiting = j
-			b.gather()
-		case <-st.stop:
-			b.mu.Lock()
-			b.closed = true
-			b.mu.Unlock()
-			st.stopping, st.stop = true, nil
-			return false
-		}
+		b.m.cores <- struct{}{} // waits out a solo plan holding the last core
+		st.busy = true
+		l.waiting = j
+		b.gather()
 	}
 	l.admit()
 	for _, j := range l.batch.reap() {

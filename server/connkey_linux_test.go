@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "rnnserve/server/inferencepb"
+	"rnnserve/server/internal/connlimit"
 )
 
 // TestGRPCConnOfBothEnds: a client that uses one port for connections to
@@ -53,7 +54,7 @@ func TestGRPCConnOfBothEnds(t *testing.T) {
 		t.Skipf("cannot reuse the client port: %v", err)
 	}
 	defer other.Close()
-	waitFor(t, "the second connection counted", func() bool { return s.connSet.openOf(protocolGRPC) == 2 })
+	waitFor(t, "the second connection counted", func() bool { return s.conns.Open(connlimit.GRPC) == 2 })
 	bad := dialH2(t, addrA)
 	for i := range 6 {
 		id := uint32(2*i + 1)

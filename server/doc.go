@@ -39,10 +39,12 @@
 // Under load and abuse (docs/api.md, "Limits under load"): one memory
 // budget bounds the request bytes in flight of every transport (package
 // server/internal/limits, made in budget.go); a cap spans the listeners'
-// connections (connlimit.go); every JSON text is checked for UTF-8 and
-// lone surrogate escapes as it is read (package wire); decoded tensors are
-// bounded and charged to the budget; a panic in a lane, a request or a
-// pool job fails only the requests it hit (panics.go).
+// connections (package server/internal/connlimit, wrapped in conns.go;
+// gRPC calls are admitted in grpclimits.go); every JSON text is checked
+// for UTF-8 and lone surrogate escapes as it is read (package wire);
+// decoded tensors are bounded and charged to the budget; a panic in a
+// lane, a request or a pool job fails only the requests it hit
+// (panics.go).
 //
 // Lifecycle: the owner (cmd/serve) makes the pools, New builds the server
 // and loads the models, Start starts every model's batcher, the sequence

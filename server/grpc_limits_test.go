@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "rnnserve/server/inferencepb"
+	"rnnserve/server/internal/limits"
 )
 
 // h2Client speaks raw HTTP/2 to the gRPC port, as a client that does not
@@ -234,7 +235,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestGRPCReadsInBudget: a unary call's message is read under a
 // reservation of three messages at the limit, taken before the transport
 // reads it, so half-sent messages hold the budget, not more, and a
-// connection reads at most grpcReadsPerConn at once; they are cut when
+// connection reads at most connlimit.ReadsPerConn at once; they are cut when
 // their connection falls under the minimum rate, giving everything back;
 // a client whose messages have been small is served while unknown-size
 // reads fill the budget.
@@ -457,4 +458,75 @@ func TestGRPCResponseOwed(t *testing.T) {
 	})
 	c.conn.Close()
 	waitFor(t, "the budget to empty once the connection closed", func() bool { return s.budget.InUse() == 0 })
+}
+
+// TestGRPCNewSmallClient: a new connection's first call, announcing a
+// small message, is served at once while calls announcing large messages
+// hold the budget and more wait, without the server having read a
+// message of it, and with less room left than a read of a message at the
+// limit takes; a new connection announcing a large one waits with the
+// others.
+func TestGRPCNewSmallClient(t *testing.T) {
+	const body = 1 << 20
+	s, _ := newTestServer(t, func(o *Options) {
+		o.MaxBodyBytes = body
+		o.Budget = BudgetOptions{Bytes: 16 * body, Wait: 2 * time.Second}
+		o.MinBodyRate = 1 // the large reads are held, not cut
+	}, true)
+	addr, _ := grpcServed(t, s)
+	halfSentCalls(t, addr, 4, body-100)
+	waitFor(t, "four reads to hold the budget", func() bool { return s.budget.InUse() == 4*readReservation*body })
+	// All but 1 MiB is taken: less than a read of a message at the limit
+	// needs, more than a small message's.
+	if err := s.budget.Acquire(t.Context(), 3*body, limits.TierAdmitted, true); err != nil {
+		t.Fatal(err)
+	}
+	defer s.budget.Release(3 * body)
+	for i := range 3 {
+		start := time.Now()
+		if _, err := grpcClient(t, addr).ModelInfer(t.Context(), smallInfer()); err != nil {
+			t.Errorf("new connection %d's small call while large reads fill the budget: %v", i, err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("new connection %d's small call waited %v", i, took)
+		}
+	}
+	// A new connection whose message comes a little after its call's
+	// headers is still known to be small.
+	late := dialH2(t, addr)
+	late.headers(1, "/inference.GRPCInferenceService/ModelInfer", false)
+	time.Sleep(20 * time.Millisecond)
+	msg, err := proto.Marshal(smallInfer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire := make([]byte, 5+len(msg))
+	wire[1], wire[2], wire[3], wire[4] = byte(len(msg)>>24), byte(len(msg)>>16), byte(len(msg)>>8), byte(len(msg))
+	copy(wire[5:], msg)
+	late.fr.WriteData(1, true, wire)
+	var end *http2.MetaHeadersFrame
+	start := time.Now()
+	if err := late.until(5*time.Second, func(f http2.Frame) bool {
+		end, _ = f.(*http2.MetaHeadersFrame)
+		return end != nil && end.StreamEnded()
+	}); err != nil {
+		t.Fatalf("the call whose message came late did not end: %v", err)
+	}
+	if got := fieldOf(end, "grpc-status"); got != "0" || time.Since(start) > time.Second {
+		t.Errorf("a new connection's small message 20 ms after its headers: grpc-status %s %q after %v, want 0 at once", got, fieldOf(end, "grpc-message"), time.Since(start))
+	}
+	// A new connection that announces a large message is not trusted.
+	c := dialH2(t, addr)
+	c.headers(1, "/inference.GRPCInferenceService/ModelInfer", false)
+	c.message(1, body-100, 100)
+	var hf *http2.MetaHeadersFrame
+	if err := c.until(5*time.Second, func(f http2.Frame) bool {
+		hf, _ = f.(*http2.MetaHeadersFrame)
+		return hf != nil && hf.StreamEnded()
+	}); err != nil {
+		t.Fatalf("the large call not refused: %v", err)
+	}
+	if got := fieldOf(hf, "grpc-status"); got != "14" {
+		t.Errorf("a new connection's large call while the budget is full: grpc-status %s %q, want 14 (UNAVAILABLE)", got, fieldOf(hf, "grpc-message"))
+	}
 }

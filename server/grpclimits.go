@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"rnnserve/server/internal/limits"
 	"sync"
 	"time"
 
@@ -16,6 +15,9 @@ import (
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"rnnserve/server/internal/connlimit"
+	"rnnserve/server/internal/limits"
 )
 
 // What a gRPC client can make the server hold, and how it is bounded.
@@ -37,13 +39,14 @@ import (
 //     streams. A call over either cap is refused at once with
 //     UNAVAILABLE and a retry delay (errdetails.RetryInfo).
 //   - A unary call's message is read under a reservation of the most it
-//     can be (max_body_bytes; limits.SmallRequest when every call open on its
-//     connection has announced a small message, grpcframes.go), taken
-//     from the memory budget before the read, waiting like any request;
-//     once read it is settled to its size. Waiting reads of a connection whose every message so far was
+//     can be (max_body_bytes; limits.SmallRequest when every call open on
+//     its connection has announced a small message,
+//     connlimit.Conn.AnnouncedSmall), taken from the memory budget before
+//     the read, waiting like any request; once read it is settled to its
+//     size. Waiting reads of a connection whose every message so far was
 //     small (64 KiB or less) come before the others', and may use the
-//     budget's share for small requests, so a known small client is not
-//     queued behind a flood of large messages.
+//     budget's share for small requests (connlimit.Conn.Trusted), so a
+//     known small client is not queued behind a flood of large messages.
 //   - A read must keep up the minimum rate (Options.MinBodyRate, measured
 //     on the bytes its connection delivers) and end within
 //     Options.GRPC.FirstMessageTimeout; one that does not is ended
@@ -62,7 +65,7 @@ import (
 
 // grpcCall is a call's state from the moment the transport opens it.
 type grpcCall struct {
-	conn   *limitConn // nil on a listener the server did not wrap
+	conn   *connlimit.Conn // nil on a listener the server did not wrap
 	start  time.Time
 	stream bool // a client stream: ModelStreamInfer, reflection
 	// res is the reservation its (last) message was read under, for the
@@ -119,82 +122,17 @@ func (c *grpcCall) owe(n int64) {
 	if res == nil {
 		return
 	}
-	c.conn.owe(res.Hand(n))
+	c.conn.Owe(res.Hand(n))
 }
 
-// trusted reports whether the call's connection has sent only small
-// messages, at least one, and none of them stalled; or, before the server
-// has read any, whether every call it has open has announced a small
-// message (grpcframes.go). A connection that has announced a large
-// message is not trusted before grpc-go reads it.
-func (c *grpcCall) trusted() bool {
-	if c == nil || c.conn == nil || c.conn.distrusted.Load() {
-		return false
+// connection is the call's connection: nil for a nil call (a handler
+// called without the transport) and on a listener the server did not
+// wrap, whose methods answer as for a connection nothing is known of.
+func (c *grpcCall) connection() *connlimit.Conn {
+	if c == nil {
+		return nil
 	}
-	m := c.conn.maxMessage.Load()
-	if m > limits.SmallRequest {
-		return false
-	}
-	if f := c.conn.frames; f != nil {
-		small, known := f.small()
-		if !small {
-			return false
-		}
-		if m < 0 {
-			return known
-		}
-	}
-	return m >= 0
-}
-
-// announcedSmall reports whether every call open on the call's
-// connection has announced its message and each is small: grpc-go reads
-// exactly what a message's prefix announces, so the call's message is
-// small, and its read needs no more than a small message's reservation.
-func (c *grpcCall) announcedSmall() bool {
-	if c == nil || c.conn == nil || c.conn.frames == nil {
-		return false
-	}
-	small, known := c.conn.frames.small()
-	return small && known
-}
-
-// awaitAnnouncement waits, for at most announceWait, for the prefix of
-// a message on a connection that has announced only small messages so
-// far but has a call whose message has not announced itself: a client
-// may send a call's headers and its message in separate writes, and the
-// handler may start between them. A connection that has announced a large
-// message, or whose calls have all announced theirs, does not wait.
-func (c *grpcCall) awaitAnnouncement(ctx context.Context) {
-	if c == nil || c.conn == nil || c.conn.frames == nil {
-		return
-	}
-	for deadline := time.Now().Add(announceWait); ; {
-		if small, known := c.conn.frames.small(); !small || known || !time.Now().Before(deadline) || ctx.Err() != nil {
-			return
-		}
-		time.Sleep(announcePoll)
-	}
-}
-
-// announceWait is the longest a read waits for its message's prefix
-// (awaitAnnouncement), polling every announcePoll.
-const (
-	announceWait = 50 * time.Millisecond
-	announcePoll = 2 * time.Millisecond
-)
-
-// sawMessage records a message of n bytes on the call's connection.
-func (c *grpcCall) sawMessage(n int64) {
-	if c == nil || c.conn == nil {
-		return
-	}
-	for {
-		m := c.conn.maxMessage.Load()
-		if n <= m || c.conn.maxMessage.CompareAndSwap(m, n) {
-			return
-		}
-	}
+	return c.conn
 }
 
 // grpcCalls counts the calls open, for the caps of the tap.
@@ -212,22 +150,22 @@ var errTooManyCalls = errors.New("server busy: gRPC calls open at the cap")
 // tap admits a call as the transport opens it (grpc.InTapHandle): it
 // must not block, since it runs on the connection's reading goroutine.
 func (g *GRPCServer) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	var conn *limitConn
+	var conn *connlimit.Conn
 	if p, ok := peer.FromContext(ctx); ok {
-		conn = g.s.connOf(p.Addr, p.LocalAddr)
+		conn = g.s.conns.Of(p.Addr, p.LocalAddr)
 	}
 	stream := g.clientStreams[info.FullMethodName]
 	gc := &g.calls
 	gc.mu.Lock()
 	fair := 1
-	if n := g.s.connSet.openOf(protocolGRPC); n > 0 {
+	if n := g.s.conns.Open(connlimit.GRPC); n > 0 {
 		fair = max(1, gc.maxCalls/n)
 	}
 	switch {
 	case stream && gc.streams >= gc.maxStreams:
 		gc.mu.Unlock()
 		return nil, retryLater(fmt.Errorf("server busy: %d ModelStreamInfer (or reflection) streams open, the cap (server.grpc.max_infer_streams)", gc.streams))
-	case gc.calls >= gc.maxCalls && (conn == nil || int(conn.calls.Load()) >= fair):
+	case gc.calls >= gc.maxCalls && (conn == nil || conn.Calls() >= fair):
 		gc.mu.Unlock()
 		return nil, retryLater(fmt.Errorf("%w (%d, server.grpc.max_calls)", errTooManyCalls, gc.calls))
 	}
@@ -236,9 +174,7 @@ func (g *GRPCServer) tap(ctx context.Context, info *tap.Info) (context.Context, 
 		gc.streams++
 	}
 	gc.mu.Unlock()
-	if conn != nil && conn.calls.Add(1) == 1 {
-		conn.busy(true)
-	}
+	conn.OpenCall()
 	context.AfterFunc(ctx, func() {
 		gc.mu.Lock()
 		gc.calls--
@@ -246,9 +182,7 @@ func (g *GRPCServer) tap(ctx context.Context, info *tap.Info) (context.Context, 
 			gc.streams--
 		}
 		gc.mu.Unlock()
-		if conn != nil && conn.calls.Add(-1) == 0 {
-			conn.busy(false)
-		}
+		conn.CloseCall()
 	})
 	return context.WithValue(ctx, callKey{}, &grpcCall{conn: conn, start: time.Now(), stream: stream}), nil
 }
@@ -324,7 +258,7 @@ func (s *clientStream) RecvMsg(m any) error {
 	}
 	if err == nil {
 		if pm, ok := m.(proto.Message); ok {
-			call.sawMessage(int64(proto.Size(pm)))
+			call.connection().SawMessage(int64(proto.Size(pm)))
 		}
 	}
 	return err
@@ -336,25 +270,26 @@ func (s *clientStream) RecvMsg(m any) error {
 // not take is given back when the call ends.
 func (g *GRPCServer) readOne(ctx context.Context, dec func(any) error, m any) error {
 	call := callOf(ctx)
-	if call != nil && call.conn != nil && call.conn.reads != nil {
-		// A connection reads at most grpcReadsPerConn messages at once.
+	conn := call.connection()
+	if slots := conn.ReadSlots(); slots != nil {
+		// A connection reads at most connlimit.ReadsPerConn messages at once.
 		wait := time.NewTimer(time.Until(call.start.Add(g.s.opts.GRPC.FirstMessageTimeout)))
 		select {
-		case call.conn.reads <- struct{}{}:
+		case slots <- struct{}{}:
 			wait.Stop()
-			defer func() { <-call.conn.reads }()
+			defer func() { <-slots }()
 		case <-wait.C:
-			return status.Errorf(codes.DeadlineExceeded, "the message did not arrive within %v of the call (server.grpc.first_message_timeout): its connection was reading %d others", g.s.opts.GRPC.FirstMessageTimeout, grpcReadsPerConn)
+			return status.Errorf(codes.DeadlineExceeded, "the message did not arrive within %v of the call (server.grpc.first_message_timeout): its connection was reading %d others", g.s.opts.GRPC.FirstMessageTimeout, connlimit.ReadsPerConn)
 		case <-ctx.Done():
 			wait.Stop()
 			return grpcError(context.Cause(ctx))
 		}
 	}
-	call.awaitAnnouncement(ctx)
+	conn.AwaitAnnouncement(ctx)
 	res := g.s.budget.Reserve(ctx)
-	res.Trusted = call.trusted() // waits first, and may use the share for small requests
+	res.Trusted = conn.Trusted() // waits first, and may use the share for small requests
 	want := readReservation * g.s.opts.MaxBodyBytes
-	if call.announcedSmall() {
+	if conn.AnnouncedSmall() {
 		want = readReservation * min(limits.SmallRequest, g.s.opts.MaxBodyBytes)
 	}
 	if err := res.Grow(want); err != nil {
@@ -371,7 +306,7 @@ func (g *GRPCServer) readOne(ctx context.Context, dec func(any) error, m any) er
 	}
 	res.Settle(n)
 	res.Small, res.Trusted = n <= limits.SmallRequest, false
-	call.sawMessage(n)
+	conn.SawMessage(n)
 	if call == nil {
 		res.Release()
 		return nil
@@ -391,16 +326,14 @@ func (g *GRPCServer) receive(ctx context.Context, call *grpcCall, dec func(any) 
 	done := make(chan error, 1)
 	go func() { done <- dec(m) }()
 	start := time.Now()
-	var base int64
-	if call != nil && call.conn != nil {
-		base = call.conn.received.Load()
-	}
+	conn := call.connection()
+	base := conn.Received()
 	deadline := start.Add(g.s.opts.GRPC.FirstMessageTimeout)
 	if call != nil {
 		deadline = call.start.Add(g.s.opts.GRPC.FirstMessageTimeout)
 	}
 	rate := g.s.opts.MinBodyRate
-	trusted := call.trusted()
+	trusted := conn.Trusted()
 	tick := time.NewTimer(min(time.Until(deadline), rateCheck))
 	defer tick.Stop()
 	for {
@@ -412,16 +345,16 @@ func (g *GRPCServer) receive(ctx context.Context, call *grpcCall, dec func(any) 
 		case now := <-tick.C:
 			elapsed := now.Sub(start)
 			if !now.Before(deadline) {
-				g.stalled(call)
+				conn.Distrust()
 				return status.Errorf(codes.DeadlineExceeded, "the message did not arrive within %v of the call (server.grpc.first_message_timeout)", g.s.opts.GRPC.FirstMessageTimeout)
 			}
 			// A known small client is not held to the rate: its message
 			// is in already, and a read that has not returned is a
 			// server short of processor time, not a client stalling.
-			if call != nil && call.conn != nil && !trusted {
-				got := call.conn.received.Load() - base
+			if conn != nil && !trusted {
+				got := conn.Received() - base
 				if float64(got) < float64(rate)*elapsed.Seconds()-limits.Chunk {
-					g.stalled(call)
+					conn.Distrust()
 					return grpcError(fmt.Errorf("%w: its connection delivered %d bytes in %v, under the minimum of %d bytes a second (min_body_rate)",
 						ErrSlowBody, got, elapsed.Round(time.Millisecond), rate))
 				}
@@ -438,20 +371,8 @@ func (g *GRPCServer) receive(ctx context.Context, call *grpcCall, dec func(any) 
 // decoded, when the reservation is settled to the message's size.
 const readReservation = 3
 
-// grpcReadsPerConn is the most messages one connection reads at once
-// (more wait their turn): a connection's stalled reads cannot take more
-// than this many reservations, and its progress is theirs to share.
-const grpcReadsPerConn = 4
-
 // rateCheck is how often a read's progress is checked.
 const rateCheck = 250 * time.Millisecond
-
-// stalled takes the call's connection out of the small clients.
-func (g *GRPCServer) stalled(call *grpcCall) {
-	if call != nil && call.conn != nil {
-		call.conn.distrusted.Store(true)
-	}
-}
 
 // retryLater is err as an UNAVAILABLE status that tells the client when
 // to try again (errdetails.RetryInfo, one second).

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"rnnserve/server/api"
+	"rnnserve/server/internal/connlimit"
 	"rnnserve/server/internal/infer"
 	"rnnserve/server/internal/wire"
 )
@@ -49,8 +50,8 @@ func (s *Server) handler(management bool) http.Handler {
 			c.Header("Connection", "close")
 		}
 		// A connection that sent a head with both Content-Length and
-		// Transfer-Encoding is refused and closed (framing.go).
-		if smuggling(c.Request.Context()) {
+		// Transfer-Encoding is refused and closed (connlimit.Smuggling).
+		if connlimit.Smuggling(c.Request.Context()) {
 			c.Header("Connection", "close")
 			c.AbortWithStatusJSON(http.StatusBadRequest, api.Error{Error: "a request on this connection had both Content-Length and Transfer-Encoding (RFC 9112 section 6.1): refused"})
 		}

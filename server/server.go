@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"rnnserve/server/internal/choice"
+	"rnnserve/server/internal/connlimit"
 	"rnnserve/server/internal/infer"
 	"rnnserve/server/internal/limits"
 	"rnnserve/server/internal/wire"
@@ -98,7 +99,7 @@ type Server struct {
 	streamsEndOnce sync.Once
 
 	budget   *limits.Budget // request bytes in flight (budget.go)
-	connSet  *connSet       // open connections (connlimit.go)
+	conns    *connlimit.Set // open connections (conns.go)
 	inflight inflight       // requests being served, for Cut (lameduck.go)
 
 	responses wire.Responses // REST response buffers and gzip writers, the server's own
@@ -126,7 +127,7 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	s.measured = newMeasuredTraffic(s.metrics.reg, log)
 	s.metrics.reg.MustRegister(newPlanCaches(s.table))
 	s.budget = newBudget(opts.Budget, opts.MaxBodyBytes, s.metrics)
-	s.connSet = newConnSet(opts.MaxConnections)
+	s.conns = connlimit.New(opts.MaxConnections, s.budget, s.metrics.connections, s.metrics.connectionsClosedIdle)
 	s.streamsEnd = make(chan struct{})
 	s.metrics.connectionsLimit.Set(float64(opts.MaxConnections))
 	table := map[string]model{}

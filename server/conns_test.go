@@ -7,7 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,41 +97,57 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 	}
 }
 
-// TestCloseIdle: at shutdown the idle REST connections are closed, but
-// not one on which a request has arrived unread (it is served instead of
-// reset).
-func TestCloseIdle(t *testing.T) {
-	s, _ := newTestServer(t, nil, false)
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
+// TestContentLengthWithChunked: a request with both Content-Length and
+// Transfer-Encoding is refused with 400 and its connection closed, while
+// requests framed either way alone (pipelined, chunked with extensions
+// and trailers, bodies that hold header-like text) are served.
+func TestContentLengthWithChunked(t *testing.T) {
+	s, _ := newTestServer(t, nil, true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := s.Listener(raw)
-	defer ln.Close()
-	var server [2]net.Conn
-	var client [2]net.Conn
-	for i := range 2 {
-		if client[i], err = net.Dial("tcp", raw.Addr().String()); err != nil {
+	hs := &http.Server{Handler: s.Handler(), ConnState: s.ConnState, ConnContext: s.ConnContext}
+	go hs.Serve(s.Listener(ln))
+	t.Cleanup(func() { hs.Close() })
+	body := `{"inputs": [` + tokensJSON([][]int64{{1, 2}}) + `], "parameters": {"x": "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"}}`
+	body = strings.ReplaceAll(body, "\r\n", `\r\n`)
+	chunked := func(b string) string {
+		return fmt.Sprintf("%x;ext=1\r\n%s\r\n%x\r\n%s\r\n0\r\nX-Trailer: Content-Length: 9\r\n\r\n", 10, b[:10], len(b)-10, b[10:])
+	}
+	exchange := func(raw string, n int) []*http.Response {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
 			t.Fatal(err)
 		}
-		defer client[i].Close()
-		if server[i], err = ln.Accept(); err != nil {
-			t.Fatal(err)
+		defer conn.Close()
+		io.WriteString(conn, raw)
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(conn)
+		var out []*http.Response
+		for range n {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("response %d of %d: %v", len(out)+1, n, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			out = append(out, resp)
 		}
-		s.ConnState(server[i], http.StateActive)
-		s.ConnState(server[i], http.StateIdle)
+		return out
 	}
-	fmt.Fprintf(client[1], "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
-	waitFor(t, "the request to arrive", func() bool { return pending(server[1].(*limitConn).Conn) })
-	s.CloseIdle()
-	var one [1]byte
-	client[0].SetReadDeadline(time.Now().Add(2 * time.Second))
-	if _, err := client[0].Read(one[:]); err != io.EOF {
-		t.Errorf("the idle connection: %v, want it closed (EOF)", err)
+	post := "POST /v2/models/lm/infer HTTP/1.1\r\nHost: x\r\n"
+	good := post + fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body) +
+		post + "Transfer-Encoding: chunked\r\n\r\n" + chunked(body) +
+		"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n" +
+		post + fmt.Sprintf("content-length: %d\r\n\r\n%s", len(body), body)
+	for i, resp := range exchange(good, 4) {
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("request %d of a good pipeline: %d", i+1, resp.StatusCode)
+		}
 	}
-	client[1].SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	if _, err := client[1].Read(one[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("the connection with a request unread: %v, want it left open", err)
+	bad := post + fmt.Sprintf("Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n", len(body)) + chunked(body)
+	resp := exchange(bad, 1)[0]
+	if resp.StatusCode != http.StatusBadRequest || !resp.Close {
+		t.Errorf("Content-Length with Transfer-Encoding: %d (close %v), want 400 closing the connection", resp.StatusCode, resp.Close)
 	}
-	server[1].Close()
 }

@@ -1,4 +1,4 @@
-package server
+package connlimit
 
 import (
 	"bufio"
@@ -6,69 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"strings"
 	"testing"
-	"time"
 
 	"rnnserve/internal/fuzzbound"
 )
-
-// TestContentLengthWithChunked: a request with both Content-Length and
-// Transfer-Encoding is refused with 400 and its connection closed, while
-// requests framed either way alone (pipelined, chunked with extensions
-// and trailers, bodies that hold header-like text) are served.
-func TestContentLengthWithChunked(t *testing.T) {
-	s, _ := newTestServer(t, nil, true)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: s.Handler(), ConnState: s.ConnState, ConnContext: s.ConnContext}
-	go hs.Serve(s.Listener(ln))
-	t.Cleanup(func() { hs.Close() })
-	body := `{"inputs": [` + tokensJSON([][]int64{{1, 2}}) + `], "parameters": {"x": "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"}}`
-	body = strings.ReplaceAll(body, "\r\n", `\r\n`)
-	chunked := func(b string) string {
-		return fmt.Sprintf("%x;ext=1\r\n%s\r\n%x\r\n%s\r\n0\r\nX-Trailer: Content-Length: 9\r\n\r\n", 10, b[:10], len(b)-10, b[10:])
-	}
-	exchange := func(raw string, n int) []*http.Response {
-		conn, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		io.WriteString(conn, raw)
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		br := bufio.NewReader(conn)
-		var out []*http.Response
-		for range n {
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatalf("response %d of %d: %v", len(out)+1, n, err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			out = append(out, resp)
-		}
-		return out
-	}
-	post := "POST /v2/models/lm/infer HTTP/1.1\r\nHost: x\r\n"
-	good := post + fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body) +
-		post + "Transfer-Encoding: chunked\r\n\r\n" + chunked(body) +
-		"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n" +
-		post + fmt.Sprintf("content-length: %d\r\n\r\n%s", len(body), body)
-	for i, resp := range exchange(good, 4) {
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("request %d of a good pipeline: %d", i+1, resp.StatusCode)
-		}
-	}
-	bad := post + fmt.Sprintf("Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n", len(body)) + chunked(body)
-	resp := exchange(bad, 1)[0]
-	if resp.StatusCode != http.StatusBadRequest || !resp.Close {
-		t.Errorf("Content-Length with Transfer-Encoding: %d (close %v), want 400 closing the connection", resp.StatusCode, resp.Close)
-	}
-}
 
 // FuzzFraming: framing follows a stream of requests that net/http reads
 // as the same requests, however the stream is cut into reads: it marks

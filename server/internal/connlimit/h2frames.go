@@ -1,9 +1,10 @@
-package server
+package connlimit
 
 import (
 	"encoding/binary"
-	"rnnserve/server/internal/limits"
 	"sync/atomic"
+
+	"rnnserve/server/internal/limits"
 )
 
 // h2frames follows a gRPC connection's HTTP/2 frames as their bytes are
@@ -14,18 +15,18 @@ import (
 // has announced, and whether every call it has open has announced its
 // message. A connection whose calls have all announced small messages
 // (limits.SmallRequest or less, uncompressed) is a small client before the
-// server has read any of its messages (grpcCall.trusted): a new
+// server has read any of its messages (Conn.Trusted): a new
 // connection's first small call no longer queues behind a flood of
 // unknown-size reads. It decides only the order of waiting and the use
 // of the budget's share for small requests; a read is still charged the
-// most a message can be (readOne).
+// most a message can be.
 //
 // It follows what RFC 9113 section 4 frames: a 9-byte head (length, type,
 // flags, stream), DATA payloads (less their padding) carrying each
 // stream's messages, each a flag byte, a 4-byte big-endian length and
 // the bytes; a stream opens with its first HEADERS frame and closes with
 // END_STREAM or RST_STREAM. It runs on grpc-go's reading goroutine alone
-// (limitConn.Read); what it has learnt is read through atomics. It
+// (Conn.Read); what it has learnt is read through atomics. It
 // follows at most h2MaxStreams streams at once and stops (learning
 // nothing more, so trusting nothing) past that or at anything it cannot
 // follow.

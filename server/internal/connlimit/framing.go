@@ -1,4 +1,4 @@
-package server
+package connlimit
 
 import (
 	"bytes"
@@ -16,9 +16,9 @@ import (
 // (section 6.1): a proxy in front that trusts the other header would see
 // a different request boundary, which is how requests are smuggled. And
 // net/http removes both headers before a handler sees the request, so the
-// check has to be made on the bytes: the connection is marked, and the
-// REST front end refuses its requests with 400 and closes it
-// (refuseSmuggling).
+// check has to be made on the bytes: the connection is marked
+// (Smuggling), and the REST front end refuses its requests with 400 and
+// closes it.
 //
 // It frames requests as net/http does: a head ends at an empty line
 // (lines end in LF, with or without CR); the body is chunked when an
@@ -165,18 +165,18 @@ func (f *framing) endHead() {
 type connKey struct{}
 
 // ConnContext puts a REST connection in its requests' contexts, for the
-// checks made on its bytes (framing): set it as the http.Server's
+// checks made on its bytes (Smuggling): set it as the http.Server's
 // ConnContext.
-func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
-	if lc, ok := c.(*limitConn); ok {
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if lc, ok := c.(*Conn); ok {
 		return context.WithValue(ctx, connKey{}, lc)
 	}
 	return ctx
 }
 
-// smuggling reports whether the connection of a request with context ctx
+// Smuggling reports whether the connection of a request with context ctx
 // sent a request head with both Content-Length and Transfer-Encoding.
-func smuggling(ctx context.Context) bool {
-	lc, ok := ctx.Value(connKey{}).(*limitConn)
+func Smuggling(ctx context.Context) bool {
+	lc, ok := ctx.Value(connKey{}).(*Conn)
 	return ok && lc.framing != nil && lc.framing.conflict.Load()
 }

@@ -1,4 +1,12 @@
-package server
+// Package connlimit bounds and follows the server's open connections:
+// one cap over the REST and gRPC listeners together, idle connections
+// closed to make room, and what is learnt from a connection's bytes as
+// they are read (an HTTP/1.1 request head that could be smuggled, the
+// sizes gRPC messages announce before grpc-go reads them). It knows
+// connections, bytes and the memory budget (package limits), not
+// requests: package server wraps its listeners in a Set and asks a Conn
+// what it knows when it admits a gRPC call or reads its message.
+package connlimit
 
 import (
 	"math"
@@ -7,14 +15,40 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"rnnserve/server/internal/limits"
 )
 
-// Connections: every listener wrapped by Listener counts its connections
-// against one cap, Options.MaxConnections, REST and gRPC together, and no
-// protocol may hold more than three quarters of it, so idle connections
-// of one cannot lock the other out. At its limit, Accept closes the
-// connection of that protocol (or, when the cap in all is reached, of
-// either) that has been idle longest, if it has been idle for at least
+// Connections: every listener wrapped by Set.Listener counts its
+// connections against one cap (the server's max_connections), REST and
+// gRPC together, and no protocol may hold more than three quarters of
+// it, so idle connections of one cannot lock the other out. At its
+// limit, Accept closes the connection of that protocol (or, when the cap
+// in all is reached, of either) that has been idle longest, if it has
+// been idle for at least minIdleToClose (a REST keep-alive connection
+// between requests, a gRPC connection without calls, or one that has
+// sent nothing yet), to make room, as nginx reuses its idle keep-alive
+// connections; with none idle that long it waits for a connection to
+// close or to have been idle long enough, and new clients wait in the
+// kernel's accept queue (their connect completes there; their requests
+// are read once a slot frees). golang.org/x/net/netutil.LimitListener
+// caps one listener and waits; this cap spans listeners, makes room, and
+// feeds the rnnserve_open_connections gauge.
+//
+// A per-address cap is not kept: behind a load balancer or a NAT every
+// client has the balancer's few addresses, and a cap on them would lock
+// everyone out together.
+
+// Protocol is what a listener serves.
+type Protocol int
+
+const (
+	REST Protocol = iota // HTTP/1.1 (and h2c) requests, read by net/http
+	GRPC                 // HTTP/2 gRPC calls, read by grpc-go
+)
+
 // minIdleToClose (a REST keep-alive connection between requests, a gRPC
 // connection without calls, or one that has sent nothing yet), to make
 // room, as nginx reuses its idle keep-alive connections; with none idle
@@ -35,60 +69,62 @@ import (
 // it).
 const minIdleToClose = time.Second
 
-// connSet is the server's open connections.
-type connSet struct {
+// Set is the server's open connections.
+type Set struct {
 	cap   int // in all
 	share int // the most one protocol may hold
 
+	budget     *limits.Budget     // what responses handed to a connection are charged to (Conn.Owe)
+	open       prometheus.Gauge   // connections open
+	closedIdle prometheus.Counter // idle connections closed to make room
+
 	mu     sync.Mutex
 	total  int
-	open   map[string]int              // by protocol
-	conns  map[*limitConn]struct{}     // open, for the choice of an idle one to close
-	byAddr map[string]*limitConn       // by remote and local address (connAddrKey), for a gRPC call's connection
-	freed  chan struct{}               // closed and replaced when a slot frees
-	closed map[*limitListener]struct{} // listeners closed
+	counts [2]int             // open, by protocol
+	conns  map[*Conn]struct{} // open, for the choice of an idle one to close
+	byAddr map[string]*Conn   // by remote and local address (addrKey), for a gRPC call's connection
+	freed  chan struct{}      // closed and replaced when a slot frees
 }
 
-func newConnSet(n int) *connSet {
-	return &connSet{cap: n, share: max(1, n-n/4), open: map[string]int{}, conns: map[*limitConn]struct{}{},
-		byAddr: map[string]*limitConn{}, freed: make(chan struct{})}
+// New makes a set of at most n connections (n >= 1). A response handed
+// to a connection (Conn.Owe) is given back to budget as it is written;
+// open follows the connections open and closedIdle counts those closed to
+// make room.
+func New(n int, budget *limits.Budget, open prometheus.Gauge, closedIdle prometheus.Counter) *Set {
+	return &Set{cap: n, share: max(1, n-n/4), budget: budget, open: open, closedIdle: closedIdle,
+		conns: map[*Conn]struct{}{}, byAddr: map[string]*Conn{}, freed: make(chan struct{})}
 }
 
-// Listener wraps the REST listener ln so that its connections count
-// against the server's cap on open connections (Options.MaxConnections);
-// see connSet. Set the http.Server's ConnState to Server.ConnState, so
-// that idle connections are known.
-func (s *Server) Listener(ln net.Listener) net.Listener {
-	return &limitListener{Listener: ln, s: s, protocol: protocolREST, done: make(chan struct{})}
+// Listener wraps ln, a listener of protocol p, so that its connections
+// count against the set's cap and are Conns. Set a REST listener's
+// http.Server's ConnState to ConnState, so that idle connections are
+// known, and its ConnContext to ConnContext, for Smuggling.
+func (cs *Set) Listener(ln net.Listener, p Protocol) net.Listener {
+	return &listener{Listener: ln, s: cs, protocol: p, done: make(chan struct{})}
 }
 
-// GRPCListener wraps the gRPC listener ln alike.
-func (s *Server) GRPCListener(ln net.Listener) net.Listener {
-	return &limitListener{Listener: ln, s: s, protocol: protocolGRPC, done: make(chan struct{})}
-}
-
-type limitListener struct {
+type listener struct {
 	net.Listener
-	s         *Server
-	protocol  string
+	s         *Set
+	protocol  Protocol
 	done      chan struct{}
 	closeOnce sync.Once
 }
 
 // Accept accepts the next connection and takes a slot for it, making
-// room or waiting (see connSet); while it waits, the connection is open
+// room or waiting (see Set); while it waits, the connection is open
 // but not read, and further clients wait in the kernel's accept queue.
-func (l *limitListener) Accept() (net.Conn, error) {
+func (l *listener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	cs := l.s.connSet
+	cs := l.s
 	for {
 		cs.mu.Lock()
-		if cs.total < cs.cap && cs.open[l.protocol] < cs.share {
+		if cs.total < cs.cap && cs.counts[l.protocol] < cs.share {
 			cs.total++
-			cs.open[l.protocol]++
+			cs.counts[l.protocol]++
 			cs.mu.Unlock()
 			break
 		}
@@ -96,7 +132,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		freed := cs.freed
 		cs.mu.Unlock()
 		if victim != nil {
-			l.s.metrics.connectionsClosedIdle.Inc()
+			cs.closedIdle.Inc()
 			victim.Close()
 			continue
 		}
@@ -114,11 +150,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		t.Stop()
 	}
-	lc := &limitConn{Conn: c, s: l.s, protocol: l.protocol, addr: connAddrKey(c.RemoteAddr(), c.LocalAddr())}
-	if l.protocol == protocolREST {
+	lc := &Conn{Conn: c, s: cs, protocol: l.protocol, addr: addrKey(c.RemoteAddr(), c.LocalAddr())}
+	if l.protocol == REST {
 		lc.framing = &framing{}
 	} else {
-		lc.reads = make(chan struct{}, grpcReadsPerConn)
+		lc.reads = make(chan struct{}, ReadsPerConn)
 		lc.frames = newH2Frames()
 	}
 	lc.idleSince.Store(time.Now().UnixNano())
@@ -127,7 +163,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	cs.conns[lc] = struct{}{}
 	cs.byAddr[lc.addr] = lc
 	cs.mu.Unlock()
-	l.s.metrics.connections.Inc()
+	cs.open.Inc()
 	return lc, nil
 }
 
@@ -137,8 +173,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 // of any protocol. Without one, next is how long until the one idle
 // longest will have been idle long enough (0: none is idle). cs.mu is
 // held.
-func (cs *connSet) idlest(protocol string, now time.Time) (victim *limitConn, next time.Duration) {
-	own := cs.open[protocol] >= cs.share
+func (cs *Set) idlest(protocol Protocol, now time.Time) (victim *Conn, next time.Duration) {
+	own := cs.counts[protocol] >= cs.share
 	var since int64
 	for c := range cs.conns {
 		if own && c.protocol != protocol || c.closing.Load() {
@@ -159,51 +195,52 @@ func (cs *connSet) idlest(protocol string, now time.Time) (victim *limitConn, ne
 }
 
 // release frees a slot of protocol; cs.mu is held.
-func (cs *connSet) release(protocol string) {
+func (cs *Set) release(protocol Protocol) {
 	cs.total--
-	cs.open[protocol]--
+	cs.counts[protocol]--
 	close(cs.freed)
 	cs.freed = make(chan struct{})
 }
 
-// openOf is the number of open connections of protocol.
-func (cs *connSet) openOf(protocol string) int {
+// Open is the number of open connections of protocol p.
+func (cs *Set) Open(p Protocol) int {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	return cs.open[protocol]
+	return cs.counts[p]
 }
 
-// connOf is the open connection from remote address addr to local
-// address local, or nil.
-func (s *Server) connOf(addr, local net.Addr) *limitConn {
+// Of is the open connection from remote address addr to local address
+// local (a gRPC call's peer), or nil.
+func (cs *Set) Of(addr, local net.Addr) *Conn {
 	if addr == nil || local == nil {
 		return nil
 	}
-	cs := s.connSet
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	return cs.byAddr[connAddrKey(addr, local)]
+	return cs.byAddr[addrKey(addr, local)]
 }
 
-// connAddrKey names a connection by both its ends: a client may use one port
+// addrKey names a connection by both its ends: a client may use one port
 // for connections to the REST and the gRPC port at once (TCP needs only
 // the four together to differ), so the remote address alone may name
 // another connection.
-func connAddrKey(remote, local net.Addr) string {
+func addrKey(remote, local net.Addr) string {
 	return remote.String() + " " + local.String()
 }
 
-func (l *limitListener) Close() error {
+func (l *listener) Close() error {
 	l.closeOnce.Do(func() { close(l.done) })
 	return l.Listener.Close()
 }
 
-// limitConn is one open connection: it gives its slot back when closed,
-// and keeps what the server knows of it.
-type limitConn struct {
+// Conn is one open connection: it gives its slot back when closed, and
+// keeps what the server knows of it. A gRPC call's state asks its Conn
+// (Set.Of); the methods of a nil *Conn answer as for a connection the
+// server knows nothing of (a listener it did not wrap).
+type Conn struct {
 	net.Conn
-	s        *Server
-	protocol string
+	s        *Set
+	protocol Protocol
 	addr     string
 	once     sync.Once
 	closing  atomic.Bool  // chosen to be closed to make room
@@ -217,24 +254,24 @@ type limitConn struct {
 	received atomic.Int64
 	// calls is its gRPC calls open; maxMessage the largest gRPC message
 	// it has sent (-1: none yet), and distrusted is set once a message of
-	// its stalled: see grpcCall.trusted.
+	// its stalled: see Trusted.
 	calls      atomic.Int32
 	maxMessage atomic.Int64
 	distrusted atomic.Bool
-	reads      chan struct{} // a gRPC connection's messages being read (grpcReadsPerConn)
+	reads      chan struct{} // a gRPC connection's messages being read (ReadsPerConn)
 	// owed is budget bytes of responses handed to grpc-go and not yet
-	// written (owe); shut is set once the connection is closed.
+	// written (Owe); shut is set once the connection is closed.
 	owed atomic.Int64
 	shut atomic.Bool
 	// framing follows a REST connection's requests (framing.go), frames
-	// a gRPC connection's messages (grpcframes.go).
+	// a gRPC connection's messages (h2frames.go).
 	framing *framing
 	frames  *h2frames
 }
 
 // Write writes p and gives back to the budget as much as it wrote of
-// what the connection owes (owe).
-func (c *limitConn) Write(p []byte) (int, error) {
+// what the connection owes (Owe).
+func (c *Conn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if n > 0 && c.owed.Load() > 0 {
 		c.repay(int64(n))
@@ -242,9 +279,12 @@ func (c *limitConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// owe charges the connection n bytes of the budget that are already
+// Owe charges the connection n bytes of the budget that are already
 // taken (a response handed to grpc-go), to be given back as it writes.
-func (c *limitConn) owe(n int64) {
+func (c *Conn) Owe(n int64) {
+	if c == nil || n <= 0 {
+		return
+	}
 	c.owed.Add(n)
 	if c.shut.Load() {
 		c.repay(math.MaxInt64)
@@ -252,7 +292,7 @@ func (c *limitConn) owe(n int64) {
 }
 
 // repay gives back up to n bytes of what the connection owes.
-func (c *limitConn) repay(n int64) {
+func (c *Conn) repay(n int64) {
 	for {
 		o := c.owed.Load()
 		r := min(o, n)
@@ -266,7 +306,7 @@ func (c *limitConn) repay(n int64) {
 	}
 }
 
-func (c *limitConn) Read(p []byte) (int, error) {
+func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.received.Add(int64(n))
 	if c.framing != nil {
@@ -280,7 +320,7 @@ func (c *limitConn) Read(p []byte) (int, error) {
 
 // busy marks the connection as having something in flight (true) or
 // nothing (false).
-func (c *limitConn) busy(b bool) {
+func (c *Conn) busy(b bool) {
 	if b {
 		c.idleSince.Store(0)
 	} else {
@@ -288,12 +328,12 @@ func (c *limitConn) busy(b bool) {
 	}
 }
 
-func (c *limitConn) Close() error {
+func (c *Conn) Close() error {
 	err := c.Conn.Close()
 	c.shut.Store(true)
 	c.repay(math.MaxInt64)
 	c.once.Do(func() {
-		cs := c.s.connSet
+		cs := c.s
 		cs.mu.Lock()
 		delete(cs.conns, c)
 		if cs.byAddr[c.addr] == c {
@@ -301,7 +341,7 @@ func (c *limitConn) Close() error {
 		}
 		cs.release(c.protocol)
 		cs.mu.Unlock()
-		c.s.metrics.connections.Dec()
+		cs.open.Dec()
 	})
 	return err
 }
@@ -312,12 +352,11 @@ func (c *limitConn) Close() error {
 // one): a connection on which a request has arrived unread is left to be
 // served (with Connection: close, in the lame-duck period), so a request
 // a client wrote in full is answered, not reset.
-func (s *Server) CloseIdle() {
-	cs := s.connSet
+func (cs *Set) CloseIdle() {
 	cs.mu.Lock()
-	var idle []*limitConn
+	var idle []*Conn
 	for c := range cs.conns {
-		if c.protocol == protocolREST && c.idleSince.Load() != 0 && c.state.Load() != int32(http.StateNew) {
+		if c.protocol == REST && c.idleSince.Load() != 0 && c.state.Load() != int32(http.StateNew) {
 			idle = append(idle, c)
 		}
 	}
@@ -330,9 +369,9 @@ func (s *Server) CloseIdle() {
 }
 
 // ConnState follows a REST connection's state for the choice of an idle
-// connection to close (connSet): set it as the http.Server's ConnState.
-func (s *Server) ConnState(c net.Conn, st http.ConnState) {
-	lc, ok := c.(*limitConn)
+// connection to close (Set): set it as the http.Server's ConnState.
+func ConnState(c net.Conn, st http.ConnState) {
+	lc, ok := c.(*Conn)
 	if !ok {
 		return
 	}
