@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"rnnserve/models/pytorch"
 	"rnnserve/models/safetensors"
@@ -87,6 +88,27 @@ func TestTreeSpecLimits(t *testing.T) {
 		case c.says != "" && (!errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), c.says)):
 			t.Errorf("%q: %v, want ErrSpec saying %q", c.spec, err, c.says)
 		}
+	}
+}
+
+// TestYAMLMessageBound: the YAML decoder quotes a tag whole; a spec that
+// is one tag of MaxSpecBytes is refused with a message of about
+// maxYAMLMessage bytes that still says what is wrong and where, cut
+// between characters.
+func TestYAMLMessageBound(t *testing.T) {
+	tag := "!!" + strings.Repeat("a", MaxSpecBytes-2)
+	for name, parse := range map[string]func([]byte) error{
+		"spec":      func(b []byte) error { _, err := ParseSpec(b); return err },
+		"tree spec": func(b []byte) error { _, err := ParseTreeSpec(b); return err },
+	} {
+		err := parse([]byte(tag))
+		if !errors.Is(err, ErrSpec) || len(err.Error()) > maxYAMLMessage+100 || !strings.Contains(err.Error(), "line 1: cannot unmarshal !!aaaa") {
+			t.Errorf("%s: a refusal of %d bytes: %.300q", name, len(err.Error()), err)
+		}
+	}
+	err := yamlError(errors.New(strings.Repeat("\u00e9", maxYAMLMessage)))
+	if msg := err.Error(); !utf8.ValidString(msg) || !strings.HasSuffix(msg, "\u00e9... (2000 bytes)") {
+		t.Errorf("%.100q...%q", msg, msg[len(msg)-40:])
 	}
 }
 

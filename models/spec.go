@@ -202,7 +202,7 @@ func ParseSpec(data []byte) (*Spec, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%w: empty document", ErrSpec)
 		}
-		return nil, fmt.Errorf("%w: %v", ErrSpec, err)
+		return nil, yamlError(err)
 	}
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {

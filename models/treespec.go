@@ -100,7 +100,7 @@ func ParseTreeSpec(data []byte) (*TreeSpec, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%w: empty document", ErrSpec)
 		}
-		return nil, fmt.Errorf("%w: %v", ErrSpec, err)
+		return nil, yamlError(err)
 	}
 	if s.Kind != "tree" {
 		return nil, fmt.Errorf("%w: kind %q, want tree", ErrSpec, s.Kind)

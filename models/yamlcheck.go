@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -20,6 +21,25 @@ const (
 	MaxSpecNodes = 1 << 18
 )
 
+// maxYAMLMessage is how much of the YAML decoder's message an error keeps:
+// the decoder quotes a tag or a value whole, and a spec may be
+// MaxSpecBytes.
+const maxYAMLMessage = 1000
+
+// yamlError is an ErrSpec for the YAML decoder's error err, its message
+// cut to maxYAMLMessage bytes.
+func yamlError(err error) error {
+	msg := err.Error()
+	if len(msg) > maxYAMLMessage {
+		n := maxYAMLMessage
+		for n > 0 && !utf8.RuneStart(msg[n]) {
+			n--
+		}
+		msg = fmt.Sprintf("%s... (%d bytes)", msg[:n], len(msg))
+	}
+	return fmt.Errorf("%w: %s", ErrSpec, msg)
+}
+
 // checkYAML parses the first YAML document of data into nodes, without
 // decoding it, and refuses one whose mappings and sequences nest more than
 // MaxSpecDepth deep or of more than MaxSpecNodes nodes once its aliases
@@ -31,7 +51,7 @@ func checkYAML(data []byte) error {
 		if errors.Is(err, io.EOF) {
 			return nil // the decoder says "empty document"
 		}
-		return fmt.Errorf("%w: %v", ErrSpec, err)
+		return yamlError(err)
 	}
 	// nest is 1 for a mapping or a sequence: the depth of a node is the
 	// number of them on the path from the document to it, itself
