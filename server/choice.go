@@ -40,7 +40,7 @@ func (s *Server) trafficModel() choice.Host {
 // chooseSchedule is choice.Choose for the schedule and precision cfg
 // sets (schedule auto: the choice's rule).
 func chooseSchedule(net *rnn.Network, cfg ModelConfig, h choice.Host, pools Pools, timing time.Duration) (choice.Candidate, string, []api.ScheduleTraffic, error) {
-	want, prec, err := cfg.parseSchedule()
+	want, prec, err := cfg.ParseSchedule()
 	if err != nil {
 		return choice.Candidate{}, "", nil, err
 	}

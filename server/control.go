@@ -298,6 +298,9 @@ func (s *Server) RepositoryIndex(ready bool) ([]api.RepositoryModel, error) {
 	return out, nil
 }
 
+// maxListed bounds the served models an unknown model's error lists.
+const maxListed = 8
+
 // unknownModel is the error for a request naming a model the server does
 // not serve: why it is unavailable when the server should serve it, and
 // the models it serves.
@@ -366,7 +369,7 @@ func (s *Server) Poll() {
 	}
 	table := s.table()
 	for _, n := range names {
-		st, err := s.repo.stamp(n)
+		st, err := s.repo.Stamp(n)
 		if err != nil {
 			st = "error: " + err.Error()
 		}

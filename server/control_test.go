@@ -399,71 +399,28 @@ func TestPoll(t *testing.T) {
 	}
 }
 
-// TestRepositoryLayouts: symbolic links the operator made are followed,
-// entries that are not models are reported with the reason, and a folder
-// that is itself a model is one model under the given name.
-func TestRepositoryLayouts(t *testing.T) {
-	dir, outside := t.TempDir(), t.TempDir()
-	os.WriteFile(filepath.Join(outside, "model.yaml"), []byte(lmSpec(8, 1)), 0o644)
-	os.Symlink(outside, filepath.Join(dir, "linked"))
-	os.Symlink(filepath.Join(dir, "nowhere"), filepath.Join(dir, "dangling"))
+// TestLogSkipped: the entries of a repository's root that are not models
+// are logged with the reason, a warning each, a hidden one at debug
+// level only (package repository tests what Scan skips and why).
+func TestLogSkipped(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "m"), 0o755)
+	os.WriteFile(filepath.Join(dir, "m", "model.yaml"), []byte(lmSpec(8, 1)), 0o644)
 	os.MkdirAll(filepath.Join(dir, "empty"), 0o755)
 	os.MkdirAll(filepath.Join(dir, ".git"), 0o755)
 	os.WriteFile(filepath.Join(dir, "README.md"), []byte("hi"), 0o644)
-	// A Hugging Face cache's way: the model folder's file links into a
-	// blobs folder beside it.
-	os.MkdirAll(filepath.Join(dir, "blobs"), 0o755)
-	os.WriteFile(filepath.Join(dir, "blobs", "3f2a"), []byte(lmSpec(8, 2)), 0o644)
-	os.MkdirAll(filepath.Join(dir, "hf"), 0o755)
-	os.Symlink(filepath.Join("..", "blobs", "3f2a"), filepath.Join(dir, "hf", "model.yaml"))
-	repo, err := NewRepository(os.DirFS(dir), "ignored")
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, skipped, err := repo.Scan()
-	if err != nil || strings.Join(names, " ") != "hf linked" {
+	names, skipped, err := repoOf(t, os.DirFS(dir)).Scan()
+	if err != nil || len(names) != 1 || names[0] != "m" {
 		t.Fatalf("names %v, %v", names, err)
-	}
-	why := map[string]string{}
-	for _, k := range skipped {
-		why[k.Name] = k.Reason
-		if k.Hidden != (k.Name == ".git") {
-			t.Errorf("%s: hidden %v", k.Name, k.Hidden)
-		}
-	}
-	for name, want := range map[string]string{"dangling": "cannot be followed", "empty": "holds no model.yaml", "README.md": "a file, not a folder", ".git": "hidden", "blobs": "it holds 1 entries: 3f2a"} {
-		if !strings.Contains(why[name], want) {
-			t.Errorf("%s skipped for %q, want %q", name, why[name], want)
-		}
-	}
-	for _, name := range []string{"linked", "hf"} {
-		if _, err := repo.Load(name); err != nil {
-			t.Errorf("load %s through the operator's link: %v", name, err)
-		}
 	}
 	var logs bytes.Buffer
 	LogSkipped(slog.New(slog.NewTextHandler(&logs, nil)), skipped)
-	if !strings.Contains(logs.String(), "entry=empty") || strings.Contains(logs.String(), ".git") {
-		t.Errorf("skipped entries logged:\n%s", logs.String())
+	for _, want := range []string{"level=WARN", "entry=empty", "entry=README.md", "a file, not a folder"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("skipped entries logged without %q:\n%s", want, logs.String())
+		}
 	}
-
-	// KServe's single-model layout: the folder holds the model's files.
-	one := t.TempDir()
-	os.WriteFile(filepath.Join(one, "model.yaml"), []byte(lmSpec(8, 1)), 0o644)
-	if _, err := NewRepository(os.DirFS(one), ""); err == nil || !strings.Contains(err.Error(), "--model_name") {
-		t.Errorf("an unnamed single-model folder: %v", err)
-	}
-	repo, err = NewRepository(os.DirFS(one), "iris")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if names, _, _ := repo.Scan(); len(names) != 1 || names[0] != "iris" || repo.Single() != "iris" {
-		t.Errorf("single-model layout: %v", names)
-	}
-	if e, err := repo.Load("iris"); err != nil || e.Name != "iris" || e.Model == nil {
-		t.Errorf("load iris: %+v %v", e, err)
-	}
-	if _, err := repo.Load("other"); StatusOf(loadError("other", err)) != 404 {
-		t.Errorf("load of another name: %v", err)
+	if strings.Contains(logs.String(), ".git") {
+		t.Errorf("a hidden entry logged as a warning:\n%s", logs.String())
 	}
 }

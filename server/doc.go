@@ -49,8 +49,10 @@
 // Lifecycle: the owner (cmd/serve) makes the pools, New builds the server
 // and loads the models, Start starts every model's batcher, the sequence
 // janitor and the traffic probe, Stop drains them, and the owner closes
-// the pools. Models loaded later (Load) start at once; a replaced or
-// unloaded model stops once the requests holding it have left. Shutdown
+// the pools. Models loaded later (Load: the folder read by package
+// server/internal/repository, swapped in by repository.go) start at once;
+// a replaced or unloaded model stops once the requests holding it have
+// left. Shutdown
 // under load goes through LameDuck, the owner's drain, Cut and Idle
 // (lameduck.go) before Stop.
 package server

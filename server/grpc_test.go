@@ -41,7 +41,7 @@ type grpcTest struct {
 func newGRPCTest(t testing.TB, mutate func(*Options)) *grpcTest {
 	t.Helper()
 	s, hs := newTestServer(t, mutate, true)
-	s.repo = &Repository{fsys: testRepo}
+	s.repo = repoOf(t, testRepo)
 	s.opts.ModelControlMode = ControlExplicit
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

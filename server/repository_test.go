@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,6 +25,16 @@ func lmSpec(hidden, seed int) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// repoOf is the multi-model repository in fsys.
+func repoOf(t testing.TB, fsys fs.FS) *Repository {
+	t.Helper()
+	r, err := NewRepository(fsys, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
 
 // newRepoServer serves a temporary repository directory through
 // os.DirFS, as cmd/serve does, with model control explicit, and returns
@@ -48,7 +59,7 @@ func newRepoServer(t *testing.T, files map[string]string) (*Server, *httptest.Se
 	o.CacheBytes, o.TrafficSteps = 1<<20, 4
 	o.ModelControlMode = ControlExplicit
 	deps := testDeps(t, o)
-	deps.Repository = &Repository{fsys: os.DirFS(dir)}
+	deps.Repository = repoOf(t, os.DirFS(dir))
 	s, err := New(entries, o, deps)
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"rnnserve/server/internal/connlimit"
 	"rnnserve/server/internal/infer"
 	"rnnserve/server/internal/limits"
+	"rnnserve/server/internal/repository"
 	"rnnserve/server/internal/wire"
 )
 
@@ -148,7 +149,7 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 		s.wanted[e.Name] = true
 		s.ctl.ready.WithLabelValues(e.Name).Set(1)
 		if s.repo != nil {
-			s.stamps[e.Name], _ = s.repo.stamp(e.Name)
+			s.stamps[e.Name], _ = s.repo.Stamp(e.Name)
 		}
 		s.event("load", e.Name, e.Name, time.Since(start), nil)
 	}
@@ -157,12 +158,12 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 			return nil, fmt.Errorf("%w: model %q twice", ErrRepository, f.Name)
 		}
 		label := f.Name
-		if errors.Is(f.Err, ErrNotInRepository) || checkModelName(f.Name) != nil {
+		if errors.Is(f.Err, ErrNotInRepository) || repository.CheckName(f.Name) != nil {
 			label = ""
 		}
 		st := ""
 		if s.repo != nil {
-			st, _ = s.repo.stamp(f.Name)
+			st, _ = s.repo.Stamp(f.Name)
 		}
 		s.failed[f.Name] = loadFailure{reason: errorText(f.Err), at: time.Now(), stamp: st}
 		s.wanted[f.Name] = true

@@ -86,7 +86,7 @@ func TestStalledFileLoad(t *testing.T) {
 	o.CacheBytes, o.TrafficSteps = 1<<20, 4
 	o.ModelControlMode = ControlExplicit
 	deps := testDeps(t, o)
-	deps.Repository = &Repository{fsys: fsys}
+	deps.Repository = repoOf(t, fsys)
 	s, err := New([]Entry{a}, o, deps)
 	if err != nil {
 		t.Fatal(err)
