@@ -52,7 +52,6 @@
 // the pools. Models loaded later (Load: the folder read by package
 // server/internal/repository, swapped in by repository.go) start at once;
 // a replaced or unloaded model stops once the requests holding it have
-// left. Shutdown
-// under load goes through LameDuck, the owner's drain, Cut and Idle
-// (lameduck.go) before Stop.
+// left. Shutdown under load goes through LameDuck, the owner's drain, Cut
+// and Idle (lameduck.go) before Stop.
 package server
