@@ -29,10 +29,15 @@ func newHTTPTestServer(t testing.TB, s *Server) *httptest.Server {
 	return hs
 }
 
-// TestModelConfigErrors: New refuses a model whose config.yaml values
-// are invalid (built in code, past the repository's check): the model is
-// unavailable, with the reason (package repository tests the values).
+// TestModelConfigErrors: the repository refuses a model whose
+// config.yaml values are invalid with server's errors (package repository
+// tests the values), and so does New, for entries built in code: the
+// model is unavailable, with the reason.
 func TestModelConfigErrors(t *testing.T) {
+	bad := fstest.MapFS{"m/model.yaml": testRepo["feat/model.yaml"], "m/config.yaml": {Data: []byte("schedule: A+\nprecision: bf16\n")}}
+	if _, err := LoadRepository(bad); !errors.Is(err, ErrRepository) || !errors.Is(err, ErrModelConfig) {
+		t.Errorf("LoadRepository: %v, want an ErrRepository and an ErrModelConfig", err)
+	}
 	entries, err := LoadRepository(fstest.MapFS{"m/model.yaml": testRepo["feat/model.yaml"]})
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +47,7 @@ func TestModelConfigErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u := s.Unavailable(); len(u) != 1 || u[0].Name != "m" || !errors.Is(u[0].Err, ErrModelConfig) || !strings.Contains(u[0].Err.Error(), "config.yaml") {
+	if u := s.Unavailable(); len(u) != 1 || u[0].Name != "m" || !strings.Contains(u[0].Err.Error(), "config.yaml") {
 		t.Errorf("New: unavailable %v, want m with its config error", u)
 	}
 }
