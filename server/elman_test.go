@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,61 +38,33 @@ func TestServeElman(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(repo, c.model, "model.yaml"), append(spec, "weights: "+c.file+"\n"...), 0o644)
 	}
-	root, err := os.OpenRoot(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	entries, err := LoadRepository(root.FS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mode := range []struct {
-		name     string
-		batching bool
-		step     bool
-	}{{"batched, step by step", true, true}, {"batched, solo plan", true, false}, {"unbatched plan", false, false}} {
-		t.Run(mode.name, func(t *testing.T) {
-			o := testOptions()
-			o.CacheBytes, o.TrafficSteps = 1<<20, 4
-			o.Batching.Enabled = &mode.batching
-			s, err := New(entries, o, testDeps(t, o))
+	entries := loadRoot(t, repo)
+	eachServingMode(t, entries, func(t *testing.T, url string) {
+		for _, c := range cases {
+			gold, err := safetensors.ReadFile(filepath.Join("../models/testdata/golden", c.golden, "io.safetensors"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, c := range cases {
-				seqOf(t, s, c.model).alwaysStep = mode.step
+			body, B := goldenRequest(t, gold)
+			code, resp, _ := post(t, url+"/v2/models/"+c.model+"/infer", body)
+			if code != 200 {
+				t.Fatalf("%s: infer: %d %s", c.model, code, resp)
 			}
-			s.Start()
-			defer s.Stop(t.Context())
-			hs := httptest.NewServer(s.Handler())
-			defer hs.Close()
-			for _, c := range cases {
-				gold, err := safetensors.ReadFile(filepath.Join("../models/testdata/golden", c.golden, "io.safetensors"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				body, B := goldenRequest(t, gold)
-				code, resp, _ := post(t, hs.URL+"/v2/models/"+c.model+"/infer", body)
-				if code != 200 {
-					t.Fatalf("%s: infer: %d %s", c.model, code, resp)
-				}
-				head, _ := gold.Tensor("head")
-				want := goldenF32(t, gold, "head")
-				if len(head.Shape) == 3 { // [T, B, V] from PyTorch; the response is batch-first
-					T, V := head.Shape[0], head.Shape[2]
-					bf := make([]float32, 0, len(want))
-					for b := range B {
-						for tt := range T {
-							bf = append(bf, want[(tt*B+b)*V:(tt*B+b+1)*V]...)
-						}
+			head, _ := gold.Tensor("head")
+			want := goldenF32(t, gold, "head")
+			if len(head.Shape) == 3 { // [T, B, V] from PyTorch; the response is batch-first
+				T, V := head.Shape[0], head.Shape[2]
+				bf := make([]float32, 0, len(want))
+				for b := range B {
+					for tt := range T {
+						bf = append(bf, want[(tt*B+b)*V:(tt*B+b+1)*V]...)
 					}
-					want = bf
 				}
-				near(t, c.model+" logits", parseOutputs(t, resp)["logits"], want)
+				want = bf
 			}
-		})
-	}
+			near(t, c.model+" logits", parseOutputs(t, resp)["logits"], want)
+		}
+	})
 	_, hs := serveEntries(t, entries)
 	code, body := get(t, hs.URL+"/v2/models/tagger")
 	var md struct {

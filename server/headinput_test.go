@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -42,63 +43,39 @@ func TestServeClassifierHeads(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(repo, name, "model.yaml"), append(spec, "weights: model.pt\n"...), 0o644)
 	}
-	root, err := os.OpenRoot(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	if _, err := LoadModel(root.FS(), "alone"); !errors.Is(err, models.ErrAmbiguous) || !strings.Contains(err.Error(), `add "input: h_n"`) {
+	root := rootFS(t, repo)
+	if _, err := LoadModel(root, "alone"); !errors.Is(err, models.ErrAmbiguous) || !strings.Contains(err.Error(), `add "input: h_n"`) {
 		t.Errorf("a bidirectional classifier's checkpoint alone: %v, want the line to add", err)
 	}
 	var entries []Entry
 	for _, name := range []string{"bicls", "grucls"} {
-		e, err := LoadModel(root.FS(), name)
+		e, err := LoadModel(root, name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		entries = append(entries, e)
 	}
 
-	for _, mode := range []struct {
-		name     string
-		batching bool
-		step     bool
-	}{{"batched, step by step", true, true}, {"batched, solo plan", true, false}, {"unbatched plan", false, false}} {
-		t.Run(mode.name, func(t *testing.T) {
-			o := testOptions()
-			o.CacheBytes, o.TrafficSteps = 1<<20, 4
-			o.Batching.Enabled = &mode.batching
-			s, err := New(entries, o, testDeps(t, o))
+	eachServingMode(t, entries, func(t *testing.T, url string) {
+		for _, c := range []struct{ model, golden string }{{"bicls", "ckpt_bilstm_classifier_hn"}, {"grucls", "ckpt_gru_classifier_hn"}} {
+			gold, err := safetensors.ReadFile(filepath.Join("../models/testdata/golden", c.golden, "io.safetensors"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, name := range []string{"bicls", "grucls"} {
-				seqOf(t, s, name).alwaysStep = mode.step
+			body, B := goldenRequest(t, gold)
+			code, resp, _ := post(t, url+"/v2/models/"+c.model+"/infer", body)
+			if code != 200 {
+				t.Fatalf("%s: infer: %d %s", c.model, code, resp)
 			}
-			s.Start()
-			defer s.Stop(t.Context())
-			hs := httptest.NewServer(s.Handler())
-			defer hs.Close()
-			for _, c := range []struct{ model, golden string }{{"bicls", "ckpt_bilstm_classifier_hn"}, {"grucls", "ckpt_gru_classifier_hn"}} {
-				gold, err := safetensors.ReadFile(filepath.Join("../models/testdata/golden", c.golden, "io.safetensors"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				body, B := goldenRequest(t, gold)
-				code, resp, _ := post(t, hs.URL+"/v2/models/"+c.model+"/infer", body)
-				if code != 200 {
-					t.Fatalf("%s: infer: %d %s", c.model, code, resp)
-				}
-				shapes := outputShapes(t, resp)
-				head := goldenF32(t, gold, "head")
-				V := len(head) / B
-				if !slices.Equal(shapes["logits"], []int64{int64(B), int64(V)}) {
-					t.Errorf("%s: logits shape %v, want [%d %d]", c.model, shapes["logits"], B, V)
-				}
-				near(t, c.model+" logits", parseOutputs(t, resp)["logits"], head)
+			shapes := outputShapes(t, resp)
+			head := goldenF32(t, gold, "head")
+			V := len(head) / B
+			if !slices.Equal(shapes["logits"], []int64{int64(B), int64(V)}) {
+				t.Errorf("%s: logits shape %v, want [%d %d]", c.model, shapes["logits"], B, V)
 			}
-		})
-	}
+			near(t, c.model+" logits", parseOutputs(t, resp)["logits"], head)
+		}
+	})
 
 	_, hs := serveEntries(t, entries)
 	code, body := get(t, hs.URL+"/v2/models/bicls")
@@ -141,6 +118,58 @@ func TestServeClassifierHeads(t *testing.T) {
 			w32[i] = float32(v)
 		}
 		near(t, fmt.Sprintf("row %d of two", b), got[b*4:(b+1)*4], w32)
+	}
+}
+
+// rootFS is dir opened as an os.Root, as serve opens a repository,
+// closed when the test ends.
+func rootFS(t *testing.T, dir string) fs.FS {
+	t.Helper()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root.FS()
+}
+
+// loadRoot loads every model of the repository in dir through rootFS.
+func loadRoot(t *testing.T, dir string) []Entry {
+	t.Helper()
+	entries, err := LoadRepository(rootFS(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries
+}
+
+// eachServingMode serves entries (sequence models) in each way a request
+// can run, a subtest each: batched step by step (the batcher's Stepper),
+// batched but as a solo whole-request plan, and unbatched (a plan); and
+// calls check with the server's address.
+func eachServingMode(t *testing.T, entries []Entry, check func(t *testing.T, url string)) {
+	for _, mode := range []struct {
+		name     string
+		batching bool
+		step     bool
+	}{{"batched, step by step", true, true}, {"batched, solo plan", true, false}, {"unbatched plan", false, false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			o := testOptions()
+			o.CacheBytes, o.TrafficSteps = 1<<20, 4
+			o.Batching.Enabled = &mode.batching
+			s, err := New(entries, o, testDeps(t, o))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				seqOf(t, s, e.Name).alwaysStep = mode.step
+			}
+			s.Start()
+			defer s.Stop(t.Context())
+			hs := httptest.NewServer(s.Handler())
+			defer hs.Close()
+			check(t, hs.URL)
+		})
 	}
 }
 

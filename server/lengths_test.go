@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -75,53 +74,26 @@ func TestLengthsMatchPyTorch(t *testing.T) {
 	if err := os.CopyFS(filepath.Join(repo, "packed"), os.DirFS(dir)); err != nil {
 		t.Fatal(err)
 	}
-	root, err := os.OpenRoot(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	entries, err := LoadRepository(root.FS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mode := range []struct {
-		name     string
-		batching bool
-		step     bool
-	}{{"batched, step by step", true, true}, {"batched, solo plan", true, false}, {"unbatched plan", false, false}} {
-		t.Run(mode.name, func(t *testing.T) {
-			o := testOptions()
-			o.CacheBytes, o.TrafficSteps = 1<<20, 4
-			o.Batching.Enabled = &mode.batching
-			s, err := New(entries, o, testDeps(t, o))
-			if err != nil {
-				t.Fatal(err)
-			}
-			seqOf(t, s, "packed").alwaysStep = mode.step
-			s.Start()
-			defer s.Stop(t.Context())
-			hs := httptest.NewServer(s.Handler())
-			defer hs.Close()
-			code, resp, _ := post(t, hs.URL+"/v2/models/packed/infer", body)
-			if code != 200 {
-				t.Fatalf("infer: %d %s", code, resp)
-			}
-			got := parseOutputs(t, resp)
-			for r, b := range perm {
-				for t2 := range T {
-					for v := range V {
-						near1(t, fmt.Sprintf("logits[%d][%d][%d]", r, t2, v), got["logits"][(r*T+t2)*V+v], head[(t2*B+b)*V+v])
-					}
-				}
-				for j := range O {
-					near1(t, fmt.Sprintf("hidden[%d][%d]", r, j), got["hidden"][r*O+j], hn[b*O+j])
-				}
-				for j := range H {
-					near1(t, fmt.Sprintf("cell[%d][%d]", r, j), got["cell"][r*H+j], cn[b*H+j])
+	eachServingMode(t, loadRoot(t, repo), func(t *testing.T, url string) {
+		code, resp, _ := post(t, url+"/v2/models/packed/infer", body)
+		if code != 200 {
+			t.Fatalf("infer: %d %s", code, resp)
+		}
+		got := parseOutputs(t, resp)
+		for r, b := range perm {
+			for t2 := range T {
+				for v := range V {
+					near1(t, fmt.Sprintf("logits[%d][%d][%d]", r, t2, v), got["logits"][(r*T+t2)*V+v], head[(t2*B+b)*V+v])
 				}
 			}
-		})
-	}
+			for j := range O {
+				near1(t, fmt.Sprintf("hidden[%d][%d]", r, j), got["hidden"][r*O+j], hn[b*O+j])
+			}
+			for j := range H {
+				near1(t, fmt.Sprintf("cell[%d][%d]", r, j), got["cell"][r*H+j], cn[b*H+j])
+			}
+		}
+	})
 	// Bad lengths are the client's error.
 	_, srv := newTestServer(t, nil, true)
 	for _, bad := range []string{`[3, 9]`, `[0, 2]`, `[1]`} {
@@ -154,25 +126,7 @@ func TestServeWeightsOnlyMixedStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(repo, "stack", "model.pt"), data, 0o644)
-	root, err := os.OpenRoot(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	entries, err := LoadRepository(root.FS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := testOptions()
-	o.CacheBytes, o.TrafficSteps = 1<<20, 4
-	s, err := New(entries, o, testDeps(t, o))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	defer s.Stop(t.Context())
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
+	_, hs := serveEntries(t, loadRoot(t, repo))
 
 	gold, err := safetensors.ReadFile(filepath.Join(dir, "io.safetensors"))
 	if err != nil {
