@@ -458,8 +458,8 @@ func conformTrees(t *testing.T, pool *Pool) {
 				opt   TreeOptions
 				reuse bool
 			}{
-				{"recursive/pool=2", TreeOptions{Executor: Recursive, AllNodes: true, Pool: pool}, false},
-				{"depth_batched/pool=2/reused", TreeOptions{Executor: DepthBatched, AllNodes: true, Pool: pool}, true},
+				{"recursive/pool=2", TreeOptions{Executor: Recursive, AllNodes: true, Workers: 2, Pool: pool}, false},
+				{"depth_batched/pool=2/reused", TreeOptions{Executor: DepthBatched, AllNodes: true, Workers: 2, Pool: pool}, true},
 			}...)
 		}
 		for _, c := range cases {
@@ -518,7 +518,7 @@ func conformGenerate(t *testing.T, pool *Pool) {
 	}
 	opts := []GenerateOptions{{Workers: 1}}
 	if pool != nil {
-		opts = append(opts, GenerateOptions{Pool: pool})
+		opts = append(opts, GenerateOptions{Workers: 2, Pool: pool})
 	}
 	var first *Generated
 	for _, opt := range opts {

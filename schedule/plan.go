@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"rnnserve/internal/invariants"
 	"sync"
+	"time"
 )
 
 // BufferKind says what a buffer holds; the traffic analysis reports bytes by kind.
@@ -170,7 +171,13 @@ type Plan struct {
 	workers int
 	span    [][2]int32
 	phase   func(ph, w int) // runPhase, bound once (a method value allocates)
-	long    bool            // its parts are long and uneven (a tree plan's): Pool.longPhases
+	// rate is set for a plan whose parts are long and uneven (a tree
+	// plan's: Pool.longPhases): each part's run is timed into it, with
+	// work[ph*workers+w], the part's flops (flops, all of them, when the
+	// plan runs on its caller).
+	rate  *workRate
+	work  []int64
+	flops int64
 
 	reuse *sync.Pool // where Release puts the plan back (Program.Acquire)
 	in    planInputs // the input buffers Acquire binds a new input's slices to
@@ -222,11 +229,15 @@ func (p *Plan) exec() error {
 		if p.phase == nil {
 			p.phase = p.runPhase
 		}
-		if p.long {
+		if p.rate != nil {
 			p.pool.longPhases(len(p.span)/p.workers, p.phase)
 		} else {
 			p.pool.Phases(len(p.span)/p.workers, p.phase)
 		}
+	case p.rate != nil:
+		start := time.Now()
+		runSteps(p.Steps)
+		p.rate.observe(time.Since(start), p.flops)
 	default:
 		runSteps(p.Steps)
 	}
@@ -235,9 +246,17 @@ func (p *Plan) exec() error {
 
 // runPhase runs worker w's steps of phase ph.
 func (p *Plan) runPhase(ph, w int) {
-	s := p.span[ph*p.workers+w]
+	k := ph*p.workers + w
+	s := p.span[k]
+	var start time.Time
+	if p.rate != nil {
+		start = time.Now()
+	}
 	for i := s[0]; i < s[1]; i++ {
 		p.Steps[i].op.run()
+	}
+	if p.rate != nil {
+		p.rate.observe(time.Since(start), p.work[k])
 	}
 }
 
@@ -255,18 +274,26 @@ func (p *Plan) result() Result {
 // index computes the phase spans of a plan on workers workers, whose steps
 // are listed phase by phase. It panics if they are not. A plan whose steps
 // are all worker 0's (a depth-batched tree plan of one tree) runs on the
-// calling goroutine alone, with no job on the pool.
+// calling goroutine alone, with no job on the pool. A timed plan (rate
+// set) also gets its parts' flops.
 func (p *Plan) index(workers int) {
 	if p.Workers() <= 1 {
 		workers = 1
 	}
 	p.workers = workers
 	if workers <= 1 || len(p.Steps) == 0 {
+		if p.rate != nil {
+			p.flops = stepsFlops(p.Steps)
+		}
 		return
 	}
 	phases := p.Steps[len(p.Steps)-1].Phase + 1
 	p.span = resize(p.span, phases*workers)
 	clear(p.span)
+	if p.rate != nil {
+		p.work = resize(p.work, phases*workers)
+		clear(p.work)
+	}
 	for i := range p.Steps {
 		s := &p.Steps[i]
 		if s.Phase < 0 || s.Phase >= phases || i > 0 && s.Phase < p.Steps[i-1].Phase {
@@ -280,7 +307,21 @@ func (p *Plan) index(workers int) {
 			panic("schedule: parallel plan lists a worker's steps of one phase apart")
 		}
 		p.span[k][1] = int32(i + 1)
+		if p.rate != nil {
+			p.work[k] += stepFlops(s)
+		}
 	}
+}
+
+// serialize makes a parallel plan one that runs on its caller: every step
+// worker 0's, in phase 0, in the order they are listed (a parallel plan
+// lists every step after those it reads, in an earlier phase or before it
+// in its part).
+func (p *Plan) serialize() {
+	for i := range p.Steps {
+		p.Steps[i].Worker, p.Steps[i].Phase = 0, 0
+	}
+	p.index(1)
 }
 
 // Dry reports whether the plan can only be walked, not run.

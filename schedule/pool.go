@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,11 @@ type Pool struct {
 	pinErr    atomic.Pointer[error]
 	stolen    atomic.Int64 // parts run by a worker other than their own
 	parts     []partState  // one per part, reused by every job
+	// wakeNs is how long a job of longPhases waits for its helpers to
+	// start their parts, in ns: measured at NewPool with the helpers
+	// parked (measureWake), then moved towards what every such job sees
+	// (noteWake). Pays weighs it against a plan's work.
+	wakeNs atomic.Int64
 }
 
 // partState is where one part's progress is published, phase after
@@ -90,6 +96,14 @@ type poolJob struct {
 	spins  int                        // polls before a waiting worker parks
 	finish waiter                     // workers waiting for a phase's parts
 	failed atomic.Pointer[PanicError] // the first part that panicked
+
+	// A timed job (longPhases) records when its helpers started: the
+	// latest helper's start of its own first part and the caller's first
+	// take-over of a part nobody had started, in ns from t0.
+	timed    bool
+	t0       time.Time
+	arrived  atomic.Int64
+	tookOver atomic.Int64
 }
 
 // PoolOptions configure NewPool. Zero values mean defaults.
@@ -160,6 +174,7 @@ func NewPool(opt PoolOptions) (*Pool, error) {
 	for w := 1; w < p.n; w++ {
 		go p.worker(w)
 	}
+	p.measureWake()
 	return p, nil
 }
 
@@ -232,6 +247,9 @@ func (p *Pool) run(j *poolJob, w int) {
 		// one and found this one still current), and must then run
 		// nothing.
 		if p.parts[w].claimed.CompareAndSwap(t, t+1) {
+			if ph == 0 && w != 0 && j.timed {
+				atomicMax(&j.arrived, int64(time.Since(j.t0)))
+			}
 			p.runPart(j, ph, w, t)
 		}
 		p.await(j, w, ph, t, &eager)
@@ -284,6 +302,9 @@ func (p *Pool) steal(j *poolJob, w, ph int, t int64) bool {
 		if p.parts[q].claimed.Load() == t && p.parts[q].claimed.CompareAndSwap(t, t+1) {
 			p.stolen.Add(1)
 			took = true
+			if j.timed {
+				j.tookOver.CompareAndSwap(0, int64(time.Since(j.t0)))
+			}
 			p.runPart(j, ph, q, t)
 		}
 	}
@@ -317,7 +338,7 @@ func (j *poolJob) call(ph, part int) {
 // this one is done. It returns when the last phase is done. A part may
 // run on any worker's thread (see Pool). f must not call Phases. If a
 // part panics, Phases panics with a *PanicError once the job is over.
-func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(n, f, false, p.spins) }
+func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(n, f, false, p.spins, false) }
 
 // longPhases is Phases for a job whose parts are long and uneven: a tree
 // plan's parts or a generation's wave, hundreds of microseconds each where
@@ -325,8 +346,8 @@ func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(n, f, false, p.spin
 // running spins for longSpin at most (PoolOptions.Spin if shorter), then
 // parks: the wait is mostly a part's length, not a stall, and a worker
 // spinning for all of it holds a core that anything else on the machine
-// could use.
-func (p *Pool) longPhases(n int, f func(phase, w int)) { p.start(n, f, false, p.longSpins) }
+// could use. The job times its helpers' start (noteWake).
+func (p *Pool) longPhases(n int, f func(phase, w int)) { p.start(n, f, false, p.longSpins, true) }
 
 // longSpin is how long a worker of longPhases spins before it parks:
 // about what parking and waking costs on the project's VM (40-70 µs, see
@@ -344,11 +365,11 @@ func (p *Pool) Run(phases []func(w int)) {
 // Each runs f(w) once on every worker, on that worker's own thread: how a
 // Partitioned program copies each worker's weights into memory that worker
 // touches first.
-func (p *Pool) Each(f func(w int)) { p.start(1, func(_, w int) { f(w) }, true, p.spins) }
+func (p *Pool) Each(f func(w int)) { p.start(1, func(_, w int) { f(w) }, true, p.spins, false) }
 
 // start runs a job; its workers wait for each other's parts spins polls
-// before they park.
-func (p *Pool) start(n int, f func(phase, w int), own bool, spins int) {
+// before they park. A timed job updates the pool's wake-up time.
+func (p *Pool) start(n int, f func(phase, w int), own bool, spins int, timed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.quit.Load() {
@@ -370,8 +391,11 @@ func (p *Pool) start(n int, f func(phase, w int), own bool, spins int) {
 	if len(p.parts) != p.n {
 		p.parts = make([]partState, p.n)
 	}
-	j := &poolJob{f: f, phases: n, own: own, spins: spins, base: p.parts[0].done.Load()}
+	j := &poolJob{f: f, phases: n, own: own, spins: spins, base: p.parts[0].done.Load(), timed: timed}
 	j.finish.init()
+	if timed {
+		j.t0 = time.Now()
+	}
 	p.cur.Store(j)
 	p.gen.Add(1)
 	p.wake.broadcast()
@@ -381,6 +405,9 @@ func (p *Pool) start(n int, f func(phase, w int), own bool, spins int) {
 	// helper that wakes late finds no job; one that has this one runs
 	// nothing of it (its parts are claimed).
 	p.cur.Store(nil)
+	if timed {
+		p.noteWake(j.arrived.Load(), j.tookOver.Load())
+	}
 	if pe := j.failed.Load(); pe != nil {
 		panic(pe)
 	}
@@ -400,6 +427,67 @@ func (p *Pool) start(n int, f func(phase, w int), own bool, spins int) {
 // alternating runs): T = 1 1.05-4.44x (lstm/64/1/1 8.3 to 2.2 µs a step),
 // T = 10 0.96-1.55x, T = 100 (unchanged) 0.89-1.23x, the noise.
 const pinCallerPhases = 64
+
+// wakeTrials is the number of jobs measureWake times.
+const wakeTrials = 5
+
+// measureWake sets the pool's wake-up time: the median, over wakeTrials
+// jobs each started once every helper has parked (or after a
+// millisecond), of how long the last helper took to start its part. On
+// the project's VM, quiet, 40-100 µs: a futex wake-up, and the Go
+// runtime's hand-over of a P to the helper's locked thread.
+func (p *Pool) measureWake() {
+	if p.n == 1 {
+		return
+	}
+	var last atomic.Int64
+	var t0 time.Time
+	f := func(w int) {
+		if w != 0 {
+			atomicMax(&last, int64(time.Since(t0)))
+		}
+	}
+	times := make([]int64, wakeTrials)
+	for i := range times {
+		deadline := time.Now().Add(time.Millisecond)
+		for p.wake.parked.Load() < int32(p.n-1) && time.Now().Before(deadline) {
+			runtime.Gosched()
+		}
+		last.Store(0)
+		t0 = time.Now()
+		p.Each(f) // the caller takes over no part: every helper's start is timed
+		times[i] = last.Load()
+	}
+	slices.Sort(times)
+	p.wakeNs.Store(times[len(times)/2])
+}
+
+// noteWake moves the pool's wake-up time a quarter of the way towards
+// what a timed job saw: the latest helper's start, or, when the caller
+// took over a part nobody had started, at least the time it did so (a
+// helper that never came is known only to be later than that).
+func (p *Pool) noteWake(arrived, tookOver int64) {
+	old := p.wakeNs.Load()
+	seen := arrived
+	if tookOver > 0 {
+		seen = max(seen, tookOver, old)
+	}
+	p.wakeNs.Store(old + (seen-old)/4)
+}
+
+// WakeUp is the pool's current estimate of how long a job waits for a
+// parked helper to start its part (see Pays); 0 for a pool of one worker.
+func (p *Pool) WakeUp() time.Duration { return time.Duration(p.wakeNs.Load()) }
+
+// atomicMax raises x to v if v is larger.
+func atomicMax(x *atomic.Int64, v int64) {
+	for {
+		old := x.Load()
+		if v <= old || x.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
 
 // waiter lets goroutines wait for a condition: they spin on it for a
 // while, then park until a broadcast.

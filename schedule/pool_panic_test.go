@@ -159,7 +159,7 @@ func TestTreePlanPanic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := TreeOptions{Executor: Recursive, Pool: pool}
+	opt := TreeOptions{Executor: Recursive, Workers: 2, Pool: pool}
 	clean, err := prog.Plan(trees, opt)
 	if err != nil {
 		t.Fatal(err)

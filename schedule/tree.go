@@ -70,6 +70,10 @@ type TreeProgram struct {
 	// (Child-Sum), a leaf's h and c for every word (Binary TreeLSTM).
 	wordTable, leafH, leafC *Buffer
 	dry                     bool
+	// rate is the measured time per flop of the program's plans (and
+	// generations), which decides how many parts a plan is split into
+	// when its options leave it open (work.go).
+	rate workRate
 }
 
 // TreeProgramOptions configure NewTreeProgramWith.

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"time"
 
 	"rnnserve/internal/invariants"
 	"rnnserve/rnn/tree"
@@ -98,6 +99,7 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 	if p.dry {
 		return nil, ErrDryPlan
 	}
+	auto := opt.Workers == 0 // as many parts as pay (see work.go)
 	opt.EnsureDefaults()
 	if err := opt.Validate(); err != nil {
 		return nil, err
@@ -131,6 +133,8 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 	wave := []int{0}
 	next := int32(1) // next state row
 	dec := int32(0)  // next decision row
+	perChain := 0.0  // flops of a chain of the last wave
+	times := make([]time.Duration, W)
 	type kid struct {
 		word, row int32
 	}
@@ -151,13 +155,26 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 		}
 		// The wave runs on P parts, as many as it has chains up to W:
 		// part w grows the chains of wave[from(w):from(w+1)]. A wave of
-		// one chain runs on the caller alone.
+		// one chain runs on the caller alone, and so does one whose
+		// chains, each expected to do the last wave's work, would not pay
+		// for the pool (work.go), when the parts are left open.
 		P := min(W, len(wave))
 		from := func(w int) int { return len(wave) * w / P }
+		if auto && P > 1 {
+			work := make([]int64, P)
+			for w := range work {
+				work[w] = int64(float64(from(w+1)-from(w)) * perChain)
+			}
+			if !opt.Pool.pays(work, P, &p.rate) {
+				P = 1
+			}
+		}
 		part := func(w int) {
 			if w >= P {
 				return
 			}
+			start := time.Now()
+			defer func() { times[w] = time.Since(start) }()
 			for i := from(w); i < from(w+1); i++ {
 				n := wave[i]
 				prev := rowOf[n]
@@ -184,6 +201,15 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 				part(w)
 			}
 		}
+		var flops int64
+		for w := range P {
+			f := stepsFlops(g.parts[w])
+			if !invariants.Enabled { // checked steps take the checker's time
+				p.rate.observe(times[w], f)
+			}
+			flops += f
+		}
+		perChain = float64(flops) / float64(len(wave))
 		g.endWave(ph)
 		var nextWave []int
 		for i, n := range wave {

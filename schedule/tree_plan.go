@@ -122,6 +122,7 @@ func (p *TreeProgram) build(tp *TreePlan, trees []*tree.Tree, opt TreeOptions) e
 	if m.Cell.Dynamic() {
 		return ErrDynamicTree
 	}
+	auto := opt.Workers == 0 // as many parts as pay (see work.go)
 	opt.EnsureDefaults()
 	if err := opt.Validate(); err != nil {
 		return err
@@ -149,12 +150,16 @@ func (p *TreeProgram) build(tp *TreePlan, trees []*tree.Tree, opt TreeOptions) e
 		tp.Plan = &Plan{}
 	}
 	pl := tp.Plan
-	*pl = Plan{B: len(trees), dry: p.dry, Buffers: append(pl.Buffers[:0], p.weights...), Steps: pl.Steps[:0], span: pl.span[:0], phase: pl.phase, long: true}
+	*pl = Plan{B: len(trees), dry: p.dry, Buffers: append(pl.Buffers[:0], p.weights...), Steps: pl.Steps[:0], span: pl.span[:0], phase: pl.phase, rate: &p.rate, work: pl.work[:0]}
 	b := &tp.b
 	b.reset(p, tp, N)
 	b.build()
 	pl.pool = opt.Pool
 	pl.index(tp.Workers)
+	if auto && pl.workers > 1 && !opt.Pool.pays(pl.work, pl.workers, &p.rate) {
+		pl.serialize()
+		tp.Workers = 1
+	}
 	return nil
 }
 

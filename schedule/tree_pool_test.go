@@ -300,7 +300,7 @@ func TestTreeAcquireAllocs(t *testing.T) {
 	opts := []TreeOptions{{Workers: 1}}
 	job := 0.0
 	if pool := twoWorkers(t); pool != nil {
-		opts = append(opts, TreeOptions{Pool: pool})
+		opts = append(opts, TreeOptions{Workers: 2, Pool: pool})
 		empty := func(int, int) {}
 		job = testing.AllocsPerRun(20, func() { pool.Phases(1, empty) })
 		t.Logf("an empty job on a pool of two allocates %v times", job)

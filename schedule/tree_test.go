@@ -256,15 +256,12 @@ func TestGenerateCap(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer pool.Close()
-		opts = append(opts, schedule.GenerateOptions{Pool: pool})
+		opts = append(opts, schedule.GenerateOptions{Workers: 2, Pool: pool})
 	}
 	var first *schedule.Generated
 	for _, o := range opts {
 		o.MaxNodes, o.MaxChildren, o.MaxDepth = 11, 3, 6
 		w := o.Workers
-		if w == 0 {
-			w = 2 // the pool's
-		}
 		g, err := prog.Generate(2, o)
 		if err != nil {
 			t.Fatal(err)

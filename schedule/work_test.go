@@ -1,0 +1,237 @@
+package schedule
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"rnnserve/models"
+	"rnnserve/rnn/tree"
+)
+
+// TestParallelPays checks the model that decides whether a plan whose
+// parts are left open goes to the pool: two parts pay when each is longer
+// than a wake-up, not when shorter; an unknown rate or one worker never
+// pays; a later phase's helper part costs another wake-up, a later phase
+// only the caller works in does not.
+func TestParallelPays(t *testing.T) {
+	const us = 1000.0 // ns
+	cases := []struct {
+		name    string
+		work    []int64 // flops at 1 ns each
+		workers int
+		rate    float64
+		wake    float64
+		want    bool
+	}{
+		{"long parts", []int64{300 * us, 300 * us}, 2, 1, 60 * us, true},
+		{"parts shorter than a wake-up", []int64{30 * us, 30 * us}, 2, 1, 60 * us, false},
+		{"parts as long as a wake-up", []int64{60 * us, 60 * us}, 2, 1, 60 * us, false},
+		{"unknown rate", []int64{300 * us, 300 * us}, 2, 0, 60 * us, false},
+		{"one worker", []int64{300 * us}, 1, 1, 60 * us, false},
+		{"all on the caller", []int64{300 * us, 0}, 2, 1, 0, false},
+		// A lone tree: subtrees in phase 0, its top on the caller in phase 1.
+		{"lone tree, long", []int64{200 * us, 200 * us, 20 * us, 0}, 2, 1, 60 * us, true},
+		{"lone tree, short", []int64{40 * us, 40 * us, 20 * us, 0}, 2, 1, 60 * us, false},
+		// A helper part in phase 1 waits for another wake-up: serial 280 µs,
+		// parallel (60+100)+(60+40) = 260.
+		{"helper in two phases", []int64{100 * us, 100 * us, 40 * us, 40 * us}, 2, 1, 60 * us, true},
+		{"helper in two short phases", []int64{50 * us, 50 * us, 40 * us, 40 * us}, 2, 1, 60 * us, false},
+		{"rate scales work", []int64{30, 30}, 2, 10 * us, 60 * us, true},
+		{"three workers, one idle", []int64{100 * us, 100 * us, 0}, 3, 1, 60 * us, true},
+	}
+	for _, c := range cases {
+		if got := parallelPays(c.work, c.workers, c.rate, c.wake); got != c.want {
+			t.Errorf("%s: parallelPays(%v, %d, %v, %v) = %v, want %v", c.name, c.work, c.workers, c.rate, c.wake, got, c.want)
+		}
+	}
+}
+
+// TestWorkRate checks the measured time per flop: unknown until a part
+// is timed, then the first part's, then a quarter of the way to each new
+// one; parts without flops or time count for nothing.
+func TestWorkRate(t *testing.T) {
+	var r workRate
+	if r.nsPerFlop() != 0 {
+		t.Fatalf("a new rate is %v, want 0 (unknown)", r.nsPerFlop())
+	}
+	r.observe(time.Microsecond, 0)
+	r.observe(0, 1000)
+	if r.nsPerFlop() != 0 {
+		t.Fatalf("after parts without flops or time: %v, want 0", r.nsPerFlop())
+	}
+	r.observe(2*time.Microsecond, 1000)
+	if r.nsPerFlop() != 2 {
+		t.Fatalf("after 2 µs for 1000 flops: %v ns a flop, want 2", r.nsPerFlop())
+	}
+	r.observe(6*time.Microsecond, 1000)
+	if r.nsPerFlop() != 3 {
+		t.Fatalf("after 6 µs for 1000 flops: %v ns a flop, want 3", r.nsPerFlop())
+	}
+}
+
+// TestNoteWake checks how a timed job moves the pool's wake-up time: a
+// quarter of the way to the latest helper's start; a job whose caller
+// took over a part nobody had started says only that the wake-up was
+// later than that, so it raises the time, never lowers it.
+func TestNoteWake(t *testing.T) {
+	p := &Pool{n: 2}
+	p.wakeNs.Store(80_000)
+	p.noteWake(40_000, 0)
+	if got := p.wakeNs.Load(); got != 70_000 {
+		t.Errorf("after a helper started at 40 µs: %d ns, want 70000", got)
+	}
+	p.noteWake(0, 10_000) // took over at 10 µs: the helper was later
+	if got := p.wakeNs.Load(); got != 70_000 {
+		t.Errorf("after a take-over at 10 µs: %d ns, want 70000 (unchanged)", got)
+	}
+	p.noteWake(0, 150_000)
+	if got := p.wakeNs.Load(); got != 90_000 {
+		t.Errorf("after a take-over at 150 µs: %d ns, want 90000", got)
+	}
+}
+
+// TestPoolMeasuresWake checks that a pool of two measures a wake-up time
+// at NewPool and a pool of one has none.
+func TestPoolMeasuresWake(t *testing.T) {
+	one, err := NewPool(PoolOptions{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	if one.WakeUp() != 0 {
+		t.Errorf("a pool of one: wake-up %v, want 0", one.WakeUp())
+	}
+	pool := twoWorkers(t)
+	if pool == nil {
+		t.Skip("one core")
+	}
+	if d := pool.WakeUp(); d <= 0 || d > time.Second {
+		t.Errorf("a pool of two: wake-up %v, want a measured time", d)
+	}
+	t.Logf("wake-up of a parked helper: %v", pool.WakeUp())
+}
+
+// TestTreeOpenParts builds tree plans whose parts are left open
+// (TreeOptions.Workers 0) on a pool of two: the first runs on its caller
+// (no rate measured yet) and is built for one worker, every step worker
+// 0's; a plan goes to the pool's two workers when a wake-up is cheap
+// against its parts, and stays on one when a wake-up is dear. Either way
+// its steps say where they run and the outputs are a one-worker plan's,
+// bit for bit.
+func TestTreeOpenParts(t *testing.T) {
+	pool := twoWorkers(t)
+	if pool == nil {
+		t.Skip("one core")
+	}
+	for _, ex := range []TreeExecutor{Recursive, DepthBatched} {
+		m, trees := randomTreeModel(t, tree.BinaryLSTM)
+		prog, err := NewTreeProgram(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch := trees(rand.New(rand.NewPCG(7, 7)), 6)
+		one, err := prog.Plan(batch, TreeOptions{Executor: ex, Workers: 1, AllNodes: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := one.Run(); err != nil {
+			t.Fatal(err)
+		}
+		want := treeOutputs(one)
+		prog.rate = workRate{} // as a new program's
+		open := TreeOptions{Executor: ex, AllNodes: true, Pool: pool}
+		check := func(what string, parts int) {
+			t.Helper()
+			tp, err := prog.Plan(batch, open)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tp.Workers != parts || tp.Plan.Workers() != parts {
+				t.Errorf("%v, %s: built for %d workers, steps on %d; want %d", ex, what, tp.Workers, tp.Plan.Workers(), parts)
+			}
+			if parts == 1 && slices.ContainsFunc(tp.Plan.Steps, func(s Step) bool { return s.Phase != 0 }) {
+				t.Errorf("%v, %s: a plan on one worker has a step past phase 0", ex, what)
+			}
+			if err := tp.Run(); err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, ex.String()+", "+what, treeOutputs(tp), want)
+		}
+		check("no rate yet", 1)
+		if prog.rate.nsPerFlop() <= 0 {
+			t.Fatalf("%v: a plan ran on its caller and no rate was measured", ex)
+		}
+		saved := pool.wakeNs.Load()
+		pool.wakeNs.Store(1)
+		prog.rate.bits.Store(0)
+		prog.rate.observe(time.Second, 1) // slow enough that any split pays
+		check("cheap wake-up", 2)
+		pool.wakeNs.Store(int64(time.Hour))
+		prog.rate.bits.Store(0)
+		prog.rate.observe(time.Nanosecond, 1)
+		check("dear wake-up", 1)
+		pool.wakeNs.Store(saved)
+	}
+}
+
+// TestGenerateOpenParts generates with the parts left open on a pool of
+// two: with a dear wake-up every wave runs on the caller, with a cheap one
+// a wave of three chains is split, and the tree is the same.
+func TestGenerateOpenParts(t *testing.T) {
+	pool := twoWorkers(t)
+	if pool == nil {
+		t.Skip("one core")
+	}
+	m := randomTopDown(t)
+	prog, err := NewTreeProgram(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := GenerateOptions{MaxNodes: 11, MaxChildren: 3, MaxDepth: 6}
+	one, err := prog.Generate(2, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.Plan.Workers() != 1 {
+		t.Errorf("without a pool: steps on %d workers, want 1", one.Plan.Workers())
+	}
+	opt.Pool = pool
+	saved := pool.wakeNs.Load()
+	defer pool.wakeNs.Store(saved)
+	for _, c := range []struct {
+		name  string
+		wake  int64
+		rate  time.Duration
+		parts int
+	}{{"dear wake-up", int64(time.Hour), time.Nanosecond, 1}, {"cheap wake-up", 1, time.Second, 2}} {
+		pool.wakeNs.Store(c.wake)
+		prog.rate.bits.Store(0)
+		prog.rate.observe(c.rate, 1)
+		g, err := prog.Generate(2, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.Plan.Workers(); got != c.parts {
+			t.Errorf("%s: steps on %d workers, want %d", c.name, got, c.parts)
+		}
+		if !slices.Equal(g.Parents, one.Parents) || !slices.Equal(g.Words, one.Words) || !slices.Equal(g.H, one.H) {
+			t.Errorf("%s: the tree differs from one generated on the caller", c.name)
+		}
+	}
+}
+
+// randomTopDown is a small top-down generator that always grows another
+// child (MaxChildren and MaxNodes stop it).
+func randomTopDown(t *testing.T) *tree.Model {
+	t.Helper()
+	m, err := tree.NewModel(tree.Config{Cell: tree.TopDownLSTM, Vocab: 7, Embed: 6, Hidden: 5, Classes: 7}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models.RandomizeTree(m, 3)
+	clear(m.Grow)
+	m.GrowB[0], m.GrowB[1] = 0, 1
+	return m
+}
