@@ -104,9 +104,23 @@ func parallelPays(work []int64, workers int, nsPerFlop, wakeNs float64) bool {
 
 // pays reports whether a job of work (see parallelPays) on p ends sooner
 // than on its caller, at rate. A nil pool or one of one worker never pays.
+//
+// The pool's wake-up time moves only with the jobs it runs, so a time
+// measured high (a busy machine at NewPool, a burst) would keep every
+// plan that does not pay at it off the pool for good. So one in
+// probeEvery of the plans that would pay at half of it runs on the pool
+// anyway, and its job measures the wake-up again: at most half a wake-up
+// lost, one plan in probeEvery, while the time is right.
 func (p *Pool) pays(work []int64, workers int, rate *workRate) bool {
 	if p == nil || p.n < 2 {
 		return false
 	}
-	return parallelPays(work, workers, rate.nsPerFlop(), float64(p.wakeNs.Load()))
+	wake, r := float64(p.wakeNs.Load()), rate.nsPerFlop()
+	if parallelPays(work, workers, r, wake) {
+		return true
+	}
+	return parallelPays(work, workers, r, wake/2) && p.probes.Add(1)%probeEvery == 0
 }
+
+// probeEvery: see Pool.pays.
+const probeEvery = 32

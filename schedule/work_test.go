@@ -236,3 +236,35 @@ func randomTopDown(t *testing.T) *tree.Model {
 	m.GrowB[0], m.GrowB[1] = 0, 1
 	return m
 }
+
+// TestPaysProbes checks that a plan that would pay at half the pool's
+// wake-up time goes to the pool once in probeEvery (to measure it again),
+// one that would not even then never, one that pays always.
+func TestPaysProbes(t *testing.T) {
+	p := &Pool{n: 2}
+	p.wakeNs.Store(100_000)
+	var rate workRate
+	rate.observe(time.Nanosecond, 1)
+	count := func(work []int64) int {
+		n := 0
+		for range 4 * probeEvery {
+			if p.pays(work, 2, &rate) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count([]int64{500_000, 500_000}); n != 4*probeEvery {
+		t.Errorf("parts of 500 µs, wake-up 100 µs: on the pool %d times in %d, want every time", n, 4*probeEvery)
+	}
+	if n := count([]int64{80_000, 80_000}); n != 4 {
+		t.Errorf("parts of 80 µs, wake-up 100 µs: on the pool %d times in %d, want 4", n, 4*probeEvery)
+	}
+	if n := count([]int64{30_000, 30_000}); n != 0 {
+		t.Errorf("parts of 30 µs, wake-up 100 µs: on the pool %d times in %d, want 0", n, 4*probeEvery)
+	}
+	var unknown workRate
+	if p.pays([]int64{500_000, 500_000}, 2, &unknown) {
+		t.Error("an unknown rate paid")
+	}
+}
