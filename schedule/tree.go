@@ -12,9 +12,9 @@ import (
 type TreeExecutor uint8
 
 const (
-	// Recursive runs every node as its own steps; independent subtrees run
-	// in parallel on a bounded pool of workers, a node as soon as its
-	// children are done. It is the only executor that can run a model whose
+	// Recursive runs every node as its own steps, in post-order; on
+	// several workers, whole subtrees in parallel, then the nodes above
+	// them (see TreePlan). It is the only executor that can run a model whose
 	// structure is decided while it runs (TreeProgram.Generate).
 	Recursive TreeExecutor = iota + 1
 	// DepthBatched runs, height by height, all nodes of that height across
@@ -70,10 +70,12 @@ type TreeProgram struct {
 	// (Child-Sum), a leaf's h and c for every word (Binary TreeLSTM).
 	wordTable, leafH, leafC *Buffer
 	dry                     bool
-	// rate is the measured time per flop of the program's plans (and
-	// generations), which decides how many parts a plan is split into
-	// when its options leave it open (work.go).
-	rate workRate
+	// rate is the measured time per flop of the program's plans under
+	// each executor (generation's under Recursive), which decides how
+	// many parts a plan is split into when its options leave it open
+	// (work.go): the depth-batched executor's products of many rows do
+	// two to four times the recursive one's flops a second.
+	rate [DepthBatched + 1]workRate
 }
 
 // TreeProgramOptions configure NewTreeProgramWith.

@@ -165,7 +165,7 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 			for w := range work {
 				work[w] = int64(float64(from(w+1)-from(w)) * perChain)
 			}
-			if !opt.Pool.pays(work, P, &p.rate) {
+			if !opt.Pool.pays(work, P, &p.rate[Recursive]) {
 				P = 1
 			}
 		}
@@ -205,7 +205,7 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 		for w := range P {
 			f := stepsFlops(g.parts[w])
 			if !invariants.Enabled { // checked steps take the checker's time
-				p.rate.observe(times[w], f)
+				p.rate[Recursive].observe(times[w], f)
 			}
 			flops += f
 		}

@@ -150,15 +150,17 @@ func (p *TreeProgram) build(tp *TreePlan, trees []*tree.Tree, opt TreeOptions) e
 		tp.Plan = &Plan{}
 	}
 	pl := tp.Plan
-	*pl = Plan{B: len(trees), dry: p.dry, Buffers: append(pl.Buffers[:0], p.weights...), Steps: pl.Steps[:0], span: pl.span[:0], phase: pl.phase, rate: &p.rate, work: pl.work[:0]}
+	*pl = Plan{B: len(trees), dry: p.dry, Buffers: append(pl.Buffers[:0], p.weights...), Steps: pl.Steps[:0], span: pl.span[:0], phase: pl.phase, rate: &p.rate[opt.Executor], work: pl.work[:0]}
 	b := &tp.b
 	b.reset(p, tp, N)
 	b.build()
 	pl.pool = opt.Pool
 	pl.index(tp.Workers)
-	if auto && pl.workers > 1 && !opt.Pool.pays(pl.work, pl.workers, &p.rate) {
+	if auto && pl.workers > 1 && !opt.Pool.pays(pl.work, pl.workers, pl.rate) {
 		pl.serialize()
-		tp.Workers = 1
+	}
+	if auto {
+		tp.Workers = pl.workers
 	}
 	return nil
 }

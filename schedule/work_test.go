@@ -141,7 +141,7 @@ func TestTreeOpenParts(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := treeOutputs(one)
-		prog.rate = workRate{} // as a new program's
+		prog.rate[ex] = workRate{} // as a new program's
 		open := TreeOptions{Executor: ex, AllNodes: true, Pool: pool}
 		check := func(what string, parts int) {
 			t.Helper()
@@ -161,17 +161,17 @@ func TestTreeOpenParts(t *testing.T) {
 			sameBits(t, ex.String()+", "+what, treeOutputs(tp), want)
 		}
 		check("no rate yet", 1)
-		if prog.rate.nsPerFlop() <= 0 && !invariants.Enabled { // checked runs are not timed
+		if prog.rate[ex].nsPerFlop() <= 0 && !invariants.Enabled { // checked runs are not timed
 			t.Fatalf("%v: a plan ran on its caller and no rate was measured", ex)
 		}
 		saved := pool.wakeNs.Load()
 		pool.wakeNs.Store(1)
-		prog.rate.bits.Store(0)
-		prog.rate.observe(time.Second, 1) // slow enough that any split pays
+		prog.rate[ex].bits.Store(0)
+		prog.rate[ex].observe(time.Second, 1) // slow enough that any split pays
 		check("cheap wake-up", 2)
 		pool.wakeNs.Store(int64(time.Hour))
-		prog.rate.bits.Store(0)
-		prog.rate.observe(time.Nanosecond, 1)
+		prog.rate[ex].bits.Store(0)
+		prog.rate[ex].observe(time.Nanosecond, 1)
 		check("dear wake-up", 1)
 		pool.wakeNs.Store(saved)
 	}
@@ -208,8 +208,8 @@ func TestGenerateOpenParts(t *testing.T) {
 		parts int
 	}{{"dear wake-up", int64(time.Hour), time.Nanosecond, 1}, {"cheap wake-up", 1, time.Second, 2}} {
 		pool.wakeNs.Store(c.wake)
-		prog.rate.bits.Store(0)
-		prog.rate.observe(c.rate, 1)
+		prog.rate[Recursive].bits.Store(0)
+		prog.rate[Recursive].observe(c.rate, 1)
 		g, err := prog.Generate(2, opt)
 		if err != nil {
 			t.Fatal(err)
