@@ -49,6 +49,15 @@
 // a recursive one, whole subtrees per part, then the nodes above them; a
 // generation, one phase per wave, its chains spread over the parts.
 //
+// A tree plan or a wave whose parts are left open (TreeOptions.Workers,
+// GenerateOptions.Workers 0) goes to the pool only when it is predicted
+// to end sooner there (work.go): its parts' flops at the program's
+// measured time per flop, against the pool's measured time for a parked
+// helper to start a part (Pool.WakeUp, 40-100 µs on a quiet 2-core VM).
+// A lone tree of a few dozen nodes is not worth waking a helper for; such
+// a plan is built for one worker, runs on its caller with no job on the
+// pool, and its steps say so (all worker 0's), so its replay is what ran.
+//
 // Step.Worker names a part, not a thread: a worker whose part is late has
 // it taken over by another (see Pool). One worker replayed alone
 // (dre.ReplayWorker, dre.Report.Workers) means the same for every kind of

@@ -223,12 +223,14 @@ type TreeOptions struct {
 	// Executor: Recursive (the default) or DepthBatched.
 	Executor TreeExecutor
 	// Workers is the number of parts the plan is split into, one per
-	// worker of Pool (see TreePlan): 0 means the Pool's size, or 1
-	// without a Pool. Without a Pool the parts run one after another on
-	// the calling goroutine (a dry plan may have any number: it is only
+	// worker of Pool (see TreePlan): 0 means the Pool's size when the
+	// plan is predicted to end sooner on it than on its caller (see
+	// schedule/work.go; TreePlan.Workers says which), else 1, as without
+	// a Pool. Without a Pool the parts run one after another on the
+	// calling goroutine (a dry plan may have any number: it is only
 	// walked).
 	Workers int
-	// Pool runs the parts; it must have exactly Workers workers. The
+	// Pool runs the parts; it must have Workers workers (when set). The
 	// caller owns it (NewPool, Close), and may run Partitioned programs
 	// on it too: it runs one job at a time.
 	Pool *Pool

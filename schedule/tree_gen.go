@@ -17,9 +17,11 @@ type GenerateOptions struct {
 	// MaxDepth caps the levels, the root's included (default 8).
 	MaxDepth int
 	// Workers is the number of parts each wave is split into, one per
-	// worker of Pool: 0 means the Pool's size, or 1 without a Pool.
-	// Without a Pool the parts run one after another on the calling
-	// goroutine.
+	// worker of Pool: 0 means, wave by wave, the Pool's size when the
+	// wave is predicted to end sooner on it than on the caller (its
+	// chains each doing the last wave's work per chain, see
+	// schedule/work.go), else 1, as without a Pool. Without a Pool the
+	// parts run one after another on the calling goroutine.
 	Workers int
 	// Pool runs the parts; it must have exactly Workers workers (see
 	// TreeOptions.Pool).

@@ -36,7 +36,7 @@ type TreePlan struct {
 	Plan     *Plan
 	Executor TreeExecutor
 	Trees    []*tree.Tree
-	Workers  int
+	Workers  int // the parts it was built for (1 when left open and not worth the pool)
 	AllNodes bool
 	// WordTable: what depends only on a node's word (a Binary TreeLSTM
 	// leaf's state, a Child-Sum node's W·e) is read by gather steps from
