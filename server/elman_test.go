@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"rnnserve/models/safetensors"
 )
 
 // TestServeElman serves PyTorch nn.RNN models from their files with the
@@ -41,15 +39,7 @@ func TestServeElman(t *testing.T) {
 	entries := loadRoot(t, repo)
 	eachServingMode(t, entries, func(t *testing.T, url string) {
 		for _, c := range cases {
-			gold, err := safetensors.ReadFile(filepath.Join("../models/testdata/golden", c.golden, "io.safetensors"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, B := goldenRequest(t, gold)
-			code, resp, _ := post(t, url+"/v2/models/"+c.model+"/infer", body)
-			if code != 200 {
-				t.Fatalf("%s: infer: %d %s", c.model, code, resp)
-			}
+			gold, resp, B := inferGolden(t, url, c.model, c.golden)
 			head, _ := gold.Tensor("head")
 			want := goldenF32(t, gold, "head")
 			if len(head.Shape) == 3 { // [T, B, V] from PyTorch; the response is batch-first

@@ -58,15 +58,7 @@ func TestServeClassifierHeads(t *testing.T) {
 
 	eachServingMode(t, entries, func(t *testing.T, url string) {
 		for _, c := range []struct{ model, golden string }{{"bicls", "ckpt_bilstm_classifier_hn"}, {"grucls", "ckpt_gru_classifier_hn"}} {
-			gold, err := safetensors.ReadFile(filepath.Join("../models/testdata/golden", c.golden, "io.safetensors"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, B := goldenRequest(t, gold)
-			code, resp, _ := post(t, url+"/v2/models/"+c.model+"/infer", body)
-			if code != 200 {
-				t.Fatalf("%s: infer: %d %s", c.model, code, resp)
-			}
+			gold, resp, B := inferGolden(t, url, c.model, c.golden)
 			shapes := outputShapes(t, resp)
 			head := goldenF32(t, gold, "head")
 			V := len(head) / B
@@ -189,19 +181,46 @@ func serveEntries(t *testing.T, entries []Entry) (*Server, *httptest.Server) {
 	return s, hs
 }
 
+// inferGolden asks model of the server at url for the logits of golden
+// case golden's input (goldenRequest) and returns the case, the response
+// and its batch size.
+func inferGolden(t *testing.T, url, model, golden string) (gold *safetensors.File, resp []byte, B int) {
+	t.Helper()
+	gold, err := safetensors.ReadFile(filepath.Join("../models/testdata/golden", golden, "io.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, B := goldenRequest(t, gold)
+	code, resp, _ := post(t, url+"/v2/models/"+model+"/infer", body)
+	if code != 200 {
+		t.Fatalf("%s: infer: %d %s", model, code, resp)
+	}
+	return gold, resp, B
+}
+
+// goldenTokens are a golden case's time-major tokens as batch-first
+// rows, and its steps and rows; ok is false for a case of features.
+func goldenTokens(gold *safetensors.File) (rows [][]int64, T, B int, ok bool) {
+	tn, ok := gold.Tensor("tokens")
+	if !ok {
+		return nil, 0, 0, false
+	}
+	ids, _ := tn.Int64s()
+	T, B = tn.Shape[0], tn.Shape[1]
+	rows = make([][]int64, B)
+	for b := range B {
+		for t2 := range T {
+			rows[b] = append(rows[b], ids[t2*B+b])
+		}
+	}
+	return rows, T, B, true
+}
+
 // goldenRequest is the infer request of a golden case's time-major
 // input, batch first, asking for logits; and its batch size.
 func goldenRequest(t *testing.T, gold *safetensors.File) (string, int) {
 	t.Helper()
-	if tn, ok := gold.Tensor("tokens"); ok {
-		ids, _ := tn.Int64s()
-		T, B := tn.Shape[0], tn.Shape[1]
-		rows := make([][]int64, B)
-		for b := range B {
-			for t2 := range T {
-				rows[b] = append(rows[b], ids[t2*B+b])
-			}
-		}
+	if rows, _, B, ok := goldenTokens(gold); ok {
 		return fmt.Sprintf(`{"inputs": [%s], "outputs": [{"name": "logits"}]}`, tokensJSON(rows)), B
 	}
 	tn, _ := gold.Tensor("features")

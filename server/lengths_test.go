@@ -132,22 +132,9 @@ func TestServeWeightsOnlyMixedStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f32 := func(name string) []float32 {
-		tn, _ := gold.Tensor(name)
-		v, err := tn.Float32s()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	tn, _ := gold.Tensor("tokens")
-	ids, _ := tn.Int64s()
-	T, B := tn.Shape[0], tn.Shape[1]
-	rows := make([][]int64, B)
-	for b := range B {
-		for t2 := range T {
-			rows[b] = append(rows[b], ids[t2*B+b])
-		}
+	rows, T, B, ok := goldenTokens(gold)
+	if !ok {
+		t.Fatal("golden has no tokens")
 	}
 	code, resp, _ := post(t, hs.URL+"/v2/models/stack/infer", fmt.Sprintf(`{"inputs": [%s],
 		"outputs": [{"name": "logits"}, {"name": "hidden"}, {"name": "cell"}]}`, tokensJSON(rows)))
@@ -155,7 +142,7 @@ func TestServeWeightsOnlyMixedStack(t *testing.T) {
 		t.Fatalf("infer: %d %s", code, resp)
 	}
 	got := parseOutputs(t, resp)
-	head, hn, cn := f32("head"), f32("h_n"), f32("c_n")
+	head, hn, cn := goldenF32(t, gold, "head"), goldenF32(t, gold, "h_n"), goldenF32(t, gold, "c_n")
 	V := len(head) / (T * B)
 	for b := range B {
 		for t2 := range T {

@@ -349,37 +349,11 @@ func TestServeCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := gold.Tensor("tokens")
-	ids, _ := tok.Int64s()
+	o, T, B := inferGolden(t, base, gold, "logits")
 	head, _ := gold.Tensor("head")
 	want, _ := head.Float32s()
-	T, B, V := tok.Shape[0], tok.Shape[1], head.Shape[2]
-	// The golden input is time-major; the request is batch-first.
-	rows := make([]int64, 0, T*B)
-	for b := range B {
-		for t := range T {
-			rows = append(rows, ids[t*B+b])
-		}
-	}
-	body, _ := json.Marshal(map[string]any{
-		"inputs":  []any{map[string]any{"name": "tokens", "datatype": "INT64", "shape": []int{B, T}, "data": rows}},
-		"outputs": []any{map[string]any{"name": "logits"}},
-	})
-	resp, err := http.Post(base+"/v2/models/model/infer", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var got struct {
-		Outputs []struct {
-			Shape []int     `json:"shape"`
-			Data  []float64 `json:"data"`
-		} `json:"outputs"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 || len(got.Outputs) != 1 {
-		t.Fatalf("infer: status %d, %v, %+v", resp.StatusCode, err, got)
-	}
-	data := got.Outputs[0].Data
+	V := head.Shape[2]
+	data := o.Data
 	if len(data) != B*T*V {
 		t.Fatalf("logits of %d values, want %d", len(data), B*T*V)
 	}
@@ -393,6 +367,51 @@ func TestServeCheckpoint(t *testing.T) {
 			}
 		}
 	}
+}
+
+// servedOutput is an output of an infer response.
+type servedOutput struct {
+	Name  string    `json:"name"`
+	Shape []int     `json:"shape"`
+	Data  []float64 `json:"data"`
+}
+
+// inferGolden sends a golden case's time-major tokens batch-first to
+// model "model" of the server at base, asking for outputs (none: the
+// model's own), and returns the one output of the answer and the case's
+// steps and rows.
+func inferGolden(t *testing.T, base string, gold *safetensors.File, outputs ...string) (out servedOutput, T, B int) {
+	t.Helper()
+	tok, _ := gold.Tensor("tokens")
+	ids, _ := tok.Int64s()
+	T, B = tok.Shape[0], tok.Shape[1]
+	rows := make([]int64, 0, T*B)
+	for b := range B {
+		for t := range T {
+			rows = append(rows, ids[t*B+b])
+		}
+	}
+	req := map[string]any{"inputs": []any{map[string]any{"name": "tokens", "datatype": "INT64", "shape": []int{B, T}, "data": rows}}}
+	if len(outputs) > 0 {
+		var asked []any
+		for _, name := range outputs {
+			asked = append(asked, map[string]any{"name": name})
+		}
+		req["outputs"] = asked
+	}
+	body, _ := json.Marshal(req)
+	resp, err := http.Post(base+"/v2/models/model/infer", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Outputs []servedOutput `json:"outputs"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 || len(got.Outputs) != 1 {
+		t.Fatalf("infer: status %d, %v, %+v", resp.StatusCode, err, got)
+	}
+	return got.Outputs[0], T, B
 }
 
 // TestServeClassifierCheckpoint serves the usual bidirectional
@@ -443,36 +462,10 @@ func TestServeClassifierCheckpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tok, _ := gold.Tensor("tokens")
-			ids, _ := tok.Int64s()
+			o, _, B := inferGolden(t, base, gold)
 			head, _ := gold.Tensor("head")
 			want, _ := head.Float32s()
-			T, B, V := tok.Shape[0], tok.Shape[1], head.Shape[1]
-			rows := make([]int64, 0, T*B)
-			for b := range B {
-				for t := range T {
-					rows = append(rows, ids[t*B+b])
-				}
-			}
-			body, _ := json.Marshal(map[string]any{
-				"inputs": []any{map[string]any{"name": "tokens", "datatype": "INT64", "shape": []int{B, T}, "data": rows}},
-			})
-			resp, err := http.Post(base+"/v2/models/model/infer", "application/json", bytes.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var got struct {
-				Outputs []struct {
-					Name  string    `json:"name"`
-					Shape []int     `json:"shape"`
-					Data  []float64 `json:"data"`
-				} `json:"outputs"`
-			}
-			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 || len(got.Outputs) != 1 {
-				t.Fatalf("infer: status %d, %v, %+v", resp.StatusCode, err, got)
-			}
-			o := got.Outputs[0]
+			V := head.Shape[1]
 			if o.Name != "logits" || !slices.Equal(o.Shape, []int{B, V}) {
 				t.Fatalf("output %s %v, want logits [%d %d]", o.Name, o.Shape, B, V)
 			}
