@@ -4,9 +4,15 @@ import (
 	"bytes"
 	"compress/gzip"
 	"compress/zlib"
+	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"rnnserve/server/internal/infer"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestInflaterBytes: what a gzip or zlib reader allocates to inflate a
@@ -52,5 +58,42 @@ func TestInflaterBytes(t *testing.T) {
 		} else {
 			t.Logf("%s: %d bytes allocated per body inflated (%d charged)", c.name, per, inflaterBytes)
 		}
+	}
+}
+
+// slowReader waits before each read.
+type slowReader struct {
+	wait time.Duration
+	data []byte
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	time.Sleep(r.wait)
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// TestStallGuard: a body whose bytes keep coming passes; one that waits
+// longer than its rate allows fails with ErrSlowBody, even on a writer
+// that cannot move the read deadline (the stall is seen once the read
+// returns).
+func TestStallGuard(t *testing.T) {
+	rc := http.NewResponseController(httptest.NewRecorder())
+	const rate = 1 << 20 // the first read may take (64 KiB + 0)/rate, 62.5 ms
+	fast := newStallGuard(io.NopCloser(bytes.NewReader(make([]byte, 100<<10))), rc, rate)
+	if n, err := io.Copy(io.Discard, fast); n != 100<<10 || err != nil {
+		t.Errorf("a fast body: %d bytes, %v", n, err)
+	}
+	slow := newStallGuard(io.NopCloser(&slowReader{wait: 300 * time.Millisecond, data: []byte("abc")}), rc, rate)
+	_, err := io.Copy(io.Discard, slow)
+	if !errors.Is(err, infer.ErrSlowBody) || !strings.Contains(err.Error(), "min_body_rate") {
+		t.Errorf("a stalled body: %v, want ErrSlowBody", err)
+	}
+	if _, ok := newStallGuard(io.NopCloser(strings.NewReader("x")), rc, 0).(*stallGuard); ok {
+		t.Error("rate 0 still guards the body")
 	}
 }

@@ -15,6 +15,8 @@
 //     data (DecodeInfer), and writes infer responses (Responses): a
 //     hand-written JSON writer, gzip when the client accepts it
 //     (acceptenc.go).
+//   - generate.go reads a REST generate body into an
+//     infer.GenerateRequest (GenerateFromJSON).
 //   - grpc.go converts ModelInferRequest and ModelInferResponse messages
 //     (FromGRPC, ToGRPC, GenerateFromGRPC) and maps request errors to gRPC
 //     codes (CodeOf).
