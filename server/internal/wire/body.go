@@ -193,7 +193,9 @@ var (
 // decoder reads past the object (values of api.RawData point into its
 // buffer).
 func DecodeJSON(rd io.Reader, v any, limit int64, then func() error) error {
-	rd = newTextChecker(rd)
+	tc := newTextChecker(rd)
+	defer tc.release()
+	rd = tc
 	dec := json.NewDecoder(rd)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"rnnserve/server/internal/infer"
@@ -27,10 +28,31 @@ type textChecker struct {
 	off        int64 // offset in the text of buf[0]
 	err        error // sticky: the reader's error, or the bad text
 	keys       keyChecker
+	pooled     *[]byte // buf's, to go back to textBufs on release
 }
 
+// textBufs holds the checkers' read buffers: a fresh 32 KiB for every
+// request body was most of the bytes the server allocated per bytelm
+// request, and zeroing them a cost of its own.
+var textBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 func newTextChecker(r io.Reader) *textChecker {
-	return &textChecker{r: r, buf: make([]byte, 32<<10)}
+	bp := textBufs.Get().(*[]byte)
+	return &textChecker{r: r, buf: *bp, pooled: bp}
+}
+
+// release gives the checker's buffer back for another body; the checker
+// reads nothing after it. Read copies out of the buffer, so nothing the
+// caller holds points into it.
+func (t *textChecker) release() {
+	if t.pooled != nil {
+		textBufs.Put(t.pooled)
+		t.pooled, t.buf = nil, nil
+		t.lo, t.ok, t.hi = 0, 0, 0
+		if t.err == nil {
+			t.err = io.ErrClosedPipe
+		}
+	}
 }
 
 func (t *textChecker) Read(p []byte) (int, error) {

@@ -256,3 +256,55 @@ func referenceDuplicate(raw []byte) (dup, ok bool) {
 		}
 	}
 }
+
+// TestDecodeJSONBufferReuse: DecodeJSON's checkers share read buffers
+// (textBufs), so bodies decoded one after another and at once, some of
+// them refused part way through a buffer, each come out as sent; and a
+// checker released reads nothing more.
+func TestDecodeJSONBufferReuse(t *testing.T) {
+	type body struct {
+		S string `json:"s"`
+	}
+	text := func(i int) string { return strings.Repeat(strconv.Itoa(i%10), 40<<10+i) } // over one buffer
+	done := make(chan error)
+	for g := range 4 {
+		go func() {
+			var err error
+			for i := g; i < 60 && err == nil; i += 4 {
+				raw := `{"s":"` + text(i) + `"}`
+				if i%3 == 0 {
+					// Refused after a buffer's worth: invalid UTF-8 past 32 KiB.
+					bad := raw[:len(raw)-10] + "\xff" + raw[len(raw)-9:]
+					if e := DecodeJSON(strings.NewReader(bad), &body{}, 1<<30, nil); !errors.Is(e, infer.ErrBadRequest) {
+						err = errors.New("invalid UTF-8 decoded: " + strconv.Quote(errString(e)))
+						break
+					}
+				}
+				var b body
+				if e := DecodeJSON(strings.NewReader(raw), &b, 1<<30, nil); e != nil {
+					err = e
+				} else if b.S != text(i) {
+					err = errors.New("body " + strconv.Itoa(i) + " decoded other than sent")
+				}
+			}
+			done <- err
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+	tc := newTextChecker(strings.NewReader(`{"s":"x"}`))
+	tc.release()
+	if n, err := tc.Read(make([]byte, 8)); n != 0 || err == nil {
+		t.Errorf("read after release: %d bytes, err %v", n, err)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "nil"
+	}
+	return err.Error()
+}
