@@ -5,6 +5,7 @@ import (
 
 	"rnnserve/internal/f32"
 	"rnnserve/internal/host"
+	"rnnserve/internal/hugepage"
 	"rnnserve/rnn"
 )
 
@@ -300,20 +301,24 @@ func (pp *partProgram) fill(w int) {
 				return dst
 			}
 			// set stores a slice of rows of cols floats as b keeps it:
-			// bf16, int8 (f32.PackI8), packed (f32.PackNT) or as it is.
+			// bf16, int8 (f32.PackI8), packed (f32.PackNT) or as it is,
+			// in memory tied to b, on huge pages where it is large
+			// (internal/hugepage: the products stream it).
 			set := func(b *Buffer, v []float32, cols int) {
+				rows := len(v) / cols
 				switch {
 				case pp.prec == Int8:
-					b.U8 = f32.NewPackedI8(len(v)/cols, cols)
-					f32.PackI8(b.U8, len(v)/cols, cols, v, cols)
+					b.U8 = hugepage.Bytes(b, f32.PackedI8Bytes(rows, cols))
+					f32.PackI8(b.U8, rows, cols, v, cols)
 				case pp.prec == BF16:
-					b.U16 = make([]uint16, len(v))
+					b.U16 = hugepage.Uint16s(b, len(v))
 					f32.ToBF16(b.U16, v)
 				case b.Packed:
-					b.F32 = make([]float32, len(v))
-					f32.PackNT(b.F32, len(v)/cols, cols, v, cols)
+					b.F32 = hugepage.Floats(b, len(v))
+					f32.PackNT(b.F32, rows, cols, v, cols)
 				default:
-					b.F32 = v
+					b.F32 = hugepage.Floats(b, len(v))
+					copy(b.F32, v)
 				}
 			}
 			set(s.wih, gather(l.Wih, l.Input), l.Input)

@@ -1,0 +1,72 @@
+// Package hugepage allocates large, long-lived buffers that kernels stream
+// through (the partitioned schedule's weight slices) on the kernel's
+// transparent huge pages where the host offers them.
+//
+// On 4 KiB pages a 16 MiB weight slice is 4,096 pages: more than a Zen 4
+// core's second-level TLB holds (3,072 entries), and each page starts the
+// hardware prefetchers' streams again, since they follow physical
+// addresses and stop at a page's end. Backed by 2 MiB pages, the same
+// slice is 8 pages. The Go heap asks for none (THP "madvise", the common
+// default, then gives it none), so Bytes maps such buffers itself: an
+// anonymous mapping whose start is aligned to 2 MiB, advised
+// MADV_HUGEPAGE before anything touches it.
+//
+// A mapping is not Go heap: Bytes ties it to an owner, a pointer whose
+// object holds every reference to the buffer (the schedule's *Buffer), and
+// unmaps it once the owner is unreachable (runtime.AddCleanup). Nothing
+// may keep the returned slice, or a slice of it, longer than the owner.
+// Smaller buffers, other systems, and a mapping the kernel refuses come
+// from make, as before.
+package hugepage
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// Size is the huge page size the mappings are aligned to (x86-64's and
+// arm64's default).
+const Size = 2 << 20
+
+// MinBytes is the smallest buffer Bytes maps: one huge page. A smaller
+// one would hold no whole huge page.
+const MinBytes = Size
+
+// mapped counts the bytes of live mappings.
+var mapped atomic.Int64
+
+// Mapped is the bytes Bytes has mapped and not yet released: memory
+// outside the Go heap, which runtime/metrics does not count.
+func Mapped() int64 { return mapped.Load() }
+
+// Bytes returns n zeroed bytes, 64-byte aligned, that live as long as
+// owner: from a huge-page mapping where n >= MinBytes and the system has
+// them, else from the Go heap.
+func Bytes[T any](owner *T, n int) []byte {
+	if n >= MinBytes {
+		if b := mapHuge(owner, n); b != nil {
+			return b
+		}
+	}
+	raw := make([]byte, n+63)
+	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(raw))) & 63)
+	return raw[off : off+n : off+n]
+}
+
+// Floats is Bytes for n float32s.
+func Floats[T any](owner *T, n int) []float32 {
+	if n == 0 {
+		return []float32{}
+	}
+	b := Bytes(owner, 4*n)
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
+// Uint16s is Bytes for n uint16s.
+func Uint16s[T any](owner *T, n int) []uint16 {
+	if n == 0 {
+		return []uint16{}
+	}
+	b := Bytes(owner, 2*n)
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
