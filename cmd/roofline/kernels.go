@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"rnnserve/internal/f32"
+	"rnnserve/internal/hugepage"
 	"rnnserve/schedule"
 )
 
@@ -52,24 +53,26 @@ func newKernelWorker(c kernelCase, n int, seed uint64) *kernelWorker {
 			w[i] = -w[i]
 		}
 	}
+	// W as P stores it, on the pages P's weights are on (internal/hugepage).
 	switch {
 	case c.prec == schedule.Int8:
-		k.w8 = f32.NewPackedI8(n, c.hidden)
+		k.w8 = hugepage.Bytes(k, f32.PackedI8Bytes(n, c.hidden))
 		f32.PackI8(k.w8, n, c.hidden, w, c.hidden)
 		k.q, k.s = make([]uint8, c.rows*f32.I8Stride(c.hidden)), make([]float32, c.rows)
 		k.bytes = unsafe.Slice((*float32)(unsafe.Pointer(&k.w8[0])), len(k.w8)/4)
 	case c.prec == schedule.BF16:
-		k.w16 = make([]uint16, len(w))
+		k.w16 = hugepage.Uint16s(k, len(w))
 		f32.ToBF16(k.w16, w)
 		k.bytes = unsafe.Slice((*float32)(unsafe.Pointer(&k.w16[0])), len(k.w16)/2)
 	case schedule.PacksWHH(n, c.hidden, c.l2):
 		k.packed = true
-		k.w = make([]float32, len(w))
+		k.w = hugepage.Floats(k, len(w))
 		f32.PackNT(k.w, n, c.hidden, w, c.hidden)
 		k.bytes = k.w
 	default:
-		k.w = w
-		k.bytes = w
+		k.w = hugepage.Floats(k, len(w))
+		copy(k.w, w)
+		k.bytes = k.w
 	}
 	return k
 }

@@ -104,6 +104,7 @@ import (
 	"rnnserve/dre"
 	"rnnserve/internal/f32"
 	"rnnserve/internal/host"
+	"rnnserve/internal/hugepage"
 	"rnnserve/models"
 	"rnnserve/rnn"
 	"rnnserve/schedule"
@@ -518,12 +519,15 @@ type rate struct{ best, median float64 }
 
 // readBandwidth has every worker of p sum its own buffer of the given size
 // for about -time, -reps times, and returns the bytes per second, all
-// workers together.
+// workers together. The buffers are on the pages P's weights are on
+// (internal/hugepage).
 func readBandwidth(p *schedule.Pool, bytes int64, o *options) rate {
 	n := p.Workers()
 	bufs := make([][]float32, n)
+	owner := new(int) // the buffers live until the measurement is done
+	defer runtime.KeepAlive(owner)
 	p.Each(func(w int) { // allocated and first touched by the worker that reads it
-		bufs[w] = make([]float32, bytes/4)
+		bufs[w] = hugepage.Floats(owner, int(bytes/4))
 		for i := range bufs[w] {
 			bufs[w][i] = 1
 		}
