@@ -69,6 +69,7 @@ func BenchmarkTreeLSTM(b *testing.B) {
 		for _, B := range []int{1, 10, 25} {
 			b.Run(fmt.Sprintf("executor=%v/batch=%d", ex, B), func(b *testing.B) {
 				b.ReportAllocs()
+				cpu := cpuMetric(b)
 				k := 0
 				for b.Loop() {
 					if (k+1)*B > len(trees) {
@@ -84,6 +85,7 @@ func BenchmarkTreeLSTM(b *testing.B) {
 					tp.Release()
 					k++
 				}
+				cpu()
 				b.ReportMetric(float64(B*b.N)/b.Elapsed().Seconds(), "trees/s")
 			})
 		}
@@ -111,6 +113,7 @@ func BenchmarkTreeShapes(b *testing.B) {
 			}
 			b.Run(strings.Join([]string{shape.String(), fmt.Sprintf("batch=%d", B)}, "/"), func(b *testing.B) {
 				b.ReportAllocs()
+				cpu := cpuMetric(b)
 				for b.Loop() {
 					tp, err := prog.Plan(trees, schedule.TreeOptions{Executor: schedule.Recursive, Pool: pool})
 					if err != nil {
@@ -120,8 +123,22 @@ func BenchmarkTreeShapes(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				cpu()
 				b.ReportMetric(float64(B*b.N)/b.Elapsed().Seconds(), "trees/s")
 			})
+		}
+	}
+}
+
+// cpuMetric starts timing the process's CPU time; the function it
+// returns reports it per iteration (cpu-ns/op: user and system time of
+// every thread, the pool's helpers' spinning included), where the
+// platform has it.
+func cpuMetric(b *testing.B) func() {
+	start, ok := schedule.ProcessCPU()
+	return func() {
+		if end, _ := schedule.ProcessCPU(); ok && b.N > 0 {
+			b.ReportMetric(float64((end-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		}
 	}
 }

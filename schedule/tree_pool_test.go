@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"rnnserve/internal/invariants"
 	"rnnserve/models"
@@ -40,6 +41,9 @@ func NodeOutputs(tp *TreePlan) (h, c, probs []float32) {
 	}
 	return h, c, probs
 }
+
+// ProcessCPU is processCPU, for the external tests' benchmarks.
+func ProcessCPU() (time.Duration, bool) { return processCPU() }
 
 // treeOutputs is NodeOutputs as one list.
 func treeOutputs(tp *TreePlan) [][]float32 {

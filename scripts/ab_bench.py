@@ -12,7 +12,8 @@ table, with the load average and the time before and after.
 The figure compared is the first of ns/step (the Table I benchmarks) or
 ns/op found on the benchmark's line; --metric picks another unit that
 the benchmarks report (e.g. GFLOP/s, MB/s, for which higher is faster;
-cpu-ns/step, the Table I benchmarks' CPU time per step, lower).
+cpu-ns/step, the Table I benchmarks' CPU time per step, and cpu-ns/op,
+the tree benchmarks' CPU time per batch: lower).
 
 Usage:
     go test -c -o /tmp/old.test ./schedule/   # on the old commit
@@ -31,7 +32,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_rounds  # noqa: E402
 
-LOWER_IS_FASTER = ("ns/step", "ns/op", "cpu-ns/step")
+LOWER_IS_FASTER = ("ns/step", "ns/op", "cpu-ns/step", "cpu-ns/op")
 LINE = re.compile(r"^(Benchmark\S+)\s+\d+\s+(.*)$")
 
 
@@ -97,7 +98,7 @@ def main(argv=None, out=sys.stdout, runner=run_binary):
     ap.add_argument("--rounds", type=int, default=5, help="rounds, each running old then new (default: 5)")
     ap.add_argument("--benchtime", default="300ms", help="-test.benchtime (default: %(default)s)")
     ap.add_argument("--metric", help="unit to compare instead of ns/step or ns/op (higher is faster, "
-                                     "but for cpu-ns/step)")
+                                     "but for cpu-ns/step and cpu-ns/op)")
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.cpu < 1:
         ap.error("--rounds and --cpu must be >= 1")

@@ -64,6 +64,12 @@ class Main(unittest.TestCase):
         table = ab_bench.table({"B": {"old": [200.0], "new": [100.0]}}, ("old", "new"), "cpu-ns/step")
         self.assertIn("| 2.00 |", table)
 
+    def test_cpu_time_per_op_is_lower_is_faster(self):
+        line = "BenchmarkTreeShapes/x-2\t10\t500 ns/op\t 700 cpu-ns/op\t 2000 trees/s\n"
+        self.assertEqual(ab_bench.parse(line, "cpu-ns/op"), {"BenchmarkTreeShapes/x-2": 700.0})
+        table = ab_bench.table({"B": {"old": [200.0], "new": [100.0]}}, ("old", "new"), "cpu-ns/op")
+        self.assertIn("| 2.00 |", table)
+
     def test_large_values_with_separators(self):
         table = ab_bench.table({"B": {"old": [17790.0], "new": [17430.0]}}, ("old", "new"))
         self.assertIn("| B | 17,790 | 17,790-17,790 | 17,430 | 17,430-17,430 | 1.02 |", table)
