@@ -48,13 +48,13 @@ import (
 // Close stops the workers; a Pool must not be used after Close.
 type Pool struct {
 	n         int
-	cpus      []int      // CPU of each worker; nil when not pinned
-	spins     int        // within a job
-	longSpins int        // within a job of longPhases
-	stealAt   int        // polls before a worker looks at another's claim
-	spinCost  float64    // ns per iteration of the barrier's polling loop, timed by NewPool
-	idleSpins int        // between jobs
-	mu        sync.Mutex // one job at a time
+	cpus      []int         // CPU of each worker; nil when not pinned
+	spins     int           // within a job
+	spinFor   time.Duration // PoolOptions.Spin (0 when negative): the most a worker of longPhases spins
+	stealAt   int           // polls before a worker looks at another's claim
+	spinCost  float64       // ns per iteration of the barrier's polling loop, timed by NewPool
+	idleSpins int           // between jobs
+	mu        sync.Mutex    // one job at a time
 	cur       atomic.Pointer[poolJob]
 	gen       atomic.Uint64 // bumped for every job and at Close
 	wake      waiter        // helpers waiting for a job
@@ -102,6 +102,7 @@ type poolJob struct {
 	// latest helper's start of its own first part and the caller's first
 	// take-over of a part nobody had started, in ns from t0.
 	timed    bool
+	spinFor  time.Duration // how long a waiting worker spins, by the clock
 	t0       time.Time
 	arrived  atomic.Int64
 	tookOver atomic.Int64
@@ -166,7 +167,7 @@ func NewPool(opt PoolOptions) (*Pool, error) {
 	p := &Pool{n: opt.Workers, spinCost: measureSpin()}
 	p.spins, p.idleSpins = p.iterations(opt.Spin), p.iterations(opt.IdleSpin)
 	p.stealAt = min(p.spins, p.iterations(stealDelay))
-	p.longSpins = min(p.spins, p.iterations(longSpin))
+	p.spinFor = max(opt.Spin, 0)
 	p.wake.init()
 	if !opt.NoPin {
 		p.cpus = workerCPUs(p.n)
@@ -280,6 +281,10 @@ func (p *Pool) await(j *poolJob, w, ph int, t int64, eager *bool) {
 	if *eager {
 		stealAt = 0
 	}
+	var deadline time.Time
+	if j.timed {
+		deadline = time.Now().Add(j.spinFor)
+	}
 	for i := 0; ; i++ {
 		if ready() {
 			return
@@ -287,7 +292,16 @@ func (p *Pool) await(j *poolJob, w, ph int, t int64, eager *bool) {
 		if i == stealAt && !j.own {
 			*eager = p.steal(j, w, ph, t)
 		}
-		if i >= j.spins && i >= stealAt {
+		if i < stealAt {
+			continue
+		}
+		if j.timed {
+			// Read the clock every 64 polls: one read costs about as
+			// much as 10 polls.
+			if i%64 == 0 && !time.Now().Before(deadline) {
+				break
+			}
+		} else if i >= j.spins {
 			break
 		}
 	}
@@ -344,18 +358,18 @@ func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(n, f, false, p.spin
 // longPhases is Phases for a job whose parts are long and uneven: a tree
 // plan's parts or a generation's wave, hundreds of microseconds each where
 // a phase of P takes a few. A worker that finds another's part still
-// running spins for longSpin at most (PoolOptions.Spin if shorter), then
-// parks: the wait is mostly a part's length, not a stall, and a worker
-// spinning for all of it holds a core that anything else on the machine
-// could use. The job times its helpers' start (noteWake).
-func (p *Pool) longPhases(n int, f func(phase, w int)) { p.start(n, f, false, p.longSpins, true) }
-
-// longSpin is how long a worker of longPhases spins before it parks:
-// about what parking and waking costs on the project's VM (40-70 µs, see
-// DefaultSpin), so a wait never costs more than about twice the cheaper
-// of the two: on a quiet machine a tree plan runs as fast as with
-// DefaultSpin, and on a loaded one it does not burn its CPU time waiting.
-const longSpin = 50 * time.Microsecond
+// running spins, by the clock, for twice the pool's measured wake-up
+// (WakeUp; PoolOptions.Spin if shorter), then parks. The caller's usual
+// wait is for a helper that started its part a wake-up late: two cover
+// that and a wake-up's worth of uneven parts, and a longer wait is worth
+// a wake-up at its end (the goroutines this runtime replaced parked at
+// once), while a worker holds for a whole part no core that anything
+// else on the machine could use. (Counted in polls, as Phases counts
+// them, the spin would run several times longer than meant: a poll of
+// every part's counter costs 2-13 ns, against the 0.3 ns of the loop
+// NewPool times, measureSpin.)
+// The job times its helpers' start (noteWake).
+func (p *Pool) longPhases(n int, f func(phase, w int)) { p.start(n, f, false, p.spins, true) }
 
 // Run runs the phases on all workers: phases[ph](w) for every part w
 // (Phases with one function per phase).
@@ -395,6 +409,7 @@ func (p *Pool) start(n int, f func(phase, w int), own bool, spins int, timed boo
 	j := &poolJob{f: f, phases: n, own: own, spins: spins, base: p.parts[0].done.Load(), timed: timed}
 	j.finish.init()
 	if timed {
+		j.spinFor = min(2*time.Duration(p.wakeNs.Load()), p.spinFor)
 		j.t0 = time.Now()
 	}
 	p.cur.Store(j)

@@ -268,3 +268,45 @@ func TestPaysProbes(t *testing.T) {
 		t.Error("an unknown rate paid")
 	}
 }
+
+// TestLongPhasesSpinByClock runs jobs of longPhases whose parts take up
+// to 300 µs on a pool of two whose wake-up time is set to nothing, to 20
+// µs and to a second (the waiting worker parks at once, soon, or spins up
+// to PoolOptions.Spin): every part runs once per phase, after the phase
+// before it.
+func TestLongPhasesSpinByClock(t *testing.T) {
+	pool := twoWorkers(t)
+	if pool == nil {
+		t.Skip("one core")
+	}
+	saved := pool.wakeNs.Load()
+	defer pool.wakeNs.Store(saved)
+	rng := rand.New(rand.NewPCG(5, 5))
+	delays := make([]time.Duration, 16)
+	for _, wake := range []int64{0, 20_000, int64(time.Second)} {
+		pool.wakeNs.Store(wake)
+		for round := range 5 {
+			for i := range delays {
+				delays[i] = time.Duration(rng.IntN(300)) * time.Microsecond
+			}
+			const phases = 8
+			var ran [phases][2]int
+			pool.longPhases(phases, func(ph, w int) {
+				if ph > 0 && (ran[ph-1][0] != 1 || ran[ph-1][1] != 1) {
+					t.Errorf("wake-up %d ns, round %d: part %d of phase %d began before phase %d ended", wake, round, w, ph, ph-1)
+				}
+				if d := delays[(ph*2+w)%len(delays)]; d > 0 {
+					end := time.Now().Add(d)
+					for time.Now().Before(end) {
+					}
+				}
+				ran[ph][w]++
+			})
+			for ph := range ran {
+				if ran[ph] != [2]int{1, 1} {
+					t.Fatalf("wake-up %d ns, round %d: phase %d parts ran %v times, want once each", wake, round, ph, ran[ph])
+				}
+			}
+		}
+	}
+}
