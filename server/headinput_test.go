@@ -149,18 +149,11 @@ func eachServingMode(t *testing.T, entries []Entry, check func(t *testing.T, url
 			o := testOptions()
 			o.CacheBytes, o.TrafficSteps = 1<<20, 4
 			o.Batching.Enabled = &mode.batching
-			s, err := New(entries, o, testDeps(t, o))
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newServer(t, entries, o, testDeps(t, o))
 			for _, e := range entries {
 				seqOf(t, s, e.Name).alwaysStep = mode.step
 			}
-			s.Start()
-			defer s.Stop(t.Context())
-			hs := httptest.NewServer(s.Handler())
-			defer hs.Close()
-			check(t, hs.URL)
+			check(t, serveHTTP(t, s, true).URL)
 		})
 	}
 }
@@ -170,15 +163,8 @@ func serveEntries(t *testing.T, entries []Entry) (*Server, *httptest.Server) {
 	t.Helper()
 	o := testOptions()
 	o.CacheBytes, o.TrafficSteps = 1<<20, 4
-	s, err := New(entries, o, testDeps(t, o))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() { s.Stop(t.Context()) })
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
-	return s, hs
+	s := newServer(t, entries, o, testDeps(t, o))
+	return s, serveHTTP(t, s, true)
 }
 
 // inferGolden asks model of the server at url for the logits of golden

@@ -2,8 +2,10 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 
@@ -24,6 +26,41 @@ func testDeps(t testing.TB, o Options) Deps {
 		t.Cleanup(p.Close)
 	}
 	return Deps{Log: quietLog, Pools: pools}
+}
+
+// newServer builds a server of entries with options o and deps, or
+// fails the test.
+func newServer(t testing.TB, entries []Entry, o Options, deps Deps) *Server {
+	t.Helper()
+	s, err := New(entries, o, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// serveHTTP serves s's handler on a test HTTP server, starting s first
+// when start is set; both stop when the test ends.
+func serveHTTP(t testing.TB, s *Server, start bool) *httptest.Server {
+	if start {
+		s.Start()
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		s.Stop(context.Background())
+	})
+	return hs
+}
+
+// stepAlways makes every sequence model of s run each request step by
+// step in its batcher, never alone as a whole plan.
+func stepAlways(s *Server) {
+	for _, m := range s.table() {
+		if sm, ok := m.(*seqModel); ok {
+			sm.alwaysStep = true
+		}
+	}
 }
 
 // seqOf is the loaded sequence model name.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"io/fs"
 	"net/http"
@@ -60,17 +59,8 @@ func newRepoServer(t *testing.T, files map[string]string) (*Server, *httptest.Se
 	o.ModelControlMode = ControlExplicit
 	deps := testDeps(t, o)
 	deps.Repository = repoOf(t, os.DirFS(dir))
-	s, err := New(entries, o, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		s.Stop(context.Background())
-	})
-	return s, hs, dir
+	s := newServer(t, entries, o, deps)
+	return s, serveHTTP(t, s, true), dir
 }
 
 func index(t *testing.T, url string, body string) map[string]api.RepositoryModel {

@@ -72,22 +72,9 @@ func newNamedServer(t *testing.T) *httptest.Server {
 	o := testOptions()
 	o.CacheBytes = 1 << 20
 	o.TrafficSteps = 10
-	s, err := New(entries, o, testDeps(t, o))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range s.table() {
-		if sm, ok := m.(*seqModel); ok {
-			sm.alwaysStep = true
-		}
-	}
-	s.Start()
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		s.Stop(context.Background())
-	})
-	return hs
+	s := newServer(t, entries, o, testDeps(t, o))
+	stepAlways(s)
+	return serveHTTP(t, s, true)
 }
 
 type shapedOutput struct {

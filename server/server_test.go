@@ -70,26 +70,11 @@ func newTestServer(t testing.TB, mutate func(*Options), start bool) (*Server, *h
 	if mutate != nil {
 		mutate(&o)
 	}
-	s, err := New(entries, o, testDeps(t, o))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newServer(t, entries, o, testDeps(t, o))
 	// Tests of the batched path step every request; TestInferMatchesPlan
 	// and TestSoloPlan cover lone requests run as whole plans.
-	for _, m := range s.table() {
-		if sm, ok := m.(*seqModel); ok {
-			sm.alwaysStep = true
-		}
-	}
-	if start {
-		s.Start()
-	}
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		s.Stop(context.Background())
-	})
-	return s, hs
+	stepAlways(s)
+	return s, serveHTTP(t, s, start)
 }
 
 func post(t testing.TB, url, body string) (int, []byte, http.Header) {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -24,10 +23,7 @@ func newTreeServer(t *testing.T, delay time.Duration) (*Server, *httptest.Server
 	}
 	o := testOptions()
 	o.Batching.MaxQueueDelay = delay
-	s, err := New(entries, o, testDeps(t, o))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newServer(t, entries, o, testDeps(t, o))
 	// A queue delay asks for the batched path: every request through the
 	// lane, none run alone (TestTreeSolo covers lone requests).
 	if delay > 0 {
@@ -37,13 +33,7 @@ func newTreeServer(t *testing.T, delay time.Duration) (*Server, *httptest.Server
 			}
 		}
 	}
-	s.Start()
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		s.Stop(context.Background())
-	})
-	return s, hs
+	return s, serveHTTP(t, s, true)
 }
 
 func treeRequest(trees []string, params string, outputs ...string) string {
