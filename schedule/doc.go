@@ -44,7 +44,8 @@
 // Tree and generation parts are long (hundreds of microseconds) and
 // uneven, so a worker that waits for another's spins, by the clock, for
 // about two of the pool's measured wake-ups before it parks, where a
-// worker of P spins for up to PoolOptions.Spin (Pool.longPhases).
+// worker of P spins, also by the clock, for PoolOptions.Spin
+// (Pool.longPhases).
 // A depth-batched tree plan has one phase of consecutive trees per part;
 // a recursive one, whole subtrees per part, then the nodes above them; a
 // generation, one phase per wave, its chains spread over the parts.

@@ -49,9 +49,7 @@ import (
 type Pool struct {
 	n         int
 	cpus      []int         // CPU of each worker; nil when not pinned
-	spins     int           // within a job
-	spinFor   time.Duration // PoolOptions.Spin (0 when negative): the most a worker of longPhases spins
-	stealAt   int           // polls before a worker looks at another's claim
+	spinFor   time.Duration // PoolOptions.Spin (0 when negative): the most a waiting worker spins
 	spinCost  float64       // ns per iteration of the barrier's polling loop, timed by NewPool
 	idleSpins int           // between jobs
 	mu        sync.Mutex    // one job at a time
@@ -94,7 +92,6 @@ type poolJob struct {
 	phases int
 	base   int64                      // every part's counters at the start
 	own    bool                       // every part on its own worker (Each)
-	spins  int                        // polls before a waiting worker parks
 	finish waiter                     // workers waiting for a phase's parts
 	failed atomic.Pointer[PanicError] // the first part that panicked
 
@@ -165,8 +162,7 @@ func NewPool(opt PoolOptions) (*Pool, error) {
 		opt.IdleSpin = DefaultIdleSpin
 	}
 	p := &Pool{n: opt.Workers, spinCost: measureSpin()}
-	p.spins, p.idleSpins = p.iterations(opt.Spin), p.iterations(opt.IdleSpin)
-	p.stealAt = min(p.spins, p.iterations(stealDelay))
+	p.idleSpins = p.iterations(opt.IdleSpin)
 	p.spinFor = max(opt.Spin, 0)
 	p.wake.init()
 	if !opt.NoPin {
@@ -277,31 +273,36 @@ func (p *Pool) await(j *poolJob, w, ph int, t int64, eager *bool) {
 		}
 		return true
 	}
-	stealAt := min(p.stealAt, j.spins)
-	if *eager {
-		stealAt = 0
+	// The spin is timed by the clock, read every 16 polls (a read costs
+	// about as much as 10 polls): counted in polls it would depend on
+	// what a poll costs, 2-13 ns with the parts' counters moving between
+	// cores against the 0.3 ns of an idle loop.
+	if ready() {
+		return
 	}
-	var deadline time.Time
-	if j.timed {
-		deadline = time.Now().Add(j.spinFor)
+	if *eager && !j.own {
+		*eager = p.steal(j, w, ph, t)
 	}
-	for i := 0; ; i++ {
+	stole := *eager || j.own
+	var t0 time.Time
+	for i := 1; ; i++ {
 		if ready() {
 			return
 		}
-		if i == stealAt && !j.own {
-			*eager = p.steal(j, w, ph, t)
-		}
-		if i < stealAt {
+		if i&15 != 0 {
 			continue
 		}
-		if j.timed {
-			// Read the clock every 64 polls: one read costs about as
-			// much as 10 polls.
-			if i%64 == 0 && !time.Now().Before(deadline) {
-				break
-			}
-		} else if i >= j.spins {
+		now := time.Now()
+		if t0.IsZero() {
+			t0 = now
+		}
+		waited := now.Sub(t0)
+		if !stole && (waited >= stealDelay || waited >= j.spinFor) {
+			stole = true
+			*eager = p.steal(j, w, ph, t)
+			continue
+		}
+		if waited >= j.spinFor {
 			break
 		}
 	}
@@ -353,7 +354,7 @@ func (j *poolJob) call(ph, part int) {
 // this one is done. It returns when the last phase is done. A part may
 // run on any worker's thread (see Pool). f must not call Phases. If a
 // part panics, Phases panics with a *PanicError once the job is over.
-func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(n, f, false, p.spins, false) }
+func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(n, f, false, false) }
 
 // longPhases is Phases for a job whose parts are long and uneven: a tree
 // plan's parts or a generation's wave, hundreds of microseconds each where
@@ -364,12 +365,8 @@ func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(n, f, false, p.spin
 // that and a wake-up's worth of uneven parts, and a longer wait is worth
 // a wake-up at its end (the goroutines this runtime replaced parked at
 // once), while a worker holds for a whole part no core that anything
-// else on the machine could use. (Counted in polls, as Phases counts
-// them, the spin would run several times longer than meant: a poll of
-// every part's counter costs 2-13 ns, against the 0.3 ns of the loop
-// NewPool times, measureSpin.)
-// The job times its helpers' start (noteWake).
-func (p *Pool) longPhases(n int, f func(phase, w int)) { p.start(n, f, false, p.spins, true) }
+// else on the machine could use. The job times its helpers' start (noteWake).
+func (p *Pool) longPhases(n int, f func(phase, w int)) { p.start(n, f, false, true) }
 
 // Run runs the phases on all workers: phases[ph](w) for every part w
 // (Phases with one function per phase).
@@ -380,11 +377,12 @@ func (p *Pool) Run(phases []func(w int)) {
 // Each runs f(w) once on every worker, on that worker's own thread: how a
 // Partitioned program copies each worker's weights into memory that worker
 // touches first.
-func (p *Pool) Each(f func(w int)) { p.start(1, func(_, w int) { f(w) }, true, p.spins, false) }
+func (p *Pool) Each(f func(w int)) { p.start(1, func(_, w int) { f(w) }, true, false) }
 
-// start runs a job; its workers wait for each other's parts spins polls
-// before they park. A timed job updates the pool's wake-up time.
-func (p *Pool) start(n int, f func(phase, w int), own bool, spins int, timed bool) {
+// start runs a job; its workers wait for each other's parts, spinning
+// by the clock (PoolOptions.Spin, or longPhases' shorter time), before
+// they park. A timed job updates the pool's wake-up time.
+func (p *Pool) start(n int, f func(phase, w int), own bool, timed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.quit.Load() {
@@ -406,7 +404,7 @@ func (p *Pool) start(n int, f func(phase, w int), own bool, spins int, timed boo
 	if len(p.parts) != p.n {
 		p.parts = make([]partState, p.n)
 	}
-	j := &poolJob{f: f, phases: n, own: own, spins: spins, base: p.parts[0].done.Load(), timed: timed}
+	j := &poolJob{f: f, phases: n, own: own, base: p.parts[0].done.Load(), timed: timed, spinFor: p.spinFor}
 	j.finish.init()
 	if timed {
 		j.spinFor = min(2*time.Duration(p.wakeNs.Load()), p.spinFor)
