@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"rnnserve/internal/cputime"
 	"rnnserve/rnn"
 )
 
@@ -80,7 +81,7 @@ func benchProgram(b *testing.B, prog *Program, T int) {
 	})
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0, cpuOK := processCPU()
+	cpu0, cpuOK := cputime.Process()
 	for b.Loop() {
 		p, err := prog.Acquire(in, PlanOptions{})
 		if err != nil {
@@ -91,7 +92,7 @@ func benchProgram(b *testing.B, prog *Program, T int) {
 		}
 		p.Release()
 	}
-	cpu1, _ := processCPU()
+	cpu1, _ := cputime.Process()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(T), "ns/step")
 	if cpuOK {
 		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N)/float64(T), "cpu-ns/step")

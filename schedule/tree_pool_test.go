@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"rnnserve/internal/cputime"
 	"rnnserve/internal/invariants"
 	"rnnserve/models"
 	"rnnserve/rnn/tree"
@@ -42,8 +43,8 @@ func NodeOutputs(tp *TreePlan) (h, c, probs []float32) {
 	return h, c, probs
 }
 
-// ProcessCPU is processCPU, for the external tests' benchmarks.
-func ProcessCPU() (time.Duration, bool) { return processCPU() }
+// ProcessCPU is cputime.Process, for the external tests' benchmarks.
+func ProcessCPU() (time.Duration, bool) { return cputime.Process() }
 
 // treeOutputs is NodeOutputs as one list.
 func treeOutputs(tp *TreePlan) [][]float32 {

@@ -73,6 +73,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"rnnserve/internal/cputime"
 	"runtime"
 	"runtime/metrics"
 	"strings"
@@ -186,14 +187,14 @@ type processClock struct {
 
 func startProcessClock() clock {
 	c := &processClock{}
-	c.cpu0, c.hasCPU = processCPU()
+	c.cpu0, c.hasCPU = cputime.Process()
 	c.start = time.Now()
 	return c
 }
 
 func (c *processClock) since() (wall, cpu time.Duration) {
 	wall = time.Since(c.start)
-	if now, ok := processCPU(); ok && c.hasCPU {
+	if now, ok := cputime.Process(); ok && c.hasCPU {
 		return wall, now - c.cpu0
 	}
 	return wall, wall

@@ -1,6 +1,6 @@
 //go:build unix
 
-package schedule
+package cputime
 
 import (
 	"time"
@@ -8,9 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// processCPU is the CPU time (user and system) the process has used so
-// far, or false where it cannot be read.
-func processCPU() (time.Duration, bool) {
+// Process is the CPU time (user and system, every thread) the process
+// has used so far, or false where it cannot be read.
+func Process() (time.Duration, bool) {
 	var ru unix.Rusage
 	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
 		return 0, false
