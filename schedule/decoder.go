@@ -57,7 +57,7 @@ func NewDecoderProgram(d *rnn.Decoder) (*DecoderProgram, error) {
 	}
 	p := &DecoderProgram{Dec: d, dry: d.Dry(), vocab: d.Vocab, embed: d.Embed, hidden: n.Hidden,
 		memory: d.Attn.Memory, rows: n.Cell.Gates() * n.Hidden, nlayers: n.NumLayers}
-	p.emb = p.weight("dec.embedding", d.Vocab*d.Embed, d.Embedding)
+	p.emb = p.embedding("dec.embedding", d.Vocab*d.Embed, d.Embedding)
 	for k, dirs := range n.Layers {
 		l := dirs[0]
 		name := fmt.Sprintf("dec.l%d", k)

@@ -55,6 +55,8 @@ type Buffer struct {
 	// same bytes as the row-major matrix (a Dense Mat over the whole
 	// buffer names them), read by the products as one stream.
 	Packed bool
+
+	shared *hugeCopy // the owner of F32 when it is a shared copy on huge pages (weightData)
 }
 
 // Role is which of a recurrent layer's weight matrices a weight buffer

@@ -99,7 +99,7 @@ func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
 	}
 	p := &Program{Net: net, Schedule: s, dry: net.Dry()}
 	if net.Vocab > 0 {
-		p.emb = p.weight("embedding", net.Vocab*net.Input, net.Embedding)
+		p.emb = p.embedding("embedding", net.Vocab*net.Input, net.Embedding)
 	}
 	for k, dirs := range net.Layers {
 		var lws []layerWeights
@@ -142,8 +142,17 @@ func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
 // buffers of each of its plans.
 type weightList struct{ weights []*Buffer }
 
-// weight adds a float32 weight buffer over data.
+// weight adds a float32 weight buffer over data, or over a copy of it on
+// huge pages where it is large (see weightData).
 func (w *weightList) weight(name string, elems int, data []float32) *Buffer {
+	b := w.embedding(name, elems, data)
+	b.F32 = weightData(b, data)
+	return b
+}
+
+// embedding adds a float32 weight buffer over data itself: an embedding
+// table, of which a step gathers a few rows, gains nothing from a copy.
+func (w *weightList) embedding(name string, elems int, data []float32) *Buffer {
 	b := &Buffer{Name: name, Kind: KindWeight, Elems: elems, ElemSize: 4, F32: data}
 	w.weights = append(w.weights, b)
 	return b

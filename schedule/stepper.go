@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"rnnserve/internal/f32"
+	"rnnserve/internal/hugepage"
 	"rnnserve/internal/invariants"
 	"rnnserve/rnn"
 )
@@ -161,9 +162,21 @@ func NewStepperPrecision(net *rnn.Network, maxRows int, prec Precision) (*Steppe
 		// sequence's arrival steps would run (the same kernel, so the
 		// same sums).
 		R, I := l0.Rows(), net.Input
-		tab := make([]float32, net.Vocab*R)
-		f32.GemmNT(net.Vocab, R, I, net.Embedding, I, l0.Wih, I, 0, tab, R)
-		s.xtab = &Buffer{Name: "l0.xtab", Kind: KindWeight, Elems: len(tab), ElemSize: 4, F32: tab}
+		s.xtab = &Buffer{Name: "l0.xtab", Kind: KindWeight, Elems: net.Vocab * R, ElemSize: 4}
+		s.xtab.F32 = hugepage.Floats(s.xtab, s.xtab.Elems)
+		f32.GemmNT(net.Vocab, R, I, net.Embedding, I, l0.Wih, I, 0, s.xtab.F32, R)
+	}
+	// Every matrix now, not at the first step that reads it: a copy or
+	// packing of a large one takes milliseconds a request would wait.
+	for k, dirs := range net.Layers {
+		s.whh(k)
+		s.wih(k)
+		if dirs[0].Proj > 0 {
+			s.whr(k)
+		}
+	}
+	if net.HeadOut > 0 {
+		s.headW()
 	}
 	return s, nil
 }
@@ -178,12 +191,17 @@ func (s *Stepper) state(name string, elems int) *Buffer {
 	return &Buffer{Name: name, Kind: KindActivation, Elems: elems, ElemSize: 4, F32: make([]float32, elems)}
 }
 
-// weight wraps one of the network's weight slices in a Buffer, once.
+// weight wraps one of the network's weight slices in a Buffer, once: the
+// slice itself, or a copy on huge pages where it is large (weightData);
+// the embedding table always itself (see weightList.embedding).
 func (s *Stepper) weight(name string, data *[]float32) *Buffer {
 	if b, ok := s.weights[data]; ok {
 		return b
 	}
 	b := &Buffer{Name: name, Kind: KindWeight, Elems: len(*data), ElemSize: 4, F32: *data}
+	if data != &s.net.Embedding {
+		b.F32 = weightData(b, *data)
+	}
 	s.weights[data] = b
 	return b
 }
@@ -198,11 +216,32 @@ func (s *Stepper) matrix(role Role, name string, data *[]float32, rows, cols int
 	}
 	b, ok := s.weights[data]
 	if !ok {
-		b = &Buffer{Name: name, Kind: KindWeight, Role: role, Elems: f32.PackedI8Bytes(rows, cols), ElemSize: 1, U8: f32.NewPackedI8(rows, cols)}
+		b = &Buffer{Name: name, Kind: KindWeight, Role: role, Elems: f32.PackedI8Bytes(rows, cols), ElemSize: 1}
+		b.U8 = hugepage.Bytes(b, b.Elems)
 		f32.PackI8(b.U8, rows, cols, *data, cols)
 		s.weights[data] = b
 	}
 	return Dense(b, 0, rows, cols)
+}
+
+// The network's matrices as the steps read them.
+func (s *Stepper) whh(k int) Mat {
+	l := s.net.Layers[k][0]
+	return s.matrix(RoleWHH, fmt.Sprintf("l%d.weight_hh", k), &l.Whh, l.Rows(), l.Out())
+}
+
+func (s *Stepper) wih(k int) Mat {
+	l := s.net.Layers[k][0]
+	return s.matrix(RoleWIH, fmt.Sprintf("l%d.weight_ih", k), &l.Wih, l.Rows(), l.Input)
+}
+
+func (s *Stepper) whr(k int) Mat {
+	l := s.net.Layers[k][0]
+	return s.matrix(RoleWHR, fmt.Sprintf("l%d.weight_hr", k), &l.Whr, l.Proj, l.Hidden)
+}
+
+func (s *Stepper) headW() Mat {
+	return Dense(s.weight("head.weight", &s.net.HeadW), 0, s.net.HeadOut, s.net.Out())
 }
 
 // product is c = a·wᵀ + beta·c through the op w's precision needs; q and
@@ -360,7 +399,7 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 		qsa = &Buffer{Name: "arrival.qs", Kind: KindActivation, Elems: steps, ElemSize: 4, F32: make([]float32, steps)}
 		own = append(own, qa, qsa)
 	}
-	add(product(Dense(q.xp, q.known*R, steps, R), Dense(x, 0, steps, I), s.matrix(RoleWIH, "l0.weight_ih", &l0.Wih, R, I), qa, qsa, 0))
+	add(product(Dense(q.xp, q.known*R, steps, R), Dense(x, 0, steps, I), s.wih(0), qa, qsa, 0))
 	if err := s.runSteps(arrival, own...); err != nil {
 		return err
 	}
@@ -506,11 +545,11 @@ func (s *Stepper) buildStep() {
 		O, H, R := l.Out(), l.Hidden, l.Rows()
 		h := Dense(s.h[k], 0, B, O)
 		y := Dense(s.y, 0, B, R)
-		whh := s.matrix(RoleWHH, fmt.Sprintf("l%d.weight_hh", k), &l.Whh, R, O)
+		whh := s.whh(k)
 		if k > 0 {
 			I := l.Input
 			below := Dense(s.h[k-1], 0, B, I)
-			s.add(k, product(y, below, s.matrix(RoleWIH, fmt.Sprintf("l%d.weight_ih", k), &l.Wih, R, I), s.q, s.qs, 0))
+			s.add(k, product(y, below, s.wih(k), s.q, s.qs, 0))
 		}
 		if l.Cell == rnn.LSTM {
 			s.add(k, product(y, h, whh, s.q, s.qs, 1))
@@ -520,7 +559,7 @@ func (s *Stepper) buildStep() {
 			}
 			s.add(k, newLSTM(y, Whole(s.bias[k]), Dense(s.c[k], 0, B, H), dst))
 			if l.Proj > 0 {
-				s.add(k, product(h, dst, s.matrix(RoleWHR, fmt.Sprintf("l%d.weight_hr", k), &l.Whr, l.Proj, H), s.q, s.qs, 0))
+				s.add(k, product(h, dst, s.whr(k), s.q, s.qs, 0))
 			}
 		} else if l.Cell.Elman() {
 			s.add(k, product(y, h, whh, s.q, s.qs, 1))
@@ -549,7 +588,7 @@ func (s *Stepper) outputs(B int) {
 	if wantHead && n.HeadOut > 0 {
 		V := n.HeadOut
 		head := Dense(s.head, 0, B, V)
-		hw := Dense(s.weight("head.weight", &n.HeadW), 0, V, O)
+		hw := s.headW()
 		s.add(-1, newGemmNT(head, top, hw, 0))
 		o := newHead(head, Whole(s.weight("head.bias", &n.HeadB)), n.Activation)
 		o.after = func() {

@@ -1,6 +1,6 @@
 // Package hugepage allocates large, long-lived buffers that kernels stream
-// through (the partitioned schedule's weight slices) on the kernel's
-// transparent huge pages where the host offers them.
+// through (the schedules' weight matrices) on the kernel's transparent
+// huge pages where the host offers them.
 //
 // On 4 KiB pages a 16 MiB weight slice is 4,096 pages: more than a Zen 4
 // core's second-level TLB holds (3,072 entries), and each page starts the
@@ -15,8 +15,13 @@
 // object holds every reference to the buffer (the schedule's *Buffer), and
 // unmaps it once the owner is unreachable (runtime.AddCleanup). Nothing
 // may keep the returned slice, or a slice of it, longer than the owner.
-// Smaller buffers, other systems, and a mapping the kernel refuses come
-// from make, as before.
+// Smaller buffers, other systems, a host whose THP mode is "never" (or
+// that has no THP), a mapping or an advice the kernel refuses, and a
+// process that called Enable(false) get memory from make, as before.
+//
+// Mapped memory is not in the Go heap's statistics (runtime/metrics,
+// runtime.MemStats); Mapped counts it, and a server exports it beside
+// them.
 package hugepage
 
 import (
@@ -39,11 +44,35 @@ var mapped atomic.Int64
 // outside the Go heap, which runtime/metrics does not count.
 func Mapped() int64 { return mapped.Load() }
 
+// off turns mapping off (Enable).
+var off atomic.Bool
+
+// Enable turns mapping on (the default, where the host has THP) or off
+// and returns whether it was on. Off, every buffer comes from the heap, as
+// on a host without huge pages; buffers already mapped stay mapped.
+func Enable(on bool) (was bool) { return !off.Swap(!on) }
+
+// Place returns src's elements in memory that lives as long as owner: a
+// copy on huge pages where Bytes would map one, else src itself (no
+// copy: the caller's slice stays the buffer, on the heap).
+func Place[T any](owner *T, src []float32) []float32 {
+	if 4*len(src) < MinBytes || off.Load() {
+		return src
+	}
+	b := mapHuge(owner, 4*len(src))
+	if b == nil {
+		return src
+	}
+	f := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(src))
+	copy(f, src)
+	return f
+}
+
 // Bytes returns n zeroed bytes, 64-byte aligned, that live as long as
 // owner: from a huge-page mapping where n >= MinBytes and the system has
 // them, else from the Go heap.
 func Bytes[T any](owner *T, n int) []byte {
-	if n >= MinBytes {
+	if n >= MinBytes && !off.Load() {
 		if b := mapHuge(owner, n); b != nil {
 			return b
 		}

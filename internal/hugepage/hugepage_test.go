@@ -111,3 +111,72 @@ func anonHuge() string {
 	}
 	return "AnonHugePages unknown"
 }
+
+// TestOff checks the heap path a host without huge pages takes (here by
+// Enable(false)): large buffers from make, nothing mapped, Place no copy.
+func TestOff(t *testing.T) {
+	was := Enable(false)
+	defer Enable(was)
+	if Enable(false) {
+		t.Fatal("Enable(false) did not turn mapping off")
+	}
+	settle(t, 0) // the other tests' mappings gone, none may appear
+	o := &owner{}
+	before := Mapped()
+	b := Bytes(o, 3*Size)
+	if len(b) != 3*Size || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%64 != 0 {
+		t.Fatalf("off: Bytes(%d) len %d at %p", 3*Size, len(b), unsafe.SliceData(b))
+	}
+	src := make([]float32, Size)
+	if p := Place(o, src); unsafe.SliceData(p) != unsafe.SliceData(src) {
+		t.Error("off: Place copied")
+	}
+	if Mapped() != before {
+		t.Errorf("off: %d bytes mapped, want %d", Mapped(), before)
+	}
+	runtime.KeepAlive(o)
+}
+
+// TestPlace checks that Place copies a large slice onto a mapping (where
+// the host maps one) with every element, and leaves a small one in place.
+func TestPlace(t *testing.T) {
+	o := &owner{}
+	small := []float32{1, 2, 3}
+	if p := Place(o, small); unsafe.SliceData(p) != unsafe.SliceData(small) {
+		t.Error("Place copied a small slice")
+	}
+	if len(Place(o, []float32(nil))) != 0 {
+		t.Error("Place(nil) not empty")
+	}
+	src := make([]float32, MinBytes/4+5)
+	for i := range src {
+		src[i] = float32(i) + 0.5
+	}
+	before := Mapped()
+	p := Place(o, src)
+	if len(p) != len(src) {
+		t.Fatalf("Place: len %d, want %d", len(p), len(src))
+	}
+	for i := range p {
+		if p[i] != src[i] {
+			t.Fatalf("Place: [%d] = %v, want %v", i, p[i], src[i])
+		}
+	}
+	if thpHost() {
+		if unsafe.SliceData(p) == unsafe.SliceData(src) || uintptr(unsafe.Pointer(unsafe.SliceData(p)))%Size != 0 {
+			t.Errorf("Place on a THP host: %p not a mapping", unsafe.SliceData(p))
+		}
+		if got, want := Mapped()-before, int64(4*len(src)+4095)&^4095; got != want {
+			t.Errorf("Place mapped %d bytes, want %d (whole 4 KiB pages)", got, want)
+		}
+	} else if unsafe.SliceData(p) != unsafe.SliceData(src) {
+		t.Error("Place copied on a host without huge pages")
+	}
+	runtime.KeepAlive(o)
+}
+
+// thpHost says whether this host's THP mode lets Bytes map.
+func thpHost() bool {
+	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	return runtime.GOOS == "linux" && err == nil && !strings.Contains(string(b), "[never]")
+}
