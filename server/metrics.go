@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"rnnserve/internal/hugepage"
 	"rnnserve/schedule"
 	"rnnserve/server/api"
 )
@@ -117,7 +118,10 @@ func newMetrics() *metrics {
 	m.reg.MustRegister(m.requests, m.latency, m.queue, m.compute, m.batchRows, m.inflight,
 		m.sequences, m.steps, m.solo, m.wide, m.tokens, m.dramBytes, m.workingSet, m.dre, m.info, m.steps0, m.panics,
 		m.budgetSize, m.budgetUsed, m.budgetRefused, m.connections, m.connectionsLimit, m.connectionsClosedIdle,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "rnnserve_hugepage_mapped_bytes", Help: "Bytes of weight matrices held on transparent huge pages: mapped outside the Go heap, so in no go_memstats_* figure (process_resident_memory_bytes includes them).",
+		}, func() float64 { return float64(hugepage.Mapped()) }))
 	return m
 }
 
