@@ -12,9 +12,10 @@
 // MADV_HUGEPAGE before anything touches it.
 //
 // A mapping is not Go heap: Bytes ties it to an owner, a pointer whose
-// object holds every reference to the buffer (the schedule's *Buffer), and
-// unmaps it once the owner is unreachable (runtime.AddCleanup). Nothing
-// may keep the returned slice, or a slice of it, longer than the owner.
+// object holds every reference to the buffer (a schedule's *Buffer, or
+// the copy its buffers share), and unmaps it once the owner is
+// unreachable (runtime.AddCleanup). Nothing may keep the returned slice,
+// or a slice of it, longer than the owner.
 // Smaller buffers, other systems, a host whose THP mode is "never" (or
 // that has no THP), a mapping or an advice the kernel refuses, and a
 // process that called Enable(false) get memory from make, as before.
