@@ -341,17 +341,21 @@ func treeInnerKernel(n, stride int, y, bias, cl, cr, c, h []float32) {
 func gemvPacked8(panels, k int, a, w, c *float32, beta float32)
 
 //go:noescape
-func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32)
+func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32, pf *float32, pfStep int)
 
 // gemmPackedAsm runs the whole panels of a packed W (n a multiple of
 // eight) past A. One row streams W through gemvPacked (gemvPacked8 or,
-// with AVX-512, gemvPackedZ); two go through
-// gemmPacked3x4 together. With more rows W goes in blocks of
-// blocking.packBlock bytes: the first row pulls each block in as one stream
-// (gemvPacked8) and the others find it in cache, in groups of three (or
-// two) through gemmPacked3x4, which reads each W chunk once per group.
-// gemmPacked3x4 takes no column tail, so with k%8 != 0 every row goes
-// through gemvPacked8 on its own (the schedules pack no such W).
+// with AVX-512, gemvPackedZ); two go through gemmPacked3 together. With
+// more rows W goes in blocks of blocking.packBlock bytes that every group
+// of three (or two) rows passes while L2 holds it. The first row pulls
+// the first block in as one stream (gemvPacked); with up to pullRows
+// rows, the groups working on a block prefetch the next one between
+// them, so that a W coming from DRAM (an input projection at T = 10)
+// streams in while the arithmetic runs rather than before it. With more
+// rows each block is reused often enough that how it arrives matters
+// little, and the first row pulls each block. gemmPacked3 takes no
+// column tail, so with k%8 != 0 every row goes through gemvPacked on its
+// own (the schedules pack no such W).
 func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int) {
 	if m == 1 {
 		gemvPacked(n/8, k, &a[0], &p[0], &c[0], beta)
@@ -364,22 +368,57 @@ func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32,
 		return
 	}
 	if m == 2 {
-		gemmPacked3(n/8, k/8, 2, &a[0], lda, &p[0], &c[0], ldc, beta)
+		gemmPacked3(n/8, k/8, 2, &a[0], lda, &p[0], &c[0], ldc, beta, &p[0], 0)
 		return
 	}
 	nb := max(8, blocks().packBlock/(4*k)&^7)
 	for j0 := 0; j0 < n; j0 += nb {
 		jb := min(nb, n-j0)
 		w := &p[j0*k]
-		gemvPacked(jb/8, k, &a[0], w, &c[j0], beta)
-		for i0 := 1; i0 < m; {
-			rows := min(3, m-i0)
+		first := 0
+		if j0 == 0 || m > pullRows {
+			gemvPacked(jb/8, k, &a[0], w, &c[j0], beta)
+			first = 1
+		}
+		// The next block, from float next on, a share of it for each group.
+		next, left, share := 0, 0, 0
+		if m <= pullRows && j0+jb < n {
+			next, left = (j0+jb)*k, min(nb, n-j0-jb)*k
+			share = (left + groups(m-first) - 1) / groups(m-first)
+		}
+		for i0 := first; i0 < m; {
+			rows := groupRows(m - i0)
 			if rows == 1 {
 				gemvPacked(jb/8, k, &a[i0*lda], w, &c[i0*ldc+j0], beta)
 			} else {
-				gemmPacked3(jb/8, k/8, rows, &a[i0*lda], lda, w, &c[i0*ldc+j0], ldc, beta)
+				pf, pfn := w, min(share, left)
+				if pfn > 0 {
+					pf = &p[next]
+				}
+				gemmPacked3(jb/8, k/8, rows, &a[i0*lda], lda, w, &c[i0*ldc+j0], ldc, beta, pf, 4*pfn)
+				next, left = next+pfn, left-pfn
 			}
 			i0 += rows
 		}
 	}
+}
+
+// groupRows is the rows of the next group when r rows are left: three,
+// but two when one would be left over (the last two groups of 3k+1 rows
+// are two and two), and one only when one row is all there is.
+func groupRows(r int) int {
+	if r == 4 || r == 2 {
+		return 2
+	}
+	return min(r, 3)
+}
+
+// groups is the number of groups groupRows makes of r rows.
+func groups(r int) int {
+	g := 0
+	for r > 0 {
+		r -= groupRows(r)
+		g++
+	}
+	return g
 }

@@ -45,15 +45,18 @@ func gemvPacked(panels, k int, a, w, c *float32, beta float32) {
 }
 
 //go:noescape
-func gemmPackedZ3(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32)
+func gemmPackedZ3(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32, pf *float32, pfStep int)
 
 // gemmPacked3 is two or three rows of A against the whole panels of a
 // packed W with k a multiple of 8: gemmPackedZ3 where the AVX-512 kernels
-// run, else gemmPacked3x4.
-func gemmPacked3(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32) {
+// run, else gemmPacked3x4. On the way it prefetches pfBytes from pf into
+// L2, spread evenly over the kernel's passes (pfBytes 0: none).
+func gemmPacked3(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32, pf *float32, pfBytes int) {
 	if useZProducts {
-		gemmPackedZ3(panels, k8, rows, a, lda, w, c, ldc, beta)
+		passes := panels * k8 // a whole panel a pass
+		gemmPackedZ3(panels, k8, rows, a, lda, w, c, ldc, beta, pf, (pfBytes+passes-1)/passes)
 		return
 	}
-	gemmPacked3x4(panels, k8, rows, a, lda, w, c, ldc, beta)
+	passes := 2 * panels * k8 // half a panel a pass
+	gemmPacked3x4(panels, k8, rows, a, lda, w, c, ldc, beta, pf, (pfBytes+passes-1)/passes)
 }

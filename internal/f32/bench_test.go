@@ -7,6 +7,8 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
+
+	"rnnserve/internal/hugepage"
 )
 
 // BenchmarkGemv times y = W·x for an LSTM's recurrent matrix (4H×H) with
@@ -182,6 +184,14 @@ func BenchmarkGemvCold(b *testing.B) {
 		run("gemv", func(w []float32) { GemvN(n, k, w, k, a, 0, c) })
 		run("m=10", func(w []float32) { GemmNT(10, n, k, a, k, w, k, 0, c, n) })
 		run("m=10/once", func(w []float32) { GemmNTOnce(10, n, k, a, k, w, k, 0, c, n) })
+		// Packed copies on huge pages, as the schedules store W_ih.
+		ps := make([][]float32, len(ws))
+		for i, w := range ws {
+			ps[i] = hugepage.Floats(&ps, n*k)
+			PackNT(ps[i], n, k, w, k)
+		}
+		pi := 0
+		run("m=10/packed", func([]float32) { GemmNTPacked(10, n, k, a, k, ps[pi%len(ps)], 0, c, n); pi++ })
 		_ = sink
 	}
 }

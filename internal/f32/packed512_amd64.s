@@ -124,7 +124,7 @@ zpdone:
 	VZEROUPPER
 	RET
 
-// func gemmPackedZ3(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32)
+// func gemmPackedZ3(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32, pf *float32, pfStep int)
 //
 // gemmPacked3x4 with two W rows to a register: two or three rows of A
 // (rows) against the 8·panels rows of a W in PackNT's order with k =
@@ -134,13 +134,19 @@ zpdone:
 // of A row i go through REDUCE8 and are stored, beta·C added first by one
 // fused multiply-add (beta == 0: C is not read).
 //
+// Each pass over a chunk also prefetches the line at pf into L2 and
+// moves pf on by pfStep bytes, as gemmPacked3x4 does.
+//
 // Registers: SI, R12, R13 the A rows; BX the byte offset into them; AX
 // the panel's chunk; R8 the chunks left; CX the panels left; DI C's first
-// row at the panel; R10 ldc in bytes; R11 rows. A row i's sums are in
+// row at the panel; R10 ldc in bytes; R11 rows; R15 pf and R9 pfStep. A
+// row i's sums are in
 // Z(16+4i)..Z(19+4i), the W pairs of a chunk in Z12..Z15, the A chunks in
 // Z8..Z10.
-TEXT ·gemmPackedZ3(SB), NOSPLIT, $0-68
+TEXT ·gemmPackedZ3(SB), NOSPLIT, $0-88
 	MOVQ panels+0(FP), CX
+	MOVQ pf+72(FP), R15
+	MOVQ pfStep+80(FP), R9
 	MOVQ rows+16(FP), R11
 	MOVQ a+24(FP), SI
 	MOVQ lda+32(FP), R10
@@ -175,6 +181,8 @@ z3panel:
 	JLT  z2loop
 
 z3loop:
+	PREFETCHT1 (R15)
+	ADDQ R9, R15
 	VBROADCASTF32X8 (SI)(BX*1), Z8
 	VBROADCASTF32X8 (R12)(BX*1), Z9
 	VBROADCASTF32X8 (R13)(BX*1), Z10
@@ -202,6 +210,8 @@ z3loop:
 
 	// Two rows: the same without the third row's products.
 z2loop:
+	PREFETCHT1 (R15)
+	ADDQ R9, R15
 	VBROADCASTF32X8 (SI)(BX*1), Z8
 	VBROADCASTF32X8 (R12)(BX*1), Z9
 	VMOVUPS 0(AX), Z12

@@ -110,7 +110,7 @@ pdone:
 	VFMADD231PS Y15, Y12, ACC0    \
 	VFMADD231PS Y15, Y13, ACC1
 
-// func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32)
+// func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32, pf *float32, pfStep int)
 //
 // C = A·Wᵀ + beta·C for two or three rows of A (rows) against the
 // 8·panels rows of a W in PackNT's order with k = 8·k8 (no column tail):
@@ -120,12 +120,18 @@ pdone:
 // computes it: eight lanes, then REDUCE4 (REDUCE8's order), then beta·C
 // by one more fused multiply-add; beta == 0 means C is not read.
 //
+// Each pass over a chunk also prefetches the line at pf into L2 and
+// moves pf on by pfStep bytes (0: it stays), so that the next block of
+// a W coming from DRAM arrives while this one is multiplied.
+//
 // Registers: SI, R12, R13 the A rows; DX the byte offset into them; AX
-// the panel; R14 the half's start; BX its chunk; R8 the chunks left; CX the panels left; DI C's first row at the half; R10 ldc in
-// bytes; R11 rows.
-TEXT ·gemmPacked3x4(SB), NOSPLIT, $0-68
+// the panel; R14 the half's start; BX its chunk; R8 the chunks left; CX
+// the panels left; DI C's first row at the half; R10 ldc in bytes; R11
+// rows; R15 pf and R9 pfStep.
+TEXT ·gemmPacked3x4(SB), NOSPLIT, $0-88
 	MOVQ panels+0(FP), CX
-	MOVQ k8+8(FP), R9
+	MOVQ pf+72(FP), R15
+	MOVQ pfStep+80(FP), R9
 	MOVQ rows+16(FP), R11
 	MOVQ a+24(FP), SI
 	MOVQ lda+32(FP), R10
@@ -150,11 +156,13 @@ q3half:
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
 	XORQ  DX, DX
-	MOVQ  R9, R8
+	MOVQ  k8+8(FP), R8
 	CMPQ  R11, $3
 	JLT   q2loop
 
 q3loop:
+	PREFETCHT1 (R15)
+	ADDQ R9, R15
 	VMOVUPS (SI)(DX*1), Y12
 	VMOVUPS (R12)(DX*1), Y13
 	VMOVUPS (R13)(DX*1), Y14
@@ -169,6 +177,8 @@ q3loop:
 	JMP  q3sum
 
 q2loop:
+	PREFETCHT1 (R15)
+	ADDQ R9, R15
 	VMOVUPS (SI)(DX*1), Y12
 	VMOVUPS (R12)(DX*1), Y13
 	FMA24P(0, Y0, Y4)
@@ -207,7 +217,7 @@ q3next:
 	LEAQ 256(AX), DX
 	CMPQ R14, DX
 	JLT  q3half
-	MOVQ R9, DX
+	MOVQ k8+8(FP), DX
 	SHLQ $8, DX
 	ADDQ DX, AX
 	DECQ CX
