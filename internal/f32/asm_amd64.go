@@ -348,12 +348,13 @@ func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc
 // with AVX-512, gemvPackedZ); two go through gemmPacked3 together. With
 // more rows W goes in blocks of blocking.packBlock bytes that every group
 // of three (or two) rows passes while L2 holds it. The first row pulls
-// the first block in as one stream (gemvPacked); with up to pullRows
-// rows, the groups working on a block prefetch the next one between
-// them, so that a W coming from DRAM (an input projection at T = 10)
-// streams in while the arithmetic runs rather than before it. With more
-// rows each block is reused often enough that how it arrives matters
-// little, and the first row pulls each block. gemmPacked3 takes no
+// the first block in as one stream (gemvPacked). With prefetchRows to
+// pullRows rows (an input projection at T = 10), the groups working on a
+// block prefetch the next one between them, so that a W coming from DRAM
+// streams in while the arithmetic runs rather than before it; otherwise
+// the first row pulls every block (with more rows each block is reused
+// often enough that how it arrives matters little, with fewer the few
+// groups' prefetches cost more than they save). gemmPacked3 takes no
 // column tail, so with k%8 != 0 every row goes through gemvPacked on its
 // own (the schedules pack no such W).
 func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int) {
@@ -376,18 +377,22 @@ func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32,
 		jb := min(nb, n-j0)
 		w := &p[j0*k]
 		first := 0
-		if j0 == 0 || m > pullRows {
+		prefetch := m >= prefetchRows && m <= pullRows
+		if j0 == 0 || !prefetch {
 			gemvPacked(jb/8, k, &a[0], w, &c[j0], beta)
 			first = 1
 		}
 		// The next block, from float next on, a share of it for each group.
 		next, left, share := 0, 0, 0
-		if m <= pullRows && j0+jb < n {
+		if prefetch && j0+jb < n {
 			next, left = (j0+jb)*k, min(nb, n-j0-jb)*k
 			share = (left + groups(m-first) - 1) / groups(m-first)
 		}
 		for i0 := first; i0 < m; {
-			rows := groupRows(m - i0)
+			rows := min(3, m-i0)
+			if prefetch {
+				rows = groupRows(m - i0)
+			}
 			if rows == 1 {
 				gemvPacked(jb/8, k, &a[i0*lda], w, &c[i0*ldc+j0], beta)
 			} else {
@@ -403,9 +408,13 @@ func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32,
 	}
 }
 
-// groupRows is the rows of the next group when r rows are left: three,
-// but two when one would be left over (the last two groups of 3k+1 rows
-// are two and two), and one only when one row is all there is.
+// prefetchRows is the fewest rows for which gemmPackedAsm's groups
+// prefetch the next block rather than the first row pulling it.
+const prefetchRows = 8
+
+// groupRows is the rows of the next prefetching group when r rows are
+// left: three, but two when one would be left over (the last two groups
+// of 3k+1 rows are two and two), so that every group prefetches.
 func groupRows(r int) int {
 	if r == 4 || r == 2 {
 		return 2

@@ -58,7 +58,7 @@ func TestGemmNTPacked(t *testing.T) {
 			w := newGuarded(r, n, k, ldw, 0, nan).s()
 			p := newGuarded(r, 1, n*k, n*k, 0, nan)
 			PackNT(p.s(), n, k, w, ldw)
-			for _, m := range []int{1, 2, 3, 4, 5, 7, 10, 17} {
+			for _, m := range []int{1, 2, 3, 4, 5, 7, 8, 10, 16, 17} {
 				lda, ldc := k+3, n+5
 				a := newGuarded(r, m, k, lda, 0, nan).s()
 				c0 := newGuarded(r, m, n, ldc, 0, nan)
