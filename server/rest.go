@@ -212,6 +212,7 @@ func (s *Server) infer(c *gin.Context) {
 		return
 	}
 	s.writeDeadline(c.Writer)
+	connlimit.Coalesce(c.Request) // the response in one write system call
 	s.responses.WriteInfer(c.Writer, c.Request, resp)
 }
 

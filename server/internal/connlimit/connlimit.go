@@ -267,16 +267,18 @@ type Conn struct {
 	// a gRPC connection's messages (h2frames.go).
 	framing *framing
 	frames  *h2frames
+	// co holds a REST response's writes while armed (Coalesce).
+	co    coalescer
+	armed atomic.Bool
 }
 
 // Write writes p and gives back to the budget as much as it wrote of
 // what the connection owes (Owe).
 func (c *Conn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	if n > 0 && c.owed.Load() > 0 {
-		c.repay(int64(n))
+	if c.armed.Load() {
+		return c.hold(p)
 	}
-	return n, err
+	return c.write(p)
 }
 
 // Owe charges the connection n bytes of the budget that are already
@@ -329,6 +331,7 @@ func (c *Conn) busy(b bool) {
 }
 
 func (c *Conn) Close() error {
+	c.release()
 	err := c.Conn.Close()
 	c.shut.Store(true)
 	c.repay(math.MaxInt64)
@@ -376,6 +379,9 @@ func ConnState(c net.Conn, st http.ConnState) {
 		return
 	}
 	lc.state.Store(int32(st))
+	if st != http.StateActive {
+		lc.release()
+	}
 	switch st {
 	case http.StateActive:
 		lc.busy(true)
