@@ -169,7 +169,9 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 		return nil
 	}
 	gin.SetMode(gin.ReleaseMode) // the REST router's mode is the process's
-	log := newLogger(stderr, cfg.Log)
+	logw := newLogWriter(stderr)
+	defer logw.Close()
+	log := newLogger(logw, cfg.Log)
 	for _, n := range notes {
 		log.Warn(n)
 	}
@@ -264,7 +266,7 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 	}
 	var accessLog *slog.Logger
 	if cfg.Log.Access {
-		accessLog = log
+		accessLog = newLogger(logw.Access(), cfg.Log)
 	}
 	requests := server.NewAccessLog(accessLog)
 	requests.Probes = cfg.Log.AccessProbes

@@ -87,6 +87,21 @@ func TestLameDuckShutdown(t *testing.T) {
 			t.Errorf("the log lacks %q:\n%s", want, logs)
 		}
 	}
+	// Every request served has its access line (they are written in
+	// batches), before the last line.
+	log := logs.String()
+	n := 0
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, "msg=request ") && strings.Contains(line, "protocol=rest method=POST path=/v2/models/bytelm/infer status=200") {
+			n++
+		}
+	}
+	if n != served {
+		t.Errorf("%d access lines of infer requests, want one for each of the %d served:\n%s", n, served, log)
+	}
+	if strings.LastIndex(log, "msg=request") > strings.Index(log, "msg=\"stopped") {
+		t.Errorf("an access line after the last line:\n%s", log)
+	}
 	t.Logf("readiness 503 %v after SIGTERM; %d requests served in the lame-duck period", ready503, served)
 }
 
