@@ -349,14 +349,15 @@ func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc
 // more rows W goes in blocks of blocking.packBlock bytes that every group
 // of three (or two) rows passes while L2 holds it. The first row pulls
 // the first block in as one stream (gemvPacked). With prefetchRows to
-// pullRows rows (an input projection at T = 10), the groups working on a
-// block prefetch the next one between them, so that a W coming from DRAM
-// streams in while the arithmetic runs rather than before it; otherwise
-// the first row pulls every block (with more rows each block is reused
-// often enough that how it arrives matters little, with fewer the few
-// groups' prefetches cost more than they save). gemmPacked3 takes no
-// column tail, so with k%8 != 0 every row goes through gemvPacked on its
-// own (the schedules pack no such W).
+// pullRows rows and a W of blocking.pull bytes or more, which comes from
+// DRAM (an input projection at T = 10, hidden 1024), the groups working
+// on a block prefetch the next one between them, so that it streams in
+// while the arithmetic runs rather than before it. Otherwise the first
+// row pulls every block: with more rows each block is reused often
+// enough that how it arrives matters little, with fewer the few groups'
+// prefetches cost more than they save, and from L3 the pull is quick.
+// gemmPacked3 takes no column tail, so with k%8 != 0 every row goes
+// through gemvPacked on its own (the schedules pack no such W).
 func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int) {
 	if m == 1 {
 		gemvPacked(n/8, k, &a[0], &p[0], &c[0], beta)
@@ -372,12 +373,13 @@ func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32,
 		gemmPacked3(n/8, k/8, 2, &a[0], lda, &p[0], &c[0], ldc, beta, &p[0], 0)
 		return
 	}
-	nb := max(8, blocks().packBlock/(4*k)&^7)
+	b := blocks()
+	nb := max(8, b.packBlock/(4*k)&^7)
+	prefetch := m >= prefetchRows && m <= pullRows && 4*n*k >= b.pull
 	for j0 := 0; j0 < n; j0 += nb {
 		jb := min(nb, n-j0)
 		w := &p[j0*k]
 		first := 0
-		prefetch := m >= prefetchRows && m <= pullRows
 		if j0 == 0 || !prefetch {
 			gemvPacked(jb/8, k, &a[0], w, &c[j0], beta)
 			first = 1

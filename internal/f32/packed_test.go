@@ -48,8 +48,37 @@ func TestPackNT(t *testing.T) {
 // for bit, on both paths: rows around the panels of eight and the
 // blocks of wBlock rows, columns around the chunks of eight, one row and
 // several, both betas, NaN around A, W and C (a kernel that read past
-// them would turn the results or the pads into NaN).
+// them would turn the results or the pads into NaN); and again with the
+// pull bound at 1 MiB, so that the largest W takes the prefetching path
+// that a W from DRAM takes.
 func TestGemmNTPacked(t *testing.T) {
+	small := blocks()
+	small.pull = 1 << 20
+	for _, b := range []blocking{blocks(), small} {
+		t.Run(fmt.Sprintf("pull=%d", b.pull), func(t *testing.T) {
+			withBlocking(t, b)
+			testGemmNTPacked(t)
+		})
+	}
+	for _, bad := range []func(){
+		func() { GemmNTPacked(-1, 1, 1, nil, 1, nil, 0, nil, 1) },
+		func() { GemmNTPacked(1, 2, 2, make([]float32, 2), 2, make([]float32, 3), 0, make([]float32, 2), 2) },
+		func() { GemmNTPacked(2, 2, 2, make([]float32, 3), 2, make([]float32, 4), 0, make([]float32, 4), 2) },
+		func() { PackNT(make([]float32, 3), 2, 2, make([]float32, 4), 2) },
+		func() { UnpackRow(make([]float32, 2), 2, 2, make([]float32, 4), 2) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("bad arguments accepted")
+				}
+			}()
+			bad()
+		}()
+	}
+}
+
+func testGemmNTPacked(t *testing.T) {
 	impls(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(21, 21))
 		for _, nk := range [][2]int{{8, 8}, {7, 5}, {9, 13}, {24, 1}, {64, 64}, {100, 131}, {2*wBlock(300) + 13, 300}, {200, 128}, {1030, 1024}} {
@@ -81,22 +110,6 @@ func TestGemmNTPacked(t *testing.T) {
 			p.checkPads(t, fmt.Sprintf("n=%d k=%d packed W", n, k))
 		}
 	})
-	for _, bad := range []func(){
-		func() { GemmNTPacked(-1, 1, 1, nil, 1, nil, 0, nil, 1) },
-		func() { GemmNTPacked(1, 2, 2, make([]float32, 2), 2, make([]float32, 3), 0, make([]float32, 2), 2) },
-		func() { GemmNTPacked(2, 2, 2, make([]float32, 3), 2, make([]float32, 4), 0, make([]float32, 4), 2) },
-		func() { PackNT(make([]float32, 3), 2, 2, make([]float32, 4), 2) },
-		func() { UnpackRow(make([]float32, 2), 2, 2, make([]float32, 4), 2) },
-	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Error("bad arguments accepted")
-				}
-			}()
-			bad()
-		}()
-	}
 }
 
 // BenchmarkGemmPacked times C = A·Wᵀ with W row-major (GemmNT) and packed
