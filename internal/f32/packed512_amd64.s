@@ -124,6 +124,51 @@ zpdone:
 	VZEROUPPER
 	RET
 
+// Z3PASS is one pass of gemmPackedZ3 over a chunk with three rows of A,
+// Z2PASS with two; each ends by counting R8 down.
+#define Z3PASS \
+	VBROADCASTF32X8 (SI)(BX*1), Z8  \
+	VBROADCASTF32X8 (R12)(BX*1), Z9 \
+	VBROADCASTF32X8 (R13)(BX*1), Z10 \
+	VMOVUPS 0(AX), Z12              \
+	VMOVUPS 64(AX), Z13             \
+	VMOVUPS 128(AX), Z14            \
+	VMOVUPS 192(AX), Z15            \
+	VFMADD231PS Z12, Z8, Z16        \
+	VFMADD231PS Z13, Z8, Z17        \
+	VFMADD231PS Z14, Z8, Z18        \
+	VFMADD231PS Z15, Z8, Z19        \
+	VFMADD231PS Z12, Z9, Z20        \
+	VFMADD231PS Z13, Z9, Z21        \
+	VFMADD231PS Z14, Z9, Z22        \
+	VFMADD231PS Z15, Z9, Z23        \
+	VFMADD231PS Z12, Z10, Z24       \
+	VFMADD231PS Z13, Z10, Z25       \
+	VFMADD231PS Z14, Z10, Z26       \
+	VFMADD231PS Z15, Z10, Z27       \
+	ADDQ $32, BX                    \
+	ADDQ $256, AX                   \
+	DECQ R8
+
+#define Z2PASS \
+	VBROADCASTF32X8 (SI)(BX*1), Z8  \
+	VBROADCASTF32X8 (R12)(BX*1), Z9 \
+	VMOVUPS 0(AX), Z12              \
+	VMOVUPS 64(AX), Z13             \
+	VMOVUPS 128(AX), Z14            \
+	VMOVUPS 192(AX), Z15            \
+	VFMADD231PS Z12, Z8, Z16        \
+	VFMADD231PS Z13, Z8, Z17        \
+	VFMADD231PS Z14, Z8, Z18        \
+	VFMADD231PS Z15, Z8, Z19        \
+	VFMADD231PS Z12, Z9, Z20        \
+	VFMADD231PS Z13, Z9, Z21        \
+	VFMADD231PS Z14, Z9, Z22        \
+	VFMADD231PS Z15, Z9, Z23        \
+	ADDQ $32, BX                    \
+	ADDQ $256, AX                   \
+	DECQ R8
+
 // func gemmPackedZ3(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32, pf *float32, pfStep int)
 //
 // gemmPacked3x4 with two W rows to a register: two or three rows of A
@@ -134,8 +179,8 @@ zpdone:
 // of A row i go through REDUCE8 and are stored, beta·C added first by one
 // fused multiply-add (beta == 0: C is not read).
 //
-// Each pass over a chunk also prefetches the line at pf into L2 and
-// moves pf on by pfStep bytes, as gemmPacked3x4 does.
+// With pfStep > 0 each pass over a chunk also prefetches the line at pf
+// into L2 and moves pf on by pfStep bytes, as gemmPacked3x4 does.
 //
 // Registers: SI, R12, R13 the A rows; BX the byte offset into them; AX
 // the panel's chunk; R8 the chunks left; CX the panels left; DI C's first
@@ -177,59 +222,39 @@ z3panel:
 	VPXORD Z27, Z27, Z27
 	XORQ BX, BX
 	MOVQ k8+8(FP), R8
+	TESTQ R9, R9
+	JNZ  z3pf
 	CMPQ R11, $3
 	JLT  z2loop
 
 z3loop:
-	PREFETCHT1 (R15)
-	ADDQ R9, R15
-	VBROADCASTF32X8 (SI)(BX*1), Z8
-	VBROADCASTF32X8 (R12)(BX*1), Z9
-	VBROADCASTF32X8 (R13)(BX*1), Z10
-	VMOVUPS 0(AX), Z12
-	VMOVUPS 64(AX), Z13
-	VMOVUPS 128(AX), Z14
-	VMOVUPS 192(AX), Z15
-	VFMADD231PS Z12, Z8, Z16
-	VFMADD231PS Z13, Z8, Z17
-	VFMADD231PS Z14, Z8, Z18
-	VFMADD231PS Z15, Z8, Z19
-	VFMADD231PS Z12, Z9, Z20
-	VFMADD231PS Z13, Z9, Z21
-	VFMADD231PS Z14, Z9, Z22
-	VFMADD231PS Z15, Z9, Z23
-	VFMADD231PS Z12, Z10, Z24
-	VFMADD231PS Z13, Z10, Z25
-	VFMADD231PS Z14, Z10, Z26
-	VFMADD231PS Z15, Z10, Z27
-	ADDQ $32, BX
-	ADDQ $256, AX
-	DECQ R8
+	Z3PASS
 	JNZ  z3loop
 	JMP  z3sums
 
 	// Two rows: the same without the third row's products.
 z2loop:
+	Z2PASS
+	JNZ  z2loop
+	JMP  z3sums
+
+	// The same loops with a prefetch a pass.
+z3pf:
+	CMPQ R11, $3
+	JLT  z2loopp
+
+z3loopp:
 	PREFETCHT1 (R15)
 	ADDQ R9, R15
-	VBROADCASTF32X8 (SI)(BX*1), Z8
-	VBROADCASTF32X8 (R12)(BX*1), Z9
-	VMOVUPS 0(AX), Z12
-	VMOVUPS 64(AX), Z13
-	VMOVUPS 128(AX), Z14
-	VMOVUPS 192(AX), Z15
-	VFMADD231PS Z12, Z8, Z16
-	VFMADD231PS Z13, Z8, Z17
-	VFMADD231PS Z14, Z8, Z18
-	VFMADD231PS Z15, Z8, Z19
-	VFMADD231PS Z12, Z9, Z20
-	VFMADD231PS Z13, Z9, Z21
-	VFMADD231PS Z14, Z9, Z22
-	VFMADD231PS Z15, Z9, Z23
-	ADDQ $32, BX
-	ADDQ $256, AX
-	DECQ R8
-	JNZ  z2loop
+	Z3PASS
+	JNZ  z3loopp
+	JMP  z3sums
+
+z2loopp:
+	PREFETCHT1 (R15)
+	ADDQ R9, R15
+	Z2PASS
+	JNZ  z2loopp
 
 z3sums:
 	ZROWS(Z16, Z17, Z18, Z19, Y16, Y17, Y18, Y19)

@@ -110,6 +110,31 @@ pdone:
 	VFMADD231PS Y15, Y12, ACC0    \
 	VFMADD231PS Y15, Y13, ACC1
 
+// Q3PASS is one pass of gemmPacked3x4 over a chunk with three rows of A,
+// Q2PASS with two; each ends by counting R8 down.
+#define Q3PASS \
+	VMOVUPS (SI)(DX*1), Y12  \
+	VMOVUPS (R12)(DX*1), Y13 \
+	VMOVUPS (R13)(DX*1), Y14 \
+	FMA34(0, Y0, Y4, Y8)     \
+	FMA34(32, Y1, Y5, Y9)    \
+	FMA34(64, Y2, Y6, Y10)   \
+	FMA34(96, Y3, Y7, Y11)   \
+	ADDQ $32, DX             \
+	ADDQ $256, BX            \
+	DECQ R8
+
+#define Q2PASS \
+	VMOVUPS (SI)(DX*1), Y12  \
+	VMOVUPS (R12)(DX*1), Y13 \
+	FMA24P(0, Y0, Y4)        \
+	FMA24P(32, Y1, Y5)       \
+	FMA24P(64, Y2, Y6)       \
+	FMA24P(96, Y3, Y7)       \
+	ADDQ $32, DX             \
+	ADDQ $256, BX            \
+	DECQ R8
+
 // func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32, pf *float32, pfStep int)
 //
 // C = A·Wᵀ + beta·C for two or three rows of A (rows) against the
@@ -120,9 +145,10 @@ pdone:
 // computes it: eight lanes, then REDUCE4 (REDUCE8's order), then beta·C
 // by one more fused multiply-add; beta == 0 means C is not read.
 //
-// Each pass over a chunk also prefetches the line at pf into L2 and
-// moves pf on by pfStep bytes (0: it stays), so that the next block of
-// a W coming from DRAM arrives while this one is multiplied.
+// With pfStep > 0 each pass over a chunk also prefetches the line at pf
+// into L2 and moves pf on by pfStep bytes, so that the next block of a W
+// coming from DRAM arrives while this one is multiplied; with 0 the
+// loops have no prefetch.
 //
 // Registers: SI, R12, R13 the A rows; DX the byte offset into them; AX
 // the panel; R14 the half's start; BX its chunk; R8 the chunks left; CX
@@ -157,38 +183,38 @@ q3half:
 	VXORPS Y11, Y11, Y11
 	XORQ  DX, DX
 	MOVQ  k8+8(FP), R8
+	TESTQ R9, R9
+	JNZ   q3pf
 	CMPQ  R11, $3
 	JLT   q2loop
 
 q3loop:
-	PREFETCHT1 (R15)
-	ADDQ R9, R15
-	VMOVUPS (SI)(DX*1), Y12
-	VMOVUPS (R12)(DX*1), Y13
-	VMOVUPS (R13)(DX*1), Y14
-	FMA34(0, Y0, Y4, Y8)
-	FMA34(32, Y1, Y5, Y9)
-	FMA34(64, Y2, Y6, Y10)
-	FMA34(96, Y3, Y7, Y11)
-	ADDQ $32, DX
-	ADDQ $256, BX
-	DECQ R8
+	Q3PASS
 	JNZ  q3loop
 	JMP  q3sum
 
 q2loop:
+	Q2PASS
+	JNZ  q2loop
+	JMP  q3sum
+
+	// The same loops with a prefetch a pass.
+q3pf:
+	CMPQ R11, $3
+	JLT  q2loopp
+
+q3loopp:
 	PREFETCHT1 (R15)
 	ADDQ R9, R15
-	VMOVUPS (SI)(DX*1), Y12
-	VMOVUPS (R12)(DX*1), Y13
-	FMA24P(0, Y0, Y4)
-	FMA24P(32, Y1, Y5)
-	FMA24P(64, Y2, Y6)
-	FMA24P(96, Y3, Y7)
-	ADDQ $32, DX
-	ADDQ $256, BX
-	DECQ R8
-	JNZ  q2loop
+	Q3PASS
+	JNZ  q3loopp
+	JMP  q3sum
+
+q2loopp:
+	PREFETCHT1 (R15)
+	ADDQ R9, R15
+	Q2PASS
+	JNZ  q2loopp
 
 q3sum:
 	REDUCE4(Y0, Y1, Y2, Y3, X0, X2)
