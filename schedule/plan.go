@@ -174,17 +174,40 @@ type Plan struct {
 	span    [][2]int32
 	phase   func(ph, w int) // runPhase, bound once (a method value allocates)
 	// rate is set for a plan whose parts are long and uneven (a tree
-	// plan's: Pool.longPhases): each part's run is timed into it, with
-	// work[ph*workers+w], the part's flops (flops, all of them, when the
-	// plan runs on its caller).
-	rate  *workRate
-	work  []int64
-	flops int64
+	// plan's): its parts are cut into chunks (chunks) and run by
+	// Pool.chunkedPhases, each chunk's run timed into rate with its
+	// flops; work[ph*workers+w] is a part's flops (flops, all of them,
+	// when the plan runs on its caller).
+	rate   *workRate
+	work   []int64
+	flops  int64
+	chunks planChunks
 
 	reuse *sync.Pool // where Release puts the plan back (Program.Acquire)
 	in    planInputs // the input buffers Acquire binds a new input's slices to
 
 	output, hn, cn, head *Buffer
+}
+
+// planChunks are a timed plan's chunks: runs of consecutive steps of a
+// part that may run on any worker (a part's worker runs them from the
+// first, another takes them from the last; see Pool), each of them in
+// order on one. A part's first step begins a chunk; so does every step
+// its builder lists in cuts (a tree plan: the first step of a subtree or
+// a tree's top, none of whose steps reads another chunk's of its phase).
+type planChunks struct {
+	cuts  []int32    // the builder's: steps that begin a chunk, ascending
+	span  [][2]int32 // per part, as Plan.span: its chunks [lo, hi) in start
+	start []int32    // each chunk's first step
+	work  []int64    // each chunk's flops
+	grain []int64    // per phase, its largest chunk's flops
+	run   func(ph, w, c int)
+	count func(ph, w int) int
+}
+
+// reset empties c for a new plan, keeping its memory.
+func (c *planChunks) reset() planChunks {
+	return planChunks{cuts: c.cuts[:0], span: c.span[:0], start: c.start[:0], work: c.work[:0], grain: c.grain[:0], run: c.run, count: c.count}
 }
 
 // planInputs are a sequence plan's input buffers, those it has.
@@ -227,15 +250,16 @@ func (p *Plan) exec() error {
 	switch {
 	case invariants.Enabled:
 		return p.RunChecked()
+	case p.pool != nil && p.workers > 1 && p.rate != nil:
+		if p.chunks.run == nil { // bound once (a method value allocates)
+			p.chunks.run, p.chunks.count = p.runChunk, p.chunkCount
+		}
+		p.pool.chunkedPhases(len(p.span)/p.workers, p.chunks.count, p.chunks.run)
 	case p.pool != nil && p.workers > 1:
 		if p.phase == nil {
 			p.phase = p.runPhase
 		}
-		if p.rate != nil {
-			p.pool.longPhases(len(p.span)/p.workers, p.phase)
-		} else {
-			p.pool.Phases(len(p.span)/p.workers, p.phase)
-		}
+		p.pool.Phases(len(p.span)/p.workers, p.phase)
 	case p.rate != nil:
 		start := time.Now()
 		runSteps(p.Steps)
@@ -248,18 +272,36 @@ func (p *Plan) exec() error {
 
 // runPhase runs worker w's steps of phase ph.
 func (p *Plan) runPhase(ph, w int) {
-	k := ph*p.workers + w
-	s := p.span[k]
-	var start time.Time
-	if p.rate != nil {
-		start = time.Now()
-	}
+	s := p.span[ph*p.workers+w]
 	for i := s[0]; i < s[1]; i++ {
 		p.Steps[i].op.run()
 	}
-	if p.rate != nil {
-		p.rate.observe(time.Since(start), p.work[k])
+}
+
+// chunkCount is the number of chunks of part w of phase ph.
+func (p *Plan) chunkCount(ph, w int) int {
+	s := p.chunks.span[ph*p.workers+w]
+	return int(s[1] - s[0])
+}
+
+// runChunk runs chunk c of part w of phase ph (none, for a part without
+// steps), timed into the plan's rate.
+func (p *Plan) runChunk(ph, w, c int) {
+	k := ph*p.workers + w
+	cs := p.chunks.span[k]
+	g := cs[0] + int32(c)
+	if g >= cs[1] {
+		return
 	}
+	lo, hi := p.chunks.start[g], p.span[k][1]
+	if g+1 < cs[1] {
+		hi = p.chunks.start[g+1]
+	}
+	start := time.Now()
+	for i := lo; i < hi; i++ {
+		p.Steps[i].op.run()
+	}
+	p.rate.observe(time.Since(start), p.chunks.work[g])
 }
 
 func (p *Plan) result() Result {
@@ -277,7 +319,8 @@ func (p *Plan) result() Result {
 // are listed phase by phase. It panics if they are not. A plan whose steps
 // are all worker 0's (a depth-batched tree plan of one tree) runs on the
 // calling goroutine alone, with no job on the pool. A timed plan (rate
-// set) also gets its parts' flops.
+// set) also gets its parts' flops and its chunks (planChunks), at most
+// maxChunks a part (later cuts of a part with that many are not kept).
 func (p *Plan) index(workers int) {
 	if p.Workers() <= 1 {
 		workers = 1
@@ -292,26 +335,50 @@ func (p *Plan) index(workers int) {
 	phases := p.Steps[len(p.Steps)-1].Phase + 1
 	p.span = resize(p.span, phases*workers)
 	clear(p.span)
+	ch := &p.chunks
 	if p.rate != nil {
 		p.work = resize(p.work, phases*workers)
 		clear(p.work)
+		ch.span = resize(ch.span, phases*workers)
+		clear(ch.span)
+		ch.grain = resize(ch.grain, phases)
+		clear(ch.grain)
+		ch.start, ch.work = ch.start[:0], ch.work[:0]
 	}
+	cut := 0 // the first of ch.cuts not before step i
 	for i := range p.Steps {
 		s := &p.Steps[i]
 		if s.Phase < 0 || s.Phase >= phases || i > 0 && s.Phase < p.Steps[i-1].Phase {
 			panic("schedule: parallel plan's steps are not listed phase by phase")
 		}
 		k := s.Phase*workers + s.Worker
-		if p.span[k][1] == 0 {
+		first := p.span[k][1] == 0
+		if first {
 			p.span[k][0] = int32(i)
 		} else if p.span[k][1] != int32(i) {
 			// A worker's steps of one phase must be consecutive.
 			panic("schedule: parallel plan lists a worker's steps of one phase apart")
 		}
 		p.span[k][1] = int32(i + 1)
-		if p.rate != nil {
-			p.work[k] += stepFlops(s)
+		if p.rate == nil {
+			continue
 		}
+		f := stepFlops(s)
+		p.work[k] += f
+		for cut < len(ch.cuts) && ch.cuts[cut] < int32(i) {
+			cut++
+		}
+		cs := &ch.span[k]
+		if first {
+			cs[0], cs[1] = int32(len(ch.start)), int32(len(ch.start))
+		}
+		if first || cut < len(ch.cuts) && ch.cuts[cut] == int32(i) && cs[1]-cs[0] < maxChunks {
+			ch.start = append(ch.start, int32(i))
+			ch.work = append(ch.work, 0)
+			cs[1]++
+		}
+		ch.work[len(ch.work)-1] += f
+		ch.grain[s.Phase] = max(ch.grain[s.Phase], ch.work[len(ch.work)-1])
 	}
 }
 

@@ -29,7 +29,12 @@ import (
 // process (or that is still parked) therefore never holds the others up:
 // when it comes back it finds its parts done and catches up, and a job
 // that finds only one core runs on that one, as if the plan were serial.
-// Only a part already started is waited for.
+// Only a part already started is waited for, and in a job of chunked
+// parts (chunkedPhases: a tree plan's) not even all of it: its worker
+// runs its chunks from the front, a worker that has run out of work takes
+// them from the back, so a late helper (a wake-up late, hundreds of
+// microseconds on a VM) does the chunks left when it comes, and the
+// caller waits at most for a chunk in progress.
 // Each is the exception: its parts run on their own workers' threads,
 // whatever the wait, because it is how memory gets first-touched there.
 //
@@ -79,29 +84,80 @@ type Pool struct {
 // done counter, which the others poll. With the former shared per-phase
 // claim bytes and done counter, every phase moved three or four lines
 // between the cores; this way, two (BenchmarkPoolBarrier).
+//
+// A chunked part (chunkedPhases) also has, on its claim's line, the
+// chunks of the phase that nobody has taken yet (cut) and those not yet
+// finished (left), each tagged with the phase (see chunkTag): its worker
+// takes chunks from the front of cut, any other worker from the back.
 type partState struct {
 	claimed atomic.Int64
-	_       [120]byte
+	cut     atomic.Uint64 // tag | first chunk not taken <<chunkBits | end
+	left    atomic.Uint64 // tag | chunks not finished
+	_       [104]byte
 	done    atomic.Int64
 	_       [120]byte
 }
 
+// A chunked part's words pack the phase's tag, the low 40 bits of its
+// counter t, above two 12-bit chunk counters (cut) or one 24-bit one
+// (left), so a worker still looking at an earlier phase finds no chunk to
+// take (unless 2^40 phases ran between two of its reads).
+const (
+	chunkBits = 12
+	chunkMask = 1<<chunkBits - 1
+	tagShift  = 2 * chunkBits
+	maxChunks = chunkMask // the most chunks of a part
+)
+
+func chunkTag(t int64) uint64 { return uint64(t) << tagShift }
+
+// takeChunk takes a chunk of part q of the phase whose counter is t: the
+// first one left (front) or the last; -1 when none is left, or the part's
+// chunks are not yet laid out for this phase.
+func (s *partState) takeChunk(t int64, front bool) int {
+	tag := chunkTag(t)
+	for {
+		v := s.cut.Load()
+		if v>>tagShift<<tagShift != tag {
+			return -1
+		}
+		f, e := int(v>>chunkBits&chunkMask), int(v&chunkMask)
+		if f >= e {
+			return -1
+		}
+		if front {
+			if s.cut.CompareAndSwap(v, v+1<<chunkBits) {
+				return f
+			}
+		} else if s.cut.CompareAndSwap(v, v-1) {
+			return e - 1
+		}
+	}
+}
+
 // poolJob is one call of Phases: n phases of the pool's parts.
 type poolJob struct {
-	f      func(phase, w int)
+	f func(phase, w int)
+	// A chunked job's (chunkedPhases) parts: chunks(ph, q) chunks in part
+	// q of phase ph, chunk c run by chunk(ph, q, c).
+	chunk  func(phase, q, c int)
+	chunks func(phase, q int) int
+	id     uint64 // the pool's gen when it started
 	phases int
 	base   int64                      // every part's counters at the start
 	own    bool                       // every part on its own worker (Each)
 	finish waiter                     // workers waiting for a phase's parts
 	failed atomic.Pointer[PanicError] // the first part that panicked
 
-	// A timed job (longPhases) records when its helpers started: the
-	// latest helper's start of its own first part and the caller's first
-	// take-over of a part nobody had started, in ns from t0.
+	// A timed job (longPhases, chunkedPhases) records when its helpers
+	// started: the latest helper's arrival in the job (and how many
+	// came) and the caller's first take-over of a part nobody had
+	// started, in ns from t0.
 	timed    bool
 	spinFor  time.Duration // how long a waiting worker spins, by the clock
 	t0       time.Time
 	arrived  atomic.Int64
+	nArrived atomic.Int32
 	tookOver atomic.Int64
 }
 
@@ -219,7 +275,7 @@ func (p *Pool) worker(w int) {
 	if p.cpus != nil {
 		p.notePinErr(pinThread(p.cpus[w]))
 	}
-	var seen uint64
+	var seen, last uint64 // the last gen seen, the last job run
 	for {
 		g := seen
 		p.wake.wait(p.idleSpins, func() bool { return p.gen.Load() != g })
@@ -227,7 +283,14 @@ func (p *Pool) worker(w int) {
 		if p.quit.Load() {
 			return
 		}
-		if j := p.cur.Load(); j != nil {
+		// A helper that woke for a job it has run finds nothing in it,
+		// and must not count as arriving in it again.
+		if j := p.cur.Load(); j != nil && j.id != last {
+			last = j.id
+			if j.timed {
+				atomicMax(&j.arrived, int64(time.Since(j.t0)))
+				j.nArrived.Add(1)
+			}
 			p.run(j, w)
 		}
 	}
@@ -245,9 +308,6 @@ func (p *Pool) run(j *poolJob, w int) {
 		// one and found this one still current), and must then run
 		// nothing.
 		if p.parts[w].claimed.CompareAndSwap(t, t+1) {
-			if ph == 0 && w != 0 && j.timed {
-				atomicMax(&j.arrived, int64(time.Since(j.t0)))
-			}
 			p.runPart(j, ph, w, t)
 		}
 		p.await(j, w, ph, t, &eager)
@@ -310,7 +370,10 @@ func (p *Pool) await(j *poolJob, w, ph int, t int64, eager *bool) {
 }
 
 // steal runs every other part of phase ph nobody has claimed yet, and
-// reports whether there was one.
+// reports whether there was one. In a chunked job it then takes, from
+// the back, the chunks nobody has taken of every part (its own too: a
+// worker that came late may find its part started by another), until
+// none is left.
 func (p *Pool) steal(j *poolJob, w, ph int, t int64) bool {
 	took := false
 	for k := 1; k < p.n; k++ {
@@ -324,15 +387,77 @@ func (p *Pool) steal(j *poolJob, w, ph int, t int64) bool {
 			p.runPart(j, ph, q, t)
 		}
 	}
+	if j.chunk == nil {
+		return took
+	}
+	for k := range p.n {
+		q := (w + k) % p.n
+		for {
+			c := p.parts[q].takeChunk(t, false)
+			if c < 0 {
+				break
+			}
+			if q != w {
+				p.stolen.Add(1)
+			}
+			p.runChunk(j, ph, q, c, t)
+		}
+	}
 	return took
 }
 
 // runPart runs part q of phase ph and publishes it done, waking parked
-// waiters.
+// waiters. A part of more than one chunk is laid out for the phase and
+// run from the front, chunk by chunk, while other workers may take its
+// chunks from the back; whoever finishes its last chunk publishes it.
 func (p *Pool) runPart(j *poolJob, ph, q int, t int64) {
-	j.call(ph, q)
-	p.parts[q].done.Store(t + 1)
-	j.finish.broadcast()
+	k := 1
+	if j.chunks != nil {
+		k = j.chunks(ph, q)
+	}
+	if k <= 1 {
+		switch {
+		case j.chunk == nil:
+			j.call(ph, q)
+		case k == 1:
+			j.callChunk(ph, q, 0)
+		}
+		p.parts[q].done.Store(t + 1)
+		j.finish.broadcast()
+		return
+	}
+	s := &p.parts[q]
+	tag := chunkTag(t)
+	s.left.Store(tag | uint64(k))
+	s.cut.Store(tag | uint64(k))
+	for {
+		c := s.takeChunk(t, true)
+		if c < 0 {
+			return
+		}
+		p.runChunk(j, ph, q, c, t)
+	}
+}
+
+// runChunk runs chunk c of part q of phase ph and, if it was the part's
+// last to finish, publishes the part done.
+func (p *Pool) runChunk(j *poolJob, ph, q, c int, t int64) {
+	j.callChunk(ph, q, c)
+	if p.parts[q].left.Add(^uint64(0))<<(64-tagShift) == 0 {
+		p.parts[q].done.Store(t + 1)
+		j.finish.broadcast()
+	}
+}
+
+// serial runs phase ph's parts in turn on the caller (a pool of one).
+func (j *poolJob) serial(ph int) {
+	if j.chunk == nil {
+		j.f(ph, 0)
+		return
+	}
+	for c := range j.chunks(ph, 0) {
+		j.chunk(ph, 0, c)
+	}
 }
 
 // call runs part of phase ph, unless a part has panicked already; a panic
@@ -349,12 +474,25 @@ func (j *poolJob) call(ph, part int) {
 	j.f(ph, part)
 }
 
+// callChunk is call for chunk c of a chunked job's part.
+func (j *poolJob) callChunk(ph, part, c int) {
+	if j.failed.Load() != nil {
+		return
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			j.failed.CompareAndSwap(nil, panicked(v, ph, part))
+		}
+	}()
+	j.chunk(ph, part, c)
+}
+
 // Phases runs a job of n phases on all workers: f(ph, w) for every part w
 // of phase ph, each part once, the next phase only when every part of
 // this one is done. It returns when the last phase is done. A part may
 // run on any worker's thread (see Pool). f must not call Phases. If a
 // part panics, Phases panics with a *PanicError once the job is over.
-func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(n, f, false, false) }
+func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(&poolJob{f: f, phases: n}) }
 
 // longPhases is Phases for a job whose parts are long and uneven: a tree
 // plan's parts or a generation's wave, hundreds of microseconds each where
@@ -366,7 +504,20 @@ func (p *Pool) Phases(n int, f func(phase, w int)) { p.start(n, f, false, false)
 // a wake-up at its end (the goroutines this runtime replaced parked at
 // once), while a worker holds for a whole part no core that anything
 // else on the machine could use. The job times its helpers' start (noteWake).
-func (p *Pool) longPhases(n int, f func(phase, w int)) { p.start(n, f, false, true) }
+func (p *Pool) longPhases(n int, f func(phase, w int)) {
+	p.start(&poolJob{f: f, phases: n, timed: true})
+}
+
+// chunkedPhases is longPhases for parts cut into chunks that may run on
+// any worker, in any order, but each on one: part q of phase ph has
+// chunks(ph, q) chunks (at most maxChunks), chunk c run by
+// chunk(ph, q, c). A part's worker runs
+// its chunks from the first; a worker with no work left takes chunks of
+// any part from the last, so nobody waits for more than a chunk in
+// progress.
+func (p *Pool) chunkedPhases(n int, chunks func(phase, q int) int, chunk func(phase, q, c int)) {
+	p.start(&poolJob{chunk: chunk, chunks: chunks, phases: n, timed: true})
+}
 
 // Run runs the phases on all workers: phases[ph](w) for every part w
 // (Phases with one function per phase).
@@ -377,12 +528,16 @@ func (p *Pool) Run(phases []func(w int)) {
 // Each runs f(w) once on every worker, on that worker's own thread: how a
 // Partitioned program copies each worker's weights into memory that worker
 // touches first.
-func (p *Pool) Each(f func(w int)) { p.start(1, func(_, w int) { f(w) }, true, false) }
+func (p *Pool) Each(f func(w int)) {
+	p.start(&poolJob{f: func(_, w int) { f(w) }, phases: 1, own: true})
+}
 
-// start runs a job; its workers wait for each other's parts, spinning
-// by the clock (PoolOptions.Spin, or longPhases' shorter time), before
-// they park. A timed job updates the pool's wake-up time.
-func (p *Pool) start(n int, f func(phase, w int), own bool, timed bool) {
+// start runs job j (its function, phases, own and timed set); its
+// workers wait for each other's parts, spinning by the clock
+// (PoolOptions.Spin, or a timed job's shorter time), before they park. A
+// timed job updates the pool's wake-up time.
+func (p *Pool) start(j *poolJob) {
+	n := j.phases
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.quit.Load() {
@@ -390,7 +545,7 @@ func (p *Pool) start(n int, f func(phase, w int), own bool, timed bool) {
 	}
 	if p.n == 1 {
 		for ph := range n {
-			f(ph, 0)
+			j.serial(ph)
 		}
 		return
 	}
@@ -404,12 +559,13 @@ func (p *Pool) start(n int, f func(phase, w int), own bool, timed bool) {
 	if len(p.parts) != p.n {
 		p.parts = make([]partState, p.n)
 	}
-	j := &poolJob{f: f, phases: n, own: own, base: p.parts[0].done.Load(), timed: timed, spinFor: p.spinFor}
+	j.base, j.spinFor = p.parts[0].done.Load(), p.spinFor
 	j.finish.init()
-	if timed {
+	if j.timed {
 		j.spinFor = min(2*time.Duration(p.wakeNs.Load()), p.spinFor)
 		j.t0 = time.Now()
 	}
+	j.id = p.gen.Load() + 1
 	p.cur.Store(j)
 	p.gen.Add(1)
 	p.wake.broadcast()
@@ -419,8 +575,8 @@ func (p *Pool) start(n int, f func(phase, w int), own bool, timed bool) {
 	// helper that wakes late finds no job; one that has this one runs
 	// nothing of it (its parts are claimed).
 	p.cur.Store(nil)
-	if timed {
-		p.noteWake(j.arrived.Load(), j.tookOver.Load())
+	if j.timed {
+		p.noteWake(j.arrived.Load(), int(j.nArrived.Load()), j.tookOver.Load())
 	}
 	if pe := j.failed.Load(); pe != nil {
 		panic(pe)
@@ -477,13 +633,14 @@ func (p *Pool) measureWake() {
 }
 
 // noteWake moves the pool's wake-up time a quarter of the way towards
-// what a timed job saw: the latest helper's start, or, when the caller
-// took over a part nobody had started, at least the time it did so (a
-// helper that never came is known only to be later than that).
-func (p *Pool) noteWake(arrived, tookOver int64) {
+// what a timed job saw: the latest arrival of its helpers (came of them
+// arrived) or, when one never came before the job ended, at least the
+// caller's first take-over of a part nobody had started (a helper that
+// never came is known only to be later than that).
+func (p *Pool) noteWake(arrived int64, came int, tookOver int64) {
 	old := p.wakeNs.Load()
 	seen := arrived
-	if tookOver > 0 {
+	if came < p.n-1 {
 		seen = max(seen, tookOver, old)
 	}
 	p.wakeNs.Store(old + (seen-old)/4)

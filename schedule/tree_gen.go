@@ -167,7 +167,7 @@ func (p *TreeProgram) Generate(root int32, opt GenerateOptions) (*Generated, err
 			for w := range work {
 				work[w] = int64(float64(from(w+1)-from(w)) * perChain)
 			}
-			if !opt.Pool.pays(work, P, &p.rate[Recursive]) {
+			if !opt.Pool.pays(work, nil, P, &p.rate[Recursive]) {
 				P = 1
 			}
 		}

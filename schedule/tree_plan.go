@@ -150,13 +150,13 @@ func (p *TreeProgram) build(tp *TreePlan, trees []*tree.Tree, opt TreeOptions) e
 		tp.Plan = &Plan{}
 	}
 	pl := tp.Plan
-	*pl = Plan{B: len(trees), dry: p.dry, Buffers: append(pl.Buffers[:0], p.weights...), Steps: pl.Steps[:0], span: pl.span[:0], phase: pl.phase, rate: &p.rate[opt.Executor], work: pl.work[:0]}
+	*pl = Plan{B: len(trees), dry: p.dry, Buffers: append(pl.Buffers[:0], p.weights...), Steps: pl.Steps[:0], span: pl.span[:0], phase: pl.phase, rate: &p.rate[opt.Executor], work: pl.work[:0], chunks: pl.chunks.reset()}
 	b := &tp.b
 	b.reset(p, tp, N)
 	b.build()
 	pl.pool = opt.Pool
 	pl.index(tp.Workers)
-	if auto && pl.workers > 1 && !opt.Pool.pays(pl.work, pl.workers, pl.rate) {
+	if auto && pl.workers > 1 && !opt.Pool.pays(pl.work, pl.chunks.grain, pl.workers, pl.rate) {
 		pl.serialize()
 	}
 	if auto {
@@ -183,6 +183,7 @@ type treeBuilder struct {
 	order   []int32      // nodes in plan order, group after group; a node's state row is its place here
 	part    []int32      // recursive: the part (worker) of each place in order
 	phase   []int32      // recursive: the phase of each place in order
+	cutAt   []int32      // recursive: places in order that begin a chunk (planChunks)
 	groupAt []int32      // first place in order of each group, then N
 	parts   []treePart
 	count   []int32 // per height, for sorting a part's nodes
@@ -390,6 +391,7 @@ func (b *treeBuilder) cutRecursive() {
 	tp, N := b.tp, b.N
 	W := max(1, min(tp.Workers, N))
 	b.part, b.phase = resize(b.part, N), resize(b.phase, N)
+	b.cutAt = b.cutAt[:0]
 	if W == 1 {
 		for g := range N {
 			b.order[g], b.part[g], b.phase[g] = int32(g), 0, 0
@@ -475,7 +477,35 @@ func (b *treeBuilder) cutRecursive() {
 		count[key[g]]++
 		b.order[at], b.part[at], b.phase[at] = int32(g), key[g]%int32(W), key[g]/int32(W)
 	}
+	// Chunks: a part's subtrees (phase 0) or trees' tops (phase 1), none
+	// of which reads another's states, in runs of at least minChunkNodes.
+	unit := func(g int32) int32 {
+		if piece[g] >= 0 {
+			return piece[g]
+		}
+		return -1 - b.treeOf[g]
+	}
+	run := int32(0) // nodes in the chunk so far
+	for at := range int32(N) {
+		g := b.order[at]
+		if at == 0 || key[g] != key[b.order[at-1]] {
+			run = 0 // a part's first node: its first chunk
+		} else if run >= minChunkNodes && unit(g) != unit(b.order[at-1]) {
+			b.cutAt = append(b.cutAt, at)
+			run = 0
+		}
+		run++
+	}
 }
+
+// minChunkNodes is the fewest nodes in a recursive plan's chunk (but a
+// part's last): a chunk costs whoever runs it a claim (a compare-and-swap
+// on its part's line) and two clock reads, under half a microsecond, and
+// a node of the benchmarks' models (TreeRNN or Binary TreeLSTM, hidden
+// 150) a microsecond or more; 32 nodes are a tree of the SST-like batches
+// or two, a few dozen microseconds, so a worker waits at most that long
+// for another's chunk.
+const minChunkNodes = 32
 
 // rowList is the rows idx of buf, w wide.
 func rowList(buf *Buffer, idx []int32, w int) Rows32 { return Rows32{Buf: buf, Width: w, Idx: idx} }
@@ -572,8 +602,13 @@ func (b *treeBuilder) build() {
 	b.plan.output, b.plan.hn, b.plan.cn, b.plan.head = b.h, b.h, b.c, b.pr
 
 	if tp.Executor == Recursive {
+		cut := 0
 		for gi := range N {
 			g := b.order[gi]
+			if cut < len(b.cutAt) && b.cutAt[cut] == int32(gi) {
+				b.plan.chunks.cuts = append(b.plan.chunks.cuts, int32(len(b.plan.Steps)))
+				cut++
+			}
 			b.at.Worker, b.at.Phase = int(b.part[gi]), int(b.phase[gi])
 			k0 := 0
 			if b.kidBase != nil {

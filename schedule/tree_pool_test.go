@@ -349,7 +349,10 @@ func partsOf(tp *TreePlan) int {
 // and phase or in an earlier phase; every part's steps consecutive within
 // a phase; the subtrees of phase 0 no larger than a part's share, and the
 // parts' shares of it within one subtree of each other; no phase 1 for a
-// batch of small trees, and a single large tree split over the parts.
+// batch of small trees, and a single large tree split over the parts; a
+// part's chunks of at least minChunkNodes nodes (but its last), each
+// node's children in its chunk or an earlier phase, and the plan's chunks
+// those of its nodes.
 func TestRecursiveCut(t *testing.T) {
 	m, trees := randomTreeModel(t, tree.ChildSumLSTM)
 	prog, err := NewTreeProgram(m)
@@ -382,6 +385,42 @@ func TestRecursiveCut(t *testing.T) {
 					t.Fatalf("%s: node at %d (part %d, phase %d) has a child at %d (part %d, phase %d)", what, r, part, phase, kr, kpart, kphase)
 				}
 			}
+		}
+		// Chunks: a part's first place begins one, and so does every
+		// place in cutAt; a child in its parent's phase is in its chunk.
+		chunk := make([]int, N)
+		ci, cut := -1, 0
+		for r := range N {
+			if r == 0 || b.part[r] != b.part[r-1] || b.phase[r] != b.phase[r-1] || cut < len(b.cutAt) && b.cutAt[cut] == int32(r) {
+				ci++
+			}
+			if cut < len(b.cutAt) && b.cutAt[cut] == int32(r) {
+				cut++
+			}
+			chunk[r] = ci
+		}
+		for g := range int32(N) {
+			r, _, phase := at(g)
+			for _, k := range b.flat[g].Kids {
+				kr, _, kphase := at(tp.offsets[b.treeOf[g]] + k)
+				if kphase == phase && chunk[kr] != chunk[r] {
+					t.Fatalf("%s: node at %d (chunk %d) has a child at %d in chunk %d of its phase", what, r, chunk[r], kr, chunk[kr])
+				}
+			}
+		}
+		for i, r := range b.cutAt {
+			if i > 0 && r <= b.cutAt[i-1] || r == 0 {
+				t.Fatalf("%s: chunk cuts %v not ascending after place 0", what, b.cutAt)
+			}
+			if n := slices.Index(chunk, chunk[r-1]); int(r)-n < minChunkNodes {
+				t.Errorf("%s: a chunk of %d nodes before place %d, want at least %d", what, int(r)-n, r, minChunkNodes)
+			}
+		}
+		if got := len(tp.Plan.chunks.start); got != ci+1 {
+			t.Errorf("%s: the plan has %d chunks, its nodes %d", what, got, ci+1)
+		}
+		if len(c.batch) == 25 && len(b.cutAt) == 0 {
+			t.Errorf("%s: no part cut into chunks", what)
 		}
 		for i, s := range tp.Plan.Steps[1:] {
 			prev := tp.Plan.Steps[i]

@@ -74,14 +74,22 @@ func stepsFlops(steps []Step) int64 {
 // part wakeNs after the job (or the barrier before it) begins:
 //
 //	serial:   the sum of all parts' times;
-//	parallel: phase 0 ends when the caller's part does, or a wake-up
-//	          after the start when a helper's longest part does; each
-//	          later phase adds its longest part, and a wake-up before a
-//	          helper's part (the helper may have parked at the barrier).
+//	parallel: the sum of the phases' times. Phase 0 ends when the
+//	          caller's part does, or a wake-up after the start when a
+//	          helper's longest part does; each later phase adds its
+//	          longest part, and a wake-up before a helper's part (the
+//	          helper may have parked at the barrier). Parts in chunks of
+//	          at most grain[ph] flops (chunkedPhases; grain nil: parts
+//	          are whole) may end sooner: the caller works from the start
+//	          and the helpers from a wake-up after it, on the phase's
+//	          chunks whoever's part they are, so the phase ends when they
+//	          have shared its work, plus half its largest chunk (the wait
+//	          for another's chunk in progress), never before that chunk
+//	          ends, and never after the caller would have run it alone.
 //
 // An unknown rate (no part timed yet) predicts no gain: the plan runs on
 // the caller, where it is timed.
-func parallelPays(work []int64, workers int, nsPerFlop, wakeNs float64) bool {
+func parallelPays(work, grain []int64, workers int, nsPerFlop, wakeNs float64) bool {
 	if workers < 2 || nsPerFlop <= 0 || len(work) < workers {
 		return false
 	}
@@ -90,14 +98,22 @@ func parallelPays(work []int64, workers int, nsPerFlop, wakeNs float64) bool {
 		row := work[ph : ph+workers]
 		own := float64(row[0]) * nsPerFlop
 		helper := 0.0 // the longest helper part, with its wait for a wake-up
+		sum := own
 		for _, f := range row[1:] {
 			if f > 0 {
 				helper = max(helper, wakeNs+float64(f)*nsPerFlop)
 			}
-			serial += float64(f) * nsPerFlop
+			sum += float64(f) * nsPerFlop
 		}
-		serial += own
-		par += max(own, helper)
+		serial += sum
+		whole := max(own, helper)
+		if grain == nil {
+			par += whole
+			continue
+		}
+		c := float64(grain[ph/workers]) * nsPerFlop
+		shared := (sum+float64(workers-1)*wakeNs)/float64(workers) + c/2
+		par += min(whole, sum, max(c, shared))
 	}
 	return par < serial
 }
@@ -111,15 +127,15 @@ func parallelPays(work []int64, workers int, nsPerFlop, wakeNs float64) bool {
 // probeEvery of the plans that would pay at half of it runs on the pool
 // anyway, and its job measures the wake-up again: at most half a wake-up
 // lost, one plan in probeEvery, while the time is right.
-func (p *Pool) pays(work []int64, workers int, rate *workRate) bool {
+func (p *Pool) pays(work, grain []int64, workers int, rate *workRate) bool {
 	if p == nil || p.n < 2 {
 		return false
 	}
 	wake, r := float64(p.wakeNs.Load()), rate.nsPerFlop()
-	if parallelPays(work, workers, r, wake) {
+	if parallelPays(work, grain, workers, r, wake) {
 		return true
 	}
-	return parallelPays(work, workers, r, wake/2) && p.probes.Add(1)%probeEvery == 0
+	return parallelPays(work, grain, workers, r, wake/2) && p.probes.Add(1)%probeEvery == 0
 }
 
 // probeEvery: see Pool.pays.

@@ -43,8 +43,35 @@ func TestParallelPays(t *testing.T) {
 		{"three workers, one idle", []int64{100 * us, 100 * us, 0}, 3, 1, 60 * us, true},
 	}
 	for _, c := range cases {
-		if got := parallelPays(c.work, c.workers, c.rate, c.wake); got != c.want {
+		if got := parallelPays(c.work, nil, c.workers, c.rate, c.wake); got != c.want {
 			t.Errorf("%s: parallelPays(%v, %d, %v, %v) = %v, want %v", c.name, c.work, c.workers, c.rate, c.wake, got, c.want)
+		}
+	}
+	// Parts in chunks: a helper a wake-up late still shares the work, so
+	// parts shorter than a wake-up pay when the phase is longer than one
+	// (serial 100 µs, parallel (100+60)/2 + 5 = 85), and a phase shorter
+	// than a wake-up or one of a single large chunk does not; parts of
+	// one chunk each are no worse than whole.
+	chunked := []struct {
+		name  string
+		work  []int64
+		grain []int64
+		wake  float64
+		want  bool
+	}{
+		{"parts longer than a wake-up", []int64{300 * us, 300 * us}, []int64{30 * us}, 60 * us, true},
+		{"parts shorter than a wake-up", []int64{50 * us, 50 * us}, []int64{10 * us}, 60 * us, true},
+		{"all on the caller's part", []int64{200 * us, 0}, []int64{10 * us}, 60 * us, true},
+		{"a phase shorter than a wake-up", []int64{25 * us, 25 * us}, []int64{5 * us}, 60 * us, false},
+		{"one chunk as long as the phase", []int64{200 * us, 0}, []int64{200 * us}, 60 * us, false},
+		{"a slow wake-up", []int64{300 * us, 300 * us}, []int64{30 * us}, 700 * us, false},
+		{"a late phase that pays", []int64{20 * us, 20 * us, 300 * us, 300 * us}, []int64{10 * us, 30 * us}, 60 * us, true},
+		{"one chunk a part, long", []int64{100 * us, 100 * us}, []int64{100 * us}, 60 * us, true},
+		{"one chunk a part, short", []int64{50 * us, 50 * us}, []int64{50 * us}, 60 * us, false},
+	}
+	for _, c := range chunked {
+		if got := parallelPays(c.work, c.grain, 2, 1, c.wake); got != c.want {
+			t.Errorf("chunked, %s: parallelPays(%v, %v, 2, 1, %v) = %v, want %v", c.name, c.work, c.grain, c.wake, got, c.want)
 		}
 	}
 }
@@ -73,23 +100,28 @@ func TestWorkRate(t *testing.T) {
 }
 
 // TestNoteWake checks how a timed job moves the pool's wake-up time: a
-// quarter of the way to the latest helper's start; a job whose caller
-// took over a part nobody had started says only that the wake-up was
-// later than that, so it raises the time, never lowers it.
+// quarter of the way to the latest helper's arrival, even where the
+// caller had taken over its part by then; a job that ended before a
+// helper came says only that the wake-up was later than the caller's
+// take-over, so it raises the time, never lowers it.
 func TestNoteWake(t *testing.T) {
 	p := &Pool{n: 2}
 	p.wakeNs.Store(80_000)
-	p.noteWake(40_000, 0)
+	p.noteWake(40_000, 1, 0)
 	if got := p.wakeNs.Load(); got != 70_000 {
 		t.Errorf("after a helper started at 40 µs: %d ns, want 70000", got)
 	}
-	p.noteWake(0, 10_000) // took over at 10 µs: the helper was later
-	if got := p.wakeNs.Load(); got != 70_000 {
-		t.Errorf("after a take-over at 10 µs: %d ns, want 70000 (unchanged)", got)
+	p.noteWake(30_000, 1, 10_000) // came at 30 µs, its part taken at 10
+	if got := p.wakeNs.Load(); got != 60_000 {
+		t.Errorf("after a helper came at 30 µs, its part taken over at 10: %d ns, want 60000", got)
 	}
-	p.noteWake(0, 150_000)
-	if got := p.wakeNs.Load(); got != 90_000 {
-		t.Errorf("after a take-over at 150 µs: %d ns, want 90000", got)
+	p.noteWake(0, 0, 10_000) // took over at 10 µs: the helper was later
+	if got := p.wakeNs.Load(); got != 60_000 {
+		t.Errorf("after a take-over at 10 µs: %d ns, want 60000 (unchanged)", got)
+	}
+	p.noteWake(0, 0, 140_000)
+	if got := p.wakeNs.Load(); got != 80_000 {
+		t.Errorf("after a take-over at 140 µs: %d ns, want 80000", got)
 	}
 }
 
@@ -248,7 +280,7 @@ func TestPaysProbes(t *testing.T) {
 	count := func(work []int64) int {
 		n := 0
 		for range 4 * probeEvery {
-			if p.pays(work, 2, &rate) {
+			if p.pays(work, nil, 2, &rate) {
 				n++
 			}
 		}
@@ -264,7 +296,7 @@ func TestPaysProbes(t *testing.T) {
 		t.Errorf("parts of 30 µs, wake-up 100 µs: on the pool %d times in %d, want 0", n, 4*probeEvery)
 	}
 	var unknown workRate
-	if p.pays([]int64{500_000, 500_000}, 2, &unknown) {
+	if p.pays([]int64{500_000, 500_000}, nil, 2, &unknown) {
 		t.Error("an unknown rate paid")
 	}
 }
