@@ -47,8 +47,12 @@
 // worker of P spins, also by the clock, for PoolOptions.Spin
 // (Pool.longPhases).
 // A depth-batched tree plan has one phase of consecutive trees per part;
-// a recursive one, whole subtrees per part, then the nodes above them; a
-// generation, one phase per wave, its chains spread over the parts.
+// a recursive one, whole subtrees per part, then the nodes above them,
+// each part cut into chunks (whole subtrees, or trees' tops, of at least
+// a few dozen nodes) that a worker out of work takes from the back of
+// another's part (Pool.chunkedPhases), so a helper that wakes late
+// holds nobody up; a generation, one phase per wave, its chains spread
+// over the parts.
 //
 // A tree plan or a wave whose parts are left open (TreeOptions.Workers,
 // GenerateOptions.Workers 0) goes to the pool only when it is predicted
@@ -60,8 +64,8 @@
 // pool, and its steps say so (all worker 0's), so its replay is what ran.
 //
 // Step.Worker names a part, not a thread: a worker whose part is late has
-// it taken over by another (see Pool). One worker replayed alone
-// (dre.ReplayWorker, dre.Report.Workers) means the same for every kind of
-// plan: that part's steps, in plan order, through one private cache, what
-// its core runs when no part is taken over.
+// it, or its last chunks, taken over by another (see Pool). One worker
+// replayed alone (dre.ReplayWorker, dre.Report.Workers) means the same
+// for every kind of plan: that part's steps, in plan order, through one
+// private cache, what its core runs when nothing is taken over.
 package schedule

@@ -71,7 +71,7 @@ type Pool struct {
 	// parked (measureWake), then moved towards what every such job sees
 	// (noteWake). Pays weighs it against a plan's work.
 	wakeNs atomic.Int64
-	probes atomic.Int64 // plans that would pay at half the wake-up time (pays)
+	probes atomic.Int64 // plans that would pay with no wake-up (pays)
 }
 
 // partState is where one part's progress is published, phase after

@@ -94,10 +94,18 @@ func BenchmarkTreeLSTM(b *testing.B) {
 
 // BenchmarkTreeShapes times the recursive executor on the three shapes of
 // Jeong et al.'s Table 1 (19 leaves) for a TreeRNN of hidden 150, on
-// GOMAXPROCS workers:
+// GOMAXPROCS workers, a new plan (Plan) for every batch, its buffers left
+// to the garbage collector:
 //
 //	go test ./schedule -run '^$' -bench BenchmarkTreeShapes -benchtime 1s
-func BenchmarkTreeShapes(b *testing.B) {
+func BenchmarkTreeShapes(b *testing.B) { treeShapes(b, false) }
+
+// BenchmarkTreeShapesReused is BenchmarkTreeShapes with every batch's
+// plan built by Acquire into the memory of one released before, as the
+// server builds them: no fresh buffers to zero, no collections.
+func BenchmarkTreeShapesReused(b *testing.B) { treeShapes(b, true) }
+
+func treeShapes(b *testing.B, reuse bool) {
 	m := randomModel(b, tree.TreeRNN, 150, 150, 5, 5000, 2)
 	prog, err := schedule.NewTreeProgram(m)
 	if err != nil {
@@ -114,14 +122,20 @@ func BenchmarkTreeShapes(b *testing.B) {
 			b.Run(strings.Join([]string{shape.String(), fmt.Sprintf("batch=%d", B)}, "/"), func(b *testing.B) {
 				b.ReportAllocs()
 				cpu := cpuMetric(b)
+				opt := schedule.TreeOptions{Executor: schedule.Recursive, Pool: pool}
 				for b.Loop() {
-					tp, err := prog.Plan(trees, schedule.TreeOptions{Executor: schedule.Recursive, Pool: pool})
+					build := prog.Plan
+					if reuse {
+						build = prog.Acquire
+					}
+					tp, err := build(trees, opt)
 					if err != nil {
 						b.Fatal(err)
 					}
 					if err := tp.Run(); err != nil {
 						b.Fatal(err)
 					}
+					tp.Release() // nothing for a plan from Plan
 				}
 				cpu()
 				b.ReportMetric(float64(B*b.N)/b.Elapsed().Seconds(), "trees/s")

@@ -124,9 +124,14 @@ func parallelPays(work, grain []int64, workers int, nsPerFlop, wakeNs float64) b
 // The pool's wake-up time moves only with the jobs it runs, so a time
 // measured high (a busy machine at NewPool, a burst) would keep every
 // plan that does not pay at it off the pool for good. So one in
-// probeEvery of the plans that would pay at half of it runs on the pool
-// anyway, and its job measures the wake-up again: at most half a wake-up
-// lost, one plan in probeEvery, while the time is right.
+// probeEvery of the plans that would pay with no wake-up at all runs on
+// the pool anyway, and its job measures the wake-up again. Such a job
+// loses little when the helpers are as slow as measured: its caller runs
+// its own part, then takes over the parts nobody has started, and waits
+// only for a part (or, in chunks, a chunk) a helper started before it
+// was done; what it pays for sure is waking them, a few microseconds.
+// (Probing only the plans that would pay at half the time would keep a
+// time measured far above every plan's length there for good.)
 func (p *Pool) pays(work, grain []int64, workers int, rate *workRate) bool {
 	if p == nil || p.n < 2 {
 		return false
@@ -135,7 +140,7 @@ func (p *Pool) pays(work, grain []int64, workers int, rate *workRate) bool {
 	if parallelPays(work, grain, workers, r, wake) {
 		return true
 	}
-	return parallelPays(work, grain, workers, r, wake/2) && p.probes.Add(1)%probeEvery == 0
+	return parallelPays(work, grain, workers, r, 0) && p.probes.Add(1)%probeEvery == 0
 }
 
 // probeEvery: see Pool.pays.

@@ -269,9 +269,10 @@ func randomTopDown(t *testing.T) *tree.Model {
 	return m
 }
 
-// TestPaysProbes checks that a plan that would pay at half the pool's
-// wake-up time goes to the pool once in probeEvery (to measure it again),
-// one that would not even then never, one that pays always.
+// TestPaysProbes checks that a plan that would pay if waking the helpers
+// were free goes to the pool once in probeEvery (to measure the wake-up
+// again), however long it was measured, one that would not even then
+// never, one that pays always.
 func TestPaysProbes(t *testing.T) {
 	p := &Pool{n: 2}
 	p.wakeNs.Store(100_000)
@@ -292,8 +293,16 @@ func TestPaysProbes(t *testing.T) {
 	if n := count([]int64{80_000, 80_000}); n != 4 {
 		t.Errorf("parts of 80 µs, wake-up 100 µs: on the pool %d times in %d, want 4", n, 4*probeEvery)
 	}
-	if n := count([]int64{30_000, 30_000}); n != 0 {
-		t.Errorf("parts of 30 µs, wake-up 100 µs: on the pool %d times in %d, want 0", n, 4*probeEvery)
+	if n := count([]int64{30_000, 30_000}); n != 4 {
+		t.Errorf("parts of 30 µs, wake-up 100 µs: on the pool %d times in %d, want 4", n, 4*probeEvery)
+	}
+	if n := count([]int64{60_000, 0}); n != 0 {
+		t.Errorf("all 60 µs on the caller's part: on the pool %d times in %d, want 0", n, 4*probeEvery)
+	}
+	// A wake-up measured at an hour, in a burst, is measured again too.
+	p.wakeNs.Store(int64(time.Hour))
+	if n := count([]int64{500_000, 500_000}); n != 4 {
+		t.Errorf("parts of 500 µs, wake-up an hour: on the pool %d times in %d, want 4", n, 4*probeEvery)
 	}
 	var unknown workRate
 	if p.pays([]int64{500_000, 500_000}, nil, 2, &unknown) {
