@@ -510,11 +510,10 @@ func (p *Pool) longPhases(n int, f func(phase, w int)) {
 
 // chunkedPhases is longPhases for parts cut into chunks that may run on
 // any worker, in any order, but each on one: part q of phase ph has
-// chunks(ph, q) chunks (at most maxChunks), chunk c run by
-// chunk(ph, q, c). A part's worker runs
-// its chunks from the first; a worker with no work left takes chunks of
-// any part from the last, so nobody waits for more than a chunk in
-// progress.
+// chunks(ph, q) chunks (at most maxChunks), chunk c run by chunk(ph, q,
+// c). A part's worker runs its chunks from the first; a worker with no
+// work left takes chunks of any part from the last, so nobody waits for
+// more than a chunk in progress.
 func (p *Pool) chunkedPhases(n int, chunks func(phase, q int) int, chunk func(phase, q, c int)) {
 	p.start(&poolJob{chunk: chunk, chunks: chunks, phases: n, timed: true})
 }
