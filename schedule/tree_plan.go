@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"slices"
 
 	"rnnserve/rnn"
 	"rnnserve/rnn/tree"
@@ -399,6 +400,16 @@ func (b *treeBuilder) cutRecursive() {
 		return
 	}
 	share := int32((N + W - 1) / W)
+	if slices.IndexFunc(tp.Trees, func(t *tree.Tree) bool { return int32(t.Len()) > share }) < 0 {
+		b.cutWholeTrees(W)
+		return
+	}
+	b.cutSubtrees(W, share)
+}
+
+// cutSubtrees is cutRecursive for W parts of at most share nodes each.
+func (b *treeBuilder) cutSubtrees(W int, share int32) {
+	tp, N := b.tp, b.N
 	size := b.ints.take(N) // global node -> nodes in its subtree
 	for g := range N {
 		size[g] = 1
@@ -495,6 +506,32 @@ func (b *treeBuilder) cutRecursive() {
 			run = 0
 		}
 		run++
+	}
+}
+
+// cutWholeTrees is cutRecursive for a batch whose trees are each no
+// larger than a share, in one pass: every tree is a phase-0 subtree, so
+// the order is the batch's, a tree's part the one its middle node falls
+// in, and a chunk begins at a tree once the one before has at least
+// minChunkNodes nodes.
+func (b *treeBuilder) cutWholeTrees(W int) {
+	tp, N := b.tp, b.N
+	seen, run := 0, int32(0)
+	prev := int32(-1)
+	for t, tr := range tp.Trees {
+		n := tr.Len()
+		part := int32(min(W-1, (2*seen+n)*W/(2*N)))
+		lo := tp.offsets[t]
+		if part != prev {
+			run = 0
+		} else if run >= minChunkNodes {
+			b.cutAt = append(b.cutAt, lo)
+			run = 0
+		}
+		for g := lo; g < lo+int32(n); g++ {
+			b.order[g], b.part[g], b.phase[g] = g, part, 0
+		}
+		seen, run, prev = seen+n, run+int32(n), part
 	}
 }
 

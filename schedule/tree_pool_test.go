@@ -422,6 +422,15 @@ func TestRecursiveCut(t *testing.T) {
 		if len(c.batch) == 25 && len(b.cutAt) == 0 {
 			t.Errorf("%s: no part cut into chunks", what)
 		}
+		if W > 1 && slices.IndexFunc(c.batch, func(tr *tree.Tree) bool { return tr.Len() > (N+W-1)/W }) < 0 {
+			// The one-pass cut of small trees is the general one's.
+			order, part, phase, cuts := slices.Clone(b.order), slices.Clone(b.part), slices.Clone(b.phase), slices.Clone(b.cutAt)
+			b.cutAt = b.cutAt[:0]
+			b.cutSubtrees(W, int32((N+W-1)/W))
+			if !slices.Equal(order, b.order) || !slices.Equal(part, b.part) || !slices.Equal(phase, b.phase) || !slices.Equal(cuts, b.cutAt) {
+				t.Errorf("%s: cutWholeTrees gave order %v parts %v phases %v cuts %v, cutSubtrees %v %v %v %v", what, order, part, phase, cuts, b.order, b.part, b.phase, b.cutAt)
+			}
+		}
 		for i, s := range tp.Plan.Steps[1:] {
 			prev := tp.Plan.Steps[i]
 			if s.Phase < prev.Phase || s.Phase == prev.Phase && s.Worker < prev.Worker {
