@@ -113,6 +113,9 @@ func (b *Budget) InUse() int64 {
 // Acquire takes n bytes (at most size), waiting in its tier until ctx
 // ends; small says whether the request may take the reserve.
 func (b *Budget) Acquire(ctx context.Context, n int64, tier Tier, small bool) error {
+	if b.take(n, small) {
+		return nil
+	}
 	w := &budgetWaiter{n: n, tier: tier, small: small, ready: make(chan struct{})}
 	b.mu.Lock()
 	at := len(b.queue)
@@ -161,6 +164,35 @@ func (b *Budget) Release(n int64) {
 	b.gauge.Sub(float64(n))
 }
 
+// take takes n bytes at once when no one waits and they fit, as grant
+// would grant them to a lone waiter; it reports whether it took them.
+// Most requests find room: they get it without a waiter, a channel or a
+// timer.
+func (b *Budget) take(n int64, small bool) bool {
+	b.mu.Lock()
+	ok := len(b.queue) == 0 && b.used+n <= b.limit(n, small)
+	if ok {
+		b.used += n
+		b.peak = max(b.peak, b.used)
+	}
+	b.mu.Unlock()
+	if ok {
+		b.gauge.Add(float64(n))
+	}
+	return ok
+}
+
+// limit is the most the budget may have in use once a request of n
+// bytes has them: the whole budget for a small request, and for a large
+// one the part outside the reserve, or the whole budget when it is empty
+// and the request wants more than that part; b.mu is held.
+func (b *Budget) limit(n int64, small bool) int64 {
+	if !small && (n <= b.size-b.smallShare || b.used > 0) {
+		return b.size - b.smallShare
+	}
+	return b.size
+}
+
 // grant hands room to the waiters in queue order while they fit; b.mu is
 // held. A large waiter that does not fit blocks the large ones behind it
 // but not the small ones, which may use the reserve; a small one that
@@ -171,17 +203,11 @@ func (b *Budget) grant() {
 	largeBlocked := false
 	for i := 0; i < len(b.queue); {
 		w := b.queue[i]
-		limit := b.size
-		if !w.small {
-			if largeBlocked {
-				i++
-				continue
-			}
-			if w.n <= b.size-b.smallShare || b.used > 0 {
-				limit -= b.smallShare
-			}
+		if !w.small && largeBlocked {
+			i++
+			continue
 		}
-		if b.used+w.n <= limit {
+		if b.used+w.n <= b.limit(w.n, w.small) {
 			b.queue = slices.Delete(b.queue, i, i+1)
 			b.used += w.n
 			b.peak = max(b.peak, b.used)
@@ -240,8 +266,13 @@ func (r *Reservation) Grow(n int64) error {
 	case r.Trusted:
 		tier = TierTrusted
 	}
+	small := r.Trusted || r.Small && r.held+n <= SmallRequest
+	if b.take(n, small) { // room now: no deadline to set
+		r.held += n
+		return nil
+	}
 	ctx, cancel := context.WithDeadline(r.ctx, r.deadline)
-	err := b.Acquire(ctx, n, tier, r.Trusted || r.Small && r.held+n <= SmallRequest)
+	err := b.Acquire(ctx, n, tier, small)
 	cancel()
 	if err != nil {
 		if r.ctx.Err() != nil {

@@ -213,3 +213,54 @@ func TestHand(t *testing.T) {
 		t.Errorf("in use %d after the taker's release", b.InUse())
 	}
 }
+
+// TestGrowWithRoom: a reservation that finds room takes it at once,
+// without allocating (no waiter, channel or deadline timer), and behind a
+// waiter it queues as before: the fast path only serves an empty queue.
+func TestGrowWithRoom(t *testing.T) {
+	b := newTestBudget(1000, 0, time.Second)
+	r := b.Reserve(context.Background())
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := r.Grow(10); err != nil {
+			t.Fatal(err)
+		}
+		r.Settle(0)
+	})
+	if allocs != 0 {
+		t.Errorf("Grow with room: %v allocations, want 0", allocs)
+	}
+	if b.InUse() != 0 {
+		t.Fatalf("in use %d after settling, want 0", b.InUse())
+	}
+	// A large request waits for the whole budget; a new small one that
+	// would fit the reserve queues behind it (its tier), not past it.
+	big := b.Reserve(context.Background())
+	if err := big.Grow(900); err != nil {
+		t.Fatal(err)
+	}
+	waiter := b.Reserve(context.Background())
+	waited := make(chan error)
+	go func() { waited <- waiter.Grow(200) }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		n := len(b.queue)
+		b.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter did not queue")
+		}
+	}
+	if b.take(50, false) {
+		t.Error("take went past a queued waiter")
+	}
+	big.Release()
+	if err := <-waited; err != nil {
+		t.Errorf("the waiter: %v", err)
+	}
+	waiter.Release()
+	if b.InUse() != 0 {
+		t.Errorf("in use %d at the end, want 0", b.InUse())
+	}
+}
