@@ -167,7 +167,8 @@ type PoolOptions struct {
 	// means runtime.GOMAXPROCS(0). It may not exceed GOMAXPROCS: every
 	// worker needs a P to spin on.
 	Workers int
-	// NoPin leaves the workers' threads wherever the OS schedules them.
+	// NoPin leaves the workers' threads wherever the OS schedules them,
+	// and the workers unlocked from any thread.
 	NoPin bool
 	// Spin is how long a worker waiting within a job (for a part another
 	// worker is running) spins before it parks; 0 means DefaultSpin, a
@@ -268,11 +269,13 @@ func (p *Pool) Close() {
 
 func (p *Pool) worker(w int) {
 	defer p.done.Done()
-	// The goroutine exits still locked, so the runtime ends its thread:
-	// unlocked, the thread would go back to the runtime still pinned to
-	// one CPU and confine whatever goroutine it ran next.
-	runtime.LockOSThread()
+	// A pinned worker keeps its thread, and exits still locked, so the
+	// runtime ends the thread: unlocked, it would go back to the runtime
+	// still pinned to one CPU and confine whatever goroutine it ran next.
+	// An unpinned worker stays unlocked, so that after a collection's stop
+	// any thread with a P runs it, not only its own.
 	if p.cpus != nil {
+		runtime.LockOSThread()
 		p.notePinErr(pinThread(p.cpus[w]))
 	}
 	var seen, last uint64 // the last gen seen, the last job run
@@ -548,9 +551,9 @@ func (p *Pool) start(j *poolJob) {
 		}
 		return
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	if p.cpus != nil && n > pinCallerPhases {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		restore, err := pinCaller(p.cpus[0])
 		p.notePinErr(err)
 		defer restore()

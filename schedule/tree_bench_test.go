@@ -41,7 +41,8 @@ func benchPool(b *testing.B) *schedule.Pool {
 	if n == 1 {
 		return nil
 	}
-	pool, err := schedule.NewPool(schedule.PoolOptions{Workers: n})
+	// Unpinned, as cmd/serve makes the pools of tree plans.
+	pool, err := schedule.NewPool(schedule.PoolOptions{Workers: n, NoPin: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,6 +32,12 @@ type Deps struct {
 	// pool per size that PoolSizes lists. The owner makes them with schedule.NewPool and
 	// closes them after Stop; the server never starts or closes a pool.
 	Pools Pools
+	// TreePools, when set, run tree plans instead of Pools: pools made
+	// with PoolOptions.NoPin. A tree batch allocates its plan's buffers,
+	// and workers locked to pinned threads wait for the runtime to hand
+	// them a P after every collection's stop (docs/trees.md); P keeps its
+	// workers pinned, so the two want pools of their own.
+	TreePools Pools
 	// Repository is the model repository the load endpoint reads models
 	// from by name and the index lists. nil refuses load and unload.
 	Repository *Repository
@@ -68,6 +74,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	pools   Pools
+	trees   Pools // tree plans' pools (Deps.TreePools), or pools
 	repo    *Repository
 	mgmt    Management
 	ctl     controlMetrics
@@ -120,9 +127,12 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{opts: opts, log: log, metrics: newMetrics(), pools: deps.Pools, repo: deps.Repository, mgmt: deps.Management,
+	s := &Server{opts: opts, log: log, metrics: newMetrics(), pools: deps.Pools, trees: deps.TreePools, repo: deps.Repository, mgmt: deps.Management,
 		stops: map[model]chan struct{}{}, gone: map[string]*sequenceStore{}, failed: map[string]loadFailure{},
 		wanted: map[string]bool{}, stamps: map[string]string{}}
+	if s.trees == nil {
+		s.trees = s.pools
+	}
 	registerBuildInfo(s.metrics.reg, deps.Build)
 	s.ctl = newControlMetrics(s.metrics.reg)
 	s.measured = newMeasuredTraffic(s.metrics.reg, log)

@@ -324,7 +324,7 @@ func (s *Server) newTreeModel(e Entry) (*treeModel, error) {
 	}
 	m := &treeModel{tm: tm, prog: prog, exec: exec, opts: &s.opts}
 	if cores := choice.CoresPerRequest(runtime.GOMAXPROCS(0), 1); cores > 1 {
-		if m.pool = s.pools[cores]; m.pool == nil {
+		if m.pool = s.trees[cores]; m.pool == nil {
 			return nil, fmt.Errorf("%w: tree plans on %d cores (the owner makes the pools PoolSizes lists)", ErrNoPool, cores)
 		}
 	}

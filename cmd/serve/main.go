@@ -18,7 +18,8 @@
 // symbolic links out of it, are refused).
 //
 // main owns every long-lived component: it makes the worker pools P runs
-// on (schedule.NewPool, the sizes server.PoolSizes lists), opens the
+// on (schedule.NewPool, the sizes server.PoolSizes lists, pinned) and
+// those of tree plans (the same sizes, unpinned), opens the
 // repository, starts the server's batchers and the HTTP and gRPC
 // listeners (their connections together capped by
 // server.max_connections), and gives the server its memory budget: when
@@ -213,13 +214,18 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 	// The pools close last, once nothing can run on them: after a clean
 	// drain, or when the server never started. After a failed drain the
 	// process exits with work still on them.
-	pools := server.Pools{}
+	// P's pools are pinned (each core keeps its slice of the weights);
+	// tree plans get unpinned ones (server.Deps.TreePools).
+	pools, treePools := server.Pools{}, server.Pools{}
 	poolsInUse := false
 	defer func() {
 		if poolsInUse {
 			return
 		}
 		for _, p := range pools {
+			p.Close()
+		}
+		for _, p := range treePools {
 			p.Close()
 		}
 	}()
@@ -229,12 +235,16 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 			return fmt.Errorf("worker pool of %d: %w", n, err)
 		}
 		pools[n] = p
+		if p, err = schedule.NewPool(schedule.PoolOptions{Workers: n, NoPin: true}); err != nil {
+			return fmt.Errorf("worker pool of %d: %w", n, err)
+		}
+		treePools[n] = p
 	}
 	if cfg.Server.Budget.Bytes == 0 {
 		cfg.Server.Budget.Bytes = budgetFromMemory(cfg.Server.MaxBodyBytes)
 	}
 	memLimit := setSoftMemoryLimit(cfg.Server.Budget.Bytes)
-	srv, err := server.New(entries, cfg.Server, server.Deps{Log: log, Pools: pools, Repository: repo, Failed: loadFailed,
+	srv, err := server.New(entries, cfg.Server, server.Deps{Log: log, Pools: pools, TreePools: treePools, Repository: repo, Failed: loadFailed,
 		Management: mgmt, Build: build})
 	if err != nil {
 		return err
