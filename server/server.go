@@ -28,8 +28,8 @@ const Version = "0.2.0"
 // until after Stop.
 type Deps struct {
 	Log *slog.Logger
-	// Pools run P programs and tree plans of more than one core, one
-	// pool per size that PoolSizes lists. The owner makes them with schedule.NewPool and
+	// Pools run P programs (and tree plans, without TreePools) of more
+	// than one core, one pool per size that PoolSizes lists. The owner makes them with schedule.NewPool and
 	// closes them after Stop; the server never starts or closes a pool.
 	Pools Pools
 	// TreePools, when set, run tree plans instead of Pools: pools made
