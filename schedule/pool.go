@@ -551,9 +551,13 @@ func (p *Pool) start(j *poolJob) {
 		}
 		return
 	}
-	if p.cpus != nil && n > pinCallerPhases {
+	// A pinned pool's caller runs its part locked to its thread, as its
+	// workers do; an unpinned pool's is left unlocked, as its workers are.
+	if p.cpus != nil {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
+	}
+	if p.cpus != nil && n > pinCallerPhases {
 		restore, err := pinCaller(p.cpus[0])
 		p.notePinErr(err)
 		defer restore()
