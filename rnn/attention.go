@@ -1,6 +1,10 @@
 package rnn
 
-import "fmt"
+import (
+	"fmt"
+
+	"rnnserve/internal/hugepage"
+)
 
 // Attention holds the weights of Luong et al.'s "general" attention with
 // their attentional output layer (Luong, Pham and Manning, "Effective
@@ -89,11 +93,13 @@ func NewDecoder(cfg DecoderConfig, dry bool) (*Decoder, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The embedding and attention matrices belong to the stack's arena
+	// (Decoder.Memory) beside its own.
 	alloc := func(k int) []float32 {
 		if dry {
 			return nil
 		}
-		return make([]float32, k)
+		return stack.mem.Floats(k)
 	}
 	return &Decoder{
 		Vocab: cfg.Vocab, Embed: cfg.Embed, Embedding: alloc(cfg.Vocab * cfg.Embed),
@@ -102,6 +108,10 @@ func NewDecoder(cfg DecoderConfig, dry bool) (*Decoder, error) {
 			Wa: alloc(cfg.Memory * cfg.Hidden), Wc: alloc(cfg.Hidden * (cfg.Memory + cfg.Hidden))},
 	}, nil
 }
+
+// Memory is the arena that owns the decoder's large matrices, its
+// stack's (Network.Memory).
+func (d *Decoder) Memory() *hugepage.Arena { return d.Stack.Memory() }
 
 // Dry reports whether the decoder has shapes but no weights.
 func (d *Decoder) Dry() bool { return d.Stack.Dry() }

@@ -3,6 +3,8 @@ package rnn
 import (
 	"errors"
 	"fmt"
+
+	"rnnserve/internal/hugepage"
 )
 
 // CellKind names a recurrent cell type.
@@ -165,6 +167,8 @@ type Layer struct {
 	Bih []float32 // [Gates*H]
 	Bhh []float32 // [Gates*H]
 	Whr []float32 // [Proj][H], nil without projection
+
+	mem *hugepage.Arena // the network's, holding its large matrices (Network.Memory)
 }
 
 // Out is the size of the layer's output and recurrent state h: Proj if set, else Hidden.
@@ -206,7 +210,21 @@ type Network struct {
 	HeadB      []float32 // [HeadOut]
 	Activation Activation
 	HeadInput  HeadInput // what the head reads; its width is OutputWidth() whichever
+
+	mem *hugepage.Arena // see Memory
 }
+
+// Memory is the arena that owns the network's weight matrices of
+// hugepage.MinBytes or more, mapped on huge pages where the host has them
+// (NewNetwork places them there): nil for a dry network or one built by
+// hand. The matrices live as long as the arena, which the Network and
+// each of its Layers point to; code that keeps one of their slices
+// beyond them (a schedule's program or stepper) must keep the arena too.
+func (n *Network) Memory() *hugepage.Arena { return n.mem }
+
+// Memory is the arena that owns the layer's large matrices: its
+// network's (Network.Memory).
+func (l *Layer) Memory() *hugepage.Arena { return l.mem }
 
 // HeadRows is the number of head rows a run of T steps of batch B
 // gives: T*B when the head reads every step, else B.
@@ -317,7 +335,10 @@ func (n *Network) HasCell() bool { return n.CellSize(1) > 0 }
 
 // NewNetwork builds a network of the given shape with every weight slice
 // allocated (zero) unless dry is set, in which case only shapes are kept.
-// Callers fill the weights (from a file or at random).
+// Callers fill the weights (from a file or at random). A matrix of
+// hugepage.MinBytes or more is mapped on huge pages where the host has
+// them and hugepage.Enable has not turned mapping off, owned by the
+// network's Memory; the rest are on the heap.
 func NewNetwork(cfg Config, dry bool) (*Network, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -329,11 +350,14 @@ func NewNetwork(cfg Config, dry bool) (*Network, error) {
 		NumLayers: len(stack), Bidirectional: top.Bidirectional,
 		Vocab: cfg.Vocab, HeadOut: cfg.HeadOut, Activation: cfg.Activation, HeadInput: cfg.HeadInput,
 	}
+	if !dry {
+		n.mem = new(hugepage.Arena)
+	}
 	alloc := func(k int) []float32 {
 		if dry {
 			return nil
 		}
-		return make([]float32, k)
+		return n.mem.Floats(k)
 	}
 	if n.Vocab > 0 {
 		n.Embedding = alloc(n.Vocab * n.Input)
@@ -342,7 +366,7 @@ func NewNetwork(cfg Config, dry bool) (*Network, error) {
 	for _, lc := range stack {
 		dirs := make([]*Layer, lc.dirs())
 		for d := range dirs {
-			l := &Layer{Cell: lc.Cell, Input: in, Hidden: lc.Hidden, Proj: lc.Proj}
+			l := &Layer{Cell: lc.Cell, Input: in, Hidden: lc.Hidden, Proj: lc.Proj, mem: n.mem}
 			rows := l.Rows()
 			l.Wih = alloc(rows * in)
 			l.Whh = alloc(rows * l.Out())

@@ -57,23 +57,24 @@ func NewDecoderProgram(d *rnn.Decoder) (*DecoderProgram, error) {
 	}
 	p := &DecoderProgram{Dec: d, dry: d.Dry(), vocab: d.Vocab, embed: d.Embed, hidden: n.Hidden,
 		memory: d.Attn.Memory, rows: n.Cell.Gates() * n.Hidden, nlayers: n.NumLayers}
-	p.emb = p.embedding("dec.embedding", d.Vocab*d.Embed, d.Embedding)
+	mem := d.Memory()
+	p.emb = p.weight("dec.embedding", d.Vocab*d.Embed, d.Embedding, mem)
 	for k, dirs := range n.Layers {
 		l := dirs[0]
 		name := fmt.Sprintf("dec.l%d", k)
-		lw := decoderLayer{l: l, g: p.weight(name+".G", l.Rows()*(l.Input+l.Out()), concatG(l))}
+		lw := decoderLayer{l: l, g: p.derived(name+".G", l.Rows()*(l.Input+l.Out()), concatG(l))}
 		if l.Cell.SumsBias() {
-			lw.bias = p.weight(name+".bias", l.Rows(), sumBias(l))
+			lw.bias = p.derived(name+".bias", l.Rows(), sumBias(l))
 		} else {
-			lw.bih = p.weight(name+".bias_ih", l.Rows(), l.Bih)
-			lw.bhh = p.weight(name+".bias_hh", l.Rows(), l.Bhh)
+			lw.bih = p.weight(name+".bias_ih", l.Rows(), l.Bih, mem)
+			lw.bhh = p.weight(name+".bias_hh", l.Rows(), l.Bhh, mem)
 		}
 		p.layers = append(p.layers, lw)
 	}
-	p.wa = p.weight("dec.attn.W_a", p.memory*p.hidden, d.Attn.Wa)
-	p.wc = p.weight("dec.attn.W_c", p.hidden*(p.memory+p.hidden), d.Attn.Wc)
-	p.hw = p.weight("dec.head.weight", d.Vocab*p.hidden, n.HeadW)
-	p.hb = p.weight("dec.head.bias", d.Vocab, n.HeadB)
+	p.wa = p.weight("dec.attn.W_a", p.memory*p.hidden, d.Attn.Wa, mem)
+	p.wc = p.weight("dec.attn.W_c", p.hidden*(p.memory+p.hidden), d.Attn.Wc, mem)
+	p.hw = p.weight("dec.head.weight", d.Vocab*p.hidden, n.HeadW, mem)
+	p.hb = p.weight("dec.head.bias", d.Vocab, n.HeadB, mem)
 	return p, nil
 }
 

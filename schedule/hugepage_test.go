@@ -12,81 +12,73 @@ import (
 
 	"rnnserve/internal/hugepage"
 	"rnnserve/rnn"
+	"rnnserve/rnn/tree"
 )
 
-// TestWeightsOnHugePages: under every schedule and the stepper, a weight
-// matrix of 2 MiB or more is held on huge pages where the host maps them
-// (a copy: not the network's slice), a smaller one and the embedding
-// stay the network's own, and with mapping off (a host without huge
-// pages) everything is on the heap; the results are the same bits either
-// way.
+// TestWeightsOnHugePages: a network's weight matrices of 2 MiB or more
+// (the embedding too) are mapped on huge pages where the host maps them,
+// once, by the network; under every schedule and the stepper the buffers
+// over them are the network's slices themselves, holding the network's
+// arena, and building the float32 programs and steppers that read them
+// maps nothing more. With mapping off (a host without huge pages)
+// everything is on the heap; the results are the same bits either way.
 func TestWeightsOnHugePages(t *testing.T) {
 	// W_hh 3072×768 (9 MiB), W_ih 3072×16 (192 KiB), head 1024×768
-	// (3 MiB): two matrices over the bound, one under.
-	net := randomNet(t, rnn.Config{Cell: rnn.LSTM, Input: 16, Hidden: 768, Layers: 1, Vocab: 1024, HeadOut: 1024, Activation: rnn.ActLogSoftmax}, 3)
-	in := randomInput(net, 3, 1, false, rand.New(rand.NewPCG(3, 3)))
+	// (3 MiB), embedding 1024×16 (64 KiB): two matrices over the bound.
+	cfg := rnn.Config{Cell: rnn.LSTM, Input: 16, Hidden: 768, Layers: 1, Vocab: 1024, HeadOut: 1024, Activation: rnn.ActLogSoftmax}
 	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	thp := runtime.GOOS == "linux" && err == nil && !strings.Contains(string(mode), "[never]")
 	results := map[bool]map[string][]float32{}
 	for _, on := range []bool{true, false} {
 		was := hugepage.Enable(on)
-		// Earlier garbage (other tests', the last phase's) goes first,
-		// so that only this phase's mappings come and go below.
-		for last := int64(-1); hugepage.Mapped() != last; {
-			last = hugepage.Mapped()
-			runtime.GC()
-			time.Sleep(5 * time.Millisecond)
+		settle()
+		before := hugepage.Mapped()
+		net := randomNet(t, cfg, 3)
+		in := randomInput(net, 3, 1, false, rand.New(rand.NewPCG(3, 3)))
+		l := net.Layers[0][0]
+		var want int64
+		for name, m := range map[string][]float32{"W_hh": l.Whh, "head": net.HeadW, "W_ih": l.Wih, "embedding": net.Embedding} {
+			big := 4*len(m) >= hugepage.MinBytes && on && thp
+			if big {
+				want += int64(4*len(m)+4095) &^ 4095
+			}
+			if got := net.Memory().Holds(m); got != big {
+				t.Errorf("mapping %v: %s (%d bytes) mapped %v, want %v", on, name, 4*len(m), got, big)
+			}
+			if addr := uintptr(unsafe.Pointer(unsafe.SliceData(m))); big && addr%hugepage.Size != 0 {
+				t.Errorf("mapping %v: %s at %#x, not a huge-page mapping", on, name, addr)
+			}
 		}
-		var keep []any             // every program and stepper, live to the phase's end
-		seen := map[uintptr]bool{} // mappings made in this phase
-		whh := map[string]uintptr{}
+		if got := hugepage.Mapped() - before; got != want || net.Memory().Mapped() != want {
+			t.Errorf("mapping %v: the network mapped %d bytes (its arena says %d), want %d", on, got, net.Memory().Mapped(), want)
+		}
+		var keep []any // every program and stepper, live to the phase's end
 		results[on] = map[string][]float32{}
 		for _, c := range []struct {
-			name string
-			make func() ([]*Buffer, []float32, any)
+			name   string
+			copies bool // maps copies of its own (P's workers' rows, the int8 packing)
+			make   func() ([]*Buffer, []float32, any)
 		}{
-			{"A", func() ([]*Buffer, []float32, any) { return runWeights(t, net, A, in) }},
-			{"A+", func() ([]*Buffer, []float32, any) { return runWeights(t, net, APlus, in) }},
-			{"P", func() ([]*Buffer, []float32, any) { return runWeights(t, net, Partitioned, in) }},
-			{"stepper", func() ([]*Buffer, []float32, any) { return stepWeights(t, net, F32, in) }},
-			{"another stepper", func() ([]*Buffer, []float32, any) { return stepWeights(t, net, F32, in) }},
-			{"stepper int8", func() ([]*Buffer, []float32, any) { return stepWeights(t, net, Int8, in) }},
+			{"A", true, func() ([]*Buffer, []float32, any) { return runWeights(t, net, A, in) }},
+			{"A+", false, func() ([]*Buffer, []float32, any) { return runWeights(t, net, APlus, in) }},
+			{"P", true, func() ([]*Buffer, []float32, any) { return runWeights(t, net, Partitioned, in) }},
+			{"stepper", false, func() ([]*Buffer, []float32, any) { return stepWeights(t, net, F32, in) }},
+			{"stepper int8", true, func() ([]*Buffer, []float32, any) { return stepWeights(t, net, Int8, in) }},
 		} {
 			before := hugepage.Mapped()
 			bufs, out, k := c.make()
 			keep = append(keep, k)
-			var want int64
+			checkOwners(t, c.name, net.Memory(), bufs)
 			for _, b := range bufs {
-				data := bufferBytes(b)
-				addr := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
 				own := netSlice(net, b) // the network's slice this buffer was made from, if any
-				if b.Name == "l0.weight_hh" && b.ElemSize == 4 {
-					whh[c.name] = addr
-				}
-				switch {
-				case len(data) >= hugepage.MinBytes && b.Name != "embedding" && on && thp:
-					if !seen[addr] {
-						want += int64(len(data)+4095) &^ 4095
-					}
-					seen[addr] = true
-					if addr%hugepage.Size != 0 {
-						t.Errorf("%s, mapping on: %s (%d bytes) at %#x, not a huge-page mapping", c.name, b.Name, len(data), addr)
-					}
-				case own != nil && b.ElemSize == 4 && !b.Packed && unsafe.SliceData(own) != unsafe.SliceData(b.F32):
-					t.Errorf("%s, mapping %v: %s (%d bytes) is a copy, want the network's slice", c.name, on, b.Name, len(data))
+				if own != nil && b.ElemSize == 4 && !b.Packed && unsafe.SliceData(own) != unsafe.SliceData(b.F32) {
+					t.Errorf("%s, mapping %v: %s (%d bytes) is a copy, want the network's slice", c.name, on, b.Name, 4*len(b.F32))
 				}
 			}
-			if got := hugepage.Mapped() - before; got != want {
-				t.Errorf("%s, mapping %v: %d bytes mapped, want %d", c.name, on, got, want)
-			}
-			if on && thp && len(seen) == 0 {
-				t.Errorf("%s: nothing on huge pages", c.name)
+			if got := hugepage.Mapped() - before; !c.copies && got != 0 {
+				t.Errorf("%s, mapping %v: mapped %d bytes of copies, want none", c.name, on, got)
 			}
 			results[on][c.name] = out
-		}
-		// A+ and every float32 stepper read one copy of W_hh.
-		if whh["A+"] == 0 || whh["stepper"] != whh["A+"] || whh["another stepper"] != whh["A+"] {
-			t.Errorf("mapping %v: W_hh at %#x (A+), %#x and %#x (steppers): want one copy", on, whh["A+"], whh["stepper"], whh["another stepper"])
 		}
 		runtime.KeepAlive(keep)
 		hugepage.Enable(was)
@@ -100,6 +92,97 @@ func TestWeightsOnHugePages(t *testing.T) {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 				t.Fatalf("%s: result %d is %v with mapping, %v without", name, i, got[i], want[i])
 			}
+		}
+	}
+}
+
+// TestWeightsLiveWithReaders: a network's mapped matrices stay mapped
+// while a plan or a stepper that reads them lives, with the network and
+// its program unreachable, and are unmapped once the last reader goes.
+func TestWeightsLiveWithReaders(t *testing.T) {
+	was := hugepage.Enable(true)
+	defer hugepage.Enable(was)
+	cfg := rnn.Config{Cell: rnn.GRU, Input: 8, Hidden: 1024, Layers: 1, HeadOut: 4}
+	for _, reader := range []string{"plan", "stepper"} {
+		settle()
+		base := hugepage.Mapped()
+		run, mapped := func() (func() []float32, int64) {
+			net := randomNet(t, cfg, 5)
+			in := randomInput(net, 4, 1, false, rand.New(rand.NewPCG(5, 5)))
+			if reader == "plan" {
+				prog, err := NewProgram(net, APlus)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := prog.Plan(in, PlanOptions{Head: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return func() []float32 {
+					res, err := p.Run()
+					if err != nil {
+						t.Fatal(err)
+					}
+					return append([]float32(nil), res.Head...)
+				}, net.Memory().Mapped()
+			}
+			st, err := NewStepper(net, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func() []float32 {
+				q := &Sequence{Features: in.Features, Head: HeadAll}
+				if err := st.Add(q); err != nil {
+					t.Fatal(err)
+				}
+				for done := false; !done; {
+					for _, d := range st.Step() {
+						done = done || d == q
+					}
+				}
+				st.Remove(q)
+				return q.HeadOut
+			}, net.Memory().Mapped()
+		}()
+		if mapped == 0 {
+			t.Skip("no huge pages here")
+		}
+		first := run()
+		settle()
+		if got := hugepage.Mapped() - base; got != mapped {
+			t.Fatalf("%s: %d bytes mapped with only the %s left, want the network's %d", reader, got, reader, mapped)
+		}
+		again := run()
+		for i := range first {
+			if math.Float32bits(first[i]) != math.Float32bits(again[i]) {
+				t.Fatalf("%s: head %d is %v after the collections, %v before", reader, i, again[i], first[i])
+			}
+		}
+		run = nil
+		settle()
+		if got := hugepage.Mapped() - base; got != 0 {
+			t.Errorf("%s: %d bytes still mapped with no reader left", reader, got)
+		}
+	}
+}
+
+// settle collects garbage until the mapped bytes stop changing, so that
+// earlier garbage (other tests', a previous phase's) is unmapped first.
+func settle() {
+	for last := int64(-1); hugepage.Mapped() != last; {
+		last = hugepage.Mapped()
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkOwners fails t if a buffer over memory the arena owns does not
+// hold the arena.
+func checkOwners(t *testing.T, name string, arena *hugepage.Arena, bufs []*Buffer) {
+	t.Helper()
+	for _, b := range bufs {
+		if arena.Holds(b.F32) && b.owner != arena {
+			t.Errorf("%s: %s reads the network's mapped memory without holding its arena", name, b.Name)
 		}
 	}
 }
@@ -188,26 +271,35 @@ func netSlice(net *rnn.Network, b *Buffer) []float32 {
 	return nil
 }
 
-// TestWeightDataShares: one copy serves every buffer made from the same
-// elements, and a changed slice (even a zero's sign) gets a new one.
-func TestWeightDataShares(t *testing.T) {
-	data := make([]float32, hugepage.MinBytes/4)
-	var b [4]Buffer
-	f0, f1 := weightData(&b[0], data), weightData(&b[1], data)
-	if unsafe.SliceData(f0) == unsafe.SliceData(data) {
-		t.Skip("no huge pages here: the buffers are the slice itself")
+// TestModelArenasHeld: a tree model's and a decoder's mapped matrices are
+// read through buffers that hold their arena, as a network's are.
+func TestModelArenasHeld(t *testing.T) {
+	was := hugepage.Enable(true)
+	defer hugepage.Enable(was)
+	// U 5H×2H = 5 MiB, the embedding 2 MiB.
+	m, err := tree.NewModel(tree.Config{Cell: tree.BinaryLSTM, Vocab: 1024, Embed: 512, Hidden: 512, Classes: 5}, false)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if unsafe.SliceData(f0) != unsafe.SliceData(f1) {
-		t.Error("two copies of one slice")
+	tp, err := NewTreeProgram(m)
+	if err != nil {
+		t.Fatal(err)
 	}
-	data[7] = 1
-	f2 := weightData(&b[2], data)
-	if unsafe.SliceData(f2) == unsafe.SliceData(f0) || f2[7] != 1 || f0[7] != 0 {
-		t.Errorf("a changed slice: new copy %v, [7] = %v, old [7] = %v", unsafe.SliceData(f2) != unsafe.SliceData(f0), f2[7], f0[7])
+	// The stack's W_ih 4H×(E+H) = 3 MiB, W_c H×(M+H) = 2 MiB.
+	d, err := rnn.NewDecoder(rnn.DecoderConfig{Cell: rnn.LSTM, Vocab: 64, Embed: 256, Hidden: 512, Layers: 1, Memory: 512}, false)
+	if err != nil {
+		t.Fatal(err)
 	}
-	data[8] = float32(math.Copysign(0, -1))
-	if f3 := weightData(&b[3], data); unsafe.SliceData(f3) == unsafe.SliceData(f2) || math.Float32bits(f3[8]) != 1<<31 {
-		t.Error("-0 shared a copy holding +0")
+	dp, err := NewDecoderProgram(d)
+	if err != nil {
+		t.Fatal(err)
 	}
-	runtime.KeepAlive(&b)
+	if m.Memory().Mapped() == 0 || d.Memory().Mapped() == 0 {
+		t.Skip("no huge pages here")
+	}
+	if !m.Memory().Holds(m.U) || !d.Memory().Holds(d.Attn.Wc) {
+		t.Error("the tree model's U or the decoder's W_c is not mapped")
+	}
+	checkOwners(t, "tree", m.Memory(), tp.Weights())
+	checkOwners(t, "decoder", d.Memory(), dp.Weights())
 }

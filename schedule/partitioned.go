@@ -186,7 +186,7 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 	pp := &partProgram{workers: n, pool: opt.Pool, prec: opt.Precision, l1: host.Get().L1D(), l2: l2}
 	p.part = pp
 	if net.Vocab > 0 {
-		p.emb = p.weight("embedding", net.Vocab*net.Input, net.Embedding)
+		p.emb = p.weight("embedding", net.Vocab*net.Input, net.Embedding, net.Memory())
 	}
 	prec := opt.Precision
 	es := prec.elemSize()
@@ -227,8 +227,8 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 		pp.layers = append(pp.layers, pls)
 	}
 	if net.HeadOut > 0 {
-		p.headW = p.weight("head.weight", net.HeadOut*net.OutputWidth(), net.HeadW)
-		p.headB = p.weight("head.bias", net.HeadOut, net.HeadB)
+		p.headW = p.weight("head.weight", net.HeadOut*net.OutputWidth(), net.HeadW, net.Memory())
+		p.headB = p.weight("head.bias", net.HeadOut, net.HeadB, net.Memory())
 	}
 	if !dry {
 		if pp.pool != nil {

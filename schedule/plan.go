@@ -3,6 +3,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"rnnserve/internal/hugepage"
 	"rnnserve/internal/invariants"
 	"sync"
 	"time"
@@ -56,7 +57,10 @@ type Buffer struct {
 	// buffer names them), read by the products as one stream.
 	Packed bool
 
-	shared *hugeCopy // the owner of F32 when it is a shared copy on huge pages (weightData)
+	// owner is the arena that owns F32 when it is a model's own slice
+	// (weightList.weight, Stepper.weight): mapped memory, which lives as
+	// long as the arena does, so as long as the buffer does.
+	owner *hugepage.Arena
 }
 
 // Role is which of a recurrent layer's weight matrices a weight buffer

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"rnnserve/internal/hugepage"
 	"rnnserve/rnn"
 )
 
@@ -99,7 +100,7 @@ func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
 	}
 	p := &Program{Net: net, Schedule: s, dry: net.Dry()}
 	if net.Vocab > 0 {
-		p.emb = p.embedding("embedding", net.Vocab*net.Input, net.Embedding)
+		p.emb = p.weight("embedding", net.Vocab*net.Input, net.Embedding, net.Memory())
 	}
 	for k, dirs := range net.Layers {
 		var lws []layerWeights
@@ -111,20 +112,20 @@ func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
 			lw := layerWeights{l: l}
 			rows, in, out := l.Rows(), l.Input, l.Out()
 			if s == A {
-				lw.g = p.weight(name+".G", rows*(in+out), concatG(l))
+				lw.g = p.derived(name+".G", rows*(in+out), concatG(l))
 			} else {
-				lw.wih = p.weight(name+".weight_ih", rows*in, l.Wih)
-				lw.whh = p.weight(name+".weight_hh", rows*out, l.Whh)
+				lw.wih = p.weight(name+".weight_ih", rows*in, l.Wih, l.Memory())
+				lw.whh = p.weight(name+".weight_hh", rows*out, l.Whh, l.Memory())
 				lw.wih.Role, lw.whh.Role = RoleWIH, RoleWHH
 			}
 			if l.Cell.SumsBias() {
-				lw.bias = p.weight(name+".bias", rows, sumBias(l))
+				lw.bias = p.derived(name+".bias", rows, sumBias(l))
 			} else {
-				lw.bih = p.weight(name+".bias_ih", rows, l.Bih)
-				lw.bhh = p.weight(name+".bias_hh", rows, l.Bhh)
+				lw.bih = p.weight(name+".bias_ih", rows, l.Bih, l.Memory())
+				lw.bhh = p.weight(name+".bias_hh", rows, l.Bhh, l.Memory())
 			}
 			if l.Proj > 0 {
-				lw.whr = p.weight(name+".weight_hr", l.Proj*l.Hidden, l.Whr)
+				lw.whr = p.weight(name+".weight_hr", l.Proj*l.Hidden, l.Whr, l.Memory())
 				lw.whr.Role = RoleWHR
 			}
 			lws = append(lws, lw)
@@ -132,8 +133,8 @@ func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
 		p.layers = append(p.layers, lws)
 	}
 	if net.HeadOut > 0 {
-		p.headW = p.weight("head.weight", net.HeadOut*net.OutputWidth(), net.HeadW)
-		p.headB = p.weight("head.bias", net.HeadOut, net.HeadB)
+		p.headW = p.weight("head.weight", net.HeadOut*net.OutputWidth(), net.HeadW, net.Memory())
+		p.headB = p.weight("head.bias", net.HeadOut, net.HeadB, net.Memory())
 	}
 	return p, nil
 }
@@ -142,18 +143,23 @@ func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
 // buffers of each of its plans.
 type weightList struct{ weights []*Buffer }
 
-// weight adds a float32 weight buffer over data, or over a copy of it on
-// huge pages where it is large (see weightData).
-func (w *weightList) weight(name string, elems int, data []float32) *Buffer {
-	b := w.embedding(name, elems, data)
-	b.F32 = weightData(b, data)
+// weight adds a float32 weight buffer over data itself, one of a model's
+// slices, which owner (the model's Memory) owns: the buffer holds owner,
+// so that the plans, programs and steppers that read data keep its
+// mapping alive (a Go slice into a mapping does not). A nil owner says
+// data is on the heap.
+func (w *weightList) weight(name string, elems int, data []float32, owner *hugepage.Arena) *Buffer {
+	b := &Buffer{Name: name, Kind: KindWeight, Elems: elems, ElemSize: 4, F32: data, owner: owner}
+	w.weights = append(w.weights, b)
 	return b
 }
 
-// embedding adds a float32 weight buffer over data itself: an embedding
-// table, of which a step gathers a few rows, gains nothing from a copy.
-func (w *weightList) embedding(name string, elems int, data []float32) *Buffer {
-	b := &Buffer{Name: name, Kind: KindWeight, Elems: elems, ElemSize: 4, F32: data}
+// derived adds a float32 weight buffer over data, a matrix the program
+// made from a model's (Schedule A's G, summed biases): moved onto huge
+// pages, owned by the buffer, where it is large (hugepage.Place).
+func (w *weightList) derived(name string, elems int, data []float32) *Buffer {
+	b := &Buffer{Name: name, Kind: KindWeight, Elems: elems, ElemSize: 4}
+	b.F32 = hugepage.Place(b, data)
 	w.weights = append(w.weights, b)
 	return b
 }

@@ -192,16 +192,13 @@ func (s *Stepper) state(name string, elems int) *Buffer {
 }
 
 // weight wraps one of the network's weight slices in a Buffer, once: the
-// slice itself, or a copy on huge pages where it is large (weightData);
-// the embedding table always itself (see weightList.embedding).
+// slice itself, holding the network's Memory that owns it (see
+// weightList.weight).
 func (s *Stepper) weight(name string, data *[]float32) *Buffer {
 	if b, ok := s.weights[data]; ok {
 		return b
 	}
-	b := &Buffer{Name: name, Kind: KindWeight, Elems: len(*data), ElemSize: 4, F32: *data}
-	if data != &s.net.Embedding {
-		b.F32 = weightData(b, *data)
-	}
+	b := &Buffer{Name: name, Kind: KindWeight, Elems: len(*data), ElemSize: 4, F32: *data, owner: s.net.Memory()}
 	s.weights[data] = b
 	return b
 }

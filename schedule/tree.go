@@ -124,11 +124,12 @@ func NewTreeProgramWith(m *tree.Model, opt TreeProgramOptions) (*TreeProgram, er
 	}
 	p := &TreeProgram{Model: m, dry: m.Dry(), plans: make(chan *TreePlan, keptPlans)}
 	E, H, C := m.Embed, m.Hidden, m.Classes
-	p.emb = p.weight("embedding.weight", m.Vocab*E, m.Embedding)
+	mem := m.Memory()
+	p.emb = p.weight("embedding.weight", m.Vocab*E, m.Embedding, mem)
 	switch m.Cell {
 	case tree.TreeRNN:
-		p.w = p.weight("cell.W.weight", H*2*H, m.W)
-		p.b = p.weight("cell.W.bias", H, m.B)
+		p.w = p.weight("cell.W.weight", H*2*H, m.W, mem)
+		p.b = p.weight("cell.W.bias", H, m.B, mem)
 	case tree.RNTN:
 		var vt []float32
 		if !p.dry {
@@ -141,28 +142,28 @@ func NewTreeProgramWith(m *tree.Model, opt TreeProgramOptions) (*TreeProgram, er
 				}
 			}
 		}
-		p.vt = p.weight("cell.V^T", 4*H*H*H, vt)
-		p.w = p.weight("cell.W.weight", H*2*H, m.W)
-		p.b = p.weight("cell.W.bias", H, m.B)
+		p.vt = p.derived("cell.V^T", 4*H*H*H, vt)
+		p.w = p.weight("cell.W.weight", H*2*H, m.W, mem)
+		p.b = p.weight("cell.W.bias", H, m.B, mem)
 	case tree.BinaryLSTM:
-		p.w = p.weight("cell.W.weight", 3*H*E, m.W)
-		p.b = p.weight("cell.W.bias", 3*H, m.B)
-		p.u = p.weight("cell.U.weight", 5*H*2*H, m.U)
-		p.ub = p.weight("cell.U.bias", 5*H, m.UB)
+		p.w = p.weight("cell.W.weight", 3*H*E, m.W, mem)
+		p.b = p.weight("cell.W.bias", 3*H, m.B, mem)
+		p.u = p.weight("cell.U.weight", 5*H*2*H, m.U, mem)
+		p.ub = p.weight("cell.U.bias", 5*H, m.UB, mem)
 	case tree.ChildSumLSTM:
-		p.w = p.weight("cell.W.weight", 4*H*E, m.W)
-		p.b = p.weight("cell.W.bias", 4*H, m.B)
-		p.u = p.weight("cell.U_iou.weight", 3*H*H, m.U)
-		p.uf = p.weight("cell.U_f.weight", H*H, m.UF)
+		p.w = p.weight("cell.W.weight", 4*H*E, m.W, mem)
+		p.b = p.weight("cell.W.bias", 4*H, m.B, mem)
+		p.u = p.weight("cell.U_iou.weight", 3*H*H, m.U, mem)
+		p.uf = p.weight("cell.U_f.weight", H*H, m.UF, mem)
 	case tree.TopDownLSTM:
-		p.w = p.weight("cell.lstm.weight_ih", 4*H*E, m.W)
-		p.u = p.weight("cell.lstm.weight_hh", 4*H*H, m.U)
-		p.b = p.weight("cell.lstm.bias", 4*H, m.B)
-		p.grow = p.weight("cell.grow.weight", 2*H, m.Grow)
-		p.growB = p.weight("cell.grow.bias", 2, m.GrowB)
+		p.w = p.weight("cell.lstm.weight_ih", 4*H*E, m.W, mem)
+		p.u = p.weight("cell.lstm.weight_hh", 4*H*H, m.U, mem)
+		p.b = p.weight("cell.lstm.bias", 4*H, m.B, mem)
+		p.grow = p.weight("cell.grow.weight", 2*H, m.Grow, mem)
+		p.growB = p.weight("cell.grow.bias", 2, m.GrowB, mem)
 	}
-	p.clsW = p.weight("classifier.weight", C*H, m.ClsW)
-	p.clsB = p.weight("classifier.bias", C, m.ClsB)
+	p.clsW = p.weight("classifier.weight", C*H, m.ClsW, mem)
+	p.clsB = p.weight("classifier.bias", C, m.ClsB, mem)
 	if W := wordTableWidth(m); W > 0 && 4*int64(m.Vocab)*int64(W) <= opt.maxWordTable() {
 		p.wordTables()
 	}
@@ -195,15 +196,15 @@ func (p *TreeProgram) wordTables() {
 		f32.GemmNT(V, G, E, m.Embedding, E, m.W, E, 0, wx, G)
 	}
 	if m.Cell == tree.ChildSumLSTM {
-		p.wordTable = p.weight("cell.W·embedding", V*G, wx)
+		p.wordTable = p.derived("cell.W·embedding", V*G, wx)
 		return
 	}
 	if !p.dry {
 		h, c = make([]float32, V*H), make([]float32, V*H)
 		tree.BinaryLeaf(V, H, wx, m.B, h, c, 0)
 	}
-	p.leafH = p.weight("cell.leaf.h", V*H, h)
-	p.leafC = p.weight("cell.leaf.c", V*H, c)
+	p.leafH = p.derived("cell.leaf.h", V*H, h)
+	p.leafC = p.derived("cell.leaf.c", V*H, c)
 }
 
 func (o TreeProgramOptions) maxWordTable() int64 {

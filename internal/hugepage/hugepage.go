@@ -13,7 +13,7 @@
 //
 // A mapping is not Go heap: Bytes ties it to an owner, a pointer whose
 // object holds every reference to the buffer (a schedule's *Buffer, or
-// the copy its buffers share), and unmaps it once the owner is
+// the Arena of a network's matrices), and unmaps it once the owner is
 // unreachable (runtime.AddCleanup). Nothing may keep the returned slice,
 // or a slice of it, longer than the owner.
 // Smaller buffers, other systems, a host whose THP mode is "never" (or
@@ -26,6 +26,7 @@
 package hugepage
 
 import (
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -99,4 +100,64 @@ func Uint16s[T any](owner *T, n int) []uint16 {
 	}
 	b := Bytes(owner, 2*n)
 	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
+// Arena owns the buffers of one long-lived object (a network's weight
+// matrices): each of MinBytes or more mapped on huge pages, where Place's
+// rules allow, the rest on the heap. Its mappings are released together
+// once the Arena is unreachable. A slice into them does not keep the
+// Arena reachable: whatever holds such a slice must hold the Arena too
+// (the object the buffers belong to points to it, and so does every
+// reader that may outlive that object).
+type Arena struct {
+	mu     sync.Mutex
+	spans  []span // the mappings, for Holds
+	mapped int64
+}
+
+type span struct{ start, end uintptr }
+
+// Floats returns n zeroed float32s owned by a: mapped on huge pages where
+// 4n is MinBytes or more and mapping is on and works, else from make.
+// A nil Arena always uses make.
+func (a *Arena) Floats(n int) []float32 {
+	if a == nil || 4*n < MinBytes || off.Load() {
+		return make([]float32, n)
+	}
+	b := mapHuge(a, 4*n)
+	if b == nil {
+		return make([]float32, n)
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	a.mu.Lock()
+	a.spans = append(a.spans, span{start, start + uintptr(len(b))})
+	a.mapped += int64(len(b)+4095) &^ 4095
+	a.mu.Unlock()
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
+// Holds reports whether f's elements lie in one of a's mappings.
+func (a *Arena) Holds(f []float32) bool {
+	if a == nil || len(f) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(f)))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, s := range a.spans {
+		if p >= s.start && p < s.end {
+			return true
+		}
+	}
+	return false
+}
+
+// Mapped is the bytes a holds on huge pages (whole 4 KiB pages).
+func (a *Arena) Mapped() int64 {
+	if a == nil {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mapped
 }

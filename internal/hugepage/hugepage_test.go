@@ -180,3 +180,49 @@ func thpHost() bool {
 	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	return runtime.GOOS == "linux" && err == nil && !strings.Contains(string(b), "[never]")
 }
+
+// TestArena checks an arena's buffers: zeroed, large ones mapped (on a
+// THP host) and counted, small ones and all of them with mapping off from
+// the heap; Holds tells them apart; the mappings go once the arena is
+// unreachable, not before.
+func TestArena(t *testing.T) {
+	settle(t, 0)
+	a := new(Arena)
+	big, small := a.Floats(MinBytes/4+7), a.Floats(100)
+	if len(big) != MinBytes/4+7 || len(small) != 100 {
+		t.Fatalf("lengths %d, %d", len(big), len(small))
+	}
+	for i := range big {
+		if big[i] != 0 {
+			t.Fatalf("big[%d] = %v, want 0", i, big[i])
+		}
+		big[i] = float32(i)
+	}
+	want := int64(0)
+	if thpHost() {
+		want = int64(4*len(big)+4095) &^ 4095
+	}
+	if Mapped() != want || a.Mapped() != want || a.Holds(big) != (want > 0) || a.Holds(small) {
+		t.Errorf("mapped %d, arena %d, want %d; holds big %v, small %v", Mapped(), a.Mapped(), want, a.Holds(big), a.Holds(small))
+	}
+	if a.Holds(big[len(big)-1:]) != (want > 0) || new(Arena).Holds(big) {
+		t.Error("Holds of the last element or by another arena")
+	}
+	was := Enable(false)
+	if off := a.Floats(MinBytes / 2); a.Holds(off) || a.Mapped() != want {
+		t.Error("with mapping off, the arena mapped")
+	}
+	Enable(was)
+	var none *Arena
+	if f := none.Floats(MinBytes); len(f) != MinBytes || none.Holds(f) || none.Mapped() != 0 {
+		t.Error("a nil arena")
+	}
+	runtime.GC()
+	runtime.GC()
+	if Mapped() != want || big[len(big)-1] != float32(len(big)-1) {
+		t.Fatalf("with the arena live: %d bytes mapped, want %d", Mapped(), want)
+	}
+	runtime.KeepAlive(a)
+	a, big = nil, nil
+	settle(t, 0)
+}

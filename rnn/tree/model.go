@@ -3,6 +3,8 @@ package tree
 import (
 	"errors"
 	"fmt"
+
+	"rnnserve/internal/hugepage"
 )
 
 // Cell names a tree cell.
@@ -132,7 +134,16 @@ type Model struct {
 
 	ClsW []float32 // [Classes][H]
 	ClsB []float32 // [Classes]
+
+	mem *hugepage.Arena // see Memory
 }
+
+// Memory is the arena that owns the model's matrices of
+// hugepage.MinBytes or more, mapped on huge pages where the host has
+// them (NewModel places them there): nil for a dry model or one built by
+// hand. Code that keeps one of the model's slices beyond the model (a
+// schedule's program) must keep the arena too.
+func (m *Model) Memory() *hugepage.Arena { return m.mem }
 
 // Tensor is one parameter of a model: its shape and storage.
 type Tensor struct {
@@ -177,7 +188,9 @@ func (m *Model) Tensors() map[string]Tensor {
 }
 
 // NewModel makes a model of shape cfg with zero weights, or a dry one
-// (shapes only) when dry is set.
+// (shapes only) when dry is set. A matrix of hugepage.MinBytes or more is
+// mapped on huge pages where the host has them, owned by the model's
+// Memory.
 func NewModel(cfg Config, dry bool) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -186,12 +199,13 @@ func NewModel(cfg Config, dry bool) (*Model, error) {
 	if dry {
 		return m, nil
 	}
+	m.mem = new(hugepage.Arena)
 	for _, t := range m.Tensors() {
 		n := 1
 		for _, d := range t.Shape {
 			n *= d
 		}
-		*t.Data = make([]float32, n)
+		*t.Data = m.mem.Floats(n)
 	}
 	if cfg.Cell == TopDownLSTM {
 		m.B = make([]float32, 4*cfg.Hidden)
