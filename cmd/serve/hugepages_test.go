@@ -13,7 +13,9 @@ import (
 // TestHugePagesSetting serves a model with a 16 MiB W_hh with the default
 // setting and with -huge-pages off: on (where the kernel offers
 // transparent huge pages) its matrices are mapped, the gauge counting at
-// least that W_hh; off nothing is.
+// least that W_hh, and held once: the Go heap in use is smaller than that
+// W_hh (the network's matrices are not on the heap as well); off nothing
+// is mapped.
 func TestHugePagesSetting(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server binary")
@@ -31,6 +33,7 @@ func TestHugePagesSetting(t *testing.T) {
 	const whh = 4 * 1024 * 1024 * 4
 	bin := buildServe(t)
 	gauge := regexp.MustCompile(`(?m)^rnnserve_hugepage_mapped_bytes (\S+)$`)
+	heapInuse := regexp.MustCompile(`(?m)^go_memstats_heap_inuse_bytes (\S+)$`)
 	for _, c := range []struct {
 		args []string
 		want bool
@@ -39,22 +42,30 @@ func TestHugePagesSetting(t *testing.T) {
 		{[]string{"-huge-pages", "off"}, false},
 	} {
 		args := append([]string{"-listen", "127.0.0.1:0", "-grpc-listen", "off", "-model-repository", repo}, c.args...)
-		srv := startServe(t, bin, nil, args...)
-		m := gauge.FindStringSubmatch(getBody(t, srv.base+"/metrics"))
-		if m == nil {
-			t.Fatalf("%v: no rnnserve_hugepage_mapped_bytes in /metrics", c.args)
+		// A low GOGC keeps the heap in use near the live heap.
+		srv := startServe(t, bin, []string{"GOGC=10"}, args...)
+		body := getBody(t, srv.base+"/metrics")
+		m, h := gauge.FindStringSubmatch(body), heapInuse.FindStringSubmatch(body)
+		if m == nil || h == nil {
+			t.Fatalf("%v: no rnnserve_hugepage_mapped_bytes or go_memstats_heap_inuse_bytes in /metrics", c.args)
 		}
 		mapped, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		heap, err := strconv.ParseFloat(h[1], 64)
 		if err != nil {
 			t.Fatal(err)
 		}
 		switch {
 		case c.want && mapped < whh:
 			t.Errorf("%v: %.0f bytes on huge pages, want at least the %d-byte W_hh", c.args, mapped, whh)
+		case c.want && heap >= whh:
+			t.Errorf("%v: %.0f bytes on huge pages and %.0f of Go heap in use, want less heap than the %d-byte W_hh", c.args, mapped, heap, whh)
 		case !c.want && mapped != 0:
 			t.Errorf("%v: %.0f bytes on huge pages, want none", c.args, mapped)
 		}
-		t.Logf("%v: %.0f bytes on huge pages", c.args, mapped)
+		t.Logf("%v: %.0f bytes on huge pages, %.0f of Go heap in use", c.args, mapped, heap)
 		stopServe(t, srv)
 	}
 }

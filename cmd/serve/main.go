@@ -107,8 +107,9 @@ type config struct {
 	// ExitOnError makes a model that fails to load at start fatal.
 	ExitOnError bool `yaml:"exit_on_error"`
 	// HugePages puts weight matrices of 2 MiB or more on transparent huge
-	// pages (internal/hugepage): a second copy of each, outside the Go
-	// heap, that the products read faster.
+	// pages (internal/hugepage): each model's network holds them there,
+	// outside the Go heap, instead of on it; the products read them
+	// faster.
 	HugePages bool `yaml:"huge_pages"`
 	// Management guards the model repository API.
 	Management managementConfig `yaml:"management"`
@@ -175,7 +176,7 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 		return nil
 	}
 	gin.SetMode(gin.ReleaseMode)   // the REST router's mode is the process's
-	hugepage.Enable(cfg.HugePages) // before any model is loaded: the copies are made then
+	hugepage.Enable(cfg.HugePages) // before any model is loaded: its matrices are placed then
 	logw := newLogWriter(stderr)
 	defer logw.Close()
 	log := newLogger(logw, cfg.Log)
