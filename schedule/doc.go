@@ -27,7 +27,9 @@
 // # Memory layout of a plan
 //
 // Weights come first (they belong to the Program and are shared by its
-// plans), then inputs (time-major features [T][B][In] or token ids [T][B],
+// plans; a buffer over one of the network's own matrices holds the
+// network's Memory, which owns the large ones on huge pages, so that
+// they stay mapped while any plan or stepper reads them), then inputs (time-major features [T][B][In] or token ids [T][B],
 // optional h0/c0), then activations: the embedded input, two ping-pong
 // sequence buffers [T][B][Dirs*Out] between layers, and per-step scratch
 // sized for the widest layer and reused by every layer (A: xh, y; A+: X'
