@@ -349,13 +349,16 @@ func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc
 // more rows W goes in blocks of blocking.packBlock bytes that every group
 // of three (or two) rows passes while L2 holds it. The first row pulls
 // the first block in as one stream (gemvPacked). With prefetchRows to
-// pullRows rows and a W of blocking.pull bytes or more, which comes from
-// DRAM (an input projection at T = 10, hidden 1024), the groups working
-// on a block prefetch the next one between them, so that it streams in
-// while the arithmetic runs rather than before it. Otherwise the first
+// pullRows rows and a W larger than blocking.once, which does not stay
+// in L2 from one inference to the next and so comes from L3 or DRAM (an
+// input projection at T = 10, hidden 256 and up), the groups working on
+// a block prefetch the next one between them, so that it streams in
+// while the arithmetic runs rather than before it (from DRAM, hidden
+// 1024: 1.06x; from L3 or DRAM at hidden 256: 1.16x). Otherwise the first
 // row pulls every block: with more rows each block is reused often
-// enough that how it arrives matters little, with fewer the few groups'
-// prefetches cost more than they save, and from L3 the pull is quick.
+// enough that how it arrives matters little (prefetching at 64 to 100
+// rows measured 0.98-1.03x), with fewer the few groups' prefetches cost
+// more than they save.
 // gemmPacked3 takes no column tail, so with k%8 != 0 every row goes
 // through gemvPacked on its own (the schedules pack no such W).
 func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int) {
@@ -375,7 +378,7 @@ func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32,
 	}
 	b := blocks()
 	nb := max(8, b.packBlock/(4*k)&^7)
-	prefetch := m >= prefetchRows && m <= pullRows && 4*n*k >= b.pull
+	prefetch := m >= prefetchRows && m <= pullRows && 4*n*k > b.once
 	for j0 := 0; j0 < n; j0 += nb {
 		jb := min(nb, n-j0)
 		w := &p[j0*k]

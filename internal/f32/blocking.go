@@ -24,7 +24,9 @@ type blocking struct {
 	pull int
 	// once is the size below which a W read once per inference (GemmNTOnce)
 	// stays in a core's L2 until the next one, so that the pull would
-	// only regroup its rows: a quarter of L2.
+	// only regroup its rows: a quarter of L2. A packed W above it, which
+	// comes from L3 or DRAM, is prefetched block by block when 8 to 16
+	// rows share it (gemmPackedAsm).
 	once int
 	// packBlock is the bytes of a packed W that several groups of rows
 	// pass in turn while L2 holds it: an eighth of L2.

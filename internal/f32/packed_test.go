@@ -48,14 +48,16 @@ func TestPackNT(t *testing.T) {
 // for bit, on both paths: rows around the panels of eight and the
 // blocks of wBlock rows, columns around the chunks of eight, one row and
 // several, both betas, NaN around A, W and C (a kernel that read past
-// them would turn the results or the pads into NaN); and again with the
-// pull bound at 1 MiB, so that the largest W takes the prefetching path
-// that a W from DRAM takes.
+// them would turn the results or the pads into NaN); with the host's
+// bounds, where the largest W (4 MiB) takes the prefetching path of a W
+// that does not stay in L2, again with the once bound at 8 KiB, so that
+// every W of 8 to 16 rows takes it, and with it at 1 GiB, so that none
+// does and the first row pulls every block.
 func TestGemmNTPacked(t *testing.T) {
-	small := blocks()
-	small.pull = 1 << 20
-	for _, b := range []blocking{blocks(), small} {
-		t.Run(fmt.Sprintf("pull=%d", b.pull), func(t *testing.T) {
+	small, large := blocks(), blocks()
+	small.once, large.once = 8<<10, 1<<30
+	for _, b := range []blocking{blocks(), small, large} {
+		t.Run(fmt.Sprintf("once=%d", b.once), func(t *testing.T) {
 			withBlocking(t, b)
 			testGemmNTPacked(t)
 		})
