@@ -75,6 +75,9 @@ func NewDecoderProgram(d *rnn.Decoder) (*DecoderProgram, error) {
 	p.wc = p.weight("dec.attn.W_c", p.hidden*(p.memory+p.hidden), d.Attn.Wc, mem)
 	p.hw = p.weight("dec.head.weight", d.Vocab*p.hidden, n.HeadW, mem)
 	p.hb = p.weight("dec.head.bias", d.Vocab, n.HeadB, mem)
+	if err := checkOwners(mem, p.weights); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -68,7 +69,7 @@ func TestWeightsOnHugePages(t *testing.T) {
 			before := hugepage.Mapped()
 			bufs, out, k := c.make()
 			keep = append(keep, k)
-			checkOwners(t, c.name, net.Memory(), bufs)
+			wantOwners(t, c.name, net.Memory(), bufs)
 			for _, b := range bufs {
 				own := netSlice(net, b) // the network's slice this buffer was made from, if any
 				if own != nil && b.ElemSize == 4 && !b.Packed && unsafe.SliceData(own) != unsafe.SliceData(b.F32) {
@@ -176,9 +177,9 @@ func settle() {
 	}
 }
 
-// checkOwners fails t if a buffer over memory the arena owns does not
+// wantOwners fails t if a buffer over memory the arena owns does not
 // hold the arena.
-func checkOwners(t *testing.T, name string, arena *hugepage.Arena, bufs []*Buffer) {
+func wantOwners(t *testing.T, name string, arena *hugepage.Arena, bufs []*Buffer) {
 	t.Helper()
 	for _, b := range bufs {
 		if arena.Holds(b.F32) && b.owner != arena {
@@ -300,6 +301,28 @@ func TestModelArenasHeld(t *testing.T) {
 	if !m.Memory().Holds(m.U) || !d.Memory().Holds(d.Attn.Wc) {
 		t.Error("the tree model's U or the decoder's W_c is not mapped")
 	}
-	checkOwners(t, "tree", m.Memory(), tp.Weights())
-	checkOwners(t, "decoder", d.Memory(), dp.Weights())
+	wantOwners(t, "tree", m.Memory(), tp.Weights())
+	wantOwners(t, "decoder", d.Memory(), dp.Weights())
+}
+
+// TestUnownedRefused: a weight buffer over a network's mapped memory that
+// does not hold its arena is an error, not a mapping that may go while
+// it is read.
+func TestUnownedRefused(t *testing.T) {
+	was := hugepage.Enable(true)
+	defer hugepage.Enable(was)
+	net := randomNet(t, rnn.Config{Cell: rnn.GRU, Input: 8, Hidden: 1024, Layers: 1}, 7)
+	if net.Memory().Mapped() == 0 {
+		t.Skip("no huge pages here")
+	}
+	l := net.Layers[0][0]
+	held := &Buffer{Name: "held", F32: l.Whh, owner: net.Memory()}
+	heap := &Buffer{Name: "heap", F32: l.Wih}
+	if err := checkOwners(net.Memory(), []*Buffer{held, heap, nil}); err != nil {
+		t.Errorf("owned and heap buffers: %v", err)
+	}
+	bad := &Buffer{Name: "l0.weight_hh", F32: l.Whh[4:]}
+	if err := checkOwners(net.Memory(), []*Buffer{held, bad}); !errors.Is(err, errUnowned) || !strings.Contains(err.Error(), "l0.weight_hh") {
+		t.Errorf("unowned buffer: %v, want errUnowned naming it", err)
+	}
 }

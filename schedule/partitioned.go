@@ -239,6 +239,9 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 			}
 		}
 	}
+	if err := checkOwners(net.Memory(), p.weights); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 

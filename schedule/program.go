@@ -136,6 +136,9 @@ func NewProgram(net *rnn.Network, s Schedule) (*Program, error) {
 		p.headW = p.weight("head.weight", net.HeadOut*net.OutputWidth(), net.HeadW, net.Memory())
 		p.headB = p.weight("head.bias", net.HeadOut, net.HeadB, net.Memory())
 	}
+	if err := checkOwners(net.Memory(), p.weights); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -152,6 +155,25 @@ func (w *weightList) weight(name string, elems int, data []float32, owner *hugep
 	b := &Buffer{Name: name, Kind: KindWeight, Elems: elems, ElemSize: 4, F32: data, owner: owner}
 	w.weights = append(w.weights, b)
 	return b
+}
+
+// errUnowned is returned by a constructor whose weight buffer reads a
+// model's mapped memory without holding the arena that owns it: a bug,
+// which would otherwise let the mapping go while the buffer is read.
+var errUnowned = errors.New("schedule: a weight buffer reads a model's mapped memory without holding its arena")
+
+// checkOwners returns errUnowned, naming the buffer, if a buffer of bufs
+// reads memory arena owns but does not hold arena.
+func checkOwners(arena *hugepage.Arena, bufs []*Buffer) error {
+	if arena.Mapped() == 0 {
+		return nil
+	}
+	for _, b := range bufs {
+		if b != nil && b.owner != arena && arena.Holds(b.F32) {
+			return fmt.Errorf("%w: %s", errUnowned, b.Name)
+		}
+	}
+	return nil
 }
 
 // derived adds a float32 weight buffer over data, a matrix the program

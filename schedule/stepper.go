@@ -178,6 +178,13 @@ func NewStepperPrecision(net *rnn.Network, maxRows int, prec Precision) (*Steppe
 	if net.HeadOut > 0 {
 		s.headW()
 	}
+	bufs := []*Buffer{s.xtab}
+	for _, b := range s.weights {
+		bufs = append(bufs, b)
+	}
+	if err := checkOwners(net.Memory(), bufs); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -167,6 +167,9 @@ func NewTreeProgramWith(m *tree.Model, opt TreeProgramOptions) (*TreeProgram, er
 	if W := wordTableWidth(m); W > 0 && 4*int64(m.Vocab)*int64(W) <= opt.maxWordTable() {
 		p.wordTables()
 	}
+	if err := checkOwners(mem, p.weights); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
