@@ -26,6 +26,8 @@
 package hugepage
 
 import (
+	"runtime"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -45,6 +47,42 @@ var mapped atomic.Int64
 // Mapped is the bytes Bytes has mapped and not yet released: memory
 // outside the Go heap, which runtime/metrics does not count.
 func Mapped() int64 { return mapped.Load() }
+
+// Mappings are outside the Go heap, so they do not make the collector
+// run: a process that drops models and loads others, allocating little
+// heap while it does (random weights, a network filled in place), could
+// map without bound before a collection found the old owners
+// unreachable. pace counts mapped bytes as the heap's pacer counts heap
+// bytes at GOGC=100: once the bytes mapped since the last collection
+// exceed those mapped before it (and paceMin), mapping n more collects
+// first, so that the owners gone by then are unmapped (their cleanups
+// run soon after).
+func pace(n int64) {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	paced.Lock()
+	defer paced.Unlock()
+	if c := s[0].Value.Uint64(); c != paced.cycles {
+		paced.cycles, paced.grown = c, 0
+	}
+	paced.grown += n
+	if paced.grown > max(Mapped()-paced.grown, paceMin) {
+		runtime.GC()
+		metrics.Read(s)
+		paced.cycles, paced.grown = s[0].Value.Uint64(), n
+	}
+}
+
+// paced is pace's count: bytes mapped since the collection it last saw.
+var paced struct {
+	sync.Mutex
+	cycles uint64
+	grown  int64
+}
+
+// paceMin is the mapped bytes pace lets grow between collections
+// whatever was mapped before.
+const paceMin = 256 << 20
 
 // off turns mapping off (Enable).
 var off atomic.Bool

@@ -33,6 +33,7 @@ func mapHuge[T any](owner *T, n int) []byte {
 		return nil
 	}
 	size := uintptr(n+4095) &^ 4095
+	pace(int64(size))
 	base, err := unix.MmapPtr(-1, 0, nil, size+Size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
 		return nil

@@ -226,3 +226,29 @@ func TestArena(t *testing.T) {
 	a, big = nil, nil
 	settle(t, 0)
 }
+
+// TestPaced: mappings whose owners are dropped, made with next to no heap
+// allocation between them, are released by the collections mapping
+// starts, so the mapped bytes stay bounded.
+func TestPaced(t *testing.T) {
+	if !thpHost() {
+		t.Skip("no mappings here")
+	}
+	settle(t, 0)
+	const each, n = 32 << 20, 48 // 1.5 GiB in all, never touched
+	peak := int64(0)
+	for range n {
+		a := new(Arena)
+		if f := a.Floats(each / 4); a.Mapped() != each || len(f) != each/4 {
+			t.Fatalf("arena mapped %d bytes, want %d", a.Mapped(), each)
+		}
+		peak = max(peak, Mapped())
+	}
+	// The bytes mapped since a collection reach paceMin before the next;
+	// the cleanups of the owners it finds gone may lag a mapping or two.
+	if limit := int64(2*paceMin + 4*each); peak > limit {
+		t.Errorf("peak %d bytes mapped over %d mappings of %d, want at most %d", peak, n, each, limit)
+	}
+	t.Logf("peak %d MiB mapped over %d MiB", peak>>20, n*each>>20)
+	settle(t, 0)
+}
