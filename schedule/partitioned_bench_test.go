@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
 
 	"rnnserve/internal/cputime"
 	"rnnserve/rnn"
@@ -98,4 +99,75 @@ func benchProgram(b *testing.B, prog *Program, T int) {
 		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N)/float64(T), "cpu-ns/step")
 	}
 	b.ReportMetric(float64(weightBytes)/float64(T), "B/step")
+}
+
+// BenchmarkTableIPKernels shows where one core's time goes under P: the
+// steps of a one-worker plan run in the plan's order, each timed alone,
+// and the time per time step of each kind is reported beside the whole:
+// proj (the input projections, W_ih times every step's input), matmul
+// (the recurrent products a GRU runs apart from its gates), gru_gates,
+// lstm_step (an LSTM step's product and gates in one call) and other
+// (the rest), in µs per time step. Reading the clock around every step
+// adds some 20-40 ns a step, so the sum is a little above
+// BenchmarkTableIP's time.
+//
+//	go test ./schedule/ -run '^$' -bench 'TableIPKernels/cell=gru/hidden=256/layers=4/T=100$' -cpu 1
+func BenchmarkTableIPKernels(b *testing.B) {
+	for _, cell := range []rnn.CellKind{rnn.LSTM, rnn.GRU} {
+		for _, hidden := range []int{64, 256, 1024} {
+			for _, layers := range []int{1, 4} {
+				var net *rnn.Network
+				for _, T := range []int{10, 100} {
+					b.Run(fmt.Sprintf("cell=%v/hidden=%d/layers=%d/T=%d", cell, hidden, layers, T), func(b *testing.B) {
+						if net == nil {
+							net = randomNet(b, rnn.Config{Cell: cell, Input: hidden, Hidden: hidden, Layers: layers}, 1)
+						}
+						benchKernels(b, net, T)
+					})
+				}
+			}
+		}
+	}
+}
+
+func benchKernels(b *testing.B, net *rnn.Network, T int) {
+	prog, err := NewPartitioned(net, PartitionOptions{Workers: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := prog.Plan(randomInput(net, T, 1, false, rand.New(rand.NewPCG(1, 1))), PlanOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	kinds := []string{"proj", "matmul", "gru_gates", "lstm_step", "other"}
+	kind := make([]int, len(p.Steps))
+	for i, s := range p.Steps {
+		switch o := s.op.(type) {
+		case *gemmOp:
+			kind[i] = 1
+			if o.once {
+				kind[i] = 0
+			}
+		case *gruOp:
+			kind[i] = 2
+		case *lstmStepOp:
+			kind[i] = 3
+		default:
+			kind[i] = 4
+		}
+	}
+	spent := make([]time.Duration, len(kinds))
+	for b.Loop() {
+		for i := range p.Steps {
+			t0 := time.Now()
+			p.Steps[i].op.run()
+			spent[kind[i]] += time.Since(t0)
+		}
+	}
+	var total time.Duration
+	for k, name := range kinds {
+		total += spent[k]
+		b.ReportMetric(float64(spent[k].Nanoseconds())/1e3/float64(b.N*T), name+"-µs/step")
+	}
+	b.ReportMetric(float64(total.Nanoseconds())/1e3/float64(b.N*T), "sum-µs/step")
 }
