@@ -75,7 +75,12 @@ func finiteAVX2(x *float32, n int) bool
 // kernel, two through the 2×4, three or four through the 4×3. Rows of up
 // to smallK columns go in pairs: there a 4×3 panel's fewer, longer
 // dependency chains (twelve sums, each a chain of k/8 multiply-adds, then
-// the horizontal sums) leave the out-of-order core too little to overlap.
+// the horizontal sums) leave the out-of-order core too little to overlap;
+// where the AVX-512 kernels run they go in threes through gemmNT3x8Y
+// instead, whose twenty-four sums in the 32 registers AVX-512VL gives
+// (256-bit operations, at full rate on Zen 4 too) take a whole panel of
+// eight W rows and one REDUCE8 per row (1.08-1.10x at k = 64; at
+// k = 1024 its eight row streams left L1 and it lost, 0.80x).
 // With more than four rows W goes in blocks of wBlock rows, each kept in
 // cache while every group passes it. When W is large enough to come from
 // DRAM, or the caller says it is read once (GemmNTOnce), and there are
@@ -83,7 +88,7 @@ func finiteAVX2(x *float32, n int) bool
 // kernel on its own, block by block: its eight row streams pull the block
 // in at the GEMV's rate, where a 4×3 panel's three streams reach about
 // two thirds of it, and the other rows then find the block in cache.
-// All three kernels compute an element the same way, so the grouping does
+// All the kernels compute an element the same way, so the grouping does
 // not change a bit.
 func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta float32, c []float32, ldc int, once bool) {
 	if !useAsm {
@@ -100,6 +105,10 @@ func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta 
 	if pulls(m, n, k, once) {
 		nb, first = wBlock(k), 1
 	}
+	z38 := useAVX512 && k > 0 && k <= smallK && k%8 == 0 && m-first >= 3
+	if z38 {
+		group = 3
+	}
 	for j0 := 0; j0 < n; j0 += nb {
 		jb := min(nb, n-j0)
 		wj := &w[j0*ldw]
@@ -113,6 +122,18 @@ func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta 
 				gemmNT1x8(jb, k, ai, wj, ldw, ci, beta)
 			case 2:
 				gemmNT2x4(jb, k, ai, lda, wj, ldw, ci, ldc, beta)
+			case 3:
+				if z38 {
+					jz := jb &^ 7
+					if jz > 0 {
+						gemmNT3x8Y(jz/8, k/8, ai, lda, wj, ldw, ci, ldc, beta)
+					}
+					if jz < jb {
+						gemmNT4x3(jb-jz, k, 3, ai, lda, &w[(j0+jz)*ldw], ldw, &c[i0*ldc+j0+jz], ldc, beta)
+					}
+					break
+				}
+				fallthrough
 			default:
 				gemmNT4x3(jb, k, rows, ai, lda, wj, ldw, ci, ldc, beta)
 			}

@@ -200,6 +200,17 @@ LOOP:                               \
 	IMULQ R14, DX                   \
 	ADDQ DX, DI
 
+// Z38PUT finishes one A row's eight sums of a panel, now in Y0..Y7:
+// REDUCE8, then beta·C by one more fused multiply-add (beta == 0, in DX:
+// C not read), stored at DST.
+#define Z38PUT(DST, PUT) \
+	REDUCE8                   \
+	TESTL DX, DX              \
+	JZ    PUT                 \
+	VFMADD231PS DST, Y15, Y0  \
+PUT:                          \
+	VMOVUPS Y0, DST
+
 // func lstmAVX512(n int, stride int, y *float32, bias *float32, c *float32, h *float32)
 //
 // lstmAVX2 for the first n (a multiple of 16) units, sixteen at a time.
@@ -338,5 +349,133 @@ zstepgroup:
 	JMP  zstepgroup
 
 zstepdone:
+	VZEROUPPER
+	RET
+
+// func gemmNT3x8Y(panels, k8 int, a *float32, lda int, w *float32, ldw int, c *float32, ldc int, beta float32)
+//
+// C = A·Wᵀ + beta·C for three rows of A against 8·panels rows of a
+// row-major W with k = 8·k8 columns, a panel of eight W rows at a time
+// with twenty-four sums in 256-bit registers (AVX-512VL gives the
+// thirty-two; no 512-bit operation, so it runs at full rate on Zen 4 too):
+// row i of A and W row r of the panel in Y(r), Y(16+r), Y(24+r). Each
+// element is computed as gemmNT1x8 computes it: eight lanes over the
+// columns in order, REDUCE8, then beta·C.
+//
+// Registers: AX, BX, R8 W's panel rows 0, 3 and 2, the others R14 (ldw
+// bytes) times 1, 2 or 4 from them; SI A's first row, the others R15 (lda
+// bytes) and twice it on; CX the chunks left; R13 the panels left; R10
+// the panel's first W row; R11 A; R12 eight rows of W in bytes; R9 ldc in
+// bytes; DI C.
+TEXT ·gemmNT3x8Y(SB), NOSPLIT, $0-68
+	MOVQ panels+0(FP), R13
+	MOVQ a+16(FP), R11
+	MOVQ lda+24(FP), R15
+	SHLQ $2, R15
+	MOVQ w+32(FP), R10
+	MOVQ ldw+40(FP), R14
+	SHLQ $2, R14
+	MOVQ R14, R12
+	SHLQ $3, R12
+	MOVQ c+48(FP), DI
+	MOVQ ldc+56(FP), R9
+	SHLQ $2, R9
+	VBROADCASTSS beta+64(FP), Y15
+
+z38panel:
+	TESTQ R13, R13
+	JZ    z38done
+	MOVQ  R10, AX
+	LEAQ  (R10)(R14*2), R8
+	LEAQ  (R8)(R14*1), BX
+	MOVQ  R11, SI
+	MOVQ  k8+8(FP), CX
+	ZERO8
+	VXORPS Y16, Y16, Y16
+	VXORPS Y17, Y17, Y17
+	VXORPS Y18, Y18, Y18
+	VXORPS Y19, Y19, Y19
+	VXORPS Y20, Y20, Y20
+	VXORPS Y21, Y21, Y21
+	VXORPS Y22, Y22, Y22
+	VXORPS Y23, Y23, Y23
+	VXORPS Y24, Y24, Y24
+	VXORPS Y25, Y25, Y25
+	VXORPS Y26, Y26, Y26
+	VXORPS Y27, Y27, Y27
+	VXORPS Y28, Y28, Y28
+	VXORPS Y29, Y29, Y29
+	VXORPS Y30, Y30, Y30
+	VXORPS Y31, Y31, Y31
+
+z38loop:
+	VMOVUPS (SI), Y8
+	VMOVUPS (SI)(R15*1), Y9
+	VMOVUPS (SI)(R15*2), Y10
+	VMOVUPS (AX), Y11
+	VFMADD231PS Y11, Y8, Y0
+	VFMADD231PS Y11, Y9, Y16
+	VFMADD231PS Y11, Y10, Y24
+	VMOVUPS (AX)(R14*1), Y12
+	VFMADD231PS Y12, Y8, Y1
+	VFMADD231PS Y12, Y9, Y17
+	VFMADD231PS Y12, Y10, Y25
+	VMOVUPS (R8), Y11
+	VFMADD231PS Y11, Y8, Y2
+	VFMADD231PS Y11, Y9, Y18
+	VFMADD231PS Y11, Y10, Y26
+	VMOVUPS (BX), Y12
+	VFMADD231PS Y12, Y8, Y3
+	VFMADD231PS Y12, Y9, Y19
+	VFMADD231PS Y12, Y10, Y27
+	VMOVUPS (AX)(R14*4), Y11
+	VFMADD231PS Y11, Y8, Y4
+	VFMADD231PS Y11, Y9, Y20
+	VFMADD231PS Y11, Y10, Y28
+	VMOVUPS (BX)(R14*2), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y21
+	VFMADD231PS Y12, Y10, Y29
+	VMOVUPS (R8)(R14*4), Y11
+	VFMADD231PS Y11, Y8, Y6
+	VFMADD231PS Y11, Y9, Y22
+	VFMADD231PS Y11, Y10, Y30
+	VMOVUPS (BX)(R14*4), Y12
+	VFMADD231PS Y12, Y8, Y7
+	VFMADD231PS Y12, Y9, Y23
+	VFMADD231PS Y12, Y10, Y31
+	ADDQ $32, SI
+	ADDQ $32, AX
+	ADDQ $32, BX
+	ADDQ $32, R8
+	DECQ CX
+	JNZ  z38loop
+
+	MOVL beta+64(FP), DX
+	Z38PUT((DI), z38put0)
+	VMOVAPS Y16, Y0
+	VMOVAPS Y17, Y1
+	VMOVAPS Y18, Y2
+	VMOVAPS Y19, Y3
+	VMOVAPS Y20, Y4
+	VMOVAPS Y21, Y5
+	VMOVAPS Y22, Y6
+	VMOVAPS Y23, Y7
+	Z38PUT((DI)(R9*1), z38put1)
+	VMOVAPS Y24, Y0
+	VMOVAPS Y25, Y1
+	VMOVAPS Y26, Y2
+	VMOVAPS Y27, Y3
+	VMOVAPS Y28, Y4
+	VMOVAPS Y29, Y5
+	VMOVAPS Y30, Y6
+	VMOVAPS Y31, Y7
+	Z38PUT((DI)(R9*2), z38put2)
+	ADDQ $32, DI
+	ADDQ R12, R10
+	DECQ R13
+	JMP  z38panel
+
+z38done:
 	VZEROUPPER
 	RET
