@@ -171,3 +171,105 @@ func benchKernels(b *testing.B, net *rnn.Network, T int) {
 	}
 	b.ReportMetric(float64(total.Nanoseconds())/1e3/float64(b.N*T), "sum-µs/step")
 }
+
+// BenchmarkTableIPPhases shows where the time of P on several cores goes
+// (GOMAXPROCS workers, at least two): the plan runs phase by phase on the
+// pool as Run does, each worker's part of each phase timed, and per time
+// step it reports the phases' longest parts by kind beside the whole
+// (ns/step, as BenchmarkTableIP's): proj (the input projections), first
+// (each layer's first step with a recurrent product, which reads W_hh
+// while the projection's W_ih still holds the caches: from DRAM when the
+// model does not fit L3), steps (the other time steps), and wait (the
+// rest of the time: barriers, and parts one worker ran after another's);
+// spread is the sum over phases of the longest part less the shortest,
+// time a core waited at a barrier for the other's part. In µs per time
+// step.
+//
+//	go test ./schedule/ -run '^$' -bench 'TableIPPhases/cell=gru/hidden=1024/layers=4/T=10$' -cpu 2
+func BenchmarkTableIPPhases(b *testing.B) {
+	n := runtime.GOMAXPROCS(0)
+	if n < 2 {
+		b.Skip("P on one core has one part a phase: see BenchmarkTableIPKernels")
+	}
+	pool, err := NewPool(PoolOptions{Workers: n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	for _, cell := range []rnn.CellKind{rnn.LSTM, rnn.GRU} {
+		for _, hidden := range []int{64, 256, 1024} {
+			for _, layers := range []int{1, 4} {
+				var net *rnn.Network
+				for _, T := range []int{10, 100} {
+					b.Run(fmt.Sprintf("cell=%v/hidden=%d/layers=%d/T=%d", cell, hidden, layers, T), func(b *testing.B) {
+						if net == nil {
+							net = randomNet(b, rnn.Config{Cell: cell, Input: hidden, Hidden: hidden, Layers: layers}, 1)
+						}
+						benchPhases(b, net, T, pool)
+					})
+				}
+			}
+		}
+	}
+}
+
+func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
+	prog, err := NewPartitioned(net, PartitionOptions{Workers: pool.Workers(), Pool: pool})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := prog.Plan(randomInput(net, T, 1, false, rand.New(rand.NewPCG(1, 1))), PlanOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	W := p.workers
+	phases := len(p.span) / W
+	const proj, first, steps = 0, 1, 2
+	kind := make([]int, phases)
+	for ph := range kind {
+		kind[ph] = steps
+	}
+	seen := map[[2]int]bool{} // layers and directions whose first product is found
+	for _, s := range p.Steps {
+		switch o := s.op.(type) {
+		case *gemmOp:
+			if o.once {
+				kind[s.Phase] = proj
+				continue
+			}
+		case *lstmStepOp:
+		default:
+			continue
+		}
+		if s.Layer >= 0 && !seen[[2]int{s.Layer, s.Dir}] {
+			seen[[2]int{s.Layer, s.Dir}] = true
+			kind[s.Phase] = first
+		}
+	}
+	took := make([]time.Duration, phases*W) // each part's time, written by whoever runs it
+	run := func(ph, w int) {
+		t0 := time.Now()
+		p.runPhase(ph, w)
+		took[ph*W+w] = time.Since(t0)
+	}
+	var byKind [3]time.Duration
+	var spread time.Duration
+	for b.Loop() {
+		pool.Phases(phases, run)
+		for ph := range phases {
+			lo, hi := took[ph*W], took[ph*W]
+			for _, d := range took[ph*W+1 : ph*W+W] {
+				lo, hi = min(lo, d), max(hi, d)
+			}
+			byKind[kind[ph]] += hi
+			spread += hi - lo
+		}
+	}
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N*T) }
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*T), "ns/step")
+	b.ReportMetric(per(byKind[proj]), "proj-µs/step")
+	b.ReportMetric(per(byKind[first]), "first-µs/step")
+	b.ReportMetric(per(byKind[steps]), "steps-µs/step")
+	b.ReportMetric(per(b.Elapsed()-byKind[proj]-byKind[first]-byKind[steps]), "wait-µs/step")
+	b.ReportMetric(per(spread), "spread-µs/step")
+}
