@@ -102,6 +102,9 @@ type partProgram struct {
 	prec    Precision
 	l1, l2  int64 // one core's L1 data cache and private cache: alternates
 	layers  [][]partLayer
+	// serial: the workers' parts run in turn on the calling goroutine,
+	// every step on worker 0 (Program.Serial).
+	serial bool
 }
 
 // partLayer is one layer and direction split over the workers: worker w
@@ -265,12 +268,37 @@ func PacksWHH(rows, cols int, l2 int64) bool {
 }
 
 // Workers is the number of workers a Partitioned program splits every
-// layer over; 1 for the other schedules, which run on one core.
+// layer over; 1 for the other schedules and for a Serial program, which
+// run on one core.
 func (p *Program) Workers() int {
-	if p.part == nil {
+	if p.part == nil || p.part.serial {
 		return 1
 	}
 	return p.part.workers
+}
+
+// Serial returns a Partitioned program that runs on one core over p's own
+// weight slices, with no copy: its plans list the steps of p's, every
+// worker's part of a phase after the one before, all on the calling
+// goroutine. Its results are p's bit for bit. It holds the slices as p
+// does, so they outlive p if p is dropped first.
+//
+// A server that keeps P on one core beside P across every core holds each
+// weight once this way rather than twice. What the one-core form gives
+// up: slices cut and packed for one worker (it makes one call per part of
+// each step, so where a layer's slices are small it pays those calls'
+// overhead) and pages first touched on its own core (they were touched
+// on p's workers' cores; on one socket they are as near).
+//
+// p itself is returned when it already runs on one core.
+func (p *Program) Serial() *Program {
+	if p.part == nil || p.Workers() == 1 {
+		return p
+	}
+	pp := *p.part
+	pp.pool, pp.serial = nil, true
+	return &Program{Net: p.Net, Schedule: p.Schedule, weightList: weightList{weights: p.weights},
+		emb: p.emb, headW: p.headW, headB: p.headB, dry: p.dry, part: &pp}
 }
 
 // Precision is how the program stores its recurrent weights: F32 except
@@ -376,8 +404,14 @@ func (b *pbuilder) product(wk int, c, a, w Mat, beta float32, once, reverse bool
 	return o
 }
 
-// on sets the worker of the steps that follow.
-func (b *pbuilder) on(w int) { b.at.Worker = w }
+// on sets the worker of the steps that follow: w, or 0 in a Serial
+// program.
+func (b *pbuilder) on(w int) {
+	if b.pp.serial {
+		w = 0
+	}
+	b.at.Worker = w
+}
 
 // next starts a new phase.
 func (b *pbuilder) next() { b.at.Phase++ }
