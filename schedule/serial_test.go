@@ -139,3 +139,52 @@ func TestSerialOutlivesSource(t *testing.T) {
 	}
 	runtime.KeepAlive(net)
 }
+
+// BenchmarkSerial times P on one core in its two forms at batch 1: a
+// one-worker program over slices cut and packed for one worker (solo)
+// and Program.Serial of a two-worker program over that program's slices
+// (serial, one call per part of each step), which a server holding its
+// weights once runs. Pair the two within one run: -bench
+// 'Serial/.*/form=' -count 5.
+func BenchmarkSerial(b *testing.B) {
+	for _, cell := range []rnn.CellKind{rnn.LSTM, rnn.GRU} {
+		for _, hidden := range []int{64, 256, 1024} {
+			for _, layers := range []int{1, 4} {
+				net := randomNet(b, rnn.Config{Cell: cell, Input: hidden, Hidden: hidden, Layers: layers}, 1)
+				solo, err := NewPartitioned(net, PartitionOptions{Workers: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				wide := filledOnTwo(b, net)
+				for _, T := range []int{1, 100} {
+					for _, f := range []struct {
+						name string
+						prog *Program
+					}{{"solo", solo}, {"serial", wide.Serial()}} {
+						b.Run(fmt.Sprintf("cell=%v/hidden=%d/layers=%d/T=%d/form=%s", cell, hidden, layers, T, f.name), func(b *testing.B) {
+							benchProgram(b, f.prog, T)
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// filledOnTwo builds net's P on two workers, on a pool that is closed
+// again once the slices are filled (with GOMAXPROCS raised to 2 for it
+// if need be): only the program's Serial form runs.
+func filledOnTwo(b *testing.B, net *rnn.Network) *Program {
+	old := runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))
+	defer runtime.GOMAXPROCS(old)
+	pool, err := NewPool(PoolOptions{Workers: 2, NoPin: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	wide, err := NewPartitioned(net, PartitionOptions{Pool: pool})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return wide
+}

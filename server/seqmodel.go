@@ -825,6 +825,10 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 			m.reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
 		}
 	}
+	if m.wide != nil && sharesWide(m.prog, m.wide, s.trafficModel().LLC) {
+		m.prog = m.wide.Serial()
+		m.reason += "; on one core it reads the weights of its form across every core (held once)"
+	}
 	m.batching = *s.opts.Batching.Enabled
 	if e.Config.Batching != nil {
 		m.batching = *e.Config.Batching
@@ -866,4 +870,26 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 		}
 	}
 	return m, nil
+}
+
+// sharesWide says whether a model's one-core P program prog should be
+// replaced by its wide form's Serial one, which reads the wide program's
+// weight slices rather than a copy of its own: when both are P in the
+// same precision and their weights are larger than the last-level cache
+// of llc bytes. Weights that large stream from DRAM every inference on
+// either form, and a second copy of them costs more memory than the
+// cache holds; the Serial form's extra call per part of each step is
+// then lost in that stream (BenchmarkSerial: within a few percent at
+// hidden 1024, up to 10% slower on small models, where the copy costs
+// little). The one-core answers then equal the wide form's bit for bit.
+func sharesWide(prog, wide *schedule.Program, llc int64) bool {
+	if choice.Of(prog) != (choice.Candidate{Sched: schedule.Partitioned, Prec: wide.Precision(), Workers: 1}) ||
+		wide.Schedule != schedule.Partitioned {
+		return false
+	}
+	var bytes int64
+	for _, b := range wide.Weights() {
+		bytes += b.Bytes()
+	}
+	return bytes > llc
 }

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"math"
+	"runtime"
+	"testing"
+	"testing/fstest"
+
+	"rnnserve/schedule"
+	"rnnserve/server/internal/choice"
+)
+
+// TestOneCoreSharesWide: a model served by P on one core per request with
+// a wide form across both cores runs its one-core plans over the wide
+// form's weight buffers when its weights are larger than the last-level
+// cache (both give the same answers bit for bit), and over a copy of its
+// own when they fit.
+func TestOneCoreSharesWide(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		old := runtime.GOMAXPROCS(2)
+		defer runtime.GOMAXPROCS(old)
+	}
+	repo := fstest.MapFS{
+		"lm/model.yaml":  {Data: []byte(lmSpec(64, 3))},
+		"lm/config.yaml": {Data: []byte("schedule: P\nbatching: false\n")},
+	}
+	entries, err := LoadRepository(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		llc   int64
+		share bool
+	}{{16 << 10, true}, {1 << 30, false}} {
+		o := testOptions()
+		o.CacheBytes = c.llc
+		o.Batching.Workers = runtime.GOMAXPROCS(0)
+		s, err := New(entries, o, testDeps(t, o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := seqOf(t, s, "lm")
+		if m.wide == nil || m.prog.Workers() != 1 {
+			t.Fatalf("LLC %d: lm runs %v with wide form %v (%s)", c.llc, choice.Of(m.prog), m.wide != nil, m.reason)
+		}
+		shared := 0
+		ws, ww := m.prog.Weights(), m.wide.Weights()
+		for i := range min(len(ws), len(ww)) {
+			if ws[i] == ww[i] {
+				shared++
+			}
+		}
+		var private int // weights not the network's own slices: P's copies
+		for _, b := range ww {
+			if b.Role == schedule.RoleWHH || b.Role == schedule.RoleWIH {
+				private++
+			}
+		}
+		if c.share && (len(ws) != len(ww) || shared != len(ww)) {
+			t.Errorf("LLC %d: %d of the one-core program's %d weight buffers are the wide form's %d, want all", c.llc, shared, len(ws), len(ww))
+		}
+		if !c.share && shared > len(ww)-private {
+			t.Errorf("LLC %d: the one-core program shares %d weight buffers with the wide form, want only the network's own", c.llc, shared)
+		}
+		if !c.share {
+			continue
+		}
+		in := choice.ReferenceInput(m.net, 9)
+		run := func(p *schedule.Program) []float32 {
+			pl, err := p.Plan(in, schedule.PlanOptions{Head: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := pl.Run()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return append(append([]float32(nil), res.Output...), res.Head...)
+		}
+		one, wide := run(m.prog), run(m.wide)
+		for i := range one {
+			if math.Float32bits(one[i]) != math.Float32bits(wide[i]) {
+				t.Fatalf("value %d: %v on one core, %v across both", i, one[i], wide[i])
+			}
+		}
+	}
+}
