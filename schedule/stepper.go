@@ -3,6 +3,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"maps"
 
 	"rnnserve/internal/f32"
 	"rnnserve/internal/hugepage"
@@ -106,6 +107,21 @@ func NewStepper(net *rnn.Network, maxRows int) (*Stepper, error) {
 // NewStepperPrecision is NewStepper with the recurrent weights stored at
 // precision prec: F32 (the network's own slices) or Int8 (packed copies).
 func NewStepperPrecision(net *rnn.Network, maxRows int, prec Precision) (*Stepper, error) {
+	return newStepper(net, maxRows, prec, nil)
+}
+
+// Sibling returns a new Stepper of s's network and precision for up to
+// maxRows sequences that reads s's weight buffers (the token table, the
+// int8 packings, the summed biases) rather than making its own: the
+// lanes of one model hold them once. Each Stepper is still owned by one
+// goroutine; the buffers they share are only read.
+func (s *Stepper) Sibling(maxRows int) (*Stepper, error) {
+	return newStepper(s.net, maxRows, s.prec, s)
+}
+
+// newStepper is NewStepperPrecision, reading src's weight buffers where
+// src is not nil.
+func newStepper(net *rnn.Network, maxRows int, prec Precision, src *Stepper) (*Stepper, error) {
 	if prec != F32 && prec != Int8 {
 		return nil, fmt.Errorf("%w: %w %v (a stepper stores f32 or int8 weights)", ErrStepper, ErrUnknownPrecision, prec)
 	}
@@ -124,6 +140,9 @@ func NewStepperPrecision(net *rnn.Network, maxRows int, prec Precision) (*Steppe
 		return nil, fmt.Errorf("%w: max rows %d, want 1..%d", ErrStepper, maxRows, MaxBatch)
 	}
 	s := &Stepper{net: net, max: maxRows, prec: prec, weights: map[*[]float32]*Buffer{}}
+	if src != nil {
+		s.weights = maps.Clone(src.weights)
+	}
 	w := stackWidths(net)
 	if prec == Int8 {
 		var cols []int
@@ -137,7 +156,10 @@ func NewStepperPrecision(net *rnn.Network, maxRows int, prec Precision) (*Steppe
 	for k, dirs := range net.Layers {
 		l := dirs[0]
 		var bias, c *Buffer
-		if l.Cell.SumsBias() {
+		switch {
+		case src != nil:
+			bias = src.bias[k]
+		case l.Cell.SumsBias():
 			bias = &Buffer{Name: fmt.Sprintf("l%d.bias", k), Kind: KindWeight, Elems: l.Rows(), ElemSize: 4, F32: sumBias(l)}
 		}
 		if l.Cell == rnn.LSTM {
@@ -157,7 +179,9 @@ func NewStepperPrecision(net *rnn.Network, maxRows int, prec Precision) (*Steppe
 	if net.HeadOut > 0 {
 		s.head = s.state("head", maxRows*net.HeadOut)
 	}
-	if l0 := net.Layers[0][0]; prec == F32 && net.Vocab > 0 && int64(net.Vocab)*int64(l0.Rows())*4 <= tokenTableBytes {
+	if src != nil {
+		s.xtab = src.xtab
+	} else if l0 := net.Layers[0][0]; prec == F32 && net.Vocab > 0 && int64(net.Vocab)*int64(l0.Rows())*4 <= tokenTableBytes {
 		// Every token's X' = embedding row · W_ihᵀ, by the product a
 		// sequence's arrival steps would run (the same kernel, so the
 		// same sums).
@@ -215,7 +239,9 @@ func (s *Stepper) weight(name string, data *[]float32) *Buffer {
 func (s *Stepper) matrix(role Role, name string, data *[]float32, rows, cols int) Mat {
 	if s.prec != Int8 {
 		b := s.weight(name, data)
-		b.Role = role
+		if b.Role != role { // set once: Siblings read the same buffer
+			b.Role = role
+		}
 		return Dense(b, 0, rows, cols)
 	}
 	b, ok := s.weights[data]
@@ -255,6 +281,25 @@ func product(c, a, w Mat, q, qs *Buffer, beta float32) op {
 		return newGemmI8(c, a, w, q, qs, beta)
 	}
 	return newGemmNT(c, a, w, beta)
+}
+
+// Weights lists the buffers of weights the stepper's steps read: the
+// token table (if any), the summed biases and the matrices, in no
+// particular order.
+func (s *Stepper) Weights() []*Buffer {
+	var bufs []*Buffer
+	if s.xtab != nil {
+		bufs = append(bufs, s.xtab)
+	}
+	for _, b := range s.bias {
+		if b != nil {
+			bufs = append(bufs, b)
+		}
+	}
+	for _, b := range s.weights {
+		bufs = append(bufs, b)
+	}
+	return bufs
 }
 
 // Precision is how the stepper stores its recurrent weights.

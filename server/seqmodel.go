@@ -847,8 +847,20 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 		traffic = append(traffic, t)
 	}
 	maxRows := s.opts.Batching.MaxRows
+	// The first lane's stepper makes the weight buffers of its own (the
+	// token table, int8 packings); every later one, a lane's first or one
+	// remade after a panic, reads them (Stepper.Sibling). newBatcher makes
+	// the first lanes in turn, before any lane runs.
+	var first *schedule.Stepper
 	if m.batch, err = newBatcher(&m.modelBase, s.opts.Batching, lanes, func() (batch[*seqWork], error) {
-		st, err := schedule.NewStepperPrecision(net, maxRows, sched.StepperPrecision())
+		var st *schedule.Stepper
+		var err error
+		if first == nil {
+			st, err = schedule.NewStepperPrecision(net, maxRows, sched.StepperPrecision())
+			first = st
+		} else {
+			st, err = first.Sibling(maxRows)
+		}
 		if err != nil {
 			return nil, err
 		}

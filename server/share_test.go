@@ -85,3 +85,54 @@ func TestOneCoreSharesWide(t *testing.T) {
 		}
 	}
 }
+
+// TestLanesShareWeights: a model's batcher lanes read one set of weight
+// buffers (the token table, here), the first lane's, also after a lane's
+// batch is remade.
+func TestLanesShareWeights(t *testing.T) {
+	repo := fstest.MapFS{"lm/model.yaml": {Data: []byte(lmSpec(16, 3))}}
+	entries, err := LoadRepository(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions()
+	o.Batching.Workers = 3
+	s, err := New(entries, o, testDeps(t, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := seqOf(t, s, "lm")
+	if len(m.batch.lanes) != 3 {
+		t.Fatalf("%d lanes, want 3", len(m.batch.lanes))
+	}
+	set := func(b batch[*seqWork]) map[*schedule.Buffer]bool {
+		w := map[*schedule.Buffer]bool{}
+		for _, buf := range b.(*seqBatch).st.Weights() {
+			w[buf] = true
+		}
+		return w
+	}
+	want := set(m.batch.lanes[0].batch)
+	table := false
+	for b := range want {
+		table = table || b.Name == "l0.xtab"
+	}
+	if !table {
+		t.Fatal("the first lane has no token table")
+	}
+	remade, err := m.batch.newBatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range []batch[*seqWork]{m.batch.lanes[1].batch, m.batch.lanes[2].batch, remade} {
+		got := set(b)
+		if len(got) != len(want) {
+			t.Errorf("batch %d reads %d weight buffers, the first lane %d", i+1, len(got), len(want))
+		}
+		for buf := range got {
+			if !want[buf] {
+				t.Errorf("batch %d reads a %s of its own", i+1, buf.Name)
+			}
+		}
+	}
+}
