@@ -891,9 +891,9 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 // of llc bytes. Weights that large stream from DRAM every inference on
 // either form, and a second copy of them costs more memory than the
 // cache holds; the Serial form's extra call per part of each step is
-// then lost in that stream (BenchmarkSerial: within a few percent at
-// hidden 1024, up to 10% slower on small models, where the copy costs
-// little). The one-core answers then equal the wide form's bit for bit.
+// then small beside that stream (BenchmarkSerial: 0.99-1.07x the time of
+// a copy of its own at hidden 1024, and up to 1.11x on small models,
+// whose copy costs little). The one-core answers then equal the wide form's bit for bit.
 func sharesWide(prog, wide *schedule.Program, llc int64) bool {
 	if choice.Of(prog) != (choice.Candidate{Sched: schedule.Partitioned, Prec: wide.Precision(), Workers: 1}) ||
 		wide.Schedule != schedule.Partitioned {
