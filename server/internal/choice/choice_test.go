@@ -322,6 +322,42 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestWideVerdict: P across every core is given up only when two looks
+// both find it no faster than P on one request's cores.
+func TestWideVerdict(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		looks []([2]time.Duration)
+		want  bool
+		says  string
+	}{
+		{[][2]time.Duration{{2 * ms, 1 * ms}}, true, "runs it across all of them: on 1 core(s) 2ms, on 2 1ms"},
+		{[][2]time.Duration{{2 * ms, 2 * ms}, {2 * ms, 1 * ms}}, true, "across all of them, on a second look: on 1 core(s) 2ms, on 2 2ms, then 2ms and 1ms"},
+		{[][2]time.Duration{{2 * ms, 3 * ms}, {2 * ms, 2100 * time.Microsecond}}, false, "stays on its own cores (not faster across all of them here, twice): on 1 core(s) 2ms, on 2 3ms, then 2ms and 2.1ms"},
+	} {
+		n := 0
+		got, says, err := wideVerdict(func() ([2]time.Duration, error) {
+			if n >= len(c.looks) {
+				t.Fatalf("looked %d times, want %d", n+1, len(c.looks))
+			}
+			n++
+			return c.looks[n-1], nil
+		}, 1, 2)
+		if err != nil || got != c.want || !strings.Contains(says, c.says) || n != len(c.looks) {
+			t.Errorf("wideVerdict(%v) = %v %q %v after %d looks, want %v %q", c.looks, got, says, err, n, c.want, c.says)
+		}
+	}
+	n := 0
+	if _, _, err := wideVerdict(func() ([2]time.Duration, error) {
+		if n++; n == 2 {
+			return [2]time.Duration{}, errors.New("plan failed")
+		}
+		return [2]time.Duration{ms, 2 * ms}, nil
+	}, 1, 2); err == nil {
+		t.Error("wideVerdict hid the second look's error")
+	}
+}
+
 // TestChooseScheduleInt8: P-int8 is a candidate only when config.yaml
 // asks for int8, wins when the weights stream, loses a tie to P, and only
 // P stores int8 weights.
