@@ -115,3 +115,42 @@ func TestStepperSibling(t *testing.T) {
 		})
 	}
 }
+
+// TestStepperTrace: Trace runs over its stepper's weight buffers (a
+// Sibling's) and traces the steps TraceStepper's fresh stepper does.
+func TestStepperTrace(t *testing.T) {
+	net := randomNet(t, rnn.Config{Cell: rnn.LSTM, Input: 3, Hidden: 4, Layers: 2, Vocab: 9, HeadOut: 9}, 1)
+	for _, prec := range []Precision{F32, Int8} {
+		lead, err := NewStepperPrecision(net, 4, prec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		own := map[*Buffer]bool{}
+		for _, b := range lead.Weights() {
+			own[b] = true
+		}
+		got, err := lead.Trace(&Sequence{Tokens: make([]int64, 5), Head: HeadAll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := TraceStepper(net, &Sequence{Tokens: make([]int64, 5), Head: HeadAll}, prec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Steps) != len(want.Steps) || len(got.Buffers) != len(want.Buffers) {
+			t.Errorf("%v: %d steps over %d buffers, a fresh stepper's trace %d over %d", prec, len(got.Steps), len(got.Buffers), len(want.Steps), len(want.Buffers))
+		}
+		made := 0
+		for _, b := range got.Buffers {
+			if b.Name == "l0.xtab" || b.U8 != nil {
+				made++
+			}
+			if b.Kind == KindWeight && (b.Name == "l0.xtab" || b.U8 != nil) && !own[b] {
+				t.Errorf("%v: %s is a buffer of the trace's own", prec, b.Name)
+			}
+		}
+		if made == 0 {
+			t.Errorf("%v: the trace reads no token table or int8 packing", prec)
+		}
+	}
+}

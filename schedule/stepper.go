@@ -671,6 +671,22 @@ func TraceStepper(net *rnn.Network, q *Sequence, prec Precision) (*Plan, error) 
 	if err != nil {
 		return nil, err
 	}
+	return st.traceRun(q)
+}
+
+// Trace is TraceStepper run on a Sibling of s: over s's weight buffers
+// (its token table, int8 packings), with none of its own made for the
+// trace.
+func (s *Stepper) Trace(q *Sequence) (*Plan, error) {
+	st, err := s.Sibling(1)
+	if err != nil {
+		return nil, err
+	}
+	return st.traceRun(q)
+}
+
+// traceRun runs q alone through st, a fresh stepper, for TraceStepper.
+func (st *Stepper) traceRun(q *Sequence) (*Plan, error) {
 	st.tracing = true
 	if err := st.Add(q); err != nil {
 		return nil, err

@@ -8,7 +8,9 @@ lanes exist), and is read after a pause: its resident set (VmRSS and
 AnonHugePages from /proc), and from /metrics the Go heap in use and the
 bytes on huge pages (rnnserve_hugepage_mapped_bytes). The builds take
 turns, the order swapped every round; the table gives each build's median
-and the ratio of the last build to the first.
+and the ratio of the last build to the first. The resident peak (VmHWM,
+"hwm") counts what the load held for a while and let go again, such as
+programs built, timed and dropped.
 
     go build -o /tmp/a/serve ./cmd/serve     # on the old commit
     go build -o /tmp/b/serve ./cmd/serve     # on the new one
@@ -80,6 +82,7 @@ def measure(binary, repo, model, extra, pause):
         text = get(base + "/metrics")
         return {
             "rss_mib": proc_kib(p.pid, "status", "VmRSS") / 2**20,
+            "hwm_mib": proc_kib(p.pid, "status", "VmHWM") / 2**20,
             "anon_huge_mib": proc_kib(p.pid, "smaps_rollup", "AnonHugePages") / 2**20,
             "heap_inuse_mib": metric(text, "go_memstats_heap_inuse_bytes") / 2**20,
             "mapped_mib": metric(text, "rnnserve_hugepage_mapped_bytes") / 2**20,
@@ -117,7 +120,7 @@ def main():
             order = bins if r % 2 == 0 else bins[::-1]
             for b in order:
                 runs[b].append(measure(b, repo, model, extra, a.pause))
-    keys = ["rss_mib", "anon_huge_mib", "heap_inuse_mib", "mapped_mib"]
+    keys = ["rss_mib", "hwm_mib", "anon_huge_mib", "heap_inuse_mib", "mapped_mib"]
     print(f"model {model}, {a.rounds} rounds, medians in MiB" + (f", serve {a.serve_args}" if extra else ""))
     print(f"{'build':40s}" + "".join(f"{k[:-4]:>14s}" for k in keys))
     for b in bins:

@@ -39,12 +39,12 @@ func (s *Server) trafficModel() choice.Host {
 
 // chooseSchedule is choice.Choose for the schedule and precision cfg
 // sets (schedule auto: the choice's rule).
-func chooseSchedule(net *rnn.Network, cfg ModelConfig, h choice.Host, pools Pools, timing time.Duration) (choice.Candidate, string, []api.ScheduleTraffic, error) {
+func chooseSchedule(net *rnn.Network, cfg ModelConfig, h choice.Host, builds *choice.Builds, timing time.Duration) (choice.Candidate, string, []api.ScheduleTraffic, error) {
 	want, prec, err := cfg.ParseSchedule()
 	if err != nil {
 		return choice.Candidate{}, "", nil, err
 	}
-	return choice.Choose(net, want, prec, h, pools, timing)
+	return choice.Choose(net, want, prec, h, builds, timing)
 }
 
 // ProgramFor prepares net to run whole-request plans under the schedule a

@@ -770,20 +770,26 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	net := e.Model.Net
 	m := &seqModel{net: net, maxWait: int64(s.opts.Batching.QueueLength), opts: &s.opts, names: newSeqNames(net, e.Model.Spec.IO)}
 	s.initBase(&m.modelBase, e)
-	sched, reason, traffic, err := chooseSchedule(net, e.Config, s.trafficModel(), s.pools, s.opts.ScheduleTiming)
+	cores := choice.CoresPerRequest(runtime.GOMAXPROCS(0), 1)
+	// Every program of the load comes from builds, once each: the clock
+	// times the programs served, and P on one core is the Serial form of
+	// P across every core where that shares weights larger than the
+	// last-level cache (choice.Builds), never built with a copy of its
+	// own first.
+	builds := &choice.Builds{Net: net, Pools: s.pools, Cores: cores, LLC: s.trafficModel().LLC}
+	sched, reason, traffic, err := chooseSchedule(net, e.Config, s.trafficModel(), builds, s.opts.ScheduleTiming)
 	if err != nil {
 		return nil, err
 	}
 	m.reason = reason
 	auto := e.Config.Schedule == "" || e.Config.Schedule == "auto"
-	cores := choice.CoresPerRequest(runtime.GOMAXPROCS(0), 1)
 	if p := (choice.Candidate{Sched: schedule.Partitioned, Workers: s.trafficModel().Workers}); auto && s.opts.ScheduleTiming > 0 && !net.Dry() &&
 		sched.Sched != schedule.Partitioned && p.Workers < cores {
 		wide := p
 		wide.Workers = cores
 		var progs [3]*schedule.Program
 		for i, c := range []choice.Candidate{sched, p, wide} {
-			if progs[i], err = c.Program(net, s.pools); err != nil {
+			if progs[i], err = builds.Program(c); err != nil {
 				return nil, err
 			}
 		}
@@ -799,7 +805,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 		}
 	}
 	if m.prog == nil {
-		if m.prog, err = sched.Program(net, s.pools); err != nil {
+		if m.prog, err = builds.Program(sched); err != nil {
 			return nil, err
 		}
 	}
@@ -809,7 +815,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	if sched.Sched == schedule.Partitioned && sched.Workers < cores && m.wide == nil {
 		wide := sched
 		wide.Workers = cores
-		if m.wide, err = wide.Program(net, s.pools); err != nil {
+		if m.wide, err = builds.Program(wide); err != nil {
 			return nil, err
 		}
 		if s.opts.ScheduleTiming > 0 && auto {
@@ -825,9 +831,12 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 			m.reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
 		}
 	}
-	if m.wide != nil && sharesWide(m.prog, m.wide, s.trafficModel().LLC) {
-		m.prog = m.wide.Serial()
+	if serial, err := builds.Serial(choice.Of(m.prog)); err != nil {
+		return nil, err
+	} else if serial && m.wide != nil {
 		m.reason += "; on one core it reads the weights of its form across every core (held once)"
+	} else if serial {
+		m.reason += fmt.Sprintf("; on one core it runs over P's weight slices cut for %d cores, each core's part in turn (the form timed)", cores)
 	}
 	m.batching = *s.opts.Batching.Enabled
 	if e.Config.Batching != nil {
@@ -835,31 +844,38 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	}
 	// Every unidirectional model gets lanes: generation needs them even
 	// when infer requests run unbatched. A bidirectional one has none.
+	// The first lane's stepper, lead, makes the weight buffers of its own
+	// (the token table, int8 packings); the traffic trace and every later
+	// stepper, a lane's first or one remade after a panic, read them
+	// (Stepper.Sibling). newBatcher makes the first lanes in turn, before
+	// any lane runs.
 	lanes := 0
+	maxRows := s.opts.Batching.MaxRows
+	var first *schedule.Stepper
 	if !net.Unidirectional() {
 		m.batching = false
 	} else {
 		lanes = cap(m.cores)
-		t, err := choice.CellularTraffic(net, choice.LLCOrDefault(s.opts.CacheBytes), s.opts.TrafficSteps, sched.StepperPrecision())
+		if first, err = schedule.NewStepperPrecision(net, maxRows, sched.StepperPrecision()); err != nil {
+			return nil, err
+		}
+		t, err := choice.CellularTraffic(net, first, choice.LLCOrDefault(s.opts.CacheBytes), s.opts.TrafficSteps)
 		if err != nil {
 			return nil, fmt.Errorf("traffic of the cellular batcher: %w", err)
 		}
 		traffic = append(traffic, t)
 	}
-	maxRows := s.opts.Batching.MaxRows
-	// The first lane's stepper makes the weight buffers of its own (the
-	// token table, int8 packings); every later one, a lane's first or one
-	// remade after a panic, reads them (Stepper.Sibling). newBatcher makes
-	// the first lanes in turn, before any lane runs.
-	var first *schedule.Stepper
+	lead := first
 	if m.batch, err = newBatcher(&m.modelBase, s.opts.Batching, lanes, func() (batch[*seqWork], error) {
 		var st *schedule.Stepper
 		var err error
-		if first == nil {
-			st, err = schedule.NewStepperPrecision(net, maxRows, sched.StepperPrecision())
-			first = st
-		} else {
+		switch {
+		case lead != nil:
+			st, lead = lead, nil
+		case first != nil:
 			st, err = first.Sibling(maxRows)
+		default:
+			st, err = schedule.NewStepperPrecision(net, maxRows, sched.StepperPrecision())
 		}
 		if err != nil {
 			return nil, err
@@ -882,26 +898,4 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 		}
 	}
 	return m, nil
-}
-
-// sharesWide says whether a model's one-core P program prog should be
-// replaced by its wide form's Serial one, which reads the wide program's
-// weight slices rather than a copy of its own: when both are P in the
-// same precision and their weights are larger than the last-level cache
-// of llc bytes. Weights that large stream from DRAM every inference on
-// either form, and a second copy of them costs more memory than the
-// cache holds; the Serial form's extra call per part of each step is
-// then small beside that stream (BenchmarkSerial: 0.99-1.07x the time of
-// a copy of its own at hidden 1024, and up to 1.11x on small models,
-// whose copy costs little). The one-core answers then equal the wide form's bit for bit.
-func sharesWide(prog, wide *schedule.Program, llc int64) bool {
-	if choice.Of(prog) != (choice.Candidate{Sched: schedule.Partitioned, Prec: wide.Precision(), Workers: 1}) ||
-		wide.Schedule != schedule.Partitioned {
-		return false
-	}
-	var bytes int64
-	for _, b := range wide.Weights() {
-		bytes += b.Bytes()
-	}
-	return bytes > llc
 }

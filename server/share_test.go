@@ -1,11 +1,14 @@
 package server
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"testing"
 	"testing/fstest"
+	"time"
 
+	"rnnserve/internal/hugepage"
 	"rnnserve/schedule"
 	"rnnserve/server/internal/choice"
 )
@@ -134,5 +137,90 @@ func TestLanesShareWeights(t *testing.T) {
 				t.Errorf("batch %d reads a %s of its own", i+1, buf.Name)
 			}
 		}
+	}
+}
+
+// TestLoadMapsOnce: loading a model whose P weights are larger than the
+// last-level cache maps each of its programs' weights once, counted by
+// hugepage.MappedTotal across New (the network's were mapped before):
+// P on one core is built as the Serial form of P across both cores, never
+// as a copy of its own made and dropped. With schedule P set, the load
+// maps P across both cores and the batcher lanes' token table and
+// nothing else; with the schedule chosen and timed on the clock it also
+// maps what the clock's other candidates hold (A's concatenated weights;
+// A+ reads the network in place), each once, so the one-core P the clock
+// times is the Serial form, the one served.
+func TestLoadMapsOnce(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		old := runtime.GOMAXPROCS(2)
+		defer runtime.GOMAXPROCS(old)
+	}
+	cores := choice.CoresPerRequest(runtime.GOMAXPROCS(0), 1)
+	for _, timed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("timed=%v", timed), func(t *testing.T) {
+			config := "schedule: P\n"
+			if timed {
+				config = "schedule: auto\n"
+			}
+			// A 4 MiB W_hh: each of two cores' slices fills a huge page.
+			repo := fstest.MapFS{"lm/model.yaml": {Data: []byte(lmSpec(512, 5))}, "lm/config.yaml": {Data: []byte(config)}}
+			entries, err := LoadRepository(repo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			net := entries[0].Model.Net
+			o := testOptions()
+			o.CacheBytes, o.TrafficSteps = 1<<20, 4
+			o.Batching.Workers = runtime.GOMAXPROCS(0)
+			if timed {
+				o.ScheduleTiming = 20 * time.Millisecond
+			}
+			deps := testDeps(t, o)
+			// What each program the load keeps or times maps, built on
+			// its own.
+			maps := func(build func() (any, error)) int64 {
+				t.Helper()
+				before := hugepage.MappedTotal()
+				v, err := build()
+				if err != nil {
+					t.Fatal(err)
+				}
+				runtime.KeepAlive(v)
+				return hugepage.MappedTotal() - before
+			}
+			wide := maps(func() (any, error) {
+				return choice.Candidate{Sched: schedule.Partitioned, Workers: cores}.Program(net, deps.Pools)
+			})
+			if wide == 0 {
+				t.Skip("no huge pages here")
+			}
+			want := wide + maps(func() (any, error) { return schedule.NewStepperPrecision(net, o.Batching.MaxRows, schedule.F32) })
+			if timed {
+				for _, sc := range []schedule.Schedule{schedule.A, schedule.APlus} {
+					want += maps(func() (any, error) { return schedule.NewProgram(net, sc) })
+				}
+			}
+			before := hugepage.MappedTotal()
+			s, err := New(entries, o, deps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := hugepage.MappedTotal() - before; got != want {
+				t.Errorf("the load mapped %d bytes, want %d (P on %d cores %d)", got, want, cores, wide)
+			}
+			m := seqOf(t, s, "lm")
+			if m.wide != nil {
+				ws, ww := m.prog.Weights(), m.wide.Weights()
+				if len(ws) != len(ww) {
+					t.Fatalf("%v on one core has %d weight buffers, the wide form %d", choice.Of(m.prog), len(ws), len(ww))
+				}
+				for i := range ws {
+					if ws[i] != ww[i] {
+						t.Errorf("one core's %s is not the wide form's", ws[i].Name)
+					}
+				}
+			}
+			t.Logf("%s", m.reason)
+		})
 	}
 }

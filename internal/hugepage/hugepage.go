@@ -48,6 +48,15 @@ var mapped atomic.Int64
 // outside the Go heap, which runtime/metrics does not count.
 func Mapped() int64 { return mapped.Load() }
 
+// total counts the bytes of every mapping made, live or released.
+var total atomic.Int64
+
+// MappedTotal is the bytes Bytes has mapped since the process started,
+// released or not: what a piece of work mapped is the difference across
+// it, its short-lived buffers (such as those a model's load builds and
+// drops) included, whenever the collector releases them.
+func MappedTotal() int64 { return total.Load() }
+
 // Mappings are outside the Go heap, so they do not make the collector
 // run: a process that drops models and loads others, allocating little
 // heap while it does (random weights, a network filled in place), could

@@ -56,6 +56,7 @@ func mapHuge[T any](owner *T, n int) []byte {
 		return nil
 	}
 	mapped.Add(int64(size))
+	total.Add(int64(size))
 	runtime.AddCleanup(owner, unmap, region{start, size})
 	return b[:n:n]
 }

@@ -56,10 +56,14 @@ func TestReleased(t *testing.T) {
 	// The other tests' owners are gone: wait for their mappings to go.
 	settle(t, 0)
 	const before = 0
+	total0 := MappedTotal()
 	o := &owner{"weights"}
 	f := Floats(o, 3*Size/4) // three huge pages of float32s
 	if got := Mapped() - before; got != 3*Size {
 		t.Fatalf("mapped %d bytes, want %d", got, 3*Size)
+	}
+	if got := MappedTotal() - total0; got != 3*Size {
+		t.Fatalf("MappedTotal grew by %d bytes, want %d", got, 3*Size)
 	}
 	f[len(f)-1] = 1
 	runtime.GC()
@@ -70,6 +74,9 @@ func TestReleased(t *testing.T) {
 	runtime.KeepAlive(o)
 	o, f = nil, nil
 	settle(t, before)
+	if got := MappedTotal() - total0; got != 3*Size {
+		t.Errorf("MappedTotal grew by %d bytes with the mapping released, want %d", got, 3*Size)
+	}
 }
 
 // settle collects garbage until want bytes are mapped, or fails.

@@ -135,10 +135,11 @@ const dramSlack = 0.02
 // P-bf16, with int8 P-int8).
 //
 // With a timing budget (server.Options.ScheduleTiming) and weights, the
-// best three candidates of that ranking are then timed on the host and
-// the fastest wins if it beats the rule's choice by more than
-// OverruleMargin (see clock.go); the metadata shows both.
-func Choose(net *rnn.Network, want schedule.Schedule, prec schedule.Precision, h Host, pools Pools, budget time.Duration) (Candidate, string, []api.ScheduleTraffic, error) {
+// best three candidates of that ranking are then timed on the host (their
+// programs made by builds, which keeps them for the caller) and the
+// fastest wins if it beats the rule's choice by more than OverruleMargin
+// (see clock.go); the metadata shows both.
+func Choose(net *rnn.Network, want schedule.Schedule, prec schedule.Precision, h Host, builds *Builds, budget time.Duration) (Candidate, string, []api.ScheduleTraffic, error) {
 	var err error
 	cands := []Candidate{
 		{Sched: schedule.A, Workers: 1},
@@ -166,7 +167,7 @@ func Choose(net *rnn.Network, want schedule.Schedule, prec schedule.Precision, h
 	if budget <= 0 || net.Dry() {
 		return cands[best], why, traffic, nil
 	}
-	fastest, timing, err := timeChoice(net, cands, traffic, pools, h.Steps, budget)
+	fastest, timing, err := timeChoice(net, cands, traffic, builds, h.Steps, budget)
 	if err != nil {
 		return Candidate{}, "", nil, fmt.Errorf("timing the schedules: %w", err)
 	}
@@ -283,10 +284,12 @@ func modelTraffic(net *rnn.Network, c Candidate, h Host) (api.ScheduleTraffic, e
 }
 
 // CellularTraffic models the DRAM traffic of serving one batch-1 request of
-// the given length through the cellular batcher, its weights at precision
-// Prec: it traces a real Stepper run of the model (schedule.TraceStepper)
-// and replays it through the cache.
-func CellularTraffic(net *rnn.Network, cacheBytes int64, steps int, prec schedule.Precision) (api.ScheduleTraffic, error) {
+// the given length through the cellular batcher, whose steppers read the
+// weight buffers of st, a Stepper of net: it traces a real run of the
+// model over them (Stepper.Trace, no weight buffer of its own) and
+// replays it through the cache.
+func CellularTraffic(net *rnn.Network, st *schedule.Stepper, cacheBytes int64, steps int) (api.ScheduleTraffic, error) {
+	prec := st.Precision()
 	q := &schedule.Sequence{Head: schedule.HeadLast}
 	if net.Vocab > 0 {
 		q.Tokens = make([]int64, steps) // which rows are read barely matters; id 0 throughout
@@ -296,7 +299,7 @@ func CellularTraffic(net *rnn.Network, cacheBytes int64, steps int, prec schedul
 	if net.HeadOut > 0 && net.HeadInput == rnn.HeadEveryStep {
 		q.Head = schedule.HeadAll
 	}
-	p, err := schedule.TraceStepper(net, q, prec)
+	p, err := st.Trace(q)
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}

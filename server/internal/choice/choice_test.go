@@ -29,7 +29,7 @@ func choose(t testing.TB, net *rnn.Network, sched, prec string, h Host, pools Po
 			t.Fatal(err)
 		}
 	}
-	return Choose(net, want, p, h, pools, budget)
+	return Choose(net, want, p, h, &Builds{Net: net, Pools: pools, Cores: h.Workers, LLC: h.LLC}, budget)
 }
 
 func dryNet(t testing.TB, cfg rnn.Config) *rnn.Network {
@@ -448,7 +448,7 @@ func BenchmarkChoiceTableI(b *testing.B) {
 					for _, T := range []int{10, 100} {
 						for _, c := range cores {
 							tm := Host{LLC: LLCOrDefault(0), Private: PrivateOrDefault(0), Workers: c, Steps: T}
-							chosen, _, _, err := Choose(net, 0, schedule.F32, tm, pools, budget)
+							chosen, _, _, err := Choose(net, 0, schedule.F32, tm, &Builds{Net: net, Pools: pools, Cores: c, LLC: tm.LLC}, budget)
 							if err != nil {
 								b.Fatal(err)
 							}

@@ -137,15 +137,16 @@ func timePrograms(progs []*schedule.Program, in schedule.Input, budget time.Dura
 	return out, nil
 }
 
-// timeChoice times the traffic model's best candidates and returns the
-// fastest, the figures for the metadata (MeasuredSeconds set on the timed
-// ones) and a sentence saying what the clock decided.
-func timeChoice(net *rnn.Network, cands []Candidate, traffic []api.ScheduleTraffic, pools Pools, steps int, budget time.Duration) (int, string, error) {
+// timeChoice times the traffic model's best candidates, their programs
+// made by builds, and returns the fastest, the figures for the metadata
+// (MeasuredSeconds set on the timed ones) and a sentence saying what the
+// clock decided.
+func timeChoice(net *rnn.Network, cands []Candidate, traffic []api.ScheduleTraffic, builds *Builds, steps int, budget time.Duration) (int, string, error) {
 	order := ranked(cands, traffic)
 	order = order[:min(len(order), TimedCandidates)]
 	progs := make([]*schedule.Program, len(order))
 	for k, i := range order {
-		p, err := cands[i].Program(net, pools)
+		p, err := builds.Program(cands[i])
 		if err != nil {
 			return 0, "", fmt.Errorf("schedule %v: %w", cands[i], err)
 		}

@@ -1,0 +1,133 @@
+package choice
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"testing"
+
+	"rnnserve/models"
+	"rnnserve/rnn"
+	"rnnserve/schedule"
+)
+
+// TestBuilds: Builds makes each candidate's program once; P on one core is
+// the Serial form of P across all Cores (the same weight buffers, the
+// same answers bit for bit) when those weights are larger than the LLC,
+// a program of its own when they fit or when there is one core; and a
+// timed choice (Choose with a budget) leaves the programs it timed for
+// the caller.
+func TestBuilds(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		old := runtime.GOMAXPROCS(2)
+		defer runtime.GOMAXPROCS(old)
+	}
+	net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 8, Hidden: 48, Layers: 2, Vocab: 30, HeadOut: 30, Activation: rnn.ActLogSoftmax}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models.Randomize(net, 3)
+	pool, err := schedule.NewPool(schedule.PoolOptions{Workers: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	pools := Pools{2: pool}
+	in := ReferenceInput(net, 5)
+	run := func(p *schedule.Program) []float32 {
+		t.Helper()
+		pl, err := p.Plan(in, schedule.PlanOptions{Head: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := pl.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(append([]float32(nil), res.Output...), res.Head...)
+	}
+	for _, prec := range []schedule.Precision{schedule.F32, schedule.BF16} {
+		for _, c := range []struct {
+			cores  int
+			llc    int64
+			serial bool
+		}{{2, 16 << 10, true}, {2, 1 << 30, false}, {1, 16 << 10, false}} {
+			t.Run(fmt.Sprintf("%v/cores=%d/llc=%d", prec, c.cores, c.llc), func(t *testing.T) {
+				b := &Builds{Net: net, Pools: pools, Cores: c.cores, LLC: c.llc}
+				one := Candidate{Sched: schedule.Partitioned, Prec: prec, Workers: 1}
+				p, err := b.Program(one)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if again, err := b.Program(one); err != nil || again != p {
+					t.Errorf("a second call built a new program (%v)", err)
+				}
+				if Of(p) != one {
+					t.Errorf("the program runs %v on %d cores, want %v on 1", Of(p), p.Workers(), one)
+				}
+				serial, err := b.Serial(one)
+				if err != nil || serial != c.serial {
+					t.Errorf("Serial = %v (%v), want %v", serial, err, c.serial)
+				}
+				if c.cores == 1 {
+					if len(b.progs) != 1 {
+						t.Errorf("%d programs built for one core, want 1", len(b.progs))
+					}
+					return
+				}
+				wide, err := b.Program(Candidate{Sched: schedule.Partitioned, Prec: prec, Workers: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if Shares(wide, c.llc) != c.serial {
+					t.Errorf("Shares = %v, want %v", !c.serial, c.serial)
+				}
+				if same := sameWeights(p, wide); same != c.serial {
+					t.Fatalf("one core reads the wide form's weight buffers: %v, want %v", same, c.serial)
+				}
+				if !c.serial {
+					return
+				}
+				got, want := run(p), run(wide)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("value %d: %v on one core, %v on two", i, got[i], want[i])
+					}
+				}
+			})
+		}
+	}
+	t.Run("timed", func(t *testing.T) {
+		b := &Builds{Net: net, Pools: pools, Cores: 2, LLC: 16 << 10}
+		h := Host{LLC: 16 << 10, Private: PrivateOrDefault(0), Workers: 1, Steps: 5}
+		if _, _, _, err := Choose(net, 0, schedule.F32, h, b, 1); err != nil {
+			t.Fatal(err)
+		}
+		one := Candidate{Sched: schedule.Partitioned, Workers: 1}
+		timed, ok := b.progs[one]
+		if !ok {
+			t.Fatalf("the clock did not time %v on one core (built: %v)", one, len(b.progs))
+		}
+		if p, err := b.Program(one); err != nil || p != timed {
+			t.Errorf("the program served is not the one timed (%v)", err)
+		}
+		wide := b.progs[Candidate{Sched: schedule.Partitioned, Workers: 2}]
+		if wide == nil || !sameWeights(timed, wide) {
+			t.Error("the one-core P timed does not read P across two cores' weights")
+		}
+	})
+}
+
+// sameWeights reports whether a and b read the same weight buffers.
+func sameWeights(a, b *schedule.Program) bool {
+	wa, wb := a.Weights(), b.Weights()
+	if len(wa) != len(wb) {
+		return false
+	}
+	for i := range wa {
+		if wa[i] != wb[i] {
+			return false
+		}
+	}
+	return true
+}
