@@ -113,6 +113,12 @@ func benchProgram(b *testing.B, prog *Program, T int) {
 //
 //	go test ./schedule/ -run '^$' -bench 'TableIPKernels/cell=gru/hidden=256/layers=4/T=100$' -cpu 1
 func BenchmarkTableIPKernels(b *testing.B) {
+	tableIShapes(b, benchKernels)
+}
+
+// tableIShapes runs bench as a sub-benchmark at every Table I shape with
+// T >= 10, each network made once for its two lengths.
+func tableIShapes(b *testing.B, bench func(b *testing.B, net *rnn.Network, T int)) {
 	for _, cell := range []rnn.CellKind{rnn.LSTM, rnn.GRU} {
 		for _, hidden := range []int{64, 256, 1024} {
 			for _, layers := range []int{1, 4} {
@@ -122,7 +128,7 @@ func BenchmarkTableIPKernels(b *testing.B) {
 						if net == nil {
 							net = randomNet(b, rnn.Config{Cell: cell, Input: hidden, Hidden: hidden, Layers: layers}, 1)
 						}
-						benchKernels(b, net, T)
+						bench(b, net, T)
 					})
 				}
 			}
@@ -198,21 +204,7 @@ func BenchmarkTableIPPhases(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	for _, cell := range []rnn.CellKind{rnn.LSTM, rnn.GRU} {
-		for _, hidden := range []int{64, 256, 1024} {
-			for _, layers := range []int{1, 4} {
-				var net *rnn.Network
-				for _, T := range []int{10, 100} {
-					b.Run(fmt.Sprintf("cell=%v/hidden=%d/layers=%d/T=%d", cell, hidden, layers, T), func(b *testing.B) {
-						if net == nil {
-							net = randomNet(b, rnn.Config{Cell: cell, Input: hidden, Hidden: hidden, Layers: layers}, 1)
-						}
-						benchPhases(b, net, T, pool)
-					})
-				}
-			}
-		}
-	}
+	tableIShapes(b, func(b *testing.B, net *rnn.Network, T int) { benchPhases(b, net, T, pool) })
 }
 
 func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
