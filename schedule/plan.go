@@ -61,6 +61,9 @@ type Buffer struct {
 	// (weightList.weight, Stepper.weight): mapped memory, which lives as
 	// long as the arena does, so as long as the buffer does.
 	owner *hugepage.Arena
+	// model says the buffer is one of a model's slices, read in place
+	// (weightList.weight, Stepper.weight), not a copy (Program.CopyBytes).
+	model bool
 }
 
 // Role is which of a recurrent layer's weight matrices a weight buffer

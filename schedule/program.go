@@ -152,7 +152,7 @@ type weightList struct{ weights []*Buffer }
 // mapping alive (a Go slice into a mapping does not). A nil owner says
 // data is on the heap.
 func (w *weightList) weight(name string, elems int, data []float32, owner *hugepage.Arena) *Buffer {
-	b := &Buffer{Name: name, Kind: KindWeight, Elems: elems, ElemSize: 4, F32: data, owner: owner}
+	b := &Buffer{Name: name, Kind: KindWeight, Elems: elems, ElemSize: 4, F32: data, owner: owner, model: true}
 	w.weights = append(w.weights, b)
 	return b
 }
@@ -188,6 +188,22 @@ func (w *weightList) derived(name string, elems int, data []float32) *Buffer {
 
 // Weights lists the program's weight buffers in layout order.
 func (w *weightList) Weights() []*Buffer { return w.weights }
+
+// CopyBytes is the bytes of the program's weight buffers that it made
+// itself (Schedule A's G and summed biases, P's slices in its precision),
+// not the model's slices it reads in place: the memory building it adds
+// to the model's. A dry program counts the same bytes, without holding
+// them. A Serial program counts those of the program it was made from,
+// whose buffers it reads.
+func (w *weightList) CopyBytes() int64 {
+	var n int64
+	for _, b := range w.weights {
+		if !b.model {
+			n += b.Bytes()
+		}
+	}
+	return n
+}
 
 // concatG builds the paper's G = [W; U] with shape [In+Out][Rows]: row j
 // holds the weights every gate gives input element j, W_ih's columns first,

@@ -188,3 +188,53 @@ func filledOnTwo(b *testing.B, net *rnn.Network) *Program {
 	}
 	return wide
 }
+
+// TestCopyBytes: a program's CopyBytes counts the weights it made itself
+// and none of the model's slices it reads in place: A its G and summed
+// biases, A+ its summed biases, P every recurrent matrix and bias in its
+// precision, and a Serial program its source's, on real and dry networks
+// alike.
+func TestCopyBytes(t *testing.T) {
+	pool := testPool(t, 2)
+	cfg := rnn.Config{Cell: rnn.LSTM, Input: 12, Hidden: 20, Proj: 8, Layers: 2, Vocab: 9, HeadOut: 9, Activation: rnn.ActLogSoftmax}
+	for _, dry := range []bool{false, true} {
+		net, err := rnn.NewNetwork(cfg, dry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g, whr, bias int64
+		for _, dirs := range net.Layers {
+			for _, l := range dirs {
+				g += 4 * int64(l.Rows()*(l.Input+l.Out()))
+				whr += 4 * int64(l.Proj*l.Hidden)
+				bias += 4 * int64(l.Rows())
+			}
+		}
+		a, err := NewProgram(net, A)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ap, err := NewProgram(net, APlus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt := PartitionOptions{Workers: 2, Pool: pool}
+		if dry {
+			opt.Pool = nil
+		}
+		p, err := NewPartitioned(net, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name string
+			got  int64
+			want int64
+		}{{"A", a.CopyBytes(), g + bias}, {"A+", ap.CopyBytes(), bias}, {"P", p.CopyBytes(), g + whr + bias},
+			{"P.Serial", p.Serial().CopyBytes(), g + whr + bias}} {
+			if c.got != c.want {
+				t.Errorf("dry=%v: %s copies %d bytes, want %d", dry, c.name, c.got, c.want)
+			}
+		}
+	}
+}

@@ -229,7 +229,7 @@ func (s *Stepper) weight(name string, data *[]float32) *Buffer {
 	if b, ok := s.weights[data]; ok {
 		return b
 	}
-	b := &Buffer{Name: name, Kind: KindWeight, Elems: len(*data), ElemSize: 4, F32: *data, owner: s.net.Memory()}
+	b := &Buffer{Name: name, Kind: KindWeight, Elems: len(*data), ElemSize: 4, F32: *data, owner: s.net.Memory(), model: true}
 	s.weights[data] = b
 	return b
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"runtime"
 	"testing"
 	"testing/fstest"
@@ -146,10 +147,11 @@ func TestLanesShareWeights(t *testing.T) {
 // P on one core is built as the Serial form of P across both cores, never
 // as a copy of its own made and dropped. With schedule P set, the load
 // maps P across both cores and the batcher lanes' token table and
-// nothing else; with the schedule chosen and timed on the clock it also
-// maps what the clock's other candidates hold (A's concatenated weights;
-// A+ reads the network in place), each once, so the one-core P the clock
-// times is the Serial form, the one served.
+// nothing else; with the schedule chosen and timed on the clock, the
+// same: the one-core P the clock times is the Serial form, the one
+// served, A+ reads the network in place, and A, whose concatenated
+// weights beside P's would pass the largest copy one schedule holds and
+// the LLC, is left to the traffic model and never built.
 func TestLoadMapsOnce(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		old := runtime.GOMAXPROCS(2)
@@ -195,11 +197,6 @@ func TestLoadMapsOnce(t *testing.T) {
 				t.Skip("no huge pages here")
 			}
 			want := wide + maps(func() (any, error) { return schedule.NewStepperPrecision(net, o.Batching.MaxRows, schedule.F32) })
-			if timed {
-				for _, sc := range []schedule.Schedule{schedule.A, schedule.APlus} {
-					want += maps(func() (any, error) { return schedule.NewProgram(net, sc) })
-				}
-			}
 			before := hugepage.MappedTotal()
 			s, err := New(entries, o, deps)
 			if err != nil {
@@ -209,6 +206,9 @@ func TestLoadMapsOnce(t *testing.T) {
 				t.Errorf("the load mapped %d bytes, want %d (P on %d cores %d)", got, want, cores, wide)
 			}
 			m := seqOf(t, s, "lm")
+			if left := regexp.MustCompile(`; A \([0-9.]+ MiB\) left to the traffic model`); timed && !left.MatchString(m.reason) {
+				t.Errorf("the clock did not leave A to the traffic model: %s", m.reason)
+			}
 			if m.wide != nil {
 				ws, ww := m.prog.Weights(), m.wide.Weights()
 				if len(ws) != len(ww) {

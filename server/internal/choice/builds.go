@@ -24,6 +24,7 @@ type Builds struct {
 	Cores int   // the model's cores: the workers of P's wide form
 	LLC   int64 // last-level cache bytes
 	progs map[Candidate]*schedule.Program
+	dry   *rnn.Network // Net's shapes, for what a program would hold (copies)
 }
 
 // Program returns c's program, built on the first call for c.
@@ -31,21 +32,19 @@ func (b *Builds) Program(c Candidate) (*schedule.Program, error) {
 	if p, ok := b.progs[c]; ok {
 		return p, nil
 	}
+	wc, serial, err := b.serial(c)
+	if err != nil {
+		return nil, err
+	}
 	var p *schedule.Program
-	if wc, ok := b.wideOf(c); ok {
+	if serial {
 		wide, err := b.Program(wc)
 		if err != nil {
 			return nil, err
 		}
-		if Shares(wide, b.LLC) {
-			p = wide.Serial()
-		}
-	}
-	if p == nil {
-		var err error
-		if p, err = c.Program(b.Net, b.Pools); err != nil {
-			return nil, err
-		}
+		p = wide.Serial()
+	} else if p, err = c.Program(b.Net, b.Pools); err != nil {
+		return nil, err
 	}
 	if b.progs == nil {
 		b.progs = map[Candidate]*schedule.Program{}
@@ -57,15 +56,89 @@ func (b *Builds) Program(c Candidate) (*schedule.Program, error) {
 // Serial reports whether c's program is (or would be built as) the Serial
 // form of P across all Cores.
 func (b *Builds) Serial(c Candidate) (bool, error) {
+	_, serial, err := b.serial(c)
+	return serial, err
+}
+
+// serial is Serial, and P across all Cores in c's precision. It decides
+// on a dry copy of that program (Shares reads only its weights' sizes),
+// so that asking builds nothing.
+func (b *Builds) serial(c Candidate) (Candidate, bool, error) {
 	wc, ok := b.wideOf(c)
 	if !ok {
-		return false, nil
+		return Candidate{}, false, nil
 	}
-	wide, err := b.Program(wc)
+	dry, err := b.dryNet()
 	if err != nil {
-		return false, err
+		return Candidate{}, false, err
 	}
-	return Shares(wide, b.LLC), nil
+	wide, err := wc.Program(dry, nil)
+	if err != nil {
+		return Candidate{}, false, err
+	}
+	return wc, Shares(wide, b.LLC), nil
+}
+
+// dryProgram is c's program as Program builds it (the Serial form of P
+// across all Cores where Serial says so), on a dry copy of Net: its plans
+// walk the same buffers, of the same sizes, and it holds no weights.
+func (b *Builds) dryProgram(c Candidate) (*schedule.Program, error) {
+	dry, err := b.dryNet()
+	if err != nil {
+		return nil, err
+	}
+	wc, serial, err := b.serial(c)
+	if err != nil {
+		return nil, err
+	}
+	if !serial {
+		return c.Program(dry, nil)
+	}
+	wide, err := wc.Program(dry, nil)
+	if err != nil {
+		return nil, err
+	}
+	return wide.Serial(), nil
+}
+
+// dryNet is a dry copy of Net, made once.
+func (b *Builds) dryNet() (*rnn.Network, error) {
+	if b.dry == nil {
+		dry, err := rnn.NewNetwork(b.Net.Config(), true)
+		if err != nil {
+			return nil, err
+		}
+		b.dry = dry
+	}
+	return b.dry, nil
+}
+
+// copies is the bytes of weights c's program holds of its own (see
+// schedule.Program.CopyBytes): a Serial P on one core counts its wide
+// form's, which it reads.
+func (b *Builds) copies(c Candidate) (int64, error) {
+	p, err := b.dryProgram(c)
+	if err != nil {
+		return 0, err
+	}
+	return p.CopyBytes(), nil
+}
+
+// adds is the bytes of weights building c now would map beside the
+// programs built so far: none if it is built, or if it is the Serial form
+// of a wide program that is.
+func (b *Builds) adds(c Candidate) (int64, error) {
+	if _, ok := b.progs[c]; ok {
+		return 0, nil
+	}
+	wc, serial, err := b.serial(c)
+	if err != nil {
+		return 0, err
+	}
+	if _, ok := b.progs[wc]; serial && ok {
+		return 0, nil
+	}
+	return b.copies(c)
 }
 
 // wideOf is P across all Cores in c's precision, if c is P on one core

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"testing"
 
+	"rnnserve/internal/hugepage"
 	"rnnserve/models"
 	"rnnserve/rnn"
 	"rnnserve/schedule"
@@ -130,4 +132,61 @@ func sameWeights(a, b *schedule.Program) bool {
 		}
 	}
 	return true
+}
+
+// TestChooseLoadPeak: a timed choice over a model whose weights are larger
+// than the last-level cache maps, while it decides, at most the largest
+// weight copy any one schedule makes (here A's G or P's slices, each as
+// large as the network's matrices) and the cache's size: it does not time
+// A's copy beside P's. The program kept is one the clock timed (building
+// it again maps nothing). Mappings are read from internal/hugepage, so the
+// test needs a host with transparent huge pages.
+func TestChooseLoadPeak(t *testing.T) {
+	net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 512, Hidden: 512, Layers: 1}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models.Randomize(net, 5)
+	weights := net.Memory().Mapped()
+	if weights == 0 {
+		t.Skip("no transparent huge pages on this host: the network's matrices are not mapped")
+	}
+	pool, err := schedule.NewPool(schedule.PoolOptions{Workers: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	const llc = 1 << 20
+	b := &Builds{Net: net, Pools: Pools{2: pool}, Cores: 2, LLC: llc}
+	h := Host{LLC: llc, Private: PrivateOrDefault(0), Workers: 2, Steps: 5}
+	before := hugepage.MappedTotal()
+	chosen, why, traffic, err := Choose(net, 0, schedule.F32, h, b, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	during := hugepage.MappedTotal() - before
+	if !strings.Contains(why, "timed on this host") {
+		t.Fatalf("the clock did not run: %s", why)
+	}
+	if during > weights+llc {
+		t.Errorf("the timed choice mapped %d bytes beside the network's %d, want at most %d (the largest copy and the LLC): %s",
+			during, weights, weights+llc, why)
+	}
+	var measured int
+	for _, tr := range traffic {
+		if tr.MeasuredSeconds != nil {
+			measured++
+		}
+	}
+	if measured < 2 {
+		t.Errorf("%d schedules timed, want at least 2: %s", measured, why)
+	}
+	kept, ok := b.progs[chosen]
+	if !ok {
+		t.Fatalf("the chosen %v was not built", chosen)
+	}
+	mark := hugepage.MappedTotal()
+	if p, err := b.Program(chosen); err != nil || p != kept || hugepage.MappedTotal() != mark {
+		t.Errorf("the program served is not the one timed (%v)", err)
+	}
 }

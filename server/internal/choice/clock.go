@@ -143,7 +143,13 @@ func timePrograms(progs []*schedule.Program, in schedule.Input, budget time.Dura
 // clock decided.
 func timeChoice(net *rnn.Network, cands []Candidate, traffic []api.ScheduleTraffic, builds *Builds, steps int, budget time.Duration) (int, string, error) {
 	order := ranked(cands, traffic)
-	order = order[:min(len(order), TimedCandidates)]
+	order, untimed, err := withinBound(cands, order[:min(len(order), TimedCandidates)], builds)
+	if err != nil {
+		return 0, "", err
+	}
+	if len(order) < 2 {
+		return order[0], fmt.Sprintf("not timed: %s", untimed), nil
+	}
 	progs := make([]*schedule.Program, len(order))
 	for k, i := range order {
 		p, err := builds.Program(cands[i])
@@ -174,8 +180,58 @@ func timeChoice(net *rnn.Network, cands []Candidate, traffic []api.ScheduleTraff
 	if err != nil {
 		return 0, "", err
 	}
+	if untimed != "" {
+		verdict += "; " + untimed
+	}
 	return order[fastest], fmt.Sprintf("timed on this host (median of at least %d runs of a %d-step inference): %s; %s",
 		MinTimedRuns, steps, strings.Join(figures, ", "), verdict), nil
+}
+
+// withinBound returns the candidates of order (indices into cands, the
+// traffic model's choice first) that the clock times, and a sentence
+// naming those it leaves to the traffic model, if any. The programs timed
+// are held together until the clock decides, and a weight copy of their
+// own (A's G, P's slices) beside another's would raise the load's peak
+// well above what serving any one schedule holds: a container sized by
+// the memory served would kill the load. So the copies of the programs
+// timed together stay within the largest copy any one candidate makes
+// (what serving that one holds anyway) plus the last-level cache's size:
+// a candidate that would pass it is not built and the traffic model alone
+// ranks it. Copies within the cache's size cost little, and there the
+// clock matters most (a small model's barriers and call overheads, which
+// the bytes do not see); weights larger than the cache stream from DRAM
+// under every schedule, which the traffic model counts. The model's
+// choice is always timed.
+func withinBound(cands []Candidate, order []int, builds *Builds) ([]int, string, error) {
+	var largest int64
+	for _, c := range cands {
+		n, err := builds.copies(c)
+		if err != nil {
+			return nil, "", fmt.Errorf("schedule %v: %w", c, err)
+		}
+		largest = max(largest, n)
+	}
+	bound := largest + builds.LLC
+	var timed []int
+	var held int64
+	var left []string
+	for k, i := range order {
+		n, err := builds.adds(cands[i])
+		if err != nil {
+			return nil, "", fmt.Errorf("schedule %v: %w", cands[i], err)
+		}
+		if k > 0 && held+n > bound {
+			left = append(left, fmt.Sprintf("%v (%.1f MiB)", cands[i], float64(n)/(1<<20)))
+			continue
+		}
+		timed = append(timed, i)
+		held += n
+	}
+	if len(left) == 0 {
+		return timed, "", nil
+	}
+	return timed, fmt.Sprintf("%s left to the traffic model: its weight copy beside the %.1f MiB of those timed would pass %.1f MiB (the largest copy one schedule holds and the last-level cache)",
+		strings.Join(left, ", "), float64(held)/(1<<20), float64(bound)/(1<<20)), nil
 }
 
 // decide applies clockPick to the timed candidates' medians (the traffic
