@@ -128,6 +128,11 @@ const dramSlack = 0.02
 //     of one core's private cache, warm likewise; the largest worker's
 //     figure counts, as the cores run in parallel (A and A+ run on one).
 //
+// Each candidate's figures come from the plan of the program builds
+// serves for it: for P on one core that Builds.Serial makes the Serial
+// form of P across all cores, that form's plan, so the plan dre replays
+// is the plan that runs.
+//
 // With want 0 (schedule auto in config.yaml) the rule is: least warm
 // DRAM bytes; among the candidates within 2% of that least, least
 // per-core bytes; on a tie, P before P-bf16 before P-int8 before A+
@@ -149,9 +154,12 @@ func Choose(net *rnn.Network, want schedule.Schedule, prec schedule.Precision, h
 	if prec != schedule.F32 {
 		cands = append(cands, Candidate{Sched: schedule.Partitioned, Prec: prec, Workers: h.Workers})
 	}
+	if builds == nil {
+		builds = &Builds{Net: net, Cores: h.Workers, LLC: h.LLC}
+	}
 	traffic := make([]api.ScheduleTraffic, len(cands))
 	for i, c := range cands {
-		if traffic[i], err = modelTraffic(net, c, h); err != nil {
+		if traffic[i], err = modelTraffic(builds, c, h); err != nil {
 			return Candidate{}, "", nil, fmt.Errorf("traffic of schedule %v: %w", c, err)
 		}
 	}
@@ -254,18 +262,17 @@ func PrivateOrDefault(configured int64) int64 {
 }
 
 // modelTraffic models one candidate's traffic for a batch-1 input of
-// h.Steps steps, on a dry copy of the network: DRAM traffic at the LLC
-// size, and the busiest core's traffic beyond its private cache.
-func modelTraffic(net *rnn.Network, c Candidate, h Host) (api.ScheduleTraffic, error) {
-	dry, err := rnn.NewNetwork(net.Config(), true)
+// h.Steps steps, over the plan of the program builds would serve for it
+// (the Serial form of P across all cores for P on one core where
+// Builds.Serial says so), made on a dry copy of the network: DRAM traffic
+// at the LLC size, and the busiest core's traffic beyond its private
+// cache.
+func modelTraffic(builds *Builds, c Candidate, h Host) (api.ScheduleTraffic, error) {
+	prog, err := builds.dryProgram(c)
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}
-	prog, err := c.Program(dry, nil)
-	if err != nil {
-		return api.ScheduleTraffic{}, err
-	}
-	p, err := prog.Plan(dre.DryInput(dry, h.Steps, 1, 1), schedule.PlanOptions{Head: true})
+	p, err := prog.Plan(dre.DryInput(prog.Net, h.Steps, 1, 1), schedule.PlanOptions{Head: true})
 	if err != nil {
 		return api.ScheduleTraffic{}, err
 	}

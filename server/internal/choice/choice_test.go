@@ -5,10 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"rnnserve/cachesim"
+	"rnnserve/dre"
 	"rnnserve/models"
 	"rnnserve/rnn"
 	"rnnserve/schedule"
@@ -493,3 +496,58 @@ func BenchmarkChoiceTableI(b *testing.B) {
 var choiceTime = flag.Duration("choicetime", time.Second, "BenchmarkChoiceTableI: how long to time each shape's candidates")
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// TestChooseTrafficSerial: where P on one core runs as the Serial form of
+// P across all cores (weights larger than the LLC, two cores), the
+// traffic Choose ranks and reports for it is the cache replay of that
+// program's plan, not of a one-core P with weights of its own; where it
+// does not (one core), it is the latter's.
+func TestChooseTrafficSerial(t *testing.T) {
+	net := dryNet(t, streamingLSTM)
+	h := Host{LLC: 128 << 10, Private: 64 << 10, Workers: 1, Steps: 20}
+	replay := func(prog *schedule.Program) api.ScheduleTraffic {
+		t.Helper()
+		p, err := prog.Plan(dre.DryInput(net, h.Steps, 1, 1), schedule.PlanOptions{Head: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := dre.Analyze(p, dre.WorkingSetOfProgram(prog, h.Steps, 1),
+			dre.Options{Cache: cachesim.Config{Size: h.LLC}, Runs: dre.DefaultRuns, PrivateCache: cachesim.Config{Size: h.Private}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		core := slices.Max(rep.Workers)
+		return api.ScheduleTraffic{DRAMBytes: rep.AvgRW, WarmDRAMBytes: rep.WarmRW(), CoreBytes: &core}
+	}
+	wide, err := schedule.NewPartitioned(net, schedule.PartitionOptions{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := schedule.NewPartitioned(net, schedule.PartitionOptions{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, copied := replay(wide.Serial()), replay(own)
+	if serial.WarmDRAMBytes == copied.WarmDRAMBytes && *serial.CoreBytes == *copied.CoreBytes {
+		t.Fatalf("the Serial form and a copy of its own model the same traffic (%.0f, %.0f): the test tells nothing",
+			serial.WarmDRAMBytes, *serial.CoreBytes)
+	}
+	for _, c := range []struct {
+		cores int
+		want  api.ScheduleTraffic
+	}{{2, serial}, {1, copied}} {
+		b := &Builds{Net: net, Cores: c.cores, LLC: h.LLC}
+		if s, err := b.Serial(Candidate{Sched: schedule.Partitioned, Workers: 1}); err != nil || s != (c.cores == 2) {
+			t.Fatalf("cores %d: Serial = %v (%v)", c.cores, s, err)
+		}
+		_, _, traffic, err := Choose(net, 0, schedule.F32, h, b, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := trafficOf(t, traffic, "P")
+		if got.DRAMBytes != c.want.DRAMBytes || got.WarmDRAMBytes != c.want.WarmDRAMBytes || *got.CoreBytes != *c.want.CoreBytes {
+			t.Errorf("cores %d: P on one core modelled at %.0f DRAM bytes (%.0f warm), %.0f per core; its served program's plan replays to %.0f (%.0f), %.0f",
+				c.cores, got.DRAMBytes, got.WarmDRAMBytes, *got.CoreBytes, c.want.DRAMBytes, c.want.WarmDRAMBytes, *c.want.CoreBytes)
+		}
+	}
+}
