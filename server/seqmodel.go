@@ -838,6 +838,9 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	} else if serial {
 		m.reason += fmt.Sprintf("; on one core it runs over P's weight slices cut for %d cores, each core's part in turn (the form timed)", cores)
 	}
+	// The programs timed and not kept go now, their weight copies with
+	// them, not at some later collection.
+	builds.Release(m.prog, m.wide)
 	m.batching = *s.opts.Batching.Enabled
 	if e.Config.Batching != nil {
 		m.batching = *e.Config.Batching

@@ -1,6 +1,8 @@
 package choice
 
 import (
+	"runtime"
+
 	"rnnserve/rnn"
 	"rnnserve/schedule"
 )
@@ -51,6 +53,35 @@ func (b *Builds) Program(c Candidate) (*schedule.Program, error) {
 	}
 	b.progs[c] = p
 	return p, nil
+}
+
+// Release forgets every program built and, if one that is not in keep
+// (nor the Serial form of one of keep's, or its source: they read the same
+// weights) held weight copies of its own, runs a collection, so that the
+// copies of the programs the clock timed and did not keep are unmapped
+// when the load ends rather than at some later collection: mapped memory
+// is outside the Go heap, whose pacer does not count it. It reports
+// whether it collected. The programs of keep stay as they are.
+func (b *Builds) Release(keep ...*schedule.Program) bool {
+	held := map[*schedule.Buffer]bool{}
+	for _, p := range keep {
+		if p != nil {
+			for _, w := range p.Weights() {
+				held[w] = true
+			}
+		}
+	}
+	dropped := false
+	for _, p := range b.progs {
+		if ws := p.Weights(); p.CopyBytes() > 0 && len(ws) > 0 && !held[ws[0]] {
+			dropped = true
+		}
+	}
+	b.progs = nil
+	if dropped {
+		runtime.GC()
+	}
+	return dropped
 }
 
 // Serial reports whether c's program is (or would be built as) the Serial

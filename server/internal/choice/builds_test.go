@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"rnnserve/internal/hugepage"
 	"rnnserve/models"
@@ -189,4 +190,69 @@ func TestChooseLoadPeak(t *testing.T) {
 	if p, err := b.Program(chosen); err != nil || p != kept || hugepage.MappedTotal() != mark {
 		t.Errorf("the program served is not the one timed (%v)", err)
 	}
+}
+
+// TestBuildsRelease: after a timed choice over a model whose copies all fit
+// the bound (A's G and P's slices both timed), Release with the program
+// kept unmaps the other copies at once: the bytes mapped fall back to
+// what the kept program holds.
+func TestBuildsRelease(t *testing.T) {
+	net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 512, Hidden: 512, Layers: 1}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models.Randomize(net, 7)
+	weights := net.Memory().Mapped()
+	if weights == 0 {
+		t.Skip("no transparent huge pages on this host: the network's matrices are not mapped")
+	}
+	pool, err := schedule.NewPool(schedule.PoolOptions{Workers: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	// Unmap what earlier tests dropped, so that only Release moves Mapped.
+	settle := func() int64 {
+		runtime.GC()
+		last := hugepage.Mapped()
+		for range 200 {
+			time.Sleep(5 * time.Millisecond)
+			m := hugepage.Mapped()
+			if m == last {
+				return m
+			}
+			last = m
+		}
+		return last
+	}
+	before := settle()
+	const llc = 64 << 20
+	b := &Builds{Net: net, Pools: Pools{2: pool}, Cores: 2, LLC: llc}
+	h := Host{LLC: llc, Private: PrivateOrDefault(0), Workers: 2, Steps: 5}
+	chosen, why, _, err := Choose(net, 0, schedule.F32, h, b, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := hugepage.Mapped() - before
+	if held < 2*weights {
+		t.Fatalf("the timed choice holds %d bytes mapped, want A's and P's copies (%d each) timed: %s", held, weights, why)
+	}
+	kept, err := b.Program(chosen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Release(kept) {
+		t.Fatalf("Release dropped no copy (kept %v of %d programs)", chosen, len(b.progs))
+	}
+	var now int64
+	for range 200 {
+		if now = hugepage.Mapped() - before; now <= weights {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if now > weights {
+		t.Errorf("after Release %d bytes stay mapped for %v, want at most its copy, %d", now, chosen, weights)
+	}
+	runtime.KeepAlive(kept)
 }
