@@ -589,19 +589,27 @@ func (s *Stepper) buildStep() {
 		}
 	}
 	s.add(0, &gatherRowsOp{dst: Dense(s.y, 0, B, R0), srcs: srcs})
+	live := s.liveRows()
 	for k, dirs := range n.Layers {
 		l := dirs[0]
 		O, H, R := l.Out(), l.Hidden, l.Rows()
 		h := Dense(s.h[k], 0, B, O)
 		y := Dense(s.y, 0, B, R)
 		whh := s.whh(k)
+		// The recurrent product adds h·W_hhᵀ, zero for the rows whose
+		// state is still zero: it runs over the rows before them.
+		recur := func() {
+			if live > 0 {
+				s.add(k, product(Dense(s.y, 0, live, R), Dense(s.h[k], 0, live, O), whh, s.q, s.qs, 1))
+			}
+		}
 		if k > 0 {
 			I := l.Input
 			below := Dense(s.h[k-1], 0, B, I)
 			s.add(k, product(y, below, s.wih(k), s.q, s.qs, 0))
 		}
 		if l.Cell == rnn.LSTM {
-			s.add(k, product(y, h, whh, s.q, s.qs, 1))
+			recur()
 			dst := h
 			if l.Proj > 0 {
 				dst = Dense(s.hfull, 0, B, H)
@@ -611,7 +619,7 @@ func (s *Stepper) buildStep() {
 				s.add(k, product(h, dst, s.whr(k), s.q, s.qs, 0))
 			}
 		} else if l.Cell.Elman() {
-			s.add(k, product(y, h, whh, s.q, s.qs, 1))
+			recur()
 			s.add(k, newElman(l.Cell, y, Whole(s.bias[k]), h))
 		} else {
 			yh := Dense(s.yh, 0, B, R)
@@ -622,6 +630,28 @@ func (s *Stepper) buildStep() {
 		}
 	}
 	s.outputs(B)
+}
+
+// liveRows is the number of rows before the batch's trailing run of
+// fresh rows: sequences at their first step with no initial state, whose
+// h is zero in every layer. Rows are added at the end, so the rows a lane
+// admits between two steps are such a run, and their recurrent products
+// (two of bytelm's three products at a request's first step) are skipped.
+// For finite weights that adds nothing the product would: it added zeros.
+// A traced stepper (TraceStepper) runs every product over every row, as a
+// batch with older rows does.
+func (s *Stepper) liveRows() int {
+	live := len(s.seqs)
+	if s.tracing {
+		return live
+	}
+	for live > 0 {
+		if q := s.seqs[live-1]; q.t != 0 || q.H0 != nil {
+			break
+		}
+		live--
+	}
+	return live
 }
 
 // outputs adds the head (for the sequences that want it this step) and

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"rnnserve/rnn"
@@ -185,4 +186,97 @@ func TestTraceStepper(t *testing.T) {
 			t.Errorf("Run of a trace: %v", err)
 		}
 	}
+}
+
+// TestStepperFreshRows checks the recurrent products' skip of fresh rows
+// (Stepper.liveRows): rows that join a batch at their first step with no
+// initial state are left out of h·W_hhᵀ while they are the batch's last
+// rows, and every sequence's results equal, bit for bit, those of a
+// traced stepper fed the same way, which runs every product over every row.
+func TestStepperFreshRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 17))
+	for i, cfg := range []rnn.Config{
+		{Cell: rnn.LSTM, Input: 8, Hidden: 16, Layers: 2, Vocab: 11, HeadOut: 11},
+		{Cell: rnn.LSTM, Input: 5, Hidden: 9, Proj: 3, Layers: 2},
+		{Cell: rnn.RNNTanh, Input: 6, Hidden: 8, Layers: 2},
+		{Cell: rnn.GRU, Input: 6, Hidden: 8, Layers: 2},
+	} {
+		for _, prec := range []Precision{F32, Int8} {
+			t.Run(fmt.Sprintf("%d/%v", i, prec), func(t *testing.T) {
+				net := randomNet(t, cfg, uint64(i)+40)
+				// Joins, in order: three fresh rows, one with an initial
+				// state (not fresh), two fresh rows behind it, one fresh
+				// row once the others have run a step.
+				var ins []Input
+				for j := range 7 {
+					ins = append(ins, randomInput(net, 3+j%3, 1, j == 3, r))
+				}
+				joins := [][]int{{0, 1, 2, 3, 4, 5}, {6}}
+				var live []int // rows of the recurrent products, each step
+				serve := func(traced bool) []*Sequence {
+					st, err := NewStepperPrecision(net, len(ins), prec)
+					if err != nil {
+						t.Fatal(err)
+					}
+					st.tracing = traced
+					seqs := make([]*Sequence, len(ins))
+					for tick := 0; st.Active() > 0 || tick < len(joins); tick++ {
+						if tick < len(joins) {
+							for _, j := range joins[tick] {
+								in := ins[j]
+								seqs[j] = &Sequence{Tokens: in.Tokens, Features: in.Features, H0: in.H0, C0: in.C0, Head: HeadLast, Outputs: true}
+								if err := st.Add(seqs[j]); err != nil {
+									t.Fatal(err)
+								}
+							}
+						}
+						done := st.Step()
+						if !traced {
+							live = append(live, st.liveProductRows())
+						}
+						for _, q := range done {
+							st.Remove(q)
+						}
+					}
+					return seqs
+				}
+				got, want := serve(false), serve(true)
+				for j := range ins {
+					g, w := got[j], want[j]
+					if !slices.Equal(g.Output, w.Output) || !slices.Equal(g.HN, w.HN) || !slices.Equal(g.CN, w.CN) || !slices.Equal(g.HeadOut, w.HeadOut) {
+						t.Errorf("sequence %d: results differ from every product over every row", j)
+					}
+				}
+				// The first step's batch is rows 0-5, row 3 with a state:
+				// the products run over rows 0-3. The second adds row 6,
+				// fresh, behind rows that have run: they run over 0-5.
+				// A GRU's product overwrites and runs over every row.
+				wantLive := []int{4, 6}
+				if cfg.Cell == rnn.GRU {
+					wantLive = []int{6, 7}
+				}
+				if !slices.Equal(live[:2], wantLive) {
+					t.Errorf("rows of the recurrent products at the first two steps: %v, want %v", live[:2], wantLive)
+				}
+			})
+		}
+	}
+}
+
+// liveProductRows is the rows of the last step's product over layer 0's h
+// (its recurrent product), or 0 when it had none.
+func (s *Stepper) liveProductRows() int {
+	for _, st := range s.steps {
+		switch o := st.op.(type) {
+		case *gemmOp:
+			if o.a.Buf == s.h[0] {
+				return o.c.Rows
+			}
+		case *gemmI8Op:
+			if o.a.Buf == s.h[0] {
+				return o.c.Rows
+			}
+		}
+	}
+	return 0
 }
