@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	"rnnserve/internal/f32"
 	"rnnserve/internal/hugepage"
@@ -52,8 +53,9 @@ type Stepper struct {
 	weights map[*[]float32]*Buffer
 
 	steps   []Step
-	checked bool // check every step against its regions (tests; always with the invariants build tag)
-	tracing bool // keep every step run in trace (TraceStepper)
+	srcs    []Mat // the last step's gather sources (buildStep)
+	checked bool  // check every step against its regions (tests; always with the invariants build tag)
+	tracing bool  // keep every step run in trace (TraceStepper)
 	trace   []Step
 }
 
@@ -234,11 +236,21 @@ func (s *Stepper) weight(name string, data *[]float32) *Buffer {
 	return b
 }
 
-// matrix wraps one of the network's rows×cols weight matrices, role, in a
-// Buffer, once: the slice itself for float32, a packed copy for int8.
-func (s *Stepper) matrix(role Role, name string, data *[]float32, rows, cols int) Mat {
+// layerWeight is weight for layer k's weight what ("bias_ih"), named
+// "l<k>.<what>" when it is first wrapped: every step asks for it.
+func (s *Stepper) layerWeight(k int, what string, data *[]float32) *Buffer {
+	if b, ok := s.weights[data]; ok {
+		return b
+	}
+	return s.weight(fmt.Sprintf("l%d.%s", k, what), data)
+}
+
+// matrix wraps layer k's rows×cols weight matrix what ("weight_hh"),
+// role, in a Buffer, once: the slice itself for float32, a packed copy
+// for int8.
+func (s *Stepper) matrix(role Role, k int, what string, data *[]float32, rows, cols int) Mat {
 	if s.prec != Int8 {
-		b := s.weight(name, data)
+		b := s.layerWeight(k, what, data)
 		if b.Role != role { // set once: Siblings read the same buffer
 			b.Role = role
 		}
@@ -246,7 +258,7 @@ func (s *Stepper) matrix(role Role, name string, data *[]float32, rows, cols int
 	}
 	b, ok := s.weights[data]
 	if !ok {
-		b = &Buffer{Name: name, Kind: KindWeight, Role: role, Elems: f32.PackedI8Bytes(rows, cols), ElemSize: 1}
+		b = &Buffer{Name: fmt.Sprintf("l%d.%s", k, what), Kind: KindWeight, Role: role, Elems: f32.PackedI8Bytes(rows, cols), ElemSize: 1}
 		b.U8 = hugepage.Bytes(b, b.Elems)
 		f32.PackI8(b.U8, rows, cols, *data, cols)
 		s.weights[data] = b
@@ -257,17 +269,17 @@ func (s *Stepper) matrix(role Role, name string, data *[]float32, rows, cols int
 // The network's matrices as the steps read them.
 func (s *Stepper) whh(k int) Mat {
 	l := s.net.Layers[k][0]
-	return s.matrix(RoleWHH, fmt.Sprintf("l%d.weight_hh", k), &l.Whh, l.Rows(), l.Out())
+	return s.matrix(RoleWHH, k, "weight_hh", &l.Whh, l.Rows(), l.Out())
 }
 
 func (s *Stepper) wih(k int) Mat {
 	l := s.net.Layers[k][0]
-	return s.matrix(RoleWIH, fmt.Sprintf("l%d.weight_ih", k), &l.Wih, l.Rows(), l.Input)
+	return s.matrix(RoleWIH, k, "weight_ih", &l.Wih, l.Rows(), l.Input)
 }
 
 func (s *Stepper) whr(k int) Mat {
 	l := s.net.Layers[k][0]
-	return s.matrix(RoleWHR, fmt.Sprintf("l%d.weight_hr", k), &l.Whr, l.Proj, l.Hidden)
+	return s.matrix(RoleWHR, k, "weight_hr", &l.Whr, l.Proj, l.Hidden)
 }
 
 func (s *Stepper) headW() Mat {
@@ -536,6 +548,7 @@ func (s *Stepper) Remove(q *Sequence) {
 		// sequences' buffers, outlive the batch.
 		clear(s.steps[:cap(s.steps)])
 		s.steps = s.steps[:0]
+		clear(s.srcs)
 	}
 }
 
@@ -580,7 +593,17 @@ func (s *Stepper) buildStep() {
 	R0 := n.Layers[0][0].Rows()
 	// Layer 0's pre-activations start from each sequence's input
 	// projection: its own, or its token's row of the table.
-	srcs := make([]Mat, B)
+	// The gather's sources are rebuilt each step in one slice (the
+	// previous step's op is done with it), unless the steps are kept.
+	srcs := s.srcs[:0]
+	if s.tracing {
+		srcs = nil
+	}
+	srcs = slices.Grow(srcs, B)[:B]
+	if !s.tracing {
+		s.srcs = srcs
+		clear(srcs[B:cap(srcs)]) // rows gone since: their projections may go
+	}
 	for i, q := range s.seqs {
 		if s.xtab != nil {
 			srcs[i] = Dense(s.xtab, int(q.Tokens[q.t])*R0, 1, R0)
@@ -623,8 +646,8 @@ func (s *Stepper) buildStep() {
 			s.add(k, newElman(l.Cell, y, Whole(s.bias[k]), h))
 		} else {
 			yh := Dense(s.yh, 0, B, R)
-			bih := s.weight(fmt.Sprintf("l%d.bias_ih", k), &l.Bih)
-			bhh := s.weight(fmt.Sprintf("l%d.bias_hh", k), &l.Bhh)
+			bih := s.layerWeight(k, "bias_ih", &l.Bih)
+			bhh := s.layerWeight(k, "bias_hh", &l.Bhh)
 			s.add(k, product(yh, h, whh, s.q, s.qs, 0))
 			s.add(k, newGRU(y, yh, Whole(bih), Whole(bhh), h, h))
 		}
