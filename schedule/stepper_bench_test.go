@@ -48,3 +48,45 @@ func benchStepper(b *testing.B, H int) {
 		})
 	}
 }
+
+// BenchmarkStepperRequests serves requests shaped like the peers load
+// test's (bytelm's shape: embedding 48 of 256 tokens, two LSTM layers of
+// 192; 32 tokens a request) through one stepper held at rows rows, as a
+// lane at 8 and 64 clients holds them: each finished request is replaced
+// by a fresh one before the next step, the rows' phases staggered. It
+// reports the time per request served, its share of the batched steps
+// (CPU of one core). Run
+//
+//	go test ./schedule/ -run '^$' -bench StepperRequests -cpu 1
+func BenchmarkStepperRequests(b *testing.B) {
+	const T = 32
+	net := randomNet(b, rnn.Config{Cell: rnn.LSTM, Input: 48, Hidden: 192, Layers: 2, Vocab: 256}, 192)
+	tokens := make([]int64, T)
+	for i := range tokens {
+		tokens[i] = int64(i * 37 % 256)
+	}
+	for _, rows := range []int{3, 12, 23} {
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+			st, err := NewStepper(net, rows)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range rows {
+				if err := st.Add(&Sequence{Tokens: tokens[:T-i*T/rows]}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			served := 0
+			for b.Loop() {
+				for _, q := range st.Step() {
+					st.Remove(q)
+					served++
+					if err := st.Add(&Sequence{Tokens: tokens}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(max(served, 1)), "ns/request")
+		})
+	}
+}
