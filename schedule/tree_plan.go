@@ -167,10 +167,10 @@ func (p *TreeProgram) build(tp *TreePlan, trees []*tree.Tree, opt TreeOptions) e
 }
 
 // treeBuilder emits a tree plan's steps. Both executors emit groups of
-// nodes through the same code: a group of one node (recursive, scratch row
-// = the node) or a whole height of a part (depth-batched, scratch from the
-// part's first scratch row), so each node's arithmetic is the same in
-// both. It lives in its TreePlan, and what it builds with is reused from
+// nodes through the same code: a group of one node (recursive, scratch
+// row = the node's chunk's, see slots) or a whole height of a part
+// (depth-batched, scratch from the part's first scratch row), so each
+// node's arithmetic is the same in both. It lives in its TreePlan, and what it builds with is reused from
 // one batch to the next (tree_store.go).
 type treeBuilder struct {
 	recorder
@@ -185,10 +185,11 @@ type treeBuilder struct {
 	part    []int32      // recursive: the part (worker) of each place in order
 	phase   []int32      // recursive: the phase of each place in order
 	cutAt   []int32      // recursive: places in order that begin a chunk (planChunks)
+	slot    []int32      // recursive: the scratch row of each place in order (slots)
+	maxKids int          // the most children of a node
 	groupAt []int32      // first place in order of each group, then N
 	parts   []treePart
 	count   []int32 // per height, for sorting a part's nodes
-	kidBase []int32 // recursive Child-Sum: first kid_h row of each node
 
 	ints  list[int32]
 	lists list[[]int32]
@@ -225,7 +226,6 @@ func (b *treeBuilder) reset(p *TreeProgram, tp *TreePlan, N int) {
 	b.rows.reset()
 	b.ops.reset()
 	b.parts = b.parts[:0]
-	b.kidBase = nil
 	b.words, b.x, b.kid, b.g, b.bil, b.u, b.hsum, b.iou, b.kidh, b.uf, b.rootH, b.h, b.c, b.pr =
 		nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
 }
@@ -307,17 +307,18 @@ func (b *treeBuilder) partition() {
 // post-order (recursive), or each part's nodes by height, a group per
 // height (depth-batched). It returns the scratch rows the groups need
 // per node (S) and per child (SK).
-func (b *treeBuilder) group(totalKids int) (S, SK int) {
+func (b *treeBuilder) group() (S, SK int) {
 	tp, N := b.tp, b.N
 	b.order = resize(b.order, N)
-	b.groupAt = b.groupAt[:0]
+	b.groupAt = slices.Grow(b.groupAt[:0], N+1)
 	if tp.Executor == Recursive {
 		b.cutRecursive()
 		for g := range N {
 			b.groupAt = append(b.groupAt, int32(g))
 		}
 		b.groupAt = append(b.groupAt, int32(N))
-		return N, totalKids
+		S := b.slots()
+		return S, S * b.maxKids
 	}
 	at := int32(0)
 	for pi := range b.parts {
@@ -535,6 +536,63 @@ func (b *treeBuilder) cutWholeTrees(W int) {
 	}
 }
 
+// reserve grows the plan's step list and the gathers' row lists to the
+// most a batch of B trees in b's groups can use, so that a fresh plan
+// allocates each once rather than growing it step by step (a grown list
+// allocates about five times its final size); a reused one has them.
+func (b *treeBuilder) reserve(B int) {
+	leaf, inner := 1, 3 // TreeRNN: a gather; a gather, a product, the cell
+	switch b.prog.Model.Cell {
+	case tree.RNTN:
+		inner = 5 // and the tensor's product and term
+	case tree.BinaryLSTM:
+		leaf = 3 // a gather, a product, the cell (or two gathers)
+	case tree.ChildSumLSTM:
+		leaf, inner = 7, 7 // W·e (a gather and a product), Σh, U_iou, the children's gather and U_f, the cell
+	}
+	steps, inners := 0, 0
+	for gi := range len(b.groupAt) - 1 {
+		if len(b.flat[b.order[b.groupAt[gi]]].Kids) == 0 {
+			steps += leaf
+		} else {
+			steps, inners = steps+inner, inners+1
+		}
+	}
+	parts := len(b.parts)
+	heads := B // a product and a softmax per tree, and a part's gather of roots
+	if b.tp.AllNodes {
+		heads = b.N
+	}
+	b.plan.Steps = slices.Grow(b.plan.Steps, steps+2*heads+3*parts)
+	b.rows.s = slices.Grow(b.rows.s, 2*inners+parts)
+}
+
+// slots gives each place in the recursive order its scratch row (b.slot)
+// and returns how many there are: one per chunk, a part's nodes of one
+// phase cut at b.cutAt. A chunk's nodes run one after another on one
+// worker, each node's steps reading only the scratch its own steps wrote,
+// and no two chunks share a row, so chunks that run at once never write
+// the same scratch (Plan.index may merge a part's last chunks, which then
+// run on one worker). On one worker every node uses row 0: the scratch a
+// plan allocates does not grow with its batch.
+func (b *treeBuilder) slots() int {
+	N := b.N
+	b.slot = resize(b.slot, N)
+	s, cut := int32(-1), 0
+	for at := range N {
+		chunk := at == 0 || b.part[at] != b.part[at-1] || b.phase[at] != b.phase[at-1]
+		if cut < len(b.cutAt) && b.cutAt[cut] == int32(at) {
+			chunk = true
+			cut++
+		}
+		if chunk {
+			s++
+		}
+		b.slot[at] = s
+	}
+	return int(s + 1)
+}
+
 // minChunkNodes is the fewest nodes in a recursive plan's chunk (but a
 // part's last): a chunk costs whoever runs it a claim (a compare-and-swap
 // on its part's line) and two clock reads, under half a microsecond, and
@@ -558,7 +616,7 @@ func (b *treeBuilder) build() {
 	b.flat = resize(b.flat, N)
 	b.treeOf = resize(b.treeOf, N)
 	b.height = resize(b.height, N)
-	totalKids := 0
+	b.maxKids = 0
 	off := int32(0)
 	for i, t := range tp.Trees {
 		tp.offsets[i] = off
@@ -570,7 +628,7 @@ func (b *treeBuilder) build() {
 				tp.parent[g] = off + n.Parent
 			}
 			tp.nkids[g] = int32(len(n.Kids))
-			totalKids += len(n.Kids)
+			b.maxKids = max(b.maxKids, len(n.Kids))
 			h := int32(0)
 			for _, k := range n.Kids {
 				h = max(h, b.height[off+k]+1)
@@ -580,11 +638,12 @@ func (b *treeBuilder) build() {
 		off += int32(t.Len())
 	}
 	b.partition()
-	S, SK := b.group(totalKids)
+	S, SK := b.group()
 	for r, g := range b.order {
 		tp.rowOf[g] = int32(r)
 	}
 	b.plan.T = len(b.groupAt) - 1
+	b.reserve(B)
 
 	b.words = b.ids("words", KindInput, N)
 	for g, n := range b.flat {
@@ -614,14 +673,6 @@ func (b *treeBuilder) build() {
 		b.iou = b.buffer("iou", KindActivation, S*3*H)
 		b.kidh = b.buffer("kid_h", KindActivation, max(SK, 1)*H)
 		b.uf = b.buffer("uf", KindActivation, max(SK, 1)*H)
-		if tp.Executor == Recursive {
-			b.kidBase = b.ints.take(N)
-			k := int32(0)
-			for g, n := range b.flat {
-				b.kidBase[g] = k
-				k += int32(len(n.Kids))
-			}
-		}
 	}
 	b.h = b.buffer("h", KindOutput, N*H)
 	if m.Cell.HasMemory() {
@@ -647,11 +698,8 @@ func (b *treeBuilder) build() {
 				cut++
 			}
 			b.at.Worker, b.at.Phase = int(b.part[gi]), int(b.phase[gi])
-			k0 := 0
-			if b.kidBase != nil {
-				k0 = int(b.kidBase[g])
-			}
-			b.cell(gi, b.order[gi:gi+1], gi, gi, k0)
+			s := int(b.slot[gi])
+			b.cell(gi, b.order[gi:gi+1], gi, s, s*b.maxKids)
 			if tp.AllNodes {
 				b.classify(gi, b.h, gi, 1, gi)
 			} else if tp.parent[g] < 0 {

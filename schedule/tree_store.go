@@ -12,31 +12,39 @@ import "slices"
 // checker verifies, and TestTreePlanReuseDirty runs reused plans on
 // poisoned memory.
 
-// slabChunk is the number of ops of one type per chunk of a slab.
-const slabChunk = 256
+// slabFirst is the number of ops of one type in a slab's first chunk;
+// each chunk after it holds twice the one before, so a fresh plan's slabs
+// hold at most about twice the ops it has.
+const slabFirst = 16
 
 // slab hands out values of one op type from chunks that are never moved,
 // so a step may keep a pointer to its op while the slab grows.
 type slab[T any] struct {
 	chunks [][]T
-	n      int
+	c, i   int // the next free value: chunks[c][i]
 }
 
 // put copies v into the next free value and returns its address.
 func (s *slab[T]) put(v *T) *T {
-	c, i := s.n/slabChunk, s.n%slabChunk
-	if c == len(s.chunks) {
-		s.chunks = append(s.chunks, make([]T, slabChunk))
+	if s.c < len(s.chunks) && s.i == len(s.chunks[s.c]) {
+		s.c, s.i = s.c+1, 0
 	}
-	s.n++
-	p := &s.chunks[c][i]
+	if s.c == len(s.chunks) {
+		n := slabFirst
+		if s.c > 0 {
+			n = 2 * len(s.chunks[s.c-1])
+		}
+		s.chunks = append(s.chunks, make([]T, n))
+	}
+	p := &s.chunks[s.c][s.i]
+	s.i++
 	*p = *v
 	return p
 }
 
 // reset makes every value free again; put overwrites a value whole, so
 // none is cleared.
-func (s *slab[T]) reset() { s.n = 0 }
+func (s *slab[T]) reset() { s.c, s.i = 0, 0 }
 
 // treeOps are the slabs of every op type a tree plan uses.
 type treeOps struct {

@@ -37,22 +37,22 @@ func ExampleSweep() {
 	}
 	// Output:
 	// shape    batch height executor      DRE table  products
-	// balanced     1    5.0 recursive          0.10      4.39
+	// balanced     1    5.0 recursive          0.00      4.31
 	// balanced     1    5.0 depth_batched      0.00      0.60
-	// balanced    10    5.0 recursive          1.06     35.89
+	// balanced    10    5.0 recursive          0.44     35.27
 	// balanced    10    5.0 depth_batched      2.42      2.35
-	// balanced    25    5.0 recursive          2.10     68.82
+	// balanced    25    5.0 recursive          0.88     67.64
 	// balanced    25    5.0 depth_batched      3.60      3.59
-	// moderate     1    7.0 recursive          0.10      4.39
+	// moderate     1    7.0 recursive          0.00      4.31
 	// moderate     1    7.0 depth_batched      0.00      0.60
-	// moderate    10    7.1 recursive          1.06     41.98
+	// moderate    10    7.1 recursive          0.45     41.37
 	// moderate    10    7.1 depth_batched      2.35      2.31
-	// moderate    25    7.8 recursive          2.10     81.50
+	// moderate    25    7.8 recursive          0.88     80.34
 	// moderate    25    7.8 depth_batched      4.36      4.15
-	// linear       1   18.0 recursive          0.10      0.66
+	// linear       1   18.0 recursive          0.00      0.58
 	// linear       1   18.0 depth_batched      0.00      0.60
-	// linear      10   18.0 recursive          1.06      5.43
+	// linear      10   18.0 recursive          0.45      4.77
 	// linear      10   18.0 depth_batched      0.90      1.20
-	// linear      25   18.0 recursive          2.09     10.42
+	// linear      25   18.0 recursive          0.88      9.15
 	// linear      25   18.0 depth_batched      7.02      6.13
 }
