@@ -335,6 +335,63 @@ func TestTreeAcquireAllocs(t *testing.T) {
 	}
 }
 
+// intsOf is s as int32s.
+func intsOf(s []int) []int32 {
+	out := make([]int32, len(s))
+	for i, v := range s {
+		out[i] = int32(v)
+	}
+	return out
+}
+
+// checkChunkWrites fails if two chunks of one phase of p write the same
+// bytes of a buffer (each region taken from its first byte to its last).
+func checkChunkWrites(t *testing.T, what string, p *Plan) {
+	t.Helper()
+	type span struct{ lo, hi int64 }
+	type key struct {
+		buf   *Buffer
+		phase int
+	}
+	starts := p.chunks.start
+	all := map[key][]span{}
+	for c, lo := range starts {
+		hi := int32(len(p.Steps))
+		if c+1 < len(starts) {
+			hi = starts[c+1]
+		}
+		mine := map[key][]span{}
+		for i := lo; i < hi; i++ {
+			for _, r := range p.Steps[i].Writes() {
+				k := key{r.Buf, p.Steps[i].Phase}
+				mine[k] = append(mine[k], span{r.Off, r.Off + int64(r.Count-1)*r.Stride + r.Len})
+			}
+		}
+		// The chunk's writes to a buffer merged, then added to all.
+		for k, ss := range mine {
+			slices.SortFunc(ss, func(a, b span) int { return int(a.lo - b.lo) })
+			m := ss[:1]
+			for _, x := range ss[1:] {
+				if last := &m[len(m)-1]; x.lo <= last.hi {
+					last.hi = max(last.hi, x.hi)
+				} else {
+					m = append(m, x)
+				}
+			}
+			all[k] = append(all[k], m...)
+		}
+	}
+	for k, ss := range all {
+		slices.SortFunc(ss, func(a, b span) int { return int(a.lo - b.lo) })
+		for i := 1; i < len(ss); i++ {
+			if ss[i].lo < ss[i-1].hi {
+				t.Fatalf("%s: two chunks of phase %d write bytes [%d, %d) of %s", what, k.phase, ss[i].lo, min(ss[i].hi, ss[i-1].hi), k.buf.Name)
+			}
+			ss[i].hi = max(ss[i].hi, ss[i-1].hi)
+		}
+	}
+}
+
 // partsOf is the number of workers tp's steps are split over.
 func partsOf(tp *TreePlan) int {
 	seen := map[int]bool{}
@@ -351,8 +408,9 @@ func partsOf(tp *TreePlan) int {
 // parts' shares of it within one subtree of each other; no phase 1 for a
 // batch of small trees, and a single large tree split over the parts; a
 // part's chunks of at least minChunkNodes nodes (but its last), each
-// node's children in its chunk or an earlier phase, and the plan's chunks
-// those of its nodes.
+// node's children in its chunk or an earlier phase, the plan's chunks
+// those of its nodes; a row of scratch per chunk, and no two chunks of a
+// phase writing the same bytes.
 func TestRecursiveCut(t *testing.T) {
 	m, trees := randomTreeModel(t, tree.ChildSumLSTM)
 	prog, err := NewTreeProgram(m)
@@ -419,6 +477,15 @@ func TestRecursiveCut(t *testing.T) {
 		if got := len(tp.Plan.chunks.start); got != ci+1 {
 			t.Errorf("%s: the plan has %d chunks, its nodes %d", what, got, ci+1)
 		}
+		// Scratch: a row per chunk, the chunk's, and no two chunks of a
+		// phase write the same bytes (they may run at once).
+		if !slices.Equal(b.slot, intsOf(chunk)) {
+			t.Errorf("%s: scratch rows %v, want the chunks' %v", what, b.slot, chunk)
+		}
+		if got, want := b.g.Elems, (ci+1)*4*m.Hidden; got != want {
+			t.Errorf("%s: gates of %d floats, want %d (a row per chunk)", what, got, want)
+		}
+		checkChunkWrites(t, what, tp.Plan)
 		if len(c.batch) == 25 && len(b.cutAt) == 0 {
 			t.Errorf("%s: no part cut into chunks", what)
 		}
