@@ -186,7 +186,7 @@ type treeBuilder struct {
 	phase   []int32      // recursive: the phase of each place in order
 	cutAt   []int32      // recursive: places in order that begin a chunk (planChunks)
 	slot    []int32      // recursive: the scratch row of each place in order (slots)
-	maxKids int          // the most children of a node
+	kidAt   []int32      // recursive Child-Sum: each scratch row's first child row (slots)
 	groupAt []int32      // first place in order of each group, then N
 	parts   []treePart
 	count   []int32 // per height, for sorting a part's nodes
@@ -317,8 +317,7 @@ func (b *treeBuilder) group() (S, SK int) {
 			b.groupAt = append(b.groupAt, int32(g))
 		}
 		b.groupAt = append(b.groupAt, int32(N))
-		S := b.slots()
-		return S, S * b.maxKids
+		return b.slots()
 	}
 	at := int32(0)
 	for pi := range b.parts {
@@ -568,17 +567,21 @@ func (b *treeBuilder) reserve(B int) {
 }
 
 // slots gives each place in the recursive order its scratch row (b.slot)
-// and returns how many there are: one per chunk, a part's nodes of one
+// and returns how many there are, S: one per chunk, a part's nodes of one
 // phase cut at b.cutAt. A chunk's nodes run one after another on one
 // worker, each node's steps reading only the scratch its own steps wrote,
 // and no two chunks share a row, so chunks that run at once never write
 // the same scratch (Plan.index may merge a part's last chunks, which then
 // run on one worker). On one worker every node uses row 0: the scratch a
-// plan allocates does not grow with its batch.
-func (b *treeBuilder) slots() int {
+// plan allocates does not grow with its batch. A chunk's children's rows
+// (Child-Sum) begin at b.kidAt[row], as many as its node with the most
+// children has; SK, their total, is at most the batch's children, so a
+// node with many children costs its own chunk's rows, not every chunk's.
+func (b *treeBuilder) slots() (S, SK int) {
 	N := b.N
 	b.slot = resize(b.slot, N)
-	s, cut := int32(-1), 0
+	b.kidAt = b.kidAt[:0]
+	s, cut, most := int32(-1), 0, int32(0)
 	for at := range N {
 		chunk := at == 0 || b.part[at] != b.part[at-1] || b.phase[at] != b.phase[at-1]
 		if cut < len(b.cutAt) && b.cutAt[cut] == int32(at) {
@@ -586,11 +589,16 @@ func (b *treeBuilder) slots() int {
 			cut++
 		}
 		if chunk {
-			s++
+			if s >= 0 {
+				SK += int(most)
+			}
+			s, most = s+1, 0
+			b.kidAt = append(b.kidAt, int32(SK))
 		}
 		b.slot[at] = s
+		most = max(most, b.tp.nkids[b.order[at]])
 	}
-	return int(s + 1)
+	return int(s + 1), SK + int(most)
 }
 
 // minChunkNodes is the fewest nodes in a recursive plan's chunk (but a
@@ -616,7 +624,6 @@ func (b *treeBuilder) build() {
 	b.flat = resize(b.flat, N)
 	b.treeOf = resize(b.treeOf, N)
 	b.height = resize(b.height, N)
-	b.maxKids = 0
 	off := int32(0)
 	for i, t := range tp.Trees {
 		tp.offsets[i] = off
@@ -628,7 +635,6 @@ func (b *treeBuilder) build() {
 				tp.parent[g] = off + n.Parent
 			}
 			tp.nkids[g] = int32(len(n.Kids))
-			b.maxKids = max(b.maxKids, len(n.Kids))
 			h := int32(0)
 			for _, k := range n.Kids {
 				h = max(h, b.height[off+k]+1)
@@ -699,7 +705,7 @@ func (b *treeBuilder) build() {
 			}
 			b.at.Worker, b.at.Phase = int(b.part[gi]), int(b.phase[gi])
 			s := int(b.slot[gi])
-			b.cell(gi, b.order[gi:gi+1], gi, s, s*b.maxKids)
+			b.cell(gi, b.order[gi:gi+1], gi, s, int(b.kidAt[s]))
 			if tp.AllNodes {
 				b.classify(gi, b.h, gi, 1, gi)
 			} else if tp.parent[g] < 0 {

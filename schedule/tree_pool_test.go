@@ -528,3 +528,66 @@ func TestRecursiveCut(t *testing.T) {
 		}
 	}
 }
+
+// TestChildRowsBounded: a Child-Sum plan's rows for children's states are
+// each chunk's own, as many as the chunk's node with the most children
+// has, so a node with many children beside many small trees costs its own
+// chunk's rows, not every chunk's: they stay within the batch's children
+// however the batch is cut (a plan sized chunks × the most children of
+// any node grows with their product). The answers are one worker's.
+func TestChildRowsBounded(t *testing.T) {
+	m, trees := randomTreeModel(t, tree.ChildSumLSTM)
+	prog, err := NewTreeProgram(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	const K = 400
+	star := &tree.Tree{Nodes: make([]tree.Node, K+1)}
+	kids := make([]int32, K)
+	for i := range K {
+		star.Nodes[i] = tree.Node{Parent: K, Word: int32(rng.IntN(12)), Label: -1}
+		kids[i] = int32(i)
+	}
+	star.Nodes[K] = tree.Node{Kids: kids, Parent: -1, Word: 3, Label: -1}
+	batch := append(trees(rng, 60), star)
+	children := 0
+	for _, tr := range batch {
+		for _, n := range tr.Nodes {
+			children += len(n.Kids)
+		}
+	}
+	var want [][]float32
+	for _, W := range []int{1, 2, 3} {
+		tp, err := prog.Plan(batch, TreeOptions{Executor: Recursive, Workers: W, AllNodes: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &tp.b
+		most := map[int32]int{}
+		for at := range tp.Nodes() {
+			s := b.slot[at]
+			most[s] = max(most[s], int(tp.nkids[b.order[at]]))
+		}
+		rows := 0
+		for _, k := range most {
+			rows += k
+		}
+		if W > 1 && len(most) < 3 {
+			t.Fatalf("%d workers: %d chunks, too few to tell the rows' bound", W, len(most))
+		}
+		if got := b.kidh.Elems; got != max(rows, 1)*m.Hidden || rows > children {
+			t.Errorf("%d workers, %d chunks: children's rows of %d floats, want %d (each chunk's most children, %d rows; the batch has %d children)",
+				W, len(most), got, max(rows, 1)*m.Hidden, rows, children)
+		}
+		checkChunkWrites(t, fmt.Sprintf("%d workers", W), tp.Plan)
+		if err := tp.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if W == 1 {
+			want = treeOutputs(tp)
+		} else {
+			sameBits(t, fmt.Sprintf("%d workers", W), treeOutputs(tp), want)
+		}
+	}
+}
