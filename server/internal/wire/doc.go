@@ -15,6 +15,11 @@
 //     data (DecodeInfer), and writes infer responses (Responses): a
 //     hand-written JSON writer, gzip when the client accepts it
 //     (acceptenc.go).
+//   - float32.go formats a float32 as the JSON writer does, byte for byte
+//     strconv.AppendFloat(f, 'g', -1, 32) (the tests compare every
+//     float32), about 1.6 times as fast: a model's state in an answer is
+//     hundreds of floats, and strconv's formatting was about 5% of the
+//     server's CPU at 64 clients.
 //   - generate.go reads a REST generate body into an
 //     infer.GenerateRequest (GenerateFromJSON).
 //   - grpc.go converts ModelInferRequest and ModelInferResponse messages

@@ -537,7 +537,7 @@ func appendFloat(dst []byte, f float32) []byte {
 	if x := float64(f); math.IsNaN(x) || math.IsInf(x, 0) {
 		return append(dst, "null"...)
 	}
-	return strconv.AppendFloat(dst, float64(f), 'g', -1, 32)
+	return appendFloat32(dst, f) // strconv's 'g', -1, 32, faster (float32.go)
 }
 
 // appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD.
