@@ -7,7 +7,8 @@
 # p50 and p99 at the client and the server's CPU time per request
 # (loadgen -server-pid, from /proc over the measured window); the summary
 # gives each build's median and the paired ratios A/B round by round (for
-# CPU per request and p99: above 1, B is cheaper or faster).
+# CPU per request and p99: above 1, B is cheaper or faster). It first
+# prints what each process chose for a lone request while it loaded.
 #
 #   go build -o /tmp/a/serve ./cmd/serve     # on the old commit
 #   go build -o /tmp/b/serve ./cmd/serve     # on the new one
@@ -50,6 +51,14 @@ for p in "$port" $((port + 1)); do
 		sleep 0.1
 	done
 	curl -sf "127.0.0.1:$p/v2/health/ready" >/dev/null || { echo "ab_serve: the server on port $p is not ready" >&2; exit 1; }
+done
+# What each process chose while it loaded: its timing decides whether a
+# lone request runs across both cores, and two processes of one build can
+# choose differently on a busy machine (p99 and CPU then differ by more
+# than most changes do).
+for i in 0 1; do
+	name=$([ "$i" = 0 ] && echo A || echo B)
+	curl -s "127.0.0.1:$((port + i))/v2/models/bytelm" | python3 -c 'import json, sys; r = json.load(sys.stdin)["rnn"]["schedule_reason"]; print(sys.argv[1] + ": " + r[r.find("a request that finds"):])' "$name"
 done
 echo "load average before: $(cat /proc/loadavg) ($(date -u +%H:%M) UTC)"
 echo "| round | build | clients | requests/s | p50 µs | p99 µs | server CPU µs/request |"
