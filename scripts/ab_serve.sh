@@ -41,17 +41,22 @@ trap cleanup EXIT
 go build -o "$tmp/loadgen" ./cmd/loadgen
 mkdir -p "$tmp/repo"
 cp -r models/bundled/bytelm "$tmp/repo/"
-"$A" -listen "127.0.0.1:$port" -grpc-listen off -model-repository "$tmp/repo" 2>"$tmp/a.log" &
-pids+=($!)
-"$B" -listen "127.0.0.1:$((port + 1))" -grpc-listen off -model-repository "$tmp/repo" 2>"$tmp/b.log" &
-pids+=($!)
-for p in "$port" $((port + 1)); do
+ready() {
 	for _ in $(seq 600); do
-		curl -sf "127.0.0.1:$p/v2/health/ready" >/dev/null && break
+		curl -sf "127.0.0.1:$1/v2/health/ready" >/dev/null && return 0
 		sleep 0.1
 	done
-	curl -sf "127.0.0.1:$p/v2/health/ready" >/dev/null || { echo "ab_serve: the server on port $p is not ready" >&2; exit 1; }
-done
+	echo "ab_serve: the server on port $1 is not ready" >&2
+	exit 1
+}
+# One process loads at a time: a load times its schedules on the host, and
+# two loads timing at once each see the other's work.
+"$A" -listen "127.0.0.1:$port" -grpc-listen off -model-repository "$tmp/repo" 2>"$tmp/a.log" &
+pids+=($!)
+ready "$port"
+"$B" -listen "127.0.0.1:$((port + 1))" -grpc-listen off -model-repository "$tmp/repo" 2>"$tmp/b.log" &
+pids+=($!)
+ready $((port + 1))
 # What each process chose while it loaded: its timing decides whether a
 # lone request runs across both cores, and two processes of one build can
 # choose differently on a busy machine (p99 and CPU then differ by more
