@@ -143,20 +143,7 @@ func sameWeights(a, b *schedule.Program) bool {
 // it again maps nothing). Mappings are read from internal/hugepage, so the
 // test needs a host with transparent huge pages.
 func TestChooseLoadPeak(t *testing.T) {
-	net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 512, Hidden: 512, Layers: 1}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	models.Randomize(net, 5)
-	weights := net.Memory().Mapped()
-	if weights == 0 {
-		t.Skip("no transparent huge pages on this host: the network's matrices are not mapped")
-	}
-	pool, err := schedule.NewPool(schedule.PoolOptions{Workers: 2, NoPin: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	net, weights, pool := mappedModel(t, 5)
 	const llc = 1 << 20
 	b := &Builds{Net: net, Pools: Pools{2: pool}, Cores: 2, LLC: llc}
 	h := Host{LLC: llc, Private: PrivateOrDefault(0), Workers: 2, Steps: 5}
@@ -197,20 +184,7 @@ func TestChooseLoadPeak(t *testing.T) {
 // kept unmaps the other copies at once: the bytes mapped fall back to
 // what the kept program holds.
 func TestBuildsRelease(t *testing.T) {
-	net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 512, Hidden: 512, Layers: 1}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	models.Randomize(net, 7)
-	weights := net.Memory().Mapped()
-	if weights == 0 {
-		t.Skip("no transparent huge pages on this host: the network's matrices are not mapped")
-	}
-	pool, err := schedule.NewPool(schedule.PoolOptions{Workers: 2, NoPin: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	net, weights, pool := mappedModel(t, 7)
 	// Unmap what earlier tests dropped, so that only Release moves Mapped.
 	settle := func() int64 {
 		runtime.GC()
@@ -255,4 +229,26 @@ func TestBuildsRelease(t *testing.T) {
 		t.Errorf("after Release %d bytes stay mapped for %v, want at most its copy, %d", now, chosen, weights)
 	}
 	runtime.KeepAlive(kept)
+}
+
+// mappedModel is a seeded 1-layer hidden-512 LSTM whose matrices are
+// mapped (the test is skipped on a host without transparent huge pages),
+// the bytes mapped for them, and a pool of two workers for P.
+func mappedModel(t *testing.T, seed uint64) (*rnn.Network, int64, *schedule.Pool) {
+	t.Helper()
+	net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 512, Hidden: 512, Layers: 1}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models.Randomize(net, seed)
+	weights := net.Memory().Mapped()
+	if weights == 0 {
+		t.Skip("no transparent huge pages on this host: the network's matrices are not mapped")
+	}
+	pool, err := schedule.NewPool(schedule.PoolOptions{Workers: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return net, weights, pool
 }
