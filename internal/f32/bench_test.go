@@ -80,9 +80,14 @@ func BenchmarkGemm(b *testing.B) {
 	}
 }
 
-// BenchmarkLSTMGates times the fused gate kernel on one row of H units.
+// BenchmarkLSTMGates times the fused gate kernel on one row of H units,
+// with the kernels the build picks for this host: time the AVX-512 gates
+// against the AVX2 ones with a build of the tag noavx512 beside the
+// default one (scripts/ab_bench.py).
+//
+//	go test ./internal/f32/ -run '^$' -bench 'BenchmarkLSTMGates|BenchmarkGRUGates'
 func BenchmarkLSTMGates(b *testing.B) {
-	for _, h := range []int{64, 1024} {
+	for _, h := range []int{64, 192, 256, 1024} {
 		r := rand.New(rand.NewPCG(1, 1))
 		y := newGuarded(r, 1, 4*h, 4*h, 0, 0).s()
 		bias := newGuarded(r, 1, 4*h, 4*h, 0, 0).s()
@@ -91,6 +96,26 @@ func BenchmarkLSTMGates(b *testing.B) {
 		b.Run(fmt.Sprintf("H=%d", h), func(b *testing.B) {
 			for b.Loop() {
 				LSTMGates(h, h, y, bias, c, out)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(h), "ns/unit")
+		})
+	}
+}
+
+// BenchmarkGRUGates times the fused GRU gate kernel on one row of H units
+// (hout apart from hprev), as BenchmarkLSTMGates does the LSTM's.
+func BenchmarkGRUGates(b *testing.B) {
+	for _, h := range []int{64, 192, 256, 1024} {
+		r := rand.New(rand.NewPCG(1, 2))
+		x := newGuarded(r, 1, 3*h, 3*h, 0, 0).s()
+		p := newGuarded(r, 1, 3*h, 3*h, 0, 0).s()
+		bih := newGuarded(r, 1, 3*h, 3*h, 0, 0).s()
+		bhh := newGuarded(r, 1, 3*h, 3*h, 0, 0).s()
+		hprev := newGuarded(r, 1, h, h, 0, 0).s()
+		out := make([]float32, h)
+		b.Run(fmt.Sprintf("H=%d", h), func(b *testing.B) {
+			for b.Loop() {
+				GRUGates(h, h, x, p, bih, bhh, hprev, out)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(h), "ns/unit")
 		})
