@@ -161,6 +161,122 @@ GLOBL zbias127<>(SB), RODATA|NOPTR, $4
 	VMULPS Z3, Z0, Z0              \
 	VMOVUPS Z0, HPTR
 
+// ZEXP2, ZSIGMOID2 and ZTANH2 are ZEXP, ZSIGMOID and ZTANH on two sets of
+// registers at once, their instructions interleaved one for one (ZTANH2's
+// second set takes K2): two independent chains side by side, which the
+// out-of-order core overlaps where one chain alone leaves it waiting on
+// latencies. Each lane is computed as the single forms compute it.
+#define ZEXP2(X, T, U, X2, T2, U2) \
+	VMAXPS.BCST zexplo<>(SB), X, X          \
+	VMAXPS.BCST zexplo<>(SB), X2, X2        \
+	VMINPS.BCST zexphi<>(SB), X, X          \
+	VMINPS.BCST zexphi<>(SB), X2, X2        \
+	VMULPS.BCST zlog2e<>(SB), X, T          \
+	VMULPS.BCST zlog2e<>(SB), X2, T2        \
+	VRNDSCALEPS $0, T, T                    \
+	VRNDSCALEPS $0, T2, T2                  \
+	VFNMADD231PS.BCST zln2hi<>(SB), T, X    \
+	VFNMADD231PS.BCST zln2hi<>(SB), T2, X2  \
+	VFNMADD231PS.BCST zln2lo<>(SB), T, X    \
+	VFNMADD231PS.BCST zln2lo<>(SB), T2, X2  \
+	VBROADCASTSS zc7<>(SB), U               \
+	VBROADCASTSS zc7<>(SB), U2              \
+	VFMADD213PS.BCST zc6<>(SB), X, U        \
+	VFMADD213PS.BCST zc6<>(SB), X2, U2      \
+	VFMADD213PS.BCST zc5<>(SB), X, U        \
+	VFMADD213PS.BCST zc5<>(SB), X2, U2      \
+	VFMADD213PS.BCST zc4<>(SB), X, U        \
+	VFMADD213PS.BCST zc4<>(SB), X2, U2      \
+	VFMADD213PS.BCST zc3<>(SB), X, U        \
+	VFMADD213PS.BCST zc3<>(SB), X2, U2      \
+	VFMADD213PS.BCST zc2<>(SB), X, U        \
+	VFMADD213PS.BCST zc2<>(SB), X2, U2      \
+	VFMADD213PS.BCST zone<>(SB), X, U       \
+	VFMADD213PS.BCST zone<>(SB), X2, U2     \
+	VFMADD213PS.BCST zone<>(SB), X, U       \
+	VFMADD213PS.BCST zone<>(SB), X2, U2     \
+	VCVTPS2DQ T, T                          \
+	VCVTPS2DQ T2, T2                        \
+	VPADDD.BCST zbias127<>(SB), T, T        \
+	VPADDD.BCST zbias127<>(SB), T2, T2      \
+	VPSLLD $23, T, T                        \
+	VPSLLD $23, T2, T2                      \
+	VMULPS T, U, X                          \
+	VMULPS T2, U2, X2
+
+#define ZSIGMOID2(X, T, U, X2, T2, U2) \
+	VPXORD.BCST zsign<>(SB), X, X    \
+	VPXORD.BCST zsign<>(SB), X2, X2  \
+	ZEXP2(X, T, U, X2, T2, U2)       \
+	VADDPS.BCST zone<>(SB), X, X     \
+	VADDPS.BCST zone<>(SB), X2, X2   \
+	VBROADCASTSS zone<>(SB), T       \
+	VBROADCASTSS zone<>(SB), T2      \
+	VDIVPS X, T, X                   \
+	VDIVPS X2, T2, X2
+
+#define ZTANH2(X, T, U, A, S, X2, T2, U2, A2, S2) \
+	VPANDD.BCST zabs<>(SB), X, A         \
+	VPANDD.BCST zabs<>(SB), X2, A2       \
+	VPANDD.BCST zsign<>(SB), X, S        \
+	VPANDD.BCST zsign<>(SB), X2, S2      \
+	VADDPS A, A, X                       \
+	VADDPS A2, A2, X2                    \
+	ZEXP2(X, T, U, X2, T2, U2)           \
+	VADDPS.BCST zone<>(SB), X, X         \
+	VADDPS.BCST zone<>(SB), X2, X2       \
+	VBROADCASTSS ztwo<>(SB), T           \
+	VBROADCASTSS ztwo<>(SB), T2          \
+	VDIVPS X, T, X                       \
+	VDIVPS X2, T2, X2                    \
+	VBROADCASTSS zone<>(SB), T           \
+	VBROADCASTSS zone<>(SB), T2          \
+	VSUBPS X, T, X                       \
+	VSUBPS X2, T2, X2                    \
+	VMULPS A, A, T                       \
+	VMULPS A2, A2, T2                    \
+	VBROADCASTSS zt5<>(SB), U            \
+	VBROADCASTSS zt5<>(SB), U2           \
+	VFMADD213PS.BCST zt4<>(SB), T, U     \
+	VFMADD213PS.BCST zt4<>(SB), T2, U2   \
+	VFMADD213PS.BCST zt3<>(SB), T, U     \
+	VFMADD213PS.BCST zt3<>(SB), T2, U2   \
+	VFMADD213PS.BCST zt2<>(SB), T, U     \
+	VFMADD213PS.BCST zt2<>(SB), T2, U2   \
+	VFMADD213PS.BCST zt1<>(SB), T, U     \
+	VFMADD213PS.BCST zt1<>(SB), T2, U2   \
+	VMULPS A, T, T                       \
+	VMULPS A2, T2, T2                    \
+	VFMADD213PS A, T, U                  \
+	VFMADD213PS A2, T2, U2               \
+	VCMPPS.BCST $1, ztthr<>(SB), A, K1   \
+	VCMPPS.BCST $1, ztthr<>(SB), A2, K2  \
+	VMOVAPS U, K1, X                     \
+	VMOVAPS U2, K2, X2                   \
+	VPORD S, X, X                        \
+	VPORD S2, X2, X2
+
+// ZLSTMCELL2 is ZLSTMCELL for thirty-two units: the first sixteen from
+// Z0..Z3 as ZLSTMCELL takes them, the next sixteen from Z4..Z7, their
+// c at CPTR+64 and h at HPTR+64 (CPTR2, HPTR2). Clobbers Z0..Z15, K1 and
+// K2.
+#define ZLSTMCELL2(CPTR, HPTR, CPTR2, HPTR2) \
+	ZSIGMOID2(Z0, Z8, Z9, Z4, Z12, Z13)                  \
+	ZSIGMOID2(Z1, Z8, Z9, Z5, Z12, Z13)                  \
+	ZTANH2(Z2, Z8, Z9, Z10, Z11, Z6, Z12, Z13, Z14, Z15) \
+	ZSIGMOID2(Z3, Z8, Z9, Z7, Z12, Z13)                  \
+	VMULPS Z2, Z0, Z0                                    \
+	VMULPS Z6, Z4, Z4                                    \
+	VFMADD231PS CPTR, Z1, Z0                             \
+	VFMADD231PS CPTR2, Z5, Z4                            \
+	VMOVUPS Z0, CPTR                                     \
+	VMOVUPS Z4, CPTR2                                    \
+	ZTANH2(Z0, Z8, Z9, Z10, Z11, Z4, Z12, Z13, Z14, Z15) \
+	VMULPS Z3, Z0, Z0                                    \
+	VMULPS Z7, Z4, Z4                                    \
+	VMOVUPS Z0, HPTR                                     \
+	VMOVUPS Z4, HPTR2
+
 // ZPANEL8 leaves in Y0 the eight sums of a panel of eight W rows (R14
 // bytes apart, the first at DI, or eight rows on with SKIP) against h
 // (SI its end), as gemmNT1x8 makes them (REDUCE8's order). LOOP is a
@@ -230,6 +346,32 @@ TEXT ·lstmAVX512(SB), NOSPLIT, $0-48
 	MOVQ c+32(FP), R8
 	MOVQ h+40(FP), R9
 	XORQ DX, DX
+
+	MOVQ R12, R14
+	ANDQ $-128, R14
+
+zlstmloop2:
+	CMPQ DX, R14
+	JGE  zlstmloop
+	VMOVUPS (SI)(DX*1), Z0
+	VADDPS (DI)(DX*1), Z0, Z0
+	VMOVUPS 64(SI)(DX*1), Z4
+	VADDPS 64(DI)(DX*1), Z4, Z4
+	VMOVUPS (AX)(DX*1), Z1
+	VADDPS (R10)(DX*1), Z1, Z1
+	VMOVUPS 64(AX)(DX*1), Z5
+	VADDPS 64(R10)(DX*1), Z5, Z5
+	VMOVUPS (R13)(DX*1), Z2
+	VADDPS (CX)(DX*1), Z2, Z2
+	VMOVUPS 64(R13)(DX*1), Z6
+	VADDPS 64(CX)(DX*1), Z6, Z6
+	VMOVUPS (BX)(DX*1), Z3
+	VADDPS (R11)(DX*1), Z3, Z3
+	VMOVUPS 64(BX)(DX*1), Z7
+	VADDPS 64(R11)(DX*1), Z7, Z7
+	ZLSTMCELL2((R8)(DX*1), (R9)(DX*1), 64(R8)(DX*1), 64(R9)(DX*1))
+	ADDQ $128, DX
+	JMP  zlstmloop2
 
 zlstmloop:
 	CMPQ DX, R12
