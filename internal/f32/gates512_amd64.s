@@ -329,7 +329,8 @@ PUT:                          \
 
 // func lstmAVX512(n int, stride int, y *float32, bias *float32, c *float32, h *float32)
 //
-// lstmAVX2 for the first n (a multiple of 16) units, sixteen at a time.
+// lstmAVX2 for the first n (a multiple of 16) units: thirty-two at a
+// time, two groups of sixteen side by side, while they last, then sixteen.
 TEXT ·lstmAVX512(SB), NOSPLIT, $0-48
 	MOVQ n+0(FP), R12
 	SHLQ $2, R12
@@ -346,10 +347,10 @@ TEXT ·lstmAVX512(SB), NOSPLIT, $0-48
 	MOVQ c+32(FP), R8
 	MOVQ h+40(FP), R9
 	XORQ DX, DX
-
 	MOVQ R12, R14
 	ANDQ $-128, R14
 
+	// Thirty-two units a pass while they last (ZLSTMCELL2), then sixteen.
 zlstmloop2:
 	CMPQ DX, R14
 	JGE  zlstmloop
@@ -394,7 +395,8 @@ zlstmdone:
 
 // func gruAVX512(n int, stride int, x *float32, p *float32, bih *float32, bhh *float32, hprev *float32, hout *float32)
 //
-// gruAVX2 for the first n (a multiple of 16) units, sixteen at a time.
+// gruAVX2 for the first n (a multiple of 16) units: thirty-two at a time,
+// two groups of sixteen side by side, while they last, then sixteen.
 TEXT ·gruAVX512(SB), NOSPLIT, $0-64
 	MOVQ n+0(FP), R12
 	SHLQ $2, R12
@@ -406,6 +408,60 @@ TEXT ·gruAVX512(SB), NOSPLIT, $0-64
 	MOVQ bih+32(FP), DI
 	MOVQ bhh+40(FP), BX
 	XORQ DX, DX
+	MOVQ R12, R14
+	ANDQ $-128, R14
+
+	// Thirty-two units a pass while they last: the next sixteen in
+	// Z16..Z20 beside the first sixteen in Z0..Z4, the gates by the
+	// interleaved macros.
+zgruloop2:
+	CMPQ DX, R14
+	JGE  zgruloop
+	LEAQ (SI)(DX*1), R13
+	LEAQ (AX)(DX*1), CX
+	LEAQ (DI)(DX*1), R8
+	LEAQ (BX)(DX*1), R9
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z16
+	VADDPS (R8), Z0, Z0
+	VADDPS 64(R8), Z16, Z16
+	VADDPS (CX), Z0, Z0
+	VADDPS 64(CX), Z16, Z16
+	VADDPS (R9), Z0, Z0
+	VADDPS 64(R9), Z16, Z16
+	ZSIGMOID2(Z0, Z8, Z9, Z16, Z12, Z13)
+	VMOVUPS (R13)(R10*1), Z1
+	VMOVUPS 64(R13)(R10*1), Z17
+	VADDPS (R8)(R10*1), Z1, Z1
+	VADDPS 64(R8)(R10*1), Z17, Z17
+	VADDPS (CX)(R10*1), Z1, Z1
+	VADDPS 64(CX)(R10*1), Z17, Z17
+	VADDPS (R9)(R10*1), Z1, Z1
+	VADDPS 64(R9)(R10*1), Z17, Z17
+	ZSIGMOID2(Z1, Z8, Z9, Z17, Z12, Z13)
+	VMOVUPS (CX)(R11*1), Z2
+	VMOVUPS 64(CX)(R11*1), Z18
+	VADDPS (R9)(R11*1), Z2, Z2
+	VADDPS 64(R9)(R11*1), Z18, Z18
+	VMOVUPS (R13)(R11*1), Z3
+	VMOVUPS 64(R13)(R11*1), Z19
+	VADDPS (R8)(R11*1), Z3, Z3
+	VADDPS 64(R8)(R11*1), Z19, Z19
+	VFMADD231PS Z2, Z0, Z3
+	VFMADD231PS Z18, Z16, Z19
+	ZTANH2(Z3, Z8, Z9, Z10, Z11, Z19, Z12, Z13, Z14, Z15)
+	MOVQ hprev+48(FP), R8
+	VMOVUPS (R8)(DX*1), Z4
+	VMOVUPS 64(R8)(DX*1), Z20
+	VSUBPS Z3, Z4, Z4
+	VSUBPS Z19, Z20, Z20
+	VFMADD213PS Z3, Z1, Z4
+	VFMADD213PS Z19, Z17, Z20
+	MOVQ hout+56(FP), R9
+	VMOVUPS Z4, (R9)(DX*1)
+	VMOVUPS Z20, 64(R9)(DX*1)
+	ADDQ $128, DX
+	JMP  zgruloop2
 
 zgruloop:
 	CMPQ DX, R12
