@@ -318,7 +318,8 @@ func (g *grpcService) ModelMetadata(_ context.Context, req *pb.ModelMetadataRequ
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	md := &m.base().meta
+	meta, _ := m.base().description()
+	md := &meta
 	out := &pb.ModelMetadataResponse{Name: md.Name, Versions: md.Versions, Platform: md.Platform,
 		Inputs: tensorMetadata(md.Inputs), Outputs: tensorMetadata(md.Outputs)}
 	if rnn, err := json.Marshal(md.RNN); err == nil {
@@ -609,7 +610,8 @@ func (g *grpcService) ModelConfig(_ context.Context, req *pb.ModelConfigRequest)
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	c := &m.base().config
+	_, config := m.base().description()
+	c := &config
 	out := &pb.ModelConfig{Name: c.Name, Platform: c.Platform, Backend: c.Backend, MaxBatchSize: int32(c.MaxBatchSize)}
 	for _, t := range c.Input {
 		out.Input = append(out.Input, &pb.ModelInput{Name: t.Name, DataType: dataType(t.DataType), Dims: t.Dims, Reshape: reshape(t.Reshape), Optional: t.Optional})

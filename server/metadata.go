@@ -13,8 +13,8 @@ func seqMetadata(m *seqModel, sched choice.Candidate, traffic []api.ScheduleTraf
 	md := api.ModelMetadata{Name: m.name, Versions: []string{version}, Platform: "rnnserve_" + n.Cell.String()}
 	md.Inputs, md.Outputs = m.names.metadata(n)
 	wide := 0
-	if m.wide != nil {
-		wide = m.wide.Workers()
+	if w := m.wide.Load(); w != nil {
+		wide = w.Workers()
 	}
 	md.RNN = api.RNNMetadata{
 		Cell: n.Cell.String(), InputSize: n.Input, HiddenSize: n.Hidden, NumLayers: n.NumLayers,

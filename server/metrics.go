@@ -186,7 +186,7 @@ func (p planCaches) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		var c schedule.PlanCache
-		for _, prog := range []*schedule.Program{sm.prog, sm.wide} {
+		for _, prog := range []*schedule.Program{sm.prog, sm.wide.Load()} {
 			if prog != nil {
 				pc := prog.PlanCache()
 				c.Shapes += pc.Shapes

@@ -41,9 +41,11 @@ type timing struct {
 
 // modelBase is the part every kind of model shares.
 type modelBase struct {
-	name    string
-	log     *slog.Logger
-	entry   Entry
+	name  string
+	log   *slog.Logger
+	entry Entry
+	// meta and config describe the model; set at load, and changed after
+	// only under mu (redescribe): read them through description.
 	meta    api.ModelMetadata
 	config  api.ModelConfig
 	stats   modelStats
@@ -64,6 +66,23 @@ type modelBase struct {
 	users   int
 	retired bool
 	idle    chan struct{} // closed when retired and users reaches 0
+}
+
+// description is the model's metadata and configuration as they are now.
+func (b *modelBase) description() (api.ModelMetadata, api.ModelConfig) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.meta, b.config
+}
+
+// redescribe changes the rnn facts of a loaded model's metadata, and the
+// configuration's parameters that repeat them (facts.go). The slices and
+// maps of the old description are not touched: readers may hold them.
+func (b *modelBase) redescribe(change func(*api.RNNMetadata)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	change(&b.meta.RNN)
+	b.config.Parameters = factParameters(b.meta.RNN, b.config.RNNServe)
 }
 
 // version is the one version a model is served as.

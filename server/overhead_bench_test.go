@@ -43,8 +43,8 @@ func BenchmarkOverhead(b *testing.B) {
 				// A lone request on an idle model runs the wide program when
 				// there is one: time that.
 				engine := m.prog
-				if m.wide != nil {
-					engine = m.wide
+				if m.wide.Load() != nil {
+					engine = m.wide.Load()
 				}
 				s.Start()
 				h := s.Handler()

@@ -153,7 +153,8 @@ func (s *Server) modelMetadata(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, m.base().meta)
+	meta, _ := m.base().description()
+	c.JSON(http.StatusOK, meta)
 }
 
 func (s *Server) modelReady(c *gin.Context) {
@@ -175,7 +176,8 @@ func (s *Server) modelConfig(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, m.base().config)
+	_, config := m.base().description()
+	c.JSON(http.StatusOK, config)
 }
 
 func (s *Server) stats(c *gin.Context, name string) {

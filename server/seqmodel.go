@@ -22,9 +22,14 @@ import (
 type seqModel struct {
 	modelBase
 	net    *rnn.Network
-	prog   *schedule.Program
-	wide   *schedule.Program // prog across every core, when prog is P on fewer; else nil
-	reason string
+	prog *schedule.Program
+	// wide is prog across every core, which a request that finds every
+	// core of the model free runs, when prog is P on fewer; else nil. A
+	// load that timed it no faster leaves it nil, and later may set it
+	// (lookLater).
+	wide   atomic.Pointer[schedule.Program]
+	later  *wideLater // the later looks at the wide form; nil when there are none
+	reason string // why the load chose what it did
 	batch  *batcher[*seqWork] // no lanes for a bidirectional model
 	// batching sends infer requests through batch; off, each runs its own
 	// plan. Generation always uses batch.
@@ -408,7 +413,7 @@ func (m *seqModel) inferPlan(ctx context.Context, in *seqInput, state *seqState,
 // and returns their release: the request runs across every core.
 // Otherwise it takes none and returns nil.
 func (m *seqModel) widen(cores coreSlots) (release func()) {
-	if m.wide == nil {
+	if m.wide.Load() == nil {
 		return nil
 	}
 	release = cores.takeRest()
@@ -457,7 +462,7 @@ func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, release
 	}
 	prog := m.prog
 	if release != nil {
-		prog = m.wide
+		prog = m.wide.Load()
 		defer release()
 	}
 	p, err := prog.Acquire(pin, schedule.PlanOptions{Head: wantHead})
@@ -673,7 +678,17 @@ func appendOrAlias(f, rows []float32, nrows int) []float32 {
 	return append(f, rows...)
 }
 
-func (m *seqModel) run(stop <-chan struct{}) { m.batch.run(stop) }
+func (m *seqModel) run(stop <-chan struct{}) {
+	if m.later != nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			m.lookLater(stop)
+		}()
+		defer func() { <-done }()
+	}
+	m.batch.run(stop)
+}
 
 // seqBatch is a sequence model's batch: a cellular Stepper and the jobs
 // whose rows it holds.
@@ -782,6 +797,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 		return nil, err
 	}
 	m.reason = reason
+	var wideProg *schedule.Program // m.wide, stored once the load is done
 	auto := e.Config.Schedule == "" || e.Config.Schedule == "auto"
 	if p := (choice.Candidate{Sched: schedule.Partitioned, Workers: s.trafficModel().Workers}); auto && s.opts.ScheduleTiming > 0 && !net.Dry() &&
 		sched.Sched != schedule.Partitioned && p.Workers < cores {
@@ -800,7 +816,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 		m.reason += "; " + why
 		m.prog = progs[0]
 		if pays {
-			sched, m.prog, m.wide = p, progs[1], progs[2]
+			sched, m.prog, wideProg = p, progs[1], progs[2]
 			m.reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
 		}
 	}
@@ -812,35 +828,44 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	// P on one core per request also gets a form across every core, for a
 	// request that finds every core of the model free (see seqModel.widen),
 	// unless preferWide built and timed it above.
-	if sched.Sched == schedule.Partitioned && sched.Workers < cores && m.wide == nil {
+	if sched.Sched == schedule.Partitioned && sched.Workers < cores && wideProg == nil {
 		wide := sched
 		wide.Workers = cores
-		if m.wide, err = builds.Program(wide); err != nil {
+		if wideProg, err = builds.Program(wide); err != nil {
 			return nil, err
 		}
 		if s.opts.ScheduleTiming > 0 && auto {
-			faster, why, err := choice.TimeWide(net, m.prog, m.wide, s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
+			faster, why, err := choice.TimeWide(net, m.prog, wideProg, s.opts.TrafficSteps, s.opts.ScheduleTiming/2, nil)
 			if err != nil {
 				return nil, fmt.Errorf("timing P across all cores: %w", err)
 			}
-			if !faster {
-				m.wide = nil
-			}
 			m.reason += "; " + why
+			if !faster {
+				// Kept for the later looks, which may find it faster
+				// once the host is quieter than it was at load.
+				m.later = newWideLater(net, m.prog, wideProg, s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
+				m.reason += laterReason(m.later)
+				wideProg = nil
+			}
 		} else {
 			m.reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
 		}
 	}
 	if serial, err := builds.Serial(choice.Of(m.prog)); err != nil {
 		return nil, err
-	} else if serial && m.wide != nil {
+	} else if serial && (wideProg != nil || m.later != nil) {
 		m.reason += "; on one core it reads the weights of its form across every core (held once)"
 	} else if serial {
 		m.reason += fmt.Sprintf("; on one core it runs over P's weight slices cut for %d cores, each core's part in turn (the form timed)", cores)
 	}
 	// The programs timed and not kept go now, their weight copies with
 	// them, not at some later collection.
-	builds.Release(m.prog, m.wide)
+	if m.later != nil {
+		builds.Release(m.prog, m.later.wide)
+	} else {
+		builds.Release(m.prog, wideProg)
+	}
+	m.wide.Store(wideProg)
 	m.batching = *s.opts.Batching.Enabled
 	if e.Config.Batching != nil {
 		m.batching = *e.Config.Batching
@@ -896,7 +921,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	m.describe = func() {
 		s.metrics.describe(m.name, running, m.batching, s.opts.TrafficSteps, traffic)
 		m.metrics.solo.Add(0)
-		if m.wide != nil {
+		if m.wide.Load() != nil {
 			m.metrics.wide.Add(0)
 		}
 	}

@@ -260,7 +260,7 @@ func TestInferMatchesPlan(t *testing.T) {
 			// A lone plan on an idle model runs across every core when the
 			// schedule has a wide form (P with more than one core).
 			wantWide := 0.0
-			if m := seqOf(t, s, "lm"); m.wide != nil && (mode.solo || !mode.batching) {
+			if m := seqOf(t, s, "lm"); m.wide.Load() != nil && (mode.solo || !mode.batching) {
 				wantWide = 1
 			}
 			if got := testutil.ToFloat64(s.metrics.wide.WithLabelValues("lm")); got != wantWide {
@@ -781,7 +781,7 @@ func TestRequestLargerThanBatch(t *testing.T) {
 func TestWiden(t *testing.T) {
 	s, _ := newTestServer(t, nil, false)
 	m := seqOf(t, s, "lm")
-	if m.wide == nil {
+	if m.wide.Load() == nil {
 		t.Skipf("lm runs %v: no wide form on %d core(s)", choice.Of(m.prog), runtime.GOMAXPROCS(0))
 	}
 	slots := newCoreSlots(3)

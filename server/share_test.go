@@ -44,11 +44,11 @@ func TestOneCoreSharesWide(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := seqOf(t, s, "lm")
-		if m.wide == nil || m.prog.Workers() != 1 {
-			t.Fatalf("LLC %d: lm runs %v with wide form %v (%s)", c.llc, choice.Of(m.prog), m.wide != nil, m.reason)
+		if m.wide.Load() == nil || m.prog.Workers() != 1 {
+			t.Fatalf("LLC %d: lm runs %v with wide form %v (%s)", c.llc, choice.Of(m.prog), m.wide.Load() != nil, m.reason)
 		}
 		shared := 0
-		ws, ww := m.prog.Weights(), m.wide.Weights()
+		ws, ww := m.prog.Weights(), m.wide.Load().Weights()
 		for i := range min(len(ws), len(ww)) {
 			if ws[i] == ww[i] {
 				shared++
@@ -81,7 +81,7 @@ func TestOneCoreSharesWide(t *testing.T) {
 			}
 			return append(append([]float32(nil), res.Output...), res.Head...)
 		}
-		one, wide := run(m.prog), run(m.wide)
+		one, wide := run(m.prog), run(m.wide.Load())
 		for i := range one {
 			if math.Float32bits(one[i]) != math.Float32bits(wide[i]) {
 				t.Fatalf("value %d: %v on one core, %v across both", i, one[i], wide[i])
@@ -209,8 +209,8 @@ func TestLoadMapsOnce(t *testing.T) {
 			if left := regexp.MustCompile(`; A \([0-9.]+ MiB\) left to the traffic model`); timed && !left.MatchString(m.reason) {
 				t.Errorf("the clock did not leave A to the traffic model: %s", m.reason)
 			}
-			if m.wide != nil {
-				ws, ww := m.prog.Weights(), m.wide.Weights()
+			if m.wide.Load() != nil {
+				ws, ww := m.prog.Weights(), m.wide.Load().Weights()
 				if len(ws) != len(ww) {
 					t.Fatalf("%v on one core has %d weight buffers, the wide form %d", choice.Of(m.prog), len(ws), len(ww))
 				}

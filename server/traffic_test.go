@@ -207,15 +207,15 @@ func TestScheduleTiming(t *testing.T) {
 		if !strings.HasPrefix(got, "P") && runtime.GOMAXPROCS(0) > 1 && !strings.Contains(m.reason, "against P across all") {
 			t.Errorf("%s: the clock chose %s, but the reason %q does not weigh P across all cores", name, fastest, m.reason)
 		}
-		if tookP && m.wide == nil {
+		if tookP && m.wide.Load() == nil {
 			t.Errorf("%s took P for its wide form but has none", name)
 		}
 		if !strings.Contains(m.reason, "timed on this host") {
 			t.Errorf("%s reason %q does not give the timing", name, m.reason)
 		}
-		if m.wide != nil && !strings.Contains(m.reason, "runs it across all of them") ||
-			m.wide == nil && choice.Of(m.prog).Sched == schedule.Partitioned && choice.Of(m.prog).Workers < runtime.GOMAXPROCS(0) && !strings.Contains(m.reason, "stays on its own cores") {
-			t.Errorf("%s: wide program %v, reason %q", name, m.wide != nil, m.reason)
+		if m.wide.Load() != nil && !strings.Contains(m.reason, "runs it across all of them") ||
+			m.wide.Load() == nil && choice.Of(m.prog).Sched == schedule.Partitioned && choice.Of(m.prog).Workers < runtime.GOMAXPROCS(0) && !strings.Contains(m.reason, "stays on its own cores") {
+			t.Errorf("%s: wide program %v, reason %q", name, m.wide.Load() != nil, m.reason)
 		}
 	}
 	o.ScheduleTiming = -time.Second

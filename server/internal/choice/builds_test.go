@@ -1,6 +1,7 @@
 package choice
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -251,4 +252,45 @@ func mappedModel(t *testing.T, seed uint64) (*rnn.Network, int64, *schedule.Pool
 	}
 	t.Cleanup(pool.Close)
 	return net, weights, pool
+}
+
+// TestTimeWideQuit: TimeWide asks quit before every run and ends with
+// ErrQuit, having run no more, once it says yes; without quit it decides.
+func TestTimeWideQuit(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		old := runtime.GOMAXPROCS(2)
+		defer runtime.GOMAXPROCS(old)
+	}
+	net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 8, Hidden: 48, Layers: 1, Vocab: 30, HeadOut: 30, Activation: rnn.ActLogSoftmax}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models.Randomize(net, 3)
+	pool, err := schedule.NewPool(schedule.PoolOptions{Workers: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	b := &Builds{Net: net, Pools: Pools{2: pool}, Cores: 2, LLC: 1 << 30}
+	narrow, err := b.Program(Candidate{Sched: schedule.Partitioned, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide, err := b.Program(Candidate{Sched: schedule.Partitioned, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []int{0, 1, 5} {
+		asked := 0
+		_, _, err := TimeWide(net, narrow, wide, 5, time.Millisecond, func() bool {
+			asked++
+			return asked > after
+		})
+		if !errors.Is(err, ErrQuit) || asked != after+1 {
+			t.Errorf("quit after %d: err %v after %d questions, want ErrQuit after %d", after, err, asked, after+1)
+		}
+	}
+	if _, says, err := TimeWide(net, narrow, wide, 5, time.Millisecond, nil); err != nil || !strings.Contains(says, "cores free") {
+		t.Errorf("TimeWide without quit: %q %v", says, err)
+	}
 }

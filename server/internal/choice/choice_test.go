@@ -469,7 +469,7 @@ func BenchmarkChoiceTableI(b *testing.B) {
 							if at < 0 {
 								b.Fatalf("auto chose %v, not a candidate", chosen)
 							}
-							ts, err := timePrograms(progs, ReferenceInput(net, T), *choiceTime)
+							ts, err := timePrograms(progs, ReferenceInput(net, T), *choiceTime, nil)
 							if err != nil {
 								b.Fatal(err)
 							}

@@ -2,6 +2,7 @@ package choice
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,6 +27,9 @@ import (
 // DefaultTiming is the server's default timing budget per model
 // (server.Options.ScheduleTiming).
 const DefaultTiming = 300 * time.Millisecond
+
+// ErrQuit is returned by a timing its caller asked to end (TimeWide's quit).
+var ErrQuit = errors.New("choice: timing ended by its caller")
 
 // TimedCandidates is how many of the traffic model's best candidates are
 // timed.
@@ -102,14 +106,24 @@ type timed struct {
 // would when serving. Timed back to back instead, a program whose weights
 // are copies of its own paid the others' evictions and the choice could
 // go to a schedule 15-20% slower in service.
-func timePrograms(progs []*schedule.Program, in schedule.Input, budget time.Duration) ([]timed, error) {
+//
+// quit, when not nil, is asked before every run: once it says yes the
+// timing ends with ErrQuit.
+func timePrograms(progs []*schedule.Program, in schedule.Input, budget time.Duration, quit func() bool) ([]timed, error) {
+	run := func(p *schedule.Plan) error {
+		if quit != nil && quit() {
+			return ErrQuit
+		}
+		_, err := p.Run()
+		return err
+	}
 	plans := make([]*schedule.Plan, len(progs))
 	for i, prog := range progs {
 		p, err := prog.Plan(in, schedule.PlanOptions{Head: true})
 		if err != nil {
 			return nil, err
 		}
-		if _, err := p.Run(); err != nil { // warm-up: caches, pages, the pool's threads
+		if err := run(p); err != nil { // warm-up: caches, pages, the pool's threads
 			return nil, err
 		}
 		plans[i] = p
@@ -118,10 +132,13 @@ func timePrograms(progs []*schedule.Program, in schedule.Input, budget time.Dura
 	start := time.Now()
 	for round := 0; round < MinTimedRuns || time.Since(start) < budget; round++ {
 		for i, p := range plans {
-			if _, err := p.Run(); err != nil {
+			if err := run(p); err != nil {
 				return nil, err
 			}
 			time.Sleep(timingGap)
+			if quit != nil && quit() {
+				return nil, ErrQuit
+			}
 			t0 := time.Now()
 			if _, err := p.Run(); err != nil {
 				return nil, err
@@ -158,7 +175,7 @@ func timeChoice(net *rnn.Network, cands []Candidate, traffic []api.ScheduleTraff
 		}
 		progs[k] = p
 	}
-	ts, err := timePrograms(progs, ReferenceInput(net, steps), budget)
+	ts, err := timePrograms(progs, ReferenceInput(net, steps), budget, nil)
 	if err != nil {
 		return 0, "", err
 	}
@@ -171,7 +188,7 @@ func timeChoice(net *rnn.Network, cands []Candidate, traffic []api.ScheduleTraff
 		medians[k] = ts[k].median
 	}
 	fastest, verdict, err := decide(medians, func(k int) ([2]time.Duration, error) {
-		ts, err := timePrograms([]*schedule.Program{progs[0], progs[k]}, ReferenceInput(net, steps), budget)
+		ts, err := timePrograms([]*schedule.Program{progs[0], progs[k]}, ReferenceInput(net, steps), budget, nil)
 		if err != nil {
 			return [2]time.Duration{}, err
 		}
@@ -269,12 +286,14 @@ func decide(medians []time.Duration, recheck func(k int) ([2]time.Duration, erro
 // as fast on this host, on two looks, each timed like timeChoice. One
 // look can find the other core busy for a moment (another model loading,
 // another process), and its verdict would keep lone requests on one core
-// for the life of the model: on bytelm, one look gave 1.09 ms across two
-// cores at one start and 1.93 ms at another, against 1.9 on one.
-func TimeWide(net *rnn.Network, narrow, wide *schedule.Program, steps int, budget time.Duration) (bool, string, error) {
+// until the server looks again (see the server's seqModel.lookLater):
+// on bytelm, one look gave 1.09 ms across two cores at one start and
+// 1.93 ms at another, against 1.9 on one. quit, when not nil, is asked
+// before every run and ends the timing with ErrQuit once it says yes.
+func TimeWide(net *rnn.Network, narrow, wide *schedule.Program, steps int, budget time.Duration, quit func() bool) (bool, string, error) {
 	in := ReferenceInput(net, steps)
 	return wideVerdict(func() ([2]time.Duration, error) {
-		ts, err := timePrograms([]*schedule.Program{narrow, wide}, in, budget)
+		ts, err := timePrograms([]*schedule.Program{narrow, wide}, in, budget, quit)
 		if err != nil {
 			return [2]time.Duration{}, err
 		}
@@ -323,7 +342,7 @@ func widePays(chosen, narrow, wide time.Duration) bool {
 // them, which that comparison leaves out. It times the chosen program, P
 // on one request's cores and P across every core, like timeChoice.
 func PreferWide(net *rnn.Network, chosen, narrow, wide *schedule.Program, steps int, budget time.Duration) (bool, string, error) {
-	ts, err := timePrograms([]*schedule.Program{chosen, narrow, wide}, ReferenceInput(net, steps), budget)
+	ts, err := timePrograms([]*schedule.Program{chosen, narrow, wide}, ReferenceInput(net, steps), budget, nil)
 	if err != nil {
 		return false, "", err
 	}
