@@ -21,15 +21,15 @@ import (
 // sequences together.
 type seqModel struct {
 	modelBase
-	net    *rnn.Network
+	net  *rnn.Network
 	prog *schedule.Program
 	// wide is prog across every core, which a request that finds every
 	// core of the model free runs, when prog is P on fewer; else nil. A
 	// load that timed it no faster leaves it nil, and later may set it
 	// (lookLater).
 	wide   atomic.Pointer[schedule.Program]
-	later  *wideLater // the later looks at the wide form; nil when there are none
-	reason string // why the load chose what it did
+	later  *wideLater         // the later looks at the wide form; nil when there are none
+	reason string             // why the load chose what it did
 	batch  *batcher[*seqWork] // no lanes for a bidirectional model
 	// batching sends infer requests through batch; off, each runs its own
 	// plan. Generation always uses batch.
