@@ -15,8 +15,9 @@ import (
 // The later looks at a lone request's wide form. The load times whether a
 // request that finds every core of the model free should run P across all
 // of them (choice.TimeWide), once; a load beside other busy processes
-// finds the wide form no faster (on bytelm 2.0 ms against 2.4 with the
-// other core taken, 1.4 against 1.9 on a quiet host) and would keep lone
+// finds the wide form no faster (bytelm, 2026-11-27, AMD EPYC Zen 4, 2
+// cores: 2.36 ms across both against 2.01 on one for two servers loading
+// at once; 1.41 against 1.87 on a quiet host) and would keep lone
 // requests on one core for the model's life. So a model whose load said
 // no times the two forms again, with the same rule over the same
 // programs, at growing intervals after it starts, and only while it is
