@@ -81,9 +81,10 @@ func BenchmarkGemm(b *testing.B) {
 }
 
 // BenchmarkLSTMGates times the fused gate kernel on one row of H units,
-// with the kernels the build picks for this host: time the AVX-512 gates
-// against the AVX2 ones with a build of the tag noavx512 beside the
-// default one (scripts/ab_bench.py).
+// with the kernels the build picks for this host, in wall time and in the
+// process's CPU time (cpu-ns/op, steadier on a shared machine): time the
+// AVX-512 gates against the AVX2 ones with a build of the tag noavx512
+// beside the default one (scripts/ab_bench.py --metric cpu-ns/op).
 //
 //	go test ./internal/f32/ -run '^$' -bench 'BenchmarkLSTMGates|BenchmarkGRUGates'
 func BenchmarkLSTMGates(b *testing.B) {
@@ -94,9 +95,11 @@ func BenchmarkLSTMGates(b *testing.B) {
 		c := newGuarded(r, 1, h, h, 0, 0).s()
 		out := make([]float32, h)
 		b.Run(fmt.Sprintf("H=%d", h), func(b *testing.B) {
+			cpu := cpuMetric(b)
 			for b.Loop() {
 				LSTMGates(h, h, y, bias, c, out)
 			}
+			cpu()
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(h), "ns/unit")
 		})
 	}
@@ -114,11 +117,24 @@ func BenchmarkGRUGates(b *testing.B) {
 		hprev := newGuarded(r, 1, h, h, 0, 0).s()
 		out := make([]float32, h)
 		b.Run(fmt.Sprintf("H=%d", h), func(b *testing.B) {
+			cpu := cpuMetric(b)
 			for b.Loop() {
 				GRUGates(h, h, x, p, bih, bhh, hprev, out)
 			}
+			cpu()
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(h), "ns/unit")
 		})
+	}
+}
+
+// cpuMetric starts timing the process's CPU time; the function it returns
+// reports it per iteration (cpu-ns/op), where the platform has it.
+func cpuMetric(b *testing.B) func() {
+	start, ok := processCPU()
+	return func() {
+		if end, _ := processCPU(); ok && b.N > 0 {
+			b.ReportMetric(float64((end-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		}
 	}
 }
 

@@ -277,6 +277,210 @@ GLOBL zbias127<>(SB), RODATA|NOPTR, $4
 	VMOVUPS Z0, HPTR                                     \
 	VMOVUPS Z4, HPTR2
 
+// ZEXP4, ZSIGMOID4 and ZTANH4: the same on four sets of registers (K1..K4).
+#define ZEXP4(X, T, U, X2, T2, U2, X3, T3, U3, X4, T4, U4) \
+	VMAXPS.BCST zexplo<>(SB), X, X          \
+	VMAXPS.BCST zexplo<>(SB), X2, X2        \
+	VMAXPS.BCST zexplo<>(SB), X3, X3        \
+	VMAXPS.BCST zexplo<>(SB), X4, X4        \
+	VMINPS.BCST zexphi<>(SB), X, X          \
+	VMINPS.BCST zexphi<>(SB), X2, X2        \
+	VMINPS.BCST zexphi<>(SB), X3, X3        \
+	VMINPS.BCST zexphi<>(SB), X4, X4        \
+	VMULPS.BCST zlog2e<>(SB), X, T          \
+	VMULPS.BCST zlog2e<>(SB), X2, T2        \
+	VMULPS.BCST zlog2e<>(SB), X3, T3        \
+	VMULPS.BCST zlog2e<>(SB), X4, T4        \
+	VRNDSCALEPS $0, T, T                    \
+	VRNDSCALEPS $0, T2, T2                  \
+	VRNDSCALEPS $0, T3, T3                  \
+	VRNDSCALEPS $0, T4, T4                  \
+	VFNMADD231PS.BCST zln2hi<>(SB), T, X    \
+	VFNMADD231PS.BCST zln2hi<>(SB), T2, X2  \
+	VFNMADD231PS.BCST zln2hi<>(SB), T3, X3  \
+	VFNMADD231PS.BCST zln2hi<>(SB), T4, X4  \
+	VFNMADD231PS.BCST zln2lo<>(SB), T, X    \
+	VFNMADD231PS.BCST zln2lo<>(SB), T2, X2  \
+	VFNMADD231PS.BCST zln2lo<>(SB), T3, X3  \
+	VFNMADD231PS.BCST zln2lo<>(SB), T4, X4  \
+	VBROADCASTSS zc7<>(SB), U               \
+	VBROADCASTSS zc7<>(SB), U2              \
+	VBROADCASTSS zc7<>(SB), U3              \
+	VBROADCASTSS zc7<>(SB), U4              \
+	VFMADD213PS.BCST zc6<>(SB), X, U        \
+	VFMADD213PS.BCST zc6<>(SB), X2, U2      \
+	VFMADD213PS.BCST zc6<>(SB), X3, U3      \
+	VFMADD213PS.BCST zc6<>(SB), X4, U4      \
+	VFMADD213PS.BCST zc5<>(SB), X, U        \
+	VFMADD213PS.BCST zc5<>(SB), X2, U2      \
+	VFMADD213PS.BCST zc5<>(SB), X3, U3      \
+	VFMADD213PS.BCST zc5<>(SB), X4, U4      \
+	VFMADD213PS.BCST zc4<>(SB), X, U        \
+	VFMADD213PS.BCST zc4<>(SB), X2, U2      \
+	VFMADD213PS.BCST zc4<>(SB), X3, U3      \
+	VFMADD213PS.BCST zc4<>(SB), X4, U4      \
+	VFMADD213PS.BCST zc3<>(SB), X, U        \
+	VFMADD213PS.BCST zc3<>(SB), X2, U2      \
+	VFMADD213PS.BCST zc3<>(SB), X3, U3      \
+	VFMADD213PS.BCST zc3<>(SB), X4, U4      \
+	VFMADD213PS.BCST zc2<>(SB), X, U        \
+	VFMADD213PS.BCST zc2<>(SB), X2, U2      \
+	VFMADD213PS.BCST zc2<>(SB), X3, U3      \
+	VFMADD213PS.BCST zc2<>(SB), X4, U4      \
+	VFMADD213PS.BCST zone<>(SB), X, U       \
+	VFMADD213PS.BCST zone<>(SB), X2, U2     \
+	VFMADD213PS.BCST zone<>(SB), X3, U3     \
+	VFMADD213PS.BCST zone<>(SB), X4, U4     \
+	VFMADD213PS.BCST zone<>(SB), X, U       \
+	VFMADD213PS.BCST zone<>(SB), X2, U2     \
+	VFMADD213PS.BCST zone<>(SB), X3, U3     \
+	VFMADD213PS.BCST zone<>(SB), X4, U4     \
+	VCVTPS2DQ T, T                          \
+	VCVTPS2DQ T2, T2                        \
+	VCVTPS2DQ T3, T3                        \
+	VCVTPS2DQ T4, T4                        \
+	VPADDD.BCST zbias127<>(SB), T, T        \
+	VPADDD.BCST zbias127<>(SB), T2, T2      \
+	VPADDD.BCST zbias127<>(SB), T3, T3      \
+	VPADDD.BCST zbias127<>(SB), T4, T4      \
+	VPSLLD $23, T, T                        \
+	VPSLLD $23, T2, T2                      \
+	VPSLLD $23, T3, T3                      \
+	VPSLLD $23, T4, T4                      \
+	VMULPS T, U, X                          \
+	VMULPS T2, U2, X2                       \
+	VMULPS T3, U3, X3                       \
+	VMULPS T4, U4, X4
+
+#define ZSIGMOID4(X, T, U, X2, T2, U2, X3, T3, U3, X4, T4, U4) \
+	VPXORD.BCST zsign<>(SB), X, X                       \
+	VPXORD.BCST zsign<>(SB), X2, X2                     \
+	VPXORD.BCST zsign<>(SB), X3, X3                     \
+	VPXORD.BCST zsign<>(SB), X4, X4                     \
+	ZEXP4(X, T, U, X2, T2, U2, X3, T3, U3, X4, T4, U4)  \
+	VADDPS.BCST zone<>(SB), X, X                        \
+	VADDPS.BCST zone<>(SB), X2, X2                      \
+	VADDPS.BCST zone<>(SB), X3, X3                      \
+	VADDPS.BCST zone<>(SB), X4, X4                      \
+	VBROADCASTSS zone<>(SB), T                          \
+	VBROADCASTSS zone<>(SB), T2                         \
+	VBROADCASTSS zone<>(SB), T3                         \
+	VBROADCASTSS zone<>(SB), T4                         \
+	VDIVPS X, T, X                                      \
+	VDIVPS X2, T2, X2                                   \
+	VDIVPS X3, T3, X3                                   \
+	VDIVPS X4, T4, X4
+
+#define ZTANH4(X, T, U, A, S, X2, T2, U2, A2, S2, X3, T3, U3, A3, S3, X4, T4, U4, A4, S4) \
+	VPANDD.BCST zabs<>(SB), X, A                        \
+	VPANDD.BCST zabs<>(SB), X2, A2                      \
+	VPANDD.BCST zabs<>(SB), X3, A3                      \
+	VPANDD.BCST zabs<>(SB), X4, A4                      \
+	VPANDD.BCST zsign<>(SB), X, S                       \
+	VPANDD.BCST zsign<>(SB), X2, S2                     \
+	VPANDD.BCST zsign<>(SB), X3, S3                     \
+	VPANDD.BCST zsign<>(SB), X4, S4                     \
+	VADDPS A, A, X                                      \
+	VADDPS A2, A2, X2                                   \
+	VADDPS A3, A3, X3                                   \
+	VADDPS A4, A4, X4                                   \
+	ZEXP4(X, T, U, X2, T2, U2, X3, T3, U3, X4, T4, U4)  \
+	VADDPS.BCST zone<>(SB), X, X                        \
+	VADDPS.BCST zone<>(SB), X2, X2                      \
+	VADDPS.BCST zone<>(SB), X3, X3                      \
+	VADDPS.BCST zone<>(SB), X4, X4                      \
+	VBROADCASTSS ztwo<>(SB), T                          \
+	VBROADCASTSS ztwo<>(SB), T2                         \
+	VBROADCASTSS ztwo<>(SB), T3                         \
+	VBROADCASTSS ztwo<>(SB), T4                         \
+	VDIVPS X, T, X                                      \
+	VDIVPS X2, T2, X2                                   \
+	VDIVPS X3, T3, X3                                   \
+	VDIVPS X4, T4, X4                                   \
+	VBROADCASTSS zone<>(SB), T                          \
+	VBROADCASTSS zone<>(SB), T2                         \
+	VBROADCASTSS zone<>(SB), T3                         \
+	VBROADCASTSS zone<>(SB), T4                         \
+	VSUBPS X, T, X                                      \
+	VSUBPS X2, T2, X2                                   \
+	VSUBPS X3, T3, X3                                   \
+	VSUBPS X4, T4, X4                                   \
+	VMULPS A, A, T                                      \
+	VMULPS A2, A2, T2                                   \
+	VMULPS A3, A3, T3                                   \
+	VMULPS A4, A4, T4                                   \
+	VBROADCASTSS zt5<>(SB), U                           \
+	VBROADCASTSS zt5<>(SB), U2                          \
+	VBROADCASTSS zt5<>(SB), U3                          \
+	VBROADCASTSS zt5<>(SB), U4                          \
+	VFMADD213PS.BCST zt4<>(SB), T, U                    \
+	VFMADD213PS.BCST zt4<>(SB), T2, U2                  \
+	VFMADD213PS.BCST zt4<>(SB), T3, U3                  \
+	VFMADD213PS.BCST zt4<>(SB), T4, U4                  \
+	VFMADD213PS.BCST zt3<>(SB), T, U                    \
+	VFMADD213PS.BCST zt3<>(SB), T2, U2                  \
+	VFMADD213PS.BCST zt3<>(SB), T3, U3                  \
+	VFMADD213PS.BCST zt3<>(SB), T4, U4                  \
+	VFMADD213PS.BCST zt2<>(SB), T, U                    \
+	VFMADD213PS.BCST zt2<>(SB), T2, U2                  \
+	VFMADD213PS.BCST zt2<>(SB), T3, U3                  \
+	VFMADD213PS.BCST zt2<>(SB), T4, U4                  \
+	VFMADD213PS.BCST zt1<>(SB), T, U                    \
+	VFMADD213PS.BCST zt1<>(SB), T2, U2                  \
+	VFMADD213PS.BCST zt1<>(SB), T3, U3                  \
+	VFMADD213PS.BCST zt1<>(SB), T4, U4                  \
+	VMULPS A, T, T                                      \
+	VMULPS A2, T2, T2                                   \
+	VMULPS A3, T3, T3                                   \
+	VMULPS A4, T4, T4                                   \
+	VFMADD213PS A, T, U                                 \
+	VFMADD213PS A2, T2, U2                              \
+	VFMADD213PS A3, T3, U3                              \
+	VFMADD213PS A4, T4, U4                              \
+	VCMPPS.BCST $1, ztthr<>(SB), A, K1                  \
+	VCMPPS.BCST $1, ztthr<>(SB), A2, K2                 \
+	VCMPPS.BCST $1, ztthr<>(SB), A3, K3                 \
+	VCMPPS.BCST $1, ztthr<>(SB), A4, K4                 \
+	VMOVAPS U, K1, X                                    \
+	VMOVAPS U2, K2, X2                                  \
+	VMOVAPS U3, K3, X3                                  \
+	VMOVAPS U4, K4, X4                                  \
+	VPORD S, X, X                                       \
+	VPORD S2, X2, X2                                    \
+	VPORD S3, X3, X3                                    \
+	VPORD S4, X4, X4
+
+// ZLSTMCELL4 is ZLSTMCELL for sixty-four units, four groups of sixteen:
+// i, f, g, o in Z0..Z3, Z4..Z7, Z16..Z19, Z20..Z23; c at CPTR plus 0,
+// 64, 128, 192 and h likewise at HPTR, both (R8)/(R9) indexed by DX.
+// Clobbers Z0..Z31 and K1..K4.
+#define ZLSTMCELL4 \
+	ZSIGMOID4(Z0, Z8, Z9, Z4, Z12, Z13, Z16, Z24, Z25, Z20, Z28, Z29) \
+	ZSIGMOID4(Z1, Z8, Z9, Z5, Z12, Z13, Z17, Z24, Z25, Z21, Z28, Z29) \
+	ZTANH4(Z2, Z8, Z9, Z10, Z11, Z6, Z12, Z13, Z14, Z15, Z18, Z24, Z25, Z26, Z27, Z22, Z28, Z29, Z30, Z31) \
+	ZSIGMOID4(Z3, Z8, Z9, Z7, Z12, Z13, Z19, Z24, Z25, Z23, Z28, Z29) \
+	VMULPS Z2, Z0, Z0                  \
+	VMULPS Z6, Z4, Z4                  \
+	VMULPS Z18, Z16, Z16               \
+	VMULPS Z22, Z20, Z20               \
+	VFMADD231PS (R8)(DX*1), Z1, Z0     \
+	VFMADD231PS 64(R8)(DX*1), Z5, Z4   \
+	VFMADD231PS 128(R8)(DX*1), Z17, Z16 \
+	VFMADD231PS 192(R8)(DX*1), Z21, Z20 \
+	VMOVUPS Z0, (R8)(DX*1)             \
+	VMOVUPS Z4, 64(R8)(DX*1)           \
+	VMOVUPS Z16, 128(R8)(DX*1)         \
+	VMOVUPS Z20, 192(R8)(DX*1)         \
+	ZTANH4(Z0, Z8, Z9, Z10, Z11, Z4, Z12, Z13, Z14, Z15, Z16, Z24, Z25, Z26, Z27, Z20, Z28, Z29, Z30, Z31) \
+	VMULPS Z3, Z0, Z0                  \
+	VMULPS Z7, Z4, Z4                  \
+	VMULPS Z19, Z16, Z16               \
+	VMULPS Z23, Z20, Z20               \
+	VMOVUPS Z0, (R9)(DX*1)             \
+	VMOVUPS Z4, 64(R9)(DX*1)           \
+	VMOVUPS Z16, 128(R9)(DX*1)         \
+	VMOVUPS Z20, 192(R9)(DX*1)
+
 // ZPANEL8 leaves in Y0 the eight sums of a panel of eight W rows (R14
 // bytes apart, the first at DI, or eight rows on with SKIP) against h
 // (SI its end), as gemmNT1x8 makes them (REDUCE8's order). LOOP is a
@@ -329,8 +533,9 @@ PUT:                          \
 
 // func lstmAVX512(n int, stride int, y *float32, bias *float32, c *float32, h *float32)
 //
-// lstmAVX2 for the first n (a multiple of 16) units: thirty-two at a
-// time, two groups of sixteen side by side, while they last, then sixteen.
+// lstmAVX2 for the first n (a multiple of 16) units: sixty-four at a time,
+// four groups of sixteen side by side, while they last, then thirty-two,
+// then sixteen.
 TEXT ·lstmAVX512(SB), NOSPLIT, $0-48
 	MOVQ n+0(FP), R12
 	SHLQ $2, R12
@@ -348,9 +553,54 @@ TEXT ·lstmAVX512(SB), NOSPLIT, $0-48
 	MOVQ h+40(FP), R9
 	XORQ DX, DX
 	MOVQ R12, R14
+	ANDQ $-256, R14
+
+	// Sixty-four units a pass while they last (ZLSTMCELL4), then
+	// thirty-two (ZLSTMCELL2), then sixteen; R14 the end of the units of
+	// the wider passes.
+zlstmloop4:
+	CMPQ DX, R14
+	JGE  zlstm2
+	VMOVUPS (SI)(DX*1), Z0
+	VADDPS (DI)(DX*1), Z0, Z0
+	VMOVUPS (AX)(DX*1), Z1
+	VADDPS (R10)(DX*1), Z1, Z1
+	VMOVUPS (R13)(DX*1), Z2
+	VADDPS (CX)(DX*1), Z2, Z2
+	VMOVUPS (BX)(DX*1), Z3
+	VADDPS (R11)(DX*1), Z3, Z3
+	VMOVUPS 64(SI)(DX*1), Z4
+	VADDPS 64(DI)(DX*1), Z4, Z4
+	VMOVUPS 64(AX)(DX*1), Z5
+	VADDPS 64(R10)(DX*1), Z5, Z5
+	VMOVUPS 64(R13)(DX*1), Z6
+	VADDPS 64(CX)(DX*1), Z6, Z6
+	VMOVUPS 64(BX)(DX*1), Z7
+	VADDPS 64(R11)(DX*1), Z7, Z7
+	VMOVUPS 128(SI)(DX*1), Z16
+	VADDPS 128(DI)(DX*1), Z16, Z16
+	VMOVUPS 128(AX)(DX*1), Z17
+	VADDPS 128(R10)(DX*1), Z17, Z17
+	VMOVUPS 128(R13)(DX*1), Z18
+	VADDPS 128(CX)(DX*1), Z18, Z18
+	VMOVUPS 128(BX)(DX*1), Z19
+	VADDPS 128(R11)(DX*1), Z19, Z19
+	VMOVUPS 192(SI)(DX*1), Z20
+	VADDPS 192(DI)(DX*1), Z20, Z20
+	VMOVUPS 192(AX)(DX*1), Z21
+	VADDPS 192(R10)(DX*1), Z21, Z21
+	VMOVUPS 192(R13)(DX*1), Z22
+	VADDPS 192(CX)(DX*1), Z22, Z22
+	VMOVUPS 192(BX)(DX*1), Z23
+	VADDPS 192(R11)(DX*1), Z23, Z23
+	ZLSTMCELL4
+	ADDQ $256, DX
+	JMP  zlstmloop4
+
+zlstm2:
+	MOVQ R12, R14
 	ANDQ $-128, R14
 
-	// Thirty-two units a pass while they last (ZLSTMCELL2), then sixteen.
 zlstmloop2:
 	CMPQ DX, R14
 	JGE  zlstmloop
