@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -34,7 +35,8 @@ import (
 
 // wideLooks are the pauses before each later look: the first 1 s after
 // the model starts, each next one four times longer (about 5.7 minutes in
-// all, plus the waits for idle moments).
+// all, plus the waits for idle moments), each moved by up to a quarter
+// either way at random (jitter).
 var wideLooks = []time.Duration{time.Second, 4 * time.Second, 16 * time.Second, 64 * time.Second, 256 * time.Second}
 
 // wideQuiet is how long no request of the model may have arrived before
@@ -66,7 +68,7 @@ func laterReason(l *wideLater) string {
 	for _, d := range l.looks {
 		total += d
 	}
-	return fmt.Sprintf("; timed again while the model is idle, up to %d times over the first %v after it starts, and a lone request runs across all cores once that is faster",
+	return fmt.Sprintf("; timed again while the model is idle, up to %d times over about the first %v after it starts, and a lone request runs across all cores once that is faster",
 		len(l.looks), total.Round(time.Second))
 }
 
@@ -78,7 +80,7 @@ func (m *seqModel) lookLater(stop <-chan struct{}) {
 	var tried, ended int
 	var last string
 	for _, pause := range l.looks {
-		if !sleep(stop, pause) || !m.waitQuiet(stop, l.quiet) {
+		if !sleep(stop, jitter(pause)) || !m.waitQuiet(stop, l.quiet) {
 			return
 		}
 		tried++
@@ -117,6 +119,16 @@ func (m *seqModel) lookLater(stop <-chan struct{}) {
 		}
 		r.ScheduleReason += b.String()
 	})
+}
+
+// jitter is d moved by up to a quarter either way, at random: servers
+// started together (replicas on one host) then do not look at the same
+// moments, each finding the other's timing on its cores.
+func jitter(d time.Duration) time.Duration {
+	if d < 4 {
+		return d
+	}
+	return d - d/4 + rand.N(d/2)
 }
 
 // sleep waits d; false when stop closed first.

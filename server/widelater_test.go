@@ -224,3 +224,19 @@ func TestWideLaterStops(t *testing.T) {
 		t.Fatalf("stop: %v (the looks did not end)", err)
 	}
 }
+
+// TestJitter: a pause moves by at most a quarter either way, and moves.
+func TestJitter(t *testing.T) {
+	d := 4 * time.Second
+	seen := map[time.Duration]bool{}
+	for range 100 {
+		j := jitter(d)
+		if j < 3*time.Second || j >= 5*time.Second {
+			t.Fatalf("jitter(%v) = %v, want within a quarter", d, j)
+		}
+		seen[j] = true
+	}
+	if len(seen) < 50 {
+		t.Errorf("jitter(%v) gave %d values in 100", d, len(seen))
+	}
+}
