@@ -157,7 +157,8 @@ func (m *seqModel) waitQuiet(stop <-chan struct{}, quiet time.Duration) bool {
 	}
 }
 
-// idleLook runs look holding every core slot of m, and ends it
+// idleLook runs look holding every core slot of m (a panic in it comes
+// back as an error, and ends the looks), and ends it
 // (choice.ErrQuit) as soon as a request of m arrives or stop closes;
 // ErrQuit too when a slot is held (a lane or a plan at work) or a request
 // is in flight when it starts.
@@ -183,5 +184,11 @@ func (m *seqModel) idleLook(stop <-chan struct{}, look func(quit func() bool) (b
 	if taken < cap(m.cores) || quit() {
 		return false, "", choice.ErrQuit
 	}
-	return look(quit)
+	var faster bool
+	var why string
+	err := m.protect("later look at the wide form", func() (err error) {
+		faster, why, err = look(quit)
+		return err
+	})
+	return faster, why, err
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"rnnserve/schedule"
 	"rnnserve/server/api"
 	"rnnserve/server/internal/choice"
@@ -238,5 +240,25 @@ func TestJitter(t *testing.T) {
 	}
 	if len(seen) < 50 {
 		t.Errorf("jitter(%v) gave %d values in 100", d, len(seen))
+	}
+}
+
+// TestWideLaterPanic: a panic in a look is contained: the looks end, the
+// core slots come back and the model serves on.
+func TestWideLaterPanic(t *testing.T) {
+	var looked atomic.Int32
+	s, hs, m, _ := laterModel(t, []time.Duration{time.Millisecond, time.Millisecond}, func(func() bool) (bool, string, error) {
+		looked.Add(1)
+		panic("a kernel fault")
+	})
+	s.Start()
+	waitUntil(t, "the panic counted", func() bool { return testutil.ToFloat64(s.metrics.panics.WithLabelValues("lm")) == 1 })
+	code, body, _ := post(t, hs.URL+"/v2/models/lm/infer", `{"inputs":[{"name":"tokens","datatype":"INT64","shape":[1,3],"data":[1,2,3]}]}`)
+	if code != http.StatusOK {
+		t.Fatalf("after a look's panic: %d %s", code, body)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n := looked.Load(); n != 1 || m.wide.Load() != nil || len(m.cores) != 0 {
+		t.Errorf("after a look's panic: %d looks, wide %v, %d core slots held", n, m.wide.Load() != nil, len(m.cores))
 	}
 }
