@@ -72,6 +72,24 @@
 // polynomial's fused multiply-adds (BenchmarkTreeGates: 4.1 ns per unit of
 // an inner node, five gates and tanh(c)).
 //
+// With AVX-512, LSTMGates and GRUGates take sixty-four units a pass, four
+// groups of sixteen whose chains (exp's polynomial, the division, tanh's
+// two branches) run interleaved instruction for instruction, in all 32
+// registers, then thirty-two, then sixteen; the rest as the AVX2 path
+// takes it, so the bits are the AVX2 kernels' at every n
+// (TestGatesAVX512Bits). One chain alone leaves the core waiting on
+// latencies: on the project's Zen 4 host, where a 512-bit operation runs
+// as two 256-bit halves, sixteen units a pass ran 1.55x the AVX2 kernel
+// and four groups 1.9-2.2x (LSTM 1.90-1.99x, GRU 1.96-2.18x at
+// H = 64-1024; 1.8 ns a unit of the LSTM at H = 192). Paired, process CPU
+// time, 9 alternating rounds, 2026-11-27 12:16 UTC, load 3.2-4.2, AMD
+// EPYC (Zen 4, 2 vCPUs):
+//
+//	go test -c -tags noavx512 -o avx2.test ./internal/f32/
+//	go test -c -o avx512.test ./internal/f32/
+//	python3 scripts/ab_bench.py avx2.test avx512.test --metric cpu-ns/op \
+//	    --bench 'BenchmarkLSTMGates|BenchmarkGRUGates' --rounds 9 --benchtime 200ms
+//
 // # bf16
 //
 // A bf16 value is the high 16 bits of a float32 (8 exponent bits, 7

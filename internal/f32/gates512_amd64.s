@@ -645,8 +645,9 @@ zlstmdone:
 
 // func gruAVX512(n int, stride int, x *float32, p *float32, bih *float32, bhh *float32, hprev *float32, hout *float32)
 //
-// gruAVX2 for the first n (a multiple of 16) units: thirty-two at a time,
-// two groups of sixteen side by side, while they last, then sixteen.
+// gruAVX2 for the first n (a multiple of 16) units: sixty-four at a time,
+// four groups of sixteen side by side, while they last, then thirty-two,
+// then sixteen.
 TEXT ·gruAVX512(SB), NOSPLIT, $0-64
 	MOVQ n+0(FP), R12
 	SHLQ $2, R12
@@ -659,11 +660,101 @@ TEXT ·gruAVX512(SB), NOSPLIT, $0-64
 	MOVQ bhh+40(FP), BX
 	XORQ DX, DX
 	MOVQ R12, R14
+	ANDQ $-256, R14
+
+	// Sixty-four units a pass while they last, four groups of sixteen,
+	// each with r, z and n's two sums in four registers (hprev then in
+	// the one that held p + bhh), then thirty-two, then sixteen; R14 the
+	// end of the wider passes' units.
+zgruloop4:
+	CMPQ DX, R14
+	JGE  zgru2
+	LEAQ (SI)(DX*1), R13
+	LEAQ (AX)(DX*1), CX
+	LEAQ (DI)(DX*1), R8
+	LEAQ (BX)(DX*1), R9
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z4
+	VMOVUPS 128(R13), Z16
+	VMOVUPS 192(R13), Z20
+	VADDPS (R8), Z0, Z0
+	VADDPS 64(R8), Z4, Z4
+	VADDPS 128(R8), Z16, Z16
+	VADDPS 192(R8), Z20, Z20
+	VADDPS (CX), Z0, Z0
+	VADDPS 64(CX), Z4, Z4
+	VADDPS 128(CX), Z16, Z16
+	VADDPS 192(CX), Z20, Z20
+	VADDPS (R9), Z0, Z0
+	VADDPS 64(R9), Z4, Z4
+	VADDPS 128(R9), Z16, Z16
+	VADDPS 192(R9), Z20, Z20
+	ZSIGMOID4(Z0, Z8, Z9, Z4, Z12, Z13, Z16, Z24, Z25, Z20, Z28, Z29)
+	VMOVUPS (R13)(R10*1), Z1
+	VMOVUPS 64(R13)(R10*1), Z5
+	VMOVUPS 128(R13)(R10*1), Z17
+	VMOVUPS 192(R13)(R10*1), Z21
+	VADDPS (R8)(R10*1), Z1, Z1
+	VADDPS 64(R8)(R10*1), Z5, Z5
+	VADDPS 128(R8)(R10*1), Z17, Z17
+	VADDPS 192(R8)(R10*1), Z21, Z21
+	VADDPS (CX)(R10*1), Z1, Z1
+	VADDPS 64(CX)(R10*1), Z5, Z5
+	VADDPS 128(CX)(R10*1), Z17, Z17
+	VADDPS 192(CX)(R10*1), Z21, Z21
+	VADDPS (R9)(R10*1), Z1, Z1
+	VADDPS 64(R9)(R10*1), Z5, Z5
+	VADDPS 128(R9)(R10*1), Z17, Z17
+	VADDPS 192(R9)(R10*1), Z21, Z21
+	ZSIGMOID4(Z1, Z8, Z9, Z5, Z12, Z13, Z17, Z24, Z25, Z21, Z28, Z29)
+	VMOVUPS (CX)(R11*1), Z2
+	VMOVUPS 64(CX)(R11*1), Z6
+	VMOVUPS 128(CX)(R11*1), Z18
+	VMOVUPS 192(CX)(R11*1), Z22
+	VADDPS (R9)(R11*1), Z2, Z2
+	VADDPS 64(R9)(R11*1), Z6, Z6
+	VADDPS 128(R9)(R11*1), Z18, Z18
+	VADDPS 192(R9)(R11*1), Z22, Z22
+	VMOVUPS (R13)(R11*1), Z3
+	VMOVUPS 64(R13)(R11*1), Z7
+	VMOVUPS 128(R13)(R11*1), Z19
+	VMOVUPS 192(R13)(R11*1), Z23
+	VADDPS (R8)(R11*1), Z3, Z3
+	VADDPS 64(R8)(R11*1), Z7, Z7
+	VADDPS 128(R8)(R11*1), Z19, Z19
+	VADDPS 192(R8)(R11*1), Z23, Z23
+	VFMADD231PS Z2, Z0, Z3
+	VFMADD231PS Z6, Z4, Z7
+	VFMADD231PS Z18, Z16, Z19
+	VFMADD231PS Z22, Z20, Z23
+	ZTANH4(Z3, Z8, Z9, Z10, Z11, Z7, Z12, Z13, Z14, Z15, Z19, Z24, Z25, Z26, Z27, Z23, Z28, Z29, Z30, Z31)
+	MOVQ hprev+48(FP), R8
+	VMOVUPS (R8)(DX*1), Z2
+	VMOVUPS 64(R8)(DX*1), Z6
+	VMOVUPS 128(R8)(DX*1), Z18
+	VMOVUPS 192(R8)(DX*1), Z22
+	VSUBPS Z3, Z2, Z2
+	VSUBPS Z7, Z6, Z6
+	VSUBPS Z19, Z18, Z18
+	VSUBPS Z23, Z22, Z22
+	VFMADD213PS Z3, Z1, Z2
+	VFMADD213PS Z7, Z5, Z6
+	VFMADD213PS Z19, Z17, Z18
+	VFMADD213PS Z23, Z21, Z22
+	MOVQ hout+56(FP), R9
+	VMOVUPS Z2, (R9)(DX*1)
+	VMOVUPS Z6, 64(R9)(DX*1)
+	VMOVUPS Z18, 128(R9)(DX*1)
+	VMOVUPS Z22, 192(R9)(DX*1)
+	ADDQ $256, DX
+	JMP  zgruloop4
+
+zgru2:
+	MOVQ R12, R14
 	ANDQ $-128, R14
 
-	// Thirty-two units a pass while they last: the next sixteen in
-	// Z16..Z20 beside the first sixteen in Z0..Z4, the gates by the
-	// interleaved macros.
+	// Thirty-two units: the next sixteen in Z16..Z20 beside the first
+	// sixteen in Z0..Z4, the gates by the interleaved macros.
 zgruloop2:
 	CMPQ DX, R14
 	JGE  zgruloop
