@@ -8,6 +8,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 
+	"rnnserve/internal/cputime"
 	"rnnserve/internal/hugepage"
 )
 
@@ -130,9 +131,9 @@ func BenchmarkGRUGates(b *testing.B) {
 // cpuMetric starts timing the process's CPU time; the function it returns
 // reports it per iteration (cpu-ns/op), where the platform has it.
 func cpuMetric(b *testing.B) func() {
-	start, ok := processCPU()
+	start, ok := cputime.Process()
 	return func() {
-		if end, _ := processCPU(); ok && b.N > 0 {
+		if end, _ := cputime.Process(); ok && b.N > 0 {
 			b.ReportMetric(float64((end-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		}
 	}

@@ -22,21 +22,7 @@ import (
 // timed choice (Choose with a budget) leaves the programs it timed for
 // the caller.
 func TestBuilds(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		old := runtime.GOMAXPROCS(2)
-		defer runtime.GOMAXPROCS(old)
-	}
-	net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 8, Hidden: 48, Layers: 2, Vocab: 30, HeadOut: 30, Activation: rnn.ActLogSoftmax}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	models.Randomize(net, 3)
-	pool, err := schedule.NewPool(schedule.PoolOptions{Workers: 2, NoPin: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	pools := Pools{2: pool}
+	net, pools := smallModel(t, 2)
 	in := ReferenceInput(net, 5)
 	run := func(p *schedule.Program) []float32 {
 		t.Helper()
@@ -257,21 +243,8 @@ func mappedModel(t *testing.T, seed uint64) (*rnn.Network, int64, *schedule.Pool
 // TestTimeWideQuit: TimeWide asks quit before every run and ends with
 // ErrQuit, having run no more, once it says yes; without quit it decides.
 func TestTimeWideQuit(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		old := runtime.GOMAXPROCS(2)
-		defer runtime.GOMAXPROCS(old)
-	}
-	net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 8, Hidden: 48, Layers: 1, Vocab: 30, HeadOut: 30, Activation: rnn.ActLogSoftmax}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	models.Randomize(net, 3)
-	pool, err := schedule.NewPool(schedule.PoolOptions{Workers: 2, NoPin: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	b := &Builds{Net: net, Pools: Pools{2: pool}, Cores: 2, LLC: 1 << 30}
+	net, pools := smallModel(t, 1)
+	b := &Builds{Net: net, Pools: pools, Cores: 2, LLC: 1 << 30}
 	narrow, err := b.Program(Candidate{Sched: schedule.Partitioned, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -293,4 +266,26 @@ func TestTimeWideQuit(t *testing.T) {
 	if _, says, err := TimeWide(net, narrow, wide, 5, time.Millisecond, nil); err != nil || !strings.Contains(says, "cores free") {
 		t.Errorf("TimeWide without quit: %q %v", says, err)
 	}
+}
+
+// smallModel is a seeded hidden-48 LSTM of layers layers over a 30-token
+// embedding with a log-softmax head, and a pool of two workers for P, with
+// GOMAXPROCS at least 2 for the test.
+func smallModel(t *testing.T, layers int) (*rnn.Network, Pools) {
+	t.Helper()
+	if runtime.GOMAXPROCS(0) < 2 {
+		old := runtime.GOMAXPROCS(2)
+		t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+	}
+	net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 8, Hidden: 48, Layers: layers, Vocab: 30, HeadOut: 30, Activation: rnn.ActLogSoftmax}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models.Randomize(net, 3)
+	pool, err := schedule.NewPool(schedule.PoolOptions{Workers: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return net, Pools{2: pool}
 }
