@@ -73,6 +73,12 @@ func seqOf(t testing.TB, s *Server, name string) *seqModel {
 	return m
 }
 
+// reasonOf is m's schedule_reason as its metadata says it now.
+func reasonOf(m *seqModel) string {
+	md, _ := m.description()
+	return md.RNN.ScheduleReason
+}
+
 // parsedOutput is one output of an infer response as a client reads it.
 type parsedOutput struct {
 	Name, Datatype string

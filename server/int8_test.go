@@ -47,7 +47,7 @@ func TestServeInt8(t *testing.T) {
 	for _, name := range []string{"qlm", "qlmb"} {
 		m := seqOf(t, s, name)
 		if got := choice.Of(m.prog); got.Prec != schedule.Int8 || got.Workers != runtime.GOMAXPROCS(0) {
-			t.Fatalf("%s runs %v on %d workers (%s)", name, got, got.Workers, m.reason)
+			t.Fatalf("%s runs %v on %d workers (%s)", name, got, got.Workers, reasonOf(m))
 		}
 		_, body := get(t, hs.URL+"/v2/models/"+name)
 		var md api.ModelMetadata

@@ -7,8 +7,9 @@ import (
 	"rnnserve/server/internal/choice"
 )
 
-// seqMetadata describes a sequence model for GET /v2/models/{name}.
-func seqMetadata(m *seqModel, sched choice.Candidate, traffic []api.ScheduleTraffic) api.ModelMetadata {
+// seqMetadata describes a sequence model for GET /v2/models/{name};
+// reason is why its load chose the schedule it did.
+func seqMetadata(m *seqModel, sched choice.Candidate, reason string, traffic []api.ScheduleTraffic) api.ModelMetadata {
 	n := m.net
 	md := api.ModelMetadata{Name: m.name, Versions: []string{version}, Platform: "rnnserve_" + n.Cell.String()}
 	md.Inputs, md.Outputs = m.names.metadata(n)
@@ -19,7 +20,7 @@ func seqMetadata(m *seqModel, sched choice.Candidate, traffic []api.ScheduleTraf
 	md.RNN = api.RNNMetadata{
 		Cell: n.Cell.String(), InputSize: n.Input, HiddenSize: n.Hidden, NumLayers: n.NumLayers,
 		Bidirectional: n.Bidirectional, ProjSize: n.Proj, VocabSize: n.Vocab, HeadSize: n.HeadOut,
-		WeightBytes: n.WeightBytes(), Schedule: sched.String(), ScheduleReason: m.reason, WideCores: wide,
+		WeightBytes: n.WeightBytes(), Schedule: sched.String(), ScheduleReason: reason, WideCores: wide,
 		Batching: m.batching, Traffic: traffic,
 	}
 	if n.HeadOut > 0 {

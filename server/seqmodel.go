@@ -27,10 +27,9 @@ type seqModel struct {
 	// core of the model free runs, when prog is P on fewer; else nil. A
 	// load that timed it no faster leaves it nil, and later may set it
 	// (lookLater).
-	wide   atomic.Pointer[schedule.Program]
-	later  *wideLater         // the later looks at the wide form; nil when there are none
-	reason string             // why the load chose what it did
-	batch  *batcher[*seqWork] // no lanes for a bidirectional model
+	wide  atomic.Pointer[schedule.Program]
+	later *wideLater         // the later looks at the wide form; nil when there are none
+	batch *batcher[*seqWork] // no lanes for a bidirectional model
 	// batching sends infer requests through batch; off, each runs its own
 	// plan. Generation always uses batch.
 	batching bool
@@ -796,7 +795,6 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.reason = reason
 	var wideProg *schedule.Program // m.wide, stored once the load is done
 	auto := e.Config.Schedule == "" || e.Config.Schedule == "auto"
 	if p := (choice.Candidate{Sched: schedule.Partitioned, Workers: s.trafficModel().Workers}); auto && s.opts.ScheduleTiming > 0 && !net.Dry() &&
@@ -813,11 +811,11 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 		if err != nil {
 			return nil, fmt.Errorf("timing P across all cores: %w", err)
 		}
-		m.reason += "; " + why
+		reason += "; " + why
 		m.prog = progs[0]
 		if pays {
 			sched, m.prog, wideProg = p, progs[1], progs[2]
-			m.reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
+			reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
 		}
 	}
 	if m.prog == nil {
@@ -839,24 +837,24 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 			if err != nil {
 				return nil, fmt.Errorf("timing P across all cores: %w", err)
 			}
-			m.reason += "; " + why
+			reason += "; " + why
 			if !faster {
 				// Kept for the later looks, which may find it faster
 				// once the host is quieter than it was at load.
 				m.later = newWideLater(net, m.prog, wideProg, s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
-				m.reason += laterReason(m.later)
+				reason += laterReason(m.later)
 				wideProg = nil
 			}
 		} else {
-			m.reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
+			reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
 		}
 	}
 	if serial, err := builds.Serial(choice.Of(m.prog)); err != nil {
 		return nil, err
 	} else if serial && (wideProg != nil || m.later != nil) {
-		m.reason += "; on one core it reads the weights of its form across every core (held once)"
+		reason += "; on one core it reads the weights of its form across every core (held once)"
 	} else if serial {
-		m.reason += fmt.Sprintf("; on one core it runs over P's weight slices cut for %d cores, each core's part in turn (the form timed)", cores)
+		reason += fmt.Sprintf("; on one core it runs over P's weight slices cut for %d cores, each core's part in turn (the form timed)", cores)
 	}
 	// The programs timed and not kept go now, their weight copies with
 	// them, not at some later collection.
@@ -912,7 +910,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	}); err != nil {
 		return nil, err
 	}
-	m.meta = seqMetadata(m, sched, traffic)
+	m.meta = seqMetadata(m, sched, reason, traffic)
 	m.config = seqConfig(m, &s.opts)
 	running := sched.String()
 	if m.batching {

@@ -264,7 +264,7 @@ func TestInferMatchesPlan(t *testing.T) {
 				wantWide = 1
 			}
 			if got := testutil.ToFloat64(s.metrics.wide.WithLabelValues("lm")); got != wantWide {
-				t.Errorf("%v wide plans, want %v (%s)", got, wantWide, seqOf(t, s, "lm").reason)
+				t.Errorf("%v wide plans, want %v (%s)", got, wantWide, reasonOf(seqOf(t, s, "lm")))
 			}
 			if len(got["probs"]) != B*V || len(got["top_k"]) != B*T*3 {
 				t.Fatalf("probs %d values, top_k %d", len(got["probs"]), len(got["top_k"]))

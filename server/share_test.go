@@ -45,7 +45,7 @@ func TestOneCoreSharesWide(t *testing.T) {
 		}
 		m := seqOf(t, s, "lm")
 		if m.wide.Load() == nil || m.prog.Workers() != 1 {
-			t.Fatalf("LLC %d: lm runs %v with wide form %v (%s)", c.llc, choice.Of(m.prog), m.wide.Load() != nil, m.reason)
+			t.Fatalf("LLC %d: lm runs %v with wide form %v (%s)", c.llc, choice.Of(m.prog), m.wide.Load() != nil, reasonOf(m))
 		}
 		shared := 0
 		ws, ww := m.prog.Weights(), m.wide.Load().Weights()
@@ -206,8 +206,8 @@ func TestLoadMapsOnce(t *testing.T) {
 				t.Errorf("the load mapped %d bytes, want %d (P on %d cores %d)", got, want, cores, wide)
 			}
 			m := seqOf(t, s, "lm")
-			if left := regexp.MustCompile(`; A \([0-9.]+ MiB\) left to the traffic model`); timed && !left.MatchString(m.reason) {
-				t.Errorf("the clock did not leave A to the traffic model: %s", m.reason)
+			if left := regexp.MustCompile(`; A \([0-9.]+ MiB\) left to the traffic model`); timed && !left.MatchString(reasonOf(m)) {
+				t.Errorf("the clock did not leave A to the traffic model: %s", reasonOf(m))
 			}
 			if m.wide.Load() != nil {
 				ws, ww := m.prog.Weights(), m.wide.Load().Weights()
@@ -220,7 +220,7 @@ func TestLoadMapsOnce(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%s", m.reason)
+			t.Logf("%s", reasonOf(m))
 		})
 	}
 }

@@ -91,7 +91,7 @@ func TestServeChosenSchedule(t *testing.T) {
 		m := seqOf(t, s, c.name)
 		got := choice.Of(m.prog)
 		if got.Sched != schedule.Partitioned || got.Prec != c.prec || got.Workers != procs {
-			t.Fatalf("%s runs %v on %d workers (%s), want %s on %d", c.name, got, got.Workers, m.reason, c.want, procs)
+			t.Fatalf("%s runs %v on %d workers (%s), want %s on %d", c.name, got, got.Workers, reasonOf(m), c.want, procs)
 		}
 		_, body := get(t, hs.URL+"/v2/models/"+c.name)
 		var md api.ModelMetadata
@@ -189,33 +189,33 @@ func TestScheduleTiming(t *testing.T) {
 		if timedRuns != choice.TimedCandidates {
 			t.Fatalf("%s: %d candidates timed, want %d (%+v)", name, timedRuns, choice.TimedCandidates, m.meta.RNN.Traffic)
 		}
-		tookP := strings.Contains(m.reason, "takes P instead")
-		kept := strings.Contains(m.reason, "the clock keeps it")
+		tookP := strings.Contains(reasonOf(m), "takes P instead")
+		kept := strings.Contains(reasonOf(m), "the clock keeps it")
 		got, fastest := m.meta.RNN.Schedule, m.meta.RNN.Traffic[best].Schedule
 		if got != fastest && !(tookP && got == "P") && !kept {
-			t.Errorf("%s runs %s, but %s had the least median (reason %q)", name, got, fastest, m.reason)
+			t.Errorf("%s runs %s, but %s had the least median (reason %q)", name, got, fastest, reasonOf(m))
 		}
 		// Kept within the margin, or kept because a second look at the
 		// two disagreed with the first timing (the metadata has the first).
-		if kept && !strings.Contains(m.reason, "on a second look") {
+		if kept && !strings.Contains(reasonOf(m), "on a second look") {
 			for _, tr := range m.meta.RNN.Traffic {
 				if tr.Schedule == got && tr.MeasuredSeconds != nil && *tr.MeasuredSeconds > least/(1-choice.OverruleMargin) {
 					t.Errorf("%s kept %s at %v s, more than the margin above the least median %v s", name, got, *tr.MeasuredSeconds, least)
 				}
 			}
 		}
-		if !strings.HasPrefix(got, "P") && runtime.GOMAXPROCS(0) > 1 && !strings.Contains(m.reason, "against P across all") {
-			t.Errorf("%s: the clock chose %s, but the reason %q does not weigh P across all cores", name, fastest, m.reason)
+		if !strings.HasPrefix(got, "P") && runtime.GOMAXPROCS(0) > 1 && !strings.Contains(reasonOf(m), "against P across all") {
+			t.Errorf("%s: the clock chose %s, but the reason %q does not weigh P across all cores", name, fastest, reasonOf(m))
 		}
 		if tookP && m.wide.Load() == nil {
 			t.Errorf("%s took P for its wide form but has none", name)
 		}
-		if !strings.Contains(m.reason, "timed on this host") {
-			t.Errorf("%s reason %q does not give the timing", name, m.reason)
+		if !strings.Contains(reasonOf(m), "timed on this host") {
+			t.Errorf("%s reason %q does not give the timing", name, reasonOf(m))
 		}
-		if m.wide.Load() != nil && !strings.Contains(m.reason, "runs it across all of them") ||
-			m.wide.Load() == nil && choice.Of(m.prog).Sched == schedule.Partitioned && choice.Of(m.prog).Workers < runtime.GOMAXPROCS(0) && !strings.Contains(m.reason, "stays on its own cores") {
-			t.Errorf("%s: wide program %v, reason %q", name, m.wide.Load() != nil, m.reason)
+		if m.wide.Load() != nil && !strings.Contains(reasonOf(m), "runs it across all of them") ||
+			m.wide.Load() == nil && choice.Of(m.prog).Sched == schedule.Partitioned && choice.Of(m.prog).Workers < runtime.GOMAXPROCS(0) && !strings.Contains(reasonOf(m), "stays on its own cores") {
+			t.Errorf("%s: wide program %v, reason %q", name, m.wide.Load() != nil, reasonOf(m))
 		}
 	}
 	o.ScheduleTiming = -time.Second
