@@ -17,7 +17,9 @@
 // thread, from /proc/PID/stat read just before the clients start and just
 // after the last one's request returns, so the floor's requests and the
 // setup are outside it. The load generator shares the cores, so its own
-// CPU time counts against the server's throughput but not here.
+// CPU time counts against the server's throughput but not there: the next
+// column gives it, the load generator's own user and system time over the
+// same window per successful request.
 //
 // With -grpc ADDR the requests go to the server's gRPC API instead
 // (ModelInfer, typed INT64 input, the output as raw_output_contents, each
@@ -31,7 +33,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -125,17 +126,20 @@ func run() error {
 	if *header {
 		cols, align := "", ""
 		if *serverPID != 0 {
-			cols, align = " server CPU µs/request |", " ---: |"
+			cols, align = " server CPU µs/request | loadgen CPU µs/request |", " ---: | ---: |"
 		}
 		fmt.Println("| setup | model | plan schedule | clients | requests/s | tokens/s | p50 µs | p90 µs | p99 µs | engine µs | floor µs | p50 - engine - floor µs | errors |" + cols)
 		fmt.Println("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + align)
 	}
 	for _, c := range counts {
 		var r *result
-		var cpu0 time.Duration
+		var cpu0, self0 time.Duration
 		if *serverPID != 0 {
 			if cpu0, err = procCPU("/", *serverPID, tick); err != nil {
 				return fmt.Errorf("-server-pid: %w", err)
+			}
+			if self0, err = procCPU("/", os.Getpid(), tick); err != nil {
+				return err
 			}
 		}
 		if *grpcAddr != "" {
@@ -144,7 +148,9 @@ func run() error {
 				return err
 			}
 		} else {
-			r = driveHTTP(*url, *model, c, *steps, *vocab, *dur, *binaryOut)
+			if r, err = driveHTTP(*url, *model, c, *steps, *vocab, *dur, *binaryOut); err != nil {
+				return err
+			}
 		}
 		cpu := ""
 		if *serverPID != 0 {
@@ -152,7 +158,11 @@ func run() error {
 			if err != nil {
 				return fmt.Errorf("-server-pid: %w", err)
 			}
-			cpu = " " + perRequest(cpu1-cpu0, len(r.lat)) + " |"
+			self1, err := procCPU("/", os.Getpid(), tick)
+			if err != nil {
+				return err
+			}
+			cpu = " " + perRequest(cpu1-cpu0, len(r.lat)) + " | " + perRequest(self1-self0, len(r.lat)) + " |"
 		}
 		if r.first != nil {
 			fmt.Fprintf(os.Stderr, "loadgen: %d clients: %d errors, the first: %v\n", c, r.errors, r.first)
@@ -252,29 +262,31 @@ func drive(n int, d time.Duration, newClient func(i int) func(ctx context.Contex
 	return res
 }
 
-// driveHTTP drives the REST API with n clients for d.
-func driveHTTP(url, model string, n, steps, vocab int, d time.Duration, binaryOut bool) *result {
-	// No transparent gzip: the server's own cost is what is measured.
-	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n, DisableCompression: true}
-	client := &http.Client{Transport: tr, Timeout: time.Minute}
-	defer tr.CloseIdleConnections()
+// driveHTTP drives the REST API with n clients for d, each on a
+// connection of its own (conn).
+func driveHTTP(base, model string, n, steps, vocab int, d time.Duration, binaryOut bool) (*result, error) {
+	if _, _, err := newConn(base, time.Minute); err != nil {
+		return nil, err
+	}
 	return drive(n, d, func(i int) func(context.Context) error {
 		rng := rand.New(rand.NewPCG(uint64(i), 1))
-		return func(context.Context) error {
-			body := requestBody(rng, steps, vocab, binaryOut)
-			resp, err := client.Post(url+"/v2/models/"+model+"/infer", "application/json", bytes.NewReader(body))
+		c, host, _ := newConn(base, time.Minute)
+		path := "/v2/models/" + model + "/infer"
+		return func(ctx context.Context) error {
+			if ctx.Err() != nil {
+				c.close()
+				return ctx.Err()
+			}
+			status, msg, err := c.do(postRequest(host, path, requestBody(rng, steps, vocab, binaryOut)))
 			if err != nil {
 				return err
 			}
-			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("%s: %s", resp.Status, msg)
+			if status != http.StatusOK {
+				return statusError(status, msg)
 			}
 			return nil
 		}
-	})
+	}), nil
 }
 
 // requestBody is a REST infer request of one sequence of random tokens

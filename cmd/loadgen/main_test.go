@@ -50,7 +50,10 @@ func TestDrive(t *testing.T) {
 		w.Write([]byte(`{}`))
 	}))
 	defer hs.Close()
-	r := driveHTTP(hs.URL, "m", 4, 5, 10, 300*time.Millisecond, false)
+	r, err := driveHTTP(hs.URL, "m", 4, 5, 10, 300*time.Millisecond, false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	total := int64(len(r.lat) + r.errors)
 	if len(r.lat) == 0 || r.errors == 0 || total > n.Load() {
 		t.Fatalf("%d ok, %d errors, %d served", len(r.lat), r.errors, n.Load())

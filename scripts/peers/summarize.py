@@ -11,7 +11,9 @@ requests/s over the runs). Rows that carry loadgen's "server CPU
 µs/request" (-server-pid: the server process's CPU time over the run's
 measured window, per successful request) add each server's median CPU
 per request and each peer's over rnnserve's (paired likewise; above 1
-rnnserve uses less).
+rnnserve uses less); the 15th cell, where there is one, is the load
+generator's own CPU per request in the same window (it shares the
+cores, so what it takes no server has).
 
 Usage:
     python3 scripts/peers/summarize.py ROWS_FILE [--reference rnnserve]
@@ -28,27 +30,29 @@ SPREAD_TARGET = 1.3
 
 
 class Run:
-    def __init__(self, server, round_, clients, rate, p50, p99, errors, cpu=None):
+    def __init__(self, server, round_, clients, rate, p50, p99, errors, cpu=None, loadgen_cpu=None):
         self.server, self.round, self.clients = server, round_, clients
         self.rate, self.p50, self.p99, self.errors = rate, p50, p99, errors
         self.cpu = cpu  # server CPU µs per request, None where not measured
+        self.loadgen_cpu = loadgen_cpu  # the load generator's own, likewise
 
 
 def parse_rows(text):
     """The runs in loadgen's Markdown rows (other lines are skipped); the
-    14th cell, where there is one, is the server's CPU µs per request."""
+    14th cell, where there is one, is the server's CPU µs per request, the
+    15th the load generator's."""
     runs = []
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) not in (13, 14) or not cells[3].isdigit():
+        if len(cells) not in (13, 14, 15) or not cells[3].isdigit():
             continue
         label = cells[0]
         server, sep, rnd = label.rpartition(" r")
         if not sep or not rnd.isdigit():
             raise ValueError(f"label {label!r}: want '<server> r<round>'")
-        cpu = float(cells[13]) if len(cells) == 14 and cells[13] not in ("", "-") else None
+        cpu, own = (float(c) if c not in ("", "-") else None for c in (cells[13:] + ["-", "-"])[:2])
         runs.append(Run(server, int(rnd), int(cells[3]), float(cells[4]), int(cells[6]), int(cells[8]), int(cells[12]),
-                        cpu))
+                        cpu, own))
     return runs
 
 
@@ -79,12 +83,15 @@ def render(runs, reference=REFERENCE):
     peers = servers[1:]
     counts = sorted({r.clients for r in runs})
     has_cpu = any(r.cpu is not None for r in runs)
+    has_own = any(r.loadgen_cpu is not None for r in runs)
     lines = []
     head = ["clients"] + [f"{s} req/s" for s in servers] + [f"{reference}/{p} req/s" for p in peers]
     head += [f"{s} p50 µs" for s in servers] + [f"{s} p99 µs" for s in servers]
     head += [f"{p}/{reference} p99" for p in peers] + ["runs", "errors"]
     if has_cpu:
         head += [f"{s} CPU µs/req" for s in servers] + [f"{p}/{reference} CPU/req" for p in peers]
+    if has_own:
+        head += [f"loadgen CPU µs/req, {s}" for s in servers]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---:|" * len(head))
     med = {}
@@ -93,8 +100,9 @@ def render(runs, reference=REFERENCE):
         for s in servers:
             rs = by(runs, s, c)
             med[s, c] = {k: statistics.median(getattr(r, k) for r in rs) if rs else None for k in ("rate", "p50", "p99")}
-            cpus = [r.cpu for r in rs if r.cpu is not None]
-            med[s, c]["cpu"] = statistics.median(cpus) if cpus else None
+            for key in ("cpu", "loadgen_cpu"):
+                vs = [getattr(r, key) for r in rs if getattr(r, key) is not None]
+                med[s, c][key] = statistics.median(vs) if vs else None
         row += [fmt(med[s, c]["rate"], 1) for s in servers]
         row += [fmt(paired(runs, reference, p, c, "rate"), 2) for p in peers]
         row += [fmt(med[s, c]["p50"]) for s in servers]
@@ -105,12 +113,16 @@ def render(runs, reference=REFERENCE):
         if has_cpu:
             row += [fmt(med[s, c]["cpu"]) for s in servers]
             row += [fmt(paired(runs, reference, p, c, "cpu", invert=True), 2) for p in peers]
+        if has_own:
+            row += [fmt(med[s, c]["loadgen_cpu"]) for s in servers]
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
     lines.append("Medians over each server's runs; ratios are paired (the ratio within each round, then the median "
                  f"over rounds); {'/'.join(servers)} runs in the runs column."
                  + (" CPU µs/req: the server process's user and system time (/proc/PID/stat) over each run's measured "
-                    "window, per successful request; the load generator's own is not counted." if has_cpu else ""))
+                    "window, per successful request; the load generator's own is not counted." if has_cpu else "")
+                 + (" loadgen CPU µs/req: the load generator's own, in the same window, while it drove that server "
+                    "(it shares the cores)." if has_own else ""))
     lines.append("")
     lines += targets(runs, reference, counts)
     lines.append("")

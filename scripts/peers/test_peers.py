@@ -172,6 +172,21 @@ def test_summarize_cpu_per_request():
     assert "CPU" not in plain, plain
 
 
+def test_summarize_loadgen_cpu():
+    """loadgen's 15th cell is its own CPU per request: each server's median
+    of it is a column of its own, and the ratios do not change."""
+    rows = "\n".join(line + (" 80 |" if " r1 " in line else " 120 |" if " r2 " in line else "")
+                      for line in CPU_ROWS.splitlines() if line.startswith("| rnnserve") or line.startswith("| ONNX"))
+    runs = summarize.parse_rows(rows)
+    assert [r.loadgen_cpu for r in runs] == [80, 80, 120, 120, None, None]
+    assert [r.cpu for r in runs] == [300, 1200, 500, 1000, None, 900]
+    lines = summarize.render(runs).splitlines()
+    assert lines[0].endswith("| ONNX Runtime/rnnserve CPU/req | loadgen CPU µs/req, rnnserve | "
+                             "loadgen CPU µs/req, ONNX Runtime |"), lines[0]
+    assert lines[2].endswith("| 3/3 | 0 | 400 | 1,000 | 3.00 | 100 | 100 |"), lines[2]
+    assert any("the load generator's own, in the same window" in l for l in lines)
+
+
 def test_summarize_main():
     with tempfile.TemporaryDirectory() as d:
         rows = Path(d, "rows.md")
