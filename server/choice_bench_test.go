@@ -21,7 +21,7 @@ func BenchmarkSchedules(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		chosen := choice.Of(seqOf(b, s, e.Name).prog)
+		chosen := choice.Of(seqOf(b, s, e.Name).form.Load().prog)
 		for _, c := range []struct {
 			name    string
 			workers int

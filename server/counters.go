@@ -135,7 +135,8 @@ func (mt *measuredTraffic) probe(stop <-chan struct{}, m *seqModel, steps int) e
 		return nil
 	}
 	defer m.cores.give()
-	p, err := m.prog.Plan(choice.ReferenceInput(m.net, steps), schedule.PlanOptions{Head: true})
+	prog := m.form.Load().prog
+	p, err := prog.Plan(choice.ReferenceInput(m.net, steps), schedule.PlanOptions{Head: true})
 	if err != nil {
 		return err
 	}
@@ -161,7 +162,7 @@ func (mt *measuredTraffic) probe(stop <-chan struct{}, m *seqModel, steps int) e
 	if runErr != nil {
 		return runErr
 	}
-	return mt.record(m.name, choice.Of(m.prog).String(), meas)
+	return mt.record(m.name, choice.Of(prog).String(), meas)
 }
 
 // record exports one measurement.

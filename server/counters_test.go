@@ -136,7 +136,7 @@ func TestMeasuredTrafficProbe(t *testing.T) {
 	if !fc.closed {
 		t.Error("the counters were not closed")
 	}
-	sched := choice.Of(m.prog).String()
+	sched := choice.Of(m.form.Load().prog).String()
 	for _, c := range []struct {
 		c    prometheus.Collector
 		want float64

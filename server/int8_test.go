@@ -46,7 +46,7 @@ func TestServeInt8(t *testing.T) {
 	logits := map[string][]float64{}
 	for _, name := range []string{"qlm", "qlmb"} {
 		m := seqOf(t, s, name)
-		if got := choice.Of(m.prog); got.Prec != schedule.Int8 || got.Workers != runtime.GOMAXPROCS(0) {
+		if got := choice.Of(m.form.Load().prog); got.Prec != schedule.Int8 || got.Workers != runtime.GOMAXPROCS(0) {
 			t.Fatalf("%s runs %v on %d workers (%s)", name, got, got.Workers, reasonOf(m))
 		}
 		_, body := get(t, hs.URL+"/v2/models/"+name)

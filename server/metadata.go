@@ -14,7 +14,7 @@ func seqMetadata(m *seqModel, sched choice.Candidate, reason string, traffic []a
 	md := api.ModelMetadata{Name: m.name, Versions: []string{version}, Platform: "rnnserve_" + n.Cell.String()}
 	md.Inputs, md.Outputs = m.names.metadata(n)
 	wide := 0
-	if w := m.wide.Load(); w != nil {
+	if w := m.form.Load().wide; w != nil {
 		wide = w.Workers()
 	}
 	md.RNN = api.RNNMetadata{

@@ -186,7 +186,8 @@ func (p planCaches) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		var c schedule.PlanCache
-		for _, prog := range []*schedule.Program{sm.prog, sm.wide.Load()} {
+		f := sm.form.Load()
+		for _, prog := range []*schedule.Program{f.prog, f.wide} {
 			if prog != nil {
 				pc := prog.PlanCache()
 				c.Shapes += pc.Shapes

@@ -42,9 +42,9 @@ func BenchmarkOverhead(b *testing.B) {
 				m := seqOf(b, s, e.Name)
 				// A lone request on an idle model runs the wide program when
 				// there is one: time that.
-				engine := m.prog
-				if m.wide.Load() != nil {
-					engine = m.wide.Load()
+				engine := m.form.Load().prog
+				if w := m.form.Load().wide; w != nil {
+					engine = w
 				}
 				s.Start()
 				h := s.Handler()
@@ -152,7 +152,7 @@ func stubServer(b *testing.B, bm benchModel) *Server {
 	}
 	sm := seqOf(b, s, bm.entry.Name)
 	in := &seqInput{B: 1, T: len(bm.ids), tokens: bm.ids, outputs: []outputSpec{{name: "hidden"}}}
-	res, err := sm.runPlan(in, nil, false, nil)
+	res, err := sm.runPlan(in, nil, false, sm.form.Load().prog, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

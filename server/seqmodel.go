@@ -21,15 +21,16 @@ import (
 // sequences together.
 type seqModel struct {
 	modelBase
-	net  *rnn.Network
-	prog *schedule.Program
-	// wide is prog across every core, which a request that finds every
-	// core of the model free runs, when prog is P on fewer; else nil. A
-	// load that timed it no faster leaves it nil, and later may set it
-	// (lookLater).
-	wide  atomic.Pointer[schedule.Program]
-	later *wideLater         // the later looks at the wide form; nil when there are none
-	batch *batcher[*seqWork] // no lanes for a bidirectional model
+	net *rnn.Network
+	// form is what whole-request plans run. A later look may replace it
+	// (lookLater), whole: a request reads it once and runs the programs
+	// it read to the end.
+	form  atomic.Pointer[seqForm]
+	later *wideLater // the later looks at the wide form; nil when there are none
+	// relabel moves the model's rnnserve_model_info series from the
+	// schedule it served to the one it serves after a later look's switch.
+	relabel func(from, to string)
+	batch   *batcher[*seqWork] // no lanes for a bidirectional model
 	// batching sends infer requests through batch; off, each runs its own
 	// plan. Generation always uses batch.
 	batching bool
@@ -43,6 +44,15 @@ type seqModel struct {
 }
 
 var _ model = (*seqModel)(nil)
+
+// seqForm is the programs of a sequence model's whole-request plans: prog
+// on the cores one request gets, and wide, prog across every core, which
+// a request that finds every core of the model free runs when prog is P
+// on fewer (nil otherwise, or while the load and the later looks have
+// not found it faster).
+type seqForm struct {
+	prog, wide *schedule.Program
+}
 
 func (m *seqModel) base() *modelBase { return &m.modelBase }
 
@@ -359,7 +369,8 @@ func (m *seqModel) inferBatched(ctx context.Context, in *seqInput, state *seqSta
 	if !m.alwaysStep {
 		j.solo = func(cores coreSlots) error {
 			var err error
-			res, err = m.runPlan(in, state, wantHead, m.widen(cores))
+			prog, release := m.widen(cores)
+			res, err = m.runPlan(in, state, wantHead, prog, release)
 			return err
 		}
 	}
@@ -399,7 +410,8 @@ func (m *seqModel) inferPlan(ctx context.Context, in *seqInput, state *seqState,
 	}
 	defer m.cores.give()
 	started := time.Now()
-	res, err := m.runPlan(in, state, wantHead, m.widen(m.cores))
+	prog, release := m.widen(m.cores)
+	res, err := m.runPlan(in, state, wantHead, prog, release)
 	if err != nil {
 		return nil, err
 	}
@@ -407,26 +419,28 @@ func (m *seqModel) inferPlan(ctx context.Context, in *seqInput, state *seqState,
 	return res, nil
 }
 
-// widen is called holding one of the model's core slots. When the model
-// has a wide program and every other slot is free too, it takes them all
-// and returns their release: the request runs across every core.
-// Otherwise it takes none and returns nil.
-func (m *seqModel) widen(cores coreSlots) (release func()) {
-	if m.wide.Load() == nil {
-		return nil
+// widen is called holding one of the model's core slots, and returns
+// the program the request runs. When the model has a wide program and
+// every other slot is free too, that is the wide one: widen takes the
+// other slots and returns their release, and the request runs across
+// every core. Otherwise it takes none and release is nil.
+func (m *seqModel) widen(cores coreSlots) (prog *schedule.Program, release func()) {
+	f := m.form.Load()
+	if f.wide == nil {
+		return f.prog, nil
 	}
-	release = cores.takeRest()
-	if release != nil {
-		m.metrics.wide.Inc()
+	if release = cores.takeRest(); release == nil {
+		return f.prog, nil
 	}
-	return release
+	m.metrics.wide.Inc()
+	return f.wide, release
 }
 
-// runPlan runs a request as one whole plan of the model's schedule, across
-// every core when release is not nil (and then calls it). Rows of
+// runPlan runs a request as one whole plan of prog (widen's), and then
+// calls release if it is not nil. Rows of
 // different lengths go into the plan longest first, as the schedules
 // want them, and come back in the request's order.
-func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, release func()) ([]rowResult, error) {
+func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, prog *schedule.Program, release func()) ([]rowResult, error) {
 	n, B, T := m.net, in.B, in.T
 	order := make([]int, B) // plan row -> request row
 	for i := range order {
@@ -459,9 +473,7 @@ func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, release
 	if state != nil {
 		pin.H0, pin.C0 = state.h, state.c
 	}
-	prog := m.prog
 	if release != nil {
-		prog = m.wide.Load()
 		defer release()
 	}
 	p, err := prog.Acquire(pin, schedule.PlanOptions{Head: wantHead})
@@ -777,6 +789,10 @@ func logOf(p float32) float64 {
 	return math.Log(float64(p))
 }
 
+// heldOnce is what schedule_reason says of P on one core that reads the
+// weight slices of its form across every core.
+const heldOnce = "; on one core it reads the weights of its form across every core (held once)"
+
 // newSeqModel prepares a sequence model: chooses its schedule from its
 // modelled traffic, builds its programs (P's on the owner's pools) and its
 // batcher.
@@ -795,7 +811,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	var wideProg *schedule.Program // m.wide, stored once the load is done
+	var prog, wideProg *schedule.Program // m.form, stored once the load is done
 	auto := e.Config.Schedule == "" || e.Config.Schedule == "auto"
 	if p := (choice.Candidate{Sched: schedule.Partitioned, Workers: s.trafficModel().Workers}); auto && s.opts.ScheduleTiming > 0 && !net.Dry() &&
 		sched.Sched != schedule.Partitioned && p.Workers < cores {
@@ -807,19 +823,37 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 				return nil, err
 			}
 		}
-		pays, why, err := choice.PreferWide(net, progs[0], progs[1], progs[2], s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
+		pays, why, err := choice.PreferWide(net, progs[0], progs[1], progs[2], s.opts.TrafficSteps, s.opts.ScheduleTiming/2, nil)
 		if err != nil {
 			return nil, fmt.Errorf("timing P across all cores: %w", err)
 		}
 		reason += "; " + why
-		m.prog = progs[0]
-		if pays {
-			sched, m.prog, wideProg = p, progs[1], progs[2]
+		prog = progs[0]
+		shares, err := builds.Serial(p)
+		if err != nil {
+			return nil, err
+		}
+		held := ""
+		if shares {
+			held = heldOnce
+		}
+		switch hold, why := choice.HoldBeside(progs[:1], progs[1:], builds.LLC); {
+		case pays:
+			sched, prog, wideProg = p, progs[1], progs[2]
 			reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
+		case hold:
+			// A and A+ hold float32 weights, as P does here: the batcher's
+			// steppers (StepperPrecision) are the same after a switch.
+			m.later = newPreferLater(net, progs[0], progs[1], progs[2],
+				fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)+held,
+				s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
+			reason += laterReason(m.later)
+		default:
+			reason += "; P is not timed again later: its " + why
 		}
 	}
-	if m.prog == nil {
-		if m.prog, err = builds.Program(sched); err != nil {
+	if prog == nil {
+		if prog, err = builds.Program(sched); err != nil {
 			return nil, err
 		}
 	}
@@ -833,7 +867,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 			return nil, err
 		}
 		if s.opts.ScheduleTiming > 0 && auto {
-			faster, why, err := choice.TimeWide(net, m.prog, wideProg, s.opts.TrafficSteps, s.opts.ScheduleTiming/2, nil)
+			faster, why, err := choice.TimeWide(net, prog, wideProg, s.opts.TrafficSteps, s.opts.ScheduleTiming/2, nil)
 			if err != nil {
 				return nil, fmt.Errorf("timing P across all cores: %w", err)
 			}
@@ -841,7 +875,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 			if !faster {
 				// Kept for the later looks, which may find it faster
 				// once the host is quieter than it was at load.
-				m.later = newWideLater(net, m.prog, wideProg, s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
+				m.later = newWideLater(net, prog, wideProg, s.opts.TrafficSteps, s.opts.ScheduleTiming/2)
 				reason += laterReason(m.later)
 				wideProg = nil
 			}
@@ -849,21 +883,22 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 			reason += fmt.Sprintf("; a request that finds all of the model's %d cores free runs %v across all of them", cores, wide)
 		}
 	}
-	if serial, err := builds.Serial(choice.Of(m.prog)); err != nil {
+	if serial, err := builds.Serial(choice.Of(prog)); err != nil {
 		return nil, err
 	} else if serial && (wideProg != nil || m.later != nil) {
-		reason += "; on one core it reads the weights of its form across every core (held once)"
+		reason += heldOnce
 	} else if serial {
 		reason += fmt.Sprintf("; on one core it runs over P's weight slices cut for %d cores, each core's part in turn (the form timed)", cores)
 	}
 	// The programs timed and not kept go now, their weight copies with
-	// them, not at some later collection.
+	// them, not at some later collection; those of the later looks stay
+	// until the looks end.
+	keep := []*schedule.Program{prog, wideProg}
 	if m.later != nil {
-		builds.Release(m.prog, m.later.wide)
-	} else {
-		builds.Release(m.prog, wideProg)
+		keep = append(keep, m.later.kept()...)
 	}
-	m.wide.Store(wideProg)
+	builds.Release(keep...)
+	m.form.Store(&seqForm{prog: prog, wide: wideProg})
 	m.batching = *s.opts.Batching.Enabled
 	if e.Config.Batching != nil {
 		m.batching = *e.Config.Batching
@@ -912,16 +947,28 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	}
 	m.meta = seqMetadata(m, sched, reason, traffic)
 	m.config = seqConfig(m, &s.opts)
-	running := sched.String()
-	if m.batching {
-		running = schedule.Cellular.String()
+	running := func() string {
+		if m.batching {
+			return schedule.Cellular.String()
+		}
+		return choice.Of(m.form.Load().prog).String()
 	}
 	m.describe = func() {
-		s.metrics.describe(m.name, running, m.batching, s.opts.TrafficSteps, traffic)
+		s.metrics.describe(m.name, running(), m.batching, s.opts.TrafficSteps, traffic)
 		m.metrics.solo.Add(0)
-		if m.wide.Load() != nil {
+		if m.form.Load().wide != nil {
 			m.metrics.wide.Add(0)
 		}
+	}
+	m.relabel = func(from, to string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.table()[m.name] != model(m) || m.batching {
+			return
+		}
+		// Only this model's series: a reload's describes its own.
+		s.metrics.info.DeleteLabelValues(m.name, from, "false")
+		s.metrics.info.WithLabelValues(m.name, to, "false").Set(1)
 	}
 	return m, nil
 }

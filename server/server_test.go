@@ -260,7 +260,7 @@ func TestInferMatchesPlan(t *testing.T) {
 			// A lone plan on an idle model runs across every core when the
 			// schedule has a wide form (P with more than one core).
 			wantWide := 0.0
-			if m := seqOf(t, s, "lm"); m.wide.Load() != nil && (mode.solo || !mode.batching) {
+			if m := seqOf(t, s, "lm"); m.form.Load().wide != nil && (mode.solo || !mode.batching) {
 				wantWide = 1
 			}
 			if got := testutil.ToFloat64(s.metrics.wide.WithLabelValues("lm")); got != wantWide {
@@ -781,21 +781,21 @@ func TestRequestLargerThanBatch(t *testing.T) {
 func TestWiden(t *testing.T) {
 	s, _ := newTestServer(t, nil, false)
 	m := seqOf(t, s, "lm")
-	if m.wide.Load() == nil {
-		t.Skipf("lm runs %v: no wide form on %d core(s)", choice.Of(m.prog), runtime.GOMAXPROCS(0))
+	if m.form.Load().wide == nil {
+		t.Skipf("lm runs %v: no wide form on %d core(s)", choice.Of(m.form.Load().prog), runtime.GOMAXPROCS(0))
 	}
 	slots := newCoreSlots(3)
 	slots.tryTake() // the caller's own
-	release := m.widen(slots)
-	if release == nil || len(slots) != 3 {
-		t.Fatalf("all free: wide %v, %d slots held", release != nil, len(slots))
+	prog, release := m.widen(slots)
+	if release == nil || len(slots) != 3 || prog != m.form.Load().wide {
+		t.Fatalf("all free: wide %v, %d slots held, the wide program %v", release != nil, len(slots), prog == m.form.Load().wide)
 	}
 	release()
 	if len(slots) != 1 {
 		t.Fatalf("after release %d slots held, want 1", len(slots))
 	}
 	slots.tryTake() // another request holds a core
-	if release := m.widen(slots); release != nil || len(slots) != 2 {
-		t.Fatalf("one busy: wide %v, %d slots held", release != nil, len(slots))
+	if prog, release := m.widen(slots); release != nil || len(slots) != 2 || prog != m.form.Load().prog {
+		t.Fatalf("one busy: wide %v, %d slots held, the one-core program %v", release != nil, len(slots), prog == m.form.Load().prog)
 	}
 }

@@ -44,11 +44,11 @@ func TestOneCoreSharesWide(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := seqOf(t, s, "lm")
-		if m.wide.Load() == nil || m.prog.Workers() != 1 {
-			t.Fatalf("LLC %d: lm runs %v with wide form %v (%s)", c.llc, choice.Of(m.prog), m.wide.Load() != nil, reasonOf(m))
+		if m.form.Load().wide == nil || m.form.Load().prog.Workers() != 1 {
+			t.Fatalf("LLC %d: lm runs %v with wide form %v (%s)", c.llc, choice.Of(m.form.Load().prog), m.form.Load().wide != nil, reasonOf(m))
 		}
 		shared := 0
-		ws, ww := m.prog.Weights(), m.wide.Load().Weights()
+		ws, ww := m.form.Load().prog.Weights(), m.form.Load().wide.Weights()
 		for i := range min(len(ws), len(ww)) {
 			if ws[i] == ww[i] {
 				shared++
@@ -81,7 +81,7 @@ func TestOneCoreSharesWide(t *testing.T) {
 			}
 			return append(append([]float32(nil), res.Output...), res.Head...)
 		}
-		one, wide := run(m.prog), run(m.wide.Load())
+		one, wide := run(m.form.Load().prog), run(m.form.Load().wide)
 		for i := range one {
 			if math.Float32bits(one[i]) != math.Float32bits(wide[i]) {
 				t.Fatalf("value %d: %v on one core, %v across both", i, one[i], wide[i])
@@ -209,10 +209,10 @@ func TestLoadMapsOnce(t *testing.T) {
 			if left := regexp.MustCompile(`; A \([0-9.]+ MiB\) left to the traffic model`); timed && !left.MatchString(reasonOf(m)) {
 				t.Errorf("the clock did not leave A to the traffic model: %s", reasonOf(m))
 			}
-			if m.wide.Load() != nil {
-				ws, ww := m.prog.Weights(), m.wide.Load().Weights()
+			if m.form.Load().wide != nil {
+				ws, ww := m.form.Load().prog.Weights(), m.form.Load().wide.Weights()
 				if len(ws) != len(ww) {
-					t.Fatalf("%v on one core has %d weight buffers, the wide form %d", choice.Of(m.prog), len(ws), len(ww))
+					t.Fatalf("%v on one core has %d weight buffers, the wide form %d", choice.Of(m.form.Load().prog), len(ws), len(ww))
 				}
 				for i := range ws {
 					if ws[i] != ww[i] {

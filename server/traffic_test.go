@@ -89,7 +89,7 @@ func TestServeChosenSchedule(t *testing.T) {
 		{"blm", "P-bf16", schedule.BF16, 2e-2, 1e-6}, // rounded weights must show
 	} {
 		m := seqOf(t, s, c.name)
-		got := choice.Of(m.prog)
+		got := choice.Of(m.form.Load().prog)
 		if got.Sched != schedule.Partitioned || got.Prec != c.prec || got.Workers != procs {
 			t.Fatalf("%s runs %v on %d workers (%s), want %s on %d", c.name, got, got.Workers, reasonOf(m), c.want, procs)
 		}
@@ -207,15 +207,15 @@ func TestScheduleTiming(t *testing.T) {
 		if !strings.HasPrefix(got, "P") && runtime.GOMAXPROCS(0) > 1 && !strings.Contains(reasonOf(m), "against P across all") {
 			t.Errorf("%s: the clock chose %s, but the reason %q does not weigh P across all cores", name, fastest, reasonOf(m))
 		}
-		if tookP && m.wide.Load() == nil {
+		if tookP && m.form.Load().wide == nil {
 			t.Errorf("%s took P for its wide form but has none", name)
 		}
 		if !strings.Contains(reasonOf(m), "timed on this host") {
 			t.Errorf("%s reason %q does not give the timing", name, reasonOf(m))
 		}
-		if m.wide.Load() != nil && !strings.Contains(reasonOf(m), "runs it across all of them") ||
-			m.wide.Load() == nil && choice.Of(m.prog).Sched == schedule.Partitioned && choice.Of(m.prog).Workers < runtime.GOMAXPROCS(0) && !strings.Contains(reasonOf(m), "stays on its own cores") {
-			t.Errorf("%s: wide program %v, reason %q", name, m.wide.Load() != nil, reasonOf(m))
+		if m.form.Load().wide != nil && !strings.Contains(reasonOf(m), "runs it across all of them") ||
+			m.form.Load().wide == nil && choice.Of(m.form.Load().prog).Sched == schedule.Partitioned && choice.Of(m.form.Load().prog).Workers < runtime.GOMAXPROCS(0) && !strings.Contains(reasonOf(m), "stays on its own cores") {
+			t.Errorf("%s: wide program %v, reason %q", name, m.form.Load().wide != nil, reasonOf(m))
 		}
 	}
 	o.ScheduleTiming = -time.Second

@@ -26,14 +26,32 @@ func laterModel(t *testing.T, looks []time.Duration, look func(quit func() bool)
 	t.Helper()
 	s, hs := newTestServer(t, nil, false)
 	m := seqOf(t, s, "lm")
-	wide := m.wide.Load()
-	if wide == nil {
-		t.Skipf("lm runs %v: no wide form", choice.Of(m.prog))
+	f := m.form.Load()
+	if f.wide == nil {
+		t.Skipf("lm runs %v: no wide form", choice.Of(f.prog))
 	}
-	m.wide.Store(nil)
+	m.form.Store(&seqForm{prog: f.prog})
 	m.redescribe(func(r *api.RNNMetadata) { r.WideCores = 0 })
-	m.later = &wideLater{wide: wide, looks: looks, quiet: time.Millisecond, look: look}
-	return s, hs, m, wide
+	m.later = newWideLater(m.net, f.prog, f.wide, 10, time.Millisecond)
+	m.later.looks, m.later.quiet, m.later.look = looks, time.Millisecond, look
+	return s, hs, m, f.wide
+}
+
+// laterKinds make a model with later looks of each kind: one serving P on
+// one core whose wide form the load timed no faster (laterModel), one
+// serving the clock's A+ whose load found P not to pay (preferModel).
+var laterKinds = []struct {
+	name string
+	make func(*testing.T, []time.Duration, func(func() bool) (bool, string, error)) (*Server, *httptest.Server, *seqModel)
+}{
+	{"P", func(t *testing.T, looks []time.Duration, look func(func() bool) (bool, string, error)) (*Server, *httptest.Server, *seqModel) {
+		s, hs, m, _ := laterModel(t, looks, look)
+		return s, hs, m
+	}},
+	{"A+", func(t *testing.T, looks []time.Duration, look func(func() bool) (bool, string, error)) (*Server, *httptest.Server, *seqModel) {
+		s, hs, m, _ := preferModel(t, looks, look)
+		return s, hs, m
+	}},
 }
 
 // waitUntil polls cond for up to 10 s.
@@ -74,8 +92,8 @@ func TestWideLater(t *testing.T) {
 		t.Fatalf("before the looks wide_cores is %d", md.WideCores)
 	}
 	s.Start()
-	waitUntil(t, "the wide form", func() bool { return m.wide.Load() != nil })
-	if m.wide.Load() != wide {
+	waitUntil(t, "the wide form", func() bool { return m.form.Load().wide != nil })
+	if m.form.Load().wide != wide {
 		t.Fatal("lone requests got another program than the wide form built at load")
 	}
 	waitUntil(t, "the metadata", func() bool { return metadataOf(t, hs).WideCores == wide.Workers() })
@@ -89,7 +107,7 @@ func TestWideLater(t *testing.T) {
 	}
 	slots := newCoreSlots(cap(m.cores))
 	slots.tryTake()
-	release := m.widen(slots)
+	_, release := m.widen(slots)
 	if release == nil {
 		t.Fatal("a lone request does not go wide after the switch")
 	}
@@ -107,9 +125,9 @@ func TestWideLater(t *testing.T) {
 	s.Start()
 	waitUntil(t, "the looks' end", func() bool { return strings.Contains(metadataOf(t, hs).ScheduleReason, "never faster") })
 	md = metadataOf(t, hs)
-	if m.wide.Load() != nil || md.WideCores != 0 || looked.Load() != 2 ||
+	if m.form.Load().wide != nil || md.WideCores != 0 || looked.Load() != 2 ||
 		!strings.Contains(md.ScheduleReason, "timed again 2 times with the model idle, never faster across all cores; the last: not faster") {
-		t.Errorf("after looks that never found it faster: wide %v, wide_cores %d, %d looks, reason %q", m.wide.Load() != nil, md.WideCores, looked.Load(), md.ScheduleReason)
+		t.Errorf("after looks that never found it faster: wide %v, wide_cores %d, %d looks, reason %q", m.form.Load().wide != nil, md.WideCores, looked.Load(), md.ScheduleReason)
 	}
 }
 
@@ -117,9 +135,15 @@ func TestWideLater(t *testing.T) {
 // flight; a look finds every core slot free or does not time; a request
 // that arrives during a look ends it, and is served.
 func TestWideLaterIdle(t *testing.T) {
+	for _, k := range laterKinds {
+		t.Run(k.name, func(t *testing.T) { testWideLaterIdle(t, k.make) })
+	}
+}
+
+func testWideLaterIdle(t *testing.T, mk func(*testing.T, []time.Duration, func(func() bool) (bool, string, error)) (*Server, *httptest.Server, *seqModel)) {
 	ms := time.Millisecond
 	var looked atomic.Int32
-	s, _, m, _ := laterModel(t, []time.Duration{ms}, func(func() bool) (bool, string, error) {
+	s, _, m := mk(t, []time.Duration{ms}, func(func() bool) (bool, string, error) {
 		looked.Add(1)
 		return false, "not faster", nil
 	})
@@ -144,7 +168,7 @@ func TestWideLaterIdle(t *testing.T) {
 	}
 
 	// A request arrives during a look: the look ends, then it is served.
-	s, hs, m, _ := laterModel(t, nil, nil)
+	s, hs, m := mk(t, nil, nil)
 	s.Start()
 	started := make(chan struct{})
 	served := make(chan int, 1)
@@ -181,6 +205,12 @@ func TestWideLaterIdle(t *testing.T) {
 // for the next or in the middle of one, and when the server stops; no
 // goroutine of them outlives the server's Stop.
 func TestWideLaterStops(t *testing.T) {
+	for _, k := range laterKinds {
+		t.Run(k.name, func(t *testing.T) { testWideLaterStops(t, k.make) })
+	}
+}
+
+func testWideLaterStops(t *testing.T, mk func(*testing.T, []time.Duration, func(func() bool) (bool, string, error)) (*Server, *httptest.Server, *seqModel)) {
 	for _, during := range []bool{false, true} {
 		t.Run(fmt.Sprintf("during=%v", during), func(t *testing.T) {
 			looks := []time.Duration{time.Hour}
@@ -188,7 +218,7 @@ func TestWideLaterStops(t *testing.T) {
 				looks = []time.Duration{time.Millisecond}
 			}
 			inLook, left := make(chan struct{}), make(chan struct{})
-			s, _, _, _ := laterModel(t, looks, func(quit func() bool) (bool, string, error) {
+			s, _, _ := mk(t, looks, func(quit func() bool) (bool, string, error) {
 				close(inLook)
 				defer close(left)
 				for !quit() {
@@ -218,7 +248,7 @@ func TestWideLaterStops(t *testing.T) {
 		})
 	}
 	// Stop without an unload ends them too.
-	s, _, _, _ := laterModel(t, []time.Duration{time.Hour}, func(func() bool) (bool, string, error) { return false, "", nil })
+	s, _, _ := mk(t, []time.Duration{time.Hour}, func(func() bool) (bool, string, error) { return false, "", nil })
 	s.Start()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -246,8 +276,14 @@ func TestJitter(t *testing.T) {
 // TestWideLaterPanic: a panic in a look is contained: the looks end, the
 // core slots come back and the model serves on.
 func TestWideLaterPanic(t *testing.T) {
+	for _, k := range laterKinds {
+		t.Run(k.name, func(t *testing.T) { testWideLaterPanic(t, k.make) })
+	}
+}
+
+func testWideLaterPanic(t *testing.T, mk func(*testing.T, []time.Duration, func(func() bool) (bool, string, error)) (*Server, *httptest.Server, *seqModel)) {
 	var looked atomic.Int32
-	s, hs, m, _ := laterModel(t, []time.Duration{time.Millisecond, time.Millisecond}, func(func() bool) (bool, string, error) {
+	s, hs, m := mk(t, []time.Duration{time.Millisecond, time.Millisecond}, func(func() bool) (bool, string, error) {
 		looked.Add(1)
 		panic("a kernel fault")
 	})
@@ -258,7 +294,7 @@ func TestWideLaterPanic(t *testing.T) {
 		t.Fatalf("after a look's panic: %d %s", code, body)
 	}
 	time.Sleep(20 * time.Millisecond)
-	if n := looked.Load(); n != 1 || m.wide.Load() != nil || len(m.cores) != 0 {
-		t.Errorf("after a look's panic: %d looks, wide %v, %d core slots held", n, m.wide.Load() != nil, len(m.cores))
+	if n := looked.Load(); n != 1 || m.form.Load().wide != nil || len(m.cores) != 0 {
+		t.Errorf("after a look's panic: %d looks, wide %v, %d core slots held", n, m.form.Load().wide != nil, len(m.cores))
 	}
 }

@@ -1,6 +1,7 @@
 package choice
 
 import (
+	"fmt"
 	"runtime"
 
 	"rnnserve/rnn"
@@ -63,6 +64,23 @@ func (b *Builds) Program(c Candidate) (*schedule.Program, error) {
 // is outside the Go heap, whose pacer does not count it. It reports
 // whether it collected. The programs of keep stay as they are.
 func (b *Builds) Release(keep ...*schedule.Program) bool {
+	built := make([]*schedule.Program, 0, len(b.progs))
+	for _, p := range b.progs {
+		built = append(built, p)
+	}
+	b.progs = nil
+	if !Unheld(built, keep) {
+		return false
+	}
+	clear(built)
+	runtime.GC()
+	return true
+}
+
+// Unheld reports whether a program of dropped holds weight copies of its
+// own that no program of keep reads (keep's Serial forms and their
+// sources read the same weights); nil programs are skipped.
+func Unheld(dropped, keep []*schedule.Program) bool {
 	held := map[*schedule.Buffer]bool{}
 	for _, p := range keep {
 		if p != nil {
@@ -71,17 +89,49 @@ func (b *Builds) Release(keep ...*schedule.Program) bool {
 			}
 		}
 	}
-	dropped := false
-	for _, p := range b.progs {
+	for _, p := range dropped {
+		if p == nil {
+			continue
+		}
 		if ws := p.Weights(); p.CopyBytes() > 0 && len(ws) > 0 && !held[ws[0]] {
-			dropped = true
+			return true
 		}
 	}
-	b.progs = nil
-	if dropped {
-		runtime.GC()
+	return false
+}
+
+// HoldBeside says whether the programs of extra may stay built beside
+// those of kept for a while (the server's later looks at a form it does
+// not serve), by the rule withinBound keeps for programs timed together:
+// the weight copies of both together within the larger of the two's and
+// the last-level cache of llc bytes, that is, whichever holds fewer
+// copies holds at most llc. Otherwise it says why not. A program that
+// reads another's weights (a Serial form) counts them once.
+func HoldBeside(kept, extra []*schedule.Program, llc int64) (bool, string) {
+	a, b := copyBytes(kept), copyBytes(extra)
+	if min(a, b) <= llc {
+		return true, ""
 	}
-	return dropped
+	return false, fmt.Sprintf("weight copies of %.1f MiB beside the %.1f MiB of the schedule served would pass %.1f MiB (the larger and the last-level cache)",
+		float64(b)/(1<<20), float64(a)/(1<<20), float64(max(a, b)+llc)/(1<<20))
+}
+
+// copyBytes is the bytes of weight copies progs hold, each buffer once.
+func copyBytes(progs []*schedule.Program) int64 {
+	seen := map[*schedule.Buffer]bool{}
+	var n int64
+	for _, p := range progs {
+		if p == nil {
+			continue
+		}
+		if ws := p.Weights(); len(ws) > 0 && !seen[ws[0]] {
+			for _, w := range ws {
+				seen[w] = true
+			}
+			n += p.CopyBytes()
+		}
+	}
+	return n
 }
 
 // Serial reports whether c's program is (or would be built as) the Serial

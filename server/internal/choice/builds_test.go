@@ -253,6 +253,10 @@ func TestTimeWideQuit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	chosen, err := b.Program(Candidate{Sched: schedule.APlus, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, after := range []int{0, 1, 5} {
 		asked := 0
 		_, _, err := TimeWide(net, narrow, wide, 5, time.Millisecond, func() bool {
@@ -262,9 +266,64 @@ func TestTimeWideQuit(t *testing.T) {
 		if !errors.Is(err, ErrQuit) || asked != after+1 {
 			t.Errorf("quit after %d: err %v after %d questions, want ErrQuit after %d", after, err, asked, after+1)
 		}
+		asked = 0
+		_, _, err = PreferWide(net, chosen, narrow, wide, 5, time.Millisecond, func() bool {
+			asked++
+			return asked > after
+		})
+		if !errors.Is(err, ErrQuit) || asked != after+1 {
+			t.Errorf("PreferWide, quit after %d: err %v after %d questions, want ErrQuit after %d", after, err, asked, after+1)
+		}
+	}
+	if _, says, err := PreferWide(net, chosen, narrow, wide, 5, time.Millisecond, nil); err != nil || !strings.Contains(says, "against P across all 2 cores") {
+		t.Errorf("PreferWide without quit: %q %v", says, err)
 	}
 	if _, says, err := TimeWide(net, narrow, wide, 5, time.Millisecond, nil); err != nil || !strings.Contains(says, "cores free") {
 		t.Errorf("TimeWide without quit: %q %v", says, err)
+	}
+}
+
+// TestHoldBeside: programs may stay built beside those served while the
+// smaller of the two sets' weight copies fits the last-level cache; a
+// Serial form's weights count once; Unheld sees a dropped copy that no
+// kept program reads, and none in a Serial form whose source is kept.
+func TestHoldBeside(t *testing.T) {
+	net, pools := smallModel(t, 1)
+	// An LLC of one byte: P on one core is the Serial form of P on two.
+	b := &Builds{Net: net, Pools: pools, Cores: 2, LLC: 1}
+	var progs [3]*schedule.Program
+	for i, c := range []Candidate{{Sched: schedule.APlus, Workers: 1}, {Sched: schedule.Partitioned, Workers: 1}, {Sched: schedule.Partitioned, Workers: 2}} {
+		p, err := b.Program(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		progs[i] = p
+	}
+	served, p := progs[0], progs[1:]
+	a, w := served.CopyBytes(), progs[2].CopyBytes()
+	if a == 0 || w == 0 || progs[1].CopyBytes() != w {
+		t.Fatalf("copies: A+ %d, P on 1 core %d, P on 2 %d: want A+'s and one P's shared by both", a, progs[1].CopyBytes(), w)
+	}
+	if n := copyBytes(p); n != w {
+		t.Errorf("the two P forms hold %d bytes of copies, want %d (the Serial form's counted once)", n, w)
+	}
+	for _, c := range []struct {
+		llc  int64
+		want bool
+	}{{min(a, w) - 1, false}, {min(a, w), true}, {1 << 30, true}} {
+		ok, why := HoldBeside([]*schedule.Program{served}, p, c.llc)
+		if ok != c.want || ok != (why == "") {
+			t.Errorf("LLC %d (copies %d beside %d): %v %q, want %v", c.llc, w, a, ok, why, c.want)
+		}
+	}
+	if !Unheld(p, []*schedule.Program{served}) {
+		t.Error("Unheld: P's slices dropped beside A+ are not seen")
+	}
+	if Unheld(progs[1:2], progs[2:]) || Unheld(progs[2:], progs[1:2]) {
+		t.Error("Unheld: a Serial form and its source read the same weights")
+	}
+	if Unheld([]*schedule.Program{nil}, nil) {
+		t.Error("Unheld: a nil program holds nothing")
 	}
 }
 

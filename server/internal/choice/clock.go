@@ -340,9 +340,11 @@ func widePays(chosen, narrow, wide time.Duration) bool {
 // chose another schedule on the cores one request gets: with P, a
 // request that finds every core of the model free runs across all of
 // them, which that comparison leaves out. It times the chosen program, P
-// on one request's cores and P across every core, like timeChoice.
-func PreferWide(net *rnn.Network, chosen, narrow, wide *schedule.Program, steps int, budget time.Duration) (bool, string, error) {
-	ts, err := timePrograms([]*schedule.Program{chosen, narrow, wide}, ReferenceInput(net, steps), budget, nil)
+// on one request's cores and P across every core, like timeChoice. quit,
+// when not nil, is asked before every run and ends the timing with
+// ErrQuit once it says yes (the server's later looks, as for TimeWide).
+func PreferWide(net *rnn.Network, chosen, narrow, wide *schedule.Program, steps int, budget time.Duration, quit func() bool) (bool, string, error) {
+	ts, err := timePrograms([]*schedule.Program{chosen, narrow, wide}, ReferenceInput(net, steps), budget, quit)
 	if err != nil {
 		return false, "", err
 	}
