@@ -44,8 +44,15 @@ func chooseSchedule(net *rnn.Network, cfg ModelConfig, h choice.Host, builds *ch
 	if err != nil {
 		return choice.Candidate{}, "", nil, err
 	}
-	return choice.Choose(net, want, prec, h, builds, timing)
+	return choose(net, want, prec, h, builds, timing)
 }
+
+// The clock's verdicts at load: tests replace them with verdicts of
+// their own, to load a model as a host that timed it so would.
+var (
+	choose     = choice.Choose
+	preferWide = choice.PreferWide
+)
 
 // ProgramFor prepares net to run whole-request plans under the schedule a
 // model's metadata names (A, A+, P, P-bf16 or P-int8), P on the given

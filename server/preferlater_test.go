@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"rnnserve/rnn"
 	"rnnserve/schedule"
 	"rnnserve/server/api"
 	"rnnserve/server/internal/choice"
@@ -163,5 +164,51 @@ func TestPreferLaterRelease(t *testing.T) {
 	}
 	if collected(progs[0]) {
 		t.Error("the A+ program served was let go")
+	}
+}
+
+// TestPreferLaterLoad: a load whose clock chose A+ and found P not to pay
+// keeps the two P programs for the later looks, which time the three it
+// timed, and says so; with a last-level cache too small to hold P's
+// copies beside A+'s it has no later looks and says why.
+func TestPreferLaterLoad(t *testing.T) {
+	choose0, prefer0 := choose, preferWide
+	t.Cleanup(func() { choose, preferWide = choose0, prefer0 })
+	choose = func(net *rnn.Network, want schedule.Schedule, prec schedule.Precision, h choice.Host, builds *choice.Builds, budget time.Duration) (choice.Candidate, string, []api.ScheduleTraffic, error) {
+		if want == 0 {
+			c, _, traffic, err := choice.Choose(net, schedule.APlus, prec, h, builds, 0)
+			return c, "auto: A+ (timed so)", traffic, err
+		}
+		return choice.Choose(net, want, prec, h, builds, budget)
+	}
+	var timed [3]*schedule.Program
+	preferWide = func(_ *rnn.Network, chosen, narrow, wide *schedule.Program, _ int, _ time.Duration, _ func() bool) (bool, string, error) {
+		timed = [3]*schedule.Program{chosen, narrow, wide}
+		return false, "the chosen schedule keeps it (medians: chosen 1ms, P on 1 core(s) 2ms, P on 2 1ms)", nil
+	}
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one core: no wide form to prefer")
+	}
+	s, _ := newTestServer(t, func(o *Options) { o.ScheduleTiming = time.Millisecond }, false)
+	m := seqOf(t, s, "lm")
+	f, l := m.form.Load(), m.later
+	switch {
+	case f.prog != timed[0] || choice.Of(f.prog).Sched != schedule.APlus || f.wide != nil:
+		t.Fatalf("lm serves %v (wide %v), want the A+ timed, alone", choice.Of(f.prog), f.wide != nil)
+	case l == nil || l.to.prog != timed[1] || l.to.wide != timed[2] || l.sched != "P":
+		t.Fatalf("lm's later looks: %+v, want the two P programs timed", l)
+	case !strings.Contains(reasonOf(m), "the chosen schedule keeps it") || !strings.Contains(reasonOf(m), laterReason(l)):
+		t.Errorf("schedule_reason %q does not say the later looks will time P", reasonOf(m))
+	}
+	// A look times the same three programs.
+	timed = [3]*schedule.Program{}
+	if _, _, err := l.look(func() bool { return false }); err != nil || timed[0] != f.prog || timed[1] != l.to.prog || timed[2] != l.to.wide {
+		t.Errorf("a later look did not time the load's programs: %v", err)
+	}
+
+	s, _ = newTestServer(t, func(o *Options) { o.ScheduleTiming, o.CacheBytes = time.Millisecond, 64 }, false)
+	m = seqOf(t, s, "lm")
+	if m.later != nil || !strings.Contains(reasonOf(m), "P is not timed again later: its weight copies of") {
+		t.Errorf("with a 64-byte LLC: later looks %v, reason %q", m.later != nil, reasonOf(m))
 	}
 }

@@ -823,7 +823,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 				return nil, err
 			}
 		}
-		pays, why, err := choice.PreferWide(net, progs[0], progs[1], progs[2], s.opts.TrafficSteps, s.opts.ScheduleTiming/2, nil)
+		pays, why, err := preferWide(net, progs[0], progs[1], progs[2], s.opts.TrafficSteps, s.opts.ScheduleTiming/2, nil)
 		if err != nil {
 			return nil, fmt.Errorf("timing P across all cores: %w", err)
 		}

@@ -97,7 +97,7 @@ func newPreferLater(net *rnn.Network, chosen, narrow, wide *schedule.Program, sa
 		never: fmt.Sprintf("%v never paid", choice.Of(narrow)),
 		looks: wideLooks, quiet: wideQuiet,
 		look: func(quit func() bool) (bool, string, error) {
-			return choice.PreferWide(net, chosen, narrow, wide, steps, budget, quit)
+			return preferWide(net, chosen, narrow, wide, steps, budget, quit)
 		}}
 }
 
