@@ -81,6 +81,30 @@ func BenchmarkGemm(b *testing.B) {
 	}
 }
 
+// BenchmarkGemmAccumulate times C += A·Wᵀ (beta 1) for the products of a
+// batched step: each layer's recurrent product adds onto its input's
+// (bytelm's H = 192 and two larger layers, m rows in the batch).
+//
+//	go test ./internal/f32/ -run '^$' -bench 'BenchmarkGemmAccumulate' -count 5
+func BenchmarkGemmAccumulate(b *testing.B) {
+	for _, h := range []int{192, 512} {
+		for _, m := range []int{8, 23, 64} {
+			n, k := 4*h, h
+			r := rand.New(rand.NewPCG(1, 1))
+			w := newGuarded(r, n, k, k, 0, 0).s()
+			a := newGuarded(r, m, k, k, 0, 0).s()
+			c := newGuarded(r, m, n, n, 0, 0).s()
+			flops := 2 * float64(m) * float64(n) * float64(k)
+			b.Run(fmt.Sprintf("H=%d/m=%d", h, m), func(b *testing.B) {
+				for b.Loop() {
+					GemmNT(m, n, k, a, k, w, k, 1, c, n)
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
 // BenchmarkLSTMGates times the fused gate kernel on one row of H units,
 // with the kernels the build picks for this host, in wall time and in the
 // process's CPU time (cpu-ns/op, steadier on a shared machine): time the

@@ -523,7 +523,7 @@ func TestGemmNTOrder(t *testing.T) {
 		t.Skip("no assembly on this CPU or build")
 	}
 	r := rand.New(rand.NewPCG(9, 9))
-	for _, s := range []struct{ m, n, k int }{{1, 19, 37}, {2, 7, 8}, {3, 5, 3}, {4, 9, 70}, {7, 13, 17}, {5, 70, 9}} {
+	for _, s := range []struct{ m, n, k int }{{1, 19, 37}, {2, 7, 8}, {3, 5, 3}, {4, 9, 70}, {7, 13, 17}, {5, 70, 9}, {4, 10, 136}, {3, 7, 200}, {7, 8, 193}, {23, 12, 192}} {
 		a := newGuarded(r, s.m, s.k, s.k, 0, 0).s()
 		w := newGuarded(r, s.n, s.k, s.k, 0, 0).s()
 		c0 := newGuarded(r, s.m, s.n, s.n, 0, 0).s()

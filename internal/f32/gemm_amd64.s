@@ -297,15 +297,36 @@ r43:
 	MOVL beta+72(FP), DX
 	CMPQ CX, $3
 	JLT  s43slow
-	TESTL DX, DX
-	JNZ  s43slow
 	CMPQ rows+16(FP), $3
 	JLT  s43slow
 
-	// A whole panel, three or four rows, beta == 0: the twelve sums are
-	// lanes 0..7 of Y0 and 0..3 of X8, three to a row, stored straight.
+	// A whole panel, three or four rows: the twelve sums are lanes 0..3
+	// of X0 and X1 (Y0's halves) and of X8, three to a row, stored
+	// straight; with beta != 0 C's elements are first gathered into the
+	// same lanes and each sum becomes beta·C + sum by one fused
+	// multiply-add, as s43slow computes it row by row.
 	VEXTRACTF128 $1, Y0, X1
 	LEAQ (R10)(R11*2), DI
+	TESTL DX, DX
+	JZ    s43store
+	VBROADCASTSS beta+72(FP), X15
+	VMOVSD    (R10), X2
+	VINSERTPS $0x20, 8(R10), X2, X2
+	VINSERTPS $0x30, (R10)(R11*1), X2, X2
+	VMOVSD    4(R10)(R11*1), X3
+	VMOVHPS   (DI), X3, X3
+	VMOVSS    8(DI), X4
+	CMPQ rows+16(FP), $4
+	JLT  s43beta
+	VINSERTPS $0x10, (DI)(R11*1), X4, X4
+	VMOVHPS   4(DI)(R11*1), X4, X4
+
+s43beta:
+	VFMADD231PS X2, X15, X0
+	VFMADD231PS X3, X15, X1
+	VFMADD231PS X4, X15, X8
+
+s43store:
 	VMOVSD X0, (R10)
 	VEXTRACTPS $2, X0, 8(R10)
 	VEXTRACTPS $3, X0, (R10)(R11*1)
