@@ -64,9 +64,9 @@ type wideLater struct {
 	// built and timed and did not let lone requests run.
 	to seqForm
 	// sched is to's schedule as the metadata names it; says is what
-	// schedule_reason adds at the switch beside the look's verdict, then
-	// what the switch does and never what the looks found when none
-	// made it.
+	// schedule_reason adds at the switch beside the look's verdict; then
+	// is what the load's reason says the looks will do, and never what
+	// it says they found when none switched.
 	sched, says, then, never string
 	looks                    []time.Duration
 	quiet                    time.Duration
