@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +26,7 @@ type conn struct {
 	timeout time.Duration
 	c       net.Conn
 	r       *bufio.Reader
+	head    [512]byte // the last answer's first bytes (do's msg)
 }
 
 // newConn is a connection to the http:// URL base (not yet dialled).
@@ -47,15 +47,20 @@ func newConn(base string, timeout time.Duration) (*conn, string, error) {
 
 // postRequest is the bytes of an HTTP/1.1 POST of a JSON body to path.
 func postRequest(host, path string, body []byte) []byte {
-	var b bytes.Buffer
-	b.Grow(len(body) + 160)
-	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, host, len(body))
-	b.Write(body)
-	return b.Bytes()
+	b := make([]byte, 0, len(body)+len(host)+len(path)+96)
+	b = append(b, "POST "...)
+	b = append(b, path...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, host...)
+	b = append(b, "\r\nContent-Type: application/json\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, "\r\n\r\n"...)
+	return append(b, body...)
 }
 
 // do sends req (a whole HTTP/1.1 request) and reads the response, keeping
-// the body's first 512 bytes for an error message; the connection is
+// the body's first 512 bytes for an error message (msg, valid until the
+// next call); the connection is
 // closed on any error and when the server asks. A kept-alive connection
 // the server closed while it was idle fails before any response byte;
 // such a request is sent once more on a new connection, as net/http's
@@ -98,8 +103,7 @@ func (c *conn) once(req []byte) (status int, msg []byte, err error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	var head [512]byte
-	n, err := io.ReadFull(resp.Body, head[:])
+	n, err := io.ReadFull(resp.Body, c.head[:])
 	if err == nil {
 		_, err = io.Copy(io.Discard, resp.Body)
 	} else if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
@@ -112,7 +116,7 @@ func (c *conn) once(req []byte) (status int, msg []byte, err error) {
 	if resp.Close {
 		c.close()
 	}
-	return resp.StatusCode, head[:n], nil
+	return resp.StatusCode, c.head[:n], nil
 }
 
 func (c *conn) close() {
@@ -124,5 +128,5 @@ func (c *conn) close() {
 
 // statusError is a non-200 answer as an error.
 func statusError(status int, msg []byte) error {
-	return fmt.Errorf("%s %s: %s", strconv.Itoa(status), http.StatusText(status), msg)
+	return fmt.Errorf("%d %s: %s", status, http.StatusText(status), msg)
 }
