@@ -27,6 +27,9 @@ type seqModel struct {
 	// it read to the end.
 	form  atomic.Pointer[seqForm]
 	later *wideLater // the later looks at the wide form; nil when there are none
+	// live is the live look timing lone requests, while one does
+	// (lookLive); nil otherwise.
+	live atomic.Pointer[liveLook]
 	// relabel moves the model's rnnserve_model_info series from the
 	// schedule it served to the one it serves after a later look's switch.
 	relabel func(from, to string)
@@ -369,8 +372,7 @@ func (m *seqModel) inferBatched(ctx context.Context, in *seqInput, state *seqSta
 	if !m.alwaysStep {
 		j.solo = func(cores coreSlots) error {
 			var err error
-			prog, release := m.widen(cores)
-			res, err = m.runPlan(in, state, wantHead, prog, release)
+			res, err = m.runWhole(cores, in, state, wantHead)
 			return err
 		}
 	}
@@ -410,13 +412,23 @@ func (m *seqModel) inferPlan(ctx context.Context, in *seqInput, state *seqState,
 	}
 	defer m.cores.give()
 	started := time.Now()
-	prog, release := m.widen(m.cores)
-	res, err := m.runPlan(in, state, wantHead, prog, release)
+	res, err := m.runWhole(m.cores, in, state, wantHead)
 	if err != nil {
 		return nil, err
 	}
 	tm.queue, tm.compute = started.Sub(enqueued), time.Since(started)
 	return res, nil
+}
+
+// runWhole runs a request as one whole plan, holding one of cores'
+// slots: widen's program, or, while a live look times lone requests, the
+// one it asks of this request (sample).
+func (m *seqModel) runWhole(cores coreSlots, in *seqInput, state *seqState, wantHead bool) ([]rowResult, error) {
+	if lv := m.live.Load(); lv != nil {
+		return m.sample(lv, cores, in, state, wantHead)
+	}
+	prog, release := m.widen(cores)
+	return m.runPlan(in, state, wantHead, prog, release)
 }
 
 // widen is called holding one of the model's core slots, and returns

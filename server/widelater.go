@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"rnnserve/rnn"
@@ -37,6 +39,28 @@ import (
 // load's budget for this (half of schedule_timing, twice for TimeWide),
 // so the time spent timing is bounded.
 //
+// A model that is never idle for wideQuiet (one client sending requests
+// back to back) would never look again. So after TimeWide, where the
+// model serves P on one request's cores and P across all of them computes
+// every output bit for bit the same (TestLiveLookSameAnswers), a look
+// that finds the model busy times its own lone requests instead (a live
+// look, lookLive): the next requests that find every core slot of the
+// model free alternate between the two forms, a wide one holding every
+// slot as a lone request does after a switch, a narrow one leaving the
+// others free, and each one's wall time per step (per row and time step)
+// is a sample, unless another request of the model arrived while it ran.
+// No request waits for a sample: one that cannot take every slot at once
+// runs narrow, as it would anyway, and is no sample. Once each form has
+// wideLater.samples (liveSamples), the medians go through TimeWide's rule
+// (choice.WideFaster) and switch the model as an idle look would; a live
+// look that has not gathered them within wideQuiet plus its pause is
+// spent, and so is the look. The idle look still runs when the model
+// falls quiet during a live look (once a look: a request that ends it
+// goes on as a sample), and whichever has its verdict first is the
+// look's. After PreferWide the model serves A or A+, whose answers may
+// differ from P's in the last bits, so a request's answer would depend on
+// the look: there the looks time only an idle model.
+//
 // What they cost: the programs the looks time stay built until the looks
 // end, with their weight copies. After TimeWide that is the wide P's
 // slices, as many bytes as the weights (P on one core is served anyway,
@@ -57,6 +81,9 @@ var wideLooks = []time.Duration{time.Second, 4 * time.Second, 16 * time.Second, 
 // a look starts.
 const wideQuiet = time.Second
 
+// liveSamples is how many lone requests of each form a live look times.
+const liveSamples = 8
+
 // wideLater is what the later looks need: the form the model switches
 // to once a look finds the wide form faster, the pauses, and the timing.
 type wideLater struct {
@@ -73,6 +100,11 @@ type wideLater struct {
 	// look times the forms, asking quit before each run, and says whether
 	// the switch pays and why.
 	look func(quit func() bool) (bool, string, error)
+	// live is the rule a live look applies to the medians of lone
+	// requests on to.prog and to.wide (choice.WideFaster), samples of
+	// each; nil where the looks time only an idle model.
+	live    func(narrow, wide time.Duration) bool
+	samples int
 }
 
 // newWideLater is the later looks at wide for a model that serves narrow,
@@ -84,7 +116,8 @@ func newWideLater(net *rnn.Network, narrow, wide *schedule.Program, steps int, b
 		looks: wideLooks, quiet: wideQuiet,
 		look: func(quit func() bool) (bool, string, error) {
 			return choice.TimeWide(net, narrow, wide, steps, budget, quit)
-		}}
+		},
+		live: choice.WideFaster, samples: liveSamples}
 }
 
 // newPreferLater is the later looks for a model that serves chosen, which
@@ -110,6 +143,10 @@ func laterReason(l *wideLater) string {
 	for _, d := range l.looks {
 		total += d
 	}
+	if l.live != nil {
+		return fmt.Sprintf("; timed again while the model is idle, or else on %d of its lone requests on each form, up to %d times over about the first %v after it starts, %s",
+			l.samples, len(l.looks), total.Round(time.Second), l.then)
+	}
 	return fmt.Sprintf("; timed again while the model is idle, up to %d times over about the first %v after it starts, %s",
 		len(l.looks), total.Round(time.Second), l.then)
 }
@@ -119,14 +156,28 @@ func laterReason(l *wideLater) string {
 func (m *seqModel) lookLater(stop <-chan struct{}) {
 	l := m.later
 	start := time.Now()
-	var tried, ended int
+	var tried, ended, live int
 	var last string
 	for _, pause := range l.looks {
-		if !sleep(stop, jitter(pause)) || !m.waitQuiet(stop, l.quiet) {
+		pause = jitter(pause)
+		if !sleep(stop, pause) {
+			return
+		}
+		var faster, onLive bool
+		var why string
+		var err error
+		if l.live == nil {
+			if !m.waitQuiet(stop, l.quiet) {
+				return
+			}
+			faster, why, err = m.idleLook(stop, l.look)
+		} else {
+			faster, why, onLive, err = m.lookLive(stop, pause)
+		}
+		if stopped(stop) {
 			return
 		}
 		tried++
-		faster, why, err := m.idleLook(stop, l.look)
 		switch {
 		case errors.Is(err, choice.ErrQuit):
 			ended++
@@ -134,22 +185,36 @@ func (m *seqModel) lookLater(stop <-chan struct{}) {
 		case err != nil:
 			m.log.Warn("model event", "event", "wide_look", "model", m.name, "err", err)
 			return
-		case !faster:
+		case onLive:
+			live++
+		}
+		if !faster {
 			last = why
 			continue
 		}
-		m.switchWide(time.Since(start).Round(time.Second), tried, why)
+		how := "with the model idle"
+		if onLive {
+			how = "on its live lone requests"
+		}
+		m.switchWide(time.Since(start).Round(time.Second), tried, how, why)
 		return
 	}
 	// None found it faster: the programs timed and not served go with the
 	// looks.
-	never := l.never
+	never, spent := l.never, "ended by a request"
+	if l.live != nil {
+		spent = "spent: ended by a request, or too few lone requests in time"
+	}
 	m.dropLater()
 	m.redescribe(func(r *api.RNNMetadata) {
 		var b strings.Builder
-		fmt.Fprintf(&b, "; timed again %d times with the model idle, %s", tried-ended, never)
+		fmt.Fprintf(&b, "; timed again %d times with the model idle", tried-ended-live)
+		if live > 0 {
+			fmt.Fprintf(&b, " and %d on its live lone requests", live)
+		}
+		fmt.Fprintf(&b, ", %s", never)
 		if ended > 0 {
-			fmt.Fprintf(&b, " (%d more ended by a request)", ended)
+			fmt.Fprintf(&b, " (%d more %s)", ended, spent)
 		}
 		if last != "" {
 			fmt.Fprintf(&b, "; the last: %s", last)
@@ -159,13 +224,14 @@ func (m *seqModel) lookLater(stop <-chan struct{}) {
 }
 
 // switchWide makes m serve the looks' form from now on, and says so in
-// its metadata: look tried, after the start, found it pays for why.
-func (m *seqModel) switchWide(after time.Duration, tried int, why string) {
+// its metadata: look tried, after the start, timed how, found it pays
+// for why.
+func (m *seqModel) switchWide(after time.Duration, tried int, how, why string) {
 	l := m.later
 	to := l.to
 	old := m.form.Swap(&to)
 	m.redescribe(func(r *api.RNNMetadata) {
-		r.ScheduleReason += fmt.Sprintf("; timed again %v after the start, with the model idle (look %d): %s", after, tried, why) + l.says
+		r.ScheduleReason += fmt.Sprintf("; timed again %v after the start, %s (look %d): %s", after, how, tried, why) + l.says
 		r.Schedule = l.sched
 		r.WideCores = to.wide.Workers()
 	})
@@ -212,6 +278,16 @@ func sleep(stop <-chan struct{}, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
+	}
+}
+
+// stopped reports whether stop is closed.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -263,4 +339,137 @@ func (m *seqModel) idleLook(stop <-chan struct{}, look func(quit func() bool) (b
 		return err
 	})
 	return faster, why, err
+}
+
+// liveLook is a look timed on the model's own lone requests: each runs
+// the form with fewer samples so far (narrow first, so they alternate),
+// and its wall time per step goes to that form's samples until each has
+// want.
+type liveLook struct {
+	wide *schedule.Program // the form across every core; narrow is the one served
+	want int
+	mu   sync.Mutex
+	per  [2][]time.Duration // per step: narrow's, wide's
+	full chan struct{}      // closed once both have want
+}
+
+// turn says which form the next lone request runs as a sample; ok is
+// false once both have their samples.
+func (lv *liveLook) turn() (wide, ok bool) {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	n, w := len(lv.per[0]), len(lv.per[1])
+	return w < n, n < lv.want || w < lv.want
+}
+
+// record adds a sample of the wide form or the narrow one.
+func (lv *liveLook) record(wide bool, d time.Duration) {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	k := 0
+	if wide {
+		k = 1
+	}
+	if len(lv.per[k]) == lv.want {
+		return
+	}
+	lv.per[k] = append(lv.per[k], d)
+	if len(lv.per[0]) == lv.want && len(lv.per[1]) == lv.want {
+		close(lv.full)
+	}
+}
+
+// medians returns the median sample of the narrow form and of the wide.
+func (lv *liveLook) medians() (narrow, wide time.Duration) {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	med := func(ts []time.Duration) time.Duration {
+		ts = slices.Sorted(slices.Values(ts))
+		return ts[len(ts)/2]
+	}
+	return med(lv.per[0]), med(lv.per[1])
+}
+
+// lookLive is one look of a model whose looks may time its lone
+// requests, pause its pause: the idle look once no request arrived for
+// l.quiet and none is in flight (once: a request that ends it goes on as
+// a sample), else a live look at the lone requests, until one has its
+// verdict (onLive says which). The live look lasts at most l.quiet plus
+// pause; then the look is spent (choice.ErrQuit), as it is when stop
+// closes.
+func (m *seqModel) lookLive(stop <-chan struct{}, pause time.Duration) (faster bool, why string, onLive bool, err error) {
+	l := m.later
+	lv := &liveLook{wide: l.to.wide, want: l.samples, full: make(chan struct{})}
+	m.live.Store(lv)
+	defer m.live.Store(nil)
+	end := time.NewTimer(l.quiet + pause)
+	defer end.Stop()
+	tick := time.NewTicker(l.quiet)
+	defer tick.Stop()
+	seen, idled := m.stats.requests.Load(), false
+	for {
+		select {
+		case <-stop:
+			return false, "", false, choice.ErrQuit
+		case <-end.C:
+			return false, "", false, choice.ErrQuit
+		case <-lv.full:
+			m.live.Store(nil)
+			err := m.protect("live look at the wide form", func() error {
+				faster, why = liveVerdict(l.live, lv, l.to.prog.Workers(), lv.wide.Workers())
+				return nil
+			})
+			return faster, why, true, err
+		case <-tick.C:
+			if !idled && m.stats.requests.Load() == seen && m.stats.inflight.Load() == 0 {
+				idled = true
+				if faster, why, err = m.idleLook(stop, l.look); !errors.Is(err, choice.ErrQuit) {
+					return faster, why, false, err
+				}
+			}
+			seen = m.stats.requests.Load()
+		}
+	}
+}
+
+// liveVerdict applies rule to the medians of lv's samples, and says what
+// it found: narrow and wide are the cores of each form.
+func liveVerdict(rule func(narrow, wide time.Duration) bool, lv *liveLook, narrow, wide int) (bool, string) {
+	n, w := lv.medians()
+	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Nanosecond) }
+	says := fmt.Sprintf("a request that finds all of the model's %d cores free", wide)
+	times := fmt.Sprintf("on %d core(s) %v, on %d %v per row and step (medians of %d lone requests each)", narrow, r(n), wide, r(w), lv.want)
+	if rule(n, w) {
+		return true, fmt.Sprintf("%s runs it across all of them: %s", says, times)
+	}
+	return false, fmt.Sprintf("%s stays on its own cores (not faster across all of them on live requests): %s", says, times)
+}
+
+// sample runs a request, holding one of cores' slots, while lv times
+// lone requests. One that finds every other slot free too is lone and
+// runs the form lv asks for: the wide one holding every slot, as a lone
+// request does after a switch, or the one served, leaving the others
+// free; its wall time per row and step is a sample unless another request
+// of the model arrived while it ran. Any other request runs the form
+// served, as it would without the look.
+func (m *seqModel) sample(lv *liveLook, cores coreSlots, in *seqInput, state *seqState, wantHead bool) ([]rowResult, error) {
+	prog := m.form.Load().prog
+	release := cores.takeRest()
+	if release == nil {
+		return m.runPlan(in, state, wantHead, prog, nil)
+	}
+	wide, ok := lv.turn()
+	if wide {
+		prog = lv.wide
+		m.metrics.wide.Inc()
+	} else {
+		release()
+		release = nil
+	}
+	seen, start := m.stats.requests.Load(), time.Now()
+	res, err := m.runPlan(in, state, wantHead, prog, release)
+	if ok && err == nil && m.stats.requests.Load() == seen {
+		lv.record(wide, time.Since(start)/time.Duration(max(1, in.T*in.B)))
+	}
+	return res, err
 }

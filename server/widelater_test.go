@@ -131,9 +131,11 @@ func TestWideLater(t *testing.T) {
 	}
 }
 
-// TestWideLaterIdle: no look starts while a request of the model is in
-// flight; a look finds every core slot free or does not time; a request
-// that arrives during a look ends it, and is served.
+// TestWideLaterIdle: no look times the forms while a request of the
+// model is in flight (an idle-only look waits for its end; one that may
+// time live requests finds no lone request to time, and is spent); a look
+// finds every core slot free or does not time; a request that arrives
+// during a look ends it, and is served.
 func TestWideLaterIdle(t *testing.T) {
 	for _, k := range laterKinds {
 		t.Run(k.name, func(t *testing.T) { testWideLaterIdle(t, k.make) })
@@ -143,13 +145,13 @@ func TestWideLaterIdle(t *testing.T) {
 func testWideLaterIdle(t *testing.T, mk func(*testing.T, []time.Duration, func(func() bool) (bool, string, error)) (*Server, *httptest.Server, *seqModel)) {
 	ms := time.Millisecond
 	var looked atomic.Int32
-	s, _, m := mk(t, []time.Duration{ms}, func(func() bool) (bool, string, error) {
+	s, _, m := mk(t, []time.Duration{ms, 100 * ms}, func(func() bool) (bool, string, error) {
 		looked.Add(1)
 		return false, "not faster", nil
 	})
 	m.stats.inflight.Add(1) // a request being served
 	s.Start()
-	time.Sleep(100 * ms)
+	time.Sleep(50 * ms)
 	if n := looked.Load(); n != 0 {
 		t.Fatalf("looked %d times with a request in flight", n)
 	}
