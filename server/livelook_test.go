@@ -89,7 +89,7 @@ func TestLiveLook(t *testing.T) {
 func testLiveLook(t *testing.T, batching bool) {
 	ms := time.Millisecond
 	var medians atomic.Pointer[[2]time.Duration]
-	s, hs, m := liveModel(t, batching, []time.Duration{ms, time.Hour}, 500*ms, func(n, w time.Duration) bool {
+	s, hs, m := liveModel(t, batching, []time.Duration{ms, time.Hour}, 5*time.Second, func(n, w time.Duration) bool {
 		medians.Store(&[2]time.Duration{n, w})
 		return choice.WideFaster(1000*n, w)
 	})
@@ -120,7 +120,7 @@ func testLiveLook(t *testing.T, batching bool) {
 	}
 
 	// Slower on live requests: no switch, and the looks end saying so.
-	s, hs, m = liveModel(t, batching, []time.Duration{ms}, 500*ms, func(n, w time.Duration) bool { return choice.WideFaster(n, 1000*w) })
+	s, hs, m = liveModel(t, batching, []time.Duration{ms}, 5*time.Second, func(n, w time.Duration) bool { return choice.WideFaster(n, 1000*w) })
 	s.Start()
 	client(t, hs, nil)
 	waitUntil(t, "the looks' end", func() bool { return strings.Contains(metadataOf(t, hs).ScheduleReason, "never faster") })
