@@ -19,8 +19,10 @@ import (
 	"rnnserve/server/internal/choice"
 )
 
-// liveBody is the request the never-idle client sends.
-const liveBody = `{"inputs":[{"name":"tokens","datatype":"INT64","shape":[1,16],"data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}]}`
+// liveBody is the request the never-idle client sends, for every output
+// of lm: the logits, the top layer's outputs and each layer's h and c.
+const liveBody = `{"inputs":[{"name":"tokens","datatype":"INT64","shape":[1,16],"data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}],` +
+	`"outputs":[{"name":"logits"},{"name":"output"},{"name":"hidden"},{"name":"cell"}]}`
 
 // liveModel is laterModel's lm with lone requests run as whole plans
 // (through the batcher's solo path, or unbatched), looks after pauses
