@@ -76,11 +76,10 @@ func finiteAVX2(x *float32, n int) bool
 // to smallK columns go in pairs: there a 4×3 panel's fewer, longer
 // dependency chains (twelve sums, each a chain of k/8 multiply-adds, then
 // the horizontal sums) leave the out-of-order core too little to overlap;
-// where the AVX-512 kernels run they go in threes through gemmNT3x8Y
-// instead, whose twenty-four sums in the 32 registers AVX-512VL gives
-// (256-bit operations, at full rate on Zen 4 too) take a whole panel of
-// eight W rows and one REDUCE8 per row (1.08-1.10x at k = 64; at
-// k = 1024 its eight row streams left L1 and it lost, 0.80x).
+// where the AVX-512 kernels run, rows of up to z38K columns go in threes
+// through gemmNT3x8Y instead, whose twenty-four sums in the 32 registers
+// AVX-512VL gives (256-bit operations, at full rate on Zen 4 too) take a
+// whole panel of eight W rows and one REDUCE8 per row.
 // With more than four rows W goes in blocks of wBlock rows, each kept in
 // cache while every group passes it. When W is large enough to come from
 // DRAM, or the caller says it is read once (GemmNTOnce), and there are
@@ -105,7 +104,7 @@ func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta 
 	if pulls(m, n, k, once) {
 		nb, first = wBlock(k), 1
 	}
-	z38 := useAVX512 && k > 0 && k <= smallK && k%8 == 0 && m-first >= 3
+	z38 := useAVX512 && k > 0 && k <= z38K && k%8 == 0 && m-first >= 3
 	if z38 {
 		group = 3
 	}
@@ -143,6 +142,14 @@ func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta 
 
 // smallK is the longest row GemmNT takes A rows in pairs for.
 const smallK = 128
+
+// z38K is the longest row GemmNT takes A rows in threes through
+// gemmNT3x8Y for (k a multiple of 8). On AMD EPYC Zen 4 it gained
+// 1.08-1.10x at k = 64 over the pairs, and at k = 192 (bytelm's batched
+// steps, 3 to 23 rows) 1.04-1.30x over the 4×3 panels; at 384-512 columns
+// it gained with 23 or 64 rows and lost with 8, and at k = 1024, where
+// its eight W rows no longer stay in L1 beside the three A rows, 0.80x.
+const z38K = 256
 
 func gemvTKernel(k, n int, w []float32, ldw int, x []float32, beta float32, y []float32) {
 	if !useAsm {
