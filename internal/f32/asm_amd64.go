@@ -114,9 +114,13 @@ func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta 
 		if first == 1 {
 			gemmNT1x8(jb, k, &a[0], wj, ldw, &c[j0], beta)
 		}
-		for i0 := first; i0 < m; i0 += group {
+		for i0, rows := first, 0; i0 < m; i0 += rows {
+			rows = min(group, m-i0)
+			if z38 && rows == 3 && m-i0 == 4 && k > smallK {
+				rows = 4 // one 4×3 pass, not three rows and one alone
+			}
 			ai, ci := &a[i0*lda], &c[i0*ldc+j0]
-			switch rows := min(group, m-i0); rows {
+			switch rows {
 			case 1:
 				gemmNT1x8(jb, k, ai, wj, ldw, ci, beta)
 			case 2:
@@ -146,9 +150,12 @@ const smallK = 128
 // z38K is the longest row GemmNT takes A rows in threes through
 // gemmNT3x8Y for (k a multiple of 8). On AMD EPYC Zen 4 it gained
 // 1.08-1.10x at k = 64 over the pairs, and at k = 192 (bytelm's batched
-// steps, 3 to 23 rows) 1.04-1.30x over the 4×3 panels; at 384-512 columns
-// it gained with 23 or 64 rows and lost with 8, and at k = 1024, where
-// its eight W rows no longer stay in L1 beside the three A rows, 0.80x.
+// steps) 1.00-1.18x over the 4×3 panels from 3 to 64 rows, where a last
+// row alone (4, 7, ... rows) goes with the three before it through one
+// 4×3 pass rather than through the 1×8 kernel, which reads W once more
+// for it (0.81x at 4 rows); at 384-512 columns it gained with 23 or 64
+// rows and lost with 8, and at k = 1024, where its eight W rows no longer
+// stay in L1 beside the three A rows, 0.80x.
 const z38K = 256
 
 func gemvTKernel(k, n int, w []float32, ldw int, x []float32, beta float32, y []float32) {

@@ -19,7 +19,9 @@ import (
 // products' two-row kernel) and gates with a tail; three rows with short
 // rows; four rows; five rows, rows past a bf16 panel's kc and gates past
 // 128 units; five rows of a packed W taken three and one past each block;
-// nine rows of A (int8 tiles of four and a last row alone); one row past
+// nine rows of A (int8 tiles of four and a last row alone); seven rows
+// of 192 columns (AVX-512's groups of three rows, the last four in one
+// 4×3 pass, and a W panel's tail); one row past
 // five int8 panels (the VNNI product's four and one more); rows past the
 // AVX512_BF16 kernels' block of 1024 columns; 1024 gate units.
 var levelDims = []kernelDims{
@@ -32,6 +34,7 @@ var levelDims = []kernelDims{
 	{m: 5, n: 200, k: 515, h: 200, s: 203, beta: 0},
 	{m: 5, n: 40, k: 24, h: 21, s: 22, beta: -0.5},
 	{m: 9, n: 48, k: 256, h: 136, s: 137, beta: 1},
+	{m: 7, n: 44, k: 192, h: 24, s: 24, beta: -0.5},
 	{m: 1, n: 80, k: 20, h: 9, s: 11, beta: 0},
 	{m: 3, n: 24, k: 1100, h: 8, s: 8, beta: 1},
 	{m: 1, n: 16, k: 8, h: 1024, s: 1031, beta: -0.5},
