@@ -42,6 +42,23 @@ const maxNesting = 8
 // tensors' memory from the budget (see TensorMemory).
 func DecodeInfer(rd io.Reader, hdrLen, limit int64, charge func(int64) error, r *infer.Request) error {
 	mem := &TensorMemory{Limit: 2 * limit, Charge: charge}
+	if hdrLen < 0 {
+		// A small JSON body goes to the fast path (small.go) first.
+		bp := smallBufs.Get().(*[smallBody]byte)
+		defer smallBufs.Put(bp)
+		body := readSmall(rd, bp[:])
+		if body.err == io.EOF {
+			if ok, err := decodeSmall(body.buf, r, mem); ok {
+				return err
+			}
+		}
+		rd = body
+	}
+	return decodeInfer(rd, hdrLen, limit, mem, r)
+}
+
+// decodeInfer is DecodeInfer without the fast path.
+func decodeInfer(rd io.Reader, hdrLen, limit int64, mem *TensorMemory, r *infer.Request) error {
 	var w api.InferRequest
 	jsonPart := rd
 	if hdrLen >= 0 {
