@@ -52,7 +52,8 @@ func DecodeInfer(rd io.Reader, hdrLen, limit int64, charge func(int64) error, r 
 				return err
 			}
 		}
-		rd = body
+		rest := body // on the heap only when the full decoder needs it
+		rd = &rest
 	}
 	return decodeInfer(rd, hdrLen, limit, mem, r)
 }

@@ -47,7 +47,7 @@ func (p *replay) Read(b []byte) (int, error) {
 
 // readSmall reads rd into buf until it ends, fails or fills buf; the
 // whole body is in buf when err is io.EOF.
-func readSmall(rd io.Reader, buf []byte) *replay {
+func readSmall(rd io.Reader, buf []byte) replay {
 	n := 0
 	var err error
 	for n < len(buf) && err == nil {
@@ -55,7 +55,7 @@ func readSmall(rd io.Reader, buf []byte) *replay {
 		m, err = rd.Read(buf[n:])
 		n += m
 	}
-	return &replay{buf: buf[:n], err: err, rest: rd}
+	return replay{buf: buf[:n], err: err, rest: rd}
 }
 
 // scanner reads plain JSON from b[i:]; each method reports whether what
