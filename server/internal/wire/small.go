@@ -287,6 +287,61 @@ func datatype(dt []byte) string {
 	return string(dt)
 }
 
+// input reads an input tensor's object, its data as text.
+func (s *scanner) input() (t infer.Tensor, raw []byte, ok bool) {
+	var has uint8
+	ok = s.object(func(k []byte) bool {
+		var bit uint8
+		var ok bool
+		switch string(k) {
+		case "name":
+			var b []byte
+			b, ok = s.str()
+			t.Name, bit = string(b), 1
+		case "datatype":
+			var b []byte
+			b, ok = s.str()
+			t.Datatype, bit = datatype(b), 2
+		case "shape":
+			t.Shape, bit = make([]int64, 0, 4), 4
+			ok = s.array(func() bool {
+				d, ok := s.int()
+				t.Shape = append(t.Shape, d)
+				return ok
+			})
+		case "parameters": // any is refused without binary data
+			ok, bit = s.object(func([]byte) bool { return false }), 8
+		case "data":
+			s.ws()
+			start := s.i
+			ok, bit = s.data(1), 16
+			raw = s.b[start:s.i]
+		}
+		return ok && first(&has, bit)
+	})
+	return t, raw, ok
+}
+
+// output reads a requested output's object.
+func (s *scanner) output() (o infer.RequestedOutput, ok bool) {
+	var has uint8
+	ok = s.object(func(k []byte) bool {
+		var bit uint8
+		var ok bool
+		switch string(k) {
+		case "name":
+			var b []byte
+			b, ok = s.str()
+			o.Name, bit = string(b), 1
+		case "parameters":
+			o.Parameters, ok = s.params()
+			bit = 2
+		}
+		return ok && first(&has, bit)
+	})
+	return o, ok
+}
+
 // decodeSmall decodes a whole JSON infer body into r as fromWire does,
 // charging mem as it does. With ok false it has not touched r or mem:
 // the body is for the full decoder. With ok true, err is nil or the
@@ -318,59 +373,13 @@ func decodeSmall(body []byte, r *infer.Request, mem *TensorMemory) (ok bool, err
 			bit = 8
 		case "inputs":
 			ok, bit = s.array(func() bool {
-				var t infer.Tensor
-				var raw []byte
-				var has uint8
-				ok := s.object(func(k []byte) bool {
-					var bit uint8
-					var ok bool
-					switch string(k) {
-					case "name":
-						var b []byte
-						b, ok = s.str()
-						t.Name, bit = string(b), 1
-					case "datatype":
-						var b []byte
-						b, ok = s.str()
-						t.Datatype, bit = datatype(b), 2
-					case "shape":
-						t.Shape, bit = make([]int64, 0, 4), 4
-						ok = s.array(func() bool {
-							d, ok := s.int()
-							t.Shape = append(t.Shape, d)
-							return ok
-						})
-					case "parameters": // any is refused without binary data
-						ok, bit = s.object(func([]byte) bool { return false }), 8
-					case "data":
-						s.ws()
-						start := s.i
-						ok, bit = s.data(1), 16
-						raw = s.b[start:s.i]
-					}
-					return ok && first(&has, bit)
-				})
+				t, raw, ok := s.input()
 				ins, raws = append(ins, t), append(raws, raw)
 				return ok
 			}), 16
 		case "outputs":
 			ok, bit = s.array(func() bool {
-				var o infer.RequestedOutput
-				var has uint8
-				ok := s.object(func(k []byte) bool {
-					var bit uint8
-					var ok bool
-					switch string(k) {
-					case "name":
-						var b []byte
-						b, ok = s.str()
-						o.Name, bit = string(b), 1
-					case "parameters":
-						o.Parameters, ok = s.params()
-						bit = 2
-					}
-					return ok && first(&has, bit)
-				})
+				o, ok := s.output()
 				outs = append(outs, o)
 				return ok
 			}), 32
