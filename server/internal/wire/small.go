@@ -100,6 +100,12 @@ func (s *scanner) str() ([]byte, bool) {
 	return nil, false
 }
 
+// string is str's string.
+func (s *scanner) string() (string, bool) {
+	b, ok := s.str()
+	return string(b), ok
+}
+
 // word reads the literal w.
 func (s *scanner) word(w string) bool {
 	s.ws()
@@ -249,9 +255,7 @@ func (s *scanner) params() (infer.Params, bool) {
 		s.ws()
 		switch {
 		case s.i < len(s.b) && s.b[s.i] == '"':
-			var b []byte
-			b, ok = s.str()
-			v = string(b)
+			v, ok = s.string()
 		case s.i < len(s.b) && s.b[s.i] == 't':
 			v, ok = true, s.word("true")
 		case s.i < len(s.b) && s.b[s.i] == 'f':
@@ -264,12 +268,16 @@ func (s *scanner) params() (infer.Params, bool) {
 	})
 }
 
-// first records bit, a key of an object, in seen, reporting whether the
-// key is known (bit is not 0) and new.
-func first(seen *uint8, bit uint8) bool {
-	dup := *seen&bit != 0
-	*seen |= bit
-	return bit != 0 && !dup
+// fields reads an object of known keys, each at most once: field reads
+// the value of key k, returning the key's bit (0: not a known key).
+func (s *scanner) fields(field func(k []byte) (uint8, bool)) bool {
+	var seen uint8
+	return s.object(func(k []byte) bool {
+		bit, ok := field(k)
+		dup := seen&bit != 0
+		seen |= bit
+		return ok && bit != 0 && !dup
+	})
 }
 
 // datatype is dt as a string, without allocating for the usual ones.
@@ -289,55 +297,48 @@ func datatype(dt []byte) string {
 
 // input reads an input tensor's object, its data as text.
 func (s *scanner) input() (t infer.Tensor, raw []byte, ok bool) {
-	var has uint8
-	ok = s.object(func(k []byte) bool {
-		var bit uint8
-		var ok bool
+	ok = s.fields(func(k []byte) (uint8, bool) {
 		switch string(k) {
 		case "name":
-			var b []byte
-			b, ok = s.str()
-			t.Name, bit = string(b), 1
+			t.Name, ok = s.string()
+			return 1, ok
 		case "datatype":
-			var b []byte
-			b, ok = s.str()
-			t.Datatype, bit = datatype(b), 2
+			b, ok := s.str()
+			t.Datatype = datatype(b)
+			return 2, ok
 		case "shape":
-			t.Shape, bit = make([]int64, 0, 4), 4
-			ok = s.array(func() bool {
+			t.Shape = make([]int64, 0, 4)
+			return 4, s.array(func() bool {
 				d, ok := s.int()
 				t.Shape = append(t.Shape, d)
 				return ok
 			})
 		case "parameters": // any is refused without binary data
-			ok, bit = s.object(func([]byte) bool { return false }), 8
+			return 8, s.object(func([]byte) bool { return false })
 		case "data":
 			s.ws()
 			start := s.i
-			ok, bit = s.data(1), 16
+			ok = s.data(1)
 			raw = s.b[start:s.i]
+			return 16, ok
 		}
-		return ok && first(&has, bit)
+		return 0, false
 	})
 	return t, raw, ok
 }
 
 // output reads a requested output's object.
 func (s *scanner) output() (o infer.RequestedOutput, ok bool) {
-	var has uint8
-	ok = s.object(func(k []byte) bool {
-		var bit uint8
-		var ok bool
+	ok = s.fields(func(k []byte) (uint8, bool) {
 		switch string(k) {
 		case "name":
-			var b []byte
-			b, ok = s.str()
-			o.Name, bit = string(b), 1
+			o.Name, ok = s.string()
+			return 1, ok
 		case "parameters":
 			o.Parameters, ok = s.params()
-			bit = 2
+			return 2, ok
 		}
-		return ok && first(&has, bit)
+		return 0, false
 	})
 	return o, ok
 }
@@ -354,37 +355,34 @@ func decodeSmall(body []byte, r *infer.Request, mem *TensorMemory) (ok bool, err
 	var ins []infer.Tensor
 	var raws [][]byte // each input's data text
 	var outs []infer.RequestedOutput
-	var seen uint8
-	ok = s.object(func(k []byte) bool {
-		var bit uint8
-		var ok bool
+	ok = s.fields(func(k []byte) (uint8, bool) {
 		switch string(k) {
 		case "id":
 			id, ok = s.str()
-			bit = 1
+			return 1, ok
 		case "model_name":
 			modelName, ok = s.str()
-			bit = 2
+			return 2, ok
 		case "model_version":
 			modelVersion, ok = s.str()
-			bit = 4
+			return 4, ok
 		case "parameters":
 			params, ok = s.params()
-			bit = 8
+			return 8, ok
 		case "inputs":
-			ok, bit = s.array(func() bool {
+			return 16, s.array(func() bool {
 				t, raw, ok := s.input()
 				ins, raws = append(ins, t), append(raws, raw)
 				return ok
-			}), 16
+			})
 		case "outputs":
-			ok, bit = s.array(func() bool {
+			return 32, s.array(func() bool {
 				o, ok := s.output()
 				outs = append(outs, o)
 				return ok
-			}), 32
+			})
 		}
-		return ok && first(&seen, bit)
+		return 0, false
 	})
 	if s.ws(); !ok || s.i != len(s.b) {
 		return false, nil
