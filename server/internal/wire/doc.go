@@ -24,7 +24,10 @@
 //     as fast), with 13 allocations instead of 67 (BenchmarkDecodeInferREST,
 //     scripts/ab_bench.py --rounds 10 --benchtime 1s, 2026-11-27, AMD
 //     EPYC Zen 4), where encoding/json behind the text and key checkers
-//     was about 4% of the server's CPU at 64 clients. It is never laxer:
+//     was about 4% of the server's CPU at 64 clients; a body it parses
+//     to the end and leaves to the full decoder (a string with an
+//     escape) costs about 4% more than before
+//     (BenchmarkDecodeInferRESTFallback). It is never laxer:
 //     it builds the Request only where the full decoder builds the same
 //     one, converts tensor data with the full decoder's own code, and
 //     hands anything else, valid or not, to the full decoder on the same
