@@ -15,6 +15,11 @@
 //     data (DecodeInfer), and writes infer responses (Responses): a
 //     hand-written JSON writer, gzip when the client accepts it
 //     (acceptenc.go).
+//   - float32.go formats a float32 as the JSON writer does, byte for byte
+//     strconv.AppendFloat(f, 'g', -1, 32) (the tests compare every
+//     float32), about 1.6 times as fast: a model's state in an answer is
+//     hundreds of floats, and strconv's formatting was about 5% of the
+//     server's CPU at 64 clients.
 //   - small.go is DecodeInfer's fast path for a JSON body of at most
 //     4 KiB, such as bytelm's 32 tokens: read whole into a pooled
 //     buffer, parsed in one pass by a hand-written parser of the plain
