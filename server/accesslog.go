@@ -151,7 +151,13 @@ func (a *AccessLog) Handler(h http.Handler) http.Handler {
 		if v := r.Header.Values(SequenceHeader); len(v) > 0 {
 			attrs = append(attrs, slog.String("sequence_id", infer.Clip(strings.Join(v, ","))))
 		}
-		a.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+		// A record without the caller's PC (no handler of the access log
+		// adds the source): runtime.Callers was a fifth of a line's cost.
+		if h, ctx := a.log.Handler(), r.Context(); h.Enabled(ctx, slog.LevelInfo) {
+			rec := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+			rec.AddAttrs(attrs...)
+			_ = h.Handle(ctx, rec)
+		}
 	})
 }
 
