@@ -362,7 +362,6 @@ func (s *Stepper) Add(q *Sequence) error {
 	}
 	q.slot = len(s.seqs)
 	s.seqs = append(s.seqs, q)
-	s.prefetchToken(q, 0)
 	for k, dirs := range n.Layers {
 		O, H := dirs[0].Out(), dirs[0].Hidden
 		h := s.h[k].F32[q.slot*O : (q.slot+1)*O]
@@ -573,8 +572,6 @@ func (s *Stepper) Step() (done []*Sequence) {
 	}
 	if s.tracing {
 		s.trace = append(s.trace, s.steps...)
-	} else {
-		s.prefetchNext()
 	}
 	for _, q := range s.seqs {
 		q.t++
@@ -583,26 +580,6 @@ func (s *Stepper) Step() (done []*Sequence) {
 		}
 	}
 	return done
-}
-
-// prefetchNext asks the CPU for the table row of each sequence's next
-// token once the step's last product has streamed its weights through
-// the caches, so that the next step's gather finds the rows near (rows
-// picked by token are scattered over the table: no hardware prefetcher
-// guesses them); Add does the same for a new sequence's first token. A
-// hint only: it reads nothing the plan's traffic counts.
-func (s *Stepper) prefetchNext() {
-	for _, q := range s.seqs {
-		s.prefetchToken(q, q.t+1)
-	}
-}
-
-func (s *Stepper) prefetchToken(q *Sequence, t int) {
-	if s.xtab != nil && t < q.known {
-		R0 := s.net.Layers[0][0].Rows()
-		row := int(q.Tokens[t]) * R0
-		f32.Prefetch(s.xtab.F32[row : row+R0])
-	}
 }
 
 func (s *Stepper) add(layer int, o op) {

@@ -280,15 +280,6 @@ func bf16Kernel(dst []float32, src []uint16) int {
 	return n8
 }
 
-//go:noescape
-func prefetchLines(p *float32, n int)
-
-func prefetchKernel(x []float32) {
-	if useAsm && len(x) > 0 {
-		prefetchLines(&x[0], 4*len(x))
-	}
-}
-
 func sumKernel(x []float32) float32 {
 	n64 := len(x) &^ 63
 	if !useAsm || n64 == 0 {

@@ -332,19 +332,3 @@ findone:
 	SETEQ ret+16(FP)
 	VZEROUPPER
 	RET
-
-// func prefetchLines(p *float32, n int)
-//
-// PREFETCHT0 of every 64-byte line of the n bytes from p (n > 0).
-TEXT ·prefetchLines(SB), NOSPLIT, $0-16
-	MOVQ p+0(FP), SI
-	MOVQ n+8(FP), CX
-	LEAQ (SI)(CX*1), CX
-	ANDQ $-64, SI
-
-prefetchloop:
-	PREFETCHT0 (SI)
-	ADDQ $64, SI
-	CMPQ SI, CX
-	JLT  prefetchloop
-	RET

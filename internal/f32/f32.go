@@ -352,11 +352,6 @@ func GRUGates(n, stride int, x, p, bih, bhh, hprev, hout []float32) {
 // bandwidth of the level the buffer lives in (cmd/roofline).
 func Sum(x []float32) float32 { return sumKernel(x) }
 
-// Prefetch asks the CPU to bring x's cache lines into L1 (PREFETCHT0
-// where the assembly runs; nothing otherwise): issued for many rows before
-// they are read, their misses overlap.
-func Prefetch(x []float32) { prefetchKernel(x) }
-
 // Finite reports whether every value of x is finite (no infinity, no
 // NaN). It reads x once, in AVX2 where the CPU has it: the inputs a
 // request brings are checked with it before a plan runs.

@@ -725,24 +725,3 @@ func TestLSTMStep(t *testing.T) {
 		}
 	})
 }
-
-// TestPrefetch runs the prefetch over slices that start and end anywhere
-// in a line, down to one element (a wrong bound in its loop would fault
-// or not end), and leaves every value as it was.
-func TestPrefetch(t *testing.T) {
-	x := make([]float32, 1000)
-	for i := range x {
-		x[i] = float32(i)
-	}
-	Prefetch(nil)
-	for lo := 0; lo < 40; lo += 3 {
-		for _, n := range []int{1, 2, 15, 16, 17, 100, 1000 - lo} {
-			Prefetch(x[lo : lo+n])
-		}
-	}
-	for i, v := range x {
-		if v != float32(i) {
-			t.Fatalf("x[%d] = %v after the prefetch", i, v)
-		}
-	}
-}

@@ -49,8 +49,6 @@ func bf16Kernel(dst []float32, src []uint16) int { return 0 }
 
 func sumKernel(x []float32) float32 { return sumGo(x) }
 
-func prefetchKernel([]float32) {}
-
 func finiteKernel(x []float32) bool { return finiteGo(x) }
 
 func implName() string { return "go" }
