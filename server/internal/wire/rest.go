@@ -207,24 +207,34 @@ func fromWire(w *api.InferRequest, r *infer.Request, mem *TensorMemory) (binary 
 		}
 		ro := &r.Outputs[i]
 		ro.Name = o.Name
-		if v, ok, err := p.Bool("binary_data"); err != nil {
-			return nil, fmt.Errorf("output %q: %w", infer.Clip(o.Name), err)
-		} else if ok {
-			ro.Binary = &v
-			delete(p, "binary_data")
+		if err := takeOutputParams(ro, p); err != nil {
+			return nil, err
 		}
-		if k, ok, err := p.Int("classification", 0, infer.MaxClassification); err != nil {
-			return nil, fmt.Errorf("output %q: %w", infer.Clip(o.Name), err)
-		} else if ok {
-			ro.Classification = int(k)
-			delete(p, "classification")
-		}
-		if _, ok := p["shared_memory_region"]; ok {
-			return nil, infer.BadRequest("output %q: shared memory is not supported", infer.Clip(o.Name))
-		}
-		ro.Parameters = p
 	}
 	return binary, nil
+}
+
+// takeOutputParams takes binary_data and classification out of a
+// requested output's parameters p into o, and leaves the rest in
+// o.Parameters; shared memory is refused.
+func takeOutputParams(o *infer.RequestedOutput, p infer.Params) error {
+	if v, ok, err := p.Bool("binary_data"); err != nil {
+		return fmt.Errorf("output %q: %w", infer.Clip(o.Name), err)
+	} else if ok {
+		o.Binary = &v
+		delete(p, "binary_data")
+	}
+	if k, ok, err := p.Int("classification", 0, infer.MaxClassification); err != nil {
+		return fmt.Errorf("output %q: %w", infer.Clip(o.Name), err)
+	} else if ok {
+		o.Classification = int(k)
+		delete(p, "classification")
+	}
+	if _, ok := p["shared_memory_region"]; ok {
+		return infer.BadRequest("output %q: shared memory is not supported", infer.Clip(o.Name))
+	}
+	o.Parameters = p
+	return nil
 }
 
 // ParamsOf decodes wire parameters: each a string, number or boolean.
@@ -270,6 +280,12 @@ func paramValue(raw json.RawMessage) (any, error) {
 	return nil, errors.New("want a string, number or boolean")
 }
 
+// textSize is what the n elements of kind in JSON text raw are charged:
+// at most one value per two bytes of text ("1,") is allocated.
+func textSize(kind infer.Kind, n int, raw []byte) int64 {
+	return decodedSize(kind, int64(min(n, len(raw)/2+1)), int64(len(raw)))
+}
+
 // jsonData converts a tensor's JSON data to typed values by its datatype,
 // taking their memory from mem.
 func jsonData(t *infer.Tensor, raw api.RawData, mem *TensorMemory) error {
@@ -281,8 +297,7 @@ func jsonData(t *infer.Tensor, raw api.RawData, mem *TensorMemory) error {
 	if err != nil {
 		return fmt.Errorf("input %q: %w", infer.Clip(t.Name), err)
 	}
-	// At most one value per two bytes of text ("1,"): what is allocated.
-	if err := mem.take(t.Name, decodedSize(kind, int64(min(n, len(raw)/2+1)), int64(len(raw)))); err != nil {
+	if err := mem.take(t.Name, textSize(kind, n, raw)); err != nil {
 		return err
 	}
 	switch kind {

@@ -417,25 +417,11 @@ func decodeSmall(body []byte, r *infer.Request, mem *TensorMemory) (ok bool, err
 		outs = []infer.RequestedOutput{}
 	}
 	for i := range outs {
-		o := &outs[i]
-		if o.Parameters == nil {
-			o.Parameters = infer.Params{}
+		p := outs[i].Parameters
+		if p == nil {
+			p = infer.Params{}
 		}
-		v, ok, err := o.Parameters.Bool("binary_data")
-		if err != nil {
-			return false, nil
-		} else if ok {
-			o.Binary = &v
-			delete(o.Parameters, "binary_data")
-		}
-		k, ok, err := o.Parameters.Int("classification", 0, infer.MaxClassification)
-		if err != nil {
-			return false, nil
-		} else if ok {
-			o.Classification = int(k)
-			delete(o.Parameters, "classification")
-		}
-		if _, ok := o.Parameters["shared_memory_region"]; ok {
+		if takeOutputParams(&outs[i], p) != nil {
 			return false, nil
 		}
 	}
@@ -453,7 +439,7 @@ func decodeSmall(body []byte, r *infer.Request, mem *TensorMemory) (ok bool, err
 		t, raw := &ins[i], raws[i]
 		kind, _ := infer.DatatypeKind(t.Datatype)
 		n, _ := infer.Elements(t.Shape)
-		if err := mem.take(t.Name, decodedSize(kind, int64(min(n, len(raw)/2+1)), int64(len(raw)))); err != nil {
+		if err := mem.take(t.Name, textSize(kind, n, raw)); err != nil {
 			return true, err
 		}
 	}
