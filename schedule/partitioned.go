@@ -78,8 +78,19 @@ type PartitionOptions struct {
 // sequential one); W_ih slices, read once per layer, from a quarter of
 // l2, the size below which W_ih stays in L2 from one inference to the
 // next (f32.GemmNTOnce's bound). docs/data/host-tuning.md has the
-// measurements on the project's 1 MiB-L2 host.
-func PackBounds(l2 int64) (whh, wih int) { return int(l2), int(l2 / 4) }
+// measurements on the project's 1 MiB-L2 hosts. Where the packed
+// products are the AVX-512 ones and a row-major W's mostly eight-lane
+// (f32.WidePacked: a CPU that runs 512-bit operations whole, such as
+// AMD's Zen 5), every slice is packed (bounds 0): there packing made P
+// 1.2-1.5x faster at hidden 64 to 256 with T >= 10 (host-tuning.md).
+func PackBounds(l2 int64) (whh, wih int) { return packBounds(l2, f32.WidePacked()) }
+
+func packBounds(l2 int64, wide bool) (whh, wih int) {
+	if wide {
+		return 0, 0
+	}
+	return int(l2), int(l2 / 4)
+}
 
 // alternates bounds the W_hh slices whose one-row LSTM steps read W_hh
 // forwards and backwards in turn (lstmStepOp's reverse), for a host whose
@@ -256,7 +267,7 @@ func packs(rows, cols, limit, def int) bool {
 	if limit == 0 {
 		limit = def
 	}
-	return limit > 0 && cols%8 == 0 && 4*rows*cols > limit
+	return limit >= 0 && cols%8 == 0 && 4*rows*cols > limit
 }
 
 // PacksWHH says whether NewPartitioned, with the default bounds for a

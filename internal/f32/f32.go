@@ -57,6 +57,13 @@ func pulls(m, n, k int, once bool) bool {
 // with "+avx512bf16" where GemmNTBF16 uses AVX512_BF16.
 func Impl() string { return implName() }
 
+// WidePacked reports whether the products of a packed W (GemmNTPacked)
+// run the AVX-512 kernels, sixteen lanes an instruction, where most
+// products of a row-major W take eight: on a host whose CPU runs a
+// 512-bit operation at once (not AMD's Zen 4, which splits it). There
+// packing pays at every size (schedule.PackBounds).
+func WidePacked() bool { return useZProducts }
+
 // checkMat panics unless s holds a rows×cols matrix with leading dimension ld.
 func checkMat(s []float32, rows, cols, ld int, short string) {
 	if ld < max(cols, 1) {
