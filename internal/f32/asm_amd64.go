@@ -79,7 +79,10 @@ func finiteAVX2(x *float32, n int) bool
 // where the AVX-512 kernels run, rows of up to z38K columns go in threes
 // through gemmNT3x8Y instead, whose twenty-four sums in the 32 registers
 // AVX-512VL gives (256-bit operations, at full rate on Zen 4 too) take a
-// whole panel of eight W rows and one REDUCE8 per row.
+// whole panel of eight W rows and one REDUCE8 per row. Where the
+// AVX-512 products are the default (wide512: 512-bit operations run
+// whole), six rows at a time go through gemmNT6x8Z, two A rows to a
+// 512-bit register, at twice the lanes a multiply-add.
 // With more than four rows W goes in blocks of wBlock rows, each kept in
 // cache while every group passes it. When W is large enough to come from
 // DRAM, or the caller says it is read once (GemmNTOnce), and there are
@@ -108,6 +111,7 @@ func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta 
 	if z38 {
 		group = 3
 	}
+	z6 := z38 && useZProducts
 	for j0 := 0; j0 < n; j0 += nb {
 		jb := min(nb, n-j0)
 		wj := &w[j0*ldw]
@@ -115,6 +119,17 @@ func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta 
 			gemmNT1x8(jb, k, &a[0], wj, ldw, &c[j0], beta)
 		}
 		for i0, rows := first, 0; i0 < m; i0 += rows {
+			if left := m - i0; z6 && left >= 6 && left != 7 {
+				rows = 6 // seven: three and four, not six and one alone
+				jz := jb &^ 7
+				if jz > 0 {
+					gemmNT6x8Z(jz/8, k/8, &a[i0*lda], lda, wj, ldw, &c[i0*ldc+j0], ldc, beta)
+				}
+				for t := 0; jz < jb && t < 6; t += 3 {
+					gemmNT4x3(jb-jz, k, 3, &a[(i0+t)*lda], lda, &w[(j0+jz)*ldw], ldw, &c[(i0+t)*ldc+j0+jz], ldc, beta)
+				}
+				continue
+			}
 			rows = min(group, m-i0)
 			if z38 && rows == 3 && m-i0 == 4 && k > smallK {
 				rows = 4 // one 4×3 pass, not three rows and one alone

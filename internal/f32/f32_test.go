@@ -100,6 +100,15 @@ func TestGemmNT(t *testing.T) {
 		testGemmNT(t, r, 6, wBlock(33)+13, 33)
 		testGemmNT(t, r, 9, 2*wBlock(1000)+1, 1000)
 		testGemmNT(t, r, 1, 6, 2*kc+3)
+		// Six rows at a time (gemmNT6x8Z where the AVX-512 products run):
+		// whole and short last panels, six to thirteen rows, bytelm's
+		// batched step (k = 192, n = 768).
+		for _, m := range []int{6, 8, 10, 12, 13, 19} {
+			for _, nk := range [][2]int{{8, 8}, {24, 64}, {31, 256}, {17, 136}} {
+				testGemmNT(t, r, m, nk[0], nk[1])
+			}
+		}
+		testGemmNT(t, r, 64, 768, 192)
 		if wBlock(64) < 24 || wBlock(64)%24 != 0 || wBlock(1<<20) != 24 || wBlock(1000)%24 != 0 {
 			t.Errorf("wBlock: %d %d %d", wBlock(64), wBlock(1<<20), wBlock(1000))
 		}

@@ -1,0 +1,166 @@
+//go:build !purego
+
+#include "textflag.h"
+#include "macros_amd64.h"
+
+// Z6W multiplies W row chunk WADDR, broadcast to both halves of Z27, by
+// the three A pairs in Z24..Z26 into R0, R1, R2.
+#define Z6W(WADDR, R0, R1, R2) \
+	VBROADCASTF32X8 WADDR, Z27 \
+	VFMADD231PS Z27, Z24, R0   \
+	VFMADD231PS Z27, Z25, R1   \
+	VFMADD231PS Z27, Z26, R2
+
+// Z6PUT sums Y0..Y7 (REDUCE8) and stores the eight sums at DST, beta·C
+// added first by one fused multiply-add (beta == 0: C is not read).
+#define Z6PUT(DST, PUT) \
+	REDUCE8                      \
+	CMPL beta+64(FP), $0         \
+	JEQ  PUT                     \
+	VBROADCASTSS beta+64(FP), Y1 \
+	VFMADD231PS DST, Y1, Y0      \
+PUT:                             \
+	VMOVUPS Y0, DST
+
+// Z6HIGHS puts the upper halves of P0..P7 (a pair's second A row) into
+// Y24..Y31.
+#define Z6HIGHS(P0, P1, P2, P3, P4, P5, P6, P7) \
+	VEXTRACTF32X8 $1, P0, Y24 \
+	VEXTRACTF32X8 $1, P1, Y25 \
+	VEXTRACTF32X8 $1, P2, Y26 \
+	VEXTRACTF32X8 $1, P3, Y27 \
+	VEXTRACTF32X8 $1, P4, Y28 \
+	VEXTRACTF32X8 $1, P5, Y29 \
+	VEXTRACTF32X8 $1, P6, Y30 \
+	VEXTRACTF32X8 $1, P7, Y31
+
+// Z6MOVE copies eight Y registers into Y0..Y7.
+#define Z6MOVE(S0, S1, S2, S3, S4, S5, S6, S7) \
+	VMOVAPS S0, Y0 \
+	VMOVAPS S1, Y1 \
+	VMOVAPS S2, Y2 \
+	VMOVAPS S3, Y3 \
+	VMOVAPS S4, Y4 \
+	VMOVAPS S5, Y5 \
+	VMOVAPS S6, Y6 \
+	VMOVAPS S7, Y7
+
+// func gemmNT6x8Z(panels, k8 int, a *float32, lda int, w *float32, ldw int, c *float32, ldc int, beta float32)
+//
+// gemmNT3x8Y for six rows of A with 512-bit operations: two A rows to a
+// register (a chunk of row 2p in the lower half, of row 2p+1 in the
+// upper), each W row's chunk broadcast to both halves and multiplied by
+// the three pairs, so a W chunk is loaded once for six rows and every
+// multiply-add does sixteen lanes. Lane l of each half sums its A row's
+// columns p ≡ l (mod 8) in increasing p, as every GemmNT kernel does;
+// the halves then go through REDUCE8 row by row, and every element has
+// gemmNT3x8Y's bits. For CPUs that run 512-bit operations whole (Zen 4
+// splits them; see wide512).
+//
+// Registers: Z0..Z7 the sums of A rows 0-1 against the panel's W rows
+// 0..7, Z8..Z15 of rows 2-3, Z16..Z23 of rows 4-5; Z24..Z26 the A pairs,
+// Z27 a W chunk. SI and R9 A rows 0 and 3, R15 lda bytes; AX, R8, BX W
+// rows 0, 2 and 3, R14 ldw bytes; CX the chunks left; R13 the panels
+// left; R10 the panel's first W row, R12 eight W rows in bytes; R11 A;
+// DI C's first row at the panel, DX ldc bytes. At a panel's end SI walks
+// C's rows.
+TEXT ·gemmNT6x8Z(SB), NOSPLIT, $0-68
+	MOVQ panels+0(FP), R13
+	MOVQ a+16(FP), R11
+	MOVQ lda+24(FP), R15
+	SHLQ $2, R15
+	MOVQ w+32(FP), R10
+	MOVQ ldw+40(FP), R14
+	SHLQ $2, R14
+	MOVQ R14, R12
+	SHLQ $3, R12
+	MOVQ c+48(FP), DI
+	MOVQ ldc+56(FP), DX
+	SHLQ $2, DX
+
+z6panel:
+	TESTQ R13, R13
+	JZ    z6done
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	MOVQ R11, SI
+	LEAQ (R11)(R15*2), R9
+	ADDQ R15, R9
+	MOVQ R10, AX
+	LEAQ (R10)(R14*2), R8
+	LEAQ (R8)(R14*1), BX
+	MOVQ k8+8(FP), CX
+
+z6loop:
+	VMOVUPS       (SI), Y24
+	VINSERTF32X8  $1, (SI)(R15*1), Z24, Z24
+	VMOVUPS       (SI)(R15*2), Y25
+	VINSERTF32X8  $1, (R9), Z25, Z25
+	VMOVUPS       (R9)(R15*1), Y26
+	VINSERTF32X8  $1, (R9)(R15*2), Z26, Z26
+	Z6W((AX), Z0, Z8, Z16)
+	Z6W((AX)(R14*1), Z1, Z9, Z17)
+	Z6W((R8), Z2, Z10, Z18)
+	Z6W((BX), Z3, Z11, Z19)
+	Z6W((AX)(R14*4), Z4, Z12, Z20)
+	Z6W((BX)(R14*2), Z5, Z13, Z21)
+	Z6W((R8)(R14*4), Z6, Z14, Z22)
+	Z6W((BX)(R14*4), Z7, Z15, Z23)
+	ADDQ $32, SI
+	ADDQ $32, R9
+	ADDQ $32, AX
+	ADDQ $32, R8
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  z6loop
+
+	MOVQ DI, SI
+	Z6HIGHS(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	Z6PUT((SI), z6put0)
+	ADDQ DX, SI
+	Z6MOVE(Y24, Y25, Y26, Y27, Y28, Y29, Y30, Y31)
+	Z6PUT((SI), z6put1)
+	ADDQ DX, SI
+	Z6HIGHS(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
+	Z6MOVE(Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15)
+	Z6PUT((SI), z6put2)
+	ADDQ DX, SI
+	Z6MOVE(Y24, Y25, Y26, Y27, Y28, Y29, Y30, Y31)
+	Z6PUT((SI), z6put3)
+	ADDQ DX, SI
+	Z6HIGHS(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
+	Z6MOVE(Y16, Y17, Y18, Y19, Y20, Y21, Y22, Y23)
+	Z6PUT((SI), z6put4)
+	ADDQ DX, SI
+	Z6MOVE(Y24, Y25, Y26, Y27, Y28, Y29, Y30, Y31)
+	Z6PUT((SI), z6put5)
+	ADDQ $32, DI
+	ADDQ R12, R10
+	DECQ R13
+	JMP  z6panel
+
+z6done:
+	VZEROUPPER
+	RET
