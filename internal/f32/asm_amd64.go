@@ -81,8 +81,9 @@ func finiteAVX2(x *float32, n int) bool
 // AVX-512VL gives (256-bit operations, at full rate on Zen 4 too) take a
 // whole panel of eight W rows and one REDUCE8 per row. Where the
 // AVX-512 products are the default (wide512: 512-bit operations run
-// whole), six rows at a time go through gemmNT6x8Z, two A rows to a
-// 512-bit register, at twice the lanes a multiply-add.
+// whole), rows of up to z6K columns go six at a time through
+// gemmNT6x8Z, two A rows to a 512-bit register, at twice the lanes a
+// multiply-add; the rows left over go as above.
 // With more than four rows W goes in blocks of wBlock rows, each kept in
 // cache while every group passes it. When W is large enough to come from
 // DRAM, or the caller says it is read once (GemmNTOnce), and there are
@@ -111,7 +112,7 @@ func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta 
 	if z38 {
 		group = 3
 	}
-	z6 := z38 && useZProducts
+	z6 := useZProducts && k > 0 && k <= z6K && k%8 == 0
 	for j0 := 0; j0 < n; j0 += nb {
 		jb := min(nb, n-j0)
 		wj := &w[j0*ldw]
@@ -158,6 +159,14 @@ func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta 
 		}
 	}
 }
+
+// z6K is the longest row GemmNT takes A rows in sixes through gemmNT6x8Z
+// for (k a multiple of 8, where the AVX-512 products run). On AMD Zen 5
+// (48 KiB L1d) it gained over the eight-lane kernels with 8 to 64 rows
+// at every k up to 1024 (BenchmarkGemmAccumulate: 1.37-1.56x at 192,
+// 1.38-1.65x at 512, 1.0-1.49x at 1024, where six A rows and a panel of
+// W, 56 KiB, no longer fit L1); longer rows are not measured.
+const z6K = 1024
 
 // smallK is the longest row GemmNT takes A rows in pairs for.
 const smallK = 128

@@ -101,10 +101,10 @@ func TestGemmNT(t *testing.T) {
 		testGemmNT(t, r, 9, 2*wBlock(1000)+1, 1000)
 		testGemmNT(t, r, 1, 6, 2*kc+3)
 		// Six rows at a time (gemmNT6x8Z where the AVX-512 products run):
-		// whole and short last panels, six to thirteen rows, bytelm's
-		// batched step (k = 192, n = 768).
+		// whole and short last panels, six to nineteen rows, k up to z6K,
+		// bytelm's batched step (k = 192, n = 768).
 		for _, m := range []int{6, 8, 10, 12, 13, 19} {
-			for _, nk := range [][2]int{{8, 8}, {24, 64}, {31, 256}, {17, 136}} {
+			for _, nk := range [][2]int{{8, 8}, {24, 64}, {31, 256}, {17, 136}, {9, 512}, {16, 1024}} {
 				testGemmNT(t, r, m, nk[0], nk[1])
 			}
 		}
@@ -532,7 +532,7 @@ func TestGemmNTOrder(t *testing.T) {
 		t.Skip("no assembly on this CPU or build")
 	}
 	r := rand.New(rand.NewPCG(9, 9))
-	for _, s := range []struct{ m, n, k int }{{1, 19, 37}, {2, 7, 8}, {3, 5, 3}, {4, 9, 70}, {7, 13, 17}, {5, 70, 9}, {4, 10, 136}, {3, 7, 200}, {7, 8, 193}, {23, 12, 192}} {
+	for _, s := range []struct{ m, n, k int }{{1, 19, 37}, {2, 7, 8}, {3, 5, 3}, {4, 9, 70}, {7, 13, 17}, {5, 70, 9}, {4, 10, 136}, {3, 7, 200}, {7, 8, 193}, {23, 12, 192}, {13, 9, 520}} {
 		a := newGuarded(r, s.m, s.k, s.k, 0, 0).s()
 		w := newGuarded(r, s.n, s.k, s.k, 0, 0).s()
 		c0 := newGuarded(r, s.m, s.n, s.n, 0, 0).s()
