@@ -358,7 +358,13 @@ func run(args []string, out io.Writer) error {
 		if o.hz > 0 {
 			fmt.Fprintf(out, " (%.1f per cycle and core on one core", flops[prec][o.cores[0]]/float64(o.cores[0])/o.hz)
 			if prec == schedule.F32 {
-				fmt.Fprint(out, "; 32 is two 8-wide FMAs a cycle")
+				// The packed products' lanes on this host: sixteen where
+				// 512-bit operations run whole, else eight.
+				lanes := 8
+				if f32.WidePacked() {
+					lanes = 16
+				}
+				fmt.Fprintf(out, "; %d is two %d-wide FMAs a cycle", 4*lanes, lanes)
 			}
 			fmt.Fprint(out, ")")
 		}
