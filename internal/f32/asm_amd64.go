@@ -120,14 +120,17 @@ func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta 
 			gemmNT1x8(jb, k, &a[0], wj, ldw, &c[j0], beta)
 		}
 		for i0, rows := first, 0; i0 < m; i0 += rows {
-			if left := m - i0; z6 && left >= 6 && left != 7 {
-				rows = 6 // seven: three and four, not six and one alone
+			if left := m - i0; z6 && left >= 2 {
+				rows = zRows(left)
 				jz := jb &^ 7
 				if jz > 0 {
-					gemmNT6x8Z(jz/8, k/8, &a[i0*lda], lda, wj, ldw, &c[i0*ldc+j0], ldc, beta)
+					gemmNT6x8Z(jz/8, k/8, &a[i0*lda], lda, wj, ldw, &c[i0*ldc+j0], ldc, beta, rows/2)
 				}
-				for t := 0; jz < jb && t < 6; t += 3 {
-					gemmNT4x3(jb-jz, k, 3, &a[(i0+t)*lda], lda, &w[(j0+jz)*ldw], ldw, &c[(i0+t)*ldc+j0+jz], ldc, beta)
+				if jz < jb {
+					gemmNT4x3(jb-jz, k, min(rows, 3), &a[i0*lda], lda, &w[(j0+jz)*ldw], ldw, &c[i0*ldc+j0+jz], ldc, beta)
+					if rows > 3 {
+						gemmNT4x3(jb-jz, k, rows-3, &a[(i0+3)*lda], lda, &w[(j0+jz)*ldw], ldw, &c[(i0+3)*ldc+j0+jz], ldc, beta)
+					}
 				}
 				continue
 			}
@@ -159,6 +162,11 @@ func gemmNTKernel(m, n, k int, a []float32, lda int, w []float32, ldw int, beta 
 		}
 	}
 }
+
+// zRows is the rows of the next gemmNT6x8Z call when left rows (two or
+// more) remain: six, or the pairs left, so that at most one row goes
+// alone through the 1×8 kernel.
+func zRows(left int) int { return min(6, left&^1) }
 
 // z6K is the longest row GemmNT takes A rows in sixes through gemmNT6x8Z
 // for (k a multiple of 8, where the AVX-512 products run). On AMD Zen 5

@@ -33,7 +33,7 @@ func lstmStepZ(n, k int, h, w *float32, ldw int, xp, bias, c, hout *float32, lo,
 func gemmNT3x8Y(panels, k8 int, a *float32, lda int, w *float32, ldw int, c *float32, ldc int, beta float32)
 
 //go:noescape
-func gemmNT6x8Z(panels, k8 int, a *float32, lda int, w *float32, ldw int, c *float32, ldc int, beta float32)
+func gemmNT6x8Z(panels, k8 int, a *float32, lda int, w *float32, ldw int, c *float32, ldc int, beta float32, pairs int)
 
 //go:noescape
 func gruAVX512(n int, stride int, x *float32, p *float32, bih *float32, bhh *float32, hprev *float32, hout *float32)

@@ -88,7 +88,7 @@ func BenchmarkGemm(b *testing.B) {
 //	go test ./internal/f32/ -run '^$' -bench 'BenchmarkGemmAccumulate' -count 5
 func BenchmarkGemmAccumulate(b *testing.B) {
 	for _, h := range []int{192, 512, 1024} {
-		for _, m := range []int{8, 23, 64} {
+		for _, m := range []int{8, 20, 23, 64} {
 			n, k := 4*h, h
 			r := rand.New(rand.NewPCG(1, 1))
 			w := newGuarded(r, n, k, k, 0, 0).s()

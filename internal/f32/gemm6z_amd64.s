@@ -11,6 +11,16 @@
 	VFMADD231PS Z27, Z25, R1   \
 	VFMADD231PS Z27, Z26, R2
 
+// Z4W and Z2W are Z6W for two pairs (Z24, Z25) and one (Z24).
+#define Z4W(WADDR, R0, R1) \
+	VBROADCASTF32X8 WADDR, Z27 \
+	VFMADD231PS Z27, Z24, R0   \
+	VFMADD231PS Z27, Z25, R1
+
+#define Z2W(WADDR, R0) \
+	VBROADCASTF32X8 WADDR, Z27 \
+	VFMADD231PS Z27, Z24, R0
+
 // Z6PUT sums Y0..Y7 (REDUCE8) and stores the eight sums at DST, beta·C
 // added first by one fused multiply-add (beta == 0: C is not read).
 #define Z6PUT(DST, PUT) \
@@ -45,13 +55,13 @@ PUT:                             \
 	VMOVAPS S6, Y6 \
 	VMOVAPS S7, Y7
 
-// func gemmNT6x8Z(panels, k8 int, a *float32, lda int, w *float32, ldw int, c *float32, ldc int, beta float32)
+// func gemmNT6x8Z(panels, k8 int, a *float32, lda int, w *float32, ldw int, c *float32, ldc int, beta float32, pairs int)
 //
-// gemmNT3x8Y for six rows of A with 512-bit operations: two A rows to a
-// register (a chunk of row 2p in the lower half, of row 2p+1 in the
-// upper), each W row's chunk broadcast to both halves and multiplied by
-// the three pairs, so a W chunk is loaded once for six rows and every
-// multiply-add does sixteen lanes. Lane l of each half sums its A row's
+// gemmNT3x8Y for 2·pairs rows of A (pairs 1, 2 or 3) with 512-bit
+// operations: two A rows to a register (a chunk of row 2p in the lower
+// half, of row 2p+1 in the upper), each W row's chunk broadcast to both
+// halves and multiplied by every pair, so a W chunk is loaded once for up
+// to six rows and every multiply-add does sixteen lanes. Lane l of each half sums its A row's
 // columns p ≡ l (mod 8) in increasing p, as every GemmNT kernel does;
 // the halves then go through REDUCE8 row by row, and every element has
 // gemmNT3x8Y's bits. For CPUs that run 512-bit operations whole (Zen 4
@@ -64,7 +74,7 @@ PUT:                             \
 // left; R10 the panel's first W row, R12 eight W rows in bytes; R11 A;
 // DI C's first row at the panel, DX ldc bytes. At a panel's end SI walks
 // C's rows.
-TEXT ·gemmNT6x8Z(SB), NOSPLIT, $0-68
+TEXT ·gemmNT6x8Z(SB), NOSPLIT, $0-80
 	MOVQ panels+0(FP), R13
 	MOVQ a+16(FP), R11
 	MOVQ lda+24(FP), R15
@@ -112,6 +122,9 @@ z6panel:
 	LEAQ (R10)(R14*2), R8
 	LEAQ (R8)(R14*1), BX
 	MOVQ k8+8(FP), CX
+	CMPQ pairs+72(FP), $2
+	JLT  z2loop
+	JEQ  z4loop
 
 z6loop:
 	VMOVUPS       (SI), Y24
@@ -135,13 +148,59 @@ z6loop:
 	ADDQ $32, BX
 	DECQ CX
 	JNZ  z6loop
+	JMP  z6sums
 
+	// Two pairs: rows 0-3.
+z4loop:
+	VMOVUPS       (SI), Y24
+	VINSERTF32X8  $1, (SI)(R15*1), Z24, Z24
+	VMOVUPS       (SI)(R15*2), Y25
+	VINSERTF32X8  $1, (R9), Z25, Z25
+	Z4W((AX), Z0, Z8)
+	Z4W((AX)(R14*1), Z1, Z9)
+	Z4W((R8), Z2, Z10)
+	Z4W((BX), Z3, Z11)
+	Z4W((AX)(R14*4), Z4, Z12)
+	Z4W((BX)(R14*2), Z5, Z13)
+	Z4W((R8)(R14*4), Z6, Z14)
+	Z4W((BX)(R14*4), Z7, Z15)
+	ADDQ $32, SI
+	ADDQ $32, R9
+	ADDQ $32, AX
+	ADDQ $32, R8
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  z4loop
+	JMP  z6sums
+
+	// One pair: rows 0-1.
+z2loop:
+	VMOVUPS       (SI), Y24
+	VINSERTF32X8  $1, (SI)(R15*1), Z24, Z24
+	Z2W((AX), Z0)
+	Z2W((AX)(R14*1), Z1)
+	Z2W((R8), Z2)
+	Z2W((BX), Z3)
+	Z2W((AX)(R14*4), Z4)
+	Z2W((BX)(R14*2), Z5)
+	Z2W((R8)(R14*4), Z6)
+	Z2W((BX)(R14*4), Z7)
+	ADDQ $32, SI
+	ADDQ $32, AX
+	ADDQ $32, R8
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  z2loop
+
+z6sums:
 	MOVQ DI, SI
 	Z6HIGHS(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
 	Z6PUT((SI), z6put0)
 	ADDQ DX, SI
 	Z6MOVE(Y24, Y25, Y26, Y27, Y28, Y29, Y30, Y31)
 	Z6PUT((SI), z6put1)
+	CMPQ pairs+72(FP), $2
+	JLT  z6next
 	ADDQ DX, SI
 	Z6HIGHS(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
 	Z6MOVE(Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15)
@@ -149,6 +208,8 @@ z6loop:
 	ADDQ DX, SI
 	Z6MOVE(Y24, Y25, Y26, Y27, Y28, Y29, Y30, Y31)
 	Z6PUT((SI), z6put3)
+	CMPQ pairs+72(FP), $3
+	JLT  z6next
 	ADDQ DX, SI
 	Z6HIGHS(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
 	Z6MOVE(Y16, Y17, Y18, Y19, Y20, Y21, Y22, Y23)
@@ -156,6 +217,8 @@ z6loop:
 	ADDQ DX, SI
 	Z6MOVE(Y24, Y25, Y26, Y27, Y28, Y29, Y30, Y31)
 	Z6PUT((SI), z6put5)
+
+z6next:
 	ADDQ $32, DI
 	ADDQ R12, R10
 	DECQ R13
