@@ -21,6 +21,19 @@
 	VBROADCASTF32X8 WADDR, Z27 \
 	VFMADD231PS Z27, Z24, R0
 
+// ZAPAIR loads a chunk of A row LO into the lower half of ZR (Y its
+// lower half) and of row HI into the upper.
+#define ZAPAIR(LO, HI, Y, ZR) \
+	VMOVUPS      LO, Y \
+	VINSERTF32X8 $1, HI, ZR, ZR
+
+// Z6NEXT moves A row 0 and the three W row pointers a chunk on.
+#define Z6NEXT \
+	ADDQ $32, SI \
+	ADDQ $32, AX \
+	ADDQ $32, R8 \
+	ADDQ $32, BX
+
 // Z6PUT sums Y0..Y7 (REDUCE8) and stores the eight sums at DST, beta·C
 // added first by one fused multiply-add (beta == 0: C is not read).
 #define Z6PUT(DST, PUT) \
@@ -54,6 +67,18 @@ PUT:                             \
 	VMOVAPS S5, Y5 \
 	VMOVAPS S6, Y6 \
 	VMOVAPS S7, Y7
+
+// Z6PAIR stores the sums of one pair of A rows, P0..P7 (their lower
+// halves L0..L7), at SI and at SI plus DX: the upper halves to Y24..Y31
+// first, then each row through REDUCE8. Moving Y0..Y7 onto themselves
+// (the first pair) costs nothing.
+#define Z6PAIR(P0, P1, P2, P3, P4, P5, P6, P7, L0, L1, L2, L3, L4, L5, L6, L7, PUTLO, PUTHI) \
+	Z6HIGHS(P0, P1, P2, P3, P4, P5, P6, P7)        \
+	Z6MOVE(L0, L1, L2, L3, L4, L5, L6, L7)         \
+	Z6PUT((SI), PUTLO)                             \
+	ADDQ DX, SI                                    \
+	Z6MOVE(Y24, Y25, Y26, Y27, Y28, Y29, Y30, Y31) \
+	Z6PUT((SI), PUTHI)
 
 // func gemmNT6x8Z(panels, k8 int, a *float32, lda int, w *float32, ldw int, c *float32, ldc int, beta float32, pairs int)
 //
@@ -91,30 +116,9 @@ TEXT ·gemmNT6x8Z(SB), NOSPLIT, $0-80
 z6panel:
 	TESTQ R13, R13
 	JZ    z6done
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
+	ZEROZ8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	ZEROZ8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
+	ZEROZ8(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
 	MOVQ R11, SI
 	LEAQ (R11)(R15*2), R9
 	ADDQ R15, R9
@@ -127,12 +131,9 @@ z6panel:
 	JEQ  z4loop
 
 z6loop:
-	VMOVUPS       (SI), Y24
-	VINSERTF32X8  $1, (SI)(R15*1), Z24, Z24
-	VMOVUPS       (SI)(R15*2), Y25
-	VINSERTF32X8  $1, (R9), Z25, Z25
-	VMOVUPS       (R9)(R15*1), Y26
-	VINSERTF32X8  $1, (R9)(R15*2), Z26, Z26
+	ZAPAIR((SI), (SI)(R15*1), Y24, Z24)
+	ZAPAIR((SI)(R15*2), (R9), Y25, Z25)
+	ZAPAIR((R9)(R15*1), (R9)(R15*2), Y26, Z26)
 	Z6W((AX), Z0, Z8, Z16)
 	Z6W((AX)(R14*1), Z1, Z9, Z17)
 	Z6W((R8), Z2, Z10, Z18)
@@ -141,21 +142,16 @@ z6loop:
 	Z6W((BX)(R14*2), Z5, Z13, Z21)
 	Z6W((R8)(R14*4), Z6, Z14, Z22)
 	Z6W((BX)(R14*4), Z7, Z15, Z23)
-	ADDQ $32, SI
+	Z6NEXT
 	ADDQ $32, R9
-	ADDQ $32, AX
-	ADDQ $32, R8
-	ADDQ $32, BX
 	DECQ CX
 	JNZ  z6loop
 	JMP  z6sums
 
 	// Two pairs: rows 0-3.
 z4loop:
-	VMOVUPS       (SI), Y24
-	VINSERTF32X8  $1, (SI)(R15*1), Z24, Z24
-	VMOVUPS       (SI)(R15*2), Y25
-	VINSERTF32X8  $1, (R9), Z25, Z25
+	ZAPAIR((SI), (SI)(R15*1), Y24, Z24)
+	ZAPAIR((SI)(R15*2), (R9), Y25, Z25)
 	Z4W((AX), Z0, Z8)
 	Z4W((AX)(R14*1), Z1, Z9)
 	Z4W((R8), Z2, Z10)
@@ -164,19 +160,15 @@ z4loop:
 	Z4W((BX)(R14*2), Z5, Z13)
 	Z4W((R8)(R14*4), Z6, Z14)
 	Z4W((BX)(R14*4), Z7, Z15)
-	ADDQ $32, SI
+	Z6NEXT
 	ADDQ $32, R9
-	ADDQ $32, AX
-	ADDQ $32, R8
-	ADDQ $32, BX
 	DECQ CX
 	JNZ  z4loop
 	JMP  z6sums
 
 	// One pair: rows 0-1.
 z2loop:
-	VMOVUPS       (SI), Y24
-	VINSERTF32X8  $1, (SI)(R15*1), Z24, Z24
+	ZAPAIR((SI), (SI)(R15*1), Y24, Z24)
 	Z2W((AX), Z0)
 	Z2W((AX)(R14*1), Z1)
 	Z2W((R8), Z2)
@@ -185,38 +177,21 @@ z2loop:
 	Z2W((BX)(R14*2), Z5)
 	Z2W((R8)(R14*4), Z6)
 	Z2W((BX)(R14*4), Z7)
-	ADDQ $32, SI
-	ADDQ $32, AX
-	ADDQ $32, R8
-	ADDQ $32, BX
+	Z6NEXT
 	DECQ CX
 	JNZ  z2loop
 
 z6sums:
 	MOVQ DI, SI
-	Z6HIGHS(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
-	Z6PUT((SI), z6put0)
-	ADDQ DX, SI
-	Z6MOVE(Y24, Y25, Y26, Y27, Y28, Y29, Y30, Y31)
-	Z6PUT((SI), z6put1)
+	Z6PAIR(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, z6put0, z6put1)
 	CMPQ pairs+72(FP), $2
 	JLT  z6next
 	ADDQ DX, SI
-	Z6HIGHS(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
-	Z6MOVE(Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15)
-	Z6PUT((SI), z6put2)
-	ADDQ DX, SI
-	Z6MOVE(Y24, Y25, Y26, Y27, Y28, Y29, Y30, Y31)
-	Z6PUT((SI), z6put3)
+	Z6PAIR(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15, z6put2, z6put3)
 	CMPQ pairs+72(FP), $3
 	JLT  z6next
 	ADDQ DX, SI
-	Z6HIGHS(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
-	Z6MOVE(Y16, Y17, Y18, Y19, Y20, Y21, Y22, Y23)
-	Z6PUT((SI), z6put4)
-	ADDQ DX, SI
-	Z6MOVE(Y24, Y25, Y26, Y27, Y28, Y29, Y30, Y31)
-	Z6PUT((SI), z6put5)
+	Z6PAIR(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Y16, Y17, Y18, Y19, Y20, Y21, Y22, Y23, z6put4, z6put5)
 
 z6next:
 	ADDQ $32, DI

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // The int8 kernels (int8.go has the layout and the arithmetic). Every
 // kernel takes whole panels of sixteen rows and rows of quads (four
@@ -161,22 +162,8 @@ TEXT ·i8TileVNNI(SB), NOSPLIT, $0-76
 	JLT 2(PC)
 	ADDQ DX, R13
 
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	ZEROZ8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	ZEROZ8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
 	XORQ AX, AX                       // byte offset in the panels
 	XORQ DX, DX                       // byte offset in the rows of A
 

@@ -11,6 +11,17 @@
 	VXORPS Y6, Y6, Y6 \
 	VXORPS Y7, Y7, Y7
 
+// ZEROZ8 zeroes eight 512-bit registers.
+#define ZEROZ8(R0, R1, R2, R3, R4, R5, R6, R7) \
+	VPXORD R0, R0, R0 \
+	VPXORD R1, R1, R1 \
+	VPXORD R2, R2, R2 \
+	VPXORD R3, R3, R3 \
+	VPXORD R4, R4, R4 \
+	VPXORD R5, R5, R5 \
+	VPXORD R6, R6, R6 \
+	VPXORD R7, R7, R7
+
 // FMA18 accumulates the A chunk in Y8 times the eight W rows at OFF(ptr)(DX),
 // the rows in AX, BX, R8..R13, into Y0..Y7.
 #define FMA18(OFF) \
