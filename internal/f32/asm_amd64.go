@@ -81,9 +81,10 @@ func finiteAVX2(x *float32, n int) bool
 // AVX-512VL gives (256-bit operations, at full rate on Zen 4 too) take a
 // whole panel of eight W rows and one REDUCE8 per row. Where the
 // AVX-512 products are the default (wide512: 512-bit operations run
-// whole), rows of up to z6K columns go six at a time through
-// gemmNT6x8Z, two A rows to a 512-bit register, at twice the lanes a
-// multiply-add; the rows left over go as above.
+// whole), rows of up to z6K columns go through gemmNT6x8Z, two A rows
+// to a 512-bit register, at twice the lanes a multiply-add: three pairs
+// at a time, then the pairs left, and an odd last row alone through the
+// 1×8 kernel.
 // With more than four rows W goes in blocks of wBlock rows, each kept in
 // cache while every group passes it. When W is large enough to come from
 // DRAM, or the caller says it is read once (GemmNTOnce), and there are
@@ -171,9 +172,10 @@ func zRows(left int) int { return min(6, left&^1) }
 // z6K is the longest row GemmNT takes A rows in sixes through gemmNT6x8Z
 // for (k a multiple of 8, where the AVX-512 products run). On AMD Zen 5
 // (48 KiB L1d) it gained over the eight-lane kernels with 8 to 64 rows
-// at every k up to 1024 (BenchmarkGemmAccumulate: 1.37-1.56x at 192,
-// 1.38-1.65x at 512, 1.0-1.49x at 1024, where six A rows and a panel of
-// W, 56 KiB, no longer fit L1); longer rows are not measured.
+// at every k up to 1024 (BenchmarkGemmAccumulate, 2026-11-27-ab-wide-2137
+// in docs/data/figures.csv: 1.50-1.70x at 192 and 512, 1.10-1.47x at
+// 1024, where six A rows and a panel of W, 56 KiB, no longer fit L1);
+// longer rows are not measured.
 const z6K = 1024
 
 // smallK is the longest row GemmNT takes A rows in pairs for.
