@@ -7,10 +7,12 @@
 // Every kernel has a pure-Go implementation that documents it by its loop
 // (generic.go, approx.go, bf16dp.go) and, on amd64 with AVX2 and FMA, an
 // assembly one (*_amd64.s) chosen at run time from the CPU's feature
-// flags (golang.org/x/sys/cpu). Where the CPU has AVX-512, the gates and
-// the packed products have AVX-512 forms with the AVX2 kernels' bits
-// (avx512_amd64.go), used where 512-bit operations run at full width
-// (not on AMD's Zen 4, which splits them); and with AVX512_BF16,
+// flags (golang.org/x/sys/cpu). Where the CPU has AVX-512, the gates,
+// the packed products and the row-major products of several rows
+// (gemmNT6x8Z, two A rows to a register; gemm6z_amd64.s) have AVX-512
+// forms with the AVX2 kernels' bits (avx512_amd64.go), the products used
+// where 512-bit operations run at full width (not on AMD's Zen 4, which
+// splits them; WidePacked); and with AVX512_BF16,
 // GemmNTBF16 uses its bf16 dot products (bf16dp_amd64.s). Building with
 // -tags purego leaves the assembly out, so the pure-Go path can be tested
 // and benchmarked on its own; -tags noavx512 keeps to AVX2 and -tags
