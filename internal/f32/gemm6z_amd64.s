@@ -34,51 +34,44 @@
 	ADDQ $32, R8 \
 	ADDQ $32, BX
 
-// Z6PUT sums Y0..Y7 (REDUCE8) and stores the eight sums at DST, beta·C
-// added first by one fused multiply-add (beta == 0: C is not read).
-#define Z6PUT(DST, PUT) \
-	REDUCE8                      \
-	CMPL beta+64(FP), $0         \
-	JEQ  PUT                     \
-	VBROADCASTSS beta+64(FP), Y1 \
-	VFMADD231PS DST, Y1, Y0      \
-PUT:                             \
-	VMOVUPS Y0, DST
+// ZHADD is VHADDPS on each 256-bit half of a 512-bit register (there is
+// no 512-bit VHADDPS): D = [S1₀+S1₁, S1₂+S1₃, S2₀+S2₁, S2₂+S2₃] in every
+// 128-bit lane, the even elements and the odd ones gathered by VSHUFPS
+// and added, the same sums as VHADDPS's. Clobbers Z30 and Z31.
+#define ZHADD(S2, S1, D) \
+	VSHUFPS $0x88, S2, S1, Z30 \
+	VSHUFPS $0xdd, S2, S1, Z31 \
+	VADDPS  Z31, Z30, D
 
-// Z6HIGHS puts the upper halves of P0..P7 (a pair's second A row) into
-// Y24..Y31.
-#define Z6HIGHS(P0, P1, P2, P3, P4, P5, P6, P7) \
-	VEXTRACTF32X8 $1, P0, Y24 \
-	VEXTRACTF32X8 $1, P1, Y25 \
-	VEXTRACTF32X8 $1, P2, Y26 \
-	VEXTRACTF32X8 $1, P3, Y27 \
-	VEXTRACTF32X8 $1, P4, Y28 \
-	VEXTRACTF32X8 $1, P5, Y29 \
-	VEXTRACTF32X8 $1, P6, Y30 \
-	VEXTRACTF32X8 $1, P7, Y31
-
-// Z6MOVE copies eight Y registers into Y0..Y7.
-#define Z6MOVE(S0, S1, S2, S3, S4, S5, S6, S7) \
-	VMOVAPS S0, Y0 \
-	VMOVAPS S1, Y1 \
-	VMOVAPS S2, Y2 \
-	VMOVAPS S3, Y3 \
-	VMOVAPS S4, Y4 \
-	VMOVAPS S5, Y5 \
-	VMOVAPS S6, Y6 \
-	VMOVAPS S7, Y7
-
-// Z6PAIR stores the sums of one pair of A rows, P0..P7 (their lower
-// halves L0..L7), at SI and at SI plus DX: the upper halves to Y24..Y31
-// first, then each row through REDUCE8. Moving Y0..Y7 onto themselves
-// (the first pair) costs nothing.
-#define Z6PAIR(P0, P1, P2, P3, P4, P5, P6, P7, L0, L1, L2, L3, L4, L5, L6, L7, PUTLO, PUTHI) \
-	Z6HIGHS(P0, P1, P2, P3, P4, P5, P6, P7)        \
-	Z6MOVE(L0, L1, L2, L3, L4, L5, L6, L7)         \
-	Z6PUT((SI), PUTLO)                             \
-	ADDQ DX, SI                                    \
-	Z6MOVE(Y24, Y25, Y26, Y27, Y28, Y29, Y30, Y31) \
-	Z6PUT((SI), PUTHI)
+// Z6PAIR sums the lanes of a pair of A rows' accumulators P0..P7 (row
+// 2p in the lower halves, row 2p+1 in the upper) as REDUCE8 does each
+// half, both rows at once: the horizontal sums by ZHADD, then
+// REDUCE8's last step (the low 128 bits of the first sum and of the
+// second plus their high 128 bits) with VSHUFF32X4, the sums put in
+// order by one more. The eight sums of row 2p end in the lower half of
+// P0, of row 2p+1 in the upper; beta·C is added by one fused
+// multiply-add (beta == 0: C is not read) and the halves stored at SI
+// and at SI plus DX. LO is P0's lower half. Clobbers Z28..Z31.
+#define Z6PAIR(P0, P1, P2, P3, P4, P5, P6, P7, LO, PUT) \
+	ZHADD(P1, P0, P0)                        \
+	ZHADD(P3, P2, P2)                        \
+	ZHADD(P5, P4, P4)                        \
+	ZHADD(P7, P6, P6)                        \
+	ZHADD(P2, P0, P0)                        \
+	ZHADD(P6, P4, P4)                        \
+	VSHUFF32X4 $0x88, P4, P0, Z30            \
+	VSHUFF32X4 $0xdd, P4, P0, Z31            \
+	VADDPS     Z31, Z30, P0                  \
+	VSHUFF32X4 $0xd8, P0, P0, P0             \
+	CMPL beta+64(FP), $0                     \
+	JEQ  PUT                                 \
+	VMOVUPS      (SI), Y28                   \
+	VINSERTF32X8 $1, (SI)(DX*1), Z28, Z28    \
+	VBROADCASTSS beta+64(FP), Z29            \
+	VFMADD231PS  Z28, Z29, P0                \
+PUT:                                         \
+	VMOVUPS       LO, (SI)                   \
+	VEXTRACTF32X8 $1, P0, (SI)(DX*1)
 
 // func gemmNT6x8Z(panels, k8 int, a *float32, lda int, w *float32, ldw int, c *float32, ldc int, beta float32, pairs int)
 //
@@ -86,9 +79,10 @@ PUT:                             \
 // operations: two A rows to a register (a chunk of row 2p in the lower
 // half, of row 2p+1 in the upper), each W row's chunk broadcast to both
 // halves and multiplied by every pair, so a W chunk is loaded once for up
-// to six rows and every multiply-add does sixteen lanes. Lane l of each half sums its A row's
-// columns p ≡ l (mod 8) in increasing p, as every GemmNT kernel does;
-// the halves then go through REDUCE8 row by row, and every element has
+// to six rows and every multiply-add does sixteen lanes. Lane l of each
+// half sums its A row's columns p ≡ l (mod 8) in increasing p, as every
+// GemmNT kernel does; a pair's halves are then summed as REDUCE8 sums
+// one row, both rows at once (Z6PAIR), and every element has
 // gemmNT3x8Y's bits. For CPUs that run 512-bit operations whole (Zen 4
 // splits them; see wide512).
 //
@@ -98,7 +92,7 @@ PUT:                             \
 // rows 0, 2 and 3, R14 ldw bytes; CX the chunks left; R13 the panels
 // left; R10 the panel's first W row, R12 eight W rows in bytes; R11 A;
 // DI C's first row at the panel, DX ldc bytes. At a panel's end SI walks
-// C's rows.
+// C's rows, a pair at a time; Z28..Z31 are Z6PAIR's.
 TEXT ·gemmNT6x8Z(SB), NOSPLIT, $0-80
 	MOVQ panels+0(FP), R13
 	MOVQ a+16(FP), R11
@@ -183,15 +177,15 @@ z2loop:
 
 z6sums:
 	MOVQ DI, SI
-	Z6PAIR(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, z6put0, z6put1)
+	Z6PAIR(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Y0, z6put0)
 	CMPQ pairs+72(FP), $2
 	JLT  z6next
-	ADDQ DX, SI
-	Z6PAIR(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15, z6put2, z6put3)
+	LEAQ (SI)(DX*2), SI
+	Z6PAIR(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Y8, z6put1)
 	CMPQ pairs+72(FP), $3
 	JLT  z6next
-	ADDQ DX, SI
-	Z6PAIR(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Y16, Y17, Y18, Y19, Y20, Y21, Y22, Y23, z6put4, z6put5)
+	LEAQ (SI)(DX*2), SI
+	Z6PAIR(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Y16, z6put2)
 
 z6next:
 	ADDQ $32, DI
