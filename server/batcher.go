@@ -135,12 +135,17 @@ func (b *batcher[W]) wait(ctx context.Context, j *job[W]) error {
 }
 
 // solo runs j's plan now, in the caller's goroutine, if j can run as a
-// plan, the model is idle (nothing queued, no lane stepping rows) and a
-// core is free; it reports whether it did. While a lane steps rows the
-// job joins a batch instead: a whole plan would hold a core for the
+// plan and the model is idle (nothing queued, no lane stepping rows, no
+// other plan running: every core free); it reports whether it did.
+// Otherwise the job joins a batch: a whole plan would hold a core for the
 // whole request where a batch serves a row for a fraction of a step.
+// Where lone requests stay on one core, letting a second arrival take the
+// other core as a plan too kept the lanes empty under load: at 64 clients
+// on bytelm 58-74% of requests ran as one-core plans, at 269 µs of CPU a
+// request against 221 batched (2026-11-27-peers-2207 and -2211 in
+// docs/data/peers.csv, AMD Zen 5).
 func (b *batcher[W]) solo(j *job[W]) (ran bool, err error) {
-	if j.solo == nil || len(b.queue) > 0 {
+	if j.solo == nil || len(b.queue) > 0 || len(b.m.cores) > 0 {
 		return false, nil
 	}
 	for _, l := range b.lanes {
