@@ -135,8 +135,9 @@ func (b *batcher[W]) wait(ctx context.Context, j *job[W]) error {
 }
 
 // solo runs j's plan now, in the caller's goroutine, if j can run as a
-// plan and the model is idle (nothing queued, no lane stepping rows, no
-// other plan running: every core free); it reports whether it did.
+// plan and the model is idle: nothing queued and every core free (a lane
+// holds a core while it has rows or a job waiting, a plan while it
+// runs); it reports whether it did.
 // Otherwise the job joins a batch: a whole plan would hold a core for the
 // whole request where a batch serves a row for a fraction of a step.
 // Where lone requests stay on one core, letting a second arrival take the
@@ -147,11 +148,6 @@ func (b *batcher[W]) wait(ctx context.Context, j *job[W]) error {
 func (b *batcher[W]) solo(j *job[W]) (ran bool, err error) {
 	if j.solo == nil || len(b.queue) > 0 || len(b.m.cores) > 0 {
 		return false, nil
-	}
-	for _, l := range b.lanes {
-		if l.rows.Load() > 0 {
-			return false, nil
-		}
 	}
 	b.mu.Lock()
 	closed := b.closed
