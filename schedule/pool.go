@@ -3,7 +3,9 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -52,20 +54,20 @@ import (
 // A Pool runs one job at a time; Phases serialises concurrent callers.
 // Close stops the workers; a Pool must not be used after Close.
 type Pool struct {
-	n         int
-	cpus      []int         // CPU of each worker; nil when not pinned
-	spinFor   time.Duration // PoolOptions.Spin (0 when negative): the most a waiting worker spins
-	spinCost  float64       // ns per iteration of the barrier's polling loop, timed by NewPool
-	idleSpins int           // between jobs
-	mu        sync.Mutex    // one job at a time
-	cur       atomic.Pointer[poolJob]
-	gen       atomic.Uint64 // bumped for every job and at Close
-	wake      waiter        // helpers waiting for a job
-	quit      atomic.Bool
-	done      sync.WaitGroup
-	pinErr    atomic.Pointer[error]
-	stolen    atomic.Int64 // parts run by a worker other than their own
-	parts     []partState  // one per part, reused by every job
+	n        int
+	cpus     []int         // CPU of each worker; nil when not pinned
+	spinFor  time.Duration // PoolOptions.Spin (0 when negative): the most a waiting worker spins
+	idleSpin time.Duration // PoolOptions.IdleSpin (0 when negative): between jobs
+	mu       sync.Mutex    // one job at a time
+	cur      atomic.Pointer[poolJob]
+	gen      atomic.Uint64 // bumped for every job and at Close
+	wake     waiter        // helpers waiting for a job
+	quit     atomic.Bool
+	done     sync.WaitGroup
+	pinErr   atomic.Pointer[error]
+	stolen   atomic.Int64 // parts run by a worker other than their own
+	yields   atomic.Int64 // helpers' yields of their P (holdFor)
+	parts    []partState  // one per part, reused by every job
 	// wakeNs is how long a job of longPhases waits for its helpers to
 	// start their parts, in ns: measured at NewPool with the helpers
 	// parked (measureWake), then moved towards what every such job sees
@@ -182,11 +184,20 @@ type PoolOptions struct {
 
 // DefaultIdleSpin is the default PoolOptions.IdleSpin. A helper that
 // spins between jobs holds its core and one of the Go runtime's Ps, which
-// the server's other goroutines (lanes, handlers) then cannot use; with
-// parts claimed, a helper still parked when a job starts costs nothing
-// but its share of the job, which the caller takes over until it wakes.
-// So helpers park almost at once.
-const DefaultIdleSpin = 20 * time.Microsecond
+// the server's other goroutines (lanes, handlers) then cannot use (a
+// helper that holds it through back-to-back jobs yields it: holdFor); a
+// helper parked when a job starts costs a wake-up, and its share of the
+// job runs on the caller until it comes. Serving one client whose
+// requests run as two-core plans, at 20 µs the helper parked between
+// requests and bytelm served 34% fewer a second
+// (2026-11-27-ab-idlespin-2356 in docs/data/figures.csv, AMD Zen 5). The
+// spin had been counted in iterations of a loop timed inlined (0.24 ns
+// each, about a sixth of what a poll costs), so "20 µs" spun 120-160;
+// spinning 150 µs by the clock, one client's p99 was 1.05-1.37 times
+// lower than that and 8 clients' the same (-2359). 300 µs against 100
+// lowered one client's p99 further (0.94-1.30 times) but raised 8
+// clients' (0.85-1.02; 2026-11-28-ab-idlespin-0001).
+const DefaultIdleSpin = 150 * time.Microsecond
 
 // DefaultSpin is the default PoolOptions.Spin: long enough to cover the
 // occasional stall of one core within a job, short enough that a worker
@@ -218,8 +229,7 @@ func NewPool(opt PoolOptions) (*Pool, error) {
 	if opt.IdleSpin == 0 {
 		opt.IdleSpin = DefaultIdleSpin
 	}
-	p := &Pool{n: opt.Workers, spinCost: measureSpin()}
-	p.idleSpins = p.iterations(opt.IdleSpin)
+	p := &Pool{n: opt.Workers, idleSpin: max(opt.IdleSpin, 0)}
 	p.spinFor = max(opt.Spin, 0)
 	p.wake.init()
 	if !opt.NoPin {
@@ -279,9 +289,12 @@ func (p *Pool) worker(w int) {
 		p.notePinErr(pinThread(p.cpus[w]))
 	}
 	var seen, last uint64 // the last gen seen, the last job run
+	held := time.Now()    // since this helper last gave its P back
 	for {
 		g := seen
-		p.wake.wait(p.idleSpins, func() bool { return p.gen.Load() != g })
+		if p.wake.wait(p.idleSpin, func() bool { return p.gen.Load() != g }) {
+			held = time.Now()
+		}
 		seen = p.gen.Load()
 		if p.quit.Load() {
 			return
@@ -295,9 +308,46 @@ func (p *Pool) worker(w int) {
 				j.nArrived.Add(1)
 			}
 			p.run(j, w)
+			if time.Since(held) >= holdFor && Runnable() > 1 {
+				p.yields.Add(1)
+				runtime.Gosched()
+				held = time.Now()
+			}
 		}
 	}
 }
+
+// holdFor is how long a helper keeps its P through jobs that follow one
+// another within its idle spin before it yields it, at a job's end, if
+// more than one goroutine is waiting to run. The Go scheduler cannot see
+// a spinning helper as idle: the goroutines queued on its P (a server's
+// connections, made runnable by the network poller) run only when it
+// parks, or when the runtime preempts it after 10 ms, and the other P
+// takes them only once it runs out of work of its own. Serving bytelm at
+// 8 clients, where requests ran as two-core plans one after another,
+// connections waited 10-20 ms in the helper's P's queue (Go execution
+// traces, AMD Zen 5). A yield of a thread-locked goroutine hands its P
+// to another thread and back: two thread wake-ups, once a millisecond at
+// most. One goroutine waiting is not enough: serving one client, it is
+// the connection's reader, which net/http starts with each request and
+// which waits out the plan, and yielding for it raised that client's p99
+// (2026-11-27-ab-serve-2335 in docs/data/figures.csv).
+const holdFor = time.Millisecond
+
+// Runnable is the number of goroutines waiting for a P (the runtime's
+// approximate count, runtime/metrics; about 50 ns).
+func Runnable() int {
+	s := [1]metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}
+	metrics.Read(s[:])
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int(min(s[0].Value.Uint64(), math.MaxInt32))
+}
+
+// Yields is how often a helper yielded its P after holding it for
+// holdFor through back-to-back jobs.
+func (p *Pool) Yields() int64 { return p.yields.Load() }
 
 // run is worker w's share of job j: phase by phase, its own part (if
 // nobody has taken it), then wait until the phase is done, taking any
@@ -676,24 +726,33 @@ type waiter struct {
 
 func (w *waiter) init() { w.cond.L = &w.mu }
 
-// wait returns once ready() holds: it polls ready spins times, then
-// parks, re-checking after every broadcast.
-func (w *waiter) wait(spins int, ready func() bool) {
-	for i := 0; i < spins; i++ {
-		if ready() {
-			return
+// wait returns once ready() holds: it polls ready for up to spin (the
+// clock read every 16 polls), then parks, re-checking after every
+// broadcast. It reports whether it parked.
+func (w *waiter) wait(spin time.Duration, ready func() bool) (parked bool) {
+	if spin > 0 {
+		t0 := time.Now()
+		for i := 1; ; i++ {
+			if ready() {
+				return false
+			}
+			if i&15 == 0 && time.Since(t0) >= spin {
+				break
+			}
 		}
 	}
 	if ready() {
-		return
+		return false
 	}
 	w.mu.Lock()
 	w.parked.Add(1)
 	for !ready() {
+		parked = true
 		w.cond.Wait()
 	}
 	w.parked.Add(-1)
 	w.mu.Unlock()
+	return parked
 }
 
 // broadcast wakes the parked waiters; call it after making their
@@ -704,28 +763,4 @@ func (w *waiter) broadcast() {
 		w.cond.Broadcast()
 		w.mu.Unlock()
 	}
-}
-
-// iterations converts a spin time into iterations of the barrier's
-// polling loop.
-func (p *Pool) iterations(d time.Duration) int {
-	if d < 0 {
-		return 0
-	}
-	return int(float64(d) / p.spinCost)
-}
-
-// measureSpin times the barrier's polling loop: ns per iteration (65,536
-// iterations, once per pool).
-func measureSpin() float64 {
-	var gen atomic.Uint64
-	ready := func() bool { return gen.Load() != 0 }
-	const n = 1 << 16
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		if ready() {
-			break
-		}
-	}
-	return max(float64(time.Since(start))/n, 0.1)
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"rnnserve/schedule"
 )
 
 // job is one request's rows in a batcher. W is the model kind's own part
@@ -145,6 +147,13 @@ func (b *batcher[W]) wait(ctx context.Context, j *job[W]) error {
 // on bytelm 58-74% of requests ran as one-core plans, at 269 µs of CPU a
 // request against 221 batched (2026-11-27-peers-2207 and -2211 in
 // docs/data/peers.csv, AMD Zen 5).
+// After a plan the caller yields its P if any goroutine waits for one: a
+// handler that ran a plan wakes the goroutine reading its connection's
+// next request, which inherits its time slice, and so on, so that the
+// connections queued on the same P (made runnable by the network poller)
+// waited for the runtime's 10 ms preemption while one connection's
+// requests ran as plans one after another (Go execution traces at 8
+// clients on bytelm, AMD Zen 5).
 func (b *batcher[W]) solo(j *job[W]) (ran bool, err error) {
 	if j.solo == nil || len(b.queue) > 0 || len(b.m.cores) > 0 {
 		return false, nil
@@ -155,6 +164,11 @@ func (b *batcher[W]) solo(j *job[W]) (ran bool, err error) {
 	if closed || !b.m.cores.tryTake() {
 		return false, nil
 	}
+	defer func() { // once the cores are back
+		if schedule.Runnable() > 0 {
+			runtime.Gosched()
+		}
+	}()
 	defer b.m.cores.give()
 	b.m.metrics.solo.Inc()
 	return true, j.solo(b.m.cores)

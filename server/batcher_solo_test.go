@@ -1,7 +1,10 @@
 package server
 
 import (
+	"runtime"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -37,5 +40,28 @@ func TestSoloOnlyWhenIdle(t *testing.T) {
 
 	if ok, _ := b.solo(j); !ok || ran != 2 {
 		t.Errorf("idle again: not run as a plan")
+	}
+}
+
+// TestSoloYields: a handler that ran a plan lets a goroutine waiting for
+// its P run before it goes on (with one P, nothing else could run it
+// before the runtime's 10 ms preemption).
+func TestSoloYields(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	m := &modelBase{cores: newCoreSlots(1)}
+	m.metrics.solo = prometheus.NewCounter(prometheus.CounterOpts{Name: "solo_test"})
+	b := &batcher[int]{m: m, queue: make(chan *job[int], 1)}
+	j := &job[int]{solo: func(coreSlots) error {
+		for t0 := time.Now(); time.Since(t0) < 100*time.Microsecond; {
+		}
+		return nil
+	}}
+	var other atomic.Bool
+	go other.Store(true) // ready to run on this P, behind the handler
+	if ok, err := b.solo(j); !ok || err != nil {
+		t.Fatalf("idle model: ran %v (%v); want a plan", ok, err)
+	}
+	if !other.Load() {
+		t.Errorf("the goroutine waiting for the handler's P did not run after the plan")
 	}
 }

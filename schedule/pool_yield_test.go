@@ -1,0 +1,79 @@
+package schedule
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// backToBack runs two-worker jobs one after another for d, each part
+// spinning for about 20 µs. With first set, the caller yields its P after
+// each job (as a server's handler does after a plan) and so keeps taking
+// it back, and the first job's part 1 (its helper's, unless the caller
+// took it over) calls first.
+func backToBack(p *Pool, d time.Duration, first func()) {
+	yield := first != nil
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		p.Phases(1, func(_, w int) {
+			if w == 1 && first != nil {
+				first()
+				first = nil
+			}
+			for t0 := time.Now(); time.Since(t0) < 20*time.Microsecond; {
+			}
+		})
+		if yield {
+			runtime.Gosched()
+		}
+	}
+}
+
+// TestHelperYieldsItsP: a helper that has held its P through back-to-back
+// jobs for holdFor yields it while goroutines wait to run, and not while
+// none do. The waiting goroutines here are started by the helper, so
+// they queue on its P; without the yield they would run only at the
+// runtime's 10 ms preemption (the other P always finds its caller to run
+// again before it would look at another P's queue).
+func TestHelperYieldsItsP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	// An idle spin longer than any gap between two jobs: the helper never
+	// parks, as under load.
+	p, err := NewPool(PoolOptions{Workers: 2, IdleSpin: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+
+	// Nothing else to run: at most one yield (the runtime's own goroutines,
+	// a collector's workers, may wait at a job's end), where one every
+	// holdFor would be five.
+	backToBack(p, 5*time.Millisecond, nil)
+	if n := p.Yields(); n > 1 {
+		t.Errorf("nothing else to run: the helper yielded %d times, want at most 1", n)
+	}
+	// Three goroutines always ready to run, started by the helper (so they
+	// queue on its P): without the yield they would wait there for the
+	// runtime's preemption, 10 ms or more. How long they do wait is the
+	// OS's business too (more threads than cores), so the test asks for
+	// the yields, not for a bound on the wait.
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	spawn := func() {
+		for range 3 {
+			wg.Go(func() {
+				for !stop.Load() {
+					runtime.Gosched()
+				}
+			})
+		}
+	}
+	before := p.Yields()
+	backToBack(p, 8*time.Millisecond, spawn)
+	stop.Store(true)
+	wg.Wait()
+	if n := p.Yields() - before; n == 0 {
+		t.Errorf("goroutines waiting through 8 ms of back-to-back jobs: the helper never yielded its P")
+	}
+}
