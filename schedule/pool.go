@@ -22,7 +22,9 @@ import (
 // to the next. Workers 1..n-1 are goroutines started by NewPool, each
 // locked to an OS thread pinned to its own CPU (sched_setaffinity, where
 // the platform has it). Between jobs they spin briefly
-// (PoolOptions.IdleSpin), then park, giving their cores back.
+// (PoolOptions.IdleSpin), then park, giving their cores back; one that
+// jobs keep from parking yields its P now and then to goroutines waiting
+// for one (holdFor).
 //
 // Parts are claimed, not assigned: each worker claims its own part of a
 // phase, and a worker whose peers' parts are late (stealDelay) takes any
@@ -192,9 +194,9 @@ type PoolOptions struct {
 // requests and bytelm served 34% fewer a second
 // (2026-11-27-ab-idlespin-2356 in docs/data/figures.csv, AMD Zen 5). The
 // spin had been counted in iterations of a loop timed inlined (0.24 ns
-// each, about a sixth of what a poll costs), so "20 µs" spun 120-160;
-// spinning 150 µs by the clock, one client's p99 was 1.05-1.37 times
-// lower than that and 8 clients' the same (-2359). 300 µs against 100
+// each, a sixth to an eighth of what a poll costs), so "20 µs" spun
+// 120-160; spinning 150 µs by the clock, one client's p99 was 1.05-1.37
+// times lower than that and 8 clients' the same (-2359). 300 µs against 100
 // lowered one client's p99 further (0.94-1.30 times) but raised 8
 // clients' (0.85-1.02; 2026-11-28-ab-idlespin-0001).
 const DefaultIdleSpin = 150 * time.Microsecond
