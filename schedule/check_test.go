@@ -413,7 +413,7 @@ func TestRegionCheckerOrder(t *testing.T) {
 	}
 	y, h, w, bias, c, hout := buf("y", 4*H), buf("h", k), buf("w", 4*H*k), buf("bias", 4*H), buf("c", H), buf("hout", H)
 	for _, reverse := range []bool{false, true} {
-		o := newLSTMStep(Dense(y, 0, 1, 4*H), Dense(h, 0, 1, k), Dense(w, 0, 4*H, k), Whole(bias), Dense(c, 0, 1, H), Dense(hout, 0, 1, H), reverse)
+		o := newLSTMStep(Dense(y, 0, 1, 4*H), Dense(h, 0, 1, k), Dense(w, 0, 4*H, k), Whole(bias), Dense(c, 0, 1, H), Dense(hout, 0, 1, H), reverse, false)
 		if err := checkSteps([]Step{{Kernel: KLSTMStep, op: o}}, 0, nil); err != nil {
 			t.Errorf("reverse=%v, declared as the kernel reads: %v", reverse, err)
 		}

@@ -281,12 +281,25 @@ func (o *gemmOp) regions(fn func(Region, bool)) {
 // [B][4H] holds the four gates' products without bias, bias [4H] is
 // b_ih + b_hh, c [B][H] (contiguous) is updated in place and h receives
 // o⊙tanh(c).
-type lstmOp struct{ y, bias, c, h Mat }
+type lstmOp struct {
+	y, bias, c, h Mat
+	// chunked: y's and bias's gate columns are in f32's chunked order
+	// (f32.ChunkRow; a Partitioned slice's, partSlice.chunked).
+	chunked bool
+}
 
 func newLSTM(y, bias, c, h Mat) *lstmOp {
 	H := h.Cols
 	mustShape(y.Rows == h.Rows && y.Cols == 4*H && bias.Cols == 4*H && c.Rows == h.Rows && c.Cols == H && (c.LD == H || c.Rows == 1))
-	return &lstmOp{y, bias, c, h}
+	return &lstmOp{y: y, bias: bias, c: c, h: h}
+}
+
+// chunkedGates marks gates whose y and bias are in the chunked order (H
+// a multiple of f32.StepChunk).
+func chunkedGates(o *lstmOp) *lstmOp {
+	mustShape(o.h.Cols%f32.StepChunk == 0)
+	o.chunked = true
+	return o
 }
 
 func (o *lstmOp) kernel() Kernel { return KLSTM }
@@ -294,7 +307,12 @@ func (o *lstmOp) run() {
 	H := o.h.Cols
 	y, bias, c, h := o.y.F32(), o.bias.F32(), o.c.F32(), o.h.F32()
 	for r := range o.h.Rows {
-		f32.LSTMGates(H, H, y[r*o.y.LD:r*o.y.LD+4*H], bias, c[r*H:r*H+H], h[r*o.h.LD:r*o.h.LD+H])
+		yr, cr, hr := y[r*o.y.LD:r*o.y.LD+4*H], c[r*H:r*H+H], h[r*o.h.LD:r*o.h.LD+H]
+		if o.chunked {
+			f32.LSTMGatesChunked(H, yr, bias, cr, hr)
+		} else {
+			f32.LSTMGates(H, H, yr, bias, cr, hr)
+		}
 	}
 }
 func (o *lstmOp) regions(fn func(Region, bool)) {
@@ -314,25 +332,31 @@ func (o *lstmOp) regions(fn func(Region, bool)) {
 // f32.LSTMStepPackedReverse), and the regions of w say so, chunk by
 // chunk, in the order f32.BackChunks gives, which is the kernels' own
 // (under the invariants build tag the region checker compares them with
-// the chunks the kernel reports reading).
+// the chunks the kernel reports reading). With chunked, w (packed), y
+// and bias have their gate rows in f32's chunked order
+// (f32.LSTMStepPackedChunked): a reversed step reads each chunk's rows of
+// w as one run.
 type lstmStepOp struct {
 	y, h, w, bias, c, hout Mat
-	reverse                bool
+	reverse, chunked       bool
 }
 
-func newLSTMStep(y, h, w, bias, c, hout Mat, reverse bool) *lstmStepOp {
+func newLSTMStep(y, h, w, bias, c, hout Mat, reverse, chunked bool) *lstmStepOp {
 	H := hout.Cols
 	mustShape(y.Rows == 1 && h.Rows == 1 && c.Rows == 1 && hout.Rows == 1 && y.Cols == 4*H && c.Cols == H &&
 		bias.Cols == 4*H && w.Rows == 4*H && w.Cols == h.Cols && w.Buf.ElemSize == 4 &&
 		(!w.Buf.Packed || w.Off == 0 && w.LD == w.Cols && w.Rows*w.Cols == w.Buf.Elems) && (!reverse || H%8 == 0) &&
+		(!chunked || w.Buf.Packed && H%f32.StepChunk == 0) &&
 		(h.Buf != hout.Buf || h.Off+h.Cols <= hout.Off || hout.Off+hout.Cols <= h.Off))
-	return &lstmStepOp{y, h, w, bias, c, hout, reverse}
+	return &lstmStepOp{y, h, w, bias, c, hout, reverse, chunked}
 }
 
 func (o *lstmStepOp) kernel() Kernel { return KLSTMStep }
 func (o *lstmStepOp) run() {
 	H, k := o.hout.Cols, o.h.Cols
 	switch {
+	case o.chunked:
+		f32.LSTMStepPackedChunked(H, k, o.h.F32(), o.w.F32(), o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32(), o.reverse)
 	case o.w.Buf.Packed && o.reverse:
 		f32.LSTMStepPackedReverse(H, k, o.h.F32(), o.w.F32(), o.y.F32(), o.bias.F32(), o.c.F32(), o.hout.F32())
 	case o.w.Buf.Packed:
@@ -344,7 +368,11 @@ func (o *lstmStepOp) run() {
 	}
 }
 func (o *lstmStepOp) regions(fn func(Region, bool)) {
-	if o.reverse {
+	if o.reverse && o.chunked {
+		f32.BackChunks(o.hout.Cols, f32.StepChunk, func(lo, _ int) {
+			emit(fn, o.w.RowRange(4*lo, 4*(lo+f32.StepChunk)), false)
+		})
+	} else if o.reverse {
 		H := o.hout.Cols
 		f32.BackChunks(H, f32.StepChunk, func(lo, hi int) {
 			for g := range 4 {

@@ -136,6 +136,12 @@ type partSlice struct {
 	wih, whh, whr *Buffer
 	bias          *Buffer // LSTM and Elman: b_ih + b_hh
 	bih, bhh      *Buffer // GRU
+	// chunked: an LSTM slice whose packed float32 W_hh alternates
+	// (alternates) keeps the rows of W_ih, W_hh and bias in f32's chunked
+	// order (f32.ChunkRow: the four gates' rows of f32.StepChunk units
+	// side by side), so its projection's X' is in that order too and a
+	// step read backwards takes each chunk of W_hh as one run.
+	chunked bool
 }
 
 // span is the index range [lo, hi).
@@ -225,6 +231,8 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 				s.whh = p.addWeight(name+".weight_hh", prec.weightElems(rows, l.Out()), es)
 				s.whh.Role = RoleWHH
 				s.whh.Packed = opt.Precision == F32 && packs(rows, l.Out(), opt.PackBytes, packHH)
+				s.chunked = l.Cell == rnn.LSTM && s.whh.Packed && pl.units[w].n()%f32.StepChunk == 0 &&
+					alternates(4*rows*l.Out(), pp.l1, pp.l2)
 				if l.Cell.SumsBias() {
 					s.bias = p.addWeight(name+".bias", rows, 4)
 				} else {
@@ -338,7 +346,14 @@ func (pp *partProgram) fill(w int) {
 				dst := make([]float32, G*u.n()*cols)
 				for g := 0; g < G; g++ {
 					from := (g*l.Hidden + u.lo) * cols
-					copy(dst[g*u.n()*cols:(g+1)*u.n()*cols], src[from:from+u.n()*cols])
+					if !s.chunked {
+						copy(dst[g*u.n()*cols:(g+1)*u.n()*cols], src[from:from+u.n()*cols])
+						continue
+					}
+					for j := range u.n() {
+						r := f32.ChunkRow(u.n(), g*u.n()+j)
+						copy(dst[r*cols:(r+1)*cols], src[from+j*cols:])
+					}
 				}
 				return dst
 			}
@@ -664,7 +679,7 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 			// One row with a previous state and float32 W_hh: the product
 			// and the gates in one call.
 			if src := hp.one(); src.Buf != nil && s.whh.ElemSize == 4 {
-				b.add(newLSTMStep(xp, src, whh, Whole(s.bias), c, hdst, alt))
+				b.add(newLSTMStep(xp, src, whh, Whole(s.bias), c, hdst, alt, s.chunked))
 				b.lstmFinal(hp, cn, hn, c, hdst, u, k, d, t, proj)
 				continue
 			}
@@ -675,7 +690,11 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 			if hp.start.Buf != nil {
 				b.add(b.product(w, xp.RowRange(hp.first, rows), hp.start, whh, 1, false, alt && rows == 1))
 			}
-			b.add(newLSTM(xp, Whole(s.bias), c, hdst))
+			gates := newLSTM(xp, Whole(s.bias), c, hdst)
+			if s.chunked {
+				gates = chunkedGates(gates)
+			}
+			b.add(gates)
 			b.lstmFinal(hp, cn, hn, c, hdst, u, k, d, t, proj)
 			continue
 		}

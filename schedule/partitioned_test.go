@@ -697,3 +697,76 @@ func TestReversedGemm(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionedChunked checks LSTM slices kept in f32's chunked order:
+// with every slice packed and a private cache that puts W_hh in
+// alternates' range (hidden 64 and 256 on one worker, 128 on two, with a
+// projection, two directions and two layers), P gives the bits of the
+// same slices unpacked, which stay gate-major, at one row and three (with
+// lengths), with and without
+// initial states; its one-row steps read W_hh chunk by chunk backwards at
+// odd steps, and a slice whose units are not a multiple of
+// f32.StepChunk stays gate-major.
+func TestPartitionedChunked(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 10))
+	for _, c := range []struct {
+		cfg     rnn.Config
+		workers int
+	}{
+		{rnn.Config{Cell: rnn.LSTM, Input: 16, Hidden: 64, Layers: 2}, 1},
+		{rnn.Config{Cell: rnn.LSTM, Input: 24, Hidden: 256, Layers: 1}, 1},
+		{rnn.Config{Cell: rnn.LSTM, Input: 8, Hidden: 128, Layers: 1, Bidirectional: true}, 2},
+		{rnn.Config{Cell: rnn.LSTM, Input: 8, Hidden: 64, Proj: 24, Layers: 2}, 1},
+		{rnn.Config{Cell: rnn.LSTM, Input: 8, Hidden: 40, Layers: 1}, 1},
+	} {
+		net := randomNet(t, c.cfg, 5)
+		units := c.cfg.Hidden / c.workers
+		whh := int64(4 * 4 * units * net.Layers[0][0].Out())
+		pool := testPool(t, c.workers)
+		chunked, err := NewPartitioned(net, PartitionOptions{Workers: c.workers, Pool: pool, PackBytes: 1, PrivateCacheBytes: whh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, err := NewPartitioned(net, PartitionOptions{Workers: c.workers, Pool: pool, PackBytes: -1, PrivateCacheBytes: whh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := units%f32.StepChunk == 0
+		for _, dirs := range chunked.part.layers {
+			for _, pl := range dirs {
+				for w := range pl.w {
+					if pl.w[w].chunked != want || plain.part.layers[0][0].w[w].chunked {
+						t.Errorf("%+v: slice %d chunked %v (want %v), plain %v", c.cfg, w, pl.w[w].chunked, want, plain.part.layers[0][0].w[w].chunked)
+					}
+				}
+			}
+		}
+		for _, B := range []int{1, 3} {
+			for _, states := range []bool{false, true} {
+				in := randomInput(net, 5, B, states, r)
+				if B == 3 {
+					in.Lengths = []int{5, 4, 2}
+				}
+				what := fmt.Sprintf("%+v B=%d states=%v", c.cfg, B, states)
+				got, exp := runProgram(t, chunked, in), runProgram(t, plain, in)
+				sameBits(t, what+": output, h_n, c_n", [][]float32{got.Output, got.HN, got.CN}, [][]float32{exp.Output, exp.HN, exp.CN})
+				if B > 1 || !want {
+					continue
+				}
+				p, err := chunked.Plan(in, PlanOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				back := 0
+				for _, st := range p.Steps {
+					if o, ok := st.op.(*lstmStepOp); ok && o.chunked && o.reverse {
+						back++
+					}
+				}
+				if back == 0 {
+					t.Errorf("%s: no chunked step reads W_hh backwards", what)
+				}
+			}
+		}
+	}
+}

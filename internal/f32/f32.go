@@ -18,6 +18,7 @@ const (
 	errShortDst = "f32: destination too short"
 	errShortGat = "f32: gate slice too short"
 	errPanels   = "f32: LSTMStepPackedReverse needs n a multiple of 8"
+	errChunks   = "f32: the chunked order needs n a multiple of StepChunk"
 )
 
 // kc is the k-block length GemmNTBF16 widens bf16 W panels in (8 rows × kc

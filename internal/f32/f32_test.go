@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -669,14 +670,15 @@ func TestFinite(t *testing.T) {
 
 // TestLSTMStep checks the fused step, on row-major and on packed W, with
 // its units in order and chunk by chunk from the last (LSTMStepReverse,
-// LSTMStepPackedReverse),
+// LSTMStepPackedReverse), and with W's rows in the chunked order
+// (LSTMStepPackedChunked, both ways),
 // against the two calls it replaces, GemmNT (beta 1) and LSTMGates, bit
 // for bit: xp, c and hout, on both paths, with W's row gaps and everything past the read operands poisoned
 // with NaN and everything past the written ones holding a sentinel.
 func TestLSTMStep(t *testing.T) {
 	impls(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(6, 6))
-		for _, n := range []int{1, 5, 8, 13, 16, 24, 40, 64, 104} {
+		for _, n := range []int{1, 5, 8, 13, 16, 24, 40, 64, 96, 104} {
 			for _, k := range []int{0, 1, 7, 8, 16, 24, 64, 72} {
 				ldw := max(k, 1) + r.IntN(3)
 				w := newGuarded(r, 4*n, k, ldw, 0, nan)
@@ -694,14 +696,30 @@ func TestLSTMStep(t *testing.T) {
 				LSTMGates(n, n, wantXP, bias.s(), wantC, wantH)
 
 				xp0, c0 := append([]float32(nil), xp.s()...), append([]float32(nil), c.s()...)
-				for _, form := range []string{"in order", "reverse", "packed", "packed reverse"} {
-					if form == "packed reverse" && n%8 != 0 {
+				for _, form := range []string{"in order", "reverse", "packed", "packed reverse", "chunked", "chunked reverse"} {
+					if form == "packed reverse" && n%8 != 0 || strings.HasPrefix(form, "chunked") && n%StepChunk != 0 {
 						continue
 					}
 					copy(xp.s(), xp0)
 					copy(c.s(), c0)
 					hout := newGuarded(r, 1, n, n, 0, sentinel)
 					switch form {
+					case "chunked", "chunked reverse":
+						// W's rows, xp and bias in the chunked order; xp
+						// back in gate-major order to compare.
+						wc := make([]float32, 4*n*ldw)
+						xc, bc := make([]float32, 4*n), make([]float32, 4*n)
+						for i := range 4 * n {
+							j := ChunkRow(n, i)
+							copy(wc[j*ldw:j*ldw+k], w.s()[i*ldw:])
+							xc[j], bc[j] = xp.s()[i], bias.s()[i]
+						}
+						p := newGuarded(r, 1, 4*n*k, 4*n*k, 0, nan)
+						PackNT(p.s(), 4*n, k, wc, ldw)
+						LSTMStepPackedChunked(n, k, h.s(), p.s(), xc, bc, c.s(), hout.s(), form == "chunked reverse")
+						for i := range 4 * n {
+							xp.s()[i] = xc[ChunkRow(n, i)]
+						}
 					case "packed", "packed reverse":
 						p := newGuarded(r, 1, 4*n*k, 4*n*k, 0, nan)
 						PackNT(p.s(), 4*n, k, w.s(), ldw)

@@ -79,6 +79,7 @@ var sums = map[string]string{
 	"GemmNT": "c", "GemmNTOnce": "c", "GemvN": "y", "GemmNN": "c", "GemvT": "y", "GemmNTBF16": "c", "GemmNTBF16/rows=5": "c",
 	"GemmNTPacked": "c", "Sum": "result",
 	"LSTMStep": "xp", "LSTMStepReverse": "xp", "LSTMStepPacked": "xp", "LSTMStepPackedReverse": "xp",
+	"LSTMStepPackedChunked": "xp", "LSTMStepPackedChunked/reverse": "xp",
 }
 
 // The bounds where levels differ by rounding; the test logs how much of

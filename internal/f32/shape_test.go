@@ -65,7 +65,8 @@ func free(name string, n int) shapeArg { return shapeArg{name: name, n: n, free:
 // kernelDims are the dimensions a table of kernel calls is made at: m
 // rows of A, n rows of W, k columns, and h gate units (at least 8) whose
 // blocks are s apart; and the products' beta. LSTMStepPackedReverse
-// takes h&^7 units: it needs a multiple of 8.
+// takes h&^7 units: it needs a multiple of 8; the chunked kernels a
+// multiple of StepChunk, at least one.
 type kernelDims struct {
 	m, n, k, h, s int
 	beta          float32
@@ -88,6 +89,7 @@ func shapeCases() []shapeCase {
 func kernelCases(d kernelDims) []shapeCase {
 	m, n, k, h, s, beta := d.m, d.n, d.k, d.h, d.s, d.beta
 	h8 := h &^ 7
+	hc := max(StepChunk, h/StepChunk*StepChunk) // the chunked kernels' units
 	lda, ldw, ldc, ldq := d.lds()
 	mat := func(rows, cols, ld int) int { return (rows-1)*ld + cols }
 	return []shapeCase{
@@ -121,6 +123,12 @@ func kernelCases(d kernelDims) []shapeCase {
 			func(a shapeArgs) { LSTMStepPacked(h, k, a.F(0), a.F(1), a.F(2), a.F(3), a.F(4), a.F(5)) }},
 		{"LSTMStepPackedReverse", []shapeArg{f("h", k), f("p", 4*h8*k), out("xp", 4*h8), f("bias", 4*h8), out("c", h8), out("hout", h8)},
 			func(a shapeArgs) { LSTMStepPackedReverse(h8, k, a.F(0), a.F(1), a.F(2), a.F(3), a.F(4), a.F(5)) }},
+		{"LSTMGatesChunked", []shapeArg{f("y", 4*hc), f("bias", 4*hc), out("c", hc), out("h", hc)},
+			func(a shapeArgs) { LSTMGatesChunked(hc, a.F(0), a.F(1), a.F(2), a.F(3)) }},
+		{"LSTMStepPackedChunked", []shapeArg{f("h", k), f("p", 4*hc*k), out("xp", 4*hc), f("bias", 4*hc), out("c", hc), out("hout", hc)},
+			func(a shapeArgs) { LSTMStepPackedChunked(hc, k, a.F(0), a.F(1), a.F(2), a.F(3), a.F(4), a.F(5), false) }},
+		{"LSTMStepPackedChunked/reverse", []shapeArg{f("h", k), f("p", 4*hc*k), out("xp", 4*hc), f("bias", 4*hc), out("c", hc), out("hout", hc)},
+			func(a shapeArgs) { LSTMStepPackedChunked(hc, k, a.F(0), a.F(1), a.F(2), a.F(3), a.F(4), a.F(5), true) }},
 		{"GRUGates", []shapeArg{f("x", 2*s+h), f("p", 2*s+h), f("bih", 2*s+h), f("bhh", 2*s+h), f("hprev", h), out("hout", h)},
 			func(a shapeArgs) { GRUGates(h, s, a.F(0), a.F(1), a.F(2), a.F(3), a.F(4), a.F(5)) }},
 		{"ElmanGates/tanh", []shapeArg{f("y", h), f("bias", h), out("h", h)},
@@ -206,7 +214,7 @@ func (b *backing) same(o *backing, i int, k argKind, from int) bool {
 
 // panicMessages are the package's panic messages, all constants.
 var panicMessages = []string{errNegative, errLd, errShortA, errShortW, errShortC, errShortX, errShortY, errShortDst,
-	errShortGat, errPanels, errI8K, errShortQ, errShortS, errShortP, errLdq, errI8Meta}
+	errShortGat, errPanels, errChunks, errI8K, errShortQ, errShortS, errShortP, errLdq, errI8Meta}
 
 // constantPanic reports whether v is one of panicMessages.
 func constantPanic(v any) bool {
