@@ -7,9 +7,9 @@ package f32
 // StepChunk rows a chunk, one in each gate's block, a quarter of W apart.
 // Stored chunk by chunk instead, the four gates' rows of StepChunk units
 // side by side, a chunk is one run and W is read as whole runs either
-// way; on AMD's Zen 5 (1 MiB L2) a step alternating over a 1 MiB W
-// (hidden 256 on one core) then ran 1.10-1.14x faster, and at hidden 64
-// (64 KiB, alternating over the 48 KiB L1) 1.12x (docs/performance.md,
+// way: on AMD's Zen 5 the schedule P on one core, whose steps alternate
+// over a 1 MiB W at hidden 256 (1 MiB L2) and a 64 KiB one at hidden 64
+// (48 KiB L1), ran 1.04-1.10x and 1.07-1.14x faster (docs/performance.md,
 // "Gate rows chunk by chunk"). The products are unchanged: a row is the
 // same sum wherever it is stored, so the results are the gate-major
 // kernels' bit for bit.
