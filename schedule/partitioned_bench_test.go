@@ -68,11 +68,11 @@ func BenchmarkTableIP(b *testing.B) {
 // s, scripts/bench_torch.py two calls): building the plan and the
 // weights' first trip from DRAM are not the steady state, and where an
 // inference takes milliseconds (hidden 1024) a benchmark of a few
-// iterations would carry them. Beside the wall time per step (ns/step) it reports the
-// process's CPU time per step over the same iterations (cpu-ns/step, user
-// and system, Unix only): on a shared machine, the time the benchmark ran
-// rather than waited for a core (with P on several workers it counts
-// every worker, spinning included).
+// iterations would carry them. Beside the wall time per step (ns/step)
+// it reports the process's CPU time per step over the same iterations
+// (cpu-ns/step, user and system, Unix only): on a shared machine, the
+// time the benchmark ran rather than waited for a core (with P on
+// several workers it counts every worker, spinning included).
 func benchProgram(b *testing.B, prog *Program, T int) {
 	in := randomInput(prog.Net, T, 1, false, rand.New(rand.NewPCG(1, 1)))
 	p, err := prog.Plan(in, PlanOptions{})
@@ -85,18 +85,7 @@ func benchProgram(b *testing.B, prog *Program, T int) {
 			weightBytes += r.Bytes()
 		}
 	})
-	warm, err := prog.Acquire(in, PlanOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := warm.Run(); err != nil {
-		b.Fatal(err)
-	}
-	warm.Release()
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu0, cpuOK := cputime.Process()
-	for b.Loop() {
+	infer := func() {
 		p, err := prog.Acquire(in, PlanOptions{})
 		if err != nil {
 			b.Fatal(err)
@@ -105,6 +94,13 @@ func benchProgram(b *testing.B, prog *Program, T int) {
 			b.Fatal(err)
 		}
 		p.Release()
+	}
+	infer()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0, cpuOK := cputime.Process()
+	for b.Loop() {
+		infer()
 	}
 	cpu1, _ := cputime.Process()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(T), "ns/step")
