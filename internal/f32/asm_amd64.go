@@ -422,12 +422,16 @@ func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc
 // in L2 from one inference to the next and so comes from L3 or DRAM (an
 // input projection at T = 10, hidden 256 and up), the groups working on
 // a block prefetch the next one between them, so that it streams in
-// while the arithmetic runs rather than before it (from DRAM, hidden
-// 1024: 1.06x; from L3 or DRAM at hidden 256: 1.16x). Otherwise the first
-// row pulls every block: with more rows each block is reused often
-// enough that how it arrives matters little (prefetching at 64 to 100
-// rows measured 0.98-1.03x), with fewer the few groups' prefetches cost
-// more than they save.
+// while the arithmetic runs rather than before it (AVX2 products on
+// AMD's Zen 4, from DRAM, hidden 1024: 1.06x; from L3 or DRAM at hidden
+// 256: 1.16x). Otherwise the first row pulls every block: with more rows
+// each block is reused often enough that how it arrives matters little
+// (prefetching at 64 to 100 rows measured 0.98-1.03x), with fewer the
+// few groups' prefetches cost more than they save; and with the AVX-512
+// products (a host that runs them whole, AMD's Zen 5), where the pull
+// was 1.01-1.30x faster than the groups' prefetch at 8 to 16 rows,
+// hidden 256 to 1024, W from DRAM (docs/performance.md, "Products whose
+// W is read once").
 // gemmPacked3 takes no column tail, so with k%8 != 0 every row goes
 // through gemvPacked on its own (the schedules pack no such W).
 func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int) {
@@ -447,7 +451,7 @@ func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32,
 	}
 	b := blocks()
 	nb := max(8, b.packBlock/(4*k)&^7)
-	prefetch := m >= prefetchRows && m <= pullRows && 4*n*k > b.once
+	prefetch := !useZProducts && m >= prefetchRows && m <= pullRows && 4*n*k > b.once
 	for j0 := 0; j0 < n; j0 += nb {
 		jb := min(nb, n-j0)
 		w := &p[j0*k]

@@ -52,16 +52,16 @@ func gemvPacked(panels, k int, a, w, c *float32, beta float32) {
 }
 
 //go:noescape
-func gemmPackedZ3(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32, pf *float32, pfStep int)
+func gemmPackedZ3(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32)
 
 // gemmPacked3 is two or three rows of A against the whole panels of a
 // packed W with k a multiple of 8: gemmPackedZ3 where the AVX-512 kernels
-// run, else gemmPacked3x4. On the way it prefetches pfBytes from pf into
-// L2, spread evenly over the kernel's passes (pfBytes 0: none).
+// run, else gemmPacked3x4, which on the way prefetches pfBytes from pf
+// into L2, spread evenly over its passes (pfBytes 0: none; the AVX-512
+// products prefetch nothing, and gemmPackedAsm asks them for none).
 func gemmPacked3(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32, pf *float32, pfBytes int) {
 	if useZProducts {
-		passes := panels * k8 // a whole panel a pass
-		gemmPackedZ3(panels, k8, rows, a, lda, w, c, ldc, beta, pf, (pfBytes+passes-1)/passes)
+		gemmPackedZ3(panels, k8, rows, a, lda, w, c, ldc, beta)
 		return
 	}
 	passes := 2 * panels * k8 // half a panel a pass

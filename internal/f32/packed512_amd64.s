@@ -169,7 +169,7 @@ zpdone:
 	ADDQ $256, AX                   \
 	DECQ R8
 
-// func gemmPackedZ3(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32, pf *float32, pfStep int)
+// func gemmPackedZ3(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc int, beta float32)
 //
 // gemmPacked3x4 with two W rows to a register: two or three rows of A
 // (rows) against the 8·panels rows of a W in PackNT's order with k =
@@ -177,21 +177,18 @@ zpdone:
 // once and multiplied by every A row's chunk broadcast to both halves.
 // Each element is computed as every GemmNT kernel computes it; the sums
 // of A row i go through REDUCE8 and are stored, beta·C added first by one
-// fused multiply-add (beta == 0: C is not read).
-//
-// With pfStep > 0 each pass over a chunk also prefetches the line at pf
-// into L2 and moves pf on by pfStep bytes, as gemmPacked3x4 does.
+// fused multiply-add (beta == 0: C is not read). Unlike gemmPacked3x4
+// it prefetches nothing: with these products on AMD's Zen 5, groups that
+// prefetched the next block of a W from L3 or DRAM ran slower than the
+// first row pulling each block (gemmPackedAsm).
 //
 // Registers: SI, R12, R13 the A rows; BX the byte offset into them; AX
 // the panel's chunk; R8 the chunks left; CX the panels left; DI C's first
-// row at the panel; R10 ldc in bytes; R11 rows; R15 pf and R9 pfStep. A
-// row i's sums are in
+// row at the panel; R10 ldc in bytes; R11 rows. A row i's sums are in
 // Z(16+4i)..Z(19+4i), the W pairs of a chunk in Z12..Z15, the A chunks in
 // Z8..Z10.
-TEXT ·gemmPackedZ3(SB), NOSPLIT, $0-88
+TEXT ·gemmPackedZ3(SB), NOSPLIT, $0-68
 	MOVQ panels+0(FP), CX
-	MOVQ pf+72(FP), R15
-	MOVQ pfStep+80(FP), R9
 	MOVQ rows+16(FP), R11
 	MOVQ a+24(FP), SI
 	MOVQ lda+32(FP), R10
@@ -222,8 +219,6 @@ z3panel:
 	VPXORD Z27, Z27, Z27
 	XORQ BX, BX
 	MOVQ k8+8(FP), R8
-	TESTQ R9, R9
-	JNZ  z3pf
 	CMPQ R11, $3
 	JLT  z2loop
 
@@ -236,25 +231,6 @@ z3loop:
 z2loop:
 	Z2PASS
 	JNZ  z2loop
-	JMP  z3sums
-
-	// The same loops with a prefetch a pass.
-z3pf:
-	CMPQ R11, $3
-	JLT  z2loopp
-
-z3loopp:
-	PREFETCHT1 (R15)
-	ADDQ R9, R15
-	Z3PASS
-	JNZ  z3loopp
-	JMP  z3sums
-
-z2loopp:
-	PREFETCHT1 (R15)
-	ADDQ R9, R15
-	Z2PASS
-	JNZ  z2loopp
 
 z3sums:
 	ZROWS(Z16, Z17, Z18, Z19, Y16, Y17, Y18, Y19)
