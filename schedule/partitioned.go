@@ -129,7 +129,7 @@ type partLayer struct {
 
 // partSlice is one worker's share of one layer and direction: the rows of
 // each weight matrix for its units, gate-major (row g*nu+j is the source's
-// row g*H+u0+j). With BF16 precision the weight buffers have 2-byte
+// row g*H+u0+j) unless chunked. With BF16 precision the weight buffers have 2-byte
 // elements and their data in U16; with Int8, 1-byte elements in U8, each
 // matrix packed by f32.PackI8.
 type partSlice struct {
