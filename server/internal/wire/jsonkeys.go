@@ -65,6 +65,9 @@ func (k *keyChecker) scan(b []byte, off int64) error {
 			}
 			k.inStr = false
 			if k.isKey {
+				// A key is followed by ':'; a string before the next ','
+				// is none (in a malformed text, the decoder's to refuse).
+				k.stack[len(k.stack)-1].expectKey = false
 				if err := k.saw(off + int64(i)); err != nil {
 					return err
 				}

@@ -117,13 +117,21 @@ func FuzzTextChecker(f *testing.F) {
 				rd = &chunkReader{r: rd, n: int(chunk)}
 			}
 			got, err := readChecked(rd)
+			// The key checker behind it may refuse the text first: a key
+			// twice in one object (FuzzDuplicateKeys), never a valid JSON
+			// value that has none, with the bytes before it passed through.
+			keys := func(upTo int) bool {
+				dup, valid := referenceDuplicate(raw)
+				return errors.Is(err, infer.ErrBadRequest) && strings.Contains(err.Error(), "appears twice") &&
+					len(got) <= upTo && bytes.Equal(got, raw[:len(got)]) && (dup || !valid)
+			}
 			if bad < 0 {
-				if err != nil || !bytes.Equal(got, raw) {
+				if (err != nil || !bytes.Equal(got, raw)) && !keys(len(raw)) {
 					t.Fatalf("good text: %d of %d bytes, %v", len(got), len(raw), err)
 				}
 				return
 			}
-			if !errors.Is(err, infer.ErrBadRequest) || !bytes.Equal(got, raw[:bad]) {
+			if (!errors.Is(err, infer.ErrBadRequest) || !bytes.Equal(got, raw[:bad])) && !keys(bad) {
 				t.Fatalf("bad at %d: %d bytes through, %v", bad, len(got), err)
 			}
 		})
@@ -142,8 +150,9 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 
 // TestDuplicateKeys: an object with a key twice (the empty key too), at
 // any depth and however the key is written, is refused; the same key in
-// different objects, and key-like text inside strings, are not; the text
-// may arrive a byte at a time.
+// different objects, key-like text inside strings, and a string that
+// follows a key with no ':' between (a malformed text, the decoder's to
+// refuse) are not; the text may arrive a byte at a time.
 func TestDuplicateKeys(t *testing.T) {
 	for _, c := range []struct {
 		text string
@@ -158,6 +167,10 @@ func TestDuplicateKeys(t *testing.T) {
 		{`{"a": [{"b": 1}, {"b": 1}], "c": {"b": 1}}`, ""},
 		{`[{"a": 1}, {"a": 2, "b": {"a": 3}}]`, ""},
 		{`{"": 1, "": 2}`, `""`},
+		// Malformed texts, left to the decoder: two strings with no ':'
+		// between them are not two keys.
+		{`{0""""00`, ""},
+		{`{"a" "a": 1}`, ""},
 	} {
 		for _, oneByte := range []bool{false, true} {
 			var rd io.Reader = bytes.NewReader([]byte(c.text))
