@@ -429,9 +429,9 @@ func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc
 // (prefetching at 64 to 100 rows measured 0.98-1.03x), with fewer the
 // few groups' prefetches cost more than they save; and with the AVX-512
 // products (a host that runs them whole, AMD's Zen 5), where the pull
-// was 1.01-1.30x faster than the groups' prefetch at 8 to 16 rows,
-// hidden 256 to 1024, W from DRAM (docs/performance.md, "Products whose
-// W is read once").
+// was 1.06-1.15x faster than the groups' prefetch on W from L3 or DRAM
+// (10 and 16 rows, hidden 256 and 1024) and P at T = 10 on one core
+// 1.01-1.10x (docs/performance.md, "Products whose W is read once").
 // gemmPacked3 takes no column tail, so with k%8 != 0 every row goes
 // through gemvPacked on its own (the schedules pack no such W).
 func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int) {
