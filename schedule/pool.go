@@ -337,15 +337,22 @@ func (p *Pool) worker(w int) {
 const holdFor = time.Millisecond
 
 // Runnable is the number of goroutines waiting for a P (the runtime's
-// approximate count, runtime/metrics; about 50 ns).
+// approximate count, runtime/metrics; about 50 ns). The sample it reads
+// into comes from runnableSamples: a server's handlers call it after
+// every plan, and a sample of its own would be an allocation each time.
 func Runnable() int {
-	s := [1]metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}
+	s := runnableSamples.Get().(*[1]metrics.Sample)
+	defer runnableSamples.Put(s)
 	metrics.Read(s[:])
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0
 	}
 	return int(min(s[0].Value.Uint64(), math.MaxInt32))
 }
+
+var runnableSamples = sync.Pool{New: func() any {
+	return &[1]metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}
+}}
 
 // Yields is how often a helper yielded its P after holding it for
 // holdFor through back-to-back jobs.

@@ -86,3 +86,14 @@ func TestHelperYieldsItsP(t *testing.T) {
 		t.Errorf("goroutines waiting through 80 ms of back-to-back jobs: the helper never yielded its P")
 	}
 }
+
+// TestRunnableAllocatesNothing: Runnable runs after every plan a server
+// handler runs, so it reuses its sample rather than allocating one.
+func TestRunnableAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop what it is given")
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = Runnable() }); n != 0 {
+		t.Errorf("Runnable allocates %v times a call", n)
+	}
+}
