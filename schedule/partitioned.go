@@ -33,8 +33,8 @@ import (
 // With a zero initial state the first step skips the recurrent product.
 // An LSTM step of one row is one kernel call, the product and the gates
 // together (f32.LSTMStep; lstmStepOp declares the regions of both).
-// Where a worker's W_hh is about a core's L2 or L1 (alternates), a step of one
-// row reads W_hh forwards at even steps and backwards, chunk by chunk, at odd
+// Where a worker's W_hh does not fit a core's L2 or is about its L1
+// (alternates), a step of one row reads W_hh forwards at even steps and backwards, chunk by chunk, at odd
 // ones (f32.LSTMStepReverse, a reversed gemmOp for a GRU): a step starts on
 // the rows the step before read last, which are still in the cache (dre's
 // TestAlternatingStepsReuseCache). The embedding gather, the head product
@@ -95,16 +95,22 @@ func packBounds(l2 int64, wide bool) (whh, wih int) {
 // alternates bounds the W_hh slices whose one-row LSTM steps read W_hh
 // forwards and backwards in turn (lstmStepOp's reverse), for a host whose
 // cores each have l1 bytes of L1 data cache and l2 bytes of private
-// cache: from l2 to twice it, or from just over l1 to twice it. Such a
-// slice does not fit the cache, but what the step before read last is
-// still there. A far larger slice streams from L3 or DRAM whichever way
-// it is read, and its chunks only cost calls; a slice that fits gains
-// nothing and loses the prefetchers' run at each chunk. At l1 exactly
-// (lstm/64's slices on two cores) no gain was measured, so it is read in
-// order.
-func alternates(size int, l1, l2 int64) bool {
+// cache: from l2 up where wide (the packed products are the AVX-512 ones,
+// f32.WidePacked), else from l2 to twice it; and from just over l1 to
+// twice it. Such a slice does not fit the cache, but what the step before
+// read last is still there. A far larger slice streams from L3 or DRAM
+// whichever way it is read, and reading it backwards saves only the last
+// L2's worth of its bytes: on AMD's Zen 4 (AVX2 products, gate-major
+// rows) that lost more to the chunks' calls than it saved (0.85-0.93x at
+// hidden 1024), on Zen 5 (AVX-512 products, LSTM rows chunk by chunk) it
+// gained (1.01-1.03x on one core at hidden 1024, 1.03-1.14x on two,
+// 1.04-1.25x at hidden 512 on one; docs/performance.md, "W_hh read
+// forwards and backwards in turn"). A slice that fits gains nothing and
+// loses the prefetchers' run at each chunk. At l1 exactly (lstm/64's
+// slices on two cores) no gain was measured, so it is read in order.
+func alternates(size int, l1, l2 int64, wide bool) bool {
 	n := int64(size)
-	return n >= l2 && n <= 2*l2 || n > l1 && n <= 2*l1
+	return n >= l2 && (wide || n <= 2*l2) || n > l1 && n <= 2*l1
 }
 
 type partProgram struct {
@@ -112,6 +118,7 @@ type partProgram struct {
 	pool    *Pool
 	prec    Precision
 	l1, l2  int64 // one core's L1 data cache and private cache: alternates
+	wide    bool  // f32.WidePacked: alternates
 	layers  [][]partLayer
 	// serial: the workers' parts run in turn on the calling goroutine,
 	// every step on worker 0 (Program.Serial).
@@ -203,7 +210,7 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 		l2 = host.Get().L2()
 	}
 	packHH, packIH := PackBounds(l2)
-	pp := &partProgram{workers: n, pool: opt.Pool, prec: opt.Precision, l1: host.Get().L1D(), l2: l2}
+	pp := &partProgram{workers: n, pool: opt.Pool, prec: opt.Precision, l1: host.Get().L1D(), l2: l2, wide: f32.WidePacked()}
 	p.part = pp
 	if net.Vocab > 0 {
 		p.emb = p.weight("embedding", net.Vocab*net.Input, net.Embedding, net.Memory())
@@ -232,7 +239,7 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 				s.whh.Role = RoleWHH
 				s.whh.Packed = opt.Precision == F32 && packs(rows, l.Out(), opt.PackBytes, packHH)
 				s.chunked = l.Cell == rnn.LSTM && s.whh.Packed && pl.units[w].n()%f32.StepChunk == 0 &&
-					alternates(4*rows*l.Out(), pp.l1, pp.l2)
+					alternates(4*rows*l.Out(), pp.l1, pp.l2, pp.wide)
 				if l.Cell.SumsBias() {
 					s.bias = p.addWeight(name+".bias", rows, 4)
 				} else {
@@ -668,12 +675,12 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 		if proj {
 			hdst = M(b.hfull, u.lo, rows, nu, H)
 		}
-		// A one-row step whose W_hh is about a core's L2 or L1 reads it forwards at
+		// A one-row step whose W_hh is past a core's L2 or about its L1 reads it forwards at
 		// even steps and backwards, chunk by chunk, at odd ones, so it starts where
 		// the step before ended, on rows still in the cache (float32, or int8 in
 		// whole panels; bf16 has no reversed kernel).
 		size := s.whh.Elems * s.whh.ElemSize
-		alt := t%2 == 1 && nu%8 == 0 && (s.whh.ElemSize == 4 || s.whh.ElemSize == 1 && G%16 == 0) && alternates(size, b.pp.l1, b.pp.l2)
+		alt := t%2 == 1 && nu%8 == 0 && (s.whh.ElemSize == 4 || s.whh.ElemSize == 1 && G%16 == 0) && alternates(size, b.pp.l1, b.pp.l2, b.pp.wide)
 		if l.Cell == rnn.LSTM {
 			c := Dense(b.c[w], 0, rows, nu)
 			// One row with a previous state and float32 W_hh: the product

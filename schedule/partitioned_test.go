@@ -592,13 +592,17 @@ func TestPackBounds(t *testing.T) {
 // on two; GRU: 1.2 MiB packed, hidden 320 on one; Elman: 1 MiB
 // row-major, hidden 512, and 1.6 MiB packed, hidden 640), with and
 // without initial states, against A+, and checks that the plans do read
-// W_hh backwards.
+// W_hh backwards. Slices of four times L2 (LSTM hidden 512, GRU hidden
+// 576, one worker) read W_hh backwards where f32.WidePacked, in order
+// elsewhere.
 func TestPartitionedAlternates(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
 	for _, c := range []struct {
 		cell            rnn.CellKind
 		hidden, workers int
-	}{{rnn.LSTM, 256, 1}, {rnn.LSTM, 512, 2}, {rnn.GRU, 320, 1}, {rnn.RNNTanh, 512, 1}, {rnn.RNNReLU, 640, 1}} {
+		far             bool // past twice L2: alternates only where wide
+	}{{rnn.LSTM, 256, 1, false}, {rnn.LSTM, 512, 2, false}, {rnn.GRU, 320, 1, false}, {rnn.RNNTanh, 512, 1, false}, {rnn.RNNReLU, 640, 1, false},
+		{rnn.LSTM, 512, 1, true}, {rnn.GRU, 576, 1, true}} {
 		cfg := rnn.Config{Cell: c.cell, Input: 24, Hidden: c.hidden, Layers: 1}
 		net := randomNet(t, cfg, 3)
 		prog, err := NewPartitioned(net, PartitionOptions{Workers: c.workers, Pool: testPool(t, c.workers), PrivateCacheBytes: 1 << 20})
@@ -621,9 +625,28 @@ func TestPartitionedAlternates(t *testing.T) {
 					backwards += btoi(o.reverse)
 				}
 			}
-			if backwards == 0 {
-				t.Errorf("%v hidden %d: no step reads W_hh backwards", c.cell, c.hidden)
+			if want := !c.far || f32.WidePacked(); (backwards > 0) != want {
+				t.Errorf("%v hidden %d, %d workers: %d steps read W_hh backwards, want them to: %v", c.cell, c.hidden, c.workers, backwards, want)
 			}
+		}
+	}
+}
+
+// TestAlternatesBounds checks which W_hh slices alternate on a host with
+// a 32 KiB L1d and a 1 MiB L2 per core, with the AVX-512 packed products
+// (wide) and without.
+func TestAlternatesBounds(t *testing.T) {
+	const l1, l2 = 32 << 10, 1 << 20
+	for _, c := range []struct {
+		size       int
+		wide, want bool
+	}{
+		{32 << 10, false, false}, {32<<10 + 4, false, true}, {64 << 10, true, true}, {64<<10 + 4, false, false},
+		{512 << 10, true, false}, {1<<20 - 4, true, false}, {1 << 20, false, true}, {2 << 20, false, true},
+		{2<<20 + 4, false, false}, {2<<20 + 4, true, true}, {16 << 20, false, false}, {16 << 20, true, true},
+	} {
+		if got := alternates(c.size, l1, l2, c.wide); got != c.want {
+			t.Errorf("alternates(%d, wide %v) = %v, want %v", c.size, c.wide, got, c.want)
 		}
 	}
 }

@@ -97,16 +97,23 @@ func TestModel(t *testing.T) {
 // TestHHMisses simulates the W_hh misses of P's plans against a 1 MiB
 // 8-way L2: a 1 MiB slice on one core, read forwards and backwards in
 // turn, misses well under half of its bytes; the same model on two cores
-// (512 KiB each) misses a few per cent once warm; a 4 MiB slice misses all.
+// (512 KiB each) misses a few per cent once warm; a 4 MiB slice misses
+// all, or about three quarters where it alternates too (hosts with the
+// AVX-512 packed products: the last L2's worth of a step is read first by
+// the next).
 func TestHHMisses(t *testing.T) {
 	o := &options{l2: 1 << 20, l2Ways: 8}
+	far := [2]float64{0.95, 1}
+	if f32.WidePacked() {
+		far = [2]float64{0.7, 0.9}
+	}
 	for _, c := range []struct {
 		hidden, workers int
 		lo, hi          float64 // bounds on the share of W_hh bytes missed
 	}{
 		{256, 1, 0.02, 0.5},
 		{256, 2, 0, 0.1},
-		{512, 1, 0.95, 1},
+		{512, 1, far[0], far[1]},
 	} {
 		net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: c.hidden, Hidden: c.hidden, Layers: 1}, false)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"rnnserve/internal/f32"
 	"rnnserve/rnn"
 	"rnnserve/schedule"
 )
@@ -60,9 +61,15 @@ func TestPredictTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if one.pastBytes < (T-1)*whh*9/10 || one.dramBytes != 0 {
-		t.Errorf("lstm/512 on one core: %d bytes past L2 (want at least 0.9 of %d), %d from DRAM (want none: 8 MiB fit the L3)",
-			one.pastBytes, (T-1)*whh, one.dramBytes)
+	// Where the slice alternates (f32.WidePacked), a step's first L2's
+	// worth is what the step before read last.
+	past := 0.9
+	if f32.WidePacked() {
+		past = 0.7
+	}
+	if float64(one.pastBytes) < past*float64((T-1)*whh) || one.dramBytes != 0 {
+		t.Errorf("lstm/512 on one core: %d bytes past L2 (want at least %.1f of %d), %d from DRAM (want none: 8 MiB fit the L3)",
+			one.pastBytes, past, (T-1)*whh, one.dramBytes)
 	}
 	if eight.pastBytes > whh/4 {
 		t.Errorf("lstm/512 on 8 cores: %d bytes past L2, want at most a quarter of W_hh (%d)", eight.pastBytes, whh)
@@ -116,15 +123,21 @@ func TestPredictTime(t *testing.T) {
 		t.Errorf("pastRate: %g (in L3), %g (DRAM, 1 core), %g (DRAM, 4 cores)", m.pastRate(8<<20, 4), m.pastRate(64<<20, 1), m.pastRate(64<<20, 4))
 	}
 	// lstm/512 (4 MiB of W_hh, 8 inputs) on one core streams W_hh past L2
-	// at 50 GB/s: about (T-1)·4 MiB / 50 GB/s.
+	// at 50 GB/s: about (T-1)·4 MiB / 50 GB/s, down to about three
+	// quarters of that where the slice alternates (f32.WidePacked).
 	m = testMachine()
 	m.gate = map[rnn.CellKind]float64{rnn.LSTM: 0, rnn.GRU: 0}
 	one, err := predict(dryLSTM(t, 8, 512, 1), rnn.LSTM, schedule.F32, 10, 1, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 9 * 4 << 20 / 50e9; one.seconds < want || one.seconds > 1.1*want || one.foot < 4<<20 {
-		t.Errorf("lstm/512 on one core: %g s (footprint %d), want about %g", one.seconds, one.foot, want)
+	want := 9 * 4 << 20 / 50e9
+	lo := want
+	if f32.WidePacked() {
+		lo = 0.7 * want
+	}
+	if one.seconds < lo || one.seconds > 1.1*want || one.foot < 4<<20 {
+		t.Errorf("lstm/512 on one core: %g s (footprint %d), want %g-%g", one.seconds, one.foot, lo, 1.1*want)
 	}
 }
 
