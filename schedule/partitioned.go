@@ -33,8 +33,9 @@ import (
 // With a zero initial state the first step skips the recurrent product.
 // An LSTM step of one row is one kernel call, the product and the gates
 // together (f32.LSTMStep; lstmStepOp declares the regions of both).
-// Where a worker's W_hh does not fit a core's L2 or is about its L1
-// (alternates), a step of one row reads W_hh forwards at even steps and backwards, chunk by chunk, at odd
+// Where a worker's W_hh is past a core's L2 (up to twice it where the
+// packed products are not the AVX-512 ones) or about its L1 (alternates),
+// a step of one row reads W_hh forwards at even steps and backwards, chunk by chunk, at odd
 // ones (f32.LSTMStepReverse, a reversed gemmOp for a GRU): a step starts on
 // the rows the step before read last, which are still in the cache (dre's
 // TestAlternatingStepsReuseCache). The embedding gather, the head product
