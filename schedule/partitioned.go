@@ -35,10 +35,10 @@ import (
 // together (f32.LSTMStep; lstmStepOp declares the regions of both).
 // Where a worker's W_hh is past a core's L2 (up to twice it where the
 // packed products are not the AVX-512 ones) or about its L1 (alternates),
-// a step of one row reads W_hh forwards at even steps and backwards, chunk by chunk, at odd
-// ones (f32.LSTMStepReverse, a reversed gemmOp for a GRU): a step starts on
-// the rows the step before read last, which are still in the cache (dre's
-// TestAlternatingStepsReuseCache). The embedding gather, the head product
+// a step of one row reads W_hh forwards at even steps and backwards,
+// chunk by chunk, at odd ones (f32.LSTMStepReverse, a reversed gemmOp for
+// a GRU): a step starts on the rows the step before read last, which are
+// still in the cache (dre's TestAlternatingStepsReuseCache). The embedding gather, the head product
 // (split by output rows) and its softmax (split by time steps) are phases too.
 //
 // The plan lists every worker's steps, phase by phase and worker by
