@@ -80,15 +80,20 @@ type PartitionOptions struct {
 // l2, the size below which W_ih stays in L2 from one inference to the
 // next (f32.GemmNTOnce's bound). docs/data/host-tuning.md has the
 // measurements on the project's 1 MiB-L2 hosts. Where the packed
-// products are the AVX-512 ones and a row-major W's mostly eight-lane
-// (f32.WidePacked: a CPU that runs 512-bit operations whole, such as
-// AMD's Zen 5), every slice is packed (bounds 0): there packing made P
-// 1.2-1.5x faster at hidden 64 to 256 with T >= 10 (host-tuning.md).
+// products are the AVX-512 ones and a row-major W's one-row product
+// mostly eight-lane (f32.WidePacked: a CPU that runs 512-bit operations
+// whole, such as AMD's Zen 5), every W_hh slice is packed (bound 0):
+// there packing made P 1.2-1.5x faster at hidden 64 to 256 with T >= 10
+// (host-tuning.md). W_ih keeps its bound there too: its product has many
+// rows, which the row-major kernels run two to a register, and a W_ih
+// that stays in L2 ran P 1.02-1.06x faster row-major at hidden 64 and
+// 128 on one core of Zen 5 (0.97x at lstm/128/1/10; docs/performance.md,
+// "Hosts that run 512-bit operations whole").
 func PackBounds(l2 int64) (whh, wih int) { return packBounds(l2, f32.WidePacked()) }
 
 func packBounds(l2 int64, wide bool) (whh, wih int) {
 	if wide {
-		return 0, 0
+		return 0, int(l2 / 4)
 	}
 	return int(l2), int(l2 / 4)
 }

@@ -558,9 +558,9 @@ func TestPartitionedPacked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wide := f32.WidePacked() // every slice of a multiple of 8 columns packed
+		wide := f32.WidePacked() // every W_hh slice of a multiple of 8 columns packed
 		for _, b := range prog.Weights() {
-			want, ok := map[string]bool{".weight_hh": c.whh || wide, ".weight_ih": c.wih || wide}[filepath.Ext(b.Name)]
+			want, ok := map[string]bool{".weight_hh": c.whh || wide, ".weight_ih": c.wih}[filepath.Ext(b.Name)]
 			if ok && b.Packed != want {
 				t.Errorf("L2 %d, hidden %d input %d, default bounds: %s packed %v, want %v", c.l2, c.hidden, c.input, b.Name, b.Packed, want)
 			}
@@ -568,15 +568,16 @@ func TestPartitionedPacked(t *testing.T) {
 	}
 }
 
-// TestPackBounds checks both hosts' default bounds: from the L2's size
-// where a row-major W's products are as wide as a packed one's, every
-// slice where the packed ones are wider.
+// TestPackBounds checks both hosts' default bounds: W_hh from the L2's
+// size where a row-major W's products are as wide as a packed one's,
+// every W_hh slice where the packed ones are wider; W_ih from a quarter
+// of L2 on both.
 func TestPackBounds(t *testing.T) {
 	for _, c := range []struct {
 		l2       int64
 		wide     bool
 		whh, wih int
-	}{{1 << 20, false, 1 << 20, 1 << 18}, {2 << 20, false, 2 << 20, 1 << 19}, {1 << 20, true, 0, 0}, {2 << 20, true, 0, 0}} {
+	}{{1 << 20, false, 1 << 20, 1 << 18}, {2 << 20, false, 2 << 20, 1 << 19}, {1 << 20, true, 0, 1 << 18}, {2 << 20, true, 0, 1 << 19}} {
 		if whh, wih := packBounds(c.l2, c.wide); whh != c.whh || wih != c.wih {
 			t.Errorf("packBounds(%d, %v) = %d, %d; want %d, %d", c.l2, c.wide, whh, wih, c.whh, c.wih)
 		}
