@@ -38,8 +38,9 @@ import (
 // a step of one row reads W_hh forwards at even steps and backwards,
 // chunk by chunk, at odd ones (f32.LSTMStepReverse, a reversed gemmOp for
 // a GRU): a step starts on the rows the step before read last, which are
-// still in the cache (dre's TestAlternatingStepsReuseCache). The embedding gather, the head product
-// (split by output rows) and its softmax (split by time steps) are phases too.
+// still in the cache (dre's TestAlternatingStepsReuseCache). The
+// embedding gather, the head product (split by output rows) and its
+// softmax (split by time steps) are phases too.
 //
 // The plan lists every worker's steps, phase by phase and worker by
 // worker within a phase, so the traffic analysis replays them as one
@@ -109,9 +110,10 @@ func packBounds(l2 int64, wide bool) (whh, wih int) {
 // L2's worth of its bytes: on AMD's Zen 4 (AVX2 products, gate-major
 // rows) that lost more to the chunks' calls than it saved (0.85-0.93x at
 // hidden 1024), on Zen 5 (AVX-512 products, LSTM rows chunk by chunk) it
-// gained (1.01-1.03x on one core at hidden 1024, 1.03-1.14x on two,
-// 1.04-1.25x at hidden 512 on one; docs/performance.md, "W_hh read
-// forwards and backwards in turn"). A slice that fits gains nothing and
+// gained (P on one core 1.06-1.23x at hidden 512 and 1.01-1.05x at
+// 1024, on two 0.99-1.04x at hidden 1024, T = 10, and 1.05-1.16x at
+// T = 100; docs/performance.md, "W_hh read forwards and backwards in
+// turn"). A slice that fits gains nothing and
 // loses the prefetchers' run at each chunk. At l1 exactly (lstm/64's
 // slices on two cores) no gain was measured, so it is read in order.
 func alternates(size int, l1, l2 int64, wide bool) bool {
@@ -681,10 +683,11 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 		if proj {
 			hdst = M(b.hfull, u.lo, rows, nu, H)
 		}
-		// A one-row step whose W_hh is past a core's L2 or about its L1 reads it forwards at
-		// even steps and backwards, chunk by chunk, at odd ones, so it starts where
-		// the step before ended, on rows still in the cache (float32, or int8 in
-		// whole panels; bf16 has no reversed kernel).
+		// A one-row step whose W_hh is past a core's L2 or about its L1
+		// (alternates) reads it forwards at even steps and backwards, chunk by
+		// chunk, at odd ones, so it starts where the step before ended, on rows
+		// still in the cache (float32, or int8 in whole panels; bf16 has no
+		// reversed kernel).
 		size := s.whh.Elems * s.whh.ElemSize
 		alt := t%2 == 1 && nu%8 == 0 && (s.whh.ElemSize == 4 || s.whh.ElemSize == 1 && G%16 == 0) && alternates(size, b.pp.l1, b.pp.l2, b.pp.wide)
 		if l.Cell == rnn.LSTM {
