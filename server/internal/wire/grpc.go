@@ -225,6 +225,11 @@ func inputsFromGRPC(p *pb.ModelInferRequest, mem *TensorMemory) ([]infer.Tensor,
 		if err != nil {
 			return nil, err
 		}
+		// The data must fill the shape: an input the converter returns is
+		// whole, whichever path (typed or raw contents) it came by.
+		if err := t.Check(); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -106,6 +106,11 @@ func TestFromGRPCRefuses(t *testing.T) {
 		{in(&pb.ModelInferRequest_InferInputTensor{Name: "x", Datatype: "INT64", Shape: []int64{1}, Contents: one,
 			Parameters: map[string]*pb.InferParameter{"binary_data_size": i64(8)}}), `unknown parameter "binary_data_size"`},
 		{outs(true, false), "raw_output_contents for all outputs or for none"},
+		// The data must fill the shape (found by FuzzFromGRPC: BYTES, shape
+		// [], an empty contents message).
+		{in(&pb.ModelInferRequest_InferInputTensor{Name: "x", Datatype: "BYTES", Contents: &pb.InferTensorContents{}}), "0 values, want 1 for its shape []"},
+		{in(&pb.ModelInferRequest_InferInputTensor{Name: "x", Datatype: "FP32", Shape: []int64{2}, Contents: &pb.InferTensorContents{Fp32Contents: []float32{1}}}), "1 values, want 2"},
+		{in(&pb.ModelInferRequest_InferInputTensor{Name: "x", Datatype: "INT64", Shape: []int64{2, 2}, Contents: one}), "1 values, want 4"},
 		{&pb.ModelInferRequest{ModelName: "m", Outputs: []*pb.ModelInferRequest_InferRequestedOutputTensor{
 			{Name: "y", Parameters: map[string]*pb.InferParameter{"classification": i64(infer.MaxClassification + 1)}}}}, "classification must be an integer"},
 	} {
