@@ -93,10 +93,11 @@ type PartitionOptions struct {
 func PackBounds(l2 int64) (whh, wih int) { return packBounds(l2, f32.WidePacked()) }
 
 func packBounds(l2 int64, wide bool) (whh, wih int) {
+	whh = int(l2)
 	if wide {
-		return 0, int(l2 / 4)
+		whh = 0
 	}
-	return int(l2), int(l2 / 4)
+	return whh, int(l2 / 4)
 }
 
 // alternates bounds the W_hh slices whose one-row LSTM steps read W_hh

@@ -479,11 +479,8 @@ func GenerateFromGRPC(p *pb.ModelInferRequest, g *GRPCGenerate, mem *TensorMemor
 		}
 		params[t.Name] = v
 	}
-	for i := range ins {
+	for i := range ins { // each whole already (inputsFromGRPC)
 		t := &ins[i]
-		if err := t.Check(); err != nil {
-			return err
-		}
 		switch t.Name {
 		case genTextInput:
 			if len(t.Bytes) != 1 {
@@ -539,13 +536,11 @@ func GenerateFromGRPC(p *pb.ModelInferRequest, g *GRPCGenerate, mem *TensorMemor
 	return nil
 }
 
-// scalarParam reads a sampling setting given as a tensor: one number, or
-// for stop, strings (kept as Bytes by the caller; here it returns a
-// placeholder the sampling reader skips).
+// scalarParam reads a sampling setting given as a tensor (one whole, as
+// inputsFromGRPC returns them): one number, or for stop, strings (kept as
+// Bytes by the caller; here it returns a placeholder the sampling reader
+// skips).
 func scalarParam(t *infer.Tensor) (any, error) {
-	if err := t.Check(); err != nil {
-		return nil, err
-	}
 	switch {
 	case t.Name == "stop":
 		if t.Bytes == nil {
