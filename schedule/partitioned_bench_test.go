@@ -197,7 +197,9 @@ func benchKernels(b *testing.B, net *rnn.Network, T int) {
 // model does not fit L3), steps (the other time steps), and wait (the
 // rest of the time: barriers, and parts one worker ran after another's);
 // spread is the sum over phases of the longest part less the shortest,
-// time a core waited at a barrier for the other's part. In µs per time
+// time a core waited at a barrier for the other's part, and
+// proj-shortest the projections' shortest parts (proj less it: what the
+// slower core's share cost the phases). In µs per time
 // step. Reading the clock around every part costs some 50 ns a phase, so
 // at hidden 64 (a phase of about a microsecond) the whole is above
 // BenchmarkTableIP's time by a half; at hidden 1024 it is within the noise.
@@ -256,7 +258,7 @@ func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
 		took[ph*W+w] = time.Since(t0)
 	}
 	var byKind [3]time.Duration
-	var spread time.Duration
+	var spread, projLo time.Duration
 	for b.Loop() {
 		pool.Phases(phases, run)
 		for ph := range phases {
@@ -265,12 +267,16 @@ func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
 				lo, hi = min(lo, d), max(hi, d)
 			}
 			byKind[kind[ph]] += hi
+			if kind[ph] == proj {
+				projLo += lo
+			}
 			spread += hi - lo
 		}
 	}
 	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N*T) }
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*T), "ns/step")
 	b.ReportMetric(per(byKind[proj]), "proj-µs/step")
+	b.ReportMetric(per(projLo), "proj-shortest-µs/step")
 	b.ReportMetric(per(byKind[first]), "first-µs/step")
 	b.ReportMetric(per(byKind[steps]), "steps-µs/step")
 	b.ReportMetric(per(b.Elapsed()-byKind[proj]-byKind[first]-byKind[steps]), "wait-µs/step")

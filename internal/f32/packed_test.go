@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"rnnserve/internal/hugepage"
 )
 
 // TestPackNT checks that PackNT fills exactly n·k floats and that every
@@ -115,23 +117,41 @@ func testGemmNTPacked(t *testing.T) {
 }
 
 // BenchmarkGemmPacked times C = A·Wᵀ with W row-major (GemmNT) and packed
-// (GemmNTPacked) for an LSTM's recurrent matrix (4H×H), one and several
-// rows, reporting W's bytes per second for one row.
+// (GemmNTPacked, on huge pages as the schedules store it) for an LSTM's
+// recurrent matrix (4H×H), one and several rows, reporting W's bytes per
+// second; "read" is f32.Sum over the packed W, the rate a plain read of
+// the same bytes gets, for the one-row product to be held against
+// (64 KiB and 256 KiB stay in L2, 1 MiB fills it, 16 MiB comes from L3).
 //
 //	go test ./internal/f32/ -run '^$' -bench 'BenchmarkGemmPacked' -count 5
 func BenchmarkGemmPacked(b *testing.B) {
-	for _, h := range []int{64, 256, 1024} {
+	for _, h := range []int{64, 128, 256, 1024} {
 		n, k := 4*h, h
 		var w, p []float32 // built by the first sub-benchmark that runs
+		build := func() {
+			if w == nil {
+				r := rand.New(rand.NewPCG(1, 1))
+				w = newGuarded(r, n, k, k, 0, 0).s()
+				p = hugepage.Floats(&p, n*k)
+				PackNT(p, n, k, w, k)
+			}
+		}
+		b.Run(fmt.Sprintf("H=%d/read", h), func(b *testing.B) {
+			build()
+			var sum float32
+			b.SetBytes(int64(4 * n * k))
+			for b.Loop() {
+				sum += Sum(p)
+			}
+			if sum != sum {
+				b.Fatal("NaN in W")
+			}
+		})
 		for _, m := range []int{1, 2, 4, 16, 64} {
 			for _, packed := range []bool{false, true} {
 				b.Run(fmt.Sprintf("H=%d/m=%d/packed=%v", h, m, packed), func(b *testing.B) {
 					r := rand.New(rand.NewPCG(1, 1))
-					if w == nil {
-						w = newGuarded(r, n, k, k, 0, 0).s()
-						p = make([]float32, n*k)
-						PackNT(p, n, k, w, k)
-					}
+					build()
 					a := newGuarded(r, m, k, k, 0, 0).s()
 					c := make([]float32, m*n)
 					b.SetBytes(int64(4 * n * k))
