@@ -103,28 +103,34 @@ func packBounds(l2 int64, wide bool) (whh, wih int) {
 // alternates bounds the W_hh slices whose one-row LSTM steps read W_hh
 // forwards and backwards in turn (lstmStepOp's reverse), for a host whose
 // cores each have l1 bytes of L1 data cache and l2 bytes of private
-// cache: from three quarters of l2 up where wide (the packed products are
-// the AVX-512 ones, f32.WidePacked), else from l2 to twice it; and from
-// just over l1 to twice it. Such a slice does not fit the cache, or
-// fills so much of it that the step's other lines push some of it out,
-// but what the step before read last is still there. On Zen 5 a GRU's
-// 768 KiB slice (hidden 256, one core) read in order ran at one of two
-// speeds from run to run, and alternating made P 1.03-1.12x faster at
-// the median and steady (docs/performance.md, "W_hh read forwards and
-// backwards in turn"); at half of l2 (lstm/256's slices on two cores)
-// the gain was not shown. A far larger slice streams from L3 or DRAM
-// whichever way it is read, and reading it backwards saves only the last
-// L2's worth of its bytes: on AMD's Zen 4 (AVX2 products, gate-major
-// rows) that lost more to the chunks' calls than it saved (0.85-0.93x at
-// hidden 1024), on Zen 5 (AVX-512 products, LSTM rows chunk by chunk) it
+// cache. Such a slice does not fit the cache, or fills so much of it that
+// the step's other lines push some of it out, but what the step before
+// read last is still there. Where wide (the packed products are the
+// AVX-512 ones, f32.WidePacked) that is every slice from three quarters
+// of l2 up, and from three quarters of l1 to twice it; elsewhere from l2
+// to twice it and from just over l1 to twice it.
+//
+// On Zen 5 slices that nearly fill a cache, read in order, ran at one of
+// two speeds from run to run, and alternating made P faster at the
+// median and steady: a GRU's 768 KiB slice (hidden 256, one core)
+// 1.03-1.10x, its 48 KiB one at hidden 64 (L1 exactly) 1.07-1.17x
+// (docs/performance.md, "W_hh read forwards and backwards in turn"). A
+// far larger slice streams from L3 or DRAM whichever way it is read, and
+// reading it backwards saves only the last L2's worth of its bytes: on
+// AMD's Zen 4 (AVX2 products, gate-major rows) that lost more to the
+// chunks' calls than it saved (0.85-0.93x at hidden 1024), as did the
+// 768 KiB slice (0.91-1.02x), and one at L1 exactly (lstm/64 on two
+// cores) showed no gain; on Zen 5 (AVX-512 products, LSTM rows chunk by chunk) it
 // gained (P on one core 1.06-1.23x at hidden 512 and 1.01-1.05x at
 // 1024, on two 0.99-1.04x at hidden 1024, T = 10, and 1.05-1.16x at
-// T = 100). A slice that fits gains nothing and loses the prefetchers'
-// run at each chunk. At l1 exactly (lstm/64's slices on two cores) no
-// gain was measured, so it is read in order.
+// T = 100). A slice that fits with room to spare gains nothing and loses
+// the prefetchers' run at each chunk.
 func alternates(size int, l1, l2 int64, wide bool) bool {
 	n := int64(size)
-	return wide && n >= 3*l2/4 || n >= l2 && n <= 2*l2 || n > l1 && n <= 2*l1
+	if wide {
+		return n >= 3*l2/4 || n >= 3*l1/4 && n <= 2*l1
+	}
+	return n >= l2 && n <= 2*l2 || n > l1 && n <= 2*l1
 }
 
 type partProgram struct {

@@ -644,7 +644,9 @@ func TestAlternatesBounds(t *testing.T) {
 		size       int
 		wide, want bool
 	}{
+		{24<<10 - 4, true, false}, {24 << 10, true, true}, {24 << 10, false, false}, {32 << 10, true, true},
 		{32 << 10, false, false}, {32<<10 + 4, false, true}, {64 << 10, true, true}, {64<<10 + 4, false, false},
+		{64<<10 + 4, true, false},
 		{512 << 10, true, false}, {768<<10 - 4, true, false}, {768 << 10, true, true}, {768 << 10, false, false},
 		{1<<20 - 4, true, true}, {1<<20 - 4, false, false}, {1 << 20, false, true}, {2 << 20, false, true},
 		{2<<20 + 4, false, false}, {2<<20 + 4, true, true}, {16 << 20, false, false}, {16 << 20, true, true},
