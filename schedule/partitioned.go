@@ -113,7 +113,7 @@ func packBounds(l2 int64, wide bool) (whh, wih int) {
 // On Zen 5 slices that nearly fill a cache, read in order, ran at one of
 // two speeds from run to run, and alternating made P faster at the
 // median and steady: a GRU's 768 KiB slice (hidden 256, one core)
-// 1.03-1.10x, its 48 KiB one at hidden 64 (L1 exactly) 1.07-1.17x
+// 1.03-1.10x, its 48 KiB one at hidden 64 (L1 exactly) 1.05-1.16x
 // (docs/performance.md, "W_hh read forwards and backwards in turn"). A
 // far larger slice streams from L3 or DRAM whichever way it is read, and
 // reading it backwards saves only the last L2's worth of its bytes: on
