@@ -120,11 +120,12 @@ func packBounds(l2 int64, wide bool) (whh, wih int) {
 // AMD's Zen 4 (AVX2 products, gate-major rows) that lost more to the
 // chunks' calls than it saved (0.85-0.93x at hidden 1024), as did the
 // 768 KiB slice (0.91-1.02x), and one at L1 exactly (lstm/64 on two
-// cores) showed no gain; on Zen 5 (AVX-512 products, LSTM rows chunk by chunk) it
-// gained (P on one core 1.06-1.23x at hidden 512 and 1.01-1.05x at
-// 1024, on two 0.99-1.04x at hidden 1024, T = 10, and 1.05-1.16x at
-// T = 100). A slice that fits with room to spare gains nothing and loses
-// the prefetchers' run at each chunk.
+// cores) showed no gain; on Zen 5 (AVX-512 products, LSTM rows chunk by
+// chunk) it gained (P on one core 1.06-1.23x at hidden 512 and
+// 1.01-1.05x at 1024, on two 0.99-1.04x at hidden 1024, T = 10, and
+// 1.05-1.16x at T = 100). A slice that fits with room to spare gains
+// nothing and loses the prefetchers' run at each chunk; on Zen 5 two
+// thirds of L1 (lstm/64 on two cores) lost 0.94-0.99x.
 func alternates(size int, l1, l2 int64, wide bool) bool {
 	n := int64(size)
 	if wide {
