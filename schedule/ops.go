@@ -195,11 +195,12 @@ type gemmOp struct {
 // for int8) so that a packed W's chunks are whole panels.
 const reverseRows = 4 * f32.StepChunk
 
-// reversed marks a product of one row whose W is read backwards (at an
-// odd step of a GRU, as lstmStepOp's reverse does for an LSTM); W's rows
-// must be a multiple of 8.
+// reversed marks a product of one row whose W (float32 or bf16) is read
+// backwards (at an odd step of a GRU, and of an LSTM whose step is not
+// one lstmStepOp, as lstmStepOp's reverse does); W's rows must be a
+// multiple of 8.
 func reversed(o *gemmOp) *gemmOp {
-	mustShape(o.c.Rows == 1 && !o.nn && o.w.Buf.ElemSize == 4 && o.w.Rows%8 == 0)
+	mustShape(o.c.Rows == 1 && !o.nn && (o.w.Buf.ElemSize == 4 || o.w.Buf.ElemSize == 2) && o.w.Rows%8 == 0)
 	o.reverse = true
 	return o
 }
@@ -242,7 +243,10 @@ func (o *gemmOp) run() {
 	case o.stable:
 		f32.GemmNT(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
 	case o.w.Buf.ElemSize == 2:
-		f32.GemmNTBF16(m, n, k, o.a.F32(), o.a.LD, o.w.U16(), o.w.LD, o.beta, o.c.F32(), o.c.LD)
+		w, c := o.w.U16(), o.c.F32()
+		o.chunks(func(lo, hi int) {
+			f32.GemmNTBF16(m, hi-lo, k, o.a.F32(), o.a.LD, w[lo*o.w.LD:], o.w.LD, o.beta, c[lo:], o.c.LD)
+		})
 	case o.reverse && o.w.Buf.Packed:
 		w, c := o.w.F32(), o.c.F32()
 		o.chunks(func(lo, hi int) {

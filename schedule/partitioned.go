@@ -699,10 +699,9 @@ func (b *pbuilder) stepPhase(pl *partLayer, k, d, t int, hp stateRows, hout Mat)
 		// A one-row step whose W_hh is past a core's L2 or about its L1
 		// (alternates) reads it forwards at even steps and backwards, chunk by
 		// chunk, at odd ones, so it starts where the step before ended, on rows
-		// still in the cache (float32, or int8 in whole panels; bf16 has no
-		// reversed kernel).
+		// still in the cache (float32 and bf16, or int8 in whole panels).
 		size := s.whh.Elems * s.whh.ElemSize
-		alt := t%2 == 1 && nu%8 == 0 && (s.whh.ElemSize == 4 || s.whh.ElemSize == 1 && G%16 == 0) && alternates(size, b.pp.l1, b.pp.l2, b.pp.wide)
+		alt := t%2 == 1 && nu%8 == 0 && (s.whh.ElemSize != 1 || G%16 == 0) && alternates(size, b.pp.l1, b.pp.l2, b.pp.wide)
 		if l.Cell == rnn.LSTM {
 			c := Dense(b.c[w], 0, rows, nu)
 			// One row with a previous state and float32 W_hh: the product

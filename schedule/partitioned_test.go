@@ -635,6 +635,50 @@ func TestPartitionedAlternates(t *testing.T) {
 	}
 }
 
+// TestPartitionedAlternatesBF16 runs P with bf16 weights whose W_hh
+// slices (LSTM and GRU, hidden 512 on one worker: 2 and 1.5 MiB) lie in
+// alternates' range on every host, with a 1 MiB L2: the plan must read
+// W_hh backwards at odd steps and still equal A+ in float32 on the
+// network with its weights rounded to bf16.
+func TestPartitionedAlternatesBF16(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 11))
+	for i, cell := range []rnn.CellKind{rnn.LSTM, rnn.GRU} {
+		cfg := rnn.Config{Cell: cell, Input: 24, Hidden: 512, Layers: 1}
+		net := randomNet(t, cfg, uint64(i+200))
+		prog, err := NewPartitioned(net, PartitionOptions{Workers: 1, Pool: testPool(t, 1), PrivateCacheBytes: 1 << 20, Precision: BF16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rounded := randomNet(t, cfg, uint64(i+200))
+		for _, dirs := range rounded.Layers {
+			for _, l := range dirs {
+				for _, w := range [][]float32{l.Wih, l.Whh} {
+					b := make([]uint16, len(w))
+					f32.ToBF16(b, w)
+					f32.FromBF16(w, b)
+				}
+			}
+		}
+		for _, states := range []bool{false, true} {
+			in := randomInput(net, 4, 1, states, r)
+			compareResults(t, runProgram(t, prog, in), run(t, rounded, APlus, in), 1e-5)
+			p, err := prog.Plan(in, PlanOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			backwards := 0
+			for _, st := range p.Steps {
+				if o, ok := st.op.(*gemmOp); ok && o.reverse {
+					backwards++
+				}
+			}
+			if backwards == 0 {
+				t.Errorf("%v hidden 512 bf16: no step reads W_hh backwards", cell)
+			}
+		}
+	}
+}
+
 // TestAlternatesBounds checks which W_hh slices alternate on a host with
 // a 32 KiB L1d and a 1 MiB L2 per core, with the AVX-512 packed products
 // (wide) and without.
@@ -665,14 +709,16 @@ func btoi(b bool) int {
 }
 
 // TestReversedGemm checks that a reversed product of one row (W's rows in
-// chunks from the last) gives the plain product's bits, row-major (with a
-// row gap) and packed, and declares the same bytes of W, chunk by chunk
-// in the order it reads them.
+// chunks from the last) gives the plain product's bits, float32 row-major
+// (with a row gap) and packed and bf16 row-major (with a row gap), and
+// declares the same bytes of W, chunk by chunk in the order it reads
+// them.
 func TestReversedGemm(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
 	for _, n := range []int{8, 96, 136, 264} {
 		for _, k := range []int{1, 7, 64, 75} {
-			for _, packed := range []bool{false, true} {
+			for _, form := range []string{"row-major", "packed", "bf16"} {
+				packed := form == "packed"
 				ld := k
 				if !packed {
 					ld += 3
@@ -681,10 +727,15 @@ func TestReversedGemm(t *testing.T) {
 				for i := range wb.F32 {
 					wb.F32[i] = r.Float32() - 0.5
 				}
-				if packed {
+				switch form {
+				case "packed":
 					rm := append([]float32(nil), wb.F32...)
 					f32.PackNT(wb.F32, n, k, rm, k)
 					wb.Packed = true
+				case "bf16":
+					wb.U16 = make([]uint16, n*ld)
+					f32.ToBF16(wb.U16, wb.F32)
+					wb.F32, wb.ElemSize = nil, 2
 				}
 				ab := &Buffer{Name: "a", Kind: KindInput, Elems: k, ElemSize: 4, F32: make([]float32, k)}
 				for i := range ab.F32 {
@@ -706,7 +757,7 @@ func TestReversedGemm(t *testing.T) {
 						}
 					})
 				}
-				what := fmt.Sprintf("n=%d k=%d packed %v", n, k, packed)
+				what := fmt.Sprintf("n=%d k=%d %s", n, k, form)
 				for j := range got[0] {
 					if math.Float32bits(got[0][j]) != math.Float32bits(got[1][j]) {
 						t.Fatalf("%s: row %d = %v reversed, %v not", what, j, got[1][j], got[0][j])
