@@ -615,19 +615,7 @@ func TestPartitionedAlternates(t *testing.T) {
 		for _, states := range []bool{false, true} {
 			in := randomInput(net, 4, 1, states, r)
 			compareResults(t, runProgram(t, prog, in), run(t, net, APlus, in), 1e-5)
-			p, err := prog.Plan(in, PlanOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			backwards := 0
-			for _, st := range p.Steps {
-				switch o := st.op.(type) {
-				case *gemmOp:
-					backwards += btoi(o.reverse)
-				case *lstmStepOp:
-					backwards += btoi(o.reverse)
-				}
-			}
+			backwards := backwardSteps(t, prog, in)
 			if want := !c.wideOnly || f32.WidePacked(); (backwards > 0) != want {
 				t.Errorf("%v hidden %d, %d workers: %d steps read W_hh backwards, want them to: %v", c.cell, c.hidden, c.workers, backwards, want)
 			}
@@ -662,21 +650,31 @@ func TestPartitionedAlternatesBF16(t *testing.T) {
 		for _, states := range []bool{false, true} {
 			in := randomInput(net, 4, 1, states, r)
 			compareResults(t, runProgram(t, prog, in), run(t, rounded, APlus, in), 1e-5)
-			p, err := prog.Plan(in, PlanOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			backwards := 0
-			for _, st := range p.Steps {
-				if o, ok := st.op.(*gemmOp); ok && o.reverse {
-					backwards++
-				}
-			}
-			if backwards == 0 {
+			if backwardSteps(t, prog, in) == 0 {
 				t.Errorf("%v hidden 512 bf16: no step reads W_hh backwards", cell)
 			}
 		}
 	}
+}
+
+// backwardSteps is the number of steps of prog's plan for in that read
+// W_hh backwards.
+func backwardSteps(t *testing.T, prog *Program, in Input) int {
+	t.Helper()
+	p, err := prog.Plan(in, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, st := range p.Steps {
+		switch o := st.op.(type) {
+		case *gemmOp:
+			n += btoi(o.reverse)
+		case *lstmStepOp:
+			n += btoi(o.reverse)
+		}
+	}
+	return n
 }
 
 // TestAlternatesBounds checks which W_hh slices alternate on a host with
