@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"rnnserve/internal/hugepage"
 )
@@ -165,5 +166,78 @@ func BenchmarkGemmPacked(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkStreamBeside asks whether a product that streams its W from
+// beyond L2 can hide other arithmetic: it times, in turn within each
+// iteration, a one-row product over a 16 MiB packed W (hidden 1024's
+// W_hh, 4096×1024) piece by piece ("stream", 64 KiB a call), seven rows
+// against an 8×512 block that stays in L1 once per piece ("arith", the
+// projection's kernels on a block in cache), and the two calls
+// alternating ("both"). It reports each in µs per pass over W and
+// overlap, the share of arith's time that both hides: (stream + arith -
+// both) / arith, 1 where the arithmetic ran entirely in the stream's
+// shadow, 0 where the two took their sum. from=L3 reads the one W every
+// pass (it stays in a 32 MiB L3); from=DRAM takes the next of four.
+//
+//	go test ./internal/f32/ -run '^$' -bench 'BenchmarkStreamBeside' -count 3
+func BenchmarkStreamBeside(b *testing.B) {
+	const n, k, piece = 4096, 1024, 16 // piece: W rows a call
+	const bm, bn, bk = 7, 8, 512       // the block in L1
+	r := rand.New(rand.NewPCG(1, 1))
+	w := newGuarded(r, n, k, k, 0, 0).s()
+	var ws [][]float32
+	for range 4 {
+		p := hugepage.Floats(&ws, n*k)
+		PackNT(p, n, k, w, k)
+		ws = append(ws, p)
+	}
+	h := newGuarded(r, 1, k, k, 0, 0).s()
+	out := make([]float32, n)
+	blk := make([]float32, bn*bk)
+	PackNT(blk, bn, bk, newGuarded(r, bn, bk, bk, 0, 0).s(), bk)
+	a := newGuarded(r, bm, bk, bk, 0, 0).s()
+	c := make([]float32, bm*bn)
+	stream := func(p []float32, j int) {
+		GemmNTPacked(1, piece, k, h, k, p[j*k:(j+piece)*k], 0, out[j:j+piece], piece)
+	}
+	arith := func() { GemmNTPacked(bm, bn, bk, a, bk, blk, 0, c, bn) }
+	for _, from := range []string{"L3", "DRAM"} {
+		b.Run("from="+from, func(b *testing.B) {
+			var tS, tA, tB time.Duration
+			next := 0
+			pick := func() []float32 {
+				if from == "L3" {
+					return ws[0]
+				}
+				next++
+				return ws[next%len(ws)]
+			}
+			for b.Loop() {
+				p := pick()
+				t0 := time.Now()
+				for j := 0; j < n; j += piece {
+					stream(p, j)
+				}
+				t1 := time.Now()
+				for j := 0; j < n; j += piece {
+					arith()
+				}
+				p = pick()
+				t2 := time.Now()
+				for j := 0; j < n; j += piece {
+					stream(p, j)
+					arith()
+				}
+				t3 := time.Now()
+				tS, tA, tB = tS+t1.Sub(t0), tA+t2.Sub(t1), tB+t3.Sub(t2)
+			}
+			per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
+			b.ReportMetric(per(tS), "stream-µs")
+			b.ReportMetric(per(tA), "arith-µs")
+			b.ReportMetric(per(tB), "both-µs")
+			b.ReportMetric((per(tS)+per(tA)-per(tB))/per(tA), "overlap")
+		})
 	}
 }
