@@ -264,19 +264,31 @@ func BenchmarkGemvCold(b *testing.B) {
 
 // BenchmarkLSTMStep times one LSTM step of one row (LSTMStep: W_hh·h and
 // the gates in one call, W_hh [4H][H] row-major) and the same step with
-// W_hh packed (LSTMStepPacked), reporting W's bytes per second.
+// W_hh packed (LSTMStepPacked), reporting W's bytes per second. "turns"
+// is the step P runs on one core where W_hh alternates
+// (LSTMStepPackedChunked, packed and in the chunked order, forwards at
+// even iterations and backwards at odd ones), and "read-turns" f32.Sum
+// over the same W in the same order, chunk by chunk: the rate a plain
+// read gets from a W read that way, for the step to be held against
+// where W nearly fills a cache (1 MiB at H=256 beside a 1 MiB L2).
 //
 //	go test ./internal/f32/ -run '^$' -bench 'BenchmarkLSTMStep' -count 5
 func BenchmarkLSTMStep(b *testing.B) {
 	for _, h := range []int{64, 128, 256, 1024} {
-		for _, packed := range []bool{false, true} {
-			b.Run(fmt.Sprintf("H=%d/packed=%v", h, packed), func(b *testing.B) {
+		for _, form := range []string{"packed=false", "packed=true", "turns", "read-turns"} {
+			b.Run(fmt.Sprintf("H=%d/%s", h, form), func(b *testing.B) {
 				r := rand.New(rand.NewPCG(1, 1))
 				w := newGuarded(r, 4*h, h, h, 0, 0).s()
-				if packed {
-					p := make([]float32, len(w))
-					PackNT(p, 4*h, h, w, h)
-					w = p
+				if form != "packed=false" {
+					src := w
+					if form != "packed=true" { // the chunked order
+						src = make([]float32, len(w))
+						for i := range 4 * h {
+							copy(src[ChunkRow(h, i)*h:][:h], w[i*h:][:h])
+						}
+					}
+					w = hugepage.Floats(&w, len(w))
+					PackNT(w, 4*h, h, src, h)
 				}
 				x := newGuarded(r, 1, h, h, 0, 0).s()
 				xp0 := newGuarded(r, 1, 4*h, 4*h, 0, 0).s()
@@ -284,13 +296,31 @@ func BenchmarkLSTMStep(b *testing.B) {
 				c := newGuarded(r, 1, h, h, 0, 0).s()
 				xp, hout := make([]float32, 4*h), make([]float32, h)
 				b.SetBytes(int64(16 * h * h))
+				var sum float32
+				odd := false
 				for b.Loop() {
 					copy(xp, xp0)
-					if packed {
-						LSTMStepPacked(h, h, x, w, xp, bias, c, hout)
-					} else {
+					switch form {
+					case "packed=false":
 						LSTMStep(h, h, x, w, h, xp, bias, c, hout)
+					case "packed=true":
+						LSTMStepPacked(h, h, x, w, xp, bias, c, hout)
+					case "turns":
+						LSTMStepPackedChunked(h, h, x, w, xp, bias, c, hout, odd)
+					default:
+						rows := 4 * StepChunk * h // one chunk's floats
+						if odd {
+							BackChunks(len(w), rows, func(lo, hi int) { sum += Sum(w[lo:hi]) })
+						} else {
+							for lo := 0; lo < len(w); lo += rows {
+								sum += Sum(w[lo:min(lo+rows, len(w))])
+							}
+						}
 					}
+					odd = !odd
+				}
+				if sum != sum {
+					b.Fatal("NaN in W")
 				}
 			})
 		}
