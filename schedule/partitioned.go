@@ -140,7 +140,10 @@ type partProgram struct {
 	prec    Precision
 	l1, l2  int64 // one core's L1 data cache and private cache: alternates
 	wide    bool  // f32.WidePacked: alternates
-	layers  [][]partLayer
+	// near: the whole model fits half the last level cache, so that an
+	// input projection finds W_ih there (f32.GemmNTPackedNear).
+	near   bool
+	layers [][]partLayer
 	// serial: the workers' parts run in turn on the calling goroutine,
 	// every step on worker 0 (Program.Serial).
 	serial bool
@@ -231,7 +234,8 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 		l2 = host.Get().L2()
 	}
 	packHH, packIH := PackBounds(l2)
-	pp := &partProgram{workers: n, pool: opt.Pool, prec: opt.Precision, l1: host.Get().L1D(), l2: l2, wide: f32.WidePacked()}
+	pp := &partProgram{workers: n, pool: opt.Pool, prec: opt.Precision, l1: host.Get().L1D(), l2: l2, wide: f32.WidePacked(),
+		near: net.WeightBytes() <= host.Get().L3()/2}
 	p.part = pp
 	if net.Vocab > 0 {
 		p.emb = p.weight("embedding", net.Vocab*net.Input, net.Embedding, net.Memory())
@@ -451,6 +455,7 @@ func (b *pbuilder) product(wk int, c, a, w Mat, beta float32, once, reverse bool
 	o := newGemmNT(c, a, w, beta)
 	if once {
 		o = readOnce(o)
+		o.near = b.pp.near
 	}
 	if reverse {
 		o = reversed(o)

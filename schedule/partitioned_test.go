@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"rnnserve/internal/f32"
+	"rnnserve/internal/host"
 	"rnnserve/rnn"
 )
 
@@ -846,5 +847,58 @@ func TestPartitionedChunked(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestPartitionedNear checks which input projections P marks as finding
+// W_ih in a cache (f32.GemmNTPackedNear): every one of a model that fits
+// half the last level cache, none of one that does not (dry networks
+// sized from this host's L3); and that a plan gives the same results
+// either way, its W_ih packed and multiplied by ten rows a layer.
+func TestPartitionedNear(t *testing.T) {
+	l3 := host.Get().L3()
+	perLayer := int64(4 * 4 * 1024 * 2048) // LSTM, hidden 1024, input 1024: W_ih and W_hh
+	big := int(l3/2/perLayer) + 1
+	for _, c := range []struct {
+		hidden, layers int
+		near           bool
+	}{{64, 1, true}, {1024, big, false}} {
+		net, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: c.hidden, Hidden: c.hidden, Layers: c.layers}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog, err := NewPartitioned(net, PartitionOptions{Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := prog.Plan(Input{T: 10, B: 1}, PlanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, st := range p.Steps {
+			if o, ok := st.op.(*gemmOp); ok && o.once {
+				n++
+				if o.near != c.near {
+					t.Fatalf("hidden %d, %d layers (%d MiB, L3 %d MiB): an input projection has near %v, want %v",
+						c.hidden, c.layers, net.WeightBytes()>>20, l3>>20, o.near, c.near)
+				}
+			}
+		}
+		if n == 0 {
+			t.Fatalf("hidden %d: no input projection in the plan", c.hidden)
+		}
+	}
+	r := rand.New(rand.NewPCG(12, 12))
+	net := randomNet(t, rnn.Config{Cell: rnn.LSTM, Input: 64, Hidden: 64, Layers: 2}, 12)
+	prog, err := NewPartitioned(net, PartitionOptions{Workers: 1, PackBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := randomInput(net, 10, 1, true, r)
+	want := run(t, net, APlus, in)
+	for _, near := range []bool{true, false} {
+		prog.part.near = near
+		compareResults(t, runProgram(t, prog, in), want, 1e-5)
 	}
 }

@@ -53,6 +53,6 @@ func finiteKernel(x []float32) bool { return finiteGo(x) }
 
 func implName() string { return "go" }
 
-func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int) {
+func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int, _ bool) {
 	gemmPackedGo(m, n, k, a, lda, p, beta, c, ldc)
 }

@@ -55,7 +55,9 @@ func TestPackNT(t *testing.T) {
 // bounds, where the largest W (4 MiB) takes the prefetching path of a W
 // that does not stay in L2, again with the once bound at 8 KiB, so that
 // every W of 8 to 16 rows takes it, and with it at 1 GiB, so that none
-// does and the first row pulls every block.
+// does and the first row pulls every block. Each product runs through
+// GemmNTPackedNear too, whose groups take every row with the AVX-512
+// products (no pull).
 func TestGemmNTPacked(t *testing.T) {
 	small, large := blocks(), blocks()
 	small.once, large.once = 8<<10, 1<<30
@@ -99,14 +101,20 @@ func testGemmNTPacked(t *testing.T) {
 				for _, beta := range []float32{0, 0.5} {
 					want := append([]float32(nil), c0.s()...)
 					GemmNT(m, n, k, a, lda, w, ldw, beta, want, ldc)
-					got := &guarded{all: append([]float32(nil), c0.all...), off: c0.off, rows: m, cols: n, ld: ldc, guard: c0.guard, pad: nan}
-					GemmNTPacked(m, n, k, a, lda, p.s(), beta, got.s(), ldc)
-					got.checkPads(t, fmt.Sprintf("n=%d k=%d m=%d C", n, k, m))
-					for i := 0; i < m; i++ {
-						for j := 0; j < n; j++ {
-							g, w := got.s()[i*ldc+j], want[i*ldc+j]
-							if math.Float32bits(g) != math.Float32bits(w) {
-								t.Fatalf("n=%d k=%d m=%d beta=%v: C[%d][%d] = %v, GemmNT gives %v", n, k, m, beta, i, j, g, w)
+					for _, near := range []bool{false, true} {
+						got := &guarded{all: append([]float32(nil), c0.all...), off: c0.off, rows: m, cols: n, ld: ldc, guard: c0.guard, pad: nan}
+						if near {
+							GemmNTPackedNear(m, n, k, a, lda, p.s(), beta, got.s(), ldc)
+						} else {
+							GemmNTPacked(m, n, k, a, lda, p.s(), beta, got.s(), ldc)
+						}
+						got.checkPads(t, fmt.Sprintf("n=%d k=%d m=%d near=%v C", n, k, m, near))
+						for i := 0; i < m; i++ {
+							for j := 0; j < n; j++ {
+								g, w := got.s()[i*ldc+j], want[i*ldc+j]
+								if math.Float32bits(g) != math.Float32bits(w) {
+									t.Fatalf("n=%d k=%d m=%d beta=%v near=%v: C[%d][%d] = %v, GemmNT gives %v", n, k, m, beta, near, i, j, g, w)
+								}
 							}
 						}
 					}
