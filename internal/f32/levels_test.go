@@ -77,7 +77,7 @@ var goExact = []string{"PackNT", "UnpackRow", "ToBF16", "FromBF16", "PackI8", "U
 // operands' magnitudes (the kernel run on |operands|).
 var sums = map[string]string{
 	"GemmNT": "c", "GemmNTOnce": "c", "GemvN": "y", "GemmNN": "c", "GemvT": "y", "GemmNTBF16": "c", "GemmNTBF16/rows=5": "c",
-	"GemmNTPacked": "c", "Sum": "result",
+	"GemmNTPacked": "c", "GemmNTPackedNear": "c", "Sum": "result",
 	"LSTMStep": "xp", "LSTMStepReverse": "xp", "LSTMStepPacked": "xp", "LSTMStepPackedReverse": "xp",
 	"LSTMStepPackedChunked": "xp", "LSTMStepPackedChunked/reverse": "xp",
 }

@@ -109,6 +109,8 @@ func kernelCases(d kernelDims) []shapeCase {
 			func(a shapeArgs) { GemmNTBF16(5, n, k, a.F(0), lda, a.U(1), ldw, beta, a.F(2), ldc) }},
 		{"GemmNTPacked", []shapeArg{f("a", mat(m, k, lda)), f("p", n*k), out("c", mat(m, n, ldc))},
 			func(a shapeArgs) { GemmNTPacked(m, n, k, a.F(0), lda, a.F(1), beta, a.F(2), ldc) }},
+		{"GemmNTPackedNear", []shapeArg{f("a", mat(m, k, lda)), f("p", n*k), out("c", mat(m, n, ldc))},
+			func(a shapeArgs) { GemmNTPackedNear(m, n, k, a.F(0), lda, a.F(1), beta, a.F(2), ldc) }},
 		{"PackNT", []shapeArg{out("dst", n*k), f("w", mat(n, k, ldw))},
 			func(a shapeArgs) { PackNT(a.F(0), n, k, a.F(1), ldw) }},
 		{"UnpackRow", []shapeArg{out("dst", k), f("p", n*k)},
@@ -266,17 +268,18 @@ func TestKernelNegativeDims(t *testing.T) {
 	u := make([]uint16, 64)
 	b := make([]uint8, 64)
 	for name, call := range map[string]func(){
-		"GemmNT":       func() { GemmNT(1, -1, 1, x, 1, x, 1, 0, x, 1) },
-		"GemmNTOnce":   func() { GemmNTOnce(-1, 1, 1, x, 1, x, 1, 0, x, 1) },
-		"GemvN":        func() { GemvN(1, -1, x, 1, x, 0, x) },
-		"GemmNN":       func() { GemmNN(1, 1, -1, x, 1, x, 1, 0, x, 1) },
-		"GemvT":        func() { GemvT(-1, 1, x, 1, x, 0, x) },
-		"GemmNTBF16":   func() { GemmNTBF16(1, -1, 1, x, 1, u, 1, 0, x, 1) },
-		"GemmNTPacked": func() { GemmNTPacked(1, 1, -1, x, 1, x, 0, x, 1) },
-		"PackNT":       func() { PackNT(x, -1, 1, x, 1) },
-		"PackI8":       func() { PackI8(b, 1, -1, x, 1) },
-		"QuantizeI8":   func() { QuantizeI8(-1, 1, x, 1, b, 4, x) },
-		"GemmNTI8":     func() { GemmNTI8(1, -1, 1, b, 4, x, b, 0, x, 1) },
+		"GemmNT":           func() { GemmNT(1, -1, 1, x, 1, x, 1, 0, x, 1) },
+		"GemmNTOnce":       func() { GemmNTOnce(-1, 1, 1, x, 1, x, 1, 0, x, 1) },
+		"GemvN":            func() { GemvN(1, -1, x, 1, x, 0, x) },
+		"GemmNN":           func() { GemmNN(1, 1, -1, x, 1, x, 1, 0, x, 1) },
+		"GemvT":            func() { GemvT(-1, 1, x, 1, x, 0, x) },
+		"GemmNTBF16":       func() { GemmNTBF16(1, -1, 1, x, 1, u, 1, 0, x, 1) },
+		"GemmNTPacked":     func() { GemmNTPacked(1, 1, -1, x, 1, x, 0, x, 1) },
+		"GemmNTPackedNear": func() { GemmNTPackedNear(1, 1, -1, x, 1, x, 0, x, 1) },
+		"PackNT":           func() { PackNT(x, -1, 1, x, 1) },
+		"PackI8":           func() { PackI8(b, 1, -1, x, 1) },
+		"QuantizeI8":       func() { QuantizeI8(-1, 1, x, 1, b, 4, x) },
+		"GemmNTI8":         func() { GemmNTI8(1, -1, 1, b, 4, x, b, 0, x, 1) },
 	} {
 		if msg := panicOf(call); msg != errNegative {
 			t.Errorf("%s with a negative dimension: panic %v, want %q", name, msg, errNegative)
