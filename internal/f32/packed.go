@@ -78,7 +78,7 @@ func GemmNTPacked(m, n, k int, a []float32, lda int, p []float32, beta float32, 
 // row then goes in groups: the first row does not pull each block in
 // alone first, a pass that pays where W comes from DRAM (GemmNTPacked's
 // 1.04-1.11x over groups straight from it at T = 10, hidden 512 and
-// 1024) but not from L3 (1.01-1.03x without it at hidden 256 and 512;
+// 1024) but not from L3 (1.01-1.05x without it at hidden 256 and 512;
 // P on AMD's Zen 5, docs/performance.md, "Products whose W is read
 // once"). Elsewhere it is GemmNTPacked.
 func GemmNTPackedNear(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int) {
