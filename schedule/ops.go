@@ -183,8 +183,8 @@ type gemmOp struct {
 	nn      bool
 	stable  bool
 	tanh    bool
-	once    bool // W is read once per plan (an input projection): f32.GemmNTOnce
-	near    bool // with once, a packed W lies in a cache: f32.GemmNTPackedNear
+	once    bool        // W is read once per plan (an input projection): f32.GemmNTOnce
+	near    func() bool // with once, whether a packed W lies in a cache: f32.GemmNTPackedNear
 	// reverse takes W's rows (float32, nt) in chunks of reverseRows from
 	// the last, each chunk's rows in order: the same results, W read
 	// backwards (see alternates).
@@ -258,7 +258,7 @@ func (o *gemmOp) run() {
 		o.chunks(func(lo, hi int) {
 			f32.GemmNT(m, hi-lo, k, o.a.F32(), o.a.LD, w[lo*o.w.LD:], o.w.LD, o.beta, c[lo:], o.c.LD)
 		})
-	case o.w.Buf.Packed && o.near:
+	case o.w.Buf.Packed && o.near != nil && o.near():
 		f32.GemmNTPackedNear(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.beta, o.c.F32(), o.c.LD)
 	case o.w.Buf.Packed:
 		f32.GemmNTPacked(m, n, k, o.a.F32(), o.a.LD, o.w.F32(), o.beta, o.c.F32(), o.c.LD)

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"rnnserve/internal/f32"
 	"rnnserve/internal/host"
@@ -71,6 +72,48 @@ type PartitionOptions struct {
 	// default packing bounds and the alternation of W_hh's reading order
 	// are set from; 0 means the host's (internal/host).
 	PrivateCacheBytes int64
+	// Resident, when set, counts the weights of every model served beside
+	// this one (its owner adds and removes them): the program then judges
+	// by their sum, at every run, whether its input projections find W_ih
+	// in the last-level cache (see Resident). Nil: by this model's alone.
+	Resident *Resident
+}
+
+// Resident counts the float32 weight bytes (rnn.Network.WeightBytes) of
+// the models a process serves side by side, which share the host's
+// last-level cache. A P program whose float32 W_ih is packed multiplies
+// an input projection's rows in groups straight from the cache when the
+// weights it counts fit half the last-level cache, and otherwise has its
+// first row pull each block of W_ih in alone first (f32.GemmNTPackedNear
+// and GemmNTPacked): on AMD's Zen 5 the groups straight from L3 ran P
+// 1.02-1.05x faster at hidden 256, T = 10, and straight from DRAM 0.90-
+// 0.94x as fast at hidden 1024 (docs/data/host-tuning.md). The sum of
+// the models loaded is an upper bound on what the requests of a moment
+// read, so a server that loads several models errs to the side of the
+// smaller loss. The zero value counts nothing; it is safe for concurrent
+// use.
+type Resident struct{ bytes atomic.Int64 }
+
+// Add counts n more bytes (n < 0: fewer).
+func (r *Resident) Add(n int64) { r.bytes.Add(n) }
+
+// Bytes is the count.
+func (r *Resident) Bytes() int64 { return r.bytes.Load() }
+
+// ProjectionsNear reports whether P's input projections, run now, would
+// take their W_ih straight from the last-level cache (see Resident):
+// the weights P counts fit half of it. False for every other schedule.
+func (p *Program) ProjectionsNear() bool { return p.part != nil && p.part.near() }
+
+// near says whether the model's weights, with those of the models
+// counted beside it, fit half the last-level cache, so that an input
+// projection finds W_ih there (f32.GemmNTPackedNear).
+func (pp *partProgram) near() bool {
+	b := pp.own
+	if pp.res != nil {
+		b = max(b, pp.res.Bytes())
+	}
+	return b <= pp.llc/2
 }
 
 // PackBounds are the default PackBytes for a host whose cores each have
@@ -140,10 +183,11 @@ type partProgram struct {
 	prec    Precision
 	l1, l2  int64 // one core's L1 data cache and private cache: alternates
 	wide    bool  // f32.WidePacked: alternates
-	// near: the whole model fits half the last level cache, so that an
-	// input projection finds W_ih there (f32.GemmNTPackedNear).
-	near   bool
-	layers [][]partLayer
+	// own, llc and res say whether an input projection finds W_ih in
+	// the last-level cache (near).
+	own, llc int64
+	res      *Resident
+	layers   [][]partLayer
 	// serial: the workers' parts run in turn on the calling goroutine,
 	// every step on worker 0 (Program.Serial).
 	serial bool
@@ -235,7 +279,7 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 	}
 	packHH, packIH := PackBounds(l2)
 	pp := &partProgram{workers: n, pool: opt.Pool, prec: opt.Precision, l1: host.Get().L1D(), l2: l2, wide: f32.WidePacked(),
-		near: net.WeightBytes() <= host.Get().L3()/2}
+		own: net.WeightBytes(), llc: host.Get().L3(), res: opt.Resident}
 	p.part = pp
 	if net.Vocab > 0 {
 		p.emb = p.weight("embedding", net.Vocab*net.Input, net.Embedding, net.Memory())

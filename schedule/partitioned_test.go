@@ -859,6 +859,32 @@ func TestPartitionedNear(t *testing.T) {
 	l3 := host.Get().L3()
 	perLayer := int64(4 * 4 * 1024 * 2048) // LSTM, hidden 1024, input 1024: W_ih and W_hh
 	big := int(l3/2/perLayer) + 1
+	// projections returns the input projections of prog's plan at T = 10.
+	projections := func(t *testing.T, prog *Program) []*gemmOp {
+		t.Helper()
+		p, err := prog.Plan(Input{T: 10, B: 1}, PlanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ops []*gemmOp
+		for _, st := range p.Steps {
+			if o, ok := st.op.(*gemmOp); ok && o.once {
+				ops = append(ops, o)
+			}
+		}
+		if len(ops) == 0 {
+			t.Fatal("no input projection in the plan")
+		}
+		return ops
+	}
+	near := func(t *testing.T, ops []*gemmOp, want bool, what string) {
+		t.Helper()
+		for _, o := range ops {
+			if got := o.near != nil && o.near(); got != want {
+				t.Fatalf("%s (L3 %d MiB): an input projection has near %v, want %v", what, l3>>20, got, want)
+			}
+		}
+	}
 	for _, c := range []struct {
 		hidden, layers int
 		near           bool
@@ -871,34 +897,51 @@ func TestPartitionedNear(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := prog.Plan(Input{T: 10, B: 1}, PlanOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, st := range p.Steps {
-			if o, ok := st.op.(*gemmOp); ok && o.once {
-				n++
-				if o.near != c.near {
-					t.Fatalf("hidden %d, %d layers (%d MiB, L3 %d MiB): an input projection has near %v, want %v",
-						c.hidden, c.layers, net.WeightBytes()>>20, l3>>20, o.near, c.near)
-				}
-			}
-		}
-		if n == 0 {
-			t.Fatalf("hidden %d: no input projection in the plan", c.hidden)
-		}
+		near(t, projections(t, prog), c.near, fmt.Sprintf("hidden %d, %d layers (%d MiB) alone", c.hidden, c.layers, net.WeightBytes()>>20))
 	}
+	// Beside other models: the sum decides, at every run, and a count
+	// below the model's own size does not make a large model near.
+	small, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 64, Hidden: 64, Layers: 1}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	large, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 1024, Hidden: 1024, Layers: big}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Resident
+	ps, err := NewPartitioned(small, PartitionOptions{Workers: 2, Resident: &res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := NewPartitioned(large, PartitionOptions{Workers: 2, Resident: &res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opsSmall, opsLarge := projections(t, ps), projections(t, pl)
+	near(t, opsSmall, true, "the small model, nothing counted")
+	near(t, opsLarge, false, "the large model, nothing counted")
+	res.Add(small.WeightBytes() + large.WeightBytes())
+	near(t, opsSmall, false, "the small model beside the large one")
+	res.Add(-large.WeightBytes())
+	near(t, opsSmall, true, "the small model once the large one is gone")
+	res.Add(l3/2 - small.WeightBytes() + 1)
+	near(t, opsSmall, false, "the small model beside half the L3")
+
 	r := rand.New(rand.NewPCG(12, 12))
 	net := randomNet(t, rnn.Config{Cell: rnn.LSTM, Input: 64, Hidden: 64, Layers: 2}, 12)
-	prog, err := NewPartitioned(net, PartitionOptions{Workers: 1, PackBytes: 1})
+	var beside Resident
+	prog, err := NewPartitioned(net, PartitionOptions{Workers: 1, PackBytes: 1, Resident: &beside})
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := randomInput(net, 10, 1, true, r)
 	want := run(t, net, APlus, in)
-	for _, near := range []bool{true, false} {
-		prog.part.near = near
+	for _, far := range []int64{0, l3} {
+		beside.Add(far)
+		if got := prog.part.near(); got != (far == 0) {
+			t.Fatalf("near %v beside %d bytes", got, far)
+		}
 		compareResults(t, runProgram(t, prog, in), want, 1e-5)
 	}
 }

@@ -41,9 +41,12 @@ type timing struct {
 
 // modelBase is the part every kind of model shares.
 type modelBase struct {
-	name  string
-	log   *slog.Logger
-	entry Entry
+	name string
+	// resident is the weight bytes the server's resident count holds for
+	// the model (newModel), given back once when it is retired.
+	resident int64
+	log      *slog.Logger
+	entry    Entry
 	// meta and config describe the model; set at load, and changed after
 	// only under mu (redescribe): read them through description.
 	meta    api.ModelMetadata

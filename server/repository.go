@@ -214,7 +214,10 @@ func (s *Server) unload(name, why string) error {
 // retireLocked stops m's batcher once the requests holding it have left;
 // s.mu is held.
 func (s *Server) retireLocked(m model) {
-	idle := m.base().retire()
+	b := m.base()
+	s.resident.Add(-b.resident)
+	b.resident = 0
+	idle := b.retire()
 	stop, running := s.stops[m]
 	if !running {
 		return

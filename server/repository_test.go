@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"rnnserve/internal/host"
 	"rnnserve/models"
+	"rnnserve/schedule"
 	"rnnserve/server/api"
 )
 
@@ -309,4 +311,56 @@ func TestUnloadInFlight(t *testing.T) {
 	if code := <-done; code != http.StatusOK {
 		t.Errorf("in-flight request during unload: %d", code)
 	}
+}
+
+// TestResidentWeights: the server counts the weights of the models it
+// has built and not retired, through loads, reloads, unloads and failed
+// loads, and P's programs judge their input projections by that count.
+func TestResidentWeights(t *testing.T) {
+	s, _, dir := newRepoServer(t, map[string]string{
+		"a/model.yaml": lmSpec(16, 1), "a/config.yaml": "schedule: P\n",
+		"b/model.yaml": lmSpec(32, 2),
+	})
+	weights := func(name string) int64 { return s.table()[name].base().entry.Model.Net.WeightBytes() }
+	want := func(what string, n int64) {
+		t.Helper()
+		if got := s.resident.Bytes(); got != n {
+			t.Fatalf("%s: %d weight bytes counted, want %d", what, got, n)
+		}
+	}
+	wa, wb := weights("a"), weights("b")
+	want("both loaded", wa+wb)
+	if err := s.Unload("b"); err != nil {
+		t.Fatal(err)
+	}
+	want("b unloaded", wa)
+	if err := s.Load("b"); err != nil {
+		t.Fatal(err)
+	}
+	want("b loaded again", wa+wb)
+	os.WriteFile(filepath.Join(dir, "a", "model.yaml"), []byte(lmSpec(24, 3)), 0o644)
+	if err := s.Load("a"); err != nil {
+		t.Fatal(err)
+	}
+	wa = weights("a")
+	want("a reloaded larger", wa+wb)
+	os.WriteFile(filepath.Join(dir, "b", "model.yaml"), []byte("cell: lstm\nhidden_size: -1\n"), 0o644)
+	if err := s.Load("b"); err == nil {
+		t.Fatal("a broken model.yaml loaded")
+	}
+	want("a failed reload of b", wa+wb)
+
+	prog := s.table()["a"].(*seqModel).form.Load().prog
+	if prog.Schedule != schedule.Partitioned {
+		t.Fatalf("a runs %v, want P", prog.Schedule)
+	}
+	if !prog.ProjectionsNear() {
+		t.Fatal("a small model's input projections are not near with small models beside it")
+	}
+	l3 := host.Get().L3()
+	s.resident.Add(l3)
+	if prog.ProjectionsNear() {
+		t.Errorf("input projections near beside %d counted bytes (L3 %d)", s.resident.Bytes(), l3)
+	}
+	s.resident.Add(-l3)
 }

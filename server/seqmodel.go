@@ -818,7 +818,7 @@ func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
 	// P across every core where that shares weights larger than the
 	// last-level cache (choice.Builds), never built with a copy of its
 	// own first.
-	builds := &choice.Builds{Net: net, Pools: s.pools, Cores: cores, LLC: s.trafficModel().LLC}
+	builds := &choice.Builds{Net: net, Pools: s.pools, Cores: cores, LLC: s.trafficModel().LLC, Resident: &s.resident}
 	sched, reason, traffic, err := chooseSchedule(net, e.Config, s.trafficModel(), builds, s.opts.ScheduleTiming)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"rnnserve/schedule"
 	"rnnserve/server/internal/choice"
 	"rnnserve/server/internal/connlimit"
 	"rnnserve/server/internal/infer"
@@ -85,6 +86,10 @@ type Server struct {
 	// models is the table requests look models up in; load and unload
 	// replace it whole (copy on write) under mu.
 	models atomic.Pointer[map[string]model]
+	// resident counts the weights of the models built and not retired
+	// (newModel, retireLocked), which P's programs look at to judge
+	// whether the last-level cache holds their input projections' W_ih.
+	resident schedule.Resident
 
 	mu       sync.Mutex
 	stops    map[model]chan struct{} // each running model's stop
@@ -185,10 +190,29 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 
 // newModel builds a model of the entry's kind.
 func (s *Server) newModel(e Entry) (model, error) {
+	// The model's weights count among those served from the start of its
+	// build (its timing runs beside them) until it is retired; while it
+	// replaces another both count, as both are in memory.
+	var bytes int64
 	if e.Tree != nil {
-		return s.newTreeModel(e)
+		bytes = e.Tree.Net.WeightBytes()
+	} else {
+		bytes = e.Model.Net.WeightBytes()
 	}
-	return s.newSeqModel(e)
+	s.resident.Add(bytes)
+	var m model
+	var err error
+	if e.Tree != nil {
+		m, err = s.newTreeModel(e)
+	} else {
+		m, err = s.newSeqModel(e)
+	}
+	if err != nil {
+		s.resident.Add(-bytes)
+		return nil, err
+	}
+	m.base().resident = bytes
+	return m, nil
 }
 
 // initBase sets up the part every model kind shares.

@@ -77,10 +77,16 @@ var ErrNoPool = errors.New("server: no worker pool of that size")
 // that many workers from pools (one worker runs inline, and a dry network
 // needs none).
 func (c Candidate) Program(net *rnn.Network, pools Pools) (*schedule.Program, error) {
+	return c.programBeside(net, pools, nil)
+}
+
+// programBeside is Program for a model served beside the others res
+// counts (schedule.PartitionOptions.Resident; nil: none).
+func (c Candidate) programBeside(net *rnn.Network, pools Pools, res *schedule.Resident) (*schedule.Program, error) {
 	if c.Sched != schedule.Partitioned {
 		return schedule.NewProgram(net, c.Sched)
 	}
-	opt := schedule.PartitionOptions{Workers: c.Workers, Precision: c.Prec}
+	opt := schedule.PartitionOptions{Workers: c.Workers, Precision: c.Prec, Resident: res}
 	if c.Workers > 1 && !net.Dry() {
 		if opt.Pool = pools[c.Workers]; opt.Pool == nil {
 			return nil, fmt.Errorf("%w: P on %d cores (the owner makes the pools server.PoolSizes lists)", ErrNoPool, c.Workers)
