@@ -282,3 +282,56 @@ func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
 	b.ReportMetric(per(b.Elapsed()-byKind[proj]-byKind[first]-byKind[steps]), "wait-µs/step")
 	b.ReportMetric(per(spread), "spread-µs/step")
 }
+
+// BenchmarkProjectionsBeside runs P on one core over models=k networks
+// of 15.4 MiB each (lstm, input 1536, hidden 496, one layer: an 11.6 MiB
+// W_ih; T = 10), one request of each in turn, as a server with k models
+// loaded and requests for all of them. With alone each program judges
+// "near" by its own weights (below half of a 32 MiB L3: the groups take
+// every row of the projections straight from the cache), with counted
+// by a Resident that holds all k (from two models on, above half: the
+// first row pulls each block of W_ih in alone). ns/step is per step of
+// a request, over all k models.
+//
+//	go test ./schedule/ -run '^$' -bench 'BenchmarkProjectionsBeside' -cpu 1 -count 3
+func BenchmarkProjectionsBeside(b *testing.B) {
+	cfg := rnn.Config{Cell: rnn.LSTM, Input: 1536, Hidden: 496, Layers: 1}
+	const T = 10
+	var nets []*rnn.Network
+	for k := 1; k <= 4; k++ {
+		for _, mode := range []string{"alone", "counted"} {
+			b.Run(fmt.Sprintf("models=%d/%s", k, mode), func(b *testing.B) {
+				for len(nets) < k {
+					nets = append(nets, randomNet(b, cfg, uint64(len(nets)+1)))
+				}
+				var res Resident
+				var plans []*Plan
+				for _, net := range nets[:k] {
+					opt := PartitionOptions{Workers: 1}
+					if mode == "counted" {
+						opt.Resident = &res
+						res.Add(net.WeightBytes())
+					}
+					prog, err := NewPartitioned(net, opt)
+					if err != nil {
+						b.Fatal(err)
+					}
+					p, err := prog.Acquire(randomInput(net, T, 1, false, rand.New(rand.NewPCG(1, 1))), PlanOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					plans = append(plans, p)
+				}
+				for _, p := range plans {
+					p.Run()
+				}
+				i := 0
+				for b.Loop() {
+					plans[i%k].Run()
+					i++
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*T), "ns/step")
+			})
+		}
+	}
+}
