@@ -93,6 +93,10 @@ def misses(tables, model, target):
     rows = []
     for key in sorted(tables, key=lambda k: (k[4], k[0], k[1], k[2], k[3])):
         ratio, best, ort = tables[key]
+        if best > 0 and ort > 0:
+            # From the times, as bench_compare.py judges the target: the
+            # table's ratio is rounded (1.245 shows as 1.25).
+            ratio = ort / best
         if key[3] < 10 or ratio >= target:
             continue
         if key not in model:
