@@ -91,7 +91,7 @@ type PartitionOptions struct {
 // the models loaded is an upper bound on what the requests of a moment
 // read, so a server that loads several models errs to the side of the
 // smaller loss: with two or three 15 MiB models served in turn, judging
-// by their sum ran P 1.19x and 1.18x faster than judging each alone
+// by their sum ran P 1.19x and 1.17x faster than judging each alone
 // (BenchmarkProjectionsBeside, docs/performance.md). The zero value
 // counts nothing; it is safe for concurrent use.
 type Resident struct{ bytes atomic.Int64 }
