@@ -320,6 +320,8 @@ func TestResidentWeights(t *testing.T) {
 	s, _, dir := newRepoServer(t, map[string]string{
 		"a/model.yaml": lmSpec(16, 1), "a/config.yaml": "schedule: P\n",
 		"b/model.yaml": lmSpec(32, 2),
+		"t/model.yaml": "kind: tree\ncell: binary_treelstm\nembedding_size: 8\nhidden_size: 8\nclasses: 3\nvocab_file: vocab.txt\nseed: 1\n",
+		"t/vocab.txt":  "a\nb\nc\n",
 	})
 	weights := func(name string) int64 { return s.table()[name].base().entry.Model.Net.WeightBytes() }
 	want := func(what string, n int64) {
@@ -328,8 +330,15 @@ func TestResidentWeights(t *testing.T) {
 			t.Fatalf("%s: %d weight bytes counted, want %d", what, got, n)
 		}
 	}
-	wa, wb := weights("a"), weights("b")
-	want("both loaded", wa+wb)
+	wa, wb, wt := weights("a"), weights("b"), s.table()["t"].base().entry.Tree.Net.WeightBytes()
+	if wt <= 0 {
+		t.Fatalf("tree model of %d weight bytes", wt)
+	}
+	want("all three loaded", wa+wb+wt)
+	if err := s.Unload("t"); err != nil {
+		t.Fatal(err)
+	}
+	want("the tree model unloaded", wa+wb)
 	if err := s.Unload("b"); err != nil {
 		t.Fatal(err)
 	}
