@@ -315,9 +315,10 @@ func TestUnloadInFlight(t *testing.T) {
 
 // TestResidentWeights: the server counts the weights of the models it
 // has built and not retired, through loads, reloads, unloads and failed
-// loads, and P's programs judge their input projections by that count.
+// loads, exports the count (rnnserve_loaded_weight_bytes), and P's
+// programs judge their input projections by it.
 func TestResidentWeights(t *testing.T) {
-	s, _, dir := newRepoServer(t, map[string]string{
+	s, hs, dir := newRepoServer(t, map[string]string{
 		"a/model.yaml": lmSpec(16, 1), "a/config.yaml": "schedule: P\n",
 		"b/model.yaml": lmSpec(32, 2),
 		"t/model.yaml": "kind: tree\ncell: binary_treelstm\nembedding_size: 8\nhidden_size: 8\nclasses: 3\nvocab_file: vocab.txt\nseed: 1\n",
@@ -328,6 +329,9 @@ func TestResidentWeights(t *testing.T) {
 		t.Helper()
 		if got := s.resident.Bytes(); got != n {
 			t.Fatalf("%s: %d weight bytes counted, want %d", what, got, n)
+		}
+		if got, err := strconv.ParseFloat(metric(t, hs.URL, "rnnserve_loaded_weight_bytes"), 64); err != nil || got != float64(n) {
+			t.Fatalf("%s: rnnserve_loaded_weight_bytes %v (%v), want %d", what, got, err, n)
 		}
 	}
 	wa, wb, wt := weights("a"), weights("b"), s.table()["t"].base().entry.Tree.Net.WeightBytes()

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"rnnserve/schedule"
 	"rnnserve/server/internal/choice"
 	"rnnserve/server/internal/connlimit"
@@ -141,7 +143,10 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	registerBuildInfo(s.metrics.reg, deps.Build)
 	s.ctl = newControlMetrics(s.metrics.reg)
 	s.measured = newMeasuredTraffic(s.metrics.reg, log)
-	s.metrics.reg.MustRegister(newPlanCaches(s.table))
+	s.metrics.reg.MustRegister(newPlanCaches(s.table), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rnnserve_loaded_weight_bytes",
+		Help: "Float32 weight bytes of the models built and not retired (a reload counts both versions until the old one is retired): what P's input projections hold against half the last-level cache.",
+	}, func() float64 { return float64(s.resident.Bytes()) }))
 	s.budget = newBudget(opts.Budget, opts.MaxBodyBytes, s.metrics)
 	s.conns = connlimit.New(opts.MaxConnections, s.budget, s.metrics.connections, s.metrics.connectionsClosedIdle)
 	s.streamsEnd = make(chan struct{})
