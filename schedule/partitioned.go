@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"rnnserve/internal/f32"
@@ -72,51 +73,120 @@ type PartitionOptions struct {
 	// default packing bounds and the alternation of W_hh's reading order
 	// are set from; 0 means the host's (internal/host).
 	PrivateCacheBytes int64
-	// Resident, when set, counts the weights of every model served beside
-	// this one (its owner adds and removes them): the program then judges
-	// by their sum, at every run, whether its input projections find W_ih
-	// in the last-level cache (see Resident). Nil: by this model's alone.
-	Resident *Resident
+	// Weights, when set, is this model's entry in a Resident that counts
+	// the models served beside it: the program then judges at every run,
+	// by its own weights and those of the models that ran since it last
+	// did, whether its input projections find W_ih in the last-level
+	// cache (see Resident). Nil: by its own weights alone.
+	Weights *Weights
 }
 
 // Resident counts the float32 weight bytes (rnn.Network.WeightBytes) of
 // the models a process serves side by side, which share the host's
-// last-level cache. A P program whose float32 W_ih is packed multiplies
-// an input projection's rows in groups straight from the cache when the
-// weights it counts fit half the last-level cache, and otherwise has its
-// first row pull each block of W_ih in alone first (f32.GemmNTPackedNear
-// and GemmNTPacked): on AMD's Zen 5 the groups straight from L3 ran P
-// 1.02-1.05x faster at hidden 256, T = 10, and straight from DRAM 0.90-
-// 0.94x as fast at hidden 1024 (docs/data/host-tuning.md). The sum of
-// the models loaded is an upper bound on what the requests of a moment
-// read, so a server that loads several models errs to the side of the
-// smaller loss: with two or three 15 MiB models served in turn, judging
-// by their sum ran P 1.19x and 1.17x faster than judging each alone
-// (BenchmarkProjectionsBeside, docs/performance.md). The zero value
-// counts nothing; it is safe for concurrent use.
-type Resident struct{ bytes atomic.Int64 }
+// last-level cache, and the order in which they last ran. A P program
+// whose float32 W_ih is packed multiplies an input projection's rows in
+// groups straight from the cache when its own weights and those of the
+// models that ran since it last did fit half the last-level cache, and
+// otherwise has its first row pull each block of W_ih in alone first
+// (f32.GemmNTPackedNear and GemmNTPacked): on AMD's Zen 5 the groups
+// straight from L3 ran P 1.02-1.05x faster at hidden 256, T = 10, and
+// straight from DRAM 0.90-0.94x as fast at hidden 1024
+// (docs/data/host-tuning.md). What ran since is what an LRU cache holds
+// above the model's own lines (their reuse distance, counted in whole
+// models): a model that is loaded but idle pushes nothing out, and one
+// that runs in between counts once however often it ran. With three or
+// six 6.8 MiB models served in turn, judging by those beside ran P
+// 1.03-1.15x faster than judging each alone, and with one of three or
+// six requested and the others idle 1.00-1.04x faster than judging it
+// beside every model loaded (BenchmarkProjectionsBeside,
+// docs/performance.md). The zero value counts nothing; it is safe for
+// concurrent use.
+type Resident struct {
+	mu    sync.Mutex
+	all   atomic.Pointer[[]*Weights] // replaced whole under mu
+	bytes atomic.Int64
+	clock atomic.Int64
+}
 
-// Add counts n more bytes (n < 0: fewer).
-func (r *Resident) Add(n int64) { r.bytes.Add(n) }
+// Weights is one model's entry in a Resident, from Add to Remove.
+type Weights struct {
+	r     *Resident
+	bytes int64
+	ran   atomic.Int64 // the Resident's clock at the model's latest run; 0: never
+	gone  bool         // under r.mu
+}
 
-// Bytes is the count.
+// Add counts a model of n weight bytes that has not run yet.
+func (r *Resident) Add(n int64) *Weights {
+	w := &Weights{r: r, bytes: n}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var all []*Weights
+	if p := r.all.Load(); p != nil {
+		all = append(all, *p...)
+	}
+	all = append(all, w)
+	r.all.Store(&all)
+	r.bytes.Add(n)
+	return w
+}
+
+// Bytes is the weight bytes of every model counted.
 func (r *Resident) Bytes() int64 { return r.bytes.Load() }
+
+// Remove stops counting the model; removing it again does nothing.
+func (w *Weights) Remove() {
+	r := w.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w.gone {
+		return
+	}
+	w.gone = true
+	var all []*Weights
+	for _, e := range *r.all.Load() {
+		if e != w {
+			all = append(all, e)
+		}
+	}
+	r.all.Store(&all)
+	r.bytes.Add(-w.bytes)
+}
+
+// Ran records that the model ran (call it once per execution: a plan or
+// a batched step).
+func (w *Weights) Ran() { w.ran.Store(w.r.clock.Add(1)) }
+
+// Beside is the weight bytes of the other models counted that ran since
+// this one last did (every other that ran, if this one never has); nil
+// counts nothing.
+func (w *Weights) Beside() int64 {
+	if w == nil {
+		return 0
+	}
+	p := w.r.all.Load()
+	if p == nil {
+		return 0
+	}
+	since, n := w.ran.Load(), int64(0)
+	for _, e := range *p {
+		if e != w && e.ran.Load() > since {
+			n += e.bytes
+		}
+	}
+	return n
+}
 
 // ProjectionsNear reports whether P's input projections, run now, would
 // take their W_ih straight from the last-level cache (see Resident):
-// the weights P counts fit half of it. False for every other schedule.
+// its weights and those beside it fit half of it. False for every other
+// schedule.
 func (p *Program) ProjectionsNear() bool { return p.part != nil && p.part.near() }
 
-// near says whether the model's weights, with those of the models
-// counted beside it, fit half the last-level cache, so that an input
+// near says whether the model's weights, with those of the models that
+// ran since it last did, fit half the last-level cache, so that an input
 // projection finds W_ih there (f32.GemmNTPackedNear).
-func (pp *partProgram) near() bool {
-	b := pp.own
-	if pp.res != nil {
-		b = max(b, pp.res.Bytes())
-	}
-	return b <= pp.llc/2
-}
+func (pp *partProgram) near() bool { return pp.own+pp.beside.Beside() <= pp.llc/2 }
 
 // PackBounds are the default PackBytes for a host whose cores each have
 // l2 bytes of private cache: W_hh slices larger than l2 are packed (one
@@ -185,10 +255,10 @@ type partProgram struct {
 	prec    Precision
 	l1, l2  int64 // one core's L1 data cache and private cache: alternates
 	wide    bool  // f32.WidePacked: alternates
-	// own, llc and res say whether an input projection finds W_ih in
+	// own, llc and beside say whether an input projection finds W_ih in
 	// the last-level cache (near).
 	own, llc int64
-	res      *Resident
+	beside   *Weights
 	layers   [][]partLayer
 	// serial: the workers' parts run in turn on the calling goroutine,
 	// every step on worker 0 (Program.Serial).
@@ -281,7 +351,7 @@ func NewPartitioned(net *rnn.Network, opt PartitionOptions) (*Program, error) {
 	}
 	packHH, packIH := PackBounds(l2)
 	pp := &partProgram{workers: n, pool: opt.Pool, prec: opt.Precision, l1: host.Get().L1D(), l2: l2, wide: f32.WidePacked(),
-		own: net.WeightBytes(), llc: host.Get().L3(), res: opt.Resident}
+		own: net.WeightBytes(), llc: host.Get().L3(), beside: opt.Weights}
 	p.part = pp
 	if net.Vocab > 0 {
 		p.emb = p.weight("embedding", net.Vocab*net.Input, net.Embedding, net.Memory())

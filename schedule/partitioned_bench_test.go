@@ -284,33 +284,38 @@ func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
 }
 
 // BenchmarkProjectionsBeside runs P on one core over models=k networks
-// of 15.4 MiB each (lstm, input 1536, hidden 496, one layer: an 11.6 MiB
-// W_ih; T = 10), one request of each in turn, as a server with k models
-// loaded and requests for all of them. With alone each program judges
-// "near" by its own weights (below half of a 32 MiB L3: the groups take
-// every row of the projections straight from the cache), with counted
-// by a Resident that holds all k (from two models on, above half: the
-// first row pulls each block of W_ih in alone). ns/step is per step of
-// a request, over all k models.
+// of 6.8 MiB each (lstm, input 768, hidden 384, one layer: a 4.5 MiB
+// W_ih; T = 10) as a server with k models loaded. With alone and counted
+// requests for all k come in turn; alone judges "near" by each model's
+// own weights (below half of a 32 MiB L3: the groups take every row of
+// the projections straight from the cache), counted by a Resident that
+// each run stamps (from three models on the others that ran in between
+// take it above half: the first row pulls each block of W_ih in alone).
+// With one only the first model is requested, the others idle: counted
+// by the Resident (near, as they push nothing out), and with one-loaded
+// judged as by the bytes of every model loaded (the others' entries are
+// stamped with each run as if they ran, which they do not). ns/step is
+// per step of a request.
 //
 //	go test ./schedule/ -run '^$' -bench 'BenchmarkProjectionsBeside' -cpu 1 -count 3
 func BenchmarkProjectionsBeside(b *testing.B) {
-	cfg := rnn.Config{Cell: rnn.LSTM, Input: 1536, Hidden: 496, Layers: 1}
+	cfg := rnn.Config{Cell: rnn.LSTM, Input: 768, Hidden: 384, Layers: 1}
 	const T = 10
 	var nets []*rnn.Network
-	for k := 1; k <= 4; k++ {
-		for _, mode := range []string{"alone", "counted"} {
+	for _, k := range []int{1, 3, 6} {
+		for _, mode := range []string{"alone", "counted", "one", "one-loaded"} {
 			b.Run(fmt.Sprintf("models=%d/%s", k, mode), func(b *testing.B) {
 				for len(nets) < k {
 					nets = append(nets, randomNet(b, cfg, uint64(len(nets)+1)))
 				}
 				var res Resident
 				var plans []*Plan
+				var ws []*Weights
 				for _, net := range nets[:k] {
 					opt := PartitionOptions{Workers: 1}
-					if mode == "counted" {
-						opt.Resident = &res
-						res.Add(net.WeightBytes())
+					if mode != "alone" {
+						opt.Weights = res.Add(net.WeightBytes())
+						ws = append(ws, opt.Weights)
 					}
 					prog, err := NewPartitioned(net, opt)
 					if err != nil {
@@ -322,12 +327,28 @@ func BenchmarkProjectionsBeside(b *testing.B) {
 					}
 					plans = append(plans, p)
 				}
-				for _, p := range plans {
-					p.Run()
+				// run runs the i-th request and stamps what ran.
+				run := func(i int) {
+					j := i % k
+					if mode == "one" || mode == "one-loaded" {
+						j = 0
+					}
+					plans[j].Run()
+					switch {
+					case mode == "one-loaded":
+						for _, w := range ws {
+							w.Ran()
+						}
+					case ws != nil:
+						ws[j].Ran()
+					}
+				}
+				for i := range k {
+					run(i)
 				}
 				i := 0
 				for b.Loop() {
-					plans[i%k].Run()
+					run(i)
 					i++
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*T), "ns/step")

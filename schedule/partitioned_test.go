@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -850,6 +851,59 @@ func TestPartitionedChunked(t *testing.T) {
 	}
 }
 
+// TestResident checks the count of models and what ran beside each:
+// bytes through Add and Remove (twice), the models that ran since one
+// last did, each once, and none before any ran; and that concurrent
+// models keep it consistent (go test -race).
+func TestResident(t *testing.T) {
+	var r Resident
+	a, b, c := r.Add(1), r.Add(10), r.Add(100)
+	if r.Bytes() != 111 || a.Beside() != 0 {
+		t.Fatalf("nothing ran: %d bytes, %d beside", r.Bytes(), a.Beside())
+	}
+	b.Ran()
+	c.Ran()
+	c.Ran()
+	if got := a.Beside(); got != 110 {
+		t.Fatalf("a never ran, b and c did: %d beside, want 110", got)
+	}
+	a.Ran()
+	b.Ran()
+	if got := a.Beside(); got != 10 {
+		t.Fatalf("b ran since a: %d beside, want 10", got)
+	}
+	if got := b.Beside(); got != 0 {
+		t.Fatalf("b ran last: %d beside, want 0", got)
+	}
+	b.Remove()
+	b.Remove()
+	if got := a.Beside(); got != 0 || r.Bytes() != 101 {
+		t.Fatalf("b removed: %d beside, %d bytes", got, r.Bytes())
+	}
+	var nilW *Weights
+	if nilW.Beside() != 0 {
+		t.Fatal("a nil entry counts something")
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				w := r.Add(int64(g + i))
+				w.Ran()
+				a.Ran()
+				if w.Beside() < 0 {
+					t.Error("negative bytes beside")
+				}
+				w.Remove()
+			}
+		})
+	}
+	wg.Wait()
+	if r.Bytes() != 101 {
+		t.Fatalf("after the concurrent models: %d bytes, want 101", r.Bytes())
+	}
+}
+
 // TestPartitionedNear checks which input projections P marks as finding
 // W_ih in a cache (f32.GemmNTPackedNear): every one of a model that fits
 // half the last level cache, none of one that does not (dry networks
@@ -899,8 +953,9 @@ func TestPartitionedNear(t *testing.T) {
 		}
 		near(t, projections(t, prog), c.near, fmt.Sprintf("hidden %d, %d layers (%d MiB) alone", c.hidden, c.layers, net.WeightBytes()>>20))
 	}
-	// Beside other models: the sum decides, at every run, and a count
-	// below the model's own size does not make a large model near.
+	// Beside other models: its own weights and those of the models that
+	// ran since it last did decide, at every run; idle models count for
+	// nothing, and a model that ran twice counts once.
 	small, err := rnn.NewNetwork(rnn.Config{Cell: rnn.LSTM, Input: 64, Hidden: 64, Layers: 1}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -910,35 +965,47 @@ func TestPartitionedNear(t *testing.T) {
 		t.Fatal(err)
 	}
 	var res Resident
-	ps, err := NewPartitioned(small, PartitionOptions{Workers: 2, Resident: &res})
+	ws, wl := res.Add(small.WeightBytes()), res.Add(large.WeightBytes())
+	ps, err := NewPartitioned(small, PartitionOptions{Workers: 2, Weights: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := NewPartitioned(large, PartitionOptions{Workers: 2, Resident: &res})
+	pl, err := NewPartitioned(large, PartitionOptions{Workers: 2, Weights: wl})
 	if err != nil {
 		t.Fatal(err)
 	}
 	opsSmall, opsLarge := projections(t, ps), projections(t, pl)
-	near(t, opsSmall, true, "the small model, nothing counted")
-	near(t, opsLarge, false, "the large model, nothing counted")
-	res.Add(small.WeightBytes() + large.WeightBytes())
-	near(t, opsSmall, false, "the small model beside the large one")
-	res.Add(-large.WeightBytes())
+	near(t, opsSmall, true, "the small model, the large one loaded and idle")
+	near(t, opsLarge, false, "the large model, nothing ran")
+	wl.Ran()
+	near(t, opsSmall, false, "the small model after the large one ran")
+	ws.Ran()
+	near(t, opsSmall, true, "the small model after it ran again")
+	wl.Ran()
+	wl.Remove()
+	wl.Remove()
 	near(t, opsSmall, true, "the small model once the large one is gone")
-	res.Add(l3/2 - small.WeightBytes() + 1)
-	near(t, opsSmall, false, "the small model beside half the L3")
+	if got, want := res.Bytes(), small.WeightBytes(); got != want {
+		t.Fatalf("%d bytes counted, want %d", got, want)
+	}
+	fill := res.Add(l3/2 - small.WeightBytes())
+	fill.Ran()
+	fill.Ran()
+	near(t, opsSmall, true, "the small model beside the rest of half the L3, run twice")
+	res.Add(1).Ran()
+	near(t, opsSmall, false, "the small model beside a byte past half the L3")
 
 	r := rand.New(rand.NewPCG(12, 12))
 	net := randomNet(t, rnn.Config{Cell: rnn.LSTM, Input: 64, Hidden: 64, Layers: 2}, 12)
 	var beside Resident
-	prog, err := NewPartitioned(net, PartitionOptions{Workers: 1, PackBytes: 1, Resident: &beside})
+	prog, err := NewPartitioned(net, PartitionOptions{Workers: 1, PackBytes: 1, Weights: beside.Add(net.WeightBytes())})
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := randomInput(net, 10, 1, true, r)
 	want := run(t, net, APlus, in)
 	for _, far := range []int64{0, l3} {
-		beside.Add(far)
+		beside.Add(far).Ran()
 		if got := prog.part.near(); got != (far == 0) {
 			t.Fatalf("near %v beside %d bytes", got, far)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"rnnserve/schedule"
 	"rnnserve/server/api"
 )
 
@@ -42,11 +43,12 @@ type timing struct {
 // modelBase is the part every kind of model shares.
 type modelBase struct {
 	name string
-	// resident is the weight bytes the server's resident count holds for
-	// the model (newModel), given back once when it is retired.
-	resident int64
-	log      *slog.Logger
-	entry    Entry
+	// weights is the model's entry in the server's count of the weights
+	// loaded (newModel): stamped at every execution, removed when the
+	// model is retired.
+	weights *schedule.Weights
+	log     *slog.Logger
+	entry   Entry
 	// meta and config describe the model; set at load, and changed after
 	// only under mu (redescribe): read them through description.
 	meta    api.ModelMetadata
@@ -181,6 +183,7 @@ func (m *metrics) forModel(name string) modelMetrics {
 
 // observeStep counts one execution (a batched step or a plan) over rows.
 func (b *modelBase) observeStep(rows int) {
+	b.weights.Ran()
 	b.stats.executed(rows)
 	b.metrics.steps.Inc()
 	b.metrics.tokens.Add(float64(rows))

@@ -264,7 +264,7 @@ func TestRequestPanic(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	pm := &poolModel{pool: pool}
-	s.initBase(&pm.modelBase, Entry{Name: "boom"})
+	s.initBase(&pm.modelBase, Entry{Name: "boom"}, s.resident.Add(0))
 	table := map[string]model{}
 	for k, v := range s.table() {
 		table[k] = v

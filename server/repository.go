@@ -215,8 +215,7 @@ func (s *Server) unload(name, why string) error {
 // s.mu is held.
 func (s *Server) retireLocked(m model) {
 	b := m.base()
-	s.resident.Add(-b.resident)
-	b.resident = 0
+	b.weights.Remove()
 	idle := b.retire()
 	stop, running := s.stops[m]
 	if !running {

@@ -315,8 +315,9 @@ func TestUnloadInFlight(t *testing.T) {
 
 // TestResidentWeights: the server counts the weights of the models it
 // has built and not retired, through loads, reloads, unloads and failed
-// loads, exports the count (rnnserve_loaded_weight_bytes), and P's
-// programs judge their input projections by it.
+// loads, exports the count (rnnserve_loaded_weight_bytes), stamps every
+// execution of a sequence or tree model, and P's programs judge their
+// input projections by the models that ran since they last did.
 func TestResidentWeights(t *testing.T) {
 	s, hs, dir := newRepoServer(t, map[string]string{
 		"a/model.yaml": lmSpec(16, 1), "a/config.yaml": "schedule: P\n",
@@ -339,6 +340,28 @@ func TestResidentWeights(t *testing.T) {
 		t.Fatalf("tree model of %d weight bytes", wt)
 	}
 	want("all three loaded", wa+wb+wt)
+	beside := func(what string, n int64) {
+		t.Helper()
+		if got := s.table()["a"].base().weights.Beside(); got != n {
+			t.Fatalf("%s: %d weight bytes ran beside a, want %d", what, got, n)
+		}
+	}
+	infer := func(name, body string) {
+		t.Helper()
+		if code, out, _ := post(t, hs.URL+"/v2/models/"+name+"/infer", body); code != http.StatusOK {
+			t.Fatalf("%s: %d %s", name, code, out)
+		}
+	}
+	seq := `{"inputs": [` + tokensJSON([][]int64{{1, 2, 3}}) + `]}`
+	beside("nothing ran", 0)
+	infer("b", seq)
+	infer("t", treeRequest([]string{"((a) ((b) (c)))"}, ""))
+	beside("b and t ran, a never", wb+wt)
+	infer("a", seq)
+	beside("a ran last", 0)
+	infer("t", treeRequest([]string{"((a) ((b) (c)))"}, ""))
+	infer("t", treeRequest([]string{"((c) (a))"}, ""))
+	beside("t ran twice since a", wt)
 	if err := s.Unload("t"); err != nil {
 		t.Fatal(err)
 	}
@@ -371,9 +394,17 @@ func TestResidentWeights(t *testing.T) {
 		t.Fatal("a small model's input projections are not near with small models beside it")
 	}
 	l3 := host.Get().L3()
-	s.resident.Add(l3)
-	if prog.ProjectionsNear() {
-		t.Errorf("input projections near beside %d counted bytes (L3 %d)", s.resident.Bytes(), l3)
+	other := s.resident.Add(l3)
+	if !prog.ProjectionsNear() {
+		t.Errorf("input projections far beside %d bytes loaded and idle (L3 %d)", l3, l3)
 	}
-	s.resident.Add(-l3)
+	other.Ran()
+	if prog.ProjectionsNear() {
+		t.Errorf("input projections near after %d bytes ran (L3 %d)", l3, l3)
+	}
+	infer("a", seq)
+	if !prog.ProjectionsNear() {
+		t.Errorf("input projections far after a ran again")
+	}
+	other.Remove()
 }

@@ -499,6 +499,7 @@ func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, prog *s
 		return nil, err
 	}
 	m.stats.executed(T * B)
+	m.weights.Ran()
 	m.metrics.tokens.Add(float64(T * B))
 	W, V := n.OutputWidth(), n.HeadOut
 	res := make([]rowResult, B)
@@ -808,17 +809,17 @@ const heldOnce = "; on one core it reads the weights of its form across every co
 // newSeqModel prepares a sequence model: chooses its schedule from its
 // modelled traffic, builds its programs (P's on the owner's pools) and its
 // batcher.
-func (s *Server) newSeqModel(e Entry) (*seqModel, error) {
+func (s *Server) newSeqModel(e Entry, w *schedule.Weights) (*seqModel, error) {
 	net := e.Model.Net
 	m := &seqModel{net: net, maxWait: int64(s.opts.Batching.QueueLength), opts: &s.opts, names: newSeqNames(net, e.Model.Spec.IO)}
-	s.initBase(&m.modelBase, e)
+	s.initBase(&m.modelBase, e, w)
 	cores := choice.CoresPerRequest(runtime.GOMAXPROCS(0), 1)
 	// Every program of the load comes from builds, once each: the clock
 	// times the programs served, and P on one core is the Serial form of
 	// P across every core where that shares weights larger than the
 	// last-level cache (choice.Builds), never built with a copy of its
 	// own first.
-	builds := &choice.Builds{Net: net, Pools: s.pools, Cores: cores, LLC: s.trafficModel().LLC, Resident: &s.resident}
+	builds := &choice.Builds{Net: net, Pools: s.pools, Cores: cores, LLC: s.trafficModel().LLC, Weights: w}
 	sched, reason, traffic, err := chooseSchedule(net, e.Config, s.trafficModel(), builds, s.opts.ScheduleTiming)
 	if err != nil {
 		return nil, err

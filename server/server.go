@@ -204,24 +204,25 @@ func (s *Server) newModel(e Entry) (model, error) {
 	} else {
 		bytes = e.Model.Net.WeightBytes()
 	}
-	s.resident.Add(bytes)
+	w := s.resident.Add(bytes)
 	var m model
 	var err error
 	if e.Tree != nil {
-		m, err = s.newTreeModel(e)
+		m, err = s.newTreeModel(e, w)
 	} else {
-		m, err = s.newSeqModel(e)
+		m, err = s.newSeqModel(e, w)
 	}
 	if err != nil {
-		s.resident.Add(-bytes)
+		w.Remove()
 		return nil, err
 	}
-	m.base().resident = bytes
 	return m, nil
 }
 
-// initBase sets up the part every model kind shares.
-func (s *Server) initBase(b *modelBase, e Entry) {
+// initBase sets up the part every model kind shares; w is the model's
+// entry among the weights counted (newModel).
+func (s *Server) initBase(b *modelBase, e Entry, w *schedule.Weights) {
+	b.weights = w
 	b.name, b.entry, b.metrics, b.log = e.Name, e, s.metrics.forModel(e.Name), s.log
 	b.cores, b.seqs = newCoreSlots(s.opts.Batching.Workers), newSequenceStore(s.opts.Sequences)
 }

@@ -306,7 +306,7 @@ func (b *treeBatch) step() []finishedJob[*treeWork] {
 }
 
 // newTreeModel prepares a tree model and its one-lane batcher.
-func (s *Server) newTreeModel(e Entry) (*treeModel, error) {
+func (s *Server) newTreeModel(e Entry, w *schedule.Weights) (*treeModel, error) {
 	tm := e.Tree
 	n := tm.Net
 	if n.Cell.Dynamic() {
@@ -328,7 +328,7 @@ func (s *Server) newTreeModel(e Entry) (*treeModel, error) {
 			return nil, fmt.Errorf("%w: tree plans on %d cores (the owner makes the pools PoolSizes lists)", ErrNoPool, cores)
 		}
 	}
-	s.initBase(&m.modelBase, e)
+	s.initBase(&m.modelBase, e, w)
 	// One lane, one core slot: the plan spreads over the pool itself.
 	m.cores = newCoreSlots(1)
 	if m.batch, err = newBatcher(&m.modelBase, s.opts.Batching, 1, func() (batch[*treeWork], error) {

@@ -433,7 +433,8 @@ func gemmPacked3x4(panels, k8, rows int, a *float32, lda int, w, c *float32, ldc
 // (10 and 16 rows, hidden 256 and 1024) and P at T = 10 on one core
 // 1.01-1.10x (docs/performance.md, "Products whose W is read once"),
 // unless near says W lies in a cache: from L3 the pull is one more pass
-// for nothing, and the groups take every row (GemmNTPackedNear).
+// for nothing, and the groups take every row (GemmNTPackedNear), as long
+// as a panel and a group's rows meet in L1 (blocking.nearK).
 // gemmPacked3 takes no column tail, so with k%8 != 0 every row goes
 // through gemvPacked on its own (the schedules pack no such W).
 func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int, near bool) {
@@ -458,7 +459,7 @@ func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32,
 		jb := min(nb, n-j0)
 		w := &p[j0*k]
 		first := 0
-		if (j0 == 0 || !prefetch) && !(near && useZProducts) {
+		if (j0 == 0 || !prefetch) && !(near && useZProducts && k <= b.nearK) {
 			gemvPacked(jb/8, k, &a[0], w, &c[j0], beta)
 			first = 1
 		}

@@ -31,6 +31,14 @@ type blocking struct {
 	// packBlock is the bytes of a packed W that several groups of rows
 	// pass in turn while L2 holds it: an eighth of L2.
 	packBlock int
+	// nearK is the longest rows (k) for which GemmNTPackedNear's groups
+	// take a packed W straight from the cache it lies in: a panel's eight
+	// rows and a group's three rows of A, all k long, fill L1d. With
+	// longer rows they no longer meet in L1 and the first row's pull pays
+	// again (P on one core of AMD's Zen 5, T = 10, W_ih in L3: rows of
+	// 256 to 1024 1.00-1.06x faster without the pull, 1152 even, 1280 to
+	// 2048 0.92-0.98x; docs/data/host-tuning.md).
+	nearK int
 }
 
 func newBlocking(d *host.Description) blocking {
@@ -39,6 +47,7 @@ func newBlocking(d *host.Description) blocking {
 		pull:      int(d.L3() / 4),
 		once:      int(d.L2() / 4),
 		packBlock: int(d.L2() / 8),
+		nearK:     int(d.L1D() / (4 * (8 + 3))),
 	}
 }
 

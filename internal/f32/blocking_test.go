@@ -16,7 +16,7 @@ var amdBlocking = newBlocking(&host.Description{Caches: []host.Cache{
 }})
 
 // withBlocking makes the kernels block by b until the test ends.
-func withBlocking(t *testing.T, b blocking) {
+func withBlocking(t testing.TB, b blocking) {
 	saved := blocks
 	blocks = func() blocking { return b }
 	t.Cleanup(func() { blocks = saved })
@@ -38,9 +38,9 @@ func TestBlocking(t *testing.T) {
 		name      string
 		got, want blocking
 	}{
-		{"AMD", amdBlocking, blocking{wBlock: 16 << 10, pull: 8 << 20, once: 256 << 10, packBlock: 128 << 10}},
-		{"Xeon", xeon, blocking{wBlock: 24 << 10, pull: 105 << 18, once: 512 << 10, packBlock: 256 << 10}},
-		{"unknown", newBlocking(&host.Description{}), blocking{wBlock: 16 << 10, pull: 3 << 20, once: 256 << 10, packBlock: 128 << 10}},
+		{"AMD", amdBlocking, blocking{wBlock: 16 << 10, pull: 8 << 20, once: 256 << 10, packBlock: 128 << 10, nearK: 744}},
+		{"Xeon", xeon, blocking{wBlock: 24 << 10, pull: 105 << 18, once: 512 << 10, packBlock: 256 << 10, nearK: 1117}},
+		{"unknown", newBlocking(&host.Description{}), blocking{wBlock: 16 << 10, pull: 3 << 20, once: 256 << 10, packBlock: 128 << 10, nearK: 744}},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, c.got, c.want)

@@ -80,7 +80,9 @@ func GemmNTPacked(m, n, k int, a []float32, lda int, p []float32, beta float32, 
 // 1.04-1.11x over groups straight from it at T = 10, hidden 512 and
 // 1024) but not from L3 (1.01-1.05x without it at hidden 256 and 512;
 // P on AMD's Zen 5, docs/performance.md, "Products whose W is read
-// once"). Elsewhere it is GemmNTPacked.
+// once"), as long as rows of A and W's panels are short enough to meet
+// in L1 (blocking.nearK; longer ones ran 1.02-1.04x slower in groups,
+// BenchmarkNearRows). Elsewhere it is GemmNTPacked.
 func GemmNTPackedNear(m, n, k int, a []float32, lda int, p []float32, beta float32, c []float32, ldc int) {
 	gemmNTPacked(m, n, k, a, lda, p, beta, c, ldc, true)
 }

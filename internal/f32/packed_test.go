@@ -57,12 +57,13 @@ func TestPackNT(t *testing.T) {
 // every W of 8 to 16 rows takes it, and with it at 1 GiB, so that none
 // does and the first row pulls every block. Each product runs through
 // GemmNTPackedNear too, whose groups take every row with the AVX-512
-// products (no pull).
+// products (no pull), and again with nearK at 0, where its rows are all
+// too long for that and the first row pulls every block.
 func TestGemmNTPacked(t *testing.T) {
-	small, large := blocks(), blocks()
-	small.once, large.once = 8<<10, 1<<30
-	for _, b := range []blocking{blocks(), small, large} {
-		t.Run(fmt.Sprintf("once=%d", b.once), func(t *testing.T) {
+	small, large, long := blocks(), blocks(), blocks()
+	small.once, large.once, long.nearK = 8<<10, 1<<30, 0
+	for _, b := range []blocking{blocks(), small, large, long} {
+		t.Run(fmt.Sprintf("once=%d/nearK=%d", b.once, b.nearK), func(t *testing.T) {
 			withBlocking(t, b)
 			testGemmNTPacked(t)
 		})
@@ -174,6 +175,48 @@ func BenchmarkGemmPacked(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkNearRows times ten rows of A against a packed W of 1024 rows
+// (hidden 256's W_ih: an LSTM's gates) that lies in L3 (2 to 8 MiB,
+// past L2), input k long, both ways in turn within each iteration:
+// "pull", the first row pulling each block in alone (GemmNTPacked), and
+// "groups", every row in groups straight from L3 (GemmNTPackedNear with
+// no bound on k). groups/pull above 1: the pull is faster. It is the
+// measurement behind blocking.nearK, the longest rows for which
+// GemmNTPackedNear takes the groups.
+//
+//	go test ./internal/f32/ -run '^$' -bench 'BenchmarkNearRows' -cpu 1 -count 3
+func BenchmarkNearRows(b *testing.B) {
+	const m, n = 10, 1024
+	for _, k := range []int{512, 1024, 1152, 1280, 1536, 2048} {
+		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
+			if !useZProducts {
+				b.Skip("the groups take every row only with the AVX-512 products")
+			}
+			unbound := blocks()
+			unbound.nearK = k
+			withBlocking(b, unbound)
+			r := rand.New(rand.NewPCG(1, 1))
+			var p []float32
+			p = hugepage.Floats(&p, n*k)
+			PackNT(p, n, k, newGuarded(r, n, k, k, 0, 0).s(), k)
+			a := newGuarded(r, m, k, k, 0, 0).s()
+			c := make([]float32, m*n)
+			var tP, tG time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				GemmNTPacked(m, n, k, a, k, p, 0, c, n)
+				t1 := time.Now()
+				GemmNTPackedNear(m, n, k, a, k, p, 0, c, n)
+				tP, tG = tP+t1.Sub(t0), tG+time.Since(t1)
+			}
+			per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
+			b.ReportMetric(per(tP), "pull-µs")
+			b.ReportMetric(per(tG), "groups-µs")
+			b.ReportMetric(per(tG)/per(tP), "groups/pull")
+		})
 	}
 }
 

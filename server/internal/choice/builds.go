@@ -26,11 +26,11 @@ type Builds struct {
 	Pools Pools
 	Cores int   // the model's cores: the workers of P's wide form
 	LLC   int64 // last-level cache bytes
-	// Resident counts the weights of the models served beside this one,
-	// for P's programs (schedule.PartitionOptions.Resident); nil: none.
-	Resident *schedule.Resident
-	progs    map[Candidate]*schedule.Program
-	dry      *rnn.Network // Net's shapes, for what a program would hold (copies)
+	// Weights is the model's entry among those the server counts, for
+	// P's programs (schedule.PartitionOptions.Weights); nil: none.
+	Weights *schedule.Weights
+	progs   map[Candidate]*schedule.Program
+	dry     *rnn.Network // Net's shapes, for what a program would hold (copies)
 }
 
 // Program returns c's program, built on the first call for c.
@@ -49,7 +49,7 @@ func (b *Builds) Program(c Candidate) (*schedule.Program, error) {
 			return nil, err
 		}
 		p = wide.Serial()
-	} else if p, err = c.programBeside(b.Net, b.Pools, b.Resident); err != nil {
+	} else if p, err = c.programBeside(b.Net, b.Pools, b.Weights); err != nil {
 		return nil, err
 	}
 	if b.progs == nil {

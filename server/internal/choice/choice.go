@@ -80,13 +80,14 @@ func (c Candidate) Program(net *rnn.Network, pools Pools) (*schedule.Program, er
 	return c.programBeside(net, pools, nil)
 }
 
-// programBeside is Program for a model served beside the others res
-// counts (schedule.PartitionOptions.Resident; nil: none).
-func (c Candidate) programBeside(net *rnn.Network, pools Pools, res *schedule.Resident) (*schedule.Program, error) {
+// programBeside is Program for a model served beside others, w its
+// entry among those counted (schedule.PartitionOptions.Weights; nil:
+// none).
+func (c Candidate) programBeside(net *rnn.Network, pools Pools, w *schedule.Weights) (*schedule.Program, error) {
 	if c.Sched != schedule.Partitioned {
 		return schedule.NewProgram(net, c.Sched)
 	}
-	opt := schedule.PartitionOptions{Workers: c.Workers, Precision: c.Prec, Resident: res}
+	opt := schedule.PartitionOptions{Workers: c.Workers, Precision: c.Prec, Weights: w}
 	if c.Workers > 1 && !net.Dry() {
 		if opt.Pool = pools[c.Workers]; opt.Pool == nil {
 			return nil, fmt.Errorf("%w: P on %d cores (the owner makes the pools server.PoolSizes lists)", ErrNoPool, c.Workers)
