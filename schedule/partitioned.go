@@ -154,8 +154,12 @@ func (w *Weights) Remove() {
 }
 
 // Ran records that the model ran (call it once per execution: a plan or
-// a batched step).
-func (w *Weights) Ran() { w.ran.Store(w.r.clock.Add(1)) }
+// a batched step); nil records nothing.
+func (w *Weights) Ran() {
+	if w != nil {
+		w.ran.Store(w.r.clock.Add(1))
+	}
+}
 
 // Beside is the weight bytes of the other models counted that ran since
 // this one last did (every other that ran, if this one never has); nil

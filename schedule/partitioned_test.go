@@ -881,6 +881,7 @@ func TestResident(t *testing.T) {
 		t.Fatalf("b removed: %d beside, %d bytes", got, r.Bytes())
 	}
 	var nilW *Weights
+	nilW.Ran()
 	if nilW.Beside() != 0 {
 		t.Fatal("a nil entry counts something")
 	}
