@@ -35,9 +35,9 @@ type blocking struct {
 	// take a packed W straight from the cache it lies in: a panel's eight
 	// rows and a group's three rows of A, all k long, fill L1d. With
 	// longer rows they no longer meet in L1 and the first row's pull pays
-	// again (P on one core of AMD's Zen 5, T = 10, W_ih in L3: rows of
-	// 256 to 1024 1.00-1.06x faster without the pull, 1152 even, 1280 to
-	// 2048 0.92-0.98x; docs/data/host-tuning.md).
+	// again (AMD's Zen 5, ten rows, W in L3: the groups took 0.94-0.99 of
+	// the pull's time at rows of 512 to 1024, the same at 1152, 1.02-1.04
+	// from 1280 to 2048, BenchmarkNearRows; docs/data/host-tuning.md).
 	nearK int
 }
 
