@@ -181,10 +181,16 @@ func (m *metrics) forModel(name string) modelMetrics {
 	}
 }
 
+// executed counts one execution (a batched step or a plan) over rows in
+// the model's statistics and stamps it among the weights counted.
+func (b *modelBase) executed(rows int) {
+	b.stats.executed(rows)
+	b.weights.Ran()
+}
+
 // observeStep counts one execution (a batched step or a plan) over rows.
 func (b *modelBase) observeStep(rows int) {
-	b.weights.Ran()
-	b.stats.executed(rows)
+	b.executed(rows)
 	b.metrics.steps.Inc()
 	b.metrics.tokens.Add(float64(rows))
 	b.metrics.batchRows.Observe(float64(rows))

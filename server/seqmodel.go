@@ -498,8 +498,7 @@ func (m *seqModel) runPlan(in *seqInput, state *seqState, wantHead bool, prog *s
 	if err != nil {
 		return nil, err
 	}
-	m.stats.executed(T * B)
-	m.weights.Ran()
+	m.executed(T * B)
 	m.metrics.tokens.Add(float64(T * B))
 	W, V := n.OutputWidth(), n.HeadOut
 	res := make([]rowResult, B)

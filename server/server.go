@@ -89,8 +89,9 @@ type Server struct {
 	// replace it whole (copy on write) under mu.
 	models atomic.Pointer[map[string]model]
 	// resident counts the weights of the models built and not retired
-	// (newModel, retireLocked), which P's programs look at to judge
-	// whether the last-level cache holds their input projections' W_ih.
+	// (newModel, retireLocked) and when each last ran, by which P's
+	// programs judge whether the last-level cache holds their input
+	// projections' W_ih.
 	resident schedule.Resident
 
 	mu       sync.Mutex
@@ -145,7 +146,7 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	s.measured = newMeasuredTraffic(s.metrics.reg, log)
 	s.metrics.reg.MustRegister(newPlanCaches(s.table), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "rnnserve_loaded_weight_bytes",
-		Help: "Float32 weight bytes of the models built and not retired (a reload counts both versions until the old one is retired): what P's input projections hold against half the last-level cache.",
+		Help: "Float32 weight bytes of the models built and not retired (a reload counts both versions until the old one is retired).",
 	}, func() float64 { return float64(s.resident.Bytes()) }))
 	s.budget = newBudget(opts.Budget, opts.MaxBodyBytes, s.metrics)
 	s.conns = connlimit.New(opts.MaxConnections, s.budget, s.metrics.connections, s.metrics.connectionsClosedIdle)
