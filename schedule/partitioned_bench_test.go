@@ -118,7 +118,12 @@ func benchProgram(b *testing.B, prog *Program, T int) {
 // lstm_step (an LSTM step's product and gates in one call) and other
 // (the rest), in µs per time step. Reading the clock around every step
 // adds some 20-40 ns a step, so the sum is a little above
-// BenchmarkTableIP's time.
+// BenchmarkTableIP's time. The recurrent kinds (matmul, gru_gates,
+// lstm_step) are also reported by where the step falls in its layer:
+// rec-first, a step among the first ten after the layer's projections
+// (which have just streamed W_ih through the caches), and, where T > 10,
+// rec-after for the later ones, in µs per such step: what the
+// projections' pass costs the steps that follow it.
 //
 //	go test ./schedule/ -run '^$' -bench 'TableIPKernels/cell=gru/hidden=256/layers=4/T=100$' -cpu 1
 func BenchmarkTableIPKernels(b *testing.B) {
@@ -171,12 +176,43 @@ func benchKernels(b *testing.B, net *rnn.Network, T int) {
 			kind[i] = 4
 		}
 	}
+	// first[i]: step i falls among its layer's first ten time steps;
+	// steps counts the time steps of each layer and direction that run a
+	// recurrent kind, among the first ten and after them (an LSTM's first
+	// step from a zero state has none).
+	const firstSteps = 10
+	first := make([]bool, len(p.Steps))
+	var steps [2]map[[3]int]bool
+	steps[0], steps[1] = map[[3]int]bool{}, map[[3]int]bool{}
+	for i, s := range p.Steps {
+		into := s.T
+		if s.Dir == 1 {
+			into = T - 1 - s.T
+		}
+		first[i] = into < firstSteps
+		if k := kind[i]; k >= 1 && k <= 3 {
+			c := 1
+			if first[i] {
+				c = 0
+			}
+			steps[c][[3]int{s.Layer, s.Dir, s.T}] = true
+		}
+	}
 	spent := make([]time.Duration, len(kinds))
+	var rec [2]time.Duration // the first ten steps of each layer, the others
 	for b.Loop() {
 		for i := range p.Steps {
 			t0 := time.Now()
 			p.Steps[i].op.run()
-			spent[kind[i]] += time.Since(t0)
+			d := time.Since(t0)
+			spent[kind[i]] += d
+			if k := kind[i]; k >= 1 && k <= 3 {
+				if first[i] {
+					rec[0] += d
+				} else {
+					rec[1] += d
+				}
+			}
 		}
 	}
 	var total time.Duration
@@ -185,6 +221,12 @@ func benchKernels(b *testing.B, net *rnn.Network, T int) {
 		b.ReportMetric(float64(spent[k].Nanoseconds())/1e3/float64(b.N*T), name+"-µs/step")
 	}
 	b.ReportMetric(float64(total.Nanoseconds())/1e3/float64(b.N*T), "sum-µs/step")
+	if n := steps[0]; len(n) > 0 {
+		b.ReportMetric(float64(rec[0].Nanoseconds())/1e3/float64(b.N*len(n)), "rec-first-µs/step")
+	}
+	if n := steps[1]; len(n) > 0 {
+		b.ReportMetric(float64(rec[1].Nanoseconds())/1e3/float64(b.N*len(n)), "rec-after-µs/step")
+	}
 }
 
 // BenchmarkTableIPPhases shows where the time of P on several cores goes

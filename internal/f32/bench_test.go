@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -259,6 +260,77 @@ func BenchmarkGemvCold(b *testing.B) {
 		pi := 0
 		run("m=10/packed", func([]float32) { GemmNTPacked(10, n, k, a, k, ps[pi%len(ps)], 0, c, n); pi++ })
 		_ = sink
+	}
+}
+
+// BenchmarkStepAfterPause asks what a pause between runs costs the
+// steps that follow it when W_hh is past L2: the alternating step P runs
+// on one core at hidden 1024 (LSTMStepPackedChunked over a 16 MiB W, in
+// L3), forty steps a round, each round after one of: nothing ("none"),
+// a plain read of 16 MiB of other data ("read", as an input projection
+// streams W_ih), or 4 ms of spinning that touches no memory ("pause").
+// The kinds take turns round by round; each reports the mean of a
+// round's first ten steps (first-µs) and of the other thirty (later-µs).
+// Where the L3 is shared with other tenants' cores, a pause loses W
+// lines to them as a read of other data does.
+//
+//	go test ./internal/f32/ -run '^$' -bench 'BenchmarkStepAfterPause' -cpu 1 -count 3
+func BenchmarkStepAfterPause(b *testing.B) {
+	const h = 1024
+	r := rand.New(rand.NewPCG(1, 1))
+	src := newGuarded(r, 4*h, h, h, 0, 0).s()
+	chunked := make([]float32, len(src))
+	for i := range 4 * h {
+		copy(chunked[ChunkRow(h, i)*h:][:h], src[i*h:][:h])
+	}
+	w := hugepage.Floats(b, len(src))
+	PackNT(w, 4*h, h, chunked, h)
+	other := hugepage.Floats(&w, len(src))
+	for i := range other {
+		other[i] = 1
+	}
+	x := newGuarded(r, 1, h, h, 0, 0).s()
+	xp0 := newGuarded(r, 1, 4*h, 4*h, 0, 0).s()
+	bias := newGuarded(r, 1, 4*h, 4*h, 0, 0).s()
+	c := newGuarded(r, 1, h, h, 0, 0).s()
+	xp, hout := make([]float32, 4*h), make([]float32, h)
+	kinds := []string{"none", "read", "pause"}
+	var first, later [3]time.Duration
+	var rounds [3]int
+	var sum float32
+	round := 0
+	for b.Loop() {
+		k := round % len(kinds)
+		round++
+		rounds[k]++
+		switch kinds[k] {
+		case "read":
+			sum += Sum(other)
+		case "pause":
+			for t0 := time.Now(); time.Since(t0) < 4*time.Millisecond; {
+			}
+		}
+		for s := range 40 {
+			t0 := time.Now()
+			copy(xp, xp0)
+			LSTMStepPackedChunked(h, h, x, w, xp, bias, c, hout, s%2 == 1)
+			if d := time.Since(t0); s < 10 {
+				first[k] += d
+			} else {
+				later[k] += d
+			}
+		}
+	}
+	if sum != sum {
+		b.Fatal("NaN in the other data")
+	}
+	for k, name := range kinds {
+		n := float64(rounds[k])
+		if n == 0 {
+			continue
+		}
+		b.ReportMetric(float64(first[k].Nanoseconds())/1e3/(n*10), name+"-first-µs")
+		b.ReportMetric(float64(later[k].Nanoseconds())/1e3/(n*30), name+"-later-µs")
 	}
 }
 
