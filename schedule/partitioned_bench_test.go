@@ -14,8 +14,10 @@ import (
 // BenchmarkTableIP is BenchmarkTableI for the partitioned schedule: every
 // Table I shape at batch 1, on GOMAXPROCS workers (set it with -cpu), with
 // float32 (sched=P), bf16 (sched=Pbf16) and int8 (sched=Pint8) weights,
-// and float32 with no slice packed (sched=Prows: every weight row-major,
-// for comparing with P's packed W_hh and W_ih in one run). Like
+// float32 with no slice packed (sched=Prows: every weight row-major,
+// for comparing with P's packed W_hh and W_ih in one run), and float32 on
+// one worker whatever GOMAXPROCS (sched=P1: the one-core P a server
+// chooses on several cores where one runs a model faster). Like
 // BenchmarkTableI it reuses its plan from Program.Acquire and reports
 // ns/step and the weight bytes read per step (half for bf16's matrices, a
 // quarter and 8 bytes a row for int8's).
@@ -39,16 +41,21 @@ func BenchmarkTableIP(b *testing.B) {
 				var net *rnn.Network
 				for _, T := range []int{1, 10, 50, 100} {
 					for _, v := range []struct {
-						sched string
-						prec  Precision
-						pack  int
-					}{{"P", F32, 0}, {"Pbf16", BF16, 0}, {"Pint8", Int8, 0}, {"Prows", F32, -1}} {
+						sched   string
+						prec    Precision
+						pack    int
+						workers int // 0: GOMAXPROCS
+					}{{"P", F32, 0, 0}, {"P1", F32, 0, 1}, {"Pbf16", BF16, 0, 0}, {"Pint8", Int8, 0, 0}, {"Prows", F32, -1, 0}} {
 						name := fmt.Sprintf("cell=%v/hidden=%d/layers=%d/T=%d/sched=%s", cell, hidden, layers, T, v.sched)
 						b.Run(name, func(b *testing.B) {
 							if net == nil {
 								net = randomNet(b, rnn.Config{Cell: cell, Input: hidden, Hidden: hidden, Layers: layers}, 1)
 							}
-							prog, err := NewPartitioned(net, PartitionOptions{Workers: runtime.GOMAXPROCS(0), Pool: pool, Precision: v.prec, PackBytes: v.pack})
+							opt := PartitionOptions{Workers: runtime.GOMAXPROCS(0), Pool: pool, Precision: v.prec, PackBytes: v.pack}
+							if v.workers > 0 {
+								opt.Workers, opt.Pool = v.workers, nil
+							}
+							prog, err := NewPartitioned(net, opt)
 							if err != nil {
 								b.Fatal(err)
 							}

@@ -33,8 +33,16 @@ first round and after the last.
 
 The Go sub-benchmarks are named
 BenchmarkTableI/cell=lstm/hidden=64/layers=1/T=10/sched=A (or sched=A+) and
-BenchmarkTableIP/cell=lstm/hidden=64/layers=1/T=10/sched=P (or sched=Pbf16)
-and report the custom metrics ns/step and B/step.
+BenchmarkTableIP/cell=lstm/hidden=64/layers=1/T=10/sched=P (or sched=Pbf16,
+or sched=P1: P on one worker) and report the custom metrics ns/step and
+B/step.
+
+With --threads N above 1 each engine may also use fewer of the N cores,
+as a server does where that is faster: P runs on one worker as well
+(P1, the one-core P the server's schedule choice weighs beside P across
+every core) whenever P runs, and ONNX Runtime (--onnx) is also timed with
+one intra-op thread, its figure being the better of its one and N
+threads per shape; the notes count the shapes where one was better.
 
 With --onnx, ONNX Runtime (its CPU build, through onnxruntime-node) runs
 the same shapes: scripts/bench_onnx.py first exports them with Debian's
@@ -102,8 +110,8 @@ sys.path.insert(0, str(SCRIPTS))
 import bench_rounds  # noqa: E402
 import bench_torch  # noqa: E402  (flag parsing and defaults only; it imports torch lazily)
 
-SCHEDULES = ("A", "A+", "P", "Pbf16")
-F32_SCHEDULES = ("A", "A+", "P")
+SCHEDULES = ("A", "A+", "P", "P1", "Pbf16")
+F32_SCHEDULES = ("A", "A+", "P", "P1")
 INT8_SCHEDULES = ("P", "Pbf16", "Pint8")
 ALL_SCHEDULES = SCHEDULES + ("Pint8",)
 
@@ -121,7 +129,7 @@ INT8_OVER_BF16 = 1.3
 # cpu-ns/step, the process's CPU time per step.
 GO_RESULT = re.compile(
     r"^BenchmarkTableIP?/cell=(?P<cell>[a-z]+)/hidden=(?P<hidden>\d+)/layers=(?P<layers>\d+)"
-    r"/T=(?P<T>\d+)/sched=(?P<sched>A\+?|Pbf16|Pint8|P)(?:-(?P<procs>\d+))?\s+(?P<iters>\d+)\s+(?P<metrics>.+)$"
+    r"/T=(?P<T>\d+)/sched=(?P<sched>A\+?|Pbf16|Pint8|P1|P)(?:-(?P<procs>\d+))?\s+(?P<iters>\d+)\s+(?P<metrics>.+)$"
 )
 
 
@@ -137,7 +145,7 @@ def go_bench_regex(cells, hidden, layers, lengths, schedules=SCHEDULES):
     tops = []
     if any(s in ("A", "A+") for s in schedules):
         tops.append("BenchmarkTableI")
-    if any(s in ("P", "Pbf16", "Pint8") for s in schedules):
+    if any(s in ("P", "P1", "Pbf16", "Pint8") for s in schedules):
         tops.append("BenchmarkTableIP")
     top = "^" + tops[0] + "$" if len(tops) == 1 else "^(" + "|".join(tops) + ")$"
     return "/".join([
@@ -248,24 +256,38 @@ def parse_ort_output(text, clock="wall"):
     """Parse ort_bench.js JSON lines into ({(cell, hidden, layers, T): ns_per_step}, floor)
     (cpu_ns_per_step with clock "cpu"; a line without it is skipped).
 
-    floor is {"ns": median per-call floor, "version": ..., "threads": ...}
-    or None when no floor line was seen; repeated shapes get the median.
+    A shape timed with several thread counts gets the better of them, each
+    the median of its repeats (ort_by_threads has them apart). floor is
+    {"ns": median per-call floor, "version": ..., "threads": ...} of the
+    most threads seen, or None when no floor line was seen.
     """
-    samples, floors, floor = {}, [], None
+    by, floors, version = ort_by_threads(text, clock)
+    if not floors:
+        floor = None
+    else:
+        most = max(floors, key=lambda t: t or 0)
+        floor = {"version": version, "threads": most, "ns": statistics.median(floors[most])}
+    return {shape: min(ts.values()) for shape, ts in by.items()}, floor
+
+
+def ort_by_threads(text, clock="wall"):
+    """ort_bench.js JSON lines as ({shape: {threads: median ns_per_step}},
+    {threads: [floor ns, ...]}, version)."""
+    samples, floors, version = {}, {}, "?"
     for line in text.splitlines():
         line = line.strip()
         if not line.startswith("{"):
             continue
         rec = json.loads(line)
         if "floor_ns" in rec:
-            floors.append(rec["floor_ns"])
-            floor = {"version": rec.get("version", "?"), "threads": rec.get("threads")}
+            floors.setdefault(rec.get("threads"), []).append(rec["floor_ns"])
+            version = rec.get("version", "?")
             continue
         if CLOCKS[clock][1] in rec:
-            samples.setdefault((rec["cell"], rec["hidden"], rec["layers"], rec["T"]), []).append(rec[CLOCKS[clock][1]])
-    if floor is not None:
-        floor["ns"] = statistics.median(floors)
-    return {k: statistics.median(v) for k, v in samples.items()}, floor
+            shape = (rec["cell"], rec["hidden"], rec["layers"], rec["T"])
+            samples.setdefault(shape, {}).setdefault(rec.get("threads"), []).append(rec[CLOCKS[clock][1]])
+    by = {shape: {t: statistics.median(v) for t, v in ts.items()} for shape, ts in samples.items()}
+    return by, floors, version
 
 
 def _result_key(line):
@@ -276,7 +298,9 @@ def _result_key(line):
         return m.group("cell", "hidden", "layers", "T", "sched")
     if line.startswith("{"):
         rec = json.loads(line)
-        return "floor" if "floor_ns" in rec else (rec["cell"], rec["hidden"], rec["layers"], rec["T"])
+        if "floor_ns" in rec:
+            return ("floor", rec.get("threads"))
+        return (rec["cell"], rec["hidden"], rec["layers"], rec["T"], rec.get("threads"))
     return None
 
 
@@ -409,25 +433,36 @@ def export_onnx(args):
     return None
 
 
+def ort_thread_counts(args):
+    """The intra-op thread counts ONNX Runtime runs with: --threads, and one
+    as well above one (not for the --int8 table)."""
+    return [args.threads] + ([1] if args.threads > 1 and not args.int8 else [])
+
+
 def run_ort(args, shapes):
-    """Time shapes; return (stdout, None) or (None, reason ONNX Runtime could not be run)."""
+    """Time shapes with every thread count of ort_thread_counts; return
+    (stdout, None) or (None, reason ONNX Runtime could not be run)."""
     node = shutil.which(args.node)
     if not node:
         return None, f"{args.node} not found"
     min_time = go_duration_seconds(args.benchtime) or 0.2
-    cmd = ([node, str(SCRIPTS / "ort_bench.js"), "--models", str(args.onnx_models)] + shape_flags(shapes)
-           + ["--threads", str(args.threads), "--min-time", str(min_time)]
-           + (["--precision", "int8"] if args.int8 else []))
     env = dict(os.environ)
     if args.ort_modules:
         env["NODE_PATH"] = str(args.ort_modules)
-    print(f"bench_compare: NODE_PATH={env.get('NODE_PATH', '')} " + " ".join(_quote(c) for c in cmd), file=sys.stderr)
-    proc = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    sys.stderr.write(proc.stderr)
-    if proc.returncode != 0:
-        last = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
-        return None, last[0].removeprefix("ort_bench: ")
-    return proc.stdout, None
+    out = []
+    for threads in ort_thread_counts(args):
+        cmd = ([node, str(SCRIPTS / "ort_bench.js"), "--models", str(args.onnx_models)] + shape_flags(shapes)
+               + ["--threads", str(threads), "--min-time", str(min_time)]
+               + (["--precision", "int8"] if args.int8 else []))
+        print(f"bench_compare: NODE_PATH={env.get('NODE_PATH', '')} " + " ".join(_quote(c) for c in cmd),
+              file=sys.stderr)
+        proc = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sys.stderr.write(proc.stderr)
+        if proc.returncode != 0:
+            last = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
+            return None, last[0].removeprefix("ort_bench: ")
+        out.append(proc.stdout)
+    return "".join(out), None
 
 
 def _quote(s):
@@ -465,16 +500,18 @@ def render_table(shapes, go, torch, notes, ort=None, rounds=None):
     """
     label = {"Pbf16": "P bf16"}
     with_ort = ort is not None
+    # P1's columns only where it ran (runs on more than one thread).
+    scheds = [s for s in SCHEDULES if s != "P1" or any(k[4] == "P1" for k in go)]
     header = (["cell", "hidden", "layers", "T"]
-              + [f"{label.get(s, s)} ns/step" for s in SCHEDULES] + ["PyTorch ns/step"]
+              + [f"{label.get(s, s)} ns/step" for s in scheds] + ["PyTorch ns/step"]
               + (["ORT ns/step"] if with_ort else [])
-              + [f"PyTorch/{label.get(s, s)}" for s in SCHEDULES]
+              + [f"PyTorch/{label.get(s, s)}" for s in scheds]
               + ["best f32", "PyTorch/best f32"] + (["ORT/best f32"] if with_ort else [])
-              + [f"{label.get(s, s)} B/step" for s in SCHEDULES] + (["rounds"] if rounds is not None else []))
+              + [f"{label.get(s, s)} B/step" for s in scheds] + (["rounds"] if rounds is not None else []))
     out = ["| " + " | ".join(header) + " |",
            "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for shape in shapes:
-        res = [go.get(shape + (s,), {}) for s in SCHEDULES]
+        res = [go.get(shape + (s,), {}) for s in scheds]
         t = torch.get(shape) if torch is not None else None
         name, ns = best(go, shape, F32_SCHEDULES)
         cell, hidden, layers, steps = shape
@@ -584,6 +621,27 @@ def summary(shapes, go, torch, target=2.0, peer="PyTorch", min_steps=1):
     return notes
 
 
+def fewer_cores_notes(shapes, go, ort_texts, args):
+    """Above one thread, how often each engine ran a shape better on one
+    core: our best float32 on P1, and ONNX Runtime with one intra-op
+    thread (from its raw output, every round)."""
+    if args.threads <= 1 or args.int8:
+        return []
+    notes = []
+    ones = [s for s in shapes if best(go, s, F32_SCHEDULES)[0] == "P1"]
+    if any(s + ("P1",) in go for s in shapes):
+        notes.append(f"Our best float32 includes P on one worker (P1): the best at {len(ones)} of "
+                     f"{len(shapes)} shape(s)" + (": " + ", ".join(map(shape_name, ones)) if ones else "") + ".")
+    if ort_texts:
+        by, _, _ = ort_by_threads("".join(ort_texts), args.clock)
+        both = {s: ts for s, ts in by.items() if 1 in ts and args.threads in ts}
+        if both:
+            better = sorted(shape_name(s) for s, ts in both.items() if ts[1] < ts[args.threads])
+            notes.append(f"ONNX Runtime's figure is the better of 1 and {args.threads} intra-op threads: "
+                         f"1 was better at {len(better)} of {len(both)} shape(s).")
+    return notes
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hidden", type=bench_torch.int_list, default=bench_torch.HIDDEN)
@@ -625,6 +683,8 @@ def parse_args(argv=None):
     bench_rounds.check_arguments(ap, args)
     if args.int8:
         args.schedules = list(INT8_SCHEDULES)
+    elif args.threads > 1 and "P" in args.schedules and "P1" not in args.schedules:
+        args.schedules.append("P1")  # P on one of the N cores, as a server may run it
     return args
 
 
@@ -713,6 +773,7 @@ def main(argv=None, out=sys.stdout):
         if torch:
             notes.append("PyTorch int8: quantize_dynamic, int8 weights per output row (symmetric), "
                          f"quantized engine {', '.join(sorted(e for e in engines if e)) or 'unknown'}.")
+    notes.extend(fewer_cores_notes(shapes, go, texts["ort"] if want_ort else [], args))
     if want_ort and floor is not None:
         notes.append(f"ONNX Runtime {floor['version']} per-call floor (a session adding 1 to 64 floats, "
                      f"{floor['threads']} intra-op thread(s)): {floor['ns'] / 1000:.1f} µs.")

@@ -562,6 +562,80 @@ def test_int8_runs_pass_the_flags():
     assert args.int8 and args.int8_check == 0.05
 
 
+# Two threads: P on both cores, P1 on one; ONNX Runtime with 2 intra-op
+# threads and with 1.
+GO_OUTPUT_P1 = """\
+BenchmarkTableI/cell=lstm/hidden=64/layers=1/T=100/sched=A+-2      	   20000	     80000 ns/op	       800 ns/step	      6656 B/step
+BenchmarkTableIP/cell=lstm/hidden=64/layers=1/T=100/sched=P-2      	   20000	     90000 ns/op	       900 ns/step	      6656 B/step
+BenchmarkTableIP/cell=lstm/hidden=64/layers=1/T=100/sched=P1-2     	   20000	     56000 ns/op	       560 ns/step	      6656 B/step
+BenchmarkTableI/cell=lstm/hidden=1024/layers=1/T=100/sched=A+-2    	      10	 300000000 ns/op	    300000 ns/step	  33554432 B/step
+BenchmarkTableIP/cell=lstm/hidden=1024/layers=1/T=100/sched=P-2    	      10	  95000000 ns/op	     95000 ns/step	  33554432 B/step
+BenchmarkTableIP/cell=lstm/hidden=1024/layers=1/T=100/sched=P1-2   	      10	 190000000 ns/op	    190000 ns/step	  33554432 B/step
+"""
+
+ORT_OUTPUT_1_AND_2 = """\
+{"engine": "onnxruntime", "version": "1.30.0", "threads": 2, "floor_ns": 6400}
+{"engine": "onnxruntime", "cell": "lstm", "hidden": 64, "layers": 1, "T": 100, "threads": 2, "ns_per_step": 1000.0}
+{"engine": "onnxruntime", "cell": "lstm", "hidden": 1024, "layers": 1, "T": 100, "threads": 2, "ns_per_step": 117000.0}
+{"engine": "onnxruntime", "version": "1.30.0", "threads": 1, "floor_ns": 5800}
+{"engine": "onnxruntime", "cell": "lstm", "hidden": 64, "layers": 1, "T": 100, "threads": 1, "ns_per_step": 960.0}
+{"engine": "onnxruntime", "cell": "lstm", "hidden": 1024, "layers": 1, "T": 100, "threads": 1, "ns_per_step": 226000.0}
+"""
+
+
+def test_fewer_cores():
+    # Above one thread P also runs on one worker, unless asked for already.
+    args = bench_compare.parse_args(["--threads", "2", "--schedules", "A+,P"])
+    assert args.schedules == ["A+", "P", "P1"], args.schedules
+    assert "P1" in bench_compare.go_bench_regex(["lstm"], [64], [1], [100], args.schedules)
+    assert bench_compare.parse_args(["--threads", "1", "--schedules", "A+,P"]).schedules == ["A+", "P"]
+    assert bench_compare.parse_args(["--threads", "2", "--schedules", "A+"]).schedules == ["A+"]
+    assert bench_compare.ort_thread_counts(args) == [2, 1]
+    assert bench_compare.ort_thread_counts(bench_compare.parse_args(["--threads", "1"])) == [1]
+    assert bench_compare.ort_thread_counts(bench_compare.parse_args(["--threads", "2", "--int8"])) == [2]
+    go, _ = bench_compare.parse_go_output(GO_OUTPUT_P1)
+    small, big = ("lstm", 64, 1, 100), ("lstm", 1024, 1, 100)
+    assert bench_compare.best(go, small, bench_compare.F32_SCHEDULES) == ("P1", 560)
+    assert bench_compare.best(go, big, bench_compare.F32_SCHEDULES) == ("P", 95000)
+    # ONNX Runtime: the better of its thread counts per shape; the floor of the most threads.
+    ort, floor = bench_compare.parse_ort_output(ORT_OUTPUT_1_AND_2)
+    assert ort == {small: 960.0, big: 117000.0}, ort
+    assert floor == {"version": "1.30.0", "threads": 2, "ns": 6400}, floor
+    # Both thread counts of a shape are one round's results, not two rounds.
+    assert len(bench_compare.split_rounds(ORT_OUTPUT_1_AND_2)) == 1
+    table = bench_compare.render_table([small, big], go, None, [], ort)
+    head = table.splitlines()[0]
+    assert "| P1 ns/step |" in head and "| P1 B/step |" in head, head
+    cols = [c.strip() for c in head.strip("|").split("|")]
+    rows = {tuple(c.strip() for c in l.strip("|").split("|"))[:4]: [c.strip() for c in l.strip("|").split("|")]
+            for l in table.splitlines()[2:] if l.startswith("| lstm")}
+    row = dict(zip(cols, rows[("lstm", "64", "1", "100")]))
+    assert row["best f32"] == "P1" and row["ORT/best f32"] == "1.71", row
+    notes = bench_compare.fewer_cores_notes([small, big], go, [ORT_OUTPUT_1_AND_2], args)
+    assert notes == ["Our best float32 includes P on one worker (P1): the best at 1 of 2 shape(s): lstm/64/1/100.",
+                     "ONNX Runtime's figure is the better of 1 and 2 intra-op threads: 1 was better at 1 of 2 "
+                     "shape(s)."], notes
+    # A one-thread table has no P1 columns.
+    go1, _ = bench_compare.parse_go_output(GO_OUTPUT_1)
+    assert "P1" not in bench_compare.render_table([("gru", 128, 3, 1)], go1, None, []).splitlines()[0]
+
+
+def test_fewer_cores_runs_both_thread_counts():
+    seen = []
+
+    def fake_run(cmd, **kw):
+        seen.append(cmd)
+        return mock.Mock(returncode=0, stdout="", stderr="")
+
+    args = bench_compare.parse_args(["--onnx", "--threads", "2", "--cells", "lstm", "--hidden", "64",
+                                     "--layers", "1", "--lengths", "100"])
+    with mock.patch.object(bench_compare.subprocess, "run", fake_run), \
+            mock.patch.object(bench_compare.shutil, "which", lambda name: "/usr/bin/" + name):
+        bench_compare.run_ort(args, [("lstm", 64, 1, 100)])
+    threads = [c[c.index("--threads") + 1] for c in seen]
+    assert threads == ["2", "1"], seen
+
+
 def test_load_average_fallback():
     assert bench_rounds.loadavg("/nonexistent/loadavg") is None
     with tempfile.TemporaryDirectory() as d:

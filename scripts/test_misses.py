@@ -78,6 +78,20 @@ class TestMisses(unittest.TestCase):
     def test_threads_key(self):
         self.assertIn(("lstm", 64, 1, 100, 2), misses.table_i(TABLE % 2))
 
+    def test_fewer_cores(self):
+        # On two cores the model is the faster of P on two and on one: two
+        # cores' barriers cost lstm/64 more than its second core saves.
+        roof = ROOF + ("| lstm | 64 | 1 | 100 | f32 | 2 | 32 KiB | L1 | 90.0 / 91.0 | 56.9 | 112.3 | 95.0 | 0.9 |\n"
+                       "| lstm | 256 | 1 | 100 | f32 | 2 | 512 KiB | L2 | 800.0 / 810.0 | 64.5 | 94.9 | 700.0 | 0.9 |\n"
+                       "| gru | 256 | 1 | 100 | f32 | 2 | 384 KiB | L2 | 600.0 / 610.0 | 65.0 | 111.9 | 500.0 | 0.9 |\n")
+        model = misses.roofline(roof)
+        self.assertAlmostEqual(misses.model_at(model, ("lstm", 64, 1, 100, 2))[0], 900.0)
+        self.assertAlmostEqual(misses.model_at(model, ("lstm", 256, 1, 100, 2))[0], 7000.0)
+        self.assertAlmostEqual(misses.model_at(model, ("lstm", 64, 1, 100, 1))[0], 900.0)
+        rows = {r["key"]: r for r in misses.misses(misses.table_i(TABLE % 2), model, 1.25)}
+        self.assertAlmostEqual(rows[("lstm", 64, 1, 100, 2)]["model"], 900.0)
+        self.assertEqual(rows[("lstm", 64, 1, 100, 2)]["level"], "L2")
+
     def test_errors(self):
         with self.assertRaises(ValueError):
             misses.table_i(TABLE.replace("Threads: %d;", "Threads?"))
