@@ -8,7 +8,8 @@ prints, for every shape with T >= 10 where ONNX Runtime / our best float32
 time is below the target (1.25x by default):
 
 - the model's time per step (on more than one core, the faster of P on
-  all of them and on fewer, as the best schedule may be either): the W_hh bytes that miss a simulated L2 (the
+  all of them and on fewer, as the best schedule may be either): the
+  W_hh bytes that miss a simulated L2 (the
   plan's own reads through an LRU the size of one core's L2) at the read
   bandwidth of their level and the rest at L2's (the first pass of an
   inference at the whole model's), plus the
