@@ -183,42 +183,39 @@ func benchKernels(b *testing.B, net *rnn.Network, T int) {
 			kind[i] = 4
 		}
 	}
-	// first[i]: step i falls among its layer's first ten time steps;
-	// steps counts the time steps of each layer and direction that run a
-	// recurrent kind, among the first ten and after them (an LSTM's first
-	// step from a zero state has none).
+	// class[i]: 0 for a recurrent kind's step among its layer's first ten
+	// time steps, 1 for one after them, -1 for the other kinds; steps
+	// counts the time steps of each layer and direction in each class (an
+	// LSTM's first step from a zero state has no recurrent kind).
 	const firstSteps = 10
-	first := make([]bool, len(p.Steps))
+	class := make([]int, len(p.Steps))
 	var steps [2]map[[3]int]bool
 	steps[0], steps[1] = map[[3]int]bool{}, map[[3]int]bool{}
 	for i, s := range p.Steps {
+		class[i] = -1
+		if k := kind[i]; k < 1 || k > 3 {
+			continue
+		}
 		into := s.T
 		if s.Dir == 1 {
 			into = T - 1 - s.T
 		}
-		first[i] = into < firstSteps
-		if k := kind[i]; k >= 1 && k <= 3 {
-			c := 1
-			if first[i] {
-				c = 0
-			}
-			steps[c][[3]int{s.Layer, s.Dir, s.T}] = true
+		class[i] = 1
+		if into < firstSteps {
+			class[i] = 0
 		}
+		steps[class[i]][[3]int{s.Layer, s.Dir, s.T}] = true
 	}
 	spent := make([]time.Duration, len(kinds))
-	var rec [2]time.Duration // the first ten steps of each layer, the others
+	var rec [2]time.Duration // by class
 	for b.Loop() {
 		for i := range p.Steps {
 			t0 := time.Now()
 			p.Steps[i].op.run()
 			d := time.Since(t0)
 			spent[kind[i]] += d
-			if k := kind[i]; k >= 1 && k <= 3 {
-				if first[i] {
-					rec[0] += d
-				} else {
-					rec[1] += d
-				}
+			if c := class[i]; c >= 0 {
+				rec[c] += d
 			}
 		}
 	}

@@ -285,7 +285,7 @@ func BenchmarkStepAfterPause(b *testing.B) {
 	}
 	w := hugepage.Floats(b, len(src))
 	PackNT(w, 4*h, h, chunked, h)
-	other := hugepage.Floats(&w, len(src))
+	other := hugepage.Floats(b, len(src))
 	for i := range other {
 		other[i] = 1
 	}
