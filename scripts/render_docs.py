@@ -33,6 +33,15 @@ load of every run it shows. The spec is JSON:
   pivot    for a long dataset (run, subject, metric, value): the header of the
            first column; one row per subject, one column per metric
            (columns then names metrics).
+  group    a list of columns: one row per distinct value of them over the
+           rows of run or runs (after where), in the order first seen
+           ("run" groups by run, and "run.FIELD" columns then show its
+           fields). Columns name grouped columns or aggregates of each
+           group's rows: {"agg": "count"} counts them, {"agg": "min", "max",
+           "median" or "range", "col": name} takes a numeric column's value
+           (range: "lo-hi"); an aggregate may keep only rows that match
+           "where" (as above) and whose col is "below" or "at_least" a
+           number, and takes "as", "scale" and "digits" as a column does.
   caption  false to leave the caption out (another table beside it has it).
 
 A plot is the same kind of block, `<!-- plot {...} -->` ... `<!-- /plot -->`,
@@ -166,13 +175,15 @@ def parse_spec(text, where, kind="table"):
         raise DataError(f"{where}: the {kind} spec needs data")
     if sum(k in spec for k in ("run", "runs", "join")) != 1:
         raise DataError(f"{where}: the {kind} spec needs exactly one of run, runs, join")
-    known = {"data", "run", "runs", "join", "key", "columns", "where", "caption", "pivot"}
+    known = {"data", "run", "runs", "join", "key", "columns", "where", "caption", "pivot", "group"}
     if kind == "plot":
         known = {"data", "run", "runs", "where", "caption", "x", "y", "series", "file", "title", "target"}
         for need in ("x", "y", "file", "title"):
             if need not in spec:
                 raise DataError(f"{where}: the plot spec needs {need}")
     unknown = set(spec) - known
+    if "group" in spec and ("join" in spec or "pivot" in spec):
+        raise DataError(f"{where}: group takes run or runs, and no pivot")
     if unknown:
         raise DataError(f"{where}: unknown spec key(s) {', '.join(sorted(unknown))}")
     return spec
@@ -212,7 +223,7 @@ def table_rows(data, spec):
     """The header and the cells of the table spec asks for, and its runs."""
     name = spec["data"]
     rows, header = data.dataset(name)
-    cols = [column_spec(c) for c in spec.get("columns", [h for h in header if h != "run"])]
+    cols = [] if "group" in spec else [column_spec(c) for c in spec.get("columns", [h for h in header if h != "run"])]
 
     def cell(row, col, key):
         if key.startswith("run."):
@@ -246,6 +257,9 @@ def table_rows(data, spec):
             cells.setdefault(r["subject"], {})[r["metric"]] = r["value"]
         out = [[subject] + [fmt(v.get(c["col"], ""), c) for c in metrics] for subject, v in cells.items()]
         return [spec["pivot"]] + [c["as"] for c in metrics], out, rids
+    if "group" in spec:
+        rids = [spec["run"]] if "run" in spec else spec["runs"]
+        return grouped(name, [r for rid in rids for r in run_rows(rid)], spec, cell) + (rids,)
     if "join" in spec:
         runs = spec["join"]
         if not isinstance(runs, dict) or not runs:
@@ -272,6 +286,70 @@ def table_rows(data, spec):
     rids = [spec["run"]] if "run" in spec else spec["runs"]
     out = [[cell(r, c, c["col"]) for c in cols] for rid in rids for r in run_rows(rid)]
     return [c["as"] for c in cols], out, rids
+
+
+AGGS = {"count", "min", "max", "median", "range"}
+
+
+def grouped(name, rows, spec, cell):
+    """The header and cells of a group spec over rows (see the module doc)."""
+    by = spec["group"]
+    if not isinstance(by, list) or not by or not all(isinstance(b, str) for b in by):
+        raise DataError(f"{name}: group is a list of columns")
+    for b in by:
+        if rows and b not in rows[0]:
+            raise DataError(f"{name}: group names no column {b!r}")
+    groups = {}
+    for r in rows:
+        groups.setdefault(tuple(r[b] for b in by), []).append(r)
+    cols = []
+    for c in spec.get("columns", by + [{"agg": "count", "as": "rows"}]):
+        if isinstance(c, dict) and "agg" in c:
+            if c["agg"] not in AGGS:
+                raise DataError(f"{name}: unknown agg {c['agg']!r}")
+            if c["agg"] != "count" and "col" not in c:
+                raise DataError(f"{name}: agg {c['agg']} needs col")
+            if ("below" in c or "at_least" in c) and "col" not in c:
+                raise DataError(f"{name}: below and at_least need col")
+            if any(not isinstance(c.get(k, 0), (int, float)) for k in ("below", "at_least", "scale")):
+                raise DataError(f"{name}: below, at_least and scale are numbers")
+            c = dict(c)
+            c.setdefault("as", c["agg"] if "col" not in c else f"{c['agg']} {c['col']}")
+            cols.append(c)
+            continue
+        c = column_spec(c)
+        if c["col"] not in by and not (c["col"].startswith("run.") and "run" in by):
+            raise DataError(f"{name}: column {c['col']!r} is neither grouped nor an agg")
+        cols.append(c)
+
+    def number(r, col):
+        v = r.get(col)
+        if v is None:
+            raise DataError(f"{name}: no column {col!r}")
+        return float(v) if NUMBER.match(v) else None
+
+    def agg(c, got):
+        got = select(got, c.get("where"), name)
+        if "col" in c:
+            got = [r for r in got if number(r, c["col"]) is not None]
+            if "below" in c:
+                got = [r for r in got if number(r, c["col"]) < c["below"]]
+            if "at_least" in c:
+                got = [r for r in got if number(r, c["col"]) >= c["at_least"]]
+        if c["agg"] == "count":
+            return str(len(got))
+        vals = sorted(number(r, c["col"]) * c.get("scale", 1) for r in got)
+        if not vals:
+            return ""
+        show = lambda x: f"{x:.{c['digits']}f}" if "digits" in c else f"{x:g}"  # noqa: E731
+        if c["agg"] == "range":
+            return show(vals[0]) if vals[0] == vals[-1] else f"{show(vals[0])}-{show(vals[-1])}"
+        n = len(vals)
+        return show({"min": vals[0], "max": vals[-1],
+                     "median": vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2}[c["agg"]])
+
+    out = [[agg(c, got) if "agg" in c else cell(got[0], c, c["col"]) for c in cols] for got in groups.values()]
+    return [c["as"] for c in cols], out
 
 
 def markdown(header, rows):

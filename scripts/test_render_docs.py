@@ -151,8 +151,45 @@ class TestRender(unittest.TestCase):
         self.assertIn("| shape | one core | two cores |\n|---|---:|---:|\n"
                       "| lstm/64 | 1.05 | 1.06 |\n| gru/64 | 0.98-1.01 |  |\n", text)
 
+    def test_group(self):
+        shapes = SHAPES + "2026-01-02-t-2t,gru/64,700,1.31\n2026-01-02-t-2t,gru/256,n/a,\n"
+        text = render('{"data": "shapes.csv", "runs": ["2026-01-02-t-1t", "2026-01-02-t-2t"], "group": ["run"], '
+                      '"columns": ["run", "run.utc", {"agg": "count", "as": "shapes"}, '
+                      '{"agg": "count", "col": "ORT/best", "below": 1.25, "as": "below 1.25x"}, '
+                      '{"agg": "count", "col": "ORT/best", "at_least": 1.25, "where": {"shape": ["gru/64", "lstm/64"]}, '
+                      '"as": "64, at least 1.25x"}, {"agg": "range", "col": "ORT/best", "digits": 2}, '
+                      '{"agg": "median", "col": "P ns/step", "digits": 0}, {"agg": "min", "col": "P ns/step", "scale": 0.001}, '
+                      '{"agg": "max", "col": "ORT/best", "below": 1.1}]}', shapes=shapes)
+        self.assertIn("| run | run.utc | shapes | below 1.25x | 64, at least 1.25x | range ORT/best | "
+                      "median P ns/step | min P ns/step | max ORT/best |\n"
+                      "|---|---|---:|---:|---:|---:|---:|---:|---:|\n"
+                      "| 2026-01-02-t-1t | 10:00-10:05 | 2 | 2 | 0 | 1.09-1.20 | 8950 | 1.5 | 1.09 |\n"
+                      "| 2026-01-02-t-2t | 10:05-10:10 | 4 | 1 | 2 | 1.18-1.77 | 900 | 0.7 |  |\n", text)
+        # Grouped by a column across runs, the default columns: the group and its row count.
+        text = render('{"data": "shapes.csv", "runs": ["2026-01-02-t-1t", "2026-01-02-t-2t"], "group": ["shape"], '
+                      '"caption": false}')
+        self.assertIn("| shape | rows |\n|---|---:|\n| lstm/64 | 2 |\n| lstm/256 | 2 |\n", text)
+
     def test_spec_errors(self):
         for spec, want in (
+                ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "group": "run"}', "group is a list"),
+                ('{"data": "shapes.csv", "join": {"a": "2026-01-02-t-1t"}, "group": ["run"]}', "no pivot"),
+                ('{"data": "figures.csv", "run": "2026-01-03-ab", "pivot": "shape", "group": ["run"]}', "no pivot"),
+                ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "group": ["x"]}', "group names no column"),
+                ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "group": ["run"], "columns": ["shape"]}',
+                 "neither grouped nor an agg"),
+                ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "group": ["run"], "columns": [{"agg": "sum"}]}',
+                 "unknown agg"),
+                ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "group": ["run"], "columns": [{"agg": "max"}]}',
+                 "needs col"),
+                ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "group": ["run"], '
+                 '"columns": [{"agg": "count", "below": 1}]}', "need col"),
+                ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "group": ["run"], '
+                 '"columns": [{"agg": "count", "col": "ORT/best", "below": "1"}]}', "are numbers"),
+                ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "group": ["run"], '
+                 '"columns": [{"agg": "min", "col": "ORT/best", "scale": "x"}]}', "are numbers"),
+                ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "group": ["run"], '
+                 '"columns": [{"agg": "max", "col": "y"}]}', "no column 'y'"),
                 ('{"data": "shapes.csv"}', "exactly one of run, runs, join"),
                 ('{"data": "shapes.csv", "run": "2026-01-09-x"}', "not in runs.csv"),
                 ('{"data": "shapes.csv", "run": "2026-01-03-ab"}', "no rows of run"),
