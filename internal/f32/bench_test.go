@@ -278,14 +278,8 @@ func BenchmarkGemvCold(b *testing.B) {
 func BenchmarkStepAfterPause(b *testing.B) {
 	const h = 1024
 	r := rand.New(rand.NewPCG(1, 1))
-	src := newGuarded(r, 4*h, h, h, 0, 0).s()
-	chunked := make([]float32, len(src))
-	for i := range 4 * h {
-		copy(chunked[ChunkRow(h, i)*h:][:h], src[i*h:][:h])
-	}
-	w := hugepage.Floats(b, len(src))
-	PackNT(w, 4*h, h, chunked, h)
-	other := hugepage.Floats(b, len(src))
+	w := packChunked(b, newGuarded(r, 4*h, h, h, 0, 0).s(), h)
+	other := hugepage.Floats(b, len(w))
 	for i := range other {
 		other[i] = 1
 	}
@@ -334,6 +328,19 @@ func BenchmarkStepAfterPause(b *testing.B) {
 	}
 }
 
+// packChunked stores an LSTM's gate-major W [4h][h] as P stores a W_hh
+// slice that alternates: its rows in the chunked order (ChunkRow), packed
+// (PackNT), on huge pages that owner keeps.
+func packChunked[T any](owner *T, w []float32, h int) []float32 {
+	src := make([]float32, len(w))
+	for i := range 4 * h {
+		copy(src[ChunkRow(h, i)*h:][:h], w[i*h:][:h])
+	}
+	p := hugepage.Floats(owner, len(w))
+	PackNT(p, 4*h, h, src, h)
+	return p
+}
+
 // BenchmarkLSTMStep times one LSTM step of one row (LSTMStep: W_hh·h and
 // the gates in one call, W_hh [4H][H] row-major) and the same step with
 // W_hh packed (LSTMStepPacked), reporting W's bytes per second. "turns"
@@ -351,16 +358,13 @@ func BenchmarkLSTMStep(b *testing.B) {
 			b.Run(fmt.Sprintf("H=%d/%s", h, form), func(b *testing.B) {
 				r := rand.New(rand.NewPCG(1, 1))
 				w := newGuarded(r, 4*h, h, h, 0, 0).s()
-				if form != "packed=false" {
+				switch form {
+				case "packed=true":
 					src := w
-					if form != "packed=true" { // the chunked order
-						src = make([]float32, len(w))
-						for i := range 4 * h {
-							copy(src[ChunkRow(h, i)*h:][:h], w[i*h:][:h])
-						}
-					}
 					w = hugepage.Floats(&w, len(w))
 					PackNT(w, 4*h, h, src, h)
+				case "turns", "read-turns":
+					w = packChunked(&w, w, h)
 				}
 				x := newGuarded(r, 1, h, h, 0, 0).s()
 				xp0 := newGuarded(r, 1, 4*h, 4*h, 0, 0).s()
