@@ -243,7 +243,8 @@ func benchKernels(b *testing.B, net *rnn.Network, T int) {
 // model does not fit L3), steps (the other time steps), and wait (the
 // rest of the time: barriers, and parts one worker ran after another's);
 // spread is the sum over phases of the longest part less the shortest,
-// time a core waited at a barrier for the other's part, and
+// time a core waited at a barrier for the other's part (also by kind:
+// proj-spread, first-spread, steps-spread), and
 // proj-shortest the projections' shortest parts (proj less it: what the
 // slower core's share cost the phases). In µs per time
 // step. Reading the clock around every part costs some 50 ns a phase, so
@@ -303,7 +304,7 @@ func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
 		p.runPhase(ph, w)
 		took[ph*W+w] = time.Since(t0)
 	}
-	var byKind [3]time.Duration
+	var byKind, spreadBy [3]time.Duration
 	var spread, projLo time.Duration
 	for b.Loop() {
 		pool.Phases(phases, run)
@@ -317,6 +318,7 @@ func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
 				projLo += lo
 			}
 			spread += hi - lo
+			spreadBy[kind[ph]] += hi - lo
 		}
 	}
 	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N*T) }
@@ -327,6 +329,9 @@ func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
 	b.ReportMetric(per(byKind[steps]), "steps-µs/step")
 	b.ReportMetric(per(b.Elapsed()-byKind[proj]-byKind[first]-byKind[steps]), "wait-µs/step")
 	b.ReportMetric(per(spread), "spread-µs/step")
+	for k, name := range []string{"proj", "first", "steps"} {
+		b.ReportMetric(per(spreadBy[k]), name+"-spread-µs/step")
+	}
 }
 
 // BenchmarkProjectionsBeside runs P on one core over models=k networks
