@@ -91,6 +91,33 @@ func TestTreeSpecLimits(t *testing.T) {
 	}
 }
 
+// TestOneDocument: a spec file, sequence or tree, holds exactly one
+// YAML document: an empty file and a second document are refused.
+func TestOneDocument(t *testing.T) {
+	const tree = "kind: tree\ncell: childsum_treelstm\nembedding_size: 2\nhidden_size: 2\nclasses: 2\nvocab: [a, b]\n"
+	const seq = "cell: lstm\ninput_size: 2\nhidden_size: 2\n"
+	for name, c := range map[string]struct {
+		parse func([]byte) error
+		spec  string
+	}{
+		"spec":      {func(b []byte) error { _, err := ParseSpec(b); return err }, seq},
+		"tree spec": {func(b []byte) error { _, err := ParseTreeSpec(b); return err }, tree},
+	} {
+		if err := c.parse([]byte(c.spec)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for data, says := range map[string]string{
+			"":                               "empty document",
+			c.spec + "---\n" + c.spec:        "more than one YAML document",
+			c.spec + "---\nhidden_size: 3\n": "more than one YAML document",
+		} {
+			if err := c.parse([]byte(data)); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), says) {
+				t.Errorf("%s %q: %v, want ErrSpec saying %q", name, data, err, says)
+			}
+		}
+	}
+}
+
 // TestYAMLMessageBound: the YAML decoder quotes a tag whole; a spec that
 // is one tag of MaxSpecBytes is refused with a message of about
 // maxYAMLMessage bytes that still says what is wrong and where, cut

@@ -189,6 +189,21 @@ const MaxSpecBytes = 1 << 20
 
 // ParseSpec decodes a spec from YAML or JSON, rejecting unknown keys, and validates it.
 func ParseSpec(data []byte) (*Spec, error) {
+	s, err := decodeSpec[Spec](data)
+	if err != nil {
+		return nil, err
+	}
+	s.EnsureDefaults()
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// decodeSpec decodes the one YAML (or JSON) document of a spec file into
+// a T, bounded (MaxSpecBytes, checkYAML) and strict: unknown keys, an
+// empty file and a second document are errors.
+func decodeSpec[T any](data []byte) (*T, error) {
 	if len(data) > MaxSpecBytes {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d (MaxSpecBytes)", ErrSpec, len(data), MaxSpecBytes)
 	}
@@ -197,7 +212,7 @@ func ParseSpec(data []byte) (*Spec, error) {
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	var s Spec
+	var s T
 	if err := dec.Decode(&s); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%w: empty document", ErrSpec)
@@ -207,10 +222,6 @@ func ParseSpec(data []byte) (*Spec, error) {
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: more than one YAML document", ErrSpec)
-	}
-	s.EnsureDefaults()
-	if err := s.Validate(); err != nil {
-		return nil, err
 	}
 	return &s, nil
 }

@@ -2,9 +2,7 @@ package models
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"math/rand/v2"
@@ -87,20 +85,9 @@ func IsTreeSpec(data []byte) bool {
 
 // ParseTreeSpec decodes a tree spec (YAML or JSON), rejecting unknown keys.
 func ParseTreeSpec(data []byte) (*TreeSpec, error) {
-	if len(data) > MaxSpecBytes {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d (MaxSpecBytes)", ErrSpec, len(data), MaxSpecBytes)
-	}
-	if err := checkYAML(data); err != nil {
+	s, err := decodeSpec[TreeSpec](data)
+	if err != nil {
 		return nil, err
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var s TreeSpec
-	if err := dec.Decode(&s); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%w: empty document", ErrSpec)
-		}
-		return nil, yamlError(err)
 	}
 	if s.Kind != "tree" {
 		return nil, fmt.Errorf("%w: kind %q, want tree", ErrSpec, s.Kind)
@@ -126,7 +113,7 @@ func ParseTreeSpec(data []byte) (*TreeSpec, error) {
 	default:
 		return nil, fmt.Errorf("%w: executor %q, want recursive or depth_batched", ErrSpec, s.Executor)
 	}
-	return &s, nil
+	return s, nil
 }
 
 // Config converts the spec to the model shape for a vocabulary of n words.
