@@ -363,24 +363,12 @@ func cmdMerge(args []string, stderr io.Writer) error {
 func cmdPlot(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("plot", "[flags] DIR", "Draws the figures of an output directory's rows.", stderr)
 	out := fs.String("o", "", "figures `directory` (default DIR/figures)")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return usageErr("plot needs exactly one directory")
-	}
-	m, err := sweep.ReadManifest(pos[0])
-	if err != nil {
-		return err
-	}
-	rows, err := sweep.ReadRows(pos[0])
+	dir, m, rows, err := readOutput(fs, args, "plot")
 	if err != nil {
 		return err
 	}
 	if *out == "" {
-		*out = filepath.Join(pos[0], sweep.FiguresDir)
+		*out = filepath.Join(dir, sweep.FiguresDir)
 	}
 	files, err := sweep.Plot(m.Sweep, rows, *out)
 	for _, f := range files {
@@ -391,24 +379,34 @@ func cmdPlot(args []string, stdout, stderr io.Writer) error {
 
 func cmdReport(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("report", "DIR", "Prints, as Markdown, the A+ savings, the shares of benchmarks above each DRE and the checks of the paper's observations, from an output directory.", stderr)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return usageErr("report needs exactly one directory")
-	}
-	m, err := sweep.ReadManifest(pos[0])
-	if err != nil {
-		return err
-	}
-	rows, err := sweep.ReadRows(pos[0])
+	_, m, rows, err := readOutput(fs, args, "report")
 	if err != nil {
 		return err
 	}
 	sweep.Report(stdout, m.Sweep, rows)
 	return nil
+}
+
+// readOutput parses the flags and the one output directory of command
+// name and reads the directory's manifest and rows.
+func readOutput(fs *flag.FlagSet, args []string, name string) (string, *sweep.Manifest, []sweep.Row, error) {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return "", nil, nil, usageErr("%s needs exactly one directory", name)
+	}
+	m, err := sweep.ReadManifest(pos[0])
+	if err != nil {
+		return "", nil, nil, err
+	}
+	rows, err := sweep.ReadRows(pos[0])
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return pos[0], m, rows, nil
 }
 
 func cmdValidate(args []string, stdout, stderr io.Writer) error {
