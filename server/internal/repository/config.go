@@ -1,8 +1,14 @@
 package repository
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
 
 	"rnnserve/schedule"
 )
@@ -29,6 +35,77 @@ type Config struct {
 // ErrConfig is wrapped by every error about the values of a model's
 // config.yaml.
 var ErrConfig = errors.New("server: invalid model config")
+
+// MaxConfigBytes bounds a model's config.yaml, which sets at most three
+// keys: a larger file is refused unread.
+const MaxConfigBytes = 64 << 10
+
+// maxConfigMessage bounds how much of a YAML decoder's message about a
+// config.yaml an error repeats (it may quote the file).
+const maxConfigMessage = 300
+
+// ParseConfig decodes and validates a config.yaml: one YAML document of
+// the keys Config knows, no more than MaxConfigBytes. An unknown key, a
+// second document or a value of the wrong type is an error (ErrConfig); an
+// empty file, or one of comments only, is every default.
+func ParseConfig(data []byte) (Config, error) {
+	var c Config
+	if len(data) > MaxConfigBytes {
+		return c, fmt.Errorf("%w: config.yaml has %d bytes, limit %d (MaxConfigBytes)", ErrConfig, len(data), MaxConfigBytes)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	switch err := dec.Decode(&c); {
+	case errors.Is(err, io.EOF):
+		return Config{}, nil
+	case err != nil:
+		return Config{}, fmt.Errorf("%w: config.yaml: %s", ErrConfig, clipMessage(err.Error()))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("%w: config.yaml: more than one YAML document", ErrConfig)
+	}
+	return c, c.Validate()
+}
+
+// readConfig reads the config.yaml at name, refusing anything but a
+// regular file, and one larger than MaxConfigBytes unread; of a file that
+// grows as it is read it reads no more than MaxConfigBytes and one byte,
+// for ParseConfig to refuse.
+func readConfig(fsys fs.FS, name string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: config.yaml is not a regular file (%v)", ErrConfig, fi.Mode().Type())
+	}
+	if fi.Size() > MaxConfigBytes {
+		return nil, fmt.Errorf("%w: config.yaml has %d bytes, limit %d (MaxConfigBytes)", ErrConfig, fi.Size(), MaxConfigBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config.yaml: %w", err)
+	}
+	return data, nil
+}
+
+// clipMessage cuts s to maxConfigMessage bytes, between characters.
+func clipMessage(s string) string {
+	if len(s) <= maxConfigMessage {
+		return s
+	}
+	n := maxConfigMessage
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:n], len(s))
+}
 
 // Validate reports the first invalid value, naming config.yaml and its key.
 func (c Config) Validate() error {

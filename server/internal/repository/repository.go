@@ -10,14 +10,11 @@
 package repository
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"strings"
-
-	"go.yaml.in/yaml/v3"
 
 	"rnnserve/models"
 	"rnnserve/server/internal/infer"
@@ -272,7 +269,7 @@ func LoadModel(fsys fs.FS, name string) (Entry, error) {
 // model name.
 func loadFolder(fsys fs.FS, dir, name string) (Entry, error) {
 	spec := path.Join(dir, specFile)
-	data, err := fs.ReadFile(fsys, spec)
+	data, err := models.ReadSpecFS(fsys, spec)
 	e := Entry{Name: name}
 	switch {
 	case err == nil && models.IsTreeSpec(data):
@@ -290,13 +287,8 @@ func loadFolder(fsys fs.FS, dir, name string) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	if data, err := fs.ReadFile(fsys, path.Join(dir, "config.yaml")); err == nil {
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(&e.Config); err != nil {
-			return Entry{}, fmt.Errorf("config.yaml: %w", err)
-		}
-		if err := e.Config.Validate(); err != nil {
+	if data, err := readConfig(fsys, path.Join(dir, "config.yaml")); err == nil {
+		if e.Config, err = ParseConfig(data); err != nil {
 			return Entry{}, err
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {

@@ -8,11 +8,13 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	"rnnserve/internal/fuzzbound"
+	"rnnserve/models"
 	"rnnserve/server/internal/infer"
 )
 
@@ -50,7 +52,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	// The repository refuses it on loading, naming the model; and a
 	// config.yaml with a key it does not know.
-	for cfg, want := range map[string]error{"schedule: A+\nprecision: bf16\n": ErrConfig, "shedule: P\n": nil} {
+	for cfg, want := range map[string]error{"schedule: A+\nprecision: bf16\n": ErrConfig, "shedule: P\n": ErrConfig, "schedule: P\n---\n": ErrConfig} {
 		repo := fstest.MapFS{
 			"m/model.yaml":  {Data: []byte(lmSpec(1))},
 			"m/config.yaml": {Data: []byte(cfg)},
@@ -60,6 +62,98 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("LoadEvery with config.yaml %q: %v", cfg, err)
 		}
 	}
+}
+
+// TestParseConfig: a config.yaml is one YAML document of Config's keys
+// within MaxConfigBytes; an empty one is every default, and a refusal
+// says what is wrong in a bounded message.
+func TestParseConfig(t *testing.T) {
+	pad := func(n int, tail string) string { return "#" + strings.Repeat("x", n-len(tail)-2) + "\n" + tail }
+	for data, want := range map[string]string{
+		"":                                     "",
+		"# nothing set\n":                      "",
+		"---\nschedule: P\n":                   "",
+		pad(MaxConfigBytes, "schedule: P\n"):   "",
+		pad(MaxConfigBytes+1, "schedule: P\n"): "config.yaml has 65537 bytes, limit 65536 (MaxConfigBytes)",
+		"schedule: P\n---\nschedule: A\n":      "more than one YAML document",
+		"schedule: P\n---\n":                   "more than one YAML document",
+		"shedule: P\n":                         "field shedule not found",
+		"batching: [1]\n":                      "cannot unmarshal",
+		"batching: !!" + strings.Repeat("a", 5000) + " x\n": "... (",
+		"precision: fp8\n": `precision "fp8": want f32, bf16 or int8`,
+	} {
+		c, err := ParseConfig([]byte(data))
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%.40q: %v", data, err)
+		case want == "" && c.Schedule != "" && c.Schedule != "P":
+			t.Errorf("%.40q: %+v", data, c)
+		case want != "" && (!errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) || len(err.Error()) > maxConfigMessage+100):
+			t.Errorf("%.40q: %.400v, want ErrConfig saying %q", data, err, want)
+		}
+	}
+	if c, err := ParseConfig([]byte("schedule: A+\nbatching: false\n")); err != nil || c.Schedule != "A+" || c.Batching == nil || *c.Batching {
+		t.Errorf("%+v, %v", c, err)
+	}
+}
+
+// TestHostileFiles: a model.yaml or config.yaml that is a named pipe, or
+// larger than its limit (a sparse file of 1 TiB here), is refused at
+// once, unread, naming the model and the file.
+func TestHostileFiles(t *testing.T) {
+	for name, create := range map[string]func(p string) error{
+		"fifo": func(p string) error { return syscall.Mkfifo(p, 0o644) },
+		"large": func(p string) error {
+			if err := os.WriteFile(p, nil, 0o644); err != nil {
+				return err
+			}
+			return os.Truncate(p, 1<<40)
+		},
+	} {
+		for _, file := range []string{"model.yaml", "config.yaml"} {
+			t.Run(name+"/"+file, func(t *testing.T) {
+				dir := t.TempDir()
+				if err := os.MkdirAll(filepath.Join(dir, "m"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "m", "model.yaml"), []byte(lmSpec(1)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				p := filepath.Join(dir, "m", file)
+				os.Remove(p)
+				if err := create(p); err != nil {
+					t.Skipf("cannot make the file: %v", err)
+				}
+				done := make(chan error, 1)
+				go func() { _, err := LoadEvery(models.DirFS(dir)); done <- err }()
+				select {
+				case err := <-done:
+					if !errors.Is(err, ErrRepository) || !strings.Contains(err.Error(), `model "m": `) || !strings.Contains(err.Error(), file) {
+						t.Fatalf("%v", err)
+					}
+					t.Log(err)
+				case <-time.After(30 * time.Second):
+					t.Fatal("LoadEvery still running after 30 s")
+				}
+			})
+		}
+	}
+}
+
+// FuzzParseConfig: a config.yaml parses or is refused with ErrConfig in a
+// bounded message, never panics, and keeps to the per-input bounds.
+//
+//	go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 5m -parallel 1 ./server/internal/repository
+func FuzzParseConfig(f *testing.F) {
+	for _, s := range []string{"", "schedule: P\n", "precision: int8\nbatching: true\n", "schedule: &a A+\nprecision: *a\n", "schedule: P\n---\n"} {
+		f.Add([]byte(s))
+	}
+	fuzzbound.Bytes(f, fuzzbound.Limits{}, func(t *testing.T, data []byte) {
+		_, err := ParseConfig(data)
+		if err != nil && (!errors.Is(err, ErrConfig) || len(err.Error()) > maxConfigMessage+200) {
+			t.Fatalf("%.500v", err)
+		}
+	})
 }
 
 // TestCheckName: a name from a request is one entry of the root or a
