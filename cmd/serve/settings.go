@@ -617,17 +617,34 @@ var (
 	serviceLinkURL  = regexp.MustCompile(`^(tcp|udp|sctp)://`)
 )
 
+// maxConfigFileBytes bounds serve's configuration file.
+const maxConfigFileBytes = 1 << 20
+
 // readFile decodes the YAML file at path over cfg, strictly: an unknown
-// key is an error. It returns the keys the file sets (dotted). An empty
-// file is an empty configuration.
+// key, a second document or more than maxConfigFileBytes is an error. It
+// returns the keys the file sets (dotted). An empty file is an empty
+// configuration. The file may be a pipe (-config <(...)).
 func readFile(cfg *config, path string) (map[string]bool, []string, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("config file: %w", err)
 	}
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigFileBytes+1))
+	f.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("config file: %w", err)
+	}
+	if len(data) > maxConfigFileBytes {
+		return nil, nil, fmt.Errorf("config file %s: more than %d bytes", path, maxConfigFileBytes)
+	}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	docs := yaml.NewDecoder(bytes.NewReader(data))
+	if err := docs.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	var extra yaml.Node
+	if err := docs.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, nil, fmt.Errorf("config file %s: more than one YAML document", path)
 	}
 	// Renamed keys take their new names, and sizes with units become
 	// byte counts, before the strict decoding below.

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"testing"
 
 	"rnnserve/server"
@@ -319,6 +320,52 @@ func TestConfigFileFromEnvironment(t *testing.T) {
 		if err != nil || cfg.Listen != c.want {
 			t.Errorf("%q %q: %v %s, want %s", c.args, c.env, err, cfg.Listen, c.want)
 		}
+	}
+}
+
+// TestConfigFileShape: the configuration file is one YAML document of at
+// most maxConfigFileBytes, which may come through a pipe; an empty file is
+// no setting.
+func TestConfigFileShape(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// padTo is tail after a comment line, n bytes in all.
+	padTo := func(n int, tail string) string { return "#" + strings.Repeat("x", n-len(tail)-2) + "\n" + tail }
+	for file, want := range map[string]string{
+		write("two.yaml", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n"):    "more than one YAML document",
+		write("big.yaml", padTo(maxConfigFileBytes+1, "listen: 127.0.0.1:1\n")): fmt.Sprintf("more than %d bytes", maxConfigFileBytes),
+	} {
+		if _, _, err := parseConfig([]string{"-config", file}, nil, io.Discard); err == nil || !strings.Contains(err.Error(), file+": "+want) {
+			t.Errorf("%s: %v, want an error saying %q", filepath.Base(file), err, want)
+		}
+	}
+	for file, want := range map[string]string{
+		write("empty.yaml", ""):                                                 "127.0.0.1:8080",
+		write("start.yaml", "---\nlisten: 127.0.0.1:3\n"):                       "127.0.0.1:3",
+		write("limit.yaml", padTo(maxConfigFileBytes, "listen: 127.0.0.1:4\n")): "127.0.0.1:4",
+	} {
+		if cfg, _, err := parseConfig([]string{"-config", file}, nil, io.Discard); err != nil || cfg.Listen != want {
+			t.Errorf("%s: %v %s, want %s", filepath.Base(file), err, cfg.Listen, want)
+		}
+	}
+	fifo := filepath.Join(dir, "pipe.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	go func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.WriteString("listen: 127.0.0.1:5\n")
+			f.Close()
+		}
+	}()
+	if cfg, _, err := parseConfig([]string{"-config", fifo}, nil, io.Discard); err != nil || cfg.Listen != "127.0.0.1:5" {
+		t.Errorf("through a pipe: %v %s", err, cfg.Listen)
 	}
 }
 
