@@ -240,11 +240,17 @@ func loadSweep(arg, dir string) (*sweep.Sweep, string, error) {
 	if _, err := os.Stat(path); err != nil && !strings.ContainsAny(arg, `/\.`) {
 		path = filepath.Join(dir, arg+".yaml")
 	}
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, "", usageErr("no sweep file %s (a NAME is looked up as %s)", arg, filepath.Join(dir, "NAME.yaml"))
 		}
+		return nil, "", err
+	}
+	// One byte past the limit is enough for ParseSweep to refuse the file.
+	data, err := io.ReadAll(io.LimitReader(f, sweep.MaxSweepBytes+1))
+	f.Close()
+	if err != nil {
 		return nil, "", err
 	}
 	sw, err := sweep.ParseSweep(path, data)

@@ -92,6 +92,7 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"report", "a", "b"}, 2, "report needs exactly one directory"},
 		{[]string{"report", "nosuchdir"}, 1, "nosuchdir"},
 		{[]string{"validate", tiny}, 0, "36 units x 2 caches = 72 rows"},
+		{[]string{"validate", "BIG"}, 2, "more than 1048576 bytes (MaxSweepBytes)"},
 		{[]string{"apps"}, 0, "9.3 MiB"},
 		{[]string{"-h"}, 0, "Flags of merge"},
 		{[]string{"run", "-h"}, 0, "-shard k/N"},
@@ -99,8 +100,17 @@ func TestCommandLine(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "out")
 		args := slices.Clone(tc.args)
 		for i, a := range args {
-			if a == "OUT" {
+			switch a {
+			case "OUT":
 				args[i] = out
+			case "BIG": // a sweep file of 1 TiB, sparse
+				args[i] = filepath.Join(t.TempDir(), "big.yaml")
+				if err := os.WriteFile(args[i], nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Truncate(args[i], 1<<40); err != nil {
+					t.Skipf("a sparse file: %v", err)
+				}
 			}
 		}
 		var stdout, stderr bytes.Buffer

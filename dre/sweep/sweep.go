@@ -231,7 +231,7 @@ func ParseSweep(file string, data []byte) (*Sweep, error) {
 		return e
 	}
 	if len(data) > MaxSweepBytes {
-		return nil, fail(sweepErr("", nil, "%d bytes, more than the limit of %d", len(data), MaxSweepBytes))
+		return nil, fail(sweepErr("", nil, "more than %d bytes (MaxSweepBytes)", MaxSweepBytes))
 	}
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))

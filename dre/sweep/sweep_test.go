@@ -60,6 +60,7 @@ func TestParseSweepErrors(t *testing.T) {
 		{"type error", strings.Replace(validSweep, "runs: 3", "runs: many", 1), []string{"many"}},
 		{"two documents", validSweep + "---\nruns: 2\n", []string{"more than one YAML document"}},
 		{"empty", "", []string{"empty file"}},
+		{"too large", validSweep + "#" + strings.Repeat("x", MaxSweepBytes-len(validSweep)) + "\n", []string{"more than 1048576 bytes (MaxSweepBytes)"}},
 		{"not a mapping", "- 1\n- 2\n", []string{"cannot unmarshal"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
