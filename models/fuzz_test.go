@@ -24,7 +24,8 @@ func addFiles(f *testing.F, glob string) {
 
 // FuzzParseTreeSpec: a tree spec parses or is refused with ErrSpec, never
 // panics, and keeps to the per-input bounds whatever its YAML holds
-// (aliases, nesting, an inline vocabulary).
+// (aliases, nesting, an inline vocabulary); IsTreeSpec, which sniffs the
+// same bytes, keeps to them too and sees every spec that parses.
 //
 //	go test -run '^$' -fuzz '^FuzzParseTreeSpec$' -fuzztime 10m -parallel 1 ./models
 func FuzzParseTreeSpec(f *testing.F) {
@@ -33,7 +34,11 @@ func FuzzParseTreeSpec(f *testing.F) {
 	f.Add([]byte("kind: tree\ncell: childsum_treelstm\nembedding_size: 2\nhidden_size: 2\nclasses: 2\nvocab: [a, b, c]\nunk: a\nmax_nodes: 8\n"))
 	f.Add([]byte("kind: tree\ncell: binary_treelstm\nembedding_size: 3\nhidden_size: 4\nclasses: 5\nvocab: &v [x, y]\nunk: x\ngenerate: {max_nodes: 9, max_children: 2, max_depth: 3}\n"))
 	fuzzbound.Bytes(f, fuzzbound.Limits{}, func(t *testing.T, data []byte) {
+		tree := IsTreeSpec(data) // the repository's sniff, on the same bytes
 		s, err := ParseTreeSpec(data)
+		if err == nil && !tree {
+			t.Fatal("a tree spec that IsTreeSpec does not see")
+		}
 		if err != nil {
 			if !errors.Is(err, ErrSpec) {
 				t.Fatalf("error %v does not match ErrSpec", err)
