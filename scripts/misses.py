@@ -21,6 +21,15 @@ time is below the target (1.25x by default):
   target, target / (ORT/model). Above 1 no engine streaming these weights
   can lead ONNX Runtime by the target: the miss is the hardware's.
 
+The host's rates move between minutes (other tenants share its L3 and
+DRAM), so a model measured beside the tables may not be the one the
+tables ran under. Given several models (--roofline again, say one measured
+just before the tables and one just after), each row is figured against
+the fastest of them for its shape, the most it asks of us, and "needed
+at slowest" is needed against the slowest: a miss is the hardware's
+only if it is under the fastest model, ours only if it is under the
+slowest too, and "either" where the models disagree.
+
 A last line per core count says what the table would show if our time
 were the model's at every shape with T >= 10: the median of ORT/model
 against the median target (1.5x by default), and how many shapes would
@@ -32,6 +41,7 @@ Usage:
     python3 scripts/bench_compare.py ... --threads 2 > t2.md
     go run ./cmd/roofline -no-kernels -hidden 64,256,1024 -layers 1,4 -lengths 10,100 -reps 3 > roof.md
     python3 scripts/misses.py --table t1.md --table t2.md --roofline roof.md
+    python3 scripts/misses.py --table t1.md --table t2.md --roofline before.md --roofline after.md
 """
 
 import argparse
@@ -100,8 +110,21 @@ def model_at(model, key):
     return min([own] + fewer, key=lambda m: m[0])
 
 
+def model_span(models, key):
+    """The fastest and the slowest of several models (model_at) for key."""
+    ms = [model_at(m, key) for m in models]
+    return min(ms, key=lambda m: m[0]), max(ms, key=lambda m: m[0])
+
+
+def as_models(model):
+    """A roofline() result, or a list of them, as a list."""
+    return [model] if isinstance(model, dict) else list(model)
+
+
 def misses(tables, model, target):
-    """Rows of the misses table, sorted by cores, cell, hidden, layers, T."""
+    """Rows of the misses table, sorted by cores, cell, hidden, layers, T;
+    model is one roofline() result or a list of them."""
+    models = as_models(model)
     rows = []
     for key in sorted(tables, key=lambda k: (k[4], k[0], k[1], k[2], k[3])):
         ratio, best, ort = tables[key]
@@ -111,11 +134,14 @@ def misses(tables, model, target):
             ratio = ort / best
         if key[3] < 10 or ratio >= target:
             continue
-        if key not in model:
+        if any(key not in m for m in models):
             raise ValueError("no roofline row for %s/%d/%d/%d on %d cores" % key)
-        m, level = model_at(model, key)
+        (m, level), (slow, _) = model_span(models, key)
+        needed, needed_slow = target * m / ort, target * slow / ort
+        whose = "hardware" if needed > 1 else "ours" if needed_slow <= 1 else "either"
         rows.append({"key": key, "ratio": ratio, "level": level, "model": m, "best": best,
-                     "model/best": m / best, "ort/model": ort / m, "needed": target * m / ort})
+                     "model/best": m / best, "ort/model": ort / m, "needed": needed,
+                     "needed slow": needed_slow, "whose": whose})
     return rows
 
 
@@ -123,11 +149,12 @@ def ceiling(tables, model, target, median_target):
     """Per core count, what ORT/best would be with our time at the model at
     every shape with T >= 10: {cores: (shapes, median ORT/model, shapes below
     target)}."""
+    models = as_models(model)
     per = {}
     for key, (_, _, ort) in tables.items():
-        if key[3] < 10 or key not in model:
+        if key[3] < 10 or any(key not in m for m in models):
             continue
-        per.setdefault(key[4], []).append(ort / model_at(model, key)[0])
+        per.setdefault(key[4], []).append(ort / model_span(models, key)[0][0])
     out = {}
     for cores, rs in per.items():
         rs.sort()
@@ -149,19 +176,26 @@ def render_ceiling(ceil, target, median_target):
     return "\n\n".join(out)
 
 
-def render(rows, target):
-    out = ["| shape | cores | ORT/best | W_hh level | model µs/step | best µs/step | model/best | ORT/model | needed | whose |",
-           "|---|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+def render(rows, target, models=1):
+    """The misses table; with more than one model, a column of needed
+    against the slowest."""
+    slow = models > 1
+    out = ["| shape | cores | ORT/best | W_hh level | model µs/step | best µs/step | model/best | ORT/model | needed | "
+           + ("needed at slowest | " if slow else "") + "whose |",
+           "|---|---:|---:|---|---:|---:|---:|---:|---:|" + ("---:|" if slow else "") + "---|"]
     for r in rows:
         c, h, l, T, cores = r["key"]
-        whose = "hardware" if r["needed"] > 1 else "ours"
+        extra = f" {r['needed slow']:.2f} |" if slow else ""
         out.append(f"| {c}/{h}/{l}/{T} | {cores} | {r['ratio']:.2f} | {r['level']} | {r['model'] / 1000:.1f} | "
-                   f"{r['best'] / 1000:.1f} | {r['model/best']:.2f} | {r['ort/model']:.2f} | {r['needed']:.2f} | {whose} |")
+                   f"{r['best'] / 1000:.1f} | {r['model/best']:.2f} | {r['ort/model']:.2f} | {r['needed']:.2f} |{extra} {r['whose']} |")
     for cores in sorted({r["key"][4] for r in rows}):
         rs = [r for r in rows if r["key"][4] == cores]
-        ours = [r for r in rs if r["needed"] <= 1]
+        ours = [r for r in rs if r["whose"] != "hardware"]
+        either = sum(r["whose"] == "either" for r in rs)
         line = (f"{cores} core(s): {len(rs)} shape(s) below {target}x, {len(rs) - len(ours)} of them "
                 f"the hardware's (needed above 1)")
+        if either:
+            line += f", {either} the hardware's or ours as the models disagree"
         if ours:
             span = lambda f: f"{min(f(r) for r in ours):.2f}-{max(f(r) for r in ours):.2f}"
             line += (f"; at the other {len(ours)} a lead of {target}x needs {span(lambda r: r['needed'])} "
@@ -173,7 +207,8 @@ def render(rows, target):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--table", action="append", required=True, help="bench_compare.py output (repeat per thread count)")
-    ap.add_argument("--roofline", required=True, help="cmd/roofline output with the same shapes")
+    ap.add_argument("--roofline", action="append", required=True,
+                    help="cmd/roofline output with the same shapes (repeat for models measured at other times)")
     ap.add_argument("--target", type=float, default=1.25, help="ONNX Runtime / our best to reach (default 1.25)")
     ap.add_argument("--median-target", type=float, default=1.5,
                     help="the median of ONNX Runtime / our best to reach (default 1.5)")
@@ -182,9 +217,11 @@ def main(argv=None):
     for path in a.table:
         with open(path, encoding="utf-8") as f:
             tables.update(table_i(f.read()))
-    with open(a.roofline, encoding="utf-8") as f:
-        model = roofline(f.read())
-    print(render(misses(tables, model, a.target), a.target))
+    model = []
+    for path in a.roofline:
+        with open(path, encoding="utf-8") as f:
+            model.append(roofline(f.read()))
+    print(render(misses(tables, model, a.target), a.target, len(model)))
     ceil = ceiling(tables, model, a.target, a.median_target)
     if ceil:
         print()

@@ -92,6 +92,28 @@ class TestMisses(unittest.TestCase):
         self.assertAlmostEqual(rows[("lstm", 64, 1, 100, 2)]["model"], 900.0)
         self.assertEqual(rows[("lstm", 64, 1, 100, 2)]["level"], "L2")
 
+    def test_two_models(self):
+        # A second model, 10% slower: lstm/256's miss is the hardware's
+        # under both, lstm/64's ours under both; against a model that takes
+        # lstm/64 1.33x as long it is the hardware's there: "either".
+        slower = ROOF.replace("| 90.0 | 0.76 |", "| 99.0 | 0.76 |").replace("| 1600.0 | 0.97 |", "| 1760.0 | 0.97 |")
+        far = ROOF.replace("| 90.0 | 0.76 |", "| 120.0 | 0.76 |")
+        table = misses.table_i(TABLE % 1)
+        rows = {r["key"]: r for r in misses.misses(table, [misses.roofline(slower), misses.roofline(ROOF)], 1.25)}
+        a, b = rows[("lstm", 64, 1, 100, 1)], rows[("lstm", 256, 1, 100, 1)]
+        self.assertAlmostEqual(a["model"], 900.0)  # the fastest model
+        self.assertAlmostEqual(a["needed slow"], 1.25 * 990 / 1400)
+        self.assertEqual((a["whose"], b["whose"]), ("ours", "hardware"))
+        rows = misses.misses(table, [misses.roofline(ROOF), misses.roofline(far)], 1.25)
+        a = {r["key"]: r for r in rows}[("lstm", 64, 1, 100, 1)]
+        self.assertAlmostEqual(a["needed slow"], 1.25 * 1200 / 1400)
+        self.assertEqual(a["whose"], "either")
+        text = misses.render(rows, 1.25, 2)
+        self.assertIn("| needed | needed at slowest | whose |", text)
+        self.assertIn("| lstm/64/1/100 | 1 | 1.17 | L2 | 0.9 | 1.2 | 0.75 | 1.56 | 0.80 | 1.07 | either |", text)
+        self.assertIn("2 shape(s) below 1.25x, 1 of them the hardware's (needed above 1), 1 the hardware's or ours "
+                      "as the models disagree", text)
+
     def test_errors(self):
         with self.assertRaises(ValueError):
             misses.table_i(TABLE.replace("Threads: %d;", "Threads?"))
