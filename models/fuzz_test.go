@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"rnnserve/internal/fuzzbound"
@@ -50,6 +52,30 @@ func FuzzParseTreeSpec(f *testing.F) {
 		}
 		if s.Kind != "tree" {
 			t.Fatalf("kind %q accepted", s.Kind)
+		}
+	})
+}
+
+// FuzzVocabWords: a vocabulary file's words are its non-empty lines with
+// any trailing carriage returns dropped, as a plain split gives them.
+//
+//	go test -run '^$' -fuzz '^FuzzVocabWords$' -fuzztime 5m -parallel 1 ./models
+func FuzzVocabWords(f *testing.F) {
+	f.Add([]byte("a\nbb\r\n\n\r\nc"))
+	f.Add([]byte("\n\n\r\r\n"))
+	fuzzbound.Bytes(f, fuzzbound.Limits{}, func(t *testing.T, data []byte) {
+		words, err := vocabWords(data)
+		if err != nil {
+			t.Fatal(err) // the fuzzer's inputs are far below tree.MaxNodesLimit lines
+		}
+		var want []string
+		for _, l := range strings.Split(string(data), "\n") {
+			if l = strings.TrimRight(l, "\r"); l != "" {
+				want = append(want, l)
+			}
+		}
+		if !slices.Equal(words, want) {
+			t.Fatalf("%q, want %q", words, want)
 		}
 	})
 }

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"rnnserve/models/pytorch"
 	"rnnserve/models/safetensors"
+	"rnnserve/rnn/tree"
 )
 
 // TestSpecLimits reaches each limit of a spec that the hostile files
@@ -154,6 +156,31 @@ func TestVocabLimit(t *testing.T) {
 	_, err := LoadTree(filepath.Join(dir, SpecFile))
 	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "vocabulary vocab.txt has 268435457 bytes, limit 268435456 (MaxVocabBytes)") {
 		t.Fatalf("error %v, want ErrTooLarge naming vocab.txt", err)
+	}
+}
+
+// TestVocabWords: a vocabulary file is its non-empty lines, and one of
+// more than tree.MaxNodesLimit words is refused having allocated little
+// more than the file (2^24 + 1 words of one letter: 3 GiB and 4 s before
+// the words were counted first).
+func TestVocabWords(t *testing.T) {
+	words, err := vocabWords([]byte("a\r\n\nbb\n\r\nc"))
+	if err != nil || strings.Join(words, ",") != "a,bb,c" {
+		t.Fatalf("%q, %v", words, err)
+	}
+	dir := t.TempDir()
+	data := strings.Repeat("a\n", tree.MaxNodesLimit+1)
+	writeFile(t, filepath.Join(dir, "vocab.txt"), data)
+	writeFile(t, filepath.Join(dir, SpecFile), "kind: tree\ncell: childsum_treelstm\nembedding_size: 2\nhidden_size: 2\nclasses: 2\nvocab_file: vocab.txt\nunk: a\n")
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = LoadTree(filepath.Join(dir, SpecFile))
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "load vocabulary vocab.txt: models: file too large: more than 16777216 words (tree.MaxNodesLimit)") {
+		t.Fatalf("error %v, want ErrTooLarge naming vocab.txt and tree.MaxNodesLimit", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > uint64(len(data))+16<<20 {
+		t.Errorf("allocated %d MiB refusing a vocabulary of %d MiB", got>>20, len(data)>>20)
 	}
 }
 

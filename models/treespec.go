@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -160,7 +161,9 @@ func loadTree(specPath string, open opener) (*TreeModel, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load vocabulary %s: %w", s.VocabFile, err)
 		}
-		words = splitLines(vb)
+		if words, err = vocabWords(vb); err != nil {
+			return nil, fmt.Errorf("load vocabulary %s: %w", s.VocabFile, err)
+		}
 	}
 	var weights *modelFile
 	if s.Weights != "" {
@@ -179,15 +182,32 @@ func loadTree(specPath string, open opener) (*TreeModel, error) {
 	return m, nil
 }
 
-func splitLines(b []byte) []string {
-	var out []string
-	for _, l := range bytes.Split(b, []byte("\n")) {
-		l = bytes.TrimRight(l, "\r")
-		if len(l) > 0 {
-			out = append(out, string(l))
+// vocabWords is the non-empty lines of a vocabulary file (a trailing \r
+// dropped). It counts them before it allocates anything and refuses more
+// than tree.MaxNodesLimit, and the words are substrings of one copy of
+// the file: a file of MaxVocabBytes of short lines would otherwise cost
+// gigabytes in slice headers and small strings before any check.
+func vocabWords(b []byte) ([]string, error) {
+	n := 0
+	for rest := b; len(rest) > 0; {
+		line, tail, _ := bytes.Cut(rest, []byte("\n"))
+		if len(bytes.TrimRight(line, "\r")) > 0 {
+			if n++; n > tree.MaxNodesLimit {
+				return nil, fmt.Errorf("%w: more than %d words (tree.MaxNodesLimit)", ErrTooLarge, tree.MaxNodesLimit)
+			}
 		}
+		rest = tail
 	}
-	return out
+	text := string(b)
+	out := make([]string, 0, n)
+	for rest := text; len(rest) > 0; {
+		line, tail, _ := strings.Cut(rest, "\n")
+		if line = strings.TrimRight(line, "\r"); len(line) > 0 {
+			out = append(out, line)
+		}
+		rest = tail
+	}
+	return out, nil
 }
 
 // BuildTree makes the tree model of spec s with vocabulary words: with

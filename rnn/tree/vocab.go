@@ -14,10 +14,10 @@ type Vocab struct {
 // NewVocab makes a vocabulary of words (id = position). unk, when not
 // empty, names the word unknown words map to; it must be in words.
 func NewVocab(words []string, unk string) (*Vocab, error) {
-	v := &Vocab{words: append([]string(nil), words...), index: make(map[string]int32, len(words)), unk: -1}
 	if len(words) == 0 || len(words) > MaxNodesLimit {
 		return nil, fmt.Errorf("tree: vocabulary of %d words, want 1..%d", len(words), MaxNodesLimit)
 	}
+	v := &Vocab{words: append([]string(nil), words...), index: make(map[string]int32, len(words)), unk: -1}
 	for i, w := range words {
 		if _, dup := v.index[w]; dup {
 			return nil, fmt.Errorf("tree: word %q twice in the vocabulary (ids %d and %d)", w, v.index[w], i)
