@@ -210,19 +210,41 @@ func (f *modelFile) Close() error {
 // readAll reads the whole file, refusing more than limit bytes before it
 // allocates them.
 func (f *modelFile) readAll(limit int64, what string) ([]byte, error) {
+	name := ""
+	switch limit {
+	case MaxSpecBytes:
+		name = "MaxSpecBytes"
+	case MaxVocabBytes:
+		name = "MaxVocabBytes"
+	case MaxWeightsBytes:
+		name = "MaxWeightsBytes"
+	}
+	return f.readAllNamed(limit, what, name)
+}
+
+// readAllNamed is readAll with the limit's name for the message ("": none).
+func (f *modelFile) readAllNamed(limit int64, what, limitName string) ([]byte, error) {
 	if f.size > limit {
-		name := ""
-		switch limit {
-		case MaxSpecBytes:
-			name = " (MaxSpecBytes)"
-		case MaxVocabBytes:
-			name = " (MaxVocabBytes)"
-		case MaxWeightsBytes:
-			name = " (MaxWeightsBytes)"
+		if limitName != "" {
+			limitName = " (" + limitName + ")"
 		}
-		return nil, fmt.Errorf("%w: %s %s has %d bytes, limit %d%s", ErrTooLarge, what, f.name, f.size, limit, name)
+		return nil, fmt.Errorf("%w: %s %s has %d bytes, limit %d%s", ErrTooLarge, what, f.name, f.size, limit, limitName)
 	}
 	return readSized(io.NewSectionReader(f, 0, f.size), f.size, f.name)
+}
+
+// ReadFileFS reads the file name of fsys whole as the loaders read a
+// spec: anything but a regular file is refused before it is opened (a
+// named pipe would block), and one of more than limit bytes is refused
+// unread with ErrTooLarge, the message naming it as what and the limit as
+// limitName. A server reads a model folder's other small files with it.
+func ReadFileFS(fsys fs.FS, name string, limit int64, what, limitName string) ([]byte, error) {
+	f, err := openFSFile(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.readAllNamed(limit, what, limitName)
 }
 
 // memFile is a modelFile over bytes already in memory.

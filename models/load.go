@@ -83,13 +83,6 @@ func ReadSpecFile(path string) (*Spec, error) {
 	return s, nil
 }
 
-// ReadSpecFS reads the spec file name of fsys whole, as the loaders do: a
-// regular file only, and one of more than MaxSpecBytes refused unread
-// (ErrTooLarge).
-func ReadSpecFS(fsys fs.FS, name string) ([]byte, error) {
-	return readSpec(fsOpener(fsys, name), name)
-}
-
 // readSpec reads a spec file whole, up to MaxSpecBytes.
 func readSpec(open opener, specPath string) ([]byte, error) {
 	f, err := open(specPath)

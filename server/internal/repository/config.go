@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -66,33 +65,6 @@ func ParseConfig(data []byte) (Config, error) {
 		return Config{}, fmt.Errorf("%w: config.yaml: more than one YAML document", ErrConfig)
 	}
 	return c, c.Validate()
-}
-
-// readConfig reads the config.yaml at name, refusing anything but a
-// regular file, and one larger than MaxConfigBytes unread; of a file that
-// grows as it is read it reads no more than MaxConfigBytes and one byte,
-// for ParseConfig to refuse.
-func readConfig(fsys fs.FS, name string) ([]byte, error) {
-	f, err := fsys.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: config.yaml is not a regular file (%v)", ErrConfig, fi.Mode().Type())
-	}
-	if fi.Size() > MaxConfigBytes {
-		return nil, fmt.Errorf("%w: config.yaml has %d bytes, limit %d (MaxConfigBytes)", ErrConfig, fi.Size(), MaxConfigBytes)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("config.yaml: %w", err)
-	}
-	return data, nil
 }
 
 // clipMessage cuts s to maxConfigMessage bytes, between characters.

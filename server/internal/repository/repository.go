@@ -269,7 +269,7 @@ func LoadModel(fsys fs.FS, name string) (Entry, error) {
 // model name.
 func loadFolder(fsys fs.FS, dir, name string) (Entry, error) {
 	spec := path.Join(dir, specFile)
-	data, err := models.ReadSpecFS(fsys, spec)
+	data, err := models.ReadFileFS(fsys, spec, models.MaxSpecBytes, "spec", "MaxSpecBytes")
 	e := Entry{Name: name}
 	switch {
 	case err == nil && models.IsTreeSpec(data):
@@ -287,7 +287,7 @@ func loadFolder(fsys fs.FS, dir, name string) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	if data, err := readConfig(fsys, path.Join(dir, "config.yaml")); err == nil {
+	if data, err := models.ReadFileFS(fsys, path.Join(dir, "config.yaml"), MaxConfigBytes, "config", "MaxConfigBytes"); err == nil {
 		if e.Config, err = ParseConfig(data); err != nil {
 			return Entry{}, err
 		}
