@@ -21,7 +21,8 @@
 // all of them together stay inside half of it (L3: 8 MiB on a 32 MiB L3
 // and two cores), 512 MiB (DRAM), and with -sweep a sweep from 16 KiB to
 // 64 MiB that shows where each level ends on this host. The cache sizes
-// are the host's (internal/host, from sysfs) unless -l1, -l2 and -l3 say
+// are the host's (internal/host: sysfs, else CPUID and defaults, and
+// RNNSERVE_HOST_CACHES) unless -l1, -l2 and -l3 say
 // otherwise; the report's first lines name the CPU and its caches. A measurement is repeated
 // -reps times and the best and median rates are reported: on a shared
 // machine the best is the hardware and the median what other tenants left.

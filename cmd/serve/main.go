@@ -185,8 +185,9 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 	}
 	if cfg.Server.CacheBytes == 0 || cfg.Server.PrivateCacheBytes == 0 {
 		h := host.Get()
-		if h.CacheErr != nil {
-			log.Warn("cannot read the host's cache sizes; modelling the defaults", "err", h.CacheErr,
+		if a := h.Assumed(); a != nil {
+			log.Warn("the host does not give every cache size; modelling the defaults where not (set "+host.EnvCaches+" to say)",
+				"assumed", strings.Join(a, ","), "caches", h.String(), "sysfs", fmt.Sprint(h.CacheErr),
 				"last_level_bytes", h.L3(), "private_cache_bytes", h.L2())
 		}
 		if cfg.Server.CacheBytes == 0 {
@@ -322,7 +323,7 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 		"unavailable", len(unavailable), "model_control_mode", cfg.Server.ModelControlMode, "management", mgmtAddr,
 		"management_token", mgmt.Token != "",
 		"llc_bytes", cfg.Server.CacheBytes, "private_cache_bytes", cfg.Server.PrivateCacheBytes,
-		"cpu", host.Get().Model, "kernels", f32.Impl(), "budget_bytes", cfg.Server.Budget.Bytes, "go_memory_limit", memLimit, "max_connections", cfg.Server.MaxConnections,
+		"cpu", host.Get().String(), "kernels", f32.Impl(), "budget_bytes", cfg.Server.Budget.Bytes, "go_memory_limit", memLimit, "max_connections", cfg.Server.MaxConnections,
 		"version", build.Version, "commit", build.Commit)
 	if cfg.Server.ModelControlMode == server.ControlExplicit && mgmt.Token == "" && !loopback(ln.Addr()) && mln == nil {
 		log.Warn("model control is explicit with no token on an address other hosts reach: anyone who reaches it can load and unload models; set -management-token-file or -management-listen",

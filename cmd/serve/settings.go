@@ -18,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"rnnserve/internal/host"
 	"rnnserve/rnn"
 	"rnnserve/server"
 )
@@ -514,7 +515,17 @@ func parseConfig(args, environ []string, stderr io.Writer) (config, []string, er
 			env[name] = v
 		}
 	}
+	if v, ok := env[host.EnvCaches]; ok && v != "" {
+		// Not a setting of the config: the kernels read it as the
+		// process starts (internal/host). Refused here, not ignored.
+		if err := host.CheckOverride(v); err != nil {
+			return cfg, nil, fmt.Errorf("environment variable %w", err)
+		}
+	}
 	for name, v := range env {
+		if name == host.EnvCaches {
+			continue
+		}
 		known := slices.ContainsFunc(settings, func(s setting) bool {
 			return s.env() == name || slices.ContainsFunc(s.aliases, func(a alias) bool { return a.env && envName(a.name) == name })
 		})

@@ -403,6 +403,8 @@ func TestBadSettings(t *testing.T) {
 		{[]string{"RNNSERVE_MODEL=a.pt"}, []string{"-models", "/models"}, "environment variable RNNSERVE_MODEL and flag -models"},
 		{nil, []string{"-max-steps", "-5"}, "flag -max-steps: server: invalid options: max_steps = -5"},
 		{nil, []string{"-config", file}, "config file " + file + " (server.cache_bytes): server: invalid options: cache_bytes = 1000"},
+		{[]string{"RNNSERVE_HOST_CACHES=l3=32"}, nil, `environment variable RNNSERVE_HOST_CACHES: l3="32", want a size from 4K to 1024G`},
+		{[]string{"RNNSERVE_HOST_CACHES=l9=1M"}, nil, `environment variable RNNSERVE_HOST_CACHES: "l9=1M", want l1d=, l2= or l3=`},
 		// A good value in the environment over a bad one in the file.
 		{[]string{"RNNSERVE_CACHE_BYTES=1024"}, []string{"-config", file, "-max-steps", "x"}, `invalid value "x" for flag -max-steps: "x" is not an integer`},
 	} {
@@ -422,7 +424,7 @@ func TestBadSettings(t *testing.T) {
 func TestUnknownVariables(t *testing.T) {
 	_, notes, err := parseConfig(nil, []string{"RNNSERVE_MAX_STEP=5", "RNNSERVE_GRPC_PORT=9001", "RNNSERVE_SERVICE_HOST=10.0.0.1", "RNNSERVE_SERVICE_PORT_HTTP=8080",
 		"RNNSERVE_PORT=tcp://10.0.0.1:8080", "RNNSERVE_PORT_8080_TCP_ADDR=10.0.0.1", "RNNSERVE_PREDICTOR_SERVICE_HOST=10.0.0.2",
-		"RNNSERVE_PREDICTOR_PORT_80_TCP=tcp://10.0.0.2:80", "OTHER=1", "RNNSERVE_LISTEN=127.0.0.1:3"}, io.Discard)
+		"RNNSERVE_PREDICTOR_PORT_80_TCP=tcp://10.0.0.2:80", "OTHER=1", "RNNSERVE_LISTEN=127.0.0.1:3", "RNNSERVE_HOST_CACHES=l3=1024G"}, io.Discard)
 	if err != nil || len(notes) != 2 || !strings.Contains(notes[0], "RNNSERVE_GRPC_PORT is not a setting") || !strings.Contains(notes[1], "RNNSERVE_MAX_STEP is not a setting") {
 		t.Errorf("notes %q, %v", notes, err)
 	}

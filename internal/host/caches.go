@@ -58,8 +58,12 @@ func readCaches(root string) ([]Cache, error) {
 	for _, i := range unknown {
 		caches[i].Private = caches[i].Level < top
 	}
-	sort.SliceStable(caches, func(i, j int) bool { return caches[i].Level < caches[j].Level })
+	sortCaches(caches)
 	return caches, nil
+}
+
+func sortCaches(caches []Cache) {
+	sort.SliceStable(caches, func(i, j int) bool { return caches[i].Level < caches[j].Level })
 }
 
 // parseCPUList reads sysfs CPU lists such as "0", "0-3" or "0,64" or

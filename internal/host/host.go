@@ -5,6 +5,15 @@
 // traffic model and cmd/roofline all take their cache sizes from here,
 // read once per process (Get), so that nothing assumes the CPU the code
 // was tuned on.
+//
+// Some virtual machines list no caches in sysfs. Get then asks the CPU
+// (CPUID, through github.com/klauspost/cpuid/v2): a core's L1d and L2
+// come out right on the hosts seen, but a hypervisor may report the L3
+// of the whole package or none, so an L3 that CPUID's per-cache leaves
+// (Intel's leaf 4, AMD's 0x8000001D) do not give is assumed
+// (DefaultL3), never taken from AMD's package-wide 0x80000006. The
+// environment variable RNNSERVE_HOST_CACHES (for example
+// "l1d=48K,l2=1M,l3=32M") overrides any of the three for such hosts.
 package host
 
 import (
@@ -36,7 +45,17 @@ type Cache struct {
 	// (topology/thread_siblings_list). Where sysfs does not list the
 	// sharing CPUs, every level below the highest counts as private.
 	Private bool
+	// From says where the size came from when not from sysfs: FromCPUID,
+	// FromAssumed or FromEnv.
+	From string
 }
+
+// Where a cache's size came from, when sysfs did not list it.
+const (
+	FromCPUID   = "CPUID"
+	FromAssumed = "assumed"
+	FromEnv     = "RNNSERVE_HOST_CACHES"
+)
 
 // Description is what the process knows of its host.
 type Description struct {
@@ -56,10 +75,14 @@ type Description struct {
 	// ARCH_REQ_XCOMP_PERM for XTILEDATA), which nothing asks for
 	// (docs/performance.md, "AMX").
 	Features []string
-	// Caches are CPU 0's caches, smallest level first; nil when sysfs
-	// has none (CacheErr says why).
+	// Caches are CPU 0's caches, smallest level first. Read leaves them
+	// nil when sysfs has none (CacheErr says why); Get then fills them
+	// from CPUID and the defaults, and applies RNNSERVE_HOST_CACHES.
 	Caches   []Cache
 	CacheErr error
+	// EnvErr is why RNNSERVE_HOST_CACHES was refused (Get ignores it
+	// then; cmd/serve refuses to start).
+	EnvErr error
 }
 
 // Sizes assumed where the host does not say: a core's L1d and L2 and the
@@ -76,6 +99,12 @@ func Get() *Description { return get() }
 var get = sync.OnceValue(func() *Description {
 	d := Read("/")
 	d.Features = features()
+	if d.Caches == nil {
+		d.Caches = fromCPUID(cpuidSizes())
+	}
+	if s := os.Getenv(EnvCaches); s != "" {
+		d.EnvErr = d.Override(s)
+	}
 	return d
 })
 
@@ -227,6 +256,13 @@ func (d *Description) String() string {
 			s += " per core"
 		case c.SharedBy > 0:
 			s += fmt.Sprintf(" shared by %d CPUs", c.SharedBy)
+		}
+		switch c.From {
+		case "":
+		case FromAssumed:
+			s += " assumed"
+		default:
+			s += " from " + c.From
 		}
 		cs = append(cs, s)
 	}

@@ -1,10 +1,15 @@
 package host
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"rnnserve/internal/childtest"
+	"rnnserve/internal/fuzzbound"
 )
 
 // fakeRoot writes CPU 0's cache levels (and its SMT siblings, unless
@@ -165,4 +170,111 @@ func TestGet(t *testing.T) {
 		t.Errorf("String: %q", s)
 	}
 	t.Logf("%s; features %v", d, d.Features)
+}
+
+// TestFromCPUID: a host whose sysfs lists no caches takes CPUID's sizes
+// and assumes the defaults for what CPUID leaves out, saying so.
+func TestFromCPUID(t *testing.T) {
+	// The project's Zen 5 VM without sysfs caches: CPUID gives L1d, L1i
+	// and L2, and no per-cache L3 (only the package's, which is not used).
+	d := &Description{Model: "AMD EPYC", Caches: fromCPUID(cpuidCaches{L1D: 48 << 10, L1I: 32 << 10, L2: 1 << 20, L3: -1, Line: 64})}
+	if d.L1D() != 48<<10 || d.L2() != 1<<20 || d.L3() != DefaultL3 || d.L2Ways() != 8 || d.LastLevelCores() != 0 {
+		t.Errorf("L1D %d, L2 %d, L3 %d, %d ways, %d cores: %+v", d.L1D(), d.L2(), d.L3(), d.L2Ways(), d.LastLevelCores(), d.Caches)
+	}
+	if got := d.Assumed(); len(got) != 1 || got[0] != "L3" {
+		t.Errorf("assumed %v, want [L3]", got)
+	}
+	want := "AMD EPYC (L1 48 KiB per core from CPUID, L2 1 MiB per core from CPUID, L3 12 MiB assumed)"
+	if d.String() != want {
+		t.Errorf("%q, want %q", d.String(), want)
+	}
+	// An Intel host: leaf 4 gives every level.
+	d = &Description{Caches: fromCPUID(cpuidCaches{L1D: 48 << 10, L2: 2 << 20, L3: 105 << 20})}
+	if d.L1D() != 48<<10 || d.L2() != 2<<20 || d.L3() != 105<<20 || d.Assumed() != nil {
+		t.Errorf("Intel: %+v, assumed %v", d.Caches, d.Assumed())
+	}
+	// Nothing from CPUID (another architecture): every level assumed.
+	d = &Description{Caches: fromCPUID(cpuidCaches{L1D: -1, L1I: -1, L2: -1, L3: -1})}
+	if d.L1D() != DefaultL1D || d.L2() != DefaultL2 || d.L3() != DefaultL3 || len(d.Assumed()) != 3 {
+		t.Errorf("none: %+v, assumed %v", d.Caches, d.Assumed())
+	}
+	if got := (&Description{}).Assumed(); len(got) != 3 {
+		t.Errorf("no caches at all: assumed %v", got)
+	}
+}
+
+// TestOverride: RNNSERVE_HOST_CACHES sets the sizes a host hides or gets
+// wrong, all or nothing.
+func TestOverride(t *testing.T) {
+	vm := func() *Description {
+		return &Description{Caches: fromCPUID(cpuidCaches{L1D: 48 << 10, L2: 1 << 20, L3: -1})}
+	}
+	d := vm()
+	if err := d.Override("l3=32M"); err != nil {
+		t.Fatal(err)
+	}
+	if d.L1D() != 48<<10 || d.L2() != 1<<20 || d.L3() != 32<<20 || d.Assumed() != nil {
+		t.Errorf("l3=32M: %+v", d.Caches)
+	}
+	if s := d.String(); !strings.Contains(s, "L3 32 MiB from RNNSERVE_HOST_CACHES") {
+		t.Errorf("String: %q", s)
+	}
+	// Levels sysfs did not list are added, in order.
+	d = Read(fakeRoot(t, "0", "", [][5]string{{"1", "Data", "32K", "0", ""}}))
+	if err := d.Override(" l3=16M, l2=512K ,l1d=64K"); err != nil {
+		t.Fatal(err)
+	}
+	if d.L1D() != 64<<10 || d.L2() != 512<<10 || d.L3() != 16<<20 || d.Caches[1].Level != 2 || d.Caches[2].Level != 3 {
+		t.Errorf("added levels: %+v", d.Caches)
+	}
+	for _, s := range []string{
+		"", "l3", "l4=1M", "l3=32M,l3=16M", "l3=x", "l3=0", "l3=-1M", "l1d=1K", "l3=100000",
+		"l3=2000G", "l2=64M", "l1d=2M", strings.Repeat("l3=32M,", 40),
+	} {
+		d := vm()
+		before := d.String()
+		err := d.Override(s)
+		if err == nil || !strings.Contains(err.Error(), EnvCaches) {
+			t.Errorf("%q: %v, want an error naming %s", s, err, EnvCaches)
+		}
+		if d.String() != before {
+			t.Errorf("%q: refused but changed the caches: %s", s, d)
+		}
+	}
+}
+
+// FuzzOverride: any value is refused or leaves sizes ordered and
+// positive; nothing panics.
+func FuzzOverride(f *testing.F) {
+	for _, s := range []string{"l1d=48K,l2=1M,l3=32M", "l3=32M", "l2=2048K", "l3=99999999999G", "l1d=4K,l1d=4K"} {
+		f.Add(s)
+	}
+	fuzzbound.String(f, fuzzbound.Limits{}, func(t *testing.T, s string) {
+		d := &Description{Caches: fromCPUID(cpuidCaches{L1D: 48 << 10, L2: 1 << 20, L3: -1})}
+		if d.Override(s) != nil {
+			return
+		}
+		if d.L1D() < 4<<10 || d.L1D() > d.L2() || d.L2() > d.L3() {
+			t.Errorf("%q: L1D %d, L2 %d, L3 %d", s, d.L1D(), d.L2(), d.L3())
+		}
+	})
+}
+
+// TestEnvOverride: Get applies RNNSERVE_HOST_CACHES as the process starts
+// and keeps the host's own sizes when the value is refused.
+func TestEnvOverride(t *testing.T) {
+	r := childtest.Run(t, "TestEnvHelper", "get", time.Minute, EnvCaches+"=l3=64M")
+	if r.Code != 0 || !strings.Contains(r.Output, "L3 64 MiB from RNNSERVE_HOST_CACHES") || !strings.Contains(r.Output, "env error: <nil>") {
+		t.Errorf("l3=64M: exit %d: %s", r.Code, r.Output)
+	}
+	r = childtest.Run(t, "TestEnvHelper", "get", time.Minute, EnvCaches+"=l3=64")
+	if r.Code != 0 || strings.Contains(r.Output, "from RNNSERVE_HOST_CACHES") || !strings.Contains(r.Output, `env error: RNNSERVE_HOST_CACHES: l3="64"`) {
+		t.Errorf("l3=64: exit %d: %s", r.Code, r.Output)
+	}
+}
+
+func TestEnvHelper(t *testing.T) {
+	if childtest.Role(t) == "get" {
+		fmt.Printf("%s\nenv error: %v\n", Get(), Get().EnvErr)
+	}
 }
