@@ -208,3 +208,20 @@ func TestLookValgrindMissing(t *testing.T) {
 		t.Fatalf("got %v, want ErrNoValgrind and ErrUnavailable", err)
 	}
 }
+
+// TestGoUnderValgrind: cpu.rdtscp=off joins a GODEBUG already set (the
+// last one, which os/exec keeps) or becomes one.
+func TestGoUnderValgrind(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"A=1"}, "GODEBUG=cpu.rdtscp=off"},
+		{[]string{"GODEBUG=x=1", "A=1", "GODEBUG=asyncpreemptoff=1"}, "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off"},
+	} {
+		got := GoUnderValgrind(c.env)
+		if len(got) != len(c.env)+1 || got[len(got)-1] != c.want || !slices.Equal(got[:len(c.env)], c.env) {
+			t.Errorf("%q: %q, want %q added", c.env, got, c.want)
+		}
+	}
+}

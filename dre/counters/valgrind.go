@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"rnnserve/cachesim"
 )
@@ -236,7 +238,7 @@ func (v *Valgrind) Run(ctx context.Context, argv ...string) (*ValgrindTotals, er
 		args = append(args, "--cachegrind-out-file="+out)
 	}
 	cmd := exec.CommandContext(ctx, v.path, append(args, argv...)...)
-	cmd.Env = append(os.Environ(), v.opt.Env...)
+	cmd.Env = GoUnderValgrind(append(os.Environ(), v.opt.Env...))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -348,4 +350,27 @@ func (v *Valgrind) MeasureSteadyState(ctx context.Context, runs int, argv func(r
 		DataRefs: d(s.Many.DataRefs, s.One.DataRefs),
 	}
 	return s, nil
+}
+
+// GoUnderValgrind returns env (KEY=value entries, the last of a key
+// winning, as os/exec takes them) with cpu.rdtscp=off added to GODEBUG.
+// Valgrind's CPU (its emulated CPUID) offers RDTSCP whatever the host,
+// but valgrind decodes the instruction only where the host has it; the
+// Go runtime reads its clock with RDTSCP where CPUID offers it, so a Go
+// program under valgrind on a host without RDTSCP (virtual machines that
+// hide it, as one of the project's AMD VMs does) dies on an unrecognised
+// instruction. Without it the runtime uses LFENCE and RDTSC, which
+// valgrind decodes everywhere.
+func GoUnderValgrind(env []string) []string {
+	const off = "cpu.rdtscp=off"
+	godebug := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+			godebug = v
+		}
+	}
+	if godebug != "" {
+		godebug += ","
+	}
+	return append(slices.Clone(env), "GODEBUG="+godebug+off)
 }
