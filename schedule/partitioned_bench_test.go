@@ -246,8 +246,11 @@ func benchKernels(b *testing.B, net *rnn.Network, T int) {
 // time a core waited at a barrier for the other's part (also by kind:
 // proj-spread, first-spread, steps-spread), and
 // proj-shortest the projections' shortest parts (proj less it: what the
-// slower core's share cost the phases). In µs per time
-// step. Reading the clock around every part costs some 50 ns a phase, so
+// slower core's share cost the phases); and per worker w, its parts of
+// the later steps (wN-steps) and the share of those phases it was the
+// last to finish (wN-slowest-share: near 1/workers each where the
+// spread comes and goes, one worker's where a core is slower). In µs per
+// time step. Reading the clock around every part costs some 50 ns a phase, so
 // at hidden 64 (a phase of about a microsecond) the whole is above
 // BenchmarkTableIP's time by a half; at hidden 1024 it is within the noise.
 //
@@ -306,6 +309,8 @@ func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
 	}
 	var byKind, spreadBy [3]time.Duration
 	var spread, projLo time.Duration
+	perW := make([]time.Duration, W)
+	slowest := make([]int, W)
 	for b.Loop() {
 		pool.Phases(phases, run)
 		for ph := range phases {
@@ -319,6 +324,14 @@ func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
 			}
 			spread += hi - lo
 			spreadBy[kind[ph]] += hi - lo
+			if kind[ph] == steps {
+				for w := range W {
+					perW[w] += took[ph*W+w]
+					if took[ph*W+w] == hi {
+						slowest[w]++
+					}
+				}
+			}
 		}
 	}
 	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N*T) }
@@ -329,6 +342,14 @@ func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
 	b.ReportMetric(per(byKind[steps]), "steps-µs/step")
 	b.ReportMetric(per(b.Elapsed()-byKind[proj]-byKind[first]-byKind[steps]), "wait-µs/step")
 	b.ReportMetric(per(spread), "spread-µs/step")
+	stepPhases := 0
+	for _, n := range slowest {
+		stepPhases += n
+	}
+	for w := range W {
+		b.ReportMetric(per(perW[w]), fmt.Sprintf("w%d-steps-µs/step", w))
+		b.ReportMetric(float64(slowest[w])/float64(max(stepPhases, 1)), fmt.Sprintf("w%d-slowest-share", w))
+	}
 	for k, name := range []string{"proj", "first", "steps"} {
 		b.ReportMetric(per(spreadBy[k]), name+"-spread-µs/step")
 	}
