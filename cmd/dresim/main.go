@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"rnnserve/dre/sweep"
+	"rnnserve/internal/host"
 	"rnnserve/models"
 )
 
@@ -94,7 +95,10 @@ func main() {
 var errUsage = errors.New("usage")
 
 func run(args []string, env lookupEnv, stdout, stderr io.Writer) int {
-	err := dispatch(args, env, stdout, stderr)
+	err := checkHostEnv(env)
+	if err == nil {
+		err = dispatch(args, env, stdout, stderr)
+	}
 	switch {
 	case err == nil:
 		return 0
@@ -113,6 +117,18 @@ func run(args []string, env lookupEnv, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "dresim:", strings.TrimPrefix(err.Error(), "dresim: "))
 	return 1
+}
+
+// checkHostEnv refuses an RNNSERVE_HOST_CACHES the process's cache
+// sizes could not take (internal/host reads it as the process starts and
+// would otherwise go on with the host's own).
+func checkHostEnv(env lookupEnv) error {
+	if v, ok := env(host.EnvCaches); ok && v != "" {
+		if err := host.CheckOverride(v); err != nil {
+			return usageErr("environment variable %v", err)
+		}
+	}
+	return nil
 }
 
 func usageErr(format string, a ...any) error {

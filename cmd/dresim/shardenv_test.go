@@ -216,3 +216,19 @@ func TestShardsFromEnvironment(t *testing.T) {
 		t.Error("a refused run wrote its output directory")
 	}
 }
+
+// TestHostCachesEnv: dresim refuses an RNNSERVE_HOST_CACHES it could not
+// take (exit 2, the variable named), before doing anything else, and runs
+// with one it can.
+func TestHostCachesEnv(t *testing.T) {
+	var out, errOut strings.Builder
+	code := run([]string{"apps"}, envOf(map[string]string{"RNNSERVE_HOST_CACHES": "l3=7"}), &out, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), `dresim: environment variable RNNSERVE_HOST_CACHES: l3="7"`) || out.Len() != 0 {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"apps"}, envOf(map[string]string{"RNNSERVE_HOST_CACHES": "l3=1024G"}), &out, &errOut); code != 0 || out.Len() == 0 {
+		t.Errorf("a good value: exit %d, stderr %q", code, errOut.String())
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -207,5 +208,15 @@ func TestCoreClock(t *testing.T) {
 	}
 	if got := addChain(1000); got != chainAdds*1000 {
 		t.Errorf("addChain(1000) = %d, want %d", got, chainAdds*1000)
+	}
+}
+
+// TestHostCachesEnv: roofline refuses an RNNSERVE_HOST_CACHES the
+// process could not take rather than model the host's own sizes.
+func TestHostCachesEnv(t *testing.T) {
+	t.Setenv("RNNSERVE_HOST_CACHES", "l2=1M,l2=2M")
+	err := run([]string{"-no-kernels", "-no-shapes"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "environment variable RNNSERVE_HOST_CACHES: l2 given twice") {
+		t.Errorf("got %v", err)
 	}
 }
