@@ -123,10 +123,9 @@ func run(args []string, env lookupEnv, stdout, stderr io.Writer) int {
 // sizes could not take (internal/host reads it as the process starts and
 // would otherwise go on with the host's own).
 func checkHostEnv(env lookupEnv) error {
-	if v, ok := env(host.EnvCaches); ok && v != "" {
-		if err := host.CheckOverride(v); err != nil {
-			return usageErr("environment variable %v", err)
-		}
+	v, _ := env(host.EnvCaches)
+	if err := host.CheckEnv(v); err != nil {
+		return usageErr("%v", err)
 	}
 	return nil
 }

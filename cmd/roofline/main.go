@@ -268,12 +268,10 @@ func ints(name, s string) ([]int, error) {
 }
 
 func run(args []string, out io.Writer) error {
-	if v := os.Getenv(host.EnvCaches); v != "" {
-		// internal/host read it as the process started and, refused,
-		// went on with the host's own sizes: say so rather than model them.
-		if err := host.CheckOverride(v); err != nil {
-			return fmt.Errorf("environment variable %w", err)
-		}
+	// internal/host read it as the process started and, refused, went on
+	// with the host's own sizes: say so rather than model them.
+	if err := host.CheckEnv(os.Getenv(host.EnvCaches)); err != nil {
+		return err
 	}
 	o, err := parseFlags(args)
 	if err != nil {

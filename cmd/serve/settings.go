@@ -515,12 +515,10 @@ func parseConfig(args, environ []string, stderr io.Writer) (config, []string, er
 			env[name] = v
 		}
 	}
-	if v, ok := env[host.EnvCaches]; ok && v != "" {
-		// Not a setting of the config: the kernels read it as the
-		// process starts (internal/host). Refused here, not ignored.
-		if err := host.CheckOverride(v); err != nil {
-			return cfg, nil, fmt.Errorf("environment variable %w", err)
-		}
+	// Not a setting of the config: the kernels read it as the process
+	// starts (internal/host). Refused here, not ignored.
+	if err := host.CheckEnv(env[host.EnvCaches]); err != nil {
+		return cfg, nil, err
 	}
 	for name, v := range env {
 		if name == host.EnvCaches {

@@ -62,12 +62,21 @@ func (d *Description) Assumed() []string {
 	return levels
 }
 
-// CheckOverride reports whether s is an override this host accepts
-// (Override on a copy of Get's description).
-func CheckOverride(s string) error {
+// CheckEnv reports, for a program about to start, whether value, the
+// environment's RNNSERVE_HOST_CACHES ("" when unset), is an override this
+// host accepts (Override on a copy of Get's description). Get ignores a
+// refused one and goes on with the host's own sizes; the programs refuse
+// to start instead.
+func CheckEnv(value string) error {
+	if value == "" {
+		return nil
+	}
 	d := *Get()
 	d.Caches = slices.Clone(d.Caches)
-	return d.Override(s)
+	if err := d.Override(value); err != nil {
+		return fmt.Errorf("environment variable %w", err)
+	}
+	return nil
 }
 
 // Override sets cache sizes from s, RNNSERVE_HOST_CACHES' syntax
