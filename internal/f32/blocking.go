@@ -39,6 +39,10 @@ type blocking struct {
 	// the pull's time at rows of 512 to 1024, the same at 1152, 1.02-1.04
 	// from 1280 to 2048, BenchmarkNearRows; docs/data/host-tuning.md).
 	nearK int
+	// panelK is the shortest rows (k) for which a packed W's panel, eight
+	// rows, fills more than half of L1d: from there to nearK the AVX-512
+	// products take many rows of A panel by panel (panelsFirst).
+	panelK int
 }
 
 func newBlocking(d *host.Description) blocking {
@@ -48,6 +52,7 @@ func newBlocking(d *host.Description) blocking {
 		once:      int(d.L2() / 4),
 		packBlock: int(d.L2() / 8),
 		nearK:     int(d.L1D() / (4 * (8 + 3))),
+		panelK:    int(d.L1D()/(2*4*8)) + 1,
 	}
 }
 

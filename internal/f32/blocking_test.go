@@ -38,9 +38,9 @@ func TestBlocking(t *testing.T) {
 		name      string
 		got, want blocking
 	}{
-		{"AMD", amdBlocking, blocking{wBlock: 16 << 10, pull: 8 << 20, once: 256 << 10, packBlock: 128 << 10, nearK: 744}},
-		{"Xeon", xeon, blocking{wBlock: 24 << 10, pull: 105 << 18, once: 512 << 10, packBlock: 256 << 10, nearK: 1117}},
-		{"unknown", newBlocking(&host.Description{}), blocking{wBlock: 16 << 10, pull: 3 << 20, once: 256 << 10, packBlock: 128 << 10, nearK: 744}},
+		{"AMD", amdBlocking, blocking{wBlock: 16 << 10, pull: 8 << 20, once: 256 << 10, packBlock: 128 << 10, nearK: 744, panelK: 513}},
+		{"Xeon", xeon, blocking{wBlock: 24 << 10, pull: 105 << 18, once: 512 << 10, packBlock: 256 << 10, nearK: 1117, panelK: 769}},
+		{"unknown", newBlocking(&host.Description{}), blocking{wBlock: 16 << 10, pull: 3 << 20, once: 256 << 10, packBlock: 128 << 10, nearK: 744, panelK: 513}},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, c.got, c.want)

@@ -58,12 +58,15 @@ func TestPackNT(t *testing.T) {
 // does and the first row pulls every block. Each product runs through
 // GemmNTPackedNear too, whose groups take every row with the AVX-512
 // products (no pull), and again with nearK at 0, where its rows are all
-// too long for that and the first row pulls every block.
+// too long for that and the first row pulls every block; and with
+// panelK at 1 and nearK past every row, where the AVX-512 products take
+// 16 rows or more panel by panel (panelsFirst) whatever the host's L1d.
 func TestGemmNTPacked(t *testing.T) {
-	small, large, long := blocks(), blocks(), blocks()
+	small, large, long, panels := blocks(), blocks(), blocks(), blocks()
 	small.once, large.once, long.nearK = 8<<10, 1<<30, 0
-	for _, b := range []blocking{blocks(), small, large, long} {
-		t.Run(fmt.Sprintf("once=%d/nearK=%d", b.once, b.nearK), func(t *testing.T) {
+	panels.panelK, panels.nearK = 1, 1<<20
+	for _, b := range []blocking{blocks(), small, large, long, panels} {
+		t.Run(fmt.Sprintf("once=%d/nearK=%d/panelK=%d", b.once, b.nearK, b.panelK), func(t *testing.T) {
 			withBlocking(t, b)
 			testGemmNTPacked(t)
 		})
@@ -95,7 +98,7 @@ func testGemmNTPacked(t *testing.T) {
 			w := newGuarded(r, n, k, ldw, 0, nan).s()
 			p := newGuarded(r, 1, n*k, n*k, 0, nan)
 			PackNT(p.s(), n, k, w, ldw)
-			for _, m := range []int{1, 2, 3, 4, 5, 7, 8, 10, 16, 17} {
+			for _, m := range []int{1, 2, 3, 4, 5, 7, 8, 10, 16, 17, 40} {
 				lda, ldc := k+3, n+5
 				a := newGuarded(r, m, k, lda, 0, nan).s()
 				c0 := newGuarded(r, m, n, ldc, 0, nan)
@@ -157,7 +160,7 @@ func BenchmarkGemmPacked(b *testing.B) {
 				b.Fatal("NaN in W")
 			}
 		})
-		for _, m := range []int{1, 2, 4, 16, 64} {
+		for _, m := range []int{1, 2, 4, 16, 64, 100} {
 			for _, packed := range []bool{false, true} {
 				b.Run(fmt.Sprintf("H=%d/m=%d/packed=%v", h, m, packed), func(b *testing.B) {
 					r := rand.New(rand.NewPCG(1, 1))
