@@ -499,11 +499,12 @@ func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32,
 // panel stays in L1 while the groups pass it, where the loop in
 // gemmPackedAsm takes the whole block, held in L2, group by group. With
 // the AVX-512 products (AMD's Zen 5, one core, 48 KiB L1d) at rows of
-// 1024 (a 32 KiB panel) this ran 1.06-1.09x faster with 64 and 100 rows
-// of A and 1.02-1.06x with 16 to 50, the same (0.99-1.01x) at rows of
-// 256 and 512, and slower where a panel no longer fits L1 beside a
-// group's rows (rows of 1536: 0.90x) or is so short that a call a panel
-// costs more than it saves (rows of 64: 0.94x). So it runs for rows from
+// 1024 (a 32 KiB panel) this ran 1.09x faster with 64 rows of A, 1.13x
+// with 100 and 1.03x with 16 (BenchmarkGemmPacked,
+// docs/data/host-tuning.md); in probes, the same (0.99x) at rows of 256
+// and 512, and slower where a panel no longer fits L1 beside a group's
+// rows (rows of 1536: 0.90x) or is so short that a call a panel costs
+// more than it saves (rows of 64: 0.94x). So it runs for rows from
 // blocking.panelK to blocking.nearK with at least panelRows rows.
 // Results are gemmPackedAsm's bit for bit: each element is summed by the
 // same kernel in the same order.
