@@ -18,11 +18,7 @@ best with bf16 allowed), and the shapes below 2x.
 
 With --rounds R the benchmarks alternate R times (Go, PyTorch, ONNX
 Runtime, Go, ...) over every shape, so that a noisy neighbour on a shared
-machine hits all sides alike. With --by-shape each round runs the three
-on one shape before the next, so that the figures a ratio compares are
-taken seconds apart: on a VM whose speed drifts by tens of percent over
-minutes (docs/tablei-runs.md, the slower Zen 5 VM) a whole pass of one
-engine takes minutes. Then the project's rule for published
+machine hits all sides alike. Then the project's rule for published
 tables applies (scripts/bench_rounds.py): a shape has settled when each of
 its figures that enter the ratios (our best float32 time per step, our
 best with bf16 allowed when Pbf16 runs, PyTorch's, ONNX Runtime's with
@@ -656,10 +652,6 @@ def parse_args(argv=None):
     ap.add_argument("--benchtime", default="200ms",
                     help="go test -benchtime; also PyTorch's least time per repeat (default: %(default)s)")
     ap.add_argument("--count", type=int, default=1, help="go test -count; the median is used (default: 1)")
-    ap.add_argument("--by-shape", action="store_true",
-                    help="run the engines shape by shape within each round (Go, PyTorch, ONNX Runtime on one shape, "
-                         "then the next), so that the figures a ratio compares are taken seconds apart, not minutes; "
-                         "every engine's process then starts once a shape")
     ap.add_argument("--rounds", type=int, default=1,
                     help="alternate the Go, PyTorch and ORT runs this many times for every shape; "
                          "medians of all rounds (default: 1)")
@@ -723,8 +715,10 @@ def main(argv=None, out=sys.stdout):
     # is given; texts gathers every round's output, for the medians.
     texts, rounds = {"go": [], "torch": [], "ort": []}, []
 
-    def run_engines(subset):
+    def run_round(subset, r):
         nonlocal reason, ort_reason
+        if not captured and (r > 1 or args.rounds > 1):
+            print(f"bench_compare: round {r} ({len(subset)} of {len(shapes)} shape(s))", file=sys.stderr)
         go_text = args.go_output.read_text() if args.go_output else run_go(args, subset)
         torch_text = ort_text = None
         if args.torch_output:
@@ -735,19 +729,6 @@ def main(argv=None, out=sys.stdout):
             ort_text = args.ort_output.read_text()
         elif want_ort and ort_reason is None:
             ort_text, ort_reason = run_ort(args, subset)
-        return go_text, torch_text, ort_text
-
-    def run_round(subset, r):
-        if not captured and (r > 1 or args.rounds > 1):
-            print(f"bench_compare: round {r} ({len(subset)} of {len(shapes)} shape(s))", file=sys.stderr)
-        if args.by_shape and not captured:
-            # Every engine on one shape before the next: the texts of one
-            # round are the shapes' texts one after the other.
-            parts = [run_engines([shape]) for shape in subset]
-            go_text, torch_text, ort_text = ("".join(p[i] for p in parts if p[i] is not None)
-                                             if any(p[i] is not None for p in parts) else None for i in range(3))
-        else:
-            go_text, torch_text, ort_text = run_engines(subset)
         for engine, text in (("go", go_text), ("torch", torch_text), ("ort", ort_text)):
             if text is not None:
                 texts[engine].append(text)
@@ -813,7 +794,6 @@ def main(argv=None, out=sys.stdout):
                  + ("; every ns/step is the process's CPU time (user and system) per step, not wall time"
                     if args.clock == "cpu" else "")
                  + (f"; {args.rounds} alternating round(s) of every shape first" if not captured else "")
-                 + ("; the engines shape by shape in each round" if args.by_shape and not captured else "")
                  + (f"; {machine}" if machine else "") + ".")
     if args.int8:
         out.write(render_int8_table(shapes, go, torch, ort, notes, labels))

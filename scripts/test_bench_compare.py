@@ -331,15 +331,12 @@ def fake_runners():
     """Fake run_go, run_torch and run_ort whose figures change by round, and the shapes each was given."""
     calls = {"go": [], "torch": [], "ort": []}
 
-    def ran(engine, shape):  # the rounds of shape engine has run before
-        return sum(shape in c for c in calls[engine])
-
     def run_go(args, shapes):
-        r = {s: ran("go", s) for s in shapes}
+        r = len(calls["go"])
         calls["go"].append(list(shapes))
         lines = ["goos: linux\n"]
         for c, h, l, t in shapes:
-            p = 1000 / 2 ** r[(c, h, l, t)] if (c, h, l, t) == NEVER else 1000
+            p = 1000 / 2 ** r if (c, h, l, t) == NEVER else 1000
             for sched, ns in (("A+", 2000), ("P", p), ("Pbf16", 800)):
                 top = "BenchmarkTableI" if sched == "A+" else "BenchmarkTableIP"
                 lines.append(f"{top}/cell={c}/hidden={h}/layers={l}/T={t}/sched={sched}-2 \t 100\t 1 ns/op\t "
@@ -348,11 +345,11 @@ def fake_runners():
 
     def json_runner(engine, values):
         def run(args, shapes):
-            r = {s: ran(engine, s) for s in shapes}
+            r = len(calls[engine])
             calls[engine].append(list(shapes))
             return "".join(
                 '{"cell": "%s", "hidden": %d, "layers": %d, "T": %d, "ns_per_step": %s}\n'
-                % (s + (values.get(s, [4000] * 9)[r[s]],)) for s in shapes), None
+                % (s + (values.get(s, [4000] * 9)[r],)) for s in shapes), None
         return run
 
     return calls, dict(run_go=run_go, run_torch=json_runner("torch", {SETTLES_AT_3: [4000, 6000, 4200]}),
@@ -398,33 +395,6 @@ def test_main_reruns_unsettled_shapes():
     assert ("Load average (1 min): 0.25 before the first round (2026-11-26 02:40:00 UTC), 0.75 after the last "
             "(2026-11-26 02:59:00 UTC).") in text, text
     assert "Threads: 2; Go -benchtime 200ms; 2 alternating round(s) of every shape first; goos linux." in text, text
-
-
-def test_main_by_shape():
-    # With --by-shape every engine runs one shape, then the next engine the
-    # same shape, then the next shape; reruns too. The figures are those of
-    # the whole-pass run (test_main_reruns_unsettled_shapes).
-    calls, runners = fake_runners()
-    order = []
-
-    def logged(engine, run):
-        def wrapped(args, shapes):
-            order.append((engine, tuple(shapes)))
-            return run(args, shapes)
-        return wrapped
-
-    runners.update({k: logged(k[4:], runners[k]) for k in ("run_go", "run_torch", "run_ort")})
-    with mock.patch.multiple(bench_compare, **runners), mock.patch.multiple(bench_rounds, **fake_clock()), \
-            contextlib.redirect_stderr(io.StringIO()):
-        text = _main_output(FOUR + ["--rounds", "2", "--max-rounds", "5", "--by-shape"])
-    everything = [("lstm", 64, 1, 1), SETTLES_AT_3, ("gru", 64, 1, 1), NEVER]
-    rounds = [everything, everything, [SETTLES_AT_3, NEVER], [NEVER], [NEVER]]
-    want = [(e, (s,)) for shapes in rounds for s in shapes for e in ("go", "torch", "ort")]
-    assert order == want, order
-    rows = table_rows(text)
-    assert [rows[tuple(map(str, s))][-1] for s in everything] == ["2", "3", "2", "5†"], rows
-    assert rows[tuple(map(str, SETTLES_AT_3))][8] == "4,200", rows
-    assert "2 alternating round(s) of every shape first; the engines shape by shape in each round;" in text, text
 
 
 def test_main_without_agreement():
