@@ -455,6 +455,7 @@ func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32,
 	b := blocks()
 	nb := max(8, b.packBlock/(4*k)&^7)
 	prefetch := !useZProducts && m >= prefetchRows && m <= pullRows && 4*n*k > b.once
+	panels := useZProducts && k >= b.panelK && k <= b.nearK // panel by panel, given panelRows rows
 	for j0 := 0; j0 < n; j0 += nb {
 		jb := min(nb, n-j0)
 		w := &p[j0*k]
@@ -463,21 +464,25 @@ func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32,
 			gemvPacked(jb/8, k, &a[0], w, &c[j0], beta)
 			first = 1
 		}
+		switch {
+		case panels && m-first >= panelRows:
+			// Every group takes a panel before any takes the next.
+			for q := 0; q < jb; q += 8 {
+				passGroups(1, k, first, m, a, lda, &p[(j0+q)*k], c[j0+q:], ldc, beta)
+			}
+			continue
+		case !prefetch:
+			passGroups(jb/8, k, first, m, a, lda, w, c[j0:], ldc, beta)
+			continue
+		}
 		// The next block, from float next on, a share of it for each group.
 		next, left, share := 0, 0, 0
-		if prefetch && j0+jb < n {
+		if j0+jb < n {
 			next, left = (j0+jb)*k, min(nb, n-j0-jb)*k
 			share = (left + groups(m-first) - 1) / groups(m-first)
 		}
-		if useZProducts && m-first >= panelRows && k >= b.panelK && k <= b.nearK {
-			panelsFirst(jb/8, k, m, first, a[:], lda, p[j0*k:], c[j0:], ldc, beta)
-			continue
-		}
 		for i0 := first; i0 < m; {
-			rows := min(3, m-i0)
-			if prefetch {
-				rows = groupRows(m - i0)
-			}
+			rows := groupRows(m - i0)
 			if rows == 1 {
 				gemvPacked(jb/8, k, &a[i0*lda], w, &c[i0*ldc+j0], beta)
 			} else {
@@ -493,38 +498,36 @@ func gemmPackedAsm(m, n, k int, a []float32, lda int, p []float32, beta float32,
 	}
 }
 
-// panelsFirst is gemmPackedAsm's loop over a block of a packed W (the
-// given panels) for rows [first, m) of A in groups of three, panel by
-// panel: every group takes a panel before any takes the next, so the
-// panel stays in L1 while the groups pass it, where the loop in
-// gemmPackedAsm takes the whole block, held in L2, group by group. With
-// the AVX-512 products (AMD's Zen 5, one core, 48 KiB L1d) at rows of
-// 1024 (a 32 KiB panel) this ran 1.09x faster with 64 rows of A, 1.13x
-// with 100 and 1.03x with 16 (BenchmarkGemmPacked,
-// docs/data/host-tuning.md); in probes, the same (0.99x) at rows of 256
-// and 512, and slower where a panel no longer fits L1 beside a group's
-// rows (rows of 1536: 0.90x) or is so short that a call a panel costs
-// more than it saves (rows of 64: 0.94x). So it runs for rows from
-// blocking.panelK to blocking.nearK with at least panelRows rows.
-// Results are gemmPackedAsm's bit for bit: each element is summed by the
-// same kernel in the same order.
-func panelsFirst(panels, k, m, first int, a []float32, lda int, p []float32, c []float32, ldc int, beta float32) {
-	for q := range panels {
-		w, cq := &p[8*q*k], c[8*q:]
-		for i0 := first; i0 < m; {
-			rows := min(3, m-i0)
-			if rows == 1 {
-				gemvPacked(1, k, &a[i0*lda], w, &cq[i0*ldc], beta)
-			} else {
-				gemmPacked3(1, k/8, rows, &a[i0*lda], lda, w, &cq[i0*ldc], ldc, beta, w, 0)
-			}
-			i0 += rows
+// passGroups runs rows [first, m) of A past the given panels of a packed
+// W (from w; C from c's first column) in groups of three, a last single
+// row through gemvPacked, prefetching nothing. gemmPackedAsm passes a
+// whole block to each group in turn or, where a panel fits L1 beside a
+// group's rows and there are many rows, one panel to every group before
+// the next: then the panel stays in L1 while the groups pass it, where
+// the whole block is held in L2. With the AVX-512 products (AMD's Zen 5,
+// one core, 48 KiB L1d) at rows of 1024 (a 32 KiB panel) panel by panel
+// ran 1.09x faster with 64 rows of A, 1.13x with 100 and 1.03x with 16
+// (BenchmarkGemmPacked, docs/data/host-tuning.md); in probes, the same
+// (0.99x) at rows of 256 and 512, and slower where a panel no longer
+// fits L1 beside a group's rows (rows of 1536: 0.90x) or is so short
+// that a call a panel costs more than it saves (rows of 64: 0.94x). So
+// it runs for rows from blocking.panelK to blocking.nearK with at least
+// panelRows rows. Either way each element is summed by the same kernel
+// in the same order: the results are the same bit for bit.
+func passGroups(panels, k, first, m int, a []float32, lda int, w *float32, c []float32, ldc int, beta float32) {
+	for i0 := first; i0 < m; {
+		rows := min(3, m-i0)
+		if rows == 1 {
+			gemvPacked(panels, k, &a[i0*lda], w, &c[i0*ldc], beta)
+		} else {
+			gemmPacked3(panels, k/8, rows, &a[i0*lda], lda, w, &c[i0*ldc], ldc, beta, w, 0)
 		}
+		i0 += rows
 	}
 }
 
 // panelRows is the fewest rows of A gemmPackedAsm takes panel by panel
-// (panelsFirst).
+// (passGroups).
 const panelRows = 16
 
 // prefetchRows is the fewest rows for which gemmPackedAsm's groups

@@ -41,7 +41,7 @@ type blocking struct {
 	nearK int
 	// panelK is the shortest rows (k) for which a packed W's panel, eight
 	// rows, fills more than half of L1d: from there to nearK the AVX-512
-	// products take many rows of A panel by panel (panelsFirst).
+	// products take many rows of A panel by panel (passGroups).
 	panelK int
 }
 

@@ -60,7 +60,7 @@ func TestPackNT(t *testing.T) {
 // products (no pull), and again with nearK at 0, where its rows are all
 // too long for that and the first row pulls every block; and with
 // panelK at 1 and nearK past every row, where the AVX-512 products take
-// 16 rows or more panel by panel (panelsFirst) whatever the host's L1d.
+// 16 rows or more panel by panel (passGroups) whatever the host's L1d.
 func TestGemmNTPacked(t *testing.T) {
 	small, large, long, panels := blocks(), blocks(), blocks(), blocks()
 	small.once, large.once, long.nearK = 8<<10, 1<<30, 0
