@@ -396,7 +396,9 @@ func (lv *liveLook) medians() (narrow, wide time.Duration) {
 // a sample), else a live look at the lone requests, until one has its
 // verdict (onLive says which). The live look lasts at most l.quiet plus
 // pause; then the look is spent (choice.ErrQuit), as it is when stop
-// closes.
+// closes, unless the model was idle since the last tick: a goroutine
+// woken late, with the end and a tick both due, still gives an idle
+// model its idle look (TestWideLaterLateTick).
 func (m *seqModel) lookLive(stop <-chan struct{}, pause time.Duration) (faster bool, why string, onLive bool, err error) {
 	l := m.later
 	lv := &liveLook{wide: l.to.wide, want: l.samples, full: make(chan struct{})}
@@ -407,11 +409,26 @@ func (m *seqModel) lookLive(stop <-chan struct{}, pause time.Duration) (faster b
 	tick := time.NewTicker(l.quiet)
 	defer tick.Stop()
 	seen, idled := m.stats.requests.Load(), false
+	// idle runs the idle look once, if no request arrived since the last
+	// tick and none is in flight; done says whether it has the verdict.
+	idle := func() (done bool) {
+		if idled || m.stats.requests.Load() != seen || m.stats.inflight.Load() != 0 {
+			return false
+		}
+		idled = true
+		faster, why, err = m.idleLook(stop, l.look)
+		return !errors.Is(err, choice.ErrQuit)
+	}
 	for {
 		select {
 		case <-stop:
 			return false, "", false, choice.ErrQuit
 		case <-end.C:
+			// A tick due with the end (this goroutine woken late, on a
+			// busy host) still gets its idle look.
+			if idle() {
+				return faster, why, false, err
+			}
 			return false, "", false, choice.ErrQuit
 		case <-lv.full:
 			m.live.Store(nil)
@@ -421,11 +438,8 @@ func (m *seqModel) lookLive(stop <-chan struct{}, pause time.Duration) (faster b
 			})
 			return faster, why, true, err
 		case <-tick.C:
-			if !idled && m.stats.requests.Load() == seen && m.stats.inflight.Load() == 0 {
-				idled = true
-				if faster, why, err = m.idleLook(stop, l.look); !errors.Is(err, choice.ErrQuit) {
-					return faster, why, false, err
-				}
+			if idle() {
+				return faster, why, false, err
 			}
 			seen = m.stats.requests.Load()
 		}

@@ -300,3 +300,21 @@ func testWideLaterPanic(t *testing.T, mk func(*testing.T, []time.Duration, func(
 		t.Errorf("after a look's panic: %d looks, wide %v, %d core slots held", n, m.form.Load().wide != nil, len(m.cores))
 	}
 }
+
+// TestWideLaterLateTick: a look whose goroutine wakes only when its end
+// is due too (a busy host; here a pause of zero, so the end and the
+// first tick fall together) still times an idle model rather than
+// spending the look.
+func TestWideLaterLateTick(t *testing.T) {
+	const looks = 12
+	var looked atomic.Int32
+	s, hs, _, _ := laterModel(t, make([]time.Duration, looks), func(func() bool) (bool, string, error) {
+		looked.Add(1)
+		return false, "not faster", nil
+	})
+	s.Start()
+	waitUntil(t, "the looks' end", func() bool { return strings.Contains(metadataOf(t, hs).ScheduleReason, "never faster") })
+	if n := looked.Load(); n != looks {
+		t.Errorf("timed %d of %d looks at an idle model: %q", n, looks, metadataOf(t, hs).ScheduleReason)
+	}
+}
