@@ -396,9 +396,9 @@ func (lv *liveLook) medians() (narrow, wide time.Duration) {
 // a sample), else a live look at the lone requests, until one has its
 // verdict (onLive says which). The live look lasts at most l.quiet plus
 // pause; then the look is spent (choice.ErrQuit), as it is when stop
-// closes, unless the model was idle since the last tick: a goroutine
-// woken late, with the end and a tick both due, still gives an idle
-// model its idle look (TestWideLaterLateTick).
+// closes, unless the model has been idle for l.quiet since the last
+// tick: a goroutine woken late, with the end and a tick both due, still
+// gives an idle model its idle look (TestWideLaterLateTick).
 func (m *seqModel) lookLive(stop <-chan struct{}, pause time.Duration) (faster bool, why string, onLive bool, err error) {
 	l := m.later
 	lv := &liveLook{wide: l.to.wide, want: l.samples, full: make(chan struct{})}
@@ -408,11 +408,12 @@ func (m *seqModel) lookLive(stop <-chan struct{}, pause time.Duration) (faster b
 	defer end.Stop()
 	tick := time.NewTicker(l.quiet)
 	defer tick.Stop()
-	seen, idled := m.stats.requests.Load(), false
-	// idle runs the idle look once, if no request arrived since the last
-	// tick and none is in flight; done says whether it has the verdict.
+	seen, seenAt, idled := m.stats.requests.Load(), time.Now(), false
+	// idle runs the idle look once, if no request arrived for l.quiet
+	// (since the last tick) and none is in flight; done says whether it
+	// has the verdict.
 	idle := func() (done bool) {
-		if idled || m.stats.requests.Load() != seen || m.stats.inflight.Load() != 0 {
+		if idled || time.Since(seenAt) < l.quiet || m.stats.requests.Load() != seen || m.stats.inflight.Load() != 0 {
 			return false
 		}
 		idled = true
@@ -441,7 +442,7 @@ func (m *seqModel) lookLive(stop <-chan struct{}, pause time.Duration) (faster b
 			if idle() {
 				return faster, why, false, err
 			}
-			seen = m.stats.requests.Load()
+			seen, seenAt = m.stats.requests.Load(), time.Now()
 		}
 	}
 }
