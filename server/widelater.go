@@ -404,11 +404,13 @@ func (m *seqModel) lookLive(stop <-chan struct{}, pause time.Duration) (faster b
 	lv := &liveLook{wide: l.to.wide, want: l.samples, full: make(chan struct{})}
 	m.live.Store(lv)
 	defer m.live.Store(nil)
+	// seenAt before the timers: a tick or the end is then never due
+	// sooner than l.quiet after it.
+	seen, seenAt, idled := m.stats.requests.Load(), time.Now(), false
 	end := time.NewTimer(l.quiet + pause)
 	defer end.Stop()
 	tick := time.NewTicker(l.quiet)
 	defer tick.Stop()
-	seen, seenAt, idled := m.stats.requests.Load(), time.Now(), false
 	// idle runs the idle look once, if no request arrived for l.quiet
 	// (since the last tick) and none is in flight; done says whether it
 	// has the verdict.
