@@ -75,6 +75,24 @@ class TestMisses(unittest.TestCase):
                       "1 shape(s) still below 1.25x.", text)
         self.assertIn("(within reach at the model)", misses.render_ceiling(ceil, 1.25, 1.5))
 
+    def test_host_model(self):
+        # The host model's column, where the roofline output has it; an
+        # older output without it is refused rather than read as the model.
+        host = ROOF.replace("| model µs | roofline |", "| model µs | roofline | host model µs |").replace(
+            "|---:|---:|\n", "|---:|---:|---:|\n", 1)
+        host = host.replace("| 90.0 | 0.76 |", "| 90.0 | 0.76 | 130.0 |").replace(
+            "| 45.0 | 0.36 |", "| 45.0 | 0.36 | 45.0 |").replace(
+            "| 1600.0 | 0.97 |", "| 1600.0 | 0.97 | 1700.0 |").replace("| 1063.5 | 0.87 |", "| 1063.5 | 0.87 | 1100.0 |")
+        rows = misses.misses(misses.table_i(TABLE % 1), misses.roofline(host, "host"), 1.25)
+        a = rows[0]
+        self.assertAlmostEqual(a["model"], 1300.0)
+        self.assertAlmostEqual(a["needed"], 1.25 * 1300 / 1400)
+        self.assertEqual(a["whose"], "hardware")
+        # The default is still the roofline model's column.
+        self.assertAlmostEqual(misses.misses(misses.table_i(TABLE % 1), misses.roofline(host), 1.25)[0]["model"], 900.0)
+        with self.assertRaises(ValueError):
+            misses.roofline(ROOF, "host")
+
     def test_threads_key(self):
         self.assertIn(("lstm", 64, 1, 100, 2), misses.table_i(TABLE % 2))
 

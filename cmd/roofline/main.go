@@ -70,7 +70,16 @@
 // (W_ih times all T inputs) are arithmetic, not traffic: the model takes
 // the longer of the other weights' bytes at their bandwidth and the
 // projections' flops at f32.GemmNT's rate measured on L2-resident
-// operands in the same run.
+// operands in the same run. That assumes a core can stream W from DRAM
+// while it multiplies; the host model does not: a probe on every worker
+// at once passes its own packed W from DRAM (-dram bytes) in 256 KiB
+// pieces, a one-row product over each (the pull), nine rows against a
+// piece in L2 (the rest of a ten-step projection), and the two
+// alternating, and takes the share of the shorter the host hid (best of
+// -reps); the host model adds the shorter of the W_ih bytes' time and
+// the arithmetic of every projection row but the first, times one less
+// that share (overlap.go). Where the share is near 0 the host model is
+// the projections' pull and arithmetic in turn.
 //
 // # More cores than this host has
 //
@@ -377,11 +386,20 @@ func run(args []string, out io.Writer) error {
 		fmt.Fprintln(out, ".")
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "W_hh/worker: one worker's W_hh slice of one layer, and the level that holds the re-read weights (the whole model at T = 1); GB/s: weight bytes read per second (best run); level GB/s: read bandwidth measured at that footprint; W_hh past L2: the share of W_hh's bytes that miss a simulated %s %d-way LRU L2 per core in a warm inference of the plan; model µs: those bytes at the bandwidth of W_hh's footprint (its first pass in an inference at the whole model's, where slower) and the rest at L2's, plus the other weights' bytes at theirs or the input projections' arithmetic at the precision's roof above, whichever takes longer; footprint model µs: the same with every W_hh byte at its footprint's bandwidth; roofline: model time over the best measured time.\n", size(o.l2), o.l2Ways)
+	fmt.Fprintf(out, "Stream beside arithmetic: every worker passes its own %s of packed W (rows of %d, past the L3) in pieces of %d rows: a one-row product over each piece (stream, as a projection's first row pulls W in), %d rows against a piece held in L2 as often (arith, the other rows of a ten-step projection), and the two alternating piece by piece (both); µs per 16 MiB of W on each worker's clock, and the share of the shorter that the host hid: (stream + arith - both) / the shorter, best / median of %d runs (1: the two at once, as the model assumes; 0: one after the other):\n\n",
+		size(overlapBytes(o.dram)), overlapK, overlapPiece, overlapRows, o.reps)
+	overlap := map[int]float64{}
+	for _, c := range o.cores {
+		r := measureOverlap(pools[c], o)
+		overlap[c] = r.share.best
+		fmt.Fprintf(out, "- %d core(s): stream %.0f µs, arith %.0f, both %.0f; share %.2f / %.2f.\n", c, r.stream, r.arith, r.both, r.share.best, r.share.median)
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "W_hh/worker: one worker's W_hh slice of one layer, and the level that holds the re-read weights (the whole model at T = 1); GB/s: weight bytes read per second (best run); level GB/s: read bandwidth measured at that footprint; W_hh past L2: the share of W_hh's bytes that miss a simulated %s %d-way LRU L2 per core in a warm inference of the plan; model µs: those bytes at the bandwidth of W_hh's footprint (its first pass in an inference at the whole model's, where slower) and the rest at L2's, plus the other weights' bytes at theirs or the input projections' arithmetic at the precision's roof above, whichever takes longer; footprint model µs: the same with every W_hh byte at its footprint's bandwidth; roofline: model time over the best measured time; host model µs: the model with the other weights' bytes and the projections' arithmetic overlapped only by the best share measured above (clamped to 0..1): the longer plus the shorter times one less the share.\n", size(o.l2), o.l2Ways)
 	fmt.Fprintln(out)
 	measured := map[shapeKey]float64{}
-	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | level | µs/inference (best / median) | GB/s | level GB/s | W_hh past L2 | footprint model µs | model µs | roofline |")
-	fmt.Fprintln(out, "|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | level | µs/inference (best / median) | GB/s | level GB/s | W_hh past L2 | footprint model µs | model µs | roofline | host model µs |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, cell := range o.cells {
 		for _, h := range o.hidden {
 			for _, L := range o.layers {
@@ -409,9 +427,10 @@ func run(args []string, out io.Writer) error {
 								levelBW = hhBW
 								past = fmt.Sprintf("%.0f%%", 100*float64(s.missed())/float64(s.hhBytes))
 							}
-							fmt.Fprintf(out, "| %v | %d | %d | %d | %v | %d | %s | %s | %.1f / %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.2f |\n",
+							host := s.hostModel(hhBW, hitBW, otherBW, proj, overlap[c])
+							fmt.Fprintf(out, "| %v | %d | %d | %d | %v | %d | %s | %s | %.1f / %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.2f | %.1f |\n",
 								cell, h, L, T, prec, c, size(s.sliceBytes), s.level(c, o), s.best*1e6, s.median*1e6,
-								float64(s.hhBytes+s.otherBytes)/s.best/1e9, levelBW/1e9, past, flat*1e6, model*1e6, model/s.best)
+								float64(s.hhBytes+s.otherBytes)/s.best/1e9, levelBW/1e9, past, flat*1e6, model*1e6, model/s.best, host*1e6)
 						}
 					}
 				}
@@ -562,6 +581,7 @@ func summarize(v []float64) rate {
 // shapeResult is one shape's measurement.
 type shapeResult struct {
 	best, median float64 // seconds per inference
+	steps        int     // T
 	hhBytes      int64   // W_hh bytes read per inference
 	otherBytes   int64   // all other weight bytes read per inference
 	sliceBytes   int64   // the largest W_hh slice of one worker and layer
@@ -699,7 +719,7 @@ func measureShape(net *rnn.Network, pool *schedule.Pool, prec schedule.Precision
 	if err != nil {
 		return shapeResult{}, err
 	}
-	var s shapeResult
+	s := shapeResult{steps: T}
 	for _, st := range p.Steps {
 		for _, reg := range st.Reads() {
 			if reg.Buf.Kind != schedule.KindWeight {

@@ -95,6 +95,36 @@ func TestModel(t *testing.T) {
 	}
 }
 
+// TestHostModel checks the model with the projections overlapped only by
+// the measured share: at 1 the model itself, at 0 (or below, clamped)
+// the W_ih bytes and the arithmetic of every row but the first in turn,
+// halfway between at 0.5; above 1 clamped to the model.
+func TestHostModel(t *testing.T) {
+	const MB = 1e6
+	s := shapeResult{steps: 10, hhBytes: 9 * 16 * MB, passBytes: 16 * MB, otherBytes: 16 * MB, hhMiss: -1}
+	model := s.model(100e9, 400e9, 25e9, 1e-3) // W_ih: 640 µs, the projections 1 ms
+	for _, c := range []struct{ share, want float64 }{
+		{1, model}, {1.5, model},
+		{0, model + 16*MB/25e9}, {-0.4, model + 16*MB/25e9}, // the bytes are the shorter
+		{0.5, model + 0.5*16*MB/25e9},
+	} {
+		if got := s.hostModel(100e9, 400e9, 25e9, 1e-3, c.share); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("share %g: host model %g, want %g", c.share, got, c.want)
+		}
+	}
+	// Where the rows after the first take less than the bytes, they are
+	// what the two in turn add: 0.5 ms of 10 steps' projections, 0.45 ms
+	// past the first row.
+	if got, want := s.hostModel(100e9, 400e9, 25e9, 0.5e-3, 0), s.model(100e9, 400e9, 25e9, 0.5e-3)+0.45e-3; math.Abs(got-want) > 1e-12 {
+		t.Errorf("short projections: host model %g, want %g", got, want)
+	}
+	// At T = 1 the one row multiplies as it pulls: nothing to add.
+	one := shapeResult{steps: 1, otherBytes: 32 * MB, passBytes: 16 * MB, hhMiss: -1}
+	if got, want := one.hostModel(100e9, 400e9, 25e9, 1e-4, 0), one.model(100e9, 400e9, 25e9, 1e-4); got != want {
+		t.Errorf("T = 1: host model %g, want the model's %g", got, want)
+	}
+}
+
 // TestHHMisses simulates the W_hh misses of P's plans against a 1 MiB
 // 8-way L2: a 1 MiB slice on one core, read forwards and backwards in
 // turn, misses well under half of its bytes; the same model on two cores
@@ -181,7 +211,8 @@ func TestRunSmall(t *testing.T) {
 		"| 16 | 1 | " + small + " | 1 | 4 KiB | L1 |", "| 16 | 3 | bf16 | 1 | 2 KiB | L1 |", "Arithmetic roof: ",
 		"- f32 (f32.GemmNT): ", "- bf16 (f32.GemmNTBF16): ", "- int8 (f32.QuantizeI8 and f32.GemmNTI8, " + f32.I8Impl() + "): ",
 		"| 512 | 1 | f32 packed | 1 | 4 MiB |", "| 512 | 3 | f32 packed | 1 | 4 MiB |", "| 512 | 1 | bf16 | 1 | 2 MiB |",
-		"| lstm | 16 | 2 | 3 | int8 | 1 |", "| 512 | 1 | int8 | 1 | 1.02 MiB |"} {
+		"| lstm | 16 | 2 | 3 | int8 | 1 |", "| 512 | 1 | int8 | 1 | 1.02 MiB |",
+		"Stream beside arithmetic: every worker passes its own 256 KiB of packed W", "- 1 core(s): stream ", "| roofline | host model µs |"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
