@@ -4,7 +4,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
-	"sync"
 	"time"
 
 	"rnnserve/internal/f32"
@@ -99,9 +98,8 @@ func measureOverlap(p *schedule.Pool, o *options) overlapResult {
 	var res overlapResult
 	var shares []float64
 	for r := 0; r < o.reps; r++ {
-		var secs [3]float64 // stream, arith, both: all workers
-		var mib float64     // MiB of W each kind passed, all workers
-		var mu sync.Mutex
+		d := make([][3]time.Duration, nw) // stream, arith, both: per worker
+		passes := make([]int, nw)
 		start := time.Now()
 		p.Each(func(w int) {
 			runtime.LockOSThread() // the thread CPU clock needs one thread
@@ -109,9 +107,7 @@ func measureOverlap(p *schedule.Pool, o *options) overlapResult {
 			k := ws[w]
 			pieces := len(k.w) / (overlapPiece * overlapK)
 			clk := threadClock(o.cpu)
-			var d [3]time.Duration
-			passes := 0
-			for ; passes == 0 || time.Since(start) < o.time; passes++ {
+			for ; passes[w] == 0 || time.Since(start) < o.time; passes[w]++ {
 				t0 := clk()
 				for range pieces {
 					k.stream()
@@ -126,15 +122,17 @@ func measureOverlap(p *schedule.Pool, o *options) overlapResult {
 					k.arith()
 				}
 				t3 := clk()
-				d[0], d[1], d[2] = d[0]+t1-t0, d[1]+t2-t1, d[2]+t3-t2
+				d[w][0], d[w][1], d[w][2] = d[w][0]+t1-t0, d[w][1]+t2-t1, d[w][2]+t3-t2
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			for i := range d {
-				secs[i] += d[i].Seconds()
-			}
-			mib += float64(passes*4*len(k.w)) / (1 << 20)
 		})
+		var secs [3]float64 // stream, arith, both: all workers
+		var mib float64     // MiB of W each kind passed, all workers
+		for w, k := range ws {
+			for i := range secs {
+				secs[i] += d[w][i].Seconds()
+			}
+			mib += float64(passes[w]*4*len(k.w)) / (1 << 20)
+		}
 		s := (secs[0] + secs[1] - secs[2]) / min(secs[0], secs[1])
 		if r == 0 || s > slices.Max(shares) {
 			per := 16 / mib * 1e6
