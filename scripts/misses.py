@@ -33,8 +33,11 @@ slowest too, and "either" where the models disagree.
 With --model host, each shape is held against cmd/roofline's host model
 instead: the same terms, but the W_ih bytes and the projections'
 arithmetic overlapped only as far as the host was measured to overlap a
-stream from DRAM with arithmetic (at none, the two in turn). "Hardware"
-then means: beyond what this host gives with its measured overlap.
+stream from DRAM with arithmetic (at none, the two in turn), and on more
+than one core the W_hh time stretched by what the workers were measured
+to lose waiting for each other at every step (stepped/free). "Hardware"
+then means: beyond what this host gives with its measured overlap and
+steps.
 
 A last line per core count says what the table would show if our time
 were the model's at every shape with T >= 10: the median of ORT/model

@@ -79,7 +79,16 @@
 // -reps); the host model adds the shorter of the W_ih bytes' time and
 // the arithmetic of every projection row but the first, times one less
 // that share (overlap.go). Where the share is near 0 the host model is
-// the projections' pull and arithmetic in turn.
+// the projections' pull and arithmetic in turn. The rates above are
+// each worker's on its own, added up; P's steps end at a barrier, so
+// each waits for its slowest worker. On more than one core a second
+// probe (stepped.go) has every worker read a buffer of its W_hh slice's
+// size forwards and backwards in turn, first each on its own and then
+// one pass a phase of the pool, as P's steps run; the host model's W_hh
+// time is the model's times the stepped time a pass over the free one
+// (stepped/free, best of -reps, at least 1): one core slower than the
+// other, the spread of each pass and the barrier, measured on the
+// bytes and the order P reads, with no arithmetic of ours in it.
 //
 // # More cores than this host has
 //
@@ -395,11 +404,21 @@ func run(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "- %d core(s): stream %.0f µs, arith %.0f, both %.0f; share %.2f / %.2f.\n", c, r.stream, r.arith, r.both, r.share.best, r.share.median)
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "W_hh/worker: one worker's W_hh slice of one layer, and the level that holds the re-read weights (the whole model at T = 1); GB/s: weight bytes read per second (best run); level GB/s: read bandwidth measured at that footprint; W_hh past L2: the share of W_hh's bytes that miss a simulated %s %d-way LRU L2 per core in a warm inference of the plan; model µs: those bytes at the bandwidth of W_hh's footprint (its first pass in an inference at the whole model's, where slower) and the rest at L2's, plus the other weights' bytes at theirs or the input projections' arithmetic at the precision's roof above, whichever takes longer; footprint model µs: the same with every W_hh byte at its footprint's bandwidth; roofline: model time over the best measured time; host model µs: the model with the other weights' bytes and the projections' arithmetic overlapped only by the best share measured above (clamped to 0..1): the longer plus the shorter times one less the share.\n", size(o.l2), o.l2Ways)
+	fmt.Fprintf(out, "W_hh/worker: one worker's W_hh slice of one layer, and the level that holds the re-read weights (the whole model at T = 1); GB/s: weight bytes read per second (best run); level GB/s: read bandwidth measured at that footprint; W_hh past L2: the share of W_hh's bytes that miss a simulated %s %d-way LRU L2 per core in a warm inference of the plan; model µs: those bytes at the bandwidth of W_hh's footprint (its first pass in an inference at the whole model's, where slower) and the rest at L2's, plus the other weights' bytes at theirs or the input projections' arithmetic at the precision's roof above, whichever takes longer; footprint model µs: the same with every W_hh byte at its footprint's bandwidth; roofline: model time over the best measured time; host model µs: the model with the other weights' bytes and the projections' arithmetic overlapped only by the best share measured above (clamped to 0..1): the longer plus the shorter times one less the share, and its W_hh time times stepped/free; stepped/free (best / median of %d runs; on more than one core, at T > 1): every worker reads a buffer of its W_hh slice's size, forwards and backwards in turn as P reads W_hh, one pass a phase with a barrier after each as P's steps run, against the same passes each worker makes on its own (the time a pass the rates above imply); above 1 is what the workers lose waiting for the slowest at every step.\n", size(o.l2), o.l2Ways, o.reps)
 	fmt.Fprintln(out)
 	measured := map[shapeKey]float64{}
-	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | level | µs/inference (best / median) | GB/s | level GB/s | W_hh past L2 | footprint model µs | model µs | roofline | host model µs |")
-	fmt.Fprintln(out, "|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "| cell | hidden | layers | T | weights | cores | W_hh/worker | level | µs/inference (best / median) | GB/s | level GB/s | W_hh past L2 | footprint model µs | model µs | roofline | host model µs | stepped/free |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	steps := map[[2]int64]rate{}
+	stepped := func(cores int, bytesPerWorker int64) rate {
+		k := [2]int64{int64(cores), bytesPerWorker}
+		if r, ok := steps[k]; ok {
+			return r
+		}
+		r := measureStepped(pools[cores], bytesPerWorker, o)
+		steps[k] = r
+		return r
+	}
 	for _, cell := range o.cells {
 		for _, h := range o.hidden {
 			for _, L := range o.layers {
@@ -427,10 +446,15 @@ func run(args []string, out io.Writer) error {
 								levelBW = hhBW
 								past = fmt.Sprintf("%.0f%%", 100*float64(s.missed())/float64(s.hhBytes))
 							}
-							host := s.hostModel(hhBW, hitBW, otherBW, proj, overlap[c])
-							fmt.Fprintf(out, "| %v | %d | %d | %d | %v | %d | %s | %s | %.1f / %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.2f | %.1f |\n",
+							step, stepCol := 1.0, "-"
+							if s.hhBytes > 0 && c > 1 {
+								r := stepped(c, s.sliceBytes)
+								step, stepCol = r.best, fmt.Sprintf("%.2f / %.2f", r.best, r.median)
+							}
+							host := s.hostModel(hhBW, hitBW, otherBW, proj, overlap[c], step)
+							fmt.Fprintf(out, "| %v | %d | %d | %d | %v | %d | %s | %s | %.1f / %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.2f | %.1f | %s |\n",
 								cell, h, L, T, prec, c, size(s.sliceBytes), s.level(c, o), s.best*1e6, s.median*1e6,
-								float64(s.hhBytes+s.otherBytes)/s.best/1e9, levelBW/1e9, past, flat*1e6, model*1e6, model/s.best, host*1e6)
+								float64(s.hhBytes+s.otherBytes)/s.best/1e9, levelBW/1e9, past, flat*1e6, model*1e6, model/s.best, host*1e6, stepCol)
 						}
 					}
 				}
@@ -608,12 +632,18 @@ func (s shapeResult) missed() int64 {
 // longer of the other weights' bytes at otherBW and the input
 // projections' arithmetic (proj seconds).
 func (s shapeResult) model(hhBW, hitBW, otherBW, proj float64) float64 {
-	t := max(float64(s.otherBytes)/otherBW, proj)
+	return max(float64(s.otherBytes)/otherBW, proj) + s.hhTime(hhBW, hitBW, otherBW)
+}
+
+// hhTime is the model's time for the W_hh bytes: those that miss L2 at
+// hhBW and the others at hitBW, the first pass at otherBW instead when
+// that is slower.
+func (s shapeResult) hhTime(hhBW, hitBW, otherBW float64) float64 {
 	if s.hhBytes == 0 {
-		return t
+		return 0
 	}
 	miss := s.missed()
-	t += float64(miss)/hhBW + float64(s.hhBytes-miss)/hitBW
+	t := float64(miss)/hhBW + float64(s.hhBytes-miss)/hitBW
 	if otherBW < hhBW {
 		cold := float64(min(s.passBytes, miss))
 		t += cold/otherBW - cold/hhBW

@@ -98,7 +98,8 @@ func TestModel(t *testing.T) {
 // TestHostModel checks the model with the projections overlapped only by
 // the measured share: at 1 the model itself, at 0 (or below, clamped)
 // the W_ih bytes and the arithmetic of every row but the first in turn,
-// halfway between at 0.5; above 1 clamped to the model.
+// halfway between at 0.5; above 1 clamped to the model. The stepped
+// factor stretches the W_hh time only, and never below the model's.
 func TestHostModel(t *testing.T) {
 	const MB = 1e6
 	s := shapeResult{steps: 10, hhBytes: 9 * 16 * MB, passBytes: 16 * MB, otherBytes: 16 * MB, hhMiss: -1}
@@ -108,19 +109,29 @@ func TestHostModel(t *testing.T) {
 		{0, model + 16*MB/25e9}, {-0.4, model + 16*MB/25e9}, // the bytes are the shorter
 		{0.5, model + 0.5*16*MB/25e9},
 	} {
-		if got := s.hostModel(100e9, 400e9, 25e9, 1e-3, c.share); math.Abs(got-c.want) > 1e-12 {
+		if got := s.hostModel(100e9, 400e9, 25e9, 1e-3, c.share, 1); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("share %g: host model %g, want %g", c.share, got, c.want)
 		}
 	}
 	// Where the rows after the first take less than the bytes, they are
 	// what the two in turn add: 0.5 ms of 10 steps' projections, 0.45 ms
 	// past the first row.
-	if got, want := s.hostModel(100e9, 400e9, 25e9, 0.5e-3, 0), s.model(100e9, 400e9, 25e9, 0.5e-3)+0.45e-3; math.Abs(got-want) > 1e-12 {
+	if got, want := s.hostModel(100e9, 400e9, 25e9, 0.5e-3, 0, 1), s.model(100e9, 400e9, 25e9, 0.5e-3)+0.45e-3; math.Abs(got-want) > 1e-12 {
 		t.Errorf("short projections: host model %g, want %g", got, want)
 	}
-	// At T = 1 the one row multiplies as it pulls: nothing to add.
+	// Steps that wait for each other stretch the W_hh time alone: 9 passes
+	// of 16 MB, the first from DRAM (25 GB/s), the others at 100 GB/s.
+	hh := 16*MB/25e9 + 8*16*MB/100e9
+	if got, want := s.hostModel(100e9, 400e9, 25e9, 1e-3, 1, 1.25), model+0.25*hh; math.Abs(got-want) > 1e-12 {
+		t.Errorf("step 1.25: host model %g, want %g", got, want)
+	}
+	if got := s.hostModel(100e9, 400e9, 25e9, 1e-3, 1, 0.9); math.Abs(got-model) > 1e-12 {
+		t.Errorf("step 0.9: host model %g, want the model's %g (clamped to 1)", got, model)
+	}
+	// At T = 1 the one row multiplies as it pulls, and there are no steps:
+	// nothing to add.
 	one := shapeResult{steps: 1, otherBytes: 32 * MB, passBytes: 16 * MB, hhMiss: -1}
-	if got, want := one.hostModel(100e9, 400e9, 25e9, 1e-4, 0), one.model(100e9, 400e9, 25e9, 1e-4); got != want {
+	if got, want := one.hostModel(100e9, 400e9, 25e9, 1e-4, 0, 1.3), one.model(100e9, 400e9, 25e9, 1e-4); got != want {
 		t.Errorf("T = 1: host model %g, want the model's %g", got, want)
 	}
 }
@@ -212,7 +223,7 @@ func TestRunSmall(t *testing.T) {
 		"- f32 (f32.GemmNT): ", "- bf16 (f32.GemmNTBF16): ", "- int8 (f32.QuantizeI8 and f32.GemmNTI8, " + f32.I8Impl() + "): ",
 		"| 512 | 1 | f32 packed | 1 | 4 MiB |", "| 512 | 3 | f32 packed | 1 | 4 MiB |", "| 512 | 1 | bf16 | 1 | 2 MiB |",
 		"| lstm | 16 | 2 | 3 | int8 | 1 |", "| 512 | 1 | int8 | 1 | 1.02 MiB |",
-		"Stream beside arithmetic: every worker passes its own 256 KiB of packed W", "- 1 core(s): stream ", "| roofline | host model µs |"} {
+		"Stream beside arithmetic: every worker passes its own 256 KiB of packed W", "- 1 core(s): stream ", "| roofline | host model µs | stepped/free |"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
@@ -249,5 +260,41 @@ func TestHostCachesEnv(t *testing.T) {
 	err := run([]string{"-no-kernels", "-no-shapes"}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "environment variable RNNSERVE_HOST_CACHES: l2 given twice") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestPass checks that a backward pass reads every element once: on
+// integers the two orders sum to the same, for buffers of whole pieces,
+// a part of one, and more.
+func TestPass(t *testing.T) {
+	for _, n := range []int{1, 1000, steppedChunk, 3*steppedChunk + 17} {
+		buf := make([]float32, n)
+		for i := range buf {
+			buf[i] = float32(i % 7)
+		}
+		if f, b := pass(buf, false), pass(buf, true); f != b {
+			t.Errorf("n %d: forwards %g, backwards %g", n, f, b)
+		}
+	}
+}
+
+// TestMeasureStepped runs the stepped probe on one worker and on two: a
+// positive, finite factor whose best is at most its median, and on one
+// worker (no barrier, no one to wait for) near 1.
+func TestMeasureStepped(t *testing.T) {
+	o := &options{time: 5 * time.Millisecond, reps: 3, cpu: true}
+	for _, n := range []int{1, 2} {
+		p, err := schedule.NewPool(schedule.PoolOptions{Workers: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := measureStepped(p, 256<<10, o)
+		p.Close()
+		if !(r.best > 0) || math.IsInf(r.median, 0) || r.best > r.median {
+			t.Errorf("%d workers: stepped/free best %g, median %g", n, r.best, r.median)
+		}
+		if n == 1 && (r.best < 0.5 || r.best > 2) {
+			t.Errorf("one worker: stepped/free %g, want about 1", r.best)
+		}
 	}
 }

@@ -144,16 +144,21 @@ func measureOverlap(p *schedule.Pool, o *options) overlapResult {
 	return res
 }
 
-// hostModel is the model with the projections' two terms overlapped only
-// as far as the probe found this host overlaps a stream from DRAM with
-// arithmetic (share, clamped to 0..1): the longer of the other weights'
-// bytes (at otherBW) and the projections' arithmetic (proj seconds),
-// plus the shorter of the bytes and the arithmetic of every row but the
-// first (which multiplies as it pulls W in) times one less the share.
-// At share 1 it is the model; at 0 the pull and the other rows in turn,
-// as the projections run where nothing overlaps.
-func (s shapeResult) hostModel(hhBW, hitBW, otherBW, proj, share float64) float64 {
+// hostModel is the model held to two things the probes measured this
+// host to do. The projections' two terms overlap only by share (the
+// overlap probe's, clamped to 0..1): to the longer of the other weights'
+// bytes (at otherBW) and the projections' arithmetic (proj seconds) it
+// adds the shorter of the bytes and the arithmetic of every row but the
+// first (which multiplies as it pulls W in) times one less the share; at
+// share 1 that is the model, at 0 the pull and the other rows in turn,
+// as the projections run where nothing overlaps. And the W_hh bytes take
+// step times the model's time for them (step clamped to at least 1): the
+// stepped probe's time a pass with a barrier after every pass over the
+// model's free one (stepped.go), what the workers lose waiting for the
+// slowest at every step.
+func (s shapeResult) hostModel(hhBW, hitBW, otherBW, proj, share, step float64) float64 {
 	hidden := min(max(share, 0), 1)
 	rest := proj * float64(s.steps-1) / float64(s.steps)
-	return s.model(hhBW, hitBW, otherBW, proj) + (1-hidden)*min(float64(s.otherBytes)/otherBW, rest)
+	return s.model(hhBW, hitBW, otherBW, proj) + (1-hidden)*min(float64(s.otherBytes)/otherBW, rest) +
+		(max(step, 1)-1)*s.hhTime(hhBW, hitBW, otherBW)
 }
