@@ -616,12 +616,15 @@ PAIRED = re.compile(r"^(.*) \((.+?)( /|,) (.+)\)$")
 
 def split_cells(header, theirs, row):
     """{column: cell} of a printed row; a column "X (a / b)" (or "X (a, b)")
-    whose parts the dataset holds as "X a" and "X b" is split in two."""
+    whose parts the dataset holds as "X a" and "X b" is split in two (a
+    lone "-" or "n/a", nothing measured, into two of it)."""
     got = {}
     for h, cell in zip(theirs, row):
         m = PAIRED.match(h)
         if h not in header and m and f"{m[1]} {m[2]}" in header and f"{m[1]} {m[4]}" in header:
             parts = cell.split(" / " if m[3] == " /" else ", ")
+            if cell.strip() in ("-", "n/a"):  # neither was measured
+                parts = [cell, cell]
             if len(parts) != 2:
                 raise DataError(f"column {h!r}: cell {cell!r} is not two values")
             got[f"{m[1]} {m[2]}"], got[f"{m[1]} {m[4]}"] = clean(parts[0]), clean(parts[1])

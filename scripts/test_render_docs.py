@@ -341,10 +341,10 @@ Notes after the table.
                     shapes="run,shape,threads,GB/s best,GB/s median,fraction best,fraction paired median\n")
         self.addCleanup(repo.close)
         table = ("| shape | GB/s (best / median) | fraction (best, paired median) |\n|---|---:|---:|\n"
-                 "| lstm/512 | 84.1 / 82.5 | 0.87, 0.86 |\n")
-        self.assertEqual(render_docs.import_table(repo.root, "shapes.csv", "2026-01-04-r", table, {"threads": "2"}), 1)
+                 "| lstm/512 | 84.1 / 82.5 | 0.87, 0.86 |\n| lstm/16 | 9.5 / 9.1 | - |\n")
+        self.assertEqual(render_docs.import_table(repo.root, "shapes.csv", "2026-01-04-r", table, {"threads": "2"}), 2)
         text = (repo.root / "docs" / "data" / "shapes.csv").read_text()
-        self.assertTrue(text.endswith("2026-01-04-r,lstm/512,2,84.1,82.5,0.87,0.86\n"), text)
+        self.assertTrue(text.endswith("2026-01-04-r,lstm/512,2,84.1,82.5,0.87,0.86\n2026-01-04-r,lstm/16,2,9.5,9.1,,\n"), text)
         with self.assertRaisesRegex(render_docs.DataError, "no column"):
             render_docs.import_table(repo.root, "shapes.csv", "2026-01-02-t-1t", table, {"cores": "2"})
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):

@@ -223,7 +223,7 @@ func TestRunSmall(t *testing.T) {
 		"- f32 (f32.GemmNT): ", "- bf16 (f32.GemmNTBF16): ", "- int8 (f32.QuantizeI8 and f32.GemmNTI8, " + f32.I8Impl() + "): ",
 		"| 512 | 1 | f32 packed | 1 | 4 MiB |", "| 512 | 3 | f32 packed | 1 | 4 MiB |", "| 512 | 1 | bf16 | 1 | 2 MiB |",
 		"| lstm | 16 | 2 | 3 | int8 | 1 |", "| 512 | 1 | int8 | 1 | 1.02 MiB |",
-		"Stream beside arithmetic: every worker passes its own 256 KiB of packed W", "- 1 core(s): stream ", "| roofline | host model µs | stepped/free |"} {
+		"Stream beside arithmetic: every worker passes its own 256 KiB of packed W", "- 1 core(s): stream ", "| roofline | host model µs | stepped/free (best / median) |"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
