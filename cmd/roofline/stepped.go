@@ -72,7 +72,7 @@ func measureStepped(p *schedule.Pool, bytes int64, o *options) rate {
 		})
 		var perSec float64 // passes a second, all workers: the model's rate
 		for w := range passes {
-			perSec += float64(passes[w]) / secs[w]
+			perSec += float64(passes[w]) / max(secs[w], 1e-9) // a clock that did not move: a nanosecond
 		}
 		free := float64(n) / perSec
 		steps := max(slices.Min(passes), 2)
