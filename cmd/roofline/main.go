@@ -577,17 +577,10 @@ type rate struct{ best, median float64 }
 // workers together. The buffers are on the pages P's weights are on
 // (internal/hugepage).
 func readBandwidth(p *schedule.Pool, bytes int64, o *options) rate {
-	n := p.Workers()
-	bufs := make([][]float32, n)
 	owner := new(int) // the buffers live until the measurement is done
 	defer runtime.KeepAlive(owner)
-	p.Each(func(w int) { // allocated and first touched by the worker that reads it
-		bufs[w] = hugepage.Floats(owner, int(bytes/4))
-		for i := range bufs[w] {
-			bufs[w][i] = 1
-		}
-	})
-	sink := make([]float32, n)
+	bufs := ownBuffers(p, owner, bytes)
+	sink := make([]float32, p.Workers())
 	var rates []float64
 	for r := 0; r < o.reps; r++ {
 		rate, _ := forEach(p, o.time, o.cpu, func(int) float64 { return float64(bytes) },
@@ -595,6 +588,20 @@ func readBandwidth(p *schedule.Pool, bytes int64, o *options) rate {
 		rates = append(rates, rate)
 	}
 	return summarize(rates)
+}
+
+// ownBuffers gives every worker of p a buffer of its own of the given
+// size (at least one float) on huge pages, allocated and first touched
+// by the worker that will read it, kept until owner is collected.
+func ownBuffers(p *schedule.Pool, owner *int, bytes int64) [][]float32 {
+	bufs := make([][]float32, p.Workers())
+	p.Each(func(w int) {
+		bufs[w] = hugepage.Floats(owner, int(max(bytes/4, 1)))
+		for i := range bufs[w] {
+			bufs[w][i] = 1
+		}
+	})
+	return bufs
 }
 
 func summarize(v []float64) rate {

@@ -3,10 +3,8 @@ package main
 import (
 	"runtime"
 	"slices"
-	"time"
 
 	"rnnserve/internal/f32"
-	"rnnserve/internal/hugepage"
 	"rnnserve/schedule"
 )
 
@@ -32,50 +30,31 @@ func pass(buf []float32, back bool) float32 {
 
 // measureStepped has every worker of p read a buffer of its own of the
 // given size, forwards and backwards in turn, first each on its own for
-// about -time (as the model's rates are measured: no barrier, each
-// worker's passes on its own clock), then one pass a phase of p.Phases
-// for as many passes, as P's steps run: a phase ends when its slowest
-// part does. It returns, over -reps repetitions, the best (smallest)
-// and median of the stepped time a pass (the caller's clock, as
-// measureShape times a plan) over the free time a pass the model's
-// rates imply (each worker's rate added up, as forEach does: the
-// harmonic mean of the workers' times). Above 1 is what the host's
-// workers lose to waiting for each other at every step: one core slower
-// than the other, the spread of each pass, and the barrier.
+// about -time (forEach, as the model's rates are measured: no barrier,
+// each worker's passes on its own clock), then one pass a phase of
+// p.Phases for about as long, as P's steps run: a phase ends when its
+// slowest part does. It returns, over -reps repetitions, the best
+// (smallest) and median of the stepped time a pass (the caller's clock,
+// as measureShape times a plan) over the free time a pass the model's
+// rates imply (each worker's rate added up: the harmonic mean of the
+// workers' times). Above 1 is what the host's workers lose to waiting
+// for each other at every step: one core slower than the other, the
+// spread of each pass, and the barrier.
 func measureStepped(p *schedule.Pool, bytes int64, o *options) rate {
 	n := p.Workers()
-	bufs := make([][]float32, n)
 	owner := new(int) // the buffers live until the measurement is done
 	defer runtime.KeepAlive(owner)
-	p.Each(func(w int) { // allocated and first touched by the worker that reads it
-		bufs[w] = hugepage.Floats(owner, int(max(bytes/4, 1)))
-		for i := range bufs[w] {
-			bufs[w][i] = 1
-		}
-	})
+	bufs := ownBuffers(p, owner, bytes)
 	sink := make([]float32, n)
+	passes := make([]int, n) // each worker's passes so far: even forwards, odd backwards
 	var factors []float64
 	for r := 0; r < o.reps; r++ {
-		passes := make([]int, n)
-		secs := make([]float64, n)
-		start := time.Now()
-		p.Each(func(w int) {
-			runtime.LockOSThread() // the thread CPU clock needs one thread
-			defer runtime.UnlockOSThread()
-			clk := threadClock(o.cpu)
-			t0 := clk()
-			for passes[w] == 0 || time.Since(start) < o.time {
-				sink[w] += pass(bufs[w], passes[w]%2 == 1)
-				passes[w]++
-			}
-			secs[w] = (clk() - t0).Seconds()
+		perSec, _ := forEach(p, o.time, o.cpu, func(int) float64 { return 1 }, func(w int) {
+			sink[w] += pass(bufs[w], passes[w]%2 == 1)
+			passes[w]++
 		})
-		var perSec float64 // passes a second, all workers: the model's rate
-		for w := range passes {
-			perSec += float64(passes[w]) / max(secs[w], 1e-9) // a clock that did not move: a nanosecond
-		}
 		free := float64(n) / perSec
-		steps := max(slices.Min(passes), 2)
+		steps := max(int(o.time.Seconds()/free), 2)
 		stepped := timeSteps(p, steps, o.cpu, func(ph, w int) { sink[w] += pass(bufs[w], ph%2 == 1) })
 		factors = append(factors, stepped/free)
 	}
