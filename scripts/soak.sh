@@ -27,7 +27,7 @@ echo
 "$bin/soak" -serve "$bin/serve" -args "-grpc-listen off" -clients 64 -near 0.1 -sigterm-after 10s -lame-duck 5s -duration 90s -label "SIGTERM at 10 s"
 echo
 # 4. every attack of scripts/soak/attack.go for 15 s each against one
-#    server (docs/api.md, "Limits under load"), then SIGTERM with 24
+#    server (docs/limits.md), then SIGTERM with 24
 #    ModelStreamInfer streams kept open.
 "$bin/soak" -serve "$bin/serve" -attack all -attack-for 15s
 "$bin/soak" -serve "$bin/serve" -attack sigterm-streams -lame-duck 5s

@@ -36,7 +36,7 @@
 // owner hands over in Deps (one per size PoolSizes lists), which run one
 // plan at a time.
 //
-// Under load and abuse (docs/api.md, "Limits under load"): one memory
+// Under load and abuse (docs/limits.md): one memory
 // budget bounds the request bytes in flight of every transport (package
 // server/internal/limits, made in budget.go); a cap spans the listeners'
 // connections (package server/internal/connlimit, wrapped in conns.go;

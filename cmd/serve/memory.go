@@ -88,7 +88,7 @@ func budgetFromMemory(maxBody int64) int64 {
 // models and buffers, and the collector, left to its default pacing, lets
 // the heap grow to twice what is live. A soft limit makes it collect
 // sooner as the heap nears it, so a burst of large requests does not
-// double the process's memory (docs/api.md, "Limits under load").
+// double the process's memory (docs/limits.md).
 func softMemoryLimit(budget, mem int64) int64 {
 	if budget <= 0 {
 		budget = server.DefaultBudgetBytes
