@@ -419,11 +419,7 @@ func readOutput(fs *flag.FlagSet, args []string, name string) (string, *sweep.Ma
 		fs.Usage()
 		return "", nil, nil, usageErr("%s needs exactly one directory", name)
 	}
-	m, err := sweep.ReadManifest(pos[0])
-	if err != nil {
-		return "", nil, nil, err
-	}
-	rows, err := sweep.ReadRows(pos[0])
+	m, rows, err := sweep.ReadOutput(pos[0])
 	if err != nil {
 		return "", nil, nil, err
 	}

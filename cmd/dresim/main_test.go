@@ -33,7 +33,7 @@ func sameRows(a, b []sweep.Row) bool {
 
 func readRows(t testing.TB, dir string) []sweep.Row {
 	t.Helper()
-	rows, err := sweep.ReadRows(dir)
+	_, rows, err := sweep.ReadOutput(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

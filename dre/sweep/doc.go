@@ -59,6 +59,13 @@
 // same sweep (its fingerprint) and that none is missing or repeated, and
 // WriteDir writes what one unsharded run writes.
 //
+// ReadOutput, which merge, report and plot read a directory through,
+// treats it as hostile: sweep.json is at most MaxManifestBytes, has no
+// unknown key, and its sweep must validate and agree with its fingerprint
+// and row counts; rows.jsonl holds at most the rows the manifest names,
+// each on a line of at most MaxRowBytes with an index inside the sweep
+// (FuzzOutput).
+//
 // # Figures
 //
 // Plot draws fig3_dre_share, fig4_dre_share_by_length and

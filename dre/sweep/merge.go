@@ -23,7 +23,7 @@ func Merge(dirs []string, partial bool) (*Results, error) {
 	seen := map[int]string{}
 	shards := map[int]string{}
 	for _, dir := range dirs {
-		m, err := ReadManifest(dir)
+		m, rs, err := ReadOutput(dir)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrMerge, err)
 		}
@@ -41,10 +41,6 @@ func Merge(dirs []string, partial bool) (*Results, error) {
 				return nil, fmt.Errorf("%w: %s and %s are both shard %v", ErrMerge, other, dir, m.Shard)
 			}
 			shards[m.Shard.K] = dir
-		}
-		rs, err := ReadRows(dir)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrMerge, err)
 		}
 		for _, r := range rs {
 			if other, ok := seen[r.Index]; ok {

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -151,9 +152,18 @@ func parseRecord(rec []string) (Row, error) {
 	return r, err
 }
 
-// ReadCSV reads the rows of a CSV file written by dresim.
-func ReadCSV(r io.Reader) ([]Row, error) {
-	cr := csv.NewReader(r)
+// MaxRowBytes bounds one row of rows.jsonl or rows.csv: a row dresim
+// writes takes well under a kilobyte, its longest field being a note.
+const MaxRowBytes = 16 << 10
+
+// MaxManifestBytes bounds sweep.json: a sweep file is at most
+// MaxSweepBytes of YAML, and its JSON form is of the same order.
+const MaxManifestBytes = 4 * MaxSweepBytes
+
+// ReadCSV reads the rows of a CSV file written by dresim: at most max
+// rows (the manifest's ShardRows), each at most MaxRowBytes.
+func ReadCSV(r io.Reader, max int64) ([]Row, error) {
+	cr := csv.NewReader(&lineBound{r: bufio.NewReader(r)})
 	cr.FieldsPerRecord = len(csvHeader)
 	head, err := cr.Read()
 	if err != nil {
@@ -171,6 +181,10 @@ func ReadCSV(r io.Reader) ([]Row, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read CSV: %w", err)
 		}
+		if int64(len(rows)) >= max {
+			line, _ := cr.FieldPos(0)
+			return nil, fmt.Errorf("CSV line %d: more than the %d rows the manifest names", line, max)
+		}
 		row, err := parseRecord(rec)
 		if err != nil {
 			line, _ := cr.FieldPos(0)
@@ -180,22 +194,58 @@ func ReadCSV(r io.Reader) ([]Row, error) {
 	}
 }
 
-// ReadJSONL reads rows written one JSON object per line.
-func ReadJSONL(r io.Reader) ([]Row, error) {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
+// ReadJSONL reads rows written one JSON object per line: at most max
+// rows (the manifest's ShardRows), each on a line of its own of at most
+// MaxRowBytes. Blank lines are skipped.
+func ReadJSONL(r io.Reader, max int64) ([]Row, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4<<10), MaxRowBytes)
 	var rows []Row
-	for {
-		var row Row
-		err := dec.Decode(&row)
-		if errors.Is(err, io.EOF) {
-			return rows, nil
+	for line := 1; sc.Scan(); line++ {
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("read JSON lines: row %d: %w", len(rows)+1, err)
+		if int64(len(rows)) >= max {
+			return nil, fmt.Errorf("read JSON lines: line %d: more than the %d rows the manifest names", line, max)
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		var row Row
+		if err := dec.Decode(&row); err != nil {
+			return nil, fmt.Errorf("read JSON lines: line %d: %w", line, err)
+		}
+		if dec.More() {
+			return nil, fmt.Errorf("read JSON lines: line %d: more than one row", line)
 		}
 		rows = append(rows, row)
 	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("read JSON lines: row %d: longer than %d bytes (MaxRowBytes)", len(rows)+1, MaxRowBytes)
+		}
+		return nil, fmt.Errorf("read JSON lines: %w", err)
+	}
+	return rows, nil
+}
+
+// lineBound passes a reader on and fails a line longer than MaxRowBytes
+// (a CSV record may span lines: a quoted note with line breaks).
+type lineBound struct {
+	r   *bufio.Reader
+	run int // bytes since the last line break
+}
+
+func (l *lineBound) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	for _, c := range p[:n] {
+		if l.run++; c == '\n' {
+			l.run = 0
+		} else if l.run > MaxRowBytes {
+			return 0, fmt.Errorf("a line longer than %d bytes (MaxRowBytes)", MaxRowBytes)
+		}
+	}
+	return n, err
 }
 
 // Output file names inside an output directory.
@@ -240,34 +290,100 @@ func writeJSONFile(path string, v any) error {
 	return os.Rename(tmp, path)
 }
 
-// ReadManifest reads the manifest of an output directory.
+// ReadManifest reads the manifest of an output directory and checks it
+// as dresim wrote it: at most MaxManifestBytes, no unknown key, a sweep
+// that validates, its fingerprint and row counts, and a shard k/N with
+// 0 <= k < N.
 func ReadManifest(dir string) (*Manifest, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	path := filepath.Join(dir, ManifestFile)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	m, err := decodeManifest(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+func decodeManifest(b []byte) (*Manifest, error) {
+	if len(b) > MaxManifestBytes {
+		return nil, fmt.Errorf("more than %d bytes (MaxManifestBytes)", MaxManifestBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
 	var m Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ManifestFile), err)
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("data after the manifest")
 	}
 	if m.Sweep == nil {
-		return nil, fmt.Errorf("%s: no sweep", filepath.Join(dir, ManifestFile))
+		return nil, errors.New("no sweep")
+	}
+	if err := m.Sweep.Validate(); err != nil {
+		return nil, err
+	}
+	switch fp := m.Sweep.Fingerprint(); {
+	case m.Fingerprint != fp:
+		return nil, fmt.Errorf("fingerprint %q, but its sweep's is %q", m.Fingerprint, fp)
+	case m.TotalRows != m.Sweep.Rows():
+		return nil, fmt.Errorf("total_rows %d, but its sweep has %d", m.TotalRows, m.Sweep.Rows())
+	case m.Shard != nil && (m.Shard.N < 1 || m.Shard.K < 0 || m.Shard.K >= m.Shard.N):
+		return nil, fmt.Errorf("shard %d/%d: want k/N with 0 <= k < N", m.Shard.K, m.Shard.N)
+	case m.ShardRows < 0 || m.ShardRows > m.TotalRows:
+		return nil, fmt.Errorf("shard_rows %d: want 0..%d", m.ShardRows, m.TotalRows)
 	}
 	return &m, nil
 }
 
-// ReadRows reads the rows of an output directory (its JSONLFile).
-func ReadRows(dir string) ([]Row, error) {
+// ReadRows reads the rows of an output directory (its JSONLFile): at
+// most max of them (the manifest's ShardRows).
+func ReadRows(dir string, max int64) ([]Row, error) {
 	f, err := os.Open(filepath.Join(dir, JSONLFile))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	rows, err := ReadJSONL(bufio.NewReader(f))
+	rows, err := ReadJSONL(f, max)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Name(), err)
 	}
 	return rows, nil
+}
+
+// ReadOutput reads an output directory's manifest and rows, and checks
+// that every row's index lies inside the sweep.
+func ReadOutput(dir string) (*Manifest, []Row, error) {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := ReadRows(dir, m.ShardRows)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkIndices(m, rows); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, JSONLFile), err)
+	}
+	return m, rows, nil
+}
+
+// checkIndices fails a row whose index is outside m's sweep.
+func checkIndices(m *Manifest, rows []Row) error {
+	for i, r := range rows {
+		if r.Index < 0 || int64(r.Index) >= m.TotalRows {
+			return fmt.Errorf("row %d: index %d outside the sweep's %d rows", i+1, r.Index, m.TotalRows)
+		}
+	}
+	return nil
 }
 
 // rowWriter appends rows to rows.csv and rows.jsonl, flushing both after

@@ -41,7 +41,7 @@ func TestCSVAndJSONRoundTrip(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadRows(dir)
+	got, err := ReadRows(dir, int64(len(rows)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestCSVAndJSONRoundTrip(t *testing.T) {
 		t.Errorf("JSON lines:\n got %+v\nwant %+v", got, rows)
 	}
 	f := readFile(t, dir, CSVFile)
-	got, err = ReadCSV(strings.NewReader(f))
+	got, err = ReadCSV(strings.NewReader(f), int64(len(rows)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,14 +81,14 @@ func TestReadCSVErrors(t *testing.T) {
 	} {
 		rec := append([]string(nil), good...)
 		mutate(rec)
-		if _, err := ReadCSV(strings.NewReader(buf.String() + strings.Join(rec, ",") + "\n")); err == nil {
+		if _, err := ReadCSV(strings.NewReader(buf.String()+strings.Join(rec, ",")+"\n"), 10); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, err := ReadCSV(strings.NewReader("a,b\n")); err == nil {
+	if _, err := ReadCSV(strings.NewReader("a,b\n"), 10); err == nil {
 		t.Error("foreign header accepted")
 	}
-	if _, err := ReadJSONL(strings.NewReader(`{"index": 1, "extra": 2}` + "\n")); err == nil {
+	if _, err := ReadJSONL(strings.NewReader(`{"index": 1, "extra": 2}`+"\n"), 10); err == nil {
 		t.Error("unknown JSON field accepted")
 	}
 }

@@ -53,7 +53,7 @@ func runSweep(t testing.TB, sw *Sweep, opt RunOptions) []Row {
 	if _, err := Run(context.Background(), sw, opt); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := ReadRows(opt.Out)
+	_, rows, err := ReadOutput(opt.Out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, report.String())
 		}
 	}
-	rows, err := ReadRows(out)
+	_, rows, err := ReadOutput(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Fatalf("row %d has index %d", i, r.Index)
 		}
 	}
-	csvRows, err := ReadCSV(strings.NewReader(readFile(t, out, CSVFile)))
+	csvRows, err := ReadCSV(strings.NewReader(readFile(t, out, CSVFile)), maxRows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,14 +164,14 @@ func TestMergeEqualsUnsharded(t *testing.T) {
 	if err := WriteDir(out, res); err != nil {
 		t.Fatal(err)
 	}
-	merged, err := ReadRows(out)
+	_, merged, err := ReadOutput(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !sameRows(merged, whole) {
 		t.Fatal("merged shards differ from the unsharded run")
 	}
-	csvRows, err := ReadCSV(strings.NewReader(readFile(t, out, CSVFile)))
+	csvRows, err := ReadCSV(strings.NewReader(readFile(t, out, CSVFile)), maxRows)
 	if err != nil || !sameRows(csvRows, whole) {
 		t.Fatalf("merged CSV differs: %v", err)
 	}
@@ -216,11 +216,11 @@ func TestInterrupt(t *testing.T) {
 	if sum.Rows == 0 || sum.Rows >= len(full) || !sum.Interrupted {
 		t.Fatalf("summary %+v: want some rows, not all %d", sum, len(full))
 	}
-	rows, err := ReadCSV(strings.NewReader(readFile(t, dir, CSVFile)))
+	rows, err := ReadCSV(strings.NewReader(readFile(t, dir, CSVFile)), maxRows)
 	if err != nil {
 		t.Fatalf("rows.csv after interrupt: %v", err)
 	}
-	jrows, err := ReadRows(dir)
+	_, jrows, err := ReadOutput(dir)
 	if err != nil {
 		t.Fatalf("rows.jsonl after interrupt: %v", err)
 	}
