@@ -194,4 +194,3 @@ func FuzzOutput(f *testing.F) {
 		Report(io.Discard, m.Sweep, rows)
 	})
 }
-
