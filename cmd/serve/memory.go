@@ -42,13 +42,23 @@ func meminfoTotal(path string) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
+	return parseMeminfo(data)
+}
+
+// parseMeminfo is the MemTotal of /proc/meminfo's text in bytes; false
+// when it is missing, not a positive count of kB, or too large to count
+// in bytes.
+func parseMeminfo(data []byte) (int64, bool) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
 			f := strings.Fields(rest)
 			if len(f) == 2 && f[1] == "kB" {
 				kb, err := strconv.ParseInt(f[0], 10, 64)
-				return kb << 10, err == nil && kb > 0
+				if err != nil || kb <= 0 || kb > math.MaxInt64>>10 {
+					return 0, false
+				}
+				return kb << 10, true
 			}
 		}
 	}

@@ -176,6 +176,11 @@ func TestMachineMemory(t *testing.T) {
 	if _, ok := meminfoTotal(filepath.Join(dir, "none")); ok {
 		t.Error("a missing meminfo reads")
 	}
+	for _, bad := range []string{"MemTotal: 0 kB\n", "MemTotal: -5 kB\n", "MemTotal: 9007199254740993 kB\n", "MemTotal: 12 MB\n", "MemFree: 10 kB\n"} {
+		if v, ok := parseMeminfo([]byte(bad)); ok {
+			t.Errorf("meminfo %q read as %d bytes", bad, v)
+		}
+	}
 	mem := machineMemory()
 	t.Logf("this machine: %d MiB; default budget %d MiB", mem>>20, server.BudgetFor(mem, 8<<20)>>20)
 	if _, err := os.Stat("/proc/meminfo"); err == nil && mem <= 0 {
