@@ -160,7 +160,7 @@ func TestReadOutputIndex(t *testing.T) {
 
 // FuzzOutput feeds what dresim report and plot read from an output
 // directory (sweep.json, a zero byte, then rows.jsonl) through the
-// readers and the report. Nothing panics; a manifest is accepted only as
+// readers, the report and (up to 16 rows) the figures. Nothing panics; a manifest is accepted only as
 // ReadManifest checks it.
 func FuzzOutput(f *testing.F) {
 	m := sampleManifest(f)
@@ -192,5 +192,10 @@ func FuzzOutput(f *testing.F) {
 			return
 		}
 		Report(io.Discard, m.Sweep, rows)
+		if len(rows) <= 16 { // a plot takes about 0.15 s
+			if _, err := Plot(m.Sweep, rows, t.TempDir()); err != nil {
+				t.Logf("plot: %v", err)
+			}
+		}
 	})
 }
