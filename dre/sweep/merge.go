@@ -23,7 +23,7 @@ func Merge(dirs []string, partial bool) (*Results, error) {
 	seen := map[int]string{}
 	shards := map[int]string{}
 	for _, dir := range dirs {
-		m, rs, err := ReadOutput(dir)
+		m, rs, err := ReadOutput(dir) // every row's index inside the sweep
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrMerge, err)
 		}
@@ -45,9 +45,6 @@ func Merge(dirs []string, partial bool) (*Results, error) {
 		for _, r := range rs {
 			if other, ok := seen[r.Index]; ok {
 				return nil, fmt.Errorf("%w: row %d is in %s and in %s", ErrMerge, r.Index, other, dir)
-			}
-			if r.Index < 0 || int64(r.Index) >= first.TotalRows {
-				return nil, fmt.Errorf("%w: %s: row index %d outside the sweep's %d rows", ErrMerge, dir, r.Index, first.TotalRows)
 			}
 			seen[r.Index] = dir
 		}
