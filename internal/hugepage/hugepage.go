@@ -14,7 +14,8 @@
 // A mapping is not Go heap: Bytes ties it to an owner, a pointer whose
 // object holds every reference to the buffer (a schedule's *Buffer, or
 // the Arena of a network's matrices), and unmaps it once the owner is
-// unreachable (runtime.AddCleanup). Nothing may keep the returned slice,
+// unreachable (runtime.AddCleanup; or sooner, when a collection that
+// mapping more starts finds it so). Nothing may keep the returned slice,
 // or a slice of it, longer than the owner.
 // Smaller buffers, other systems, a host whose THP mode is "never" (or
 // that has no THP), a mapping or an advice the kernel refuses, and a
@@ -31,6 +32,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+	"weak"
 )
 
 // Size is the huge page size the mappings are aligned to (x86-64's and
@@ -64,8 +66,8 @@ func MappedTotal() int64 { return total.Load() }
 // unreachable. pace counts mapped bytes as the heap's pacer counts heap
 // bytes at GOGC=100: once the bytes mapped since the last collection
 // exceed those mapped before it (and paceMin), mapping n more collects
-// first, so that the owners gone by then are unmapped (their cleanups
-// run soon after).
+// first and unmaps every mapping whose owner that collection found gone
+// (releaseGone) before it maps on.
 func pace(n int64) {
 	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(s)
@@ -77,8 +79,74 @@ func pace(n int64) {
 	paced.grown += n
 	if paced.grown > max(Mapped()-paced.grown, paceMin) {
 		runtime.GC()
+		releaseGone()
 		metrics.Read(s)
 		paced.cycles, paced.grown = s[0].Value.Uint64(), n
+	}
+}
+
+// live holds the mappings not yet released. A mapping is released by
+// its owner's cleanup, but cleanups run after the collection, on
+// goroutines of their own, which a host busy with other processes may
+// not run for many milliseconds while a loop maps on (one such run
+// mapped 928 MiB where pace meant at most 640). So each mapping also
+// keeps a weak pointer to its owner, which the collection itself
+// clears, and pace releases those it finds cleared at once.
+var live struct {
+	sync.Mutex
+	m map[*mapping]struct{}
+}
+
+// mapping is one mapping Bytes made: its range, and whether its owner
+// is gone (the owner's weak pointer cleared).
+type mapping struct {
+	start unsafe.Pointer
+	size  uintptr
+	gone  func() bool
+	done  atomic.Bool // released
+}
+
+// track counts the mapping [start, start+size) and ties it to owner:
+// released by owner's cleanup, or by pace, whichever comes first.
+func track[T any](owner *T, start unsafe.Pointer, size uintptr) {
+	w := weak.Make(owner)
+	m := &mapping{start: start, size: size, gone: func() bool { return w.Value() == nil }}
+	live.Lock()
+	if live.m == nil {
+		live.m = map[*mapping]struct{}{}
+	}
+	live.m[m] = struct{}{}
+	live.Unlock()
+	mapped.Add(int64(size))
+	total.Add(int64(size))
+	runtime.AddCleanup(owner, (*mapping).release, m)
+}
+
+// release unmaps m, once.
+func (m *mapping) release() {
+	if !m.done.CompareAndSwap(false, true) {
+		return
+	}
+	live.Lock()
+	delete(live.m, m)
+	live.Unlock()
+	if unmapRegion(m.start, m.size) {
+		mapped.Add(-int64(m.size))
+	}
+}
+
+// releaseGone releases every mapping whose owner is gone.
+func releaseGone() {
+	var gone []*mapping
+	live.Lock()
+	for m := range live.m {
+		if m.gone() {
+			gone = append(gone, m)
+		}
+	}
+	live.Unlock()
+	for _, m := range gone {
+		m.release()
 	}
 }
 

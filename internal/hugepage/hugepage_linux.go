@@ -2,7 +2,6 @@ package hugepage
 
 import (
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"unsafe"
@@ -55,20 +54,9 @@ func mapHuge[T any](owner *T, n int) []byte {
 		unix.MunmapPtr(start, size)
 		return nil
 	}
-	mapped.Add(int64(size))
-	total.Add(int64(size))
-	runtime.AddCleanup(owner, unmap, region{start, size})
+	track(owner, start, size)
 	return b[:n:n]
 }
 
-// region is one mapping Bytes made.
-type region struct {
-	start unsafe.Pointer
-	size  uintptr
-}
-
-func unmap(r region) {
-	if unix.MunmapPtr(r.start, r.size) == nil {
-		mapped.Add(-int64(r.size))
-	}
-}
+// unmapRegion unmaps [p, p+n) and reports whether it did.
+func unmapRegion(p unsafe.Pointer, n uintptr) bool { return unix.MunmapPtr(p, n) == nil }
