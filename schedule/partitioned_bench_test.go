@@ -268,6 +268,40 @@ func BenchmarkTableIPPhases(b *testing.B) {
 	tableIShapes(b, func(b *testing.B, net *rnn.Network, T int) { benchPhases(b, net, T, pool) })
 }
 
+// The kinds of phase of a P plan (phaseKinds): an input projection's,
+// a layer's first step with a recurrent product, and every other.
+const (
+	phaseProj = iota
+	phaseFirst
+	phaseSteps
+)
+
+// phaseKinds gives every phase of p its kind.
+func phaseKinds(p *Plan) []int {
+	kind := make([]int, len(p.span)/p.workers)
+	for ph := range kind {
+		kind[ph] = phaseSteps
+	}
+	seen := map[[2]int]bool{} // layers and directions whose first product is found
+	for _, s := range p.Steps {
+		switch o := s.op.(type) {
+		case *gemmOp:
+			if o.once {
+				kind[s.Phase] = phaseProj
+				continue
+			}
+		case *lstmStepOp:
+		default:
+			continue
+		}
+		if s.Layer >= 0 && !seen[[2]int{s.Layer, s.Dir}] {
+			seen[[2]int{s.Layer, s.Dir}] = true
+			kind[s.Phase] = phaseFirst
+		}
+	}
+	return kind
+}
+
 func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
 	prog, err := NewPartitioned(net, PartitionOptions{Workers: pool.Workers(), Pool: pool})
 	if err != nil {
@@ -279,28 +313,8 @@ func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
 	}
 	W := p.workers
 	phases := len(p.span) / W
-	const proj, first, steps = 0, 1, 2
-	kind := make([]int, phases)
-	for ph := range kind {
-		kind[ph] = steps
-	}
-	seen := map[[2]int]bool{} // layers and directions whose first product is found
-	for _, s := range p.Steps {
-		switch o := s.op.(type) {
-		case *gemmOp:
-			if o.once {
-				kind[s.Phase] = proj
-				continue
-			}
-		case *lstmStepOp:
-		default:
-			continue
-		}
-		if s.Layer >= 0 && !seen[[2]int{s.Layer, s.Dir}] {
-			seen[[2]int{s.Layer, s.Dir}] = true
-			kind[s.Phase] = first
-		}
-	}
+	const proj, first, steps = phaseProj, phaseFirst, phaseSteps
+	kind := phaseKinds(p)
 	took := make([]time.Duration, phases*W) // each part's time, written by whoever runs it
 	run := func(ph, w int) {
 		t0 := time.Now()
