@@ -3,6 +3,7 @@ package f32
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -399,6 +400,82 @@ func BenchmarkLSTMStep(b *testing.B) {
 					b.Fatal("NaN in W")
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkStepPaired holds P's one-core LSTM step over a W_hh that
+// alternates (LSTMStepPackedChunked, "step"), its product alone without
+// the gates ("product") and f32.Sum over the same W in the same order
+// ("read") against each other in pairs, in one loop: A B B A, the
+// direction turning at every call, so that both see the host's rate of
+// the same moment and follow each other equally (on a shared VM, runs of
+// a second apart moved by 10-20%, more than the gaps measured). It
+// reports the first's time over the second's (a/b) and each one's GB/s.
+//
+//	go test ./internal/f32/ -run '^$' -bench 'BenchmarkStepPaired' -cpu 1 -count 3
+func BenchmarkStepPaired(b *testing.B) {
+	for _, h := range []int{256, 512, 1024} {
+		owner := new(int)
+		r := rand.New(rand.NewPCG(1, 1))
+		w := packChunked(owner, newGuarded(r, 4*h, h, h, 0, 0).s(), h)
+		x := newGuarded(r, 1, h, h, 0, 0).s()
+		xp0 := newGuarded(r, 1, 4*h, 4*h, 0, 0).s()
+		bias := newGuarded(r, 1, 4*h, 4*h, 0, 0).s()
+		c := newGuarded(r, 1, h, h, 0, 0).s()
+		xp, hout := make([]float32, 4*h), make([]float32, h)
+		var sum float32
+		forms := map[string]func(back bool){
+			"step": func(back bool) {
+				copy(xp, xp0)
+				LSTMStepPackedChunked(h, h, x, w, xp, bias, c, hout, back)
+			},
+			"product": func(back bool) {
+				copy(xp, xp0)
+				if !back {
+					GemmNTPacked(1, 4*h, h, x, h, w, 1, xp, 4*h)
+					return
+				}
+				const m = 4 * StepChunk
+				BackChunks(h, StepChunk, func(lo, _ int) {
+					r := 4 * lo
+					GemmNTPacked(1, m, h, x, h, w[r*h:], 1, xp[r:], m)
+				})
+			},
+			"read": func(back bool) {
+				if !back {
+					sum += Sum(w)
+					return
+				}
+				BackChunks(len(w), 4*StepChunk*h, func(lo, hi int) { sum += Sum(w[lo:hi]) })
+			},
+		}
+		for _, pair := range [][2]string{{"step", "read"}, {"product", "read"}, {"step", "product"}} {
+			b.Run(fmt.Sprintf("H=%d/%s-vs-%s", h, pair[0], pair[1]), func(b *testing.B) {
+				var ta, tb time.Duration
+				calls := 0
+				timed := func(f func(bool)) time.Duration {
+					t0 := time.Now()
+					f(calls%2 == 1)
+					calls++
+					return time.Since(t0)
+				}
+				a, o := forms[pair[0]], forms[pair[1]]
+				for b.Loop() {
+					ta += timed(a)
+					tb += timed(o)
+					tb += timed(o)
+					ta += timed(a)
+				}
+				bytes := float64(16*h*h) * float64(2*b.N)
+				b.ReportMetric(ta.Seconds()/tb.Seconds(), "a/b")
+				b.ReportMetric(bytes/ta.Seconds()/1e9, "a-GB/s")
+				b.ReportMetric(bytes/tb.Seconds()/1e9, "b-GB/s")
+			})
+		}
+		runtime.KeepAlive(owner)
+		if sum != sum {
+			b.Fatal("NaN in W")
 		}
 	}
 }
