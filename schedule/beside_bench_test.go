@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"rnnserve/internal/benchcpu"
 	"rnnserve/internal/f32"
 	"rnnserve/rnn"
 )
@@ -104,12 +105,12 @@ var besideSink float32
 // reads, each phase's slower part) and stepped/free (what reads alone lose to meeting at a barrier on
 // this host); and the correlation over rounds of steps with free (near 1
 // where P's slow rounds are the host's). Shapes at T = 100 only, where
-// there are settled steps to compare; two workers or more (-cpu 2, in a
-// process of its own: with -cpu 1,2 a sub-benchmark's first run may
-// have the other setting).
+// there are settled steps to compare; two workers or more, one -cpu
+// value a process (benchcpu).
 //
-//	go test ./schedule/ -run '^$' -bench 'PBesideReads/cell=gru/hidden=1024/layers=1$' -cpu 1,2 -benchtime 60x
+//	go test ./schedule/ -run '^$' -bench 'PBesideReads/cell=gru/hidden=1024/layers=1$' -cpu 2 -benchtime 60x
 func BenchmarkPBesideReads(b *testing.B) {
+	benchcpu.One(b)
 	const T = 100
 	for _, cell := range []rnn.CellKind{rnn.LSTM, rnn.GRU} {
 		for _, hidden := range []int{256, 1024} {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"rnnserve/internal/benchcpu"
 	"rnnserve/internal/cputime"
 	"rnnserve/rnn"
 )
@@ -22,11 +23,14 @@ import (
 // ns/step and the weight bytes read per step (half for bf16's matrices, a
 // quarter and 8 bytes a row for int8's).
 //
-//	go test ./schedule/ -run '^$' -bench 'BenchmarkTableIP/' -benchtime 200ms -cpu 1,2
+//	go test ./schedule/ -run '^$' -bench 'BenchmarkTableIP/' -benchtime 200ms -cpu 2
 //	go test ./schedule/ -run '^$' -bench 'TableIP/cell=lstm/hidden=1024/layers=1/T=100$/sched=(P|Prows)$' -count 5
 //
 // scripts/bench_compare.py runs it beside BenchmarkTableI and PyTorch.
+//
+// One -cpu value a process (benchcpu).
 func BenchmarkTableIP(b *testing.B) {
+	benchcpu.One(b)
 	var pool *Pool // P on more than one worker runs on a pool the benchmark owns
 	if n := runtime.GOMAXPROCS(0); n > 1 {
 		var err error
@@ -256,6 +260,7 @@ func benchKernels(b *testing.B, net *rnn.Network, T int) {
 //
 //	go test ./schedule/ -run '^$' -bench 'TableIPPhases/cell=gru/hidden=1024/layers=4/T=10$' -cpu 2
 func BenchmarkTableIPPhases(b *testing.B) {
+	benchcpu.One(b)
 	n := runtime.GOMAXPROCS(0)
 	if n < 2 {
 		b.Skip("P on one core has one part a phase: see BenchmarkTableIPKernels")

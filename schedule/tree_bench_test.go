@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"rnnserve/internal/benchcpu"
 	"rnnserve/rnn/tree"
 	"rnnserve/schedule"
 )
@@ -34,9 +35,11 @@ func sstLike(tb testing.TB) ([]*tree.Tree, *tree.Vocab) {
 	return trees, v
 }
 
-// benchPool is a pool of GOMAXPROCS workers (set with -cpu) for the tree
-// plans of a benchmark, closed when it ends, or nil on one core.
+// benchPool is a pool of GOMAXPROCS workers (set with one -cpu value a
+// process: benchcpu) for the tree plans of a benchmark, closed when it
+// ends, or nil on one core.
 func benchPool(b *testing.B) *schedule.Pool {
+	benchcpu.One(b)
 	n := runtime.GOMAXPROCS(0)
 	if n == 1 {
 		return nil
@@ -56,7 +59,7 @@ func benchPool(b *testing.B) *schedule.Pool {
 // beyond one), plan construction included, and reports trees/s.
 // scripts/torch_tree.py bench times PyTorch on the same trees:
 //
-//	go test ./schedule -run '^$' -bench BenchmarkTreeLSTM -benchtime 2s -cpu 1,2
+//	go test ./schedule -run '^$' -bench BenchmarkTreeLSTM -benchtime 2s -cpu 1   # and -cpu 2
 //	/usr/bin/python3 scripts/torch_tree.py bench --threads 1   # and --threads 2
 func BenchmarkTreeLSTM(b *testing.B) {
 	trees, _ := sstLike(b)
