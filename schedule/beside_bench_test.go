@@ -3,7 +3,6 @@ package schedule
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"slices"
 	"testing"
@@ -133,14 +132,7 @@ func benchBeside(b *testing.B, net *rnn.Network, T int) {
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	prog, err := NewPartitioned(net, PartitionOptions{Workers: pool.Workers(), Pool: pool})
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := prog.Plan(randomInput(net, T, 1, false, rand.New(rand.NewPCG(1, 1))), PlanOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	p := poolPlan(b, net, T, pool)
 	W := p.workers
 	phases := len(p.span) / W
 	p.Run() // every worker's slices filled before the first round
@@ -289,15 +281,7 @@ func TestSettledReads(t *testing.T) {
 	defer pool.Close()
 	for _, cell := range []rnn.CellKind{rnn.LSTM, rnn.GRU} {
 		const H, layers, T = 64, 2, 14
-		net := randomNet(t, rnn.Config{Cell: cell, Input: H, Hidden: H, Layers: layers}, 1)
-		prog, err := NewPartitioned(net, PartitionOptions{Workers: 2, Pool: pool})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := prog.Plan(randomInput(net, T, 1, false, rand.New(rand.NewPCG(1, 1))), PlanOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := poolPlan(t, randomNet(t, rnn.Config{Cell: cell, Input: H, Hidden: H, Layers: layers}, 1), T, pool)
 		p.Run()
 		phases, reads := settledReads(p)
 		if want := layers * (T - settledFrom); len(phases) != want {

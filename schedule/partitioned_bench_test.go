@@ -307,15 +307,22 @@ func phaseKinds(p *Plan) []int {
 	return kind
 }
 
-func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
+// poolPlan is a float32 P plan of net over pool's workers for one
+// random input of T steps at batch 1.
+func poolPlan(tb testing.TB, net *rnn.Network, T int, pool *Pool) *Plan {
 	prog, err := NewPartitioned(net, PartitionOptions{Workers: pool.Workers(), Pool: pool})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	p, err := prog.Plan(randomInput(net, T, 1, false, rand.New(rand.NewPCG(1, 1))), PlanOptions{})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
+	return p
+}
+
+func benchPhases(b *testing.B, net *rnn.Network, T int, pool *Pool) {
+	p := poolPlan(b, net, T, pool)
 	W := p.workers
 	phases := len(p.span) / W
 	const proj, first, steps = phaseProj, phaseFirst, phaseSteps
