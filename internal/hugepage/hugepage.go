@@ -107,7 +107,9 @@ type mapping struct {
 }
 
 // track counts the mapping [start, start+size) and ties it to owner:
-// released by owner's cleanup, or by pace, whichever comes first.
+// released by owner's cleanup, or by pace, whichever comes first. An
+// owner must not have a finalizer, which could bring it back after its
+// weak pointer cleared (none in this module has one).
 func track[T any](owner *T, start unsafe.Pointer, size uintptr) {
 	w := weak.Make(owner)
 	m := &mapping{start: start, size: size, gone: func() bool { return w.Value() == nil }}
