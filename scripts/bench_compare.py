@@ -18,7 +18,11 @@ best with bf16 allowed), and the shapes below 2x.
 
 With --rounds R the benchmarks alternate R times (Go, PyTorch, ONNX
 Runtime, Go, ...) over every shape, so that a noisy neighbour on a shared
-machine hits all sides alike. Then the project's rule for published
+machine hits all sides alike. With --interleave shape each round goes
+shape by shape instead, every engine on one shape before the next, so
+that the times a ratio is made of are seconds apart rather than minutes
+(on a VM whose speed moves by 10-20% from one minute to the next); the Go
+test binary is then built once and run for each shape. Then the project's rule for published
 tables applies (scripts/bench_rounds.py): a shape has settled when each of
 its figures that enter the ratios (our best float32 time per step, our
 best with bf16 allowed when Pbf16 runs, PyTorch's, ONNX Runtime's with
@@ -93,6 +97,7 @@ Usage:
 """
 
 import argparse
+import atexit
 import json
 import os
 import re
@@ -380,12 +385,30 @@ def go_duration_seconds(text):
     return float(m.group(1)) * scale
 
 
+def build_go(args):
+    """With --interleave shape, build the schedule package's test binary once
+    (go test would link it again for every shape) into args.go_binary."""
+    if args.interleave != "shape" or args.go_output:
+        return
+    tmp = tempfile.mkdtemp(prefix="bench_compare-")
+    atexit.register(shutil.rmtree, tmp, True)
+    args.go_binary = Path(tmp, "schedule.test")
+    cmd = ["go", "test", "-c", "-o", str(args.go_binary), "./schedule/"]
+    print("bench_compare: " + " ".join(_quote(c) for c in cmd), file=sys.stderr)
+    if subprocess.run(cmd, cwd=REPO).returncode != 0:
+        raise SystemExit("bench_compare: go test -c failed")
+
+
 def run_go(args, shapes):
-    cmd = ["go", "test", "./schedule/", "-run", "^$", "-bench", go_shapes_regex(shapes, args.schedules),
-           "-benchtime", args.benchtime, "-cpu", str(args.threads), "-count", str(args.count)]
+    flags = ["-run", "^$", "-bench", go_shapes_regex(shapes, args.schedules),
+             "-benchtime", args.benchtime, "-cpu", str(args.threads), "-count", str(args.count)]
+    cmd, cwd = ["go", "test", "./schedule/"] + flags, REPO
+    if getattr(args, "go_binary", None):
+        # go test runs a package's binary in the package's directory.
+        cmd, cwd = [str(args.go_binary)] + ["-test." + f[1:] if f.startswith("-") else f for f in flags], REPO / "schedule"
     env = dict(os.environ, GOMAXPROCS=str(args.threads))
     print("bench_compare: GOMAXPROCS=%d %s" % (args.threads, " ".join(_quote(c) for c in cmd)), file=sys.stderr)
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     lines = []
     for line in proc.stdout:
@@ -656,6 +679,10 @@ def parse_args(argv=None):
                     help="alternate the Go, PyTorch and ORT runs this many times for every shape; "
                          "medians of all rounds (default: 1)")
     bench_rounds.add_arguments(ap, "shape")
+    ap.add_argument("--interleave", choices=("engine", "shape"), default="engine",
+                    help="engine: in a round each engine runs over every shape, then the next engine; shape: "
+                         "every engine runs on one shape, then the next shape, so that the times a ratio is made "
+                         "of are seconds apart, not minutes, on a host whose speed drifts (default: %(default)s)")
     ap.add_argument("--schedules", type=schedule_list, default=list(SCHEDULES),
                     help="Go schedules to run, among " + ",".join(SCHEDULES) + " (default: all)")
     ap.add_argument("--int8", action="store_true",
@@ -709,16 +736,16 @@ def main(argv=None, out=sys.stdout):
     ort_reason = None
     if args.onnx and args.ort_output is None:
         ort_reason = export_onnx(args)
+    build_go(args)
     start = bench_rounds.stamp()
 
     # Each round runs Go, PyTorch and ONNX Runtime in turn over the shapes it
     # is given; texts gathers every round's output, for the medians.
     texts, rounds = {"go": [], "torch": [], "ort": []}, []
 
-    def run_round(subset, r):
+    def run_engines(subset):
+        """Go, PyTorch and ONNX Runtime in turn over subset; each engine's output."""
         nonlocal reason, ort_reason
-        if not captured and (r > 1 or args.rounds > 1):
-            print(f"bench_compare: round {r} ({len(subset)} of {len(shapes)} shape(s))", file=sys.stderr)
         go_text = args.go_output.read_text() if args.go_output else run_go(args, subset)
         torch_text = ort_text = None
         if args.torch_output:
@@ -729,6 +756,19 @@ def main(argv=None, out=sys.stdout):
             ort_text = args.ort_output.read_text()
         elif want_ort and ort_reason is None:
             ort_text, ort_reason = run_ort(args, subset)
+        return go_text, torch_text, ort_text
+
+    def run_round(subset, r):
+        if not captured and (r > 1 or args.rounds > 1):
+            print(f"bench_compare: round {r} ({len(subset)} of {len(shapes)} shape(s))", file=sys.stderr)
+        if args.interleave == "shape" and not captured:
+            # Every engine on one shape before the next shape: seconds, not
+            # minutes, between the times a ratio is made of.
+            parts = [run_engines([s]) for s in subset]
+            go_text, torch_text, ort_text = (
+                "".join(p[i] for p in parts if p[i] is not None) or None for i in range(3))
+        else:
+            go_text, torch_text, ort_text = run_engines(subset)
         for engine, text in (("go", go_text), ("torch", torch_text), ("ort", ort_text)):
             if text is not None:
                 texts[engine].append(text)
@@ -794,6 +834,8 @@ def main(argv=None, out=sys.stdout):
                  + ("; every ns/step is the process's CPU time (user and system) per step, not wall time"
                     if args.clock == "cpu" else "")
                  + (f"; {args.rounds} alternating round(s) of every shape first" if not captured else "")
+                 + ("; each round shape by shape, every engine on a shape before the next"
+                    if args.interleave == "shape" and not captured else "")
                  + (f"; {machine}" if machine else "") + ".")
     if args.int8:
         out.write(render_int8_table(shapes, go, torch, ort, notes, labels))

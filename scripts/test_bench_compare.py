@@ -397,6 +397,57 @@ def test_main_reruns_unsettled_shapes():
     assert "Threads: 2; Go -benchtime 200ms; 2 alternating round(s) of every shape first; goos linux." in text, text
 
 
+def test_main_interleaves_shapes():
+    # --interleave shape: in each round every engine runs on one shape, then
+    # the next shape; the Go binary is built once; the table is the same as
+    # with whole-round runs of the same figures.
+    calls, runners = fake_runners()
+    for engine in ("run_torch", "run_ort"):  # one figure whatever the call
+        runners[engine] = lambda args, shapes: ("".join(
+            '{"cell": "%s", "hidden": %d, "layers": %d, "T": %d, "ns_per_step": 4000}\n' % s for s in shapes), None)
+    order = []
+    for engine in ("run_go", "run_torch", "run_ort"):
+        def logged(args, shapes, f=runners[engine], engine=engine):
+            order.append((engine, tuple(shapes)))
+            return f(args, shapes)
+        runners[engine] = logged
+    built = []
+    runners["build_go"] = lambda args: built.append(args.interleave)
+    with mock.patch.multiple(bench_compare, **runners), mock.patch.multiple(bench_rounds, **fake_clock()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        text = _main_output(FOUR + ["--rounds", "2", "--agree", "0", "--interleave", "shape"])
+    everything = [("lstm", 64, 1, 1), SETTLES_AT_3, ("gru", 64, 1, 1), NEVER]
+    want = [(e, (s,)) for _ in range(2) for s in everything for e in ("run_go", "run_torch", "run_ort")]
+    assert order == want, order
+    assert built == ["shape"], built
+    assert [row[-1] for row in table_rows(text).values()] == ["2"] * 4, text
+    assert "each round shape by shape, every engine on a shape before the next" in text, text
+
+
+def test_go_binary_flags():
+    # A built test binary is run with go test's flags as -test.* flags, in
+    # the package's directory.
+    args = bench_compare.parse_args(["--threads", "2", "--schedules", "P", "--benchtime", "100ms"])
+    args.go_binary = Path("/tmp/x/schedule.test")
+    seen = {}
+
+    class Proc:
+        stdout = iter(["BenchmarkTableIP/cell=lstm/hidden=64/layers=1/T=10/sched=P-2 1 1 ns/op\n"])
+        returncode = 0
+
+        def wait(self):
+            return 0
+
+    def popen(cmd, cwd, **kw):
+        seen.update(cmd=cmd, cwd=cwd)
+        return Proc()
+
+    with mock.patch.object(bench_compare.subprocess, "Popen", popen), contextlib.redirect_stderr(io.StringIO()):
+        bench_compare.run_go(args, [("lstm", 64, 1, 10)])
+    assert seen["cmd"][0] == "/tmp/x/schedule.test" and seen["cwd"] == bench_compare.REPO / "schedule", seen
+    assert seen["cmd"][1:3] == ["-test.run", "^$"] and "-test.cpu" in seen["cmd"] and "-test.benchtime" in seen["cmd"], seen
+
+
 def test_main_without_agreement():
     calls, runners = fake_runners()
     with mock.patch.multiple(bench_compare, **runners), mock.patch.multiple(bench_rounds, **fake_clock()), \
