@@ -2,11 +2,12 @@ package schedule
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
+
+	"gonum.org/v1/gonum/stat"
 
 	"rnnserve/internal/benchcpu"
 	"rnnserve/internal/f32"
@@ -33,9 +34,7 @@ func (r whhRead) read() float32 {
 		return f32.Sum(r.w)
 	}
 	var s float32
-	for hi := len(r.w); hi > 0; hi -= r.chunk {
-		s += f32.Sum(r.w[max(hi-r.chunk, 0):hi])
-	}
+	f32.BackChunks(len(r.w), r.chunk, func(lo, hi int) { s += f32.Sum(r.w[lo:hi]) })
 	return s
 }
 
@@ -237,7 +236,7 @@ func benchBeside(b *testing.B, net *rnn.Network, T int) {
 		b.ReportMetric(slices.Max(q.v), q.name+"-highest")
 	}
 	b.ReportMetric(slices.Max(fr)/slices.Min(fr), "free-highest/lowest")
-	b.ReportMetric(correlation(steps, fr), "steps-free-correlation")
+	b.ReportMetric(stat.Correlation(steps, fr, nil), "steps-free-correlation")
 }
 
 // median is the middle value of v (the mean of the two middle ones for
@@ -248,26 +247,6 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// correlation is Pearson's coefficient of x and y (NaN where either does
-// not vary).
-func correlation(x, y []float64) float64 {
-	var mx, my float64
-	for i := range x {
-		mx += x[i]
-		my += y[i]
-	}
-	mx /= float64(len(x))
-	my /= float64(len(y))
-	var sxy, sxx, syy float64
-	for i := range x {
-		dx, dy := x[i]-mx, y[i]-my
-		sxy += dx * dy
-		sxx += dx * dx
-		syy += dy * dy
-	}
-	return sxy / math.Sqrt(sxx*syy)
 }
 
 // TestSettledReads checks what BenchmarkPBesideReads reads against the
