@@ -7,8 +7,10 @@ and each copy's W_hh pages read from DRAM against fresh pages
 (cN-whh-dram). Over the processes of a shape this asks how far the copies
 of one process differ, and whether that follows where their pages
 landed: the correlation of a copy's time with its pages' DRAM time (each
-taken over its process's mean), and the slope (the share of a page-rate
-difference that reaches P's step).
+taken over its process's mean), the slope (the share of a page-rate
+difference that reaches P's step), and what keeping the fastest pages
+would buy (the mean over processes of the copies' mean time over the
+time of the copy whose pages read fastest).
 
 Usage:
     for i in $(seq 10); do ./schedule.test -test.run '^$' \\
@@ -67,6 +69,12 @@ def summary(procs):
             for c in range(COPIES):
                 times.append(p["m"][f"c{c}-time"])
                 drams.append(p["m"][f"c{c}-whh-dram"] / mean)
+        # What keeping the fastest pages would buy: each process's mean
+        # copy time over the time of its copy whose pages read fastest.
+        gains = []
+        for p in ps:
+            best = min(range(COPIES), key=lambda c: p["m"][f"c{c}-whh-dram"])
+            gains.append(statistics.fmean(p["m"][f"c{c}-time"] for c in range(COPIES)) / p["m"][f"c{best}-time"])
         spreads = sorted(p["m"]["copy-spread"] for p in ps)
         steps = [p["m"]["ns/step"] / 1e3 for p in ps]
         s = {
@@ -76,6 +84,7 @@ def summary(procs):
             "copy spread (median)": f"{statistics.median(spreads):.3f}",
             "copy spread (max)": f"{spreads[-1]:.3f}",
             "W_hh DRAM sd": f"{statistics.pstdev(drams):.3f}",
+            "fastest pages' gain": f"{statistics.fmean(gains):.3f}",
         }
         if len(ps) > 1 and statistics.pstdev(drams) > 0 and statistics.pstdev(times) > 0:
             s["r(time, W_hh DRAM)"] = f"{statistics.correlation(drams, times):.2f}"

@@ -47,6 +47,9 @@ class TestPlacement(unittest.TestCase):
         self.assertEqual(s["r(time, W_hh DRAM)"], "1.00")
         self.assertEqual(s["slope"], "0.50")
         self.assertEqual(s["copy spread (max)"], "1.105")
+        # The copy with the fastest pages is the fastest copy: 1/0.95 and
+        # 1/0.975 the mean time over it.
+        self.assertEqual(s["fastest pages' gain"], f"{(1 / 0.95 + 1 / 0.975) / 2:.3f}")
 
     def test_no_link(self):
         # Times that do not follow the pages: r near 0.
