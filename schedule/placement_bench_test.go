@@ -25,9 +25,9 @@ const placementRounds = 24
 // a round comes from DRAM.
 const placementRef = 48
 
-// hugeChunks cuts each of ws at the huge-page boundaries of its
-// addresses: the pieces each lie in one huge page (or 4 KiB pages where
-// the host has no THP), so the time of each is that page's.
+// hugeChunks cuts each of ws at the 2 MiB boundaries of its addresses:
+// each piece lies in one huge page where the host has THP (in 4 KiB pages
+// of one 2 MiB range where not), so the time of each is that page's.
 func hugeChunks(ws [][]float32) [][]float32 {
 	const per = hugepage.Size / 4
 	var out [][]float32
