@@ -38,6 +38,21 @@ func (r whhRead) read() float32 {
 	return s
 }
 
+// recurrentW is the W_hh s's recurrent product multiplies and whether
+// it reads it backwards; ok false where s has none (an input projection,
+// gates alone, anything else).
+func recurrentW(s Step) (m Mat, back, ok bool) {
+	switch o := s.op.(type) {
+	case *lstmStepOp:
+		return o.w, o.reverse, true
+	case *gemmOp:
+		if !o.once {
+			return o.w, o.reverse, true
+		}
+	}
+	return Mat{}, false, false
+}
+
 // settledReads lists the phases of p's settled steps (later steps of a
 // layer from settledFrom on) and, for each and each worker, what its
 // recurrent products read of W_hh: reads[i*workers+w] for the i-th phase.
@@ -49,17 +64,8 @@ func settledReads(p *Plan) (phases []int, reads [][]whhRead) {
 		if kind[s.Phase] != phaseSteps || s.Layer < 0 || s.T < settledFrom {
 			continue
 		}
-		var m Mat
-		var back bool
-		switch o := s.op.(type) {
-		case *lstmStepOp:
-			m, back = o.w, o.reverse
-		case *gemmOp:
-			if o.once {
-				continue
-			}
-			m, back = o.w, o.reverse
-		default:
+		m, back, ok := recurrentW(s)
+		if !ok {
 			continue
 		}
 		i, ok := at[s.Phase]

@@ -91,19 +91,8 @@ func whhOf(p *Plan) [][]float32 {
 	var out [][]float32
 	seen := map[*float32]bool{}
 	for _, s := range p.Steps {
-		var m Mat
-		switch o := s.op.(type) {
-		case *lstmStepOp:
-			m = o.w
-		case *gemmOp:
-			if o.once {
-				continue
-			}
-			m = o.w
-		default:
-			continue
-		}
-		if s.Layer < 0 || m.Buf.F32 == nil {
+		m, _, ok := recurrentW(s)
+		if !ok || s.Layer < 0 || m.Buf.F32 == nil {
 			continue
 		}
 		w := m.Buf.F32[m.Off : m.Off+(m.Rows-1)*m.LD+m.Cols]
