@@ -36,7 +36,8 @@ load of every run it shows. The spec is JSON:
   group    a list of columns: one row per distinct value of them over the
            rows of run or runs (after where), in the order first seen
            ("run" groups by run, and "run.FIELD" columns then show its
-           fields). Columns name grouped columns or aggregates of each
+           fields; "run.FIELD" groups by a field of the runs, such as
+           run.machine or run.date). Columns name grouped columns or aggregates of each
            group's rows: {"agg": "count"} counts them, {"agg": "min", "max",
            "median" or "range", "col": name} takes a numeric column's value
            (range: "lo-hi"); an aggregate may keep only rows that match
@@ -259,7 +260,7 @@ def table_rows(data, spec):
         return [spec["pivot"]] + [c["as"] for c in metrics], out, rids
     if "group" in spec:
         rids = [spec["run"]] if "run" in spec else spec["runs"]
-        return grouped(name, [r for rid in rids for r in run_rows(rid)], spec, cell) + (rids,)
+        return grouped(name, [r for rid in rids for r in run_rows(rid)], spec, cell, data.runs) + (rids,)
     if "join" in spec:
         runs = spec["join"]
         if not isinstance(runs, dict) or not runs:
@@ -291,17 +292,20 @@ def table_rows(data, spec):
 AGGS = {"count", "min", "max", "median", "range"}
 
 
-def grouped(name, rows, spec, cell):
+def grouped(name, rows, spec, cell, runs):
     """The header and cells of a group spec over rows (see the module doc)."""
     by = spec["group"]
     if not isinstance(by, list) or not by or not all(isinstance(b, str) for b in by):
         raise DataError(f"{name}: group is a list of columns")
     for b in by:
-        if rows and b not in rows[0]:
+        if b.startswith("run.") and b[4:] not in RUN_FIELDS:
+            raise DataError(f"{name}: no run field {b[4:]!r}")
+        if rows and not b.startswith("run.") and b not in rows[0]:
             raise DataError(f"{name}: group names no column {b!r}")
+    key = lambda r, b: runs[r["run"]][b[4:]] if b.startswith("run.") else r[b]  # noqa: E731
     groups = {}
     for r in rows:
-        groups.setdefault(tuple(r[b] for b in by), []).append(r)
+        groups.setdefault(tuple(key(r, b) for b in by), []).append(r)
     cols = []
     for c in spec.get("columns", by + [{"agg": "count", "as": "rows"}]):
         if isinstance(c, dict) and "agg" in c:

@@ -169,6 +169,13 @@ class TestRender(unittest.TestCase):
         text = render('{"data": "shapes.csv", "runs": ["2026-01-02-t-1t", "2026-01-02-t-2t"], "group": ["shape"], '
                       '"caption": false}')
         self.assertIn("| shape | rows |\n|---|---:|\n| lstm/64 | 2 |\n| lstm/256 | 2 |\n", text)
+        # Grouped by a field of the runs: both runs are of 2026-01-02 on m1.
+        text = render('{"data": "shapes.csv", "runs": ["2026-01-02-t-1t", "2026-01-02-t-2t"], '
+                      '"group": ["run.machine", "run.date"], "columns": ["run.machine", "run.date", '
+                      '{"agg": "count", "as": "rows"}, {"agg": "range", "col": "ORT/best", "digits": 2}], '
+                      '"caption": false}', shapes=shapes)
+        self.assertIn("| run.machine | run.date | rows | range ORT/best |\n|---|---|---:|---:|\n"
+                      "| m1 | 2026-01-02 | 6 | 1.09-1.77 |\n", text)
 
     def test_spec_errors(self):
         for spec, want in (
@@ -176,6 +183,7 @@ class TestRender(unittest.TestCase):
                 ('{"data": "shapes.csv", "join": {"a": "2026-01-02-t-1t"}, "group": ["run"]}', "no pivot"),
                 ('{"data": "figures.csv", "run": "2026-01-03-ab", "pivot": "shape", "group": ["run"]}', "no pivot"),
                 ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "group": ["x"]}', "group names no column"),
+                ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "group": ["run.x"]}', "no run field 'x'"),
                 ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "group": ["run"], "columns": ["shape"]}',
                  "neither grouped nor an agg"),
                 ('{"data": "shapes.csv", "run": "2026-01-02-t-1t", "group": ["run"], "columns": [{"agg": "sum"}]}',
