@@ -289,3 +289,78 @@ func TestLimitRefusalsNameTheFile(t *testing.T) {
 		})
 	}
 }
+
+// TestAmbiguousMessageBound: a spec of 1024 modules of cell rnn leaves
+// each one's nonlinearity open; the *AmbiguousError lists every one in
+// Open, and its message names the first few and counts the rest (it was
+// 138 KB from a spec of 33 KB).
+func TestAmbiguousMessageBound(t *testing.T) {
+	spec := "input_size: 1\nlayers:\n" + strings.Repeat("  - {cell: rnn, hidden_size: 1}\n", 1024)
+	_, err := ParseSpec([]byte(spec))
+	var amb *AmbiguousError
+	if !errors.As(err, &amb) || len(amb.Open) != 1024 {
+		t.Fatalf("1024 modules of cell rnn: %v, want an *AmbiguousError with 1024 entries", err)
+	}
+	if msg := err.Error(); len(msg) > 4000 || !strings.Contains(msg, "layers[0].cell") || !strings.Contains(msg, "and 1016 more") {
+		t.Errorf("a message of %d bytes: %.300s", len(msg), msg)
+	}
+}
+
+// TestSpecValueMessageBound: a refusal that quotes a value of the spec
+// (a cell, an activation, a head input, a kind, an executor) or of its
+// vocabulary (a word twice) quotes at most maxYAMLMessage bytes of it, as
+// a refusal of the YAML decoder's does (TestYAMLMessageBound): a value
+// may be as long as the spec (MaxSpecBytes) or the vocabulary.
+func TestSpecValueMessageBound(t *testing.T) {
+	long := strings.Repeat("x", 100_000)
+	const gru = "cell: gru\ninput_size: 1\nhidden_size: 1\n"
+	const tree = "embedding_size: 2\nhidden_size: 2\nclasses: 2\n"
+	for name, spec := range map[string]string{
+		"cell":            "cell: " + long + "\ninput_size: 1\nhidden_size: 1\n",
+		"layers[0].cell":  "input_size: 1\nlayers:\n- {cell: " + long + ", hidden_size: 1}\n",
+		"head.activation": gru + "head: {out_features: 1, activation: " + long + "}\n",
+		"head.input":      gru + "head: {out_features: 1, input: " + long + "}\n",
+	} {
+		if _, err := ParseSpec([]byte(spec)); !errors.Is(err, ErrSpec) || len(err.Error()) > maxYAMLMessage+200 {
+			t.Errorf("%s of %d bytes: a refusal of %d bytes: %.200v", name, len(long), len(fmt.Sprint(err)), err)
+		}
+	}
+	for name, spec := range map[string]string{
+		"kind":                  "kind: " + long + "\ncell: childsum_treelstm\n" + tree + "vocab: [a, b]\n",
+		"cell":                  "kind: tree\ncell: " + long + "\n" + tree + "vocab: [a, b]\n",
+		"cell, vocabulary file": "kind: tree\ncell: " + long + "\n" + tree + "vocab_file: v.txt\n",
+		"executor":              "kind: tree\ncell: childsum_treelstm\nexecutor: " + long + "\n" + tree + "vocab: [a, b]\n",
+		"word twice":            "kind: tree\ncell: childsum_treelstm\n" + tree + "vocab: [a, " + long + ", " + long + "]\n",
+	} {
+		s, err := ParseTreeSpec([]byte(spec))
+		if err == nil {
+			_, err = BuildTree(s, s.Vocab, nil)
+		}
+		if !errors.Is(err, ErrSpec) || len(err.Error()) > maxYAMLMessage+200 {
+			t.Errorf("tree %s of %d bytes: a refusal of %d bytes: %.200v", name, len(long), len(fmt.Sprint(err)), err)
+		}
+	}
+}
+
+// TestSpecPathMessageBound: a spec's weights or vocab_file of 100 KB (no
+// such file: the name is too long for one) is named clipped in the
+// refusal, and so is the error opening it, which names it again.
+func TestSpecPathMessageBound(t *testing.T) {
+	long := strings.Repeat("w", 100_000)
+	dir := t.TempDir()
+	const tree = "kind: tree\ncell: childsum_treelstm\nembedding_size: 2\nhidden_size: 2\nclasses: 2\n"
+	for name, c := range map[string]struct {
+		spec string
+		load func(string) error
+	}{
+		"weights":         {"cell: gru\ninput_size: 1\nhidden_size: 1\nweights: " + long + "\n", func(p string) error { _, err := Load(p); return err }},
+		"tree weights":    {tree + "vocab: [a, b]\nweights: " + long + "\n", func(p string) error { _, err := LoadTree(p); return err }},
+		"tree vocab_file": {tree + "vocab_file: " + long + "\n", func(p string) error { _, err := LoadTree(p); return err }},
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")
+		writeFile(t, p, c.spec)
+		if err := c.load(p); err == nil || len(err.Error()) > 2*maxYAMLMessage {
+			t.Errorf("%s of %d bytes: a refusal of %d bytes: %.300v", name, len(long), len(fmt.Sprint(err)), err)
+		}
+	}
+}

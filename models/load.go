@@ -121,12 +121,12 @@ func load(specPath string, open opener) (*Model, error) {
 	}
 	wf, err := open(s.Weights)
 	if err != nil {
-		return nil, fmt.Errorf("load weights %s: %w", s.Weights, err)
+		return nil, fmt.Errorf("load weights %s: %w", clip(s.Weights), clipError(err))
 	}
 	defer wf.Close()
 	ts, format, err := readWeights(wf, open)
 	if err != nil {
-		return nil, fmt.Errorf("load weights %s: %w", s.Weights, err)
+		return nil, fmt.Errorf("load weights %s: %w", clip(s.Weights), clipError(err))
 	}
 	m, err := buildFrom(s, ts)
 	if err != nil {

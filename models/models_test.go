@@ -206,6 +206,19 @@ func TestWeightsErrors(t *testing.T) {
 			ts[0] = safetensors.FromFloat32("embedding.weight", []int{7, 3}, v)
 			return ts
 		}, `non-finite value NaN at flat index 4`},
+		{"bias sum", func(ts []safetensors.Tensor) []safetensors.Tensor {
+			// Each half finite; the b_ih + b_hh the steps run on is not.
+			for i, tn := range ts {
+				if strings.HasPrefix(tn.Name, "rnn.bias_") && strings.HasSuffix(tn.Name, "_l0") {
+					v := make([]float32, tn.Shape[0])
+					for j := range v {
+						v[j] = 3e38
+					}
+					ts[i] = safetensors.FromFloat32(tn.Name, tn.Shape, v)
+				}
+			}
+			return ts
+		}, `layer 0 direction 0: bias_ih and bias_hh sum to non-finite value +Inf at flat index 0`},
 	} {
 		_, err := Build(s, encode(c.edit(base())))
 		if !errors.Is(err, ErrWeights) || !strings.Contains(err.Error(), c.want) {
@@ -255,4 +268,34 @@ func FuzzParseSpec(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestTreeBiasSumFinite: a top-down tree model's bias is bias_ih +
+// bias_hh, summed as it is loaded; two finite halves of 3e38 sum to
+// +Inf, a non-finite weight the loader refuses as it refuses one in the
+// file.
+func TestTreeBiasSumFinite(t *testing.T) {
+	s, err := ParseTreeSpec([]byte("kind: tree\ncell: topdown_treelstm\nembedding_size: 2\nhidden_size: 2\nvocab: [a, b]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := BuildTree(s, s.Vocab, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []safetensors.Tensor
+	for name, tn := range m.Net.Tensors() {
+		ts = append(ts, safetensors.FromFloat32(name, tn.Shape, *tn.Data))
+	}
+	H := m.Net.Hidden
+	big := make([]float32, 4*H)
+	for i := range big {
+		big[i] = 3e38
+	}
+	ts = append(ts, safetensors.FromFloat32("cell.lstm.bias_ih", []int{4 * H}, big),
+		safetensors.FromFloat32("cell.lstm.bias_hh", []int{4 * H}, big))
+	_, err = BuildTree(s, s.Vocab, encodeTensors(t, ts))
+	if !errors.Is(err, ErrWeights) || !strings.Contains(err.Error(), "non-finite") {
+		t.Fatalf("biases summing to +Inf: %v, want ErrWeights saying non-finite", err)
+	}
 }

@@ -135,7 +135,12 @@ func (e *AmbiguousError) Error() string {
 	if e.Source.Inferred {
 		what = "the weights file cannot say"
 	}
-	return fmt.Sprintf("models: %s what the model computes: %s", what, strings.Join(e.Open, "; "))
+	// A spec of 1024 modules may leave each open: name the first few.
+	open := e.Open
+	if len(open) > 8 {
+		open = append(open[:8:8], fmt.Sprintf("and %d more", len(e.Open)-8))
+	}
+	return fmt.Sprintf("models: %s what the model computes: %s", what, strings.Join(open, "; "))
 }
 
 // Is makes errors.Is(err, ErrAmbiguous) and errors.Is(err, ErrSpec) true.
@@ -277,7 +282,7 @@ func (s *Spec) shape() (rnn.Config, error) {
 	if len(s.Layers) == 0 {
 		cell, err := parseCell(s.Cell)
 		if err != nil {
-			return rnn.Config{}, fmt.Errorf("%w: cell: %w", ErrSpec, err)
+			return rnn.Config{}, fmt.Errorf("%w: cell: %w", ErrSpec, clipError(err))
 		}
 		c.Cell, c.Hidden, c.Proj, c.Layers, c.Bidirectional = cell, s.HiddenSize, s.ProjSize, s.NumLayers, s.Bidirectional
 	} else {
@@ -290,7 +295,7 @@ func (s *Spec) shape() (rnn.Config, error) {
 		for i, l := range s.Layers {
 			cell, err := parseCell(l.Cell)
 			if err != nil {
-				return c, fmt.Errorf("%w: layers[%d].cell: %w", ErrSpec, i, err)
+				return c, fmt.Errorf("%w: layers[%d].cell: %w", ErrSpec, i, clipError(err))
 			}
 			bad := func(key string, v int, want string) error {
 				return fmt.Errorf("%w: layers[%d].%s = %d, want %s", ErrSpec, i, key, v, want)
@@ -323,10 +328,10 @@ func (s *Spec) shape() (rnn.Config, error) {
 		c.HeadOut = s.Head.OutFeatures
 		var err error
 		if c.Activation, err = rnn.ParseActivation(s.Head.Activation); err != nil {
-			return c, fmt.Errorf("%w: head.activation: %w", ErrSpec, err)
+			return c, fmt.Errorf("%w: head.activation: %w", ErrSpec, clipError(err))
 		}
 		if c.HeadInput, err = rnn.ParseHeadInput(s.Head.Input); err != nil {
-			return c, fmt.Errorf("%w: head.input: %w", ErrSpec, err)
+			return c, fmt.Errorf("%w: head.input: %w", ErrSpec, clipError(err))
 		}
 	}
 	if p := s.Prefixes; p != nil && p.RNN != nil && len(p.RNN) != len(s.Modules()) {

@@ -91,7 +91,7 @@ func ParseTreeSpec(data []byte) (*TreeSpec, error) {
 		return nil, err
 	}
 	if s.Kind != "tree" {
-		return nil, fmt.Errorf("%w: kind %q, want tree", ErrSpec, s.Kind)
+		return nil, fmt.Errorf("%w: kind %.64q, want tree", ErrSpec, s.Kind)
 	}
 	if s.Vocab != nil && s.VocabFile != "" {
 		return nil, fmt.Errorf("%w: give vocab or vocab_file, not both", ErrSpec)
@@ -104,7 +104,7 @@ func ParseTreeSpec(data []byte) (*TreeSpec, error) {
 			return nil, err
 		}
 	} else if _, err := tree.ParseCell(s.Cell); err != nil {
-		return nil, fmt.Errorf("%w: cell: %w", ErrSpec, err)
+		return nil, fmt.Errorf("%w: cell: %w", ErrSpec, clipError(err))
 	}
 	if s.MaxNodes < 0 || s.MaxNodes > tree.MaxNodesLimit || s.MaxDepth < 0 || s.MaxDepth > tree.MaxNodesLimit {
 		return nil, fmt.Errorf("%w: max_nodes %d / max_depth %d, want 0..%d", ErrSpec, s.MaxNodes, s.MaxDepth, tree.MaxNodesLimit)
@@ -112,7 +112,7 @@ func ParseTreeSpec(data []byte) (*TreeSpec, error) {
 	switch s.Executor {
 	case "", "recursive", "depth_batched":
 	default:
-		return nil, fmt.Errorf("%w: executor %q, want recursive or depth_batched", ErrSpec, s.Executor)
+		return nil, fmt.Errorf("%w: executor %.64q, want recursive or depth_batched", ErrSpec, s.Executor)
 	}
 	return s, nil
 }
@@ -121,7 +121,7 @@ func ParseTreeSpec(data []byte) (*TreeSpec, error) {
 func (s *TreeSpec) Config(n int) (tree.Config, error) {
 	cell, err := tree.ParseCell(s.Cell)
 	if err != nil {
-		return tree.Config{}, fmt.Errorf("%w: cell: %w", ErrSpec, err)
+		return tree.Config{}, fmt.Errorf("%w: cell: %w", ErrSpec, clipError(err))
 	}
 	c := tree.Config{Cell: cell, Vocab: n, Embed: s.EmbedSize, Hidden: s.HiddenSize, Classes: s.Classes}
 	if cell == tree.TopDownLSTM && c.Classes == 0 {
@@ -159,20 +159,20 @@ func loadTree(specPath string, open opener) (*TreeModel, error) {
 	if s.VocabFile != "" {
 		vb, err := readFile(open, s.VocabFile, MaxVocabBytes, "vocabulary")
 		if err != nil {
-			return nil, fmt.Errorf("load vocabulary %s: %w", s.VocabFile, err)
+			return nil, fmt.Errorf("load vocabulary %s: %w", clip(s.VocabFile), clipError(err))
 		}
 		if words, err = vocabWords(vb); err != nil {
-			return nil, fmt.Errorf("load vocabulary %s: %w", s.VocabFile, err)
+			return nil, fmt.Errorf("load vocabulary %s: %w", clip(s.VocabFile), clipError(err))
 		}
 	}
 	var weights *modelFile
 	if s.Weights != "" {
 		if weights, err = open(s.Weights); err != nil {
-			return nil, fmt.Errorf("load weights %s: %w", s.Weights, err)
+			return nil, fmt.Errorf("load weights %s: %w", clip(s.Weights), clipError(err))
 		}
 		defer weights.Close()
 		if err := checkWeightsSize(weights); err != nil {
-			return nil, fmt.Errorf("load weights %s: %w", s.Weights, err)
+			return nil, fmt.Errorf("load weights %s: %w", clip(s.Weights), clipError(err))
 		}
 	}
 	m, err := buildTree(s, words, weights)
@@ -226,7 +226,7 @@ func BuildTree(s *TreeSpec, words []string, weights []byte) (*TreeModel, error) 
 func buildTree(s *TreeSpec, words []string, weights *modelFile) (*TreeModel, error) {
 	v, err := tree.NewVocab(words, s.UNK)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrSpec, err)
+		return nil, fmt.Errorf("%w: %w", ErrSpec, clipError(err))
 	}
 	cfg, err := s.Config(v.Len())
 	if err != nil {
@@ -310,6 +310,10 @@ func bindTreeWeights(net *tree.Model, wf *modelFile) error {
 		if read("cell.lstm.bias_ih", []int{4 * H}, bi) && read("cell.lstm.bias_hh", []int{4 * H}, bh) {
 			for j := range net.B {
 				net.B[j] = bi[j] + bh[j]
+			}
+			// Two finite halves may sum past float32's range.
+			if i := firstNonFinite(net.B); i >= 0 {
+				problems.add("tensors \"cell.lstm.bias_ih\" and \"cell.lstm.bias_hh\" sum to non-finite value %v at flat index %d", net.B[i], i)
 			}
 		}
 		expected["cell.lstm.bias_ih"], expected["cell.lstm.bias_hh"] = true, true

@@ -218,6 +218,21 @@ func bind(s *Spec, ts Tensors) (*rnn.Network, []string, error) {
 		}
 		dtypes[string(t.DType)] = true
 	}
+	// LSTM and Elman layers run on b_ih + b_hh, summed once; two finite
+	// halves past 1.7e38 sum to infinity.
+	for k, dirs := range net.Layers {
+		for d, l := range dirs {
+			if l.Bih == nil || l.Bhh == nil || l.Cell == rnn.GRU {
+				continue
+			}
+			for i := range l.Bih {
+				if v := l.Bih[i] + l.Bhh[i]; math.IsInf(float64(v), 0) {
+					problems.add("layer %d direction %d: bias_ih and bias_hh sum to non-finite value %v at flat index %d", k, d, v, i)
+					break
+				}
+			}
+		}
+	}
 	if err := problems.err(); err != nil {
 		return nil, nil, err
 	}

@@ -29,7 +29,11 @@ const maxYAMLMessage = 1000
 // yamlError is an ErrSpec for the YAML decoder's error err, its message
 // cut to maxYAMLMessage bytes.
 func yamlError(err error) error {
-	msg := err.Error()
+	return fmt.Errorf("%w: %s", ErrSpec, clipMessage(err.Error()))
+}
+
+// clipMessage cuts msg to maxYAMLMessage bytes, between characters.
+func clipMessage(msg string) string {
 	if len(msg) > maxYAMLMessage {
 		n := maxYAMLMessage
 		for n > 0 && !utf8.RuneStart(msg[n]) {
@@ -37,7 +41,27 @@ func yamlError(err error) error {
 		}
 		msg = fmt.Sprintf("%s... (%d bytes)", msg[:n], len(msg))
 	}
-	return fmt.Errorf("%w: %s", ErrSpec, msg)
+	return msg
+}
+
+// clippedError is an error whose message is cut (clipError).
+type clippedError struct {
+	msg string
+	err error
+}
+
+func (e *clippedError) Error() string { return e.msg }
+func (e *clippedError) Unwrap() error { return e.err }
+
+// clipError is err with its message cut to maxYAMLMessage bytes, still
+// matching what err matches: the rnn and tree packages quote a value of
+// the spec (a cell's name, a vocabulary's word) whole, and one may be as
+// long as the spec or the vocabulary.
+func clipError(err error) error {
+	if msg := err.Error(); len(msg) > maxYAMLMessage {
+		return &clippedError{clipMessage(msg), err}
+	}
+	return err
 }
 
 // checkYAML parses the first YAML document of data into nodes, without

@@ -72,6 +72,10 @@ type value struct {
 
 type graph struct {
 	*tensors
+	// opset is the version of the default operator set the model
+	// imports (0 if none), which decides what a Softmax without an axis
+	// means.
+	opset int64
 	vals  map[string]*value
 	m     *Model
 	input string
@@ -84,7 +88,15 @@ type graph struct {
 	rnnSeq int   // seq of the last recurrent node
 	blocks []int // h_n width of each entry so far
 	cells  []bool
+	// joinedStates counts the final states the graph's Concats join.
+	joinedStates int
 }
+
+// maxJoinedStates bounds the final states all the Concats of a graph
+// join together: as many as the graph's outputs (maxOutputs) can name,
+// 4096 each (models.IO's limit), where an exporter joins each layer's
+// once or twice.
+const maxJoinedStates = maxOutputs * 4096
 
 func newGraph(ts *tensors) *graph {
 	return &graph{tensors: ts, vals: map[string]*value{}, m: &Model{Activation: "none"}}
@@ -463,8 +475,20 @@ func (g *graph) dataNode(n *pb.NodeProto, ins []*value, nout int) ([]*value, err
 		if x.kind != kData || x.seq != g.seq || (x.stage != stHead && x.stage != stBias) {
 			return nil, bad(n, "a %s that does not follow the head", op)
 		}
-		if a := attr(n, "axis"); a != nil && a.GetI() != -1 && a.GetI() != int64(len(x.axes)-1) {
-			return nil, bad(n, "axis %d, want the last", a.GetI())
+		// Before opset 13 the op flattens the axes from its axis on, 1 by
+		// default, into one: the last axis alone only where that is it.
+		axis, rank := int64(-1), int64(len(x.axes))
+		if g.opset < 13 {
+			axis = 1
+		}
+		if a := attr(n, "axis"); a != nil {
+			axis = a.GetI()
+		}
+		if axis < 0 {
+			axis += rank
+		}
+		if axis != rank-1 {
+			return nil, bad(n, "axis %d of %d (operator set %d), want the last", axis, rank, g.opset)
 		}
 		g.m.Activation = map[string]string{"Softmax": "softmax", "LogSoftmax": "log_softmax"}[op]
 		g.seq++
@@ -625,7 +649,7 @@ func (g *graph) concat(n *pb.NodeProto, ins []*value) ([]*value, error) {
 		return nil, bad(n, "a Concat of %d values", len(ins))
 	}
 	first := ins[0]
-	var blocks []int
+	total := 0
 	for i, v := range ins {
 		if v == nil || v.kind != kState || v.cell != first.cell || v.joined != first.joined || len(v.blocks) == 0 {
 			return nil, bad(n, "input %d is not final states like input 0: only final states are joined", i)
@@ -633,10 +657,19 @@ func (g *graph) concat(n *pb.NodeProto, ins []*value) ([]*value, error) {
 		if !v.joined && g.blocks[v.blocks[0]] != g.blocks[first.blocks[0]] {
 			return nil, bad(n, "stacks final states of widths %d and %d", g.blocks[v.blocks[0]], g.blocks[first.blocks[0]])
 		}
-		blocks = append(blocks, v.blocks...)
+		total += len(v.blocks)
 	}
-	if len(blocks) > 4096 {
-		return nil, bad(n, "joins %d final states", len(blocks))
+	if total > 4096 {
+		return nil, bad(n, "joins %d final states", total)
+	}
+	// Each Concat makes a list of the entries it joins: a chain of them
+	// would make 32 KiB of lists per node of a few bytes.
+	if g.joinedStates += total; g.joinedStates > maxJoinedStates {
+		return nil, nodeErr(n, fmt.Errorf("%w: the graph's Concats join more than maxJoinedStates = %d final states in all", ErrLimit, maxJoinedStates))
+	}
+	blocks := make([]int, 0, total)
+	for _, v := range ins {
+		blocks = append(blocks, v.blocks...)
 	}
 	ax := attrInt(n, "axis", 0)
 	switch {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"rnnserve/internal/childtest"
 	"rnnserve/internal/fuzzbound"
 	b "rnnserve/models/internal/onnxbuild"
+	pb "rnnserve/models/onnx/onnxpb"
 )
 
 // hostileBound is what Read may spend on one hostile file in the child
@@ -167,4 +170,84 @@ func TestDanglingForward(t *testing.T) {
 		}
 	})
 	t.Logf("%d bytes, 20,000 dangling nodes: loaded in %v", len(data), time.Since(start).Round(time.Millisecond))
+}
+
+// TestConcatStatesBound: a Concat of final states makes a list of the
+// entries it joins, up to 4096; a chain of Concats each joining the
+// previous one's 4096 entries made 32 KiB of list per node of some 20
+// bytes (8,192 nodes: 256 MiB from a file of 200 KB; MaxNodes of them
+// 2 GiB). All the Concats of a graph together may join at most
+// maxJoinedStates entries, and the file is refused within hostileBound's
+// allocation.
+func TestConcatStatesBound(t *testing.T) {
+	const in, H, n = 2, 3, 8192
+	g := &pb.GraphProto{
+		Input: []*pb.ValueInfoProto{b.Value("x", pb.TensorProto_FLOAT)},
+		Initializer: []*pb.TensorProto{
+			b.Fill("W", []int64{1, 3 * H, in}, 0.1, 0.01), b.Fill("R", []int64{1, 3 * H, H}, 0.2, 0.01),
+			b.Fill("B", []int64{1, 6 * H}, 0.3, 0.01), b.Ints("axes", 1),
+		},
+		Node: []*pb.NodeProto{
+			b.Node("gru", "GRU", []string{"x", "W", "R", "B"}, []string{"y", "h"}, b.Int("hidden_size", H), b.Int("linear_before_reset", 1)),
+			b.Node("squeeze", "Squeeze", []string{"y", "axes"}, []string{"out"}),
+			b.Node("", "Concat", slices.Repeat([]string{"h"}, 4096), []string{"c0"}, b.Int("axis", 0)),
+		},
+		Output: []*pb.ValueInfoProto{b.Value("out", pb.TensorProto_FLOAT)},
+	}
+	for i := 1; i < n; i++ {
+		g.Node = append(g.Node, b.Node("", "Concat", []string{fmt.Sprint("c", i-1)}, []string{fmt.Sprint("c", i)}))
+	}
+	data := b.Model(g, 14)
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	_, err := Read(data, nil)
+	runtime.ReadMemStats(&m1)
+	alloc := m1.TotalAlloc - m0.TotalAlloc
+	t.Logf("%d Concats in %d bytes: %d KiB allocated: %v", n, len(data), alloc>>10, err)
+	if limit := uint64(hostileBound.Bytes) + uint64(hostileBound.PerByte)*uint64(len(data)); alloc > limit {
+		t.Errorf("%d Concats of 4096 final states in %d bytes: allocated %d MiB, limit %d MiB", n, len(data), alloc>>20, limit>>20)
+	}
+	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "maxJoinedStates") {
+		t.Errorf("%d Concats of 4096 final states: %v, want ErrLimit naming maxJoinedStates", n, err)
+	}
+}
+
+// TestExternalFilesBound: every external data file a model reads stays
+// open until its weights are read, so a stack of GRU layers each naming
+// files of its own would hold one descriptor per tensor, up to MaxNodes.
+// The loader opens at most MaxExternalFiles of them and refuses the
+// model.
+func TestExternalFilesBound(t *testing.T) {
+	const layers, H = MaxExternalFiles/2 + 1, 1
+	g := &pb.GraphProto{Input: []*pb.ValueInfoProto{b.Value("x", pb.TensorProto_FLOAT)}}
+	files := map[string][]byte{}
+	cur := "x"
+	for k := range layers {
+		w := b.Fill(fmt.Sprint("W", k), []int64{1, 3 * H, H}, 0.1, 0.01)
+		r := b.Fill(fmt.Sprint("R", k), []int64{1, 3 * H, H}, 0.2, 0.01)
+		files[fmt.Sprint("w", k)] = b.External(w, fmt.Sprint("w", k), 0)
+		files[fmt.Sprint("r", k)] = b.External(r, fmt.Sprint("r", k), 0)
+		y, out := fmt.Sprint("y", k), fmt.Sprint("out", k)
+		g.Initializer = append(g.Initializer, w, r, b.Ints(fmt.Sprint("axes", k), 1))
+		g.Node = append(g.Node,
+			b.Node(fmt.Sprint("gru", k), "GRU", []string{cur, w.GetName(), r.GetName()}, []string{y, ""}, b.Int("hidden_size", H), b.Int("linear_before_reset", 1)),
+			b.Node("", "Squeeze", []string{y, fmt.Sprint("axes", k)}, []string{out}))
+		cur = out
+	}
+	g.Output = []*pb.ValueInfoProto{b.Value(cur, pb.TensorProto_FLOAT)}
+	opened := 0
+	_, err := Read(b.Model(g, 14), func(loc string) ([]byte, error) {
+		opened++
+		if d, ok := files[loc]; ok {
+			return d, nil
+		}
+		return nil, os.ErrNotExist
+	})
+	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "MaxExternalFiles") {
+		t.Errorf("%d layers with files of their own: %v, want ErrLimit naming MaxExternalFiles", layers, err)
+	}
+	if opened > MaxExternalFiles {
+		t.Errorf("opened %d external data files, limit %d", opened, MaxExternalFiles)
+	}
 }

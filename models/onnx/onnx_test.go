@@ -270,3 +270,63 @@ func TestTinyGemmHead(t *testing.T) {
 		t.Errorf("reshape to [-1, 2] of a width-3 output: %v, want ErrUnsupported naming the node", err)
 	}
 }
+
+// TestSoftmaxAxisByOpset: before operator set 13 a Softmax flattens the
+// axes from its axis on (1 by default) and normalizes them together, so
+// one without an axis is over the last axis only on rows of rank 2; on
+// the time-major output of rank 3 it would be over batch and classes
+// together, and is refused. From 13 the default is the last axis.
+func TestSoftmaxAxisByOpset(t *testing.T) {
+	const H = 3
+	for _, tc := range []struct {
+		name  string
+		rows  bool // the head reads out.reshape(-1, H): rank 2
+		axis  *int64
+		opset int64
+		ok    bool
+	}{
+		{"rows, no axis, 11", true, nil, 11, true},
+		{"steps, no axis, 11", false, nil, 11, false},
+		{"steps, axis -1, 11", false, proto.Int64(-1), 11, true},
+		{"steps, axis 1, 11", false, proto.Int64(1), 11, false},
+		{"steps, no axis, 13", false, nil, 13, true},
+		{"steps, axis 1, 13", false, proto.Int64(1), 13, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &pb.GraphProto{}
+			if tc.rows {
+				g.Initializer = append(g.Initializer, b.Ints("shape", -1, H))
+				g.Node = append(g.Node, b.Node("flat", "Reshape", []string{"out", "shape"}, []string{"rows"}))
+				withHead("rows", H)(g)
+			} else {
+				g.Initializer = append(g.Initializer, b.Fill("fc.w", []int64{H, 4}, 0, 0.1))
+				g.Node = append(g.Node, b.Node("fc", "MatMul", []string{"out", "fc.w"}, []string{"logits"}))
+			}
+			sm := b.Node("sm", "Softmax", []string{"logits"}, []string{"probs"})
+			if tc.axis != nil {
+				sm.Attribute = append(sm.Attribute, b.Int("axis", *tc.axis))
+			}
+			g.Node = append(g.Node, sm)
+			data := tiny(func(tg *pb.GraphProto) {
+				tg.Initializer = append(tg.Initializer, g.Initializer...)
+				tg.Node = append(tg.Node, g.Node...)
+				tg.Output[0].Name = proto.String("probs")
+			})
+			var mp pb.ModelProto
+			if err := proto.Unmarshal(data, &mp); err != nil {
+				t.Fatal(err)
+			}
+			mp.OpsetImport[0].Version = proto.Int64(tc.opset)
+			data, _ = proto.Marshal(&mp)
+			m, err := Read(data, nil)
+			switch {
+			case tc.ok && err != nil:
+				t.Fatal(err)
+			case tc.ok && m.Activation != "softmax":
+				t.Fatalf("activation %q, want softmax", m.Activation)
+			case !tc.ok && (!errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "want the last")):
+				t.Fatalf("%v, want ErrUnsupported: not the last axis", err)
+			}
+		})
+	}
+}

@@ -171,12 +171,13 @@ func readAt(r io.ReaderAt, size int64, open Opener, elide int64) (*Model, error)
 	if mp.GetGraph() == nil || len(mp.GetGraph().GetNode()) == 0 {
 		return nil, fmt.Errorf("%w: no graph", ErrFormat)
 	}
+	g := newGraph(newTensors(r, size, payloads, open))
 	for _, op := range mp.GetOpsetImport() {
 		if d := op.GetDomain(); d != "" && d != "ai.onnx" {
 			return nil, fmt.Errorf("%w: operator set of domain %s (only the default ONNX operators are read)", ErrUnsupported, clip(d))
 		}
+		g.opset = op.GetVersion()
 	}
-	g := newGraph(newTensors(r, size, payloads, open))
 	return g.read(mp.GetGraph())
 }
 

@@ -34,6 +34,10 @@ const (
 	// MaxExternalBytes bounds the external data files read for one model,
 	// all together.
 	MaxExternalBytes = 1 << 34
+	// MaxExternalFiles bounds the external data files one model reads,
+	// each held open until its weights are read: onnx.save writes one file
+	// per tensor at most, and a recurrent model has a few a layer.
+	MaxExternalFiles = 1024
 	// DecodeSlack and DecodeFactor bound the memory that decoding the
 	// file's graph may take, as counted before decoding: DecodeSlack plus
 	// DecodeFactor bytes per byte of the file. Tensor data in raw_data or

@@ -339,6 +339,9 @@ func (ts *tensors) external(t *pb.TensorProto) (io.ReaderAt, int64, int64, error
 	loc = filepath.ToSlash(loc)
 	f, ok := ts.files[loc]
 	if !ok {
+		if len(ts.files) >= MaxExternalFiles {
+			return nil, 0, 0, fmt.Errorf("%w: tensor %s: external data in more than MaxExternalFiles = %d files", ErrLimit, clip(t.GetName()), MaxExternalFiles)
+		}
 		r, size, err := ts.open(loc)
 		if err != nil {
 			return nil, 0, 0, fmt.Errorf("%w: tensor %s: %w", ErrExternalData, clip(t.GetName()), err)

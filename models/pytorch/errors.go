@@ -41,7 +41,8 @@ func (e *ClassError) Error() string {
 	case strings.HasPrefix(e.Module, "numpy"):
 		hint = ": the file holds numpy objects; save only model.state_dict()"
 	}
-	return "pytorch: class " + e.Module + "." + e.Name + " is not allowed in a checkpoint (loading it would run or trust code from the file)" + hint
+	// STACK_GLOBAL's names are strs of any length: clipped.
+	return "pytorch: class " + clipName(e.Module) + "." + clipName(e.Name) + " is not allowed in a checkpoint (loading it would run or trust code from the file)" + hint
 }
 
 // Is makes errors.Is(err, ErrClass) true.

@@ -160,7 +160,13 @@ func newView(st *storage, offset int, size, stride []int) (*tensor, error) {
 		if n < 0 || stride[i] < 0 {
 			return nil, fmt.Errorf("%w: tensor of size %v and stride %v", ErrContent, size, stride)
 		}
-		numel = min(numel*min(n, st.numel+1), st.numel+1)
+		// Saturating at st.numel+1: two factors of up to 2^40 would
+		// overflow an int.
+		if m := min(n, st.numel+1); m > 0 && numel > (st.numel+1)/m {
+			numel = st.numel + 1
+		} else {
+			numel *= m
+		}
 	}
 	if numel > st.numel {
 		return nil, fmt.Errorf("%w: tensor of size %v has more elements than its storage (%d): an expanded view; save t.contiguous()",

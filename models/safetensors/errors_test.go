@@ -292,3 +292,19 @@ func TestReadOtherFormats(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlapMessageBound: a tensor overlapping one whose name is 1 MiB
+// long names that one clipped, as it names itself; a number from the
+// header is clipped as well.
+func TestOverlapMessageBound(t *testing.T) {
+	long := strings.Repeat("a", 1<<20)
+	_, err := Read(file(`{`+entry(long, "F32", "[1]", "[0,4]")+`,`+entry("b", "F32", "[1]", "[0,4]")+`}`, make([]byte, 4)))
+	if !errors.Is(err, ErrOffsets) || len(err.Error()) > 1000 || !strings.Contains(err.Error(), "(1048576 bytes)") {
+		t.Errorf("overlapping a tensor named by 1 MiB: a message of %d bytes: %.300v", len(err.Error()), err)
+	}
+	// A dimension of a million digits is quoted clipped too.
+	_, err = Read(file(`{`+entry("w", "F32", "["+strings.Repeat("1", 1<<20)+"]", "[0,4]")+`}`, make([]byte, 4)))
+	if !errors.Is(err, ErrOverflow) || len(err.Error()) > 1000 || !strings.Contains(err.Error(), "(1048576 bytes)") {
+		t.Errorf("a dimension of 1 MiB of digits: a message of %d bytes: %.300v", len(err.Error()), err)
+	}
+}

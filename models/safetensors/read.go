@@ -167,7 +167,7 @@ func checkLayout(spans []span, bodyLen uint64) error {
 				ErrOffsets, s.begin-pos, s.begin)}
 		case s.begin < pos:
 			return &TensorError{s.t.Name, fmt.Errorf("%w: [%d, %d] overlaps tensor %q, which ends at %d",
-				ErrOffsets, s.begin, s.end, prev, pos)}
+				ErrOffsets, s.begin, s.end, clip(prev), pos)}
 		case s.end > bodyLen:
 			return &TensorError{s.t.Name, fmt.Errorf("%w: data ends at offset %d but the data section has %d bytes",
 				ErrTruncated, s.end, bodyLen)}
@@ -185,8 +185,8 @@ func checkLayout(spans []span, bodyLen uint64) error {
 // fits in an int. Malformed and negative values are reported as kind, with
 // what naming the value.
 func parseCount(n json.Number, kind error, what string) (int, error) {
-	s := string(n)
-	digits, neg := strings.CutPrefix(s, "-")
+	digits, neg := strings.CutPrefix(string(n), "-")
+	s := clip(string(n)) // for a message: a number may have a million digits
 	u, err := strconv.ParseUint(digits, 10, 64)
 	switch {
 	case errors.Is(err, strconv.ErrRange):
