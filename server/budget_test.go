@@ -12,6 +12,7 @@ import (
 	"net/http/httptrace"
 	"rnnserve/server/internal/limits"
 	"rnnserve/server/internal/wire"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -288,4 +289,90 @@ func TestSilentBodies(t *testing.T) {
 		}
 	}
 	waitFor(t, "the budget to come back", func() bool { return s.budget.InUse() == 0 })
+}
+
+// TestGeneratePromptBounded: a generate prompt past max_steps is refused
+// before it is turned into ids, and stop strings by the bound on arrays
+// besides tensor data before they are decoded: a 4 MiB body of
+// prompt_tokens "0," (2M ids: 16 MiB as int64s, 120 MiB allocated while
+// the slice grew), of text_input (4M bytes, 32 MiB as ids) or of stop
+// strings `"",` (2M of them, two string headers each: 450 MiB allocated)
+// takes what the JSON decoder takes to read it (its buffer grows by
+// doubling: about four times the body) and a copy of the text, not tens
+// of bytes for each few bytes of it.
+func TestGeneratePromptBounded(t *testing.T) {
+	_, hs := newTestServer(t, nil, true)
+	const n = 2 << 20
+	tokens := make([]byte, 0, 2*n+32)
+	tokens = append(tokens, `{"prompt_tokens": [`...)
+	for i := range n {
+		if i > 0 {
+			tokens = append(tokens, ',')
+		}
+		tokens = append(tokens, '0')
+	}
+	tokens = append(tokens, "]}"...)
+	text := []byte(`{"text_input": "` + strings.Repeat("a", 2*n) + `"}`)
+	stop := []byte(`{"text_input": "a", "stop": [""` + strings.Repeat(`,""`, n-1) + `]}`)
+	send(t, hs.URL+"/v2/models/lm/generate", []byte(`{"prompt_tokens": [1], "max_tokens": 1}`)) // warm the pools
+	for _, c := range []struct {
+		body []byte
+		want string
+	}{{tokens, "exceeds max_steps"}, {text, "exceeds max_steps"}, {stop, "array elements besides tensor data"}} {
+		body := c.body
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		code, resp, _ := send(t, hs.URL+"/v2/models/lm/generate", body)
+		runtime.ReadMemStats(&after)
+		if code != 400 || !strings.Contains(string(resp), c.want) {
+			t.Errorf("%.20s...: %d %.200s, want 400 with %q", body, code, resp, c.want)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 8*uint64(len(body)) {
+			t.Errorf("%.20s...: a %d-byte body allocated %d bytes", body, len(body), got)
+		}
+	}
+}
+
+// TestStructureBounded: the parts of a body other than tensor data
+// (inputs, outputs, shapes, parameters) are bounded in count before the
+// JSON decoder builds them, so that a body of `{},` or `1,` (a tensor
+// or a dimension of 88 or 8 bytes each for 3 or 2 of text, more while the
+// slices grow) is refused taking no more than the decoder's own buffer
+// for it (about four times the body).
+func TestStructureBounded(t *testing.T) {
+	_, hs := newTestServer(t, nil, true)
+	const n = 1 << 20
+	tok := `{"name": "tokens", "datatype": "INT64", "shape": [1, 1], "data": [1]}`
+	many := func(elem string) string { return elem + strings.Repeat(","+elem, n-1) }
+	keys := make([]string, n/4)
+	for i := range keys {
+		keys[i] = fmt.Sprintf(`"k%d": 1`, i)
+	}
+	send(t, hs.URL+"/v2/models/lm/infer", []byte(`{"inputs": [`+tok+`]}`)) // warm the pools
+	for _, c := range []struct{ what, body string }{
+		{"inputs of {}", `{"inputs": [` + many("{}") + `]}`},
+		{"inputs of 1", `{"inputs": [` + many("1") + `]}`},
+		{"outputs of {}", `{"inputs": [` + tok + `], "outputs": [` + many("{}") + `]}`},
+		{"a long shape", `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [` + many("1") + `], "data": [1]}]}`},
+		{"many parameters", `{"inputs": [` + tok + `], "parameters": {` + strings.Join(keys, ",") + `}}`},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		code, resp, _ := send(t, hs.URL+"/v2/models/lm/infer", []byte(c.body))
+		runtime.ReadMemStats(&after)
+		if code != 400 {
+			t.Errorf("%s: %d %.200s, want 400", c.what, code, resp)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 8*uint64(len(c.body)) {
+			t.Errorf("%s: a %d-byte body allocated %d bytes (%s)", c.what, len(c.body), got, resp)
+		}
+	}
+	// Tensor data is not bounded so: 2 rows of 4096 steps, nested.
+	row := "[0" + strings.Repeat(",0", 4095) + "]"
+	body := `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [2, 4096], "data": [` + row + "," + row + `]}], "outputs": [{"name": "hidden"}]}`
+	if code, resp, _ := send(t, hs.URL+"/v2/models/lm/infer", []byte(body)); code != 200 {
+		t.Errorf("8192 tokens: %d %.200s", code, resp)
+	}
 }

@@ -124,6 +124,9 @@ func (m *seqModel) checkGenerate(g *GenerateRequest) ([]int64, error) {
 		if n.Vocab != 256 {
 			return nil, infer.BadRequest("a text prompt needs a byte-level model (vocabulary 256); send prompt_tokens")
 		}
+		if len(g.Prompt) > m.opts.MaxSteps { // before its ids take 8 bytes a byte
+			return nil, infer.BadRequest("prompt of %d tokens exceeds max_steps %d", len(g.Prompt), m.opts.MaxSteps)
+		}
 		if err := checkUTF8("the text prompt", g.Prompt); err != nil {
 			return nil, err
 		}

@@ -108,6 +108,7 @@ func (s *Server) NewGRPC(opts ...grpc.ServerOption) *GRPCServer {
 		grpc.KeepaliveParams(kp),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinPingInterval, PermitWithoutStream: true}),
 		grpc.SharedWriteBuffer(true),
+		grpc.ForceServerCodecV2(newBoundedCodec()),
 		grpc.InTapHandle(g.tap),
 		grpc.ChainUnaryInterceptor(g.recoverUnary),
 		grpc.ChainStreamInterceptor(g.recoverStream),
@@ -523,13 +524,17 @@ func (g *grpcService) endStream(stream pb.GRPCInferenceService_ModelStreamInferS
 // streamOne answers one request of a stream. It returns an error only when
 // sending failed.
 func (g *grpcService) streamOne(ctx context.Context, stream pb.GRPCInferenceService_ModelStreamInferServer, req *pb.ModelInferRequest, received time.Time) error {
-	emptyFinal := false
-	if p, ok := req.GetParameters()[wire.ParamEmptyFinal]; ok {
-		emptyFinal = p.GetBoolParam()
-		delete(req.Parameters, wire.ParamEmptyFinal)
-	}
 	fail := func(err error) error {
 		return stream.Send(&pb.ModelStreamInferResponse{ErrorMessage: errorText(err)})
+	}
+	emptyFinal := false
+	if p, ok := req.GetParameters()[wire.ParamEmptyFinal]; ok {
+		b, isBool := p.GetParameterChoice().(*pb.InferParameter_BoolParam)
+		if !isBool {
+			return fail(infer.BadRequest("parameter %s must be a boolean", wire.ParamEmptyFinal))
+		}
+		emptyFinal = b.BoolParam
+		delete(req.Parameters, wire.ParamEmptyFinal)
 	}
 	send := func(r *pb.ModelInferResponse, final bool) error {
 		if r.Parameters == nil {

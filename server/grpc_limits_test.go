@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	pb "rnnserve/server/inferencepb"
@@ -528,5 +530,93 @@ func TestGRPCNewSmallClient(t *testing.T) {
 	}
 	if got := fieldOf(hf, "grpc-status"); got != "14" {
 		t.Errorf("a new connection's large call while the budget is full: grpc-status %s %q, want 14 (UNAVAILABLE)", got, fieldOf(hf, "grpc-message"))
+	}
+}
+
+// TestGRPCStructureBounded: a message whose repeated fields other than
+// tensor data (inputs, outputs, dimensions, parameters, on unary calls and
+// streams, on any service) hold more elements than any request needs is
+// refused with INVALID_ARGUMENT before it is decoded: 2 bytes of an empty
+// input on the wire would be a pointer and a 120-byte struct in memory.
+func TestGRPCStructureBounded(t *testing.T) {
+	s, _ := newTestServer(t, nil, true)
+	addr, _ := grpcServed(t, s)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallSendMsgSize(16<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const n = 1 << 20
+	msg := func(fields ...[]byte) []byte {
+		b := protowire.AppendTag(nil, 1, protowire.BytesType)
+		b = protowire.AppendString(b, "lm")
+		for _, f := range fields {
+			b = append(b, f...)
+		}
+		return b
+	}
+	repeat := func(num protowire.Number, elem []byte) []byte {
+		var b []byte
+		for range n {
+			b = protowire.AppendTag(b, num, protowire.BytesType)
+			b = protowire.AppendBytes(b, elem)
+		}
+		return b
+	}
+	entry := func(key string) []byte { // a parameters map entry
+		e := protowire.AppendTag(nil, 1, protowire.BytesType)
+		return protowire.AppendString(e, key)
+	}
+	var shape []byte
+	for range n {
+		shape = protowire.AppendVarint(shape, 1)
+	}
+	input := protowire.AppendTag(nil, 3, protowire.BytesType) // shape, packed
+	input = protowire.AppendBytes(input, shape)
+	ok, err := proto.Marshal(smallInfer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	if err := conn.Invoke(t.Context(), "/inference.GRPCInferenceService/ModelInfer", &ok, &out); err != nil {
+		t.Fatal(err) // and warm the pools
+	}
+	for _, c := range []struct {
+		what, method string
+		body         []byte
+	}{
+		{"empty inputs", "ModelInfer", msg(repeat(5, nil))},
+		{"empty outputs", "ModelInfer", msg(repeat(6, nil))},
+		{"parameters", "ModelInfer", msg(repeat(4, entry("k")))},
+		{"a long shape", "ModelInfer", msg(protowire.AppendBytes(protowire.AppendTag(nil, 5, protowire.BytesType), input))},
+		{"empty raw contents", "ModelInfer", msg(repeat(7, nil))},
+		{"empty inputs on a stream", "ModelStreamInfer", msg(repeat(5, nil))},
+		{"load parameters", "RepositoryModelLoad", msg(repeat(3, entry("k")))},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		if c.method == "ModelStreamInfer" {
+			cs, serr := conn.NewStream(t.Context(), &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/inference.GRPCInferenceService/ModelStreamInfer")
+			if serr != nil {
+				t.Fatal(serr)
+			}
+			cs.SendMsg(&c.body)
+			cs.CloseSend()
+			err = cs.RecvMsg(&out)
+		} else {
+			err = conn.Invoke(t.Context(), "/inference.GRPCInferenceService/"+c.method, &c.body, &out)
+		}
+		runtime.ReadMemStats(&after)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "elements") {
+			t.Errorf("%s: %v, want INVALID_ARGUMENT", c.what, err)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 8*uint64(len(c.body)) {
+			t.Errorf("%s: a %d-byte message allocated %d bytes", c.what, len(c.body), got)
+		}
+	}
+	if err := conn.Invoke(t.Context(), "/inference.GRPCInferenceService/ModelInfer", &ok, &out); err != nil {
+		t.Errorf("the server stopped serving: %v", err)
 	}
 }

@@ -442,6 +442,23 @@ func TestGRPCGenerate(t *testing.T) {
 	if err1 != nil || !strings.Contains(r1.ErrorMessage, "colour") || err2 != nil || r2.ErrorMessage != "" || r2.InferResponse == nil {
 		t.Errorf("bad then good: %v %v / %v %v", r1, err1, r2, err2)
 	}
+	// triton_enable_empty_final_response that is not a boolean fails its
+	// request, as any parameter of the wrong type does, rather than
+	// reading as false.
+	if stream, err = g.c.ModelStreamInfer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*pb.ModelInferRequest{req(), {ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{tokensInput([][]int64{{1}})}}} {
+		r.Parameters = map[string]*pb.InferParameter{wire.ParamEmptyFinal: strParam("true")}
+		stream.Send(r)
+	}
+	stream.CloseSend()
+	for i := range 2 {
+		r, err := stream.Recv()
+		if err != nil || !strings.Contains(r.ErrorMessage, wire.ParamEmptyFinal+" must be a boolean") {
+			t.Errorf("%s as a string (request %d): %v %v", wire.ParamEmptyFinal, i, r, err)
+		}
+	}
 }
 
 // TestGRPCBadInput: each bad request gets its code, and the server keeps
@@ -502,6 +519,9 @@ func TestGRPCBadInput(t *testing.T) {
 			{Name: "text_input", Datatype: "BYTES", Shape: []int64{1}, Contents: &pb.InferTensorContents{BytesContents: [][]byte{[]byte("x")}}}}}, codes.InvalidArgument, "cannot generate"},
 		{"generate: two prompts", &pb.ModelInferRequest{ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{
 			{Name: "text_input", Datatype: "BYTES", Shape: []int64{2}, Contents: &pb.InferTensorContents{BytesContents: [][]byte{[]byte("x"), []byte("y")}}}}}, codes.InvalidArgument, "want one string"},
+		{"generate: two text_input tensors", &pb.ModelInferRequest{ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{
+			{Name: "text_input", Datatype: "BYTES", Shape: []int64{1}, Contents: &pb.InferTensorContents{BytesContents: [][]byte{[]byte("x")}}},
+			{Name: "text_input", Datatype: "BYTES", Shape: []int64{1}, Contents: &pb.InferTensorContents{BytesContents: [][]byte{[]byte("y")}}}}}, codes.InvalidArgument, `input "text_input" given twice`},
 		{"generate: bad max_tokens", &pb.ModelInferRequest{ModelName: "lm", Parameters: map[string]*pb.InferParameter{"max_tokens": i64Param(0)}, Inputs: []*pb.ModelInferRequest_InferInputTensor{
 			{Name: "text_input", Datatype: "BYTES", Shape: []int64{1}, Contents: &pb.InferTensorContents{BytesContents: [][]byte{[]byte("x")}}}}}, codes.InvalidArgument, "max_tokens"},
 	} {

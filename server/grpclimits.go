@@ -10,10 +10,15 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	_ "google.golang.org/grpc/encoding/proto" // the proto codec boundedCodec wraps
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"rnnserve/server/internal/connlimit"
@@ -62,6 +67,11 @@ import (
 //     reads it, with no write deadline; a client that stops reading is
 //     found by the keepalive ping (KeepaliveTime, then
 //     grpcKeepaliveTimeout) and its connection closed.
+//   - A message is decoded only if its repeated and map fields other than
+//     tensor data hold at most maxMessageElements elements in all
+//     (boundedCodec): 2 bytes of an empty input on the wire are a pointer
+//     and a 120-byte struct once decoded, so the reservation above, three
+//     times the message, would not hold what such a message decodes to.
 
 // grpcCall is a call's state from the moment the transport opens it.
 type grpcCall struct {
@@ -251,7 +261,7 @@ func (s *clientStream) RecvMsg(m any) error {
 	call := callOf(ctx)
 	var err error
 	if s.later {
-		err = s.ServerStream.RecvMsg(m)
+		err = decodeError(m, s.ServerStream.RecvMsg(m))
 	} else {
 		s.later = true
 		err = s.g.receive(ctx, call, s.ServerStream.RecvMsg, m)
@@ -324,7 +334,7 @@ func (g *GRPCServer) readOne(ctx context.Context, dec func(any) error, m any) er
 // which cancels the read.
 func (g *GRPCServer) receive(ctx context.Context, call *grpcCall, dec func(any) error, m any) error {
 	done := make(chan error, 1)
-	go func() { done <- dec(m) }()
+	go func() { done <- decodeError(m, dec(m)) }()
 	start := time.Now()
 	conn := call.connection()
 	base := conn.Received()
@@ -373,6 +383,110 @@ const readReservation = 3
 
 // rateCheck is how often a read's progress is checked.
 const rateCheck = 250 * time.Millisecond
+
+// maxMessageElements bounds the elements of a message's repeated and map
+// fields other than tensor data: inputs, outputs, dimensions, parameters
+// (REST's bound, wire.maxElements).
+const maxMessageElements = 4096
+
+// boundedCodec is grpc-go's proto codec, but a message whose repeated and
+// map fields other than tensor data (InferTensorContents) hold more than
+// maxMessageElements elements in all is refused before it is decoded.
+// grpc-go answers a codec's error with INTERNAL at once, so a refused
+// message is left empty, with no error, and the refusal kept in refused
+// for the reader (decodeError) to answer INVALID_ARGUMENT.
+type boundedCodec struct{ encoding.CodecV2 }
+
+// refused holds the message (pointer) a codec refused, and why.
+var refused sync.Map
+
+func newBoundedCodec() boundedCodec {
+	return boundedCodec{encoding.GetCodecV2("proto")}
+}
+
+func (c boundedCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return c.CodecV2.Unmarshal(data, v)
+	}
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	b := buf.ReadOnlyData()
+	n := 0
+	if !countElements(b, m.ProtoReflect().Descriptor(), &n, 0) {
+		err := fmt.Errorf("%w: the message has more than %d elements in its repeated and map fields besides tensor data (inputs, outputs, dimensions, parameters): no request needs so many",
+			ErrBadRequest, maxMessageElements)
+		refused.Store(v, err)
+		return nil
+	}
+	return proto.Unmarshal(b, m)
+}
+
+// decodeError is the error of reading m: err, or boundedCodec's refusal
+// of m as INVALID_ARGUMENT. Every read of a handler goes through it
+// (readOne, clientStream).
+func decodeError(m any, err error) error {
+	if why, ok := refused.LoadAndDelete(m); ok {
+		return grpcError(why.(error))
+	}
+	return err
+}
+
+// countElements adds to n the elements of the repeated and map fields of
+// b, a message of md, and of its messages, but not of tensor data, and
+// reports whether n stays within maxMessageElements. What does not parse
+// is left to proto.Unmarshal to refuse.
+func countElements(b []byte, md protoreflect.MessageDescriptor, n *int, depth int) bool {
+	if depth > 32 || md.FullName() == "inference.InferTensorContents" {
+		return true
+	}
+	for len(b) > 0 {
+		num, typ, l := protowire.ConsumeTag(b)
+		if l < 0 {
+			return true
+		}
+		b = b[l:]
+		var v []byte
+		if typ == protowire.BytesType {
+			v, l = protowire.ConsumeBytes(b)
+		} else {
+			l = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if l < 0 {
+			return true
+		}
+		b = b[l:]
+		fd := md.Fields().ByNumber(num)
+		if fd == nil {
+			continue // unknown: kept as its bytes
+		}
+		if fd.IsList() || fd.IsMap() {
+			switch {
+			case typ != protowire.BytesType || fd.Kind() == protoreflect.StringKind || fd.Kind() == protoreflect.BytesKind || fd.Kind() == protoreflect.MessageKind:
+				*n++
+			case fd.Kind() == protoreflect.Fixed32Kind || fd.Kind() == protoreflect.Sfixed32Kind || fd.Kind() == protoreflect.FloatKind:
+				*n += len(v) / 4
+			case fd.Kind() == protoreflect.Fixed64Kind || fd.Kind() == protoreflect.Sfixed64Kind || fd.Kind() == protoreflect.DoubleKind:
+				*n += len(v) / 8
+			default: // packed varints: one ends at each byte under 0x80
+				for _, c := range v {
+					if c < 0x80 {
+						*n++
+					}
+				}
+			}
+			if *n > maxMessageElements {
+				return false
+			}
+		}
+		if typ == protowire.BytesType && fd.Kind() == protoreflect.MessageKind {
+			if !countElements(v, fd.Message(), n, depth+1) {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // retryLater is err as an UNAVAILABLE status that tells the client when
 // to try again (errdetails.RetryInfo, one second).

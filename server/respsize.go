@@ -50,11 +50,12 @@ func responseBytes(r *Request, outs []infer.PlannedOutput) (encoded, tensors int
 		encoded += outputOverhead
 		switch {
 		case want != nil && want.Classification > 0:
-			rows := int64(1)
+			rows, last := int64(1), n
 			if len(o.Shape) > 0 {
-				rows = n / max(o.Shape[len(o.Shape)-1], 1)
+				last = o.Shape[len(o.Shape)-1]
+				rows = n / max(last, 1)
 			}
-			k := rows * int64(want.Classification)
+			k := rows * min(int64(want.Classification), last) // classify gives at most the last dimension
 			tensors += k * classElementBytes
 			encoded += k * classElementBytes
 		case binary:

@@ -103,7 +103,9 @@ func TestResponseLimit(t *testing.T) {
 		steps  int
 		output string
 	}{{10, `{"name": "logits"}`}, {10, `{"name": "logits", "parameters": {"binary_data": true}}`}, {100, `{"name": "top_k", "parameters": {"k": 5}}`},
-		{100, `{"name": "logits", "parameters": {"last_step": true}}`}, {100, `{"name": "output"}`}} {
+		{100, `{"name": "logits", "parameters": {"last_step": true}}`}, {100, `{"name": "output"}`},
+		// A classification count past the last dimension gives that dimension's entries.
+		{100, `{"name": "top_k", "parameters": {"k": 5, "classification": 65536}}`}} {
 		code, b, h := send(t, url, body(c.steps, c.output))
 		if code != http.StatusOK {
 			t.Errorf("%d steps of %s: %d %s", c.steps, c.output, code, b)

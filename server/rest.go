@@ -222,6 +222,9 @@ func (s *Server) infer(c *gin.Context) {
 // memory budget (see readJSON).
 func (s *Server) decodeInferBody(c *gin.Context, r *Request) (done func(), err error) {
 	hdrLen := int64(-1)
+	if n := len(c.Request.Header.Values(wire.HeaderLength)); n > 1 {
+		return func() {}, infer.BadRequest("%s given %d times: give it once", wire.HeaderLength, n)
+	}
 	if h := c.GetHeader(wire.HeaderLength); h != "" {
 		n, err := strconv.ParseInt(strings.TrimSpace(h), 10, 64)
 		if err != nil || n < 0 {
@@ -251,7 +254,7 @@ func (s *Server) generate(c *gin.Context, stream bool) {
 		release, err = s.readJSON(c, &w, false)
 	}
 	if err == nil {
-		err = wire.GenerateFromJSON(&w, g)
+		err = wire.GenerateFromJSON(&w, g, s.opts.MaxSteps)
 	}
 	if err != nil {
 		s.Rejected(g.Model, g.Version, "generate", protocolREST, received, err)

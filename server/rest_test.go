@@ -284,6 +284,24 @@ func TestRESTBadInput(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d mentioning %q", c.what, code, body, c.code, c.want)
 		}
 	}
+	// The header length on two field lines is refused, whichever one a
+	// proxy in front would have read.
+	b, hdrLen := binaryBody(tokHdr("16"), int64sLE(1, 2))
+	twice, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice.Header.Add(wire.HeaderLength, hdrLen)
+	twice.Header.Add(wire.HeaderLength, "3000")
+	resp, err := http.DefaultClient.Do(twice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(got), "given 2 times") {
+		t.Errorf("%s on two lines: %d %.200s, want 400", wire.HeaderLength, resp.StatusCode, got)
+	}
 	// BYTES elements whose length prefix overruns go to a tree model.
 	ts, ths := newTreeServer(t, 0)
 	_ = ts
@@ -374,6 +392,30 @@ func TestCompression(t *testing.T) {
 		}
 		if code != c.code || !strings.Contains(string(resp), c.want) {
 			t.Errorf("%s %q: %d %s, want %d %q", c.enc, c.body[:min(10, len(c.body))], code, resp, c.code, c.want)
+		}
+	}
+	// Codings on several field lines are one list (RFC 9110 section
+	// 5.3), as on one line: stacked codings are refused, not cut to the
+	// first.
+	for _, c := range []struct {
+		encs []string
+		body []byte
+	}{{[]string{"gzip", "gzip"}, gz(body)}, {[]string{"identity", "br"}, body}, {[]string{"gzip", "identity"}, gz(body)}} {
+		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range c.encs {
+			req.Header.Add("Content-Encoding", e)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 415 || !strings.Contains(string(b), "unsupported content encoding") {
+			t.Errorf("Content-Encoding lines %q: %d %.200s, want 415", c.encs, resp.StatusCode, b)
 		}
 	}
 	// The whole bomb, when its compressed size fits the limit.

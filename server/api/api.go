@@ -185,7 +185,7 @@ type InferResponse struct {
 type GenerateRequest struct {
 	TextInput    *string         `json:"text_input,omitempty"`
 	Prompt       *string         `json:"prompt,omitempty"`
-	PromptTokens []int64         `json:"prompt_tokens,omitempty"`
+	PromptTokens RawData         `json:"prompt_tokens,omitempty"` // JSON array of ids, read by the server with a bound
 	Parameters   GenerateOptions `json:"parameters"`
 	GenerateOptions
 }

@@ -45,7 +45,9 @@ func Body(w http.ResponseWriter, r *http.Request, budget *limits.Budget, limit, 
 	// the limit, at the minimum rate.
 	r.Body = newStallGuard(http.MaxBytesReader(w, r.Body, limit), http.NewResponseController(w), minRate)
 	raw := limits.NewReader(&limited{r: r.Body, n: limit}, res, r.ContentLength)
-	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
+	// Several field lines are one comma-separated list (RFC 9110 section
+	// 5.3): stacked codings are refused whichever way they are written.
+	enc := strings.ToLower(strings.TrimSpace(strings.Join(r.Header.Values("Content-Encoding"), ", ")))
 	if enc != "" && enc != "identity" {
 		res.Small = false // what it inflates to is not known
 	}

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"rnnserve/server/api"
@@ -10,7 +11,9 @@ import (
 // GenerateFromJSON converts a generate request body (REST generate and
 // generate_stream, Triton's generate extension) into g, taking each
 // parameter from "parameters" or, as Triton allows, the top level.
-func GenerateFromJSON(w *api.GenerateRequest, g *infer.GenerateRequest) error {
+// prompt_tokens of more than maxSteps ids are refused before they are
+// decoded.
+func GenerateFromJSON(w *api.GenerateRequest, g *infer.GenerateRequest, maxSteps int) error {
 	switch {
 	case w.TextInput != nil && w.Prompt != nil:
 		return infer.BadRequest("give text_input or prompt, not both")
@@ -19,7 +22,9 @@ func GenerateFromJSON(w *api.GenerateRequest, g *infer.GenerateRequest) error {
 	case w.Prompt != nil:
 		g.Prompt = []byte(*w.Prompt)
 	}
-	g.PromptTokens = w.PromptTokens
+	if err := promptTokens(w.PromptTokens, maxSteps, g); err != nil {
+		return err
+	}
 	p, top := &w.Parameters, &w.GenerateOptions
 	pick := func(name string, a, b bool) error {
 		if a && b {
@@ -72,6 +77,58 @@ func GenerateFromJSON(w *api.GenerateRequest, g *infer.GenerateRequest) error {
 		}
 	}
 	return nil
+}
+
+// promptTokens reads prompt_tokens, a flat JSON array of ids (absent or
+// null: none), into g: the ids are counted first, so that a body of
+// millions of them is refused without allocating eight bytes for each
+// two of its text.
+func promptTokens(raw api.RawData, maxSteps int, g *infer.GenerateRequest) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	n := max(arrayLen(raw), 0) // not an array: jsonData says so
+	if n > maxSteps {
+		return infer.BadRequest("prompt of %d tokens exceeds max_steps %d", n, maxSteps)
+	}
+	t := infer.Tensor{Name: "prompt_tokens", Datatype: "INT64", Shape: []int64{int64(n)}}
+	if err := jsonData(&t, raw, nil); err != nil {
+		return err
+	}
+	g.PromptTokens = t.Int64
+	return nil
+}
+
+// arrayLen is the number of elements of raw, a JSON value the decoder
+// has checked, without decoding them; -1 when raw is not an array.
+func arrayLen(raw []byte) int {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 || raw[0] != '[' {
+		return -1
+	}
+	if len(bytes.TrimSpace(raw[1:len(raw)-1])) == 0 {
+		return 0
+	}
+	n, depth, inString, escaped := 1, 0, false, false
+	for _, c := range raw {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped = c == '\\'
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+		case c == ',' && depth == 1:
+			n++
+		}
+	}
+	return n
 }
 
 // firstOf is a unless it is nil, else b.

@@ -465,8 +465,13 @@ func GenerateFromGRPC(p *pb.ModelInferRequest, g *GRPCGenerate, mem *TensorMemor
 	if err != nil {
 		return err
 	}
+	names := make(map[string]bool, len(ins))
 	for i := range ins {
 		t := &ins[i]
+		if names[t.Name] {
+			return infer.BadRequest("input %q given twice", infer.Clip(t.Name))
+		}
+		names[t.Name] = true
 		if t.Name == genTextInput || t.Name == genPromptTokens {
 			continue
 		}

@@ -16,18 +16,36 @@ import (
 // the keys of each open object. Keys are compared decoded ("a" and
 // "\u0061" are the same key). Anything else (a malformed text) is left to
 // the JSON decoder to refuse.
+//
+// It also bounds, by construction, what the decoder would build out of
+// few bytes: every key is a map entry or a struct, every element of an
+// array other than tensor data a Tensor (88 bytes for the 3 of `{},`, or
+// for the 2 of `1,`), a dimension or a parameter. A body may have at
+// most maxKeys keys in all, and maxElements elements in all in arrays
+// other than tensor data (the value of "data" or "prompt_tokens", which
+// are counted and charged as they are converted), far more than any
+// request needs.
 type keyChecker struct {
-	stack []keyFrame
-	inStr bool
-	esc   bool
-	isKey bool
-	key   []byte // the key being read, as written (escapes kept)
+	stack    []keyFrame
+	inStr    bool
+	esc      bool
+	isKey    bool
+	key      []byte // the key being read, as written (escapes kept); after it, the last string read
+	keys     int    // keys so far
+	elements int    // separators so far in arrays other than tensor data
 }
+
+// Bounds of keyChecker.
+const (
+	maxKeys     = 4096
+	maxElements = 4096
+)
 
 // keyFrame is one open object or array.
 type keyFrame struct {
 	object    bool
 	expectKey bool // the next string is a key
+	data      bool // tensor data, or inside it
 	keys      map[string]struct{}
 }
 
@@ -92,7 +110,9 @@ func (k *keyChecker) scan(b []byte, off int64) error {
 		case '{':
 			k.stack = append(k.stack, keyFrame{object: true, expectKey: true})
 		case '[':
-			k.stack = append(k.stack, keyFrame{})
+			// The last string read before an object's '[' is its key.
+			data := top != nil && (top.data || top.object && (string(k.key) == "data" || string(k.key) == "prompt_tokens"))
+			k.stack = append(k.stack, keyFrame{data: data})
 		case '}', ']':
 			if top != nil {
 				k.stack = k.stack[:len(k.stack)-1]
@@ -100,6 +120,11 @@ func (k *keyChecker) scan(b []byte, off int64) error {
 		case ',':
 			if top != nil && top.object {
 				top.expectKey = true
+			}
+			if top != nil && !top.object && !top.data {
+				if k.elements++; k.elements >= maxElements {
+					return infer.BadRequest("malformed JSON: more than %d array elements besides tensor data (at byte %d): no request has so many inputs, outputs, dimensions or strings", maxElements, off+int64(i))
+				}
 			}
 		case ':':
 			if top != nil && top.object {
@@ -123,6 +148,9 @@ func (k *keyChecker) saw(end int64) error {
 	}
 	if _, dup := top.keys[key]; dup {
 		return infer.BadRequest("malformed JSON: the key %q appears twice in one object (the second ends at byte %d)", infer.Clip(key), end)
+	}
+	if k.keys++; k.keys > maxKeys {
+		return infer.BadRequest("malformed JSON: more than %d keys (at byte %d): no request has so many tensors or parameters", maxKeys, end)
 	}
 	if top.keys == nil {
 		top.keys = map[string]struct{}{}

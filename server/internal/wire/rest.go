@@ -62,11 +62,13 @@ func DecodeInfer(rd io.Reader, hdrLen, limit int64, charge func(int64) error, r 
 func decodeInfer(rd io.Reader, hdrLen, limit int64, mem *TensorMemory, r *infer.Request) error {
 	var w api.InferRequest
 	jsonPart := rd
+	var header *io.LimitedReader // the JSON object's hdrLen bytes
 	if hdrLen >= 0 {
 		if hdrLen > limit {
 			return fmt.Errorf("%w: %s %d, over the %d-byte body limit", infer.ErrTooLarge, HeaderLength, hdrLen, limit)
 		}
-		jsonPart = io.LimitReader(rd, hdrLen)
+		header = &io.LimitedReader{R: rd, N: hdrLen}
+		jsonPart = header
 	}
 	var binary []binaryInput // inputs whose data follows the JSON, in order
 	err := DecodeJSON(jsonPart, &w, limit, func() (err error) {
@@ -81,6 +83,11 @@ func decodeInfer(rd io.Reader, hdrLen, limit int64, mem *TensorMemory, r *infer.
 			return infer.BadRequest("%s %d does not match the JSON object: other data follows it within those bytes", HeaderLength, hdrLen)
 		}
 		return err
+	}
+	if hdrLen >= 0 && header.N > 0 {
+		// The JSON object was read whole, and the body ended before the
+		// header's length.
+		return infer.BadRequest("%s %d is longer than the body, or the JSON object is cut short", HeaderLength, hdrLen)
 	}
 	if hdrLen < 0 {
 		if len(binary) > 0 {

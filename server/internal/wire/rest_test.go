@@ -115,6 +115,7 @@ func TestDecodeBinary(t *testing.T) {
 		{"header short of the JSON", body, int64(len(js)) - 1, "longer than the body, or the JSON object is cut short", 400},
 		{"header past the JSON", body, int64(len(js)) + 2, "other data follows it within those bytes", 400},
 		{"header past the body", js[:20], 1000, "longer than the body", 400},
+		{"header past a whole JSON body", `{"inputs": [{"name": "j", "datatype": "FP32", "shape": [1], "data": [2]}]}`, 1000, "longer than the body", 400},
 		{"header over the limit", body, 2 << 20, "over the 1048576-byte body limit", 413},
 		{"data cut short", body[:len(body)-3], int64(len(js)), "the body ends after", 400},
 		{"data after the tensors", body + "x", int64(len(js)), "data after the binary tensor data", 400},
