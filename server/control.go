@@ -377,6 +377,11 @@ func (s *Server) Poll() {
 		f, failed := s.failed[n]
 		old := s.stamps[n]
 		s.mu.Unlock()
+		if err != nil && st != old && (!failed || st != f.stamp) {
+			// The stamp stays this error while the folder is so: a change
+			// to it is not seen until it is fixed.
+			s.log.Warn("repository poll: changes to a model folder are not seen", "model", n, "err", err)
+		}
 		_, serving := table[n]
 		switch {
 		case failed && f.stamp == st:

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"rnnserve/server/internal/infer"
 	"rnnserve/server/internal/repository"
 )
 
@@ -67,7 +68,12 @@ func (s *Server) Load(name string) error {
 	if s.repo == nil {
 		return ErrNoRepository
 	}
-	st, _ := s.repo.Stamp(name)
+	// The name is the client's: the folder is stamped only once it is
+	// one of the repository's.
+	st := ""
+	if repository.CheckName(name) == nil && s.repo.Has(name) {
+		st, _ = s.repo.Stamp(name)
+	}
 	return s.loadAs(name, st, true)
 }
 
@@ -81,6 +87,12 @@ func (s *Server) loadAs(name, stamp string, byRequest bool) error {
 	}
 	start := time.Now()
 	e, err := s.repo.Load(name)
+	if err != nil && repository.CheckName(name) == nil && !errors.Is(err, ErrNotInRepository) && !s.repo.Has(name) {
+		// No model folder of that name (too long for the file system, a
+		// file of the root): a name the repository lacks, whatever the
+		// file system said.
+		err = fmt.Errorf("%w: %q is no model folder of the repository", ErrNotInRepository, infer.Clip(name))
+	}
 	if err == nil {
 		// Reading the files may outlast Stop (a stalled mount), which
 		// does not wait for it; building the model uses the server's

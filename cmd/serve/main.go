@@ -325,9 +325,20 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 		"llc_bytes", cfg.Server.CacheBytes, "private_cache_bytes", cfg.Server.PrivateCacheBytes,
 		"cpu", host.Get().String(), "kernels", f32.Impl(), "budget_bytes", cfg.Server.Budget.Bytes, "go_memory_limit", memLimit, "max_connections", cfg.Server.MaxConnections,
 		"version", build.Version, "commit", build.Commit)
-	if cfg.Server.ModelControlMode == server.ControlExplicit && mgmt.Token == "" && !loopback(ln.Addr()) && mln == nil {
-		log.Warn("model control is explicit with no token on an address other hosts reach: anyone who reaches it can load and unload models; set -management-token-file or -management-listen",
-			"addr", ln.Addr().String())
+	// The repository API is served on the management listener alone when
+	// there is one, else on the REST and gRPC addresses.
+	apiAddrs := []net.Addr{ln.Addr()}
+	if gf != nil {
+		apiAddrs = append(apiAddrs, gf.ln.Addr())
+	}
+	if mln != nil {
+		apiAddrs = []net.Addr{mln.Addr()}
+	}
+	for _, a := range apiAddrs {
+		if cfg.Server.ModelControlMode == server.ControlExplicit && mgmt.Token == "" && !loopback(a) {
+			log.Warn("model control is explicit with no token on an address other hosts reach: anyone who reaches it can load and unload models; set -management-token-file or -management-listen",
+				"addr", a.String())
+		}
 	}
 	stopPoll := make(chan struct{})
 	polled := make(chan struct{})
@@ -592,7 +603,7 @@ func loadModels(log *slog.Logger, cfg config) (repo *server.Repository, where st
 	}
 	if cfg.Server.ModelControlMode == server.ControlExplicit {
 		if !slices.Contains(cfg.LoadModel, "*") {
-			names = cfg.LoadModel
+			names = slices.Compact(slices.Sorted(slices.Values(cfg.LoadModel))) // a name given twice loads once
 		}
 		if len(names) == 0 {
 			log.Info("model control is explicit and -load-model names no model: none is loaded until a load call")

@@ -98,7 +98,7 @@ func TestSizes(t *testing.T) {
 		t.Errorf("sizes: %v %q %+v", err, notes, cfg.Server)
 	}
 	os.WriteFile(file, []byte("server:\n  max_body_bytes: lots\n"), 0o644)
-	if _, _, err := parseConfig([]string{"-config", file}, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "(server.max_body_bytes): \"lots\" is not a size") {
+	if _, _, err := parseConfig([]string{"-config", file}, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "(server.max_body_bytes, line 2): \"lots\" is not a size") {
 		t.Errorf("a bad size in the file: %v", err)
 	}
 }

@@ -682,10 +682,18 @@ func readFile(cfg *config, path string) (map[string]bool, []string, error) {
 			if s := settingOfKey(k); s != nil && s.size() && vn.Kind == yaml.ScalarNode {
 				n, err := parseSize(vn.Value)
 				if err != nil {
-					return fmt.Errorf("config file %s (%s): %w", path, k, err)
+					return fmt.Errorf("config file %s (%s, line %d): %w", path, k, vn.Line, err)
 				}
 				if v := strconv.FormatInt(n, 10); v != vn.Value {
 					vn.Value, vn.Tag, vn.Style, changed = v, "!!int", 0, true
+				}
+			} else if s != nil {
+				// Decoded alone first, so that a bad value is told with its
+				// key and line: the decoder below names the line only, and
+				// for a word such as a mode (UnmarshalText) neither.
+				var probe config
+				if err := vn.Decode(s.value(&probe).Addr().Interface()); err != nil {
+					return fmt.Errorf("config file %s (%s, line %d): %s", path, k, vn.Line, nodeError(err))
 				}
 			}
 			if err := walk(vn, k+"."); err != nil {
@@ -709,6 +717,22 @@ func readFile(cfg *config, path string) (map[string]bool, []string, error) {
 	}
 	return keys, notes, nil
 }
+
+// nodeError is the message of an error decoding one value: a type
+// error's without the "line N:" its caller names.
+func nodeError(err error) string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err.Error()
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = lineTag.ReplaceAllString(m, "")
+	}
+	return strings.Join(msgs, "; ")
+}
+
+var lineTag = regexp.MustCompile(`^line \d+: `)
 
 // settingOfKey is the setting of a configuration file key, or nil.
 func settingOfKey(key string) *setting {

@@ -418,6 +418,30 @@ func TestBadSettings(t *testing.T) {
 	}
 }
 
+// TestConfigFileBadValues: a value of the configuration file that its
+// setting refuses is refused naming the key and the line, whichever
+// parses it (a size, or a word such as a mode or a log level).
+func TestConfigFileBadValues(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "serve.yaml")
+	for data, want := range map[string]string{
+		"listen: 127.0.0.1:1\nserver:\n  model_control_mode: everyone\n": `(server.model_control_mode, line 3): model control mode "everyone": want none, explicit or poll`,
+		"server: {model_control_mode: 12}\n":                             `(server.model_control_mode, line 1): model control mode "12"`,
+		"log:\n  format: text\n  level: loud\n":                          `(log.level, line 3): log level "loud"`,
+		"log: {format: xml}\n":                                           `(log.format, line 1): log format "xml"`,
+		"\nserver:\n  max_body_bytes: 8 potatoes\n":                      `(server.max_body_bytes, line 3): "8 potatoes" is not a size`,
+		"drain_timeout: 30s\nread_timeout: 1y\n":                         "(read_timeout, line 2): cannot unmarshal !!str `1y` into time.Duration",
+		"server: {strict_readiness: maybe}\n":                            "(server.strict_readiness, line 1): cannot unmarshal !!str `maybe` into bool",
+		"load_model: a\n":                                                "(load_model, line 1): cannot unmarshal !!str `a` into []string",
+	} {
+		if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := parseConfig([]string{"-config", file}, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "config file "+file+" "+want) {
+			t.Errorf("%q: %v, want an error with %q", data, err, want)
+		}
+	}
+}
+
 // TestUnknownVariables: an RNNSERVE_ variable that is no setting is
 // noted (a misspelt name does nothing otherwise), except the ones
 // Kubernetes gives pods for a Service named rnnserve.

@@ -145,7 +145,10 @@ func (r *Repository) Scan() (names []string, skipped []Skipped, err error) {
 
 // Has reports whether the repository has a model folder called name.
 func (r *Repository) Has(name string) bool {
-	if r.single != "" || CheckName(name) != nil {
+	if CheckName(name) != nil {
+		return false
+	}
+	if r.single != "" {
 		return name == r.single
 	}
 	fi, err := fs.Stat(r.fsys, name)

@@ -237,7 +237,7 @@ func TestLayouts(t *testing.T) {
 			t.Errorf("load %s through the operator's link: %v", name, err)
 		}
 	}
-	for name, has := range map[string]bool{"hf": true, "linked": true, "empty": false, "blobs": false, "nope": false, "../" + filepath.Base(dir): false} {
+	for name, has := range map[string]bool{"hf": true, "linked": true, "empty": false, "blobs": false, "nope": false, "": false, ".": false, "../" + filepath.Base(dir): false} {
 		if repo.Has(name) != has {
 			t.Errorf("Has(%q) = %v", name, !has)
 		}
