@@ -620,3 +620,63 @@ func TestGRPCStructureBounded(t *testing.T) {
 		t.Errorf("the server stopped serving: %v", err)
 	}
 }
+
+// TestGRPCContentsCharged: a packed int64 of one byte on the wire is
+// eight decoded, so a message's tensor contents may decode to eight
+// times its size, past the three messages at the limit a read holds of
+// the budget. What a message takes decoded beyond that is taken from the
+// budget before it is decoded: with room, the budget's peak shows it;
+// without, the call is UNAVAILABLE and the message is never decoded.
+func TestGRPCContentsCharged(t *testing.T) {
+	const maxBody, zeros = 1 << 20, 512 << 10 // 512 KiB on the wire, 4 MiB decoded
+	req := &pb.ModelInferRequest{ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{{
+		Name: "tokens", Datatype: "INT64", Shape: []int64{1, zeros},
+		Contents: &pb.InferTensorContents{Int64Contents: make([]int64, zeros)},
+	}}}
+	need := int64(readReservation*proto.Size(req) + 8*zeros - zeros)
+	for _, c := range []struct {
+		what   string
+		budget int64
+		code   codes.Code
+	}{
+		{"room", 8 << 20, codes.ResourceExhausted}, // decoded, then over the decoded tensors' limit
+		{"no room", 4 << 20, codes.Unavailable},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			s, _ := newTestServer(t, func(o *Options) {
+				o.MaxBodyBytes, o.Budget.Bytes, o.Budget.Wait = maxBody, c.budget, 100*time.Millisecond
+			}, true)
+			addr, _ := grpcServed(t, s)
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			client := pb.NewGRPCInferenceServiceClient(conn)
+			if _, err := client.ModelInfer(t.Context(), smallInfer()); err != nil {
+				t.Fatal(err)
+			}
+			s.budget.TakePeak()
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err = client.ModelInfer(t.Context(), req)
+			runtime.ReadMemStats(&after)
+			if status.Code(err) != c.code {
+				t.Fatalf("%v, want %v", err, c.code)
+			}
+			peak, _ := s.budget.TakePeak()
+			switch c.code {
+			case codes.ResourceExhausted:
+				if peak < need {
+					t.Errorf("the budget's peak %d bytes, want at least the %d the message took decoded beside grpc-go's copies", peak, need)
+				}
+			case codes.Unavailable:
+				if got := after.TotalAlloc - before.TotalAlloc; got > 8*zeros {
+					t.Errorf("refused, but the call allocated %d bytes: decoded", got)
+				}
+			}
+			waitFor(t, "the budget to be given back", func() bool { return s.budget.InUse() == 0 })
+		})
+	}
+}

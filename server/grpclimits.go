@@ -260,11 +260,14 @@ func (s *clientStream) RecvMsg(m any) error {
 	ctx := s.Context()
 	call := callOf(ctx)
 	var err error
+	// Not under a reservation: as much room as a unary call's read of
+	// a message at the limit holds.
+	room := readReservation * s.g.s.opts.MaxBodyBytes
 	if s.later {
-		err = decodeError(m, s.ServerStream.RecvMsg(m))
+		_, _, err = decodeInto(s.ServerStream.RecvMsg, m, room, nil)
 	} else {
 		s.later = true
-		err = s.g.receive(ctx, call, s.ServerStream.RecvMsg, m)
+		_, _, err = s.g.receive(ctx, call, s.ServerStream.RecvMsg, m, room, nil)
 	}
 	if err == nil {
 		if pm, ok := m.(proto.Message); ok {
@@ -306,15 +309,24 @@ func (g *GRPCServer) readOne(ctx context.Context, dec func(any) error, m any) er
 		res.Release()
 		return grpcError(err)
 	}
-	if err := g.receive(ctx, call, dec, m); err != nil {
+	grow := func(n int64) (*limits.Reservation, error) {
+		more := g.s.budget.Reserve(ctx)
+		if err := more.Grow(n); err != nil {
+			return nil, err
+		}
+		return more, nil
+	}
+	extra, more, err := g.receive(ctx, call, dec, m, want, grow)
+	if err != nil {
 		res.Release()
 		return err
 	}
+	res.Absorb(more)
 	var n int64
 	if pm, ok := m.(proto.Message); ok {
 		n = int64(proto.Size(pm))
 	}
-	res.Settle(n)
+	res.Settle(n + extra)
 	res.Small, res.Trusted = n <= limits.SmallRequest, false
 	conn.SawMessage(n)
 	if call == nil {
@@ -332,9 +344,23 @@ func (g *GRPCServer) readOne(ctx context.Context, dec func(any) error, m any) er
 // read that falls under the minimum rate, or past the first-message
 // timeout, can be given up: the call then ends with DEADLINE_EXCEEDED,
 // which cancels the read.
-func (g *GRPCServer) receive(ctx context.Context, call *grpcCall, dec func(any) error, m any) error {
-	done := make(chan error, 1)
-	go func() { done <- decodeError(m, dec(m)) }()
+func (g *GRPCServer) receive(ctx context.Context, call *grpcCall, dec func(any) error, m any, room int64, grow func(int64) (*limits.Reservation, error)) (int64, *limits.Reservation, error) {
+	type result struct {
+		extra int64
+		more  *limits.Reservation
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		extra, more, err := decodeInto(dec, m, room, grow)
+		done <- result{extra, more, err}
+	}()
+	// A read given up on still ends (the call's end resets its stream);
+	// what its decoding took from the budget is given back then.
+	abandon := func(err error) (int64, *limits.Reservation, error) {
+		go func() { (<-done).more.Release() }()
+		return 0, nil, err
+	}
 	start := time.Now()
 	conn := call.connection()
 	base := conn.Received()
@@ -348,15 +374,15 @@ func (g *GRPCServer) receive(ctx context.Context, call *grpcCall, dec func(any) 
 	defer tick.Stop()
 	for {
 		select {
-		case err := <-done:
-			return err
+		case r := <-done:
+			return r.extra, r.more, r.err
 		case <-ctx.Done():
-			return grpcError(context.Cause(ctx))
+			return abandon(grpcError(context.Cause(ctx)))
 		case now := <-tick.C:
 			elapsed := now.Sub(start)
 			if !now.Before(deadline) {
 				conn.Distrust()
-				return status.Errorf(codes.DeadlineExceeded, "the message did not arrive within %v of the call (server.grpc.first_message_timeout)", g.s.opts.GRPC.FirstMessageTimeout)
+				return abandon(status.Errorf(codes.DeadlineExceeded, "the message did not arrive within %v of the call (server.grpc.first_message_timeout)", g.s.opts.GRPC.FirstMessageTimeout))
 			}
 			// A known small client is not held to the rate: its message
 			// is in already, and a read that has not returned is a
@@ -365,8 +391,8 @@ func (g *GRPCServer) receive(ctx context.Context, call *grpcCall, dec func(any) 
 				got := conn.Received() - base
 				if float64(got) < float64(rate)*elapsed.Seconds()-limits.Chunk {
 					conn.Distrust()
-					return grpcError(fmt.Errorf("%w: its connection delivered %d bytes in %v, under the minimum of %d bytes a second (min_body_rate)",
-						ErrSlowBody, got, elapsed.Round(time.Millisecond), rate))
+					return abandon(grpcError(fmt.Errorf("%w: its connection delivered %d bytes in %v, under the minimum of %d bytes a second (min_body_rate)",
+						ErrSlowBody, got, elapsed.Round(time.Millisecond), rate)))
 				}
 			}
 			tick.Reset(min(time.Until(deadline), rateCheck))
@@ -389,16 +415,41 @@ const rateCheck = 250 * time.Millisecond
 // (REST's bound, wire.maxElements).
 const maxMessageElements = 4096
 
-// boundedCodec is grpc-go's proto codec, but a message whose repeated and
-// map fields other than tensor data (InferTensorContents) hold more than
-// maxMessageElements elements in all is refused before it is decoded.
+// boundedCodec is grpc-go's proto codec, but a message is sized from its
+// wire bytes before it is decoded, and refused where it would decode to
+// more than its bounds:
+//
+//   - its repeated and map fields other than tensor data
+//     (InferTensorContents) may hold maxMessageElements elements in all;
+//   - it decodes within what its read holds of the budget: grpc-go
+//     holds the frames and the contiguous copy this codec makes beside
+//     the decoded message, which is its wire size plus what its tensor
+//     contents and repeated messages take beyond their wire bytes (a
+//     packed varint of one byte is an int64 of eight, an empty BYTES
+//     element of two bytes a slice of 24, an empty input of two a struct
+//     of some 128). A read under a reservation takes what it lacks from
+//     the budget before the message is decoded; one without (a client
+//     stream's) is refused beyond readReservation messages at the limit.
+//
 // grpc-go answers a codec's error with INTERNAL at once, so a refused
-// message is left empty, with no error, and the refusal kept in refused
-// for the reader (decodeError) to answer INVALID_ARGUMENT.
+// message is left empty, with no error, and the refusal kept in the
+// read's decodeState for its reader (decodeInto) to answer with the
+// status that fits.
 type boundedCodec struct{ encoding.CodecV2 }
 
-// refused holds the message (pointer) a codec refused, and why.
-var refused sync.Map
+// decodeState is one read's exchange with boundedCodec, kept in decoding
+// under the message's pointer while the read runs.
+type decodeState struct {
+	room int64 // the bytes the read holds as it decodes
+	// grow takes n more bytes from the budget for the read (nil: none
+	// may be taken).
+	grow  func(n int64) (*limits.Reservation, error)
+	more  *limits.Reservation // what grow took
+	extra int64               // bytes the message takes decoded beyond its wire size
+	err   error               // the codec's refusal
+}
+
+var decoding sync.Map // message (pointer) -> *decodeState
 
 func newBoundedCodec() boundedCodec {
 	return boundedCodec{encoding.GetCodecV2("proto")}
@@ -412,39 +463,78 @@ func (c boundedCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
 	b := buf.ReadOnlyData()
-	n := 0
-	if !countElements(b, m.ProtoReflect().Descriptor(), &n, 0) {
-		err := fmt.Errorf("%w: the message has more than %d elements in its repeated and map fields besides tensor data (inputs, outputs, dimensions, parameters): no request needs so many",
-			ErrBadRequest, maxMessageElements)
-		refused.Store(v, err)
+	sz := messageSize{}
+	err := sz.count(b, m.ProtoReflect().Descriptor(), 0)
+	st, _ := decoding.Load(v)
+	ds, _ := st.(*decodeState)
+	if need := readReservation*int64(len(b)) + sz.extra; err == nil && ds != nil && need > ds.room {
+		if ds.grow == nil {
+			err = fmt.Errorf("%w: the message of %d bytes decodes to %d more (its tensor contents and repeated messages), %d bytes in all with grpc-go's copies, over the %d a message may take",
+				ErrTooLarge, len(b), sz.extra, need, ds.room)
+		} else {
+			ds.more, err = ds.grow(need - ds.room)
+		}
+	}
+	if ds != nil {
+		ds.extra = sz.extra
+	}
+	if err != nil {
+		if ds == nil {
+			return err // a read decodeInto does not make: INTERNAL
+		}
+		ds.err = err
 		return nil
 	}
 	return proto.Unmarshal(b, m)
 }
 
-// decodeError is the error of reading m: err, or boundedCodec's refusal
-// of m as INVALID_ARGUMENT. Every read of a handler goes through it
-// (readOne, clientStream).
-func decodeError(m any, err error) error {
-	if why, ok := refused.LoadAndDelete(m); ok {
-		return grpcError(why.(error))
+// decodeInto reads m with dec under boundedCodec's bounds, holding room
+// bytes of the budget as it decodes and taking what it lacks with grow
+// (nil: refused instead). It returns what m takes decoded beyond its
+// wire size and what grow took. Every read of a handler goes through it
+// (receive, clientStream).
+func decodeInto(dec func(any) error, m any, room int64, grow func(int64) (*limits.Reservation, error)) (int64, *limits.Reservation, error) {
+	ds := &decodeState{room: room, grow: grow}
+	decoding.Store(m, ds)
+	err := dec(m)
+	decoding.Delete(m)
+	if ds.err != nil {
+		err = grpcError(ds.err)
 	}
-	return err
+	if err != nil {
+		ds.more.Release()
+		return 0, nil, err
+	}
+	return ds.extra, ds.more, nil
 }
 
-// countElements adds to n the elements of the repeated and map fields of
-// b, a message of md, and of its messages, but not of tensor data, and
-// reports whether n stays within maxMessageElements. What does not parse
-// is left to proto.Unmarshal to refuse.
-func countElements(b []byte, md protoreflect.MessageDescriptor, n *int, depth int) bool {
-	if depth > 32 || md.FullName() == "inference.InferTensorContents" {
-		return true
+// messageSize is what a message's wire bytes say of it decoded: the
+// elements of its repeated and map fields besides tensor contents, and
+// what it takes decoded beyond its wire bytes.
+type messageSize struct {
+	elements int
+	extra    int64
+}
+
+// messageElementBytes is about what one element of a repeated message
+// field takes decoded besides its fields (ModelInferRequest's input
+// tensor: a pointer and a struct of some 120 bytes).
+const messageElementBytes = 128
+
+// count adds b, a message of md, and the messages in it to z; it fails
+// when the elements pass maxMessageElements. What does not parse is left
+// to proto.Unmarshal to refuse.
+func (z *messageSize) count(b []byte, md protoreflect.MessageDescriptor, depth int) error {
+	if depth > 32 {
+		return nil
 	}
+	contents := md.FullName() == "inference.InferTensorContents"
 	for len(b) > 0 {
 		num, typ, l := protowire.ConsumeTag(b)
 		if l < 0 {
-			return true
+			return nil
 		}
+		field := b
 		b = b[l:]
 		var v []byte
 		if typ == protowire.BytesType {
@@ -453,39 +543,73 @@ func countElements(b []byte, md protoreflect.MessageDescriptor, n *int, depth in
 			l = protowire.ConsumeFieldValue(num, typ, b)
 		}
 		if l < 0 {
-			return true
+			return nil
 		}
 		b = b[l:]
+		field = field[:len(field)-len(b)]
 		fd := md.Fields().ByNumber(num)
 		if fd == nil {
 			continue // unknown: kept as its bytes
 		}
+		if contents {
+			z.contents(fd, typ, v, int64(len(field)))
+			continue
+		}
 		if fd.IsList() || fd.IsMap() {
-			switch {
-			case typ != protowire.BytesType || fd.Kind() == protoreflect.StringKind || fd.Kind() == protoreflect.BytesKind || fd.Kind() == protoreflect.MessageKind:
-				*n++
-			case fd.Kind() == protoreflect.Fixed32Kind || fd.Kind() == protoreflect.Sfixed32Kind || fd.Kind() == protoreflect.FloatKind:
-				*n += len(v) / 4
-			case fd.Kind() == protoreflect.Fixed64Kind || fd.Kind() == protoreflect.Sfixed64Kind || fd.Kind() == protoreflect.DoubleKind:
-				*n += len(v) / 8
-			default: // packed varints: one ends at each byte under 0x80
-				for _, c := range v {
-					if c < 0x80 {
-						*n++
-					}
-				}
+			if fd.Kind() == protoreflect.MessageKind || fd.IsMap() {
+				z.extra += messageElementBytes
 			}
-			if *n > maxMessageElements {
-				return false
+			z.elements += listElements(fd, typ, v)
+			if z.elements > maxMessageElements {
+				return fmt.Errorf("%w: the message has more than %d elements in its repeated and map fields besides tensor data (inputs, outputs, dimensions, parameters): no request needs so many",
+					ErrBadRequest, maxMessageElements)
 			}
 		}
 		if typ == protowire.BytesType && fd.Kind() == protoreflect.MessageKind {
-			if !countElements(v, fd.Message(), n, depth+1) {
-				return false
+			if err := z.count(v, fd.Message(), depth+1); err != nil {
+				return err
 			}
 		}
 	}
-	return true
+	return nil
+}
+
+// contents adds one field of tensor contents, of wire bytes on the wire,
+// to what they take decoded: each element's Go size (a BYTES element's
+// slice header and its bytes).
+func (z *messageSize) contents(fd protoreflect.FieldDescriptor, typ protowire.Type, v []byte, wire int64) {
+	var d int64
+	switch fd.Kind() {
+	case protoreflect.BytesKind, protoreflect.StringKind:
+		d = 24 + int64(len(v))
+	case protoreflect.BoolKind:
+		d = int64(listElements(fd, typ, v))
+	case protoreflect.Int32Kind, protoreflect.Uint32Kind, protoreflect.Sint32Kind, protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
+		d = 4 * int64(listElements(fd, typ, v))
+	default:
+		d = 8 * int64(listElements(fd, typ, v))
+	}
+	z.extra += max(d-wire, 0)
+}
+
+// listElements is the elements one field of a repeated field holds on
+// the wire: one, or those of a packed run.
+func listElements(fd protoreflect.FieldDescriptor, typ protowire.Type, v []byte) int {
+	switch {
+	case typ != protowire.BytesType || fd.Kind() == protoreflect.StringKind || fd.Kind() == protoreflect.BytesKind || fd.Kind() == protoreflect.MessageKind:
+		return 1
+	case fd.Kind() == protoreflect.Fixed32Kind || fd.Kind() == protoreflect.Sfixed32Kind || fd.Kind() == protoreflect.FloatKind:
+		return len(v) / 4
+	case fd.Kind() == protoreflect.Fixed64Kind || fd.Kind() == protoreflect.Sfixed64Kind || fd.Kind() == protoreflect.DoubleKind:
+		return len(v) / 8
+	}
+	n := 0 // packed varints: one ends at each byte under 0x80
+	for _, c := range v {
+		if c < 0x80 {
+			n++
+		}
+	}
+	return n
 }
 
 // retryLater is err as an UNAVAILABLE status that tells the client when

@@ -296,6 +296,16 @@ func (r *Reservation) Settle(n int64) {
 	r.held = max(n, 0)
 }
 
+// Absorb moves what o holds, of the same budget, into r; o holds nothing
+// after. A nil o is nothing to move.
+func (r *Reservation) Absorb(o *Reservation) {
+	if o == nil || o.held == 0 {
+		return
+	}
+	r.held += o.held
+	o.held = 0
+}
+
 // Release gives the reservation's bytes back and closes its closers.
 // The zero and nil reservations' Release does nothing; twice is once.
 func (r *Reservation) Release() {
