@@ -53,10 +53,10 @@ func collect(obj any, fileSize int64) (*File, error) {
 		if _, dup := f.tensors[name]; dup {
 			return nil, fmt.Errorf("%w: tensor %q twice", ErrContent, clipName(name))
 		}
-		claimed += t.claim()
+		claimed += t.claim() + tensorEntryBytes
 		if limit := MaxTensorBytesPerFileByte * fileSize; claimed > limit {
-			return nil, fmt.Errorf("%w: the tensors claim more than %d bytes, %d times the file's %d bytes (MaxTensorBytesPerFileByte): each name sharing a storage claims it again, and a view that is not contiguous claims the span of its storage it covers as well",
-				ErrTooLarge, limit, MaxTensorBytesPerFileByte, fileSize)
+			return nil, fmt.Errorf("%w: the tensors claim more than %d bytes, %d times the file's %d bytes (MaxTensorBytesPerFileByte): each name sharing a storage claims it again, a view that is not contiguous claims the span of its storage it covers as well, and every tensor %d bytes for its entry",
+				ErrTooLarge, limit, MaxTensorBytesPerFileByte, fileSize, tensorEntryBytes)
 		}
 		st, err := t.safetensor(name)
 		if err != nil {

@@ -66,7 +66,8 @@
 // count needs; a tensor must lie inside its storage and hold no more
 // elements than it; and the tensors of the state_dict together may claim
 // at most MaxTensorBytesPerFileByte times the file's size (names sharing
-// a storage each claim it), checked before anything is read for them. The pickles
+// a storage each claim it, and each tensor tensorEntryBytes for its
+// entry), checked before anything is read for them. The pickles
 // of a zip checkpoint (data.pkl) and of a legacy one (the five together)
 // are at most MaxPickleBytes.
 //

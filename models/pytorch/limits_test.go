@@ -264,26 +264,52 @@ func sharedPickle(names []string, numel int) string {
 	return b.String()
 }
 
-// TestClaimLimit: five names sharing one storage claim it five times;
-// the file is accepted when they claim MaxTensorBytesPerFileByte times
-// its size and refused when one more element makes them claim more. The
-// encodings are of fixed width, so the file is R bytes besides the
-// storage's 4n, and five names claim 20n: at n = R, exactly 4(R + 4n).
+// TestClaimLimit: five names sharing one storage claim it five times,
+// and tensorEntryBytes each; the file is accepted when they claim
+// MaxTensorBytesPerFileByte times its size and refused when one more
+// element makes them claim more. The encodings are of fixed width, so
+// the file is R bytes besides the storage's 4n, and five names claim
+// 20n + 5e: at n = R - 5e/4, exactly 4(R + 4n).
 func TestClaimLimit(t *testing.T) {
 	names := []string{"a", "b", "c", "d", "e"}
 	file := func(numel int) []byte {
 		return zipCheckpoint(t, sharedPickle(names, numel), map[string][]byte{"data/0": make([]byte, 4*numel)})
 	}
 	r := len(file(1)) - 4
-	at := file(r)
-	if claim := 5 * 4 * r; claim != MaxTensorBytesPerFileByte*len(at) {
+	n := r - 5*tensorEntryBytes/4
+	at := file(n)
+	if claim := 5*4*n + 5*tensorEntryBytes; claim != MaxTensorBytesPerFileByte*len(at) {
 		t.Fatalf("the tensors claim %d bytes of a file of %d", claim, len(at))
 	}
 	if f, err := Read(at); err != nil || len(f.Names()) != 5 {
 		t.Fatalf("claiming %d times the file: %v", MaxTensorBytesPerFileByte, err)
 	}
-	_, err := Read(file(r + 1))
-	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), fmt.Sprintf("the tensors claim more than %d bytes, 4 times the file's %d bytes (MaxTensorBytesPerFileByte)", 4*(5*r+4), 5*r+4)) {
+	_, err := Read(file(n + 1))
+	if size := r + 4*(n+1); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), fmt.Sprintf("the tensors claim more than %d bytes, 4 times the file's %d bytes (MaxTensorBytesPerFileByte)", 4*size, size)) {
 		t.Fatalf("claiming 20 bytes past the limit: %v", err)
+	}
+}
+
+// TestEmptyTensorNames: names of one empty tensor (memoized once, each
+// name then a few bytes of pickle) claim no data, but each an entry of
+// the File; 200,000 of them in a pickle of 3 MB would make entries of
+// some 90 MB, and are refused by their entries' claims.
+func TestEmptyTensorNames(t *testing.T) {
+	var b pickleWriter
+	b.WriteString("\x80\x02}")
+	b.str("n0")
+	b.rebuild(0)
+	b.tuple(0)
+	b.tuple(1)
+	b.WriteString("\x89}tRq\x01s") // the tensor memoized as 1
+	for i := 1; i < 200_000; i++ {
+		b.str(fmt.Sprint("n", i))
+		b.WriteString("h\x01s")
+	}
+	b.WriteByte('.')
+	data := zipCheckpoint(t, b.String(), map[string][]byte{"data/0": nil})
+	_, err := Read(data)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "bytes for its entry") {
+		t.Fatalf("200,000 names of one empty tensor in %d bytes: %v, want ErrTooLarge", len(data), err)
 	}
 }

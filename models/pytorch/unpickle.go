@@ -14,8 +14,16 @@ import (
 // claims the span of its storage it is gathered from, which may be far
 // larger than its elements (two elements a storage apart). Checked before
 // anything is read for a tensor, so reading and gathering the tensors
-// handles at most this many bytes per byte of file.
+// handles at most this many bytes per byte of file. Each tensor also
+// claims tensorEntryBytes, what its entry in the File takes, so that
+// names of empty tensors cannot make the File many times the pickle.
 const MaxTensorBytesPerFileByte = 4
+
+// tensorEntryBytes is about what one name's tensor takes in a File (its
+// safetensors.Tensor, shape, map entry and name), beside its data. A
+// state_dict's pickle spends some 100 bytes a tensor on its name, storage
+// and rebuild call, so a real one never comes near the bound by it.
+const tensorEntryBytes = 256
 
 // storageClasses are the torch.<Type>Storage classes and their dtypes.
 var storageClasses = map[string]safetensors.DType{
