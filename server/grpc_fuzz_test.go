@@ -93,3 +93,51 @@ func FuzzGRPCRequest(f *testing.F) {
 		})
 	})
 }
+
+// FuzzMessageSize feeds arbitrary bytes to boundedCodec's sizing of a
+// ModelInferRequest from its wire bytes: it never panics, and where
+// protobuf decodes the bytes and the sizing passes them, the elements it
+// counted are at least those of the decoded message's repeated and map
+// fields besides tensor contents, and what it found the contents take
+// beyond their wire bytes is at least what their decoded slices hold
+// beyond the message's size.
+func FuzzMessageSize(f *testing.F) {
+	for _, seed := range grpcFuzzSeeds() {
+		data, err := proto.Marshal(seed)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	desc := (&pb.ModelInferRequest{}).ProtoReflect().Descriptor()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fuzzbound.Run(t, len(data), func() {
+			var z messageSize
+			err := z.count(data, desc, 0)
+			var req pb.ModelInferRequest
+			if err != nil || proto.Unmarshal(data, &req) != nil {
+				return
+			}
+			elements, contents := 0, int64(0)
+			for _, in := range req.Inputs {
+				elements += 1 + len(in.Shape) + len(in.Parameters)
+				c := in.GetContents()
+				contents += int64(len(c.GetBoolContents()) + 4*(len(c.GetIntContents())+len(c.GetUintContents())+len(c.GetFp32Contents())) +
+					8*(len(c.GetInt64Contents())+len(c.GetUint64Contents())+len(c.GetFp64Contents())))
+				for _, b := range c.GetBytesContents() {
+					contents += 24 + int64(len(b))
+				}
+			}
+			for _, out := range req.Outputs {
+				elements += 1 + len(out.Parameters)
+			}
+			elements += len(req.Parameters) + len(req.RawInputContents)
+			if elements > z.elements {
+				t.Fatalf("counted %d elements, the message has %d", z.elements, elements)
+			}
+			if contents > int64(len(data))+z.extra {
+				t.Fatalf("the contents take %d bytes decoded; counted %d beyond the message's %d", contents, z.extra, len(data))
+			}
+		})
+	})
+}
