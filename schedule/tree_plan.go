@@ -207,6 +207,10 @@ type treeBuilder struct {
 	kidh, uf *Buffer // Child-Sum: children's h [SK][H], U_f h_k [SK][H]
 	rootH    *Buffer // depth-batched roots' h [B][H]
 	h, c, pr *Buffer
+
+	minChunk int32 // recursive: the fewest nodes in a chunk (see rntnScratchBytes)
+	uRows    int   // RNTN: the most v·V scratch rows a group's slice takes
+	uAt      int   // RNTN: the group's first v·V scratch row
 }
 
 // treePart is a range of trees run as one depth-batched part: its groups
@@ -215,6 +219,7 @@ type treePart struct {
 	t0, t1       int // trees [t0, t1)
 	g0, g1       int // groups [g0, g1)
 	sBase, kBase int
+	uBase        int // RNTN: its first v·V scratch row
 }
 
 // reset readies b to build a plan of N nodes for tp on p.
@@ -501,7 +506,7 @@ func (b *treeBuilder) cutSubtrees(W int, share int32) {
 		g := b.order[at]
 		if at == 0 || key[g] != key[b.order[at-1]] {
 			run = 0 // a part's first node: its first chunk
-		} else if run >= minChunkNodes && unit(g) != unit(b.order[at-1]) {
+		} else if run >= b.minChunk && unit(g) != unit(b.order[at-1]) {
 			b.cutAt = append(b.cutAt, at)
 			run = 0
 		}
@@ -524,7 +529,7 @@ func (b *treeBuilder) cutWholeTrees(W int) {
 		lo := tp.offsets[t]
 		if part != prev {
 			run = 0
-		} else if run >= minChunkNodes {
+		} else if run >= b.minChunk {
 			b.cutAt = append(b.cutAt, lo)
 			run = 0
 		}
@@ -610,6 +615,14 @@ func (b *treeBuilder) slots() (S, SK int) {
 // for another's chunk.
 const minChunkNodes = 32
 
+// rntnScratchBytes bounds an RNTN plan's scratch for its tensor term,
+// whose v·V takes 2H·H floats a node (180 KB at H 150): a depth-batched
+// height of more nodes than that holds runs the term a slice of them at
+// a time (within each part's rows), and a recursive plan's chunks, a row
+// each, have at least N/uRows nodes, so that they take at most this and
+// a row more for each part's and phase's first. (A variable for tests.)
+var rntnScratchBytes int64 = 8 << 20
+
 // rowList is the rows idx of buf, w wide.
 func rowList(buf *Buffer, idx []int32, w int) Rows32 { return Rows32{Buf: buf, Width: w, Idx: idx} }
 
@@ -617,6 +630,11 @@ func (b *treeBuilder) build() {
 	tp, m := b.tp, b.prog.Model
 	E, H, C := m.Embed, m.Hidden, m.Classes
 	B, N := len(tp.Trees), b.N
+	b.minChunk, b.uRows = minChunkNodes, 1
+	if m.Cell == tree.RNTN {
+		b.uRows = int(max(1, rntnScratchBytes/int64(8*H*H)))
+		b.minChunk = max(minChunkNodes, int32((N+b.uRows-1)/b.uRows))
+	}
 	tp.offsets = resize(tp.offsets, B)
 	tp.parent = resize(tp.parent, N)
 	tp.nkids = resize(tp.nkids, N)
@@ -661,7 +679,19 @@ func (b *treeBuilder) build() {
 		b.kid = b.buffer("kids", KindActivation, S*2*H)
 		b.g = b.buffer("gates", KindActivation, S*H)
 		if m.Cell == tree.RNTN {
-			b.u = b.buffer("vV", KindActivation, S*2*H*H)
+			rows := S // recursive: a row per chunk
+			if tp.Executor == DepthBatched {
+				rows = 0
+				for pi := range b.parts {
+					pt := &b.parts[pi]
+					end := S
+					if pi+1 < len(b.parts) {
+						end = b.parts[pi+1].sBase
+					}
+					pt.uBase, rows = rows, rows+min(end-pt.sBase, b.uRows)
+				}
+			}
+			b.u = b.buffer("vV", KindActivation, rows*2*H*H)
 			b.bil = b.buffer("bilinear", KindActivation, S*H)
 		}
 	case tree.BinaryLSTM:
@@ -705,6 +735,7 @@ func (b *treeBuilder) build() {
 			}
 			b.at.Worker, b.at.Phase = int(b.part[gi]), int(b.phase[gi])
 			s := int(b.slot[gi])
+			b.uAt = s
 			b.cell(gi, b.order[gi:gi+1], gi, s, int(b.kidAt[s]))
 			if tp.AllNodes {
 				b.classify(gi, b.h, gi, 1, gi)
@@ -716,7 +747,7 @@ func (b *treeBuilder) build() {
 		return
 	}
 	for pi, pt := range b.parts {
-		b.at.Worker = pi
+		b.at.Worker, b.uAt = pi, pt.uBase
 		for gi := pt.g0; gi < pt.g1; gi++ {
 			r0, r1 := int(b.groupAt[gi]), int(b.groupAt[gi+1])
 			b.cell(gi, b.order[r0:r1], r0, pt.sBase, pt.kBase)
@@ -822,11 +853,16 @@ func (b *treeBuilder) cell(t int, grp []int32, r0, s0, k0 int) {
 		b.product(g, kid, Dense(p.w, 0, H, 2*H))
 		var bil Mat
 		if m.Cell == tree.RNTN {
+			// v·V is 2H·H floats a node: a group of more than uRows
+			// nodes runs the tensor term a slice of them at a time.
 			W := 2 * H * H
-			u := Dense(b.u, s0*W, n, W)
 			bil = Dense(b.bil, s0*H, n, H)
-			b.product(u, kid, Dense(p.vt, 0, W, 2*H))
-			b.add(b.ops.bil.put(&bilinearOp{v: kid, u: u, out: bil}))
+			for i := 0; i < n; i += b.uRows {
+				k := min(b.uRows, n-i)
+				v, u := Dense(b.kid, (s0+i)*2*H, k, 2*H), Dense(b.u, b.uAt*W, k, W)
+				b.product(u, v, Dense(p.vt, 0, W, 2*H))
+				b.add(b.ops.bil.put(&bilinearOp{v: v, u: u, out: Dense(b.bil, (s0+i)*H, k, H)}))
+			}
 		}
 		b.add(b.ops.tanh.put(&tanhBiasOp{g: g, b: Whole(p.b), bil: bil, h: h}))
 

@@ -591,3 +591,63 @@ func TestChildRowsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestRNTNScratchBounded: an RNTN node's tensor term takes a scratch row
+// of 2H·H floats (v·V), so a depth-batched height runs it in slices of at
+// most rntnScratchBytes of rows a part, not a row per node of the height
+// (half a tree's nodes are leaves: one tree of 2048 leaves at H 150 would
+// take 368 MB, a request of 64 such trees 23 GB), and a recursive plan on
+// several workers has few enough chunks, a row each, that they take at
+// most as much and a row for each part's and phase's first. The answers
+// are one worker's, bit for bit.
+func TestRNTNScratchBounded(t *testing.T) {
+	const H = 16
+	defer func(b int64) { rntnScratchBytes = b }(rntnScratchBytes)
+	const rows = 32
+	rntnScratchBytes = rows * 8 * H * H
+	m, err := tree.NewModel(tree.Config{Cell: tree.RNTN, Vocab: 12, Embed: H, Hidden: H, Classes: 3}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models.RandomizeTree(m, 5)
+	prog, err := NewTreeProgram(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 5))
+	word := func(int) int32 { return int32(rng.IntN(12)) }
+	batch := []*tree.Tree{tree.Binary(tree.Balanced, 1024, rng, word), tree.Binary(tree.Linear, 40, rng, word),
+		tree.Binary(tree.Balanced, 1024, rng, word), tree.Binary(tree.Moderate, 300, rng, word)}
+	for range 150 { // small trees: many chunks of minChunkNodes
+		batch = append(batch, tree.Binary(tree.Moderate, 16, rng, word))
+	}
+	var want [][]float32
+	for _, o := range []TreeOptions{
+		{Executor: Recursive, Workers: 1, AllNodes: true},
+		{Executor: Recursive, Workers: 4, AllNodes: true},
+		{Executor: DepthBatched, Workers: 1, AllNodes: true},
+		{Executor: DepthBatched, Workers: 3, AllNodes: true},
+	} {
+		tp, err := prog.Plan(batch, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		what := fmt.Sprintf("%v, %d workers", o.Executor, o.Workers)
+		limit := o.Workers * rows
+		if o.Executor == Recursive {
+			limit = rows + 2*o.Workers
+		}
+		if got := tp.b.u.Elems / (2 * H * H); got > limit {
+			t.Errorf("%s: %d rows of v·V scratch, want at most %d", what, got, limit)
+		}
+		checkChunkWrites(t, what, tp.Plan)
+		if err := tp.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if want == nil {
+			want = treeOutputs(tp)
+		} else {
+			sameBits(t, what, treeOutputs(tp), want)
+		}
+	}
+}
