@@ -39,7 +39,8 @@ type GenerateResult struct {
 	t timing
 }
 
-// defaultMaxTokens is MaxTokens when a request leaves it 0.
+// defaultMaxTokens is MaxTokens when a request leaves it 0 (or
+// max_generate_tokens, when that is less).
 const defaultMaxTokens = 64
 
 // generation is the sampling state of a generate request; the lane that
@@ -149,7 +150,7 @@ func (m *seqModel) checkGenerate(g *GenerateRequest) ([]int64, error) {
 		return nil, infer.BadRequest("prompt of %d tokens exceeds max_steps %d", len(ids), m.opts.MaxSteps)
 	}
 	if g.MaxTokens == 0 {
-		g.MaxTokens = defaultMaxTokens
+		g.MaxTokens = min(defaultMaxTokens, m.opts.MaxGenerateTokens)
 	}
 	switch {
 	case g.MaxTokens < 1 || g.MaxTokens > m.opts.MaxGenerateTokens:

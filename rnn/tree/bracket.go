@@ -163,6 +163,9 @@ func (p *bracketParser) settle(f *frame) error {
 			return nil
 		}
 	}
+	if len(p.stack) >= p.opt.MaxDepth { // the leaf is a level below f
+		return errAt(ErrLimit, f.pending.off, "more than %d levels", p.opt.MaxDepth)
+	}
 	id, err := p.lookup(f.pending)
 	if err != nil {
 		return err

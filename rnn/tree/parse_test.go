@@ -90,6 +90,9 @@ func TestParseBracketedErrors(t *testing.T) {
 		{"(7 It)", Options{Classes: 5}, ErrLabel, "offset 1"},
 		{"((It is) (is good))", Options{MaxNodes: 5}, ErrLimit, ""},
 		{"(((It)))", Options{MaxDepth: 2}, ErrLimit, "offset 2"},
+		// A bare word is a leaf one level below its bracket.
+		{"(It is)", Options{MaxDepth: 1}, ErrLimit, "offset 1"},
+		{"(It (is good))", Options{MaxDepth: 2}, ErrLimit, "offset 5"},
 	} {
 		opt := c.opt
 		opt.Vocab = v
