@@ -199,7 +199,22 @@ func decodeSeq(r *Request, net *rnn.Network, names *seqNames, o *Options) (*seqI
 	if r.Sequence.ID != "" && in.B != 1 {
 		return nil, infer.BadRequest("a sequence request must have batch size 1, got %d", in.B)
 	}
+	if r.Sequence.ID != "" && bidirectional(net) {
+		// Its reverse direction starts at the last step of what it is
+		// given: pieces would not give the whole input's result.
+		return nil, infer.BadRequest("a bidirectional model reads a sequence whole, its reverse direction from the last step: sequence parameters are not supported; send the whole input in one request")
+	}
 	return in, nil
+}
+
+// bidirectional reports whether any layer of net runs both ways.
+func bidirectional(net *rnn.Network) bool {
+	for _, dirs := range net.Layers {
+		if len(dirs) == 2 {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeLengths takes the optional "lengths" input: INT64 or INT32 [B],
