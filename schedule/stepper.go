@@ -85,7 +85,8 @@ type Sequence struct {
 	Output  []float32 // [steps run][Out] when Outputs is set
 	HN, CN  []float32 // final state after Remove: [Layers][Out], [Layers][Hidden]
 
-	xp    *Buffer // [known][Rows]: layer 0's input projections (nil with the token table)
+	xp    *Buffer // [known-xp0][Rows]: layer 0's input projections (nil with the token table)
+	xp0   int     // the step of xp's first row: the rows of steps run go as input arrives
 	known int     // input steps known so far
 	t     int     // next time step
 	slot  int
@@ -347,7 +348,7 @@ func (s *Stepper) Add(q *Sequence) error {
 			return err
 		}
 	}
-	q.xp, q.known, q.t = nil, 0, 0
+	q.xp, q.xp0, q.known, q.t = nil, 0, 0, 0
 	if s.xtab == nil {
 		q.xp = &Buffer{Name: "xp", Kind: KindActivation, ElemSize: 4}
 	}
@@ -430,12 +431,21 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 		return nil
 	}
 	xp := q.xp.F32
-	if need := (q.known + steps) * R; cap(xp) < need {
-		grown := make([]float32, need, max(need, 2*cap(xp)))
+	if q.t > q.xp0 && !s.tracing {
+		// The steps run need their projections no more: a generation
+		// holds the rows of the steps ahead, not of every step so far
+		// (a traced run keeps them, its steps' views pointing there).
+		n := copy(xp, xp[(q.t-q.xp0)*R:(q.known-q.xp0)*R])
+		xp, q.xp0 = xp[:n], q.t
+	}
+	rows := q.known - q.xp0 + steps
+	if need := rows * R; cap(xp) < need || cap(xp) > 4*need && !s.tracing {
+		// Grown by doubling; one a long prompt left large is let go.
+		grown := make([]float32, need, max(need, min(2*cap(xp), 2*need)))
 		copy(grown, xp)
 		xp = grown
 	}
-	q.xp.F32, q.xp.Elems = xp[:(q.known+steps)*R], (q.known+steps)*R
+	q.xp.F32, q.xp.Elems = xp[:rows*R], rows*R
 	// The arrival steps: gather the embedding rows, then X' = x·W_ihᵀ.
 	x := &Buffer{Name: "x", Kind: KindInput, Elems: steps * I, ElemSize: 4, F32: features}
 	own := []*Buffer{x} // the arrival steps' own buffers, for the region checker
@@ -460,7 +470,7 @@ func (s *Stepper) Extend(q *Sequence, tokens []int64, features []float32) error 
 		qsa = &Buffer{Name: "arrival.qs", Kind: KindActivation, Elems: steps, ElemSize: 4, F32: make([]float32, steps)}
 		own = append(own, qa, qsa)
 	}
-	add(product(Dense(q.xp, q.known*R, steps, R), Dense(x, 0, steps, I), s.wih(0), qa, qsa, 0))
+	add(product(Dense(q.xp, (q.known-q.xp0)*R, steps, R), Dense(x, 0, steps, I), s.wih(0), qa, qsa, 0))
 	if err := s.runSteps(arrival, own...); err != nil {
 		return err
 	}
@@ -608,7 +618,7 @@ func (s *Stepper) buildStep() {
 		if s.xtab != nil {
 			srcs[i] = Dense(s.xtab, int(q.Tokens[q.t])*R0, 1, R0)
 		} else {
-			srcs[i] = Dense(q.xp, q.t*R0, 1, R0)
+			srcs[i] = Dense(q.xp, (q.t-q.xp0)*R0, 1, R0)
 		}
 	}
 	s.add(0, &gatherRowsOp{dst: Dense(s.y, 0, B, R0), srcs: srcs})

@@ -280,3 +280,47 @@ func (s *Stepper) liveProductRows() int {
 	}
 	return 0
 }
+
+// TestStepperExtendHoldsAhead: a sequence extended a step at a time, as
+// generation feeds its samples back, holds the input projections of the
+// steps ahead of it, not of every step so far: after a prompt of 200
+// steps and 300 more one at a time, its projections take a few rows,
+// and its outputs are the whole input's.
+func TestStepperExtendHoldsAhead(t *testing.T) {
+	net := randomNet(t, rnn.Config{Cell: rnn.LSTM, Input: 5, Hidden: 7, Layers: 2, HeadOut: 4}, 3)
+	st, err := NewStepper(net, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prompt, T = 200, 500
+	in := randomInput(net, T, 1, false, rand.New(rand.NewPCG(3, 3)))
+	I, R := net.Input, net.Layers[0][0].Rows()
+	q := &Sequence{Head: HeadAll, Outputs: true, Features: in.Features[:prompt*I]}
+	if err := st.Add(q); err != nil {
+		t.Fatal(err)
+	}
+	for next := prompt; ; {
+		done := st.Step()
+		if len(done) == 0 {
+			continue
+		}
+		if next == T {
+			st.Remove(q)
+			break
+		}
+		if err := st.Extend(q, nil, in.Features[next*I:(next+1)*I]); err != nil {
+			t.Fatal(err)
+		}
+		next++
+		if held := cap(q.xp.F32) / R; next > prompt+1 && held > 4 {
+			t.Fatalf("at step %d the sequence holds %d steps' projections", next, held)
+		}
+	}
+	want := run(t, net, APlus, in)
+	if err := closeTo(q.Output, want.Output, 1e-5); err != nil {
+		t.Errorf("output: %v", err)
+	}
+	if err := closeTo(q.HeadOut, want.Head, 1e-5); err != nil {
+		t.Errorf("head: %v", err)
+	}
+}
