@@ -52,6 +52,7 @@ type treeWork struct {
 	trees []*tree.Tree
 	exec  schedule.TreeExecutor
 	all   bool // every node's probabilities, not only the roots'
+	nodes int  // the trees' nodes
 	// probs holds, tree after tree, each root's probabilities or (all)
 	// every node's, nodes in post-order.
 	probs []float32
@@ -120,11 +121,13 @@ func (m *treeModel) infer(ctx context.Context, r *Request, tm *timing) ([]Output
 		}
 		w.all = w.all || o.Name == "node_probs"
 	}
-	nodes := 0
 	for _, tr := range w.trees {
-		nodes += tr.Len()
+		w.nodes += tr.Len()
 	}
-	if err := r.ExpectOutputs(m.plannedOutputs(outs, len(w.trees), nodes)); err != nil {
+	if w.nodes > schedule.MaxTreeBatchNodes {
+		return nil, 0, infer.BadRequest(`input "trees": %d nodes, more than a plan holds (%d)`, w.nodes, schedule.MaxTreeBatchNodes)
+	}
+	if err := r.ExpectOutputs(m.plannedOutputs(outs, len(w.trees), w.nodes)); err != nil {
 		return nil, 0, err
 	}
 	j := &job[*treeWork]{ctx: ctx, rows: len(w.trees), work: w}
@@ -250,7 +253,8 @@ type treeBatch struct {
 	m     *treeModel
 	jobs  []*job[*treeWork]
 	trees []*tree.Tree // the jobs' trees, reused from step to step
-	n     int
+	n     int          // trees
+	nodes int          // their nodes
 	max   int
 }
 
@@ -263,19 +267,23 @@ func (b *treeBatch) fits(j *job[*treeWork]) bool {
 		return true
 	}
 	first := b.jobs[0].work
-	return j.work.exec == first.exec && j.work.all == first.all && b.n+j.rows <= b.max
+	// A plan holds schedule.MaxTreeBatchNodes: requests that fit alone
+	// are not put together past it.
+	return j.work.exec == first.exec && j.work.all == first.all && b.n+j.rows <= b.max &&
+		b.nodes+j.work.nodes <= schedule.MaxTreeBatchNodes
 }
 
 func (b *treeBatch) add(j *job[*treeWork]) error {
 	b.jobs = append(b.jobs, j)
 	b.n += j.rows
+	b.nodes += j.work.nodes
 	return nil
 }
 
 func (b *treeBatch) reap() []*job[*treeWork] {
 	var gone []*job[*treeWork]
 	kept := b.jobs[:0]
-	b.n = 0
+	b.n, b.nodes = 0, 0
 	for _, j := range b.jobs {
 		if j.ctx.Err() != nil {
 			gone = append(gone, j)
@@ -283,6 +291,7 @@ func (b *treeBatch) reap() []*job[*treeWork] {
 		}
 		kept = append(kept, j)
 		b.n += j.rows
+		b.nodes += j.work.nodes
 	}
 	b.jobs = kept
 	return gone
@@ -301,7 +310,7 @@ func (b *treeBatch) step() []finishedJob[*treeWork] {
 		fin[i] = finishedJob[*treeWork]{j: j, err: err}
 	}
 	clear(b.jobs)
-	b.jobs, b.n = b.jobs[:0], 0
+	b.jobs, b.n, b.nodes = b.jobs[:0], 0, 0
 	return fin
 }
 
