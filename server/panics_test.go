@@ -215,7 +215,7 @@ func newTreeServerStopped(t *testing.T) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := DefaultOptions()
+	o := testOptions()
 	o.Batching.Workers = 2
 	s, err := New(entries, o, testDeps(t, o))
 	if err != nil {
