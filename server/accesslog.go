@@ -144,7 +144,7 @@ func (a *AccessLog) Handler(h http.Handler) http.Handler {
 		}
 		attrs := []slog.Attr{
 			slog.String("request_id", id), slog.String("protocol", protocolREST),
-			slog.String("method", r.Method), slog.String("path", infer.Clip(r.URL.Path)),
+			slog.String("method", infer.Clip(r.Method)), slog.String("path", infer.Clip(r.URL.Path)),
 			slog.Int("status", sw.status), slog.Int64("bytes", sw.bytes),
 			slog.Float64("duration_ms", millis(time.Since(start))), slog.String("remote", r.RemoteAddr),
 		}

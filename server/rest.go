@@ -53,7 +53,15 @@ func (s *Server) handler(management bool) http.Handler {
 		// Transfer-Encoding is refused and closed (connlimit.Smuggling).
 		if connlimit.Smuggling(c.Request.Context()) {
 			c.Header("Connection", "close")
-			c.AbortWithStatusJSON(http.StatusBadRequest, api.Error{Error: "a request on this connection had both Content-Length and Transfer-Encoding (RFC 9112 section 6.1): refused"})
+			c.AbortWithStatusJSON(http.StatusBadRequest, api.Error{Error: "a request on this connection had both Content-Length and Transfer-Encoding, or a folded header line (RFC 9112 sections 6.1 and 5.2): refused"})
+			return
+		}
+		// A head of many fields is refused before anything waits for its
+		// body: parsed, each field is a map entry, some 15 times its bytes
+		// for tiny ones, which no budget counts.
+		if n := headerFields(c.Request.Header); n > maxHeaderFields {
+			c.Header("Connection", "close")
+			c.AbortWithStatusJSON(http.StatusRequestHeaderFieldsTooLarge, api.Error{Error: fmt.Sprintf("%d header fields: at most %d are taken", n, maxHeaderFields)})
 		}
 	})
 	repository := func(r *gin.Engine) {
@@ -63,10 +71,10 @@ func (s *Server) handler(management bool) http.Handler {
 	}
 	notFound := func(r *gin.Engine) {
 		r.NoRoute(func(c *gin.Context) {
-			c.JSON(http.StatusNotFound, api.Error{Error: fmt.Sprintf("no route %s %s", c.Request.Method, infer.Clip(c.Request.URL.Path))})
+			c.JSON(http.StatusNotFound, api.Error{Error: fmt.Sprintf("no route %s %s", infer.Clip(c.Request.Method), infer.Clip(c.Request.URL.Path))})
 		})
 		r.NoMethod(func(c *gin.Context) {
-			c.JSON(http.StatusMethodNotAllowed, api.Error{Error: fmt.Sprintf("method %s not allowed on %s", c.Request.Method, infer.Clip(c.Request.URL.Path))})
+			c.JSON(http.StatusMethodNotAllowed, api.Error{Error: fmt.Sprintf("method %s not allowed on %s", infer.Clip(c.Request.Method), infer.Clip(c.Request.URL.Path))})
 		})
 		r.HandleMethodNotAllowed = true
 	}
@@ -107,6 +115,19 @@ func (s *Server) Metadata() api.ServerMetadata {
 	return api.ServerMetadata{Name: "rnnserve", Version: Version,
 		Extensions: []string{"binary_tensor_data", "classification", "sequence", "statistics", "model_repository",
 			"model_configuration", "generate", "rnn_traffic"}}
+}
+
+// maxHeaderFields bounds the header fields of a REST request (Apache's
+// LimitRequestFields is 100).
+const maxHeaderFields = 256
+
+// headerFields is the number of header fields of h.
+func headerFields(h http.Header) int {
+	n := 0
+	for _, v := range h {
+		n += len(v)
+	}
+	return n
 }
 
 // maxErrorBytes bounds an error message in a response.
@@ -466,6 +487,7 @@ func (s *Server) repositoryIndex(c *gin.Context, management bool) {
 		s.fail(c, err)
 		return
 	}
+	s.writeDeadline(c.Writer) // the repository's scan may be slow
 	c.JSON(http.StatusOK, idx)
 }
 
@@ -489,6 +511,7 @@ func (s *Server) repositoryLoad(c *gin.Context, management bool) {
 		s.fail(c, err)
 		return
 	}
+	s.writeDeadline(c.Writer) // a load may take longer than the write timeout
 	c.JSON(http.StatusOK, gin.H{})
 }
 

@@ -296,11 +296,21 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 		}
 		return fmt.Errorf("gRPC: %w", err)
 	}
+	// WriteTimeout: every response is written within read_timeout and
+	// write_timeout of its request's head (the request may take the first
+	// to arrive; net/http clears the deadline after each response); the
+	// handlers of what may take longer (an inference, a load, each event of
+	// a stream) set write_timeout again before they write. Without it a
+	// client that sends requests and reads no answer holds its connection
+	// for ever.
+	writeTimeout := cfg.ReadTimeout + cfg.Server.WriteTimeout
 	hs := &http.Server{Handler: requests.Handler(srv.Handler()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout,
-		IdleTimeout: cfg.Server.IdleTimeout, MaxHeaderBytes: maxHeaderBytes, ConnState: srv.ConnState, ConnContext: srv.ConnContext}
+		WriteTimeout: writeTimeout, IdleTimeout: cfg.Server.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		ConnState: srv.ConnState, ConnContext: srv.ConnContext}
 	if mln != nil {
 		ms = &http.Server{Handler: requests.Handler(srv.ManagementHandler()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout,
-			IdleTimeout: cfg.Server.IdleTimeout, MaxHeaderBytes: maxHeaderBytes, ConnState: srv.ConnState, ConnContext: srv.ConnContext}
+			WriteTimeout: writeTimeout, IdleTimeout: cfg.Server.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
+			ConnState: srv.ConnState, ConnContext: srv.ConnContext}
 	}
 	// Signals are caught before the log says the server serves, so that
 	// one sent on reading that line finds the lame duck.
