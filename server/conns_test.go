@@ -150,4 +150,11 @@ func TestContentLengthWithChunked(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !resp.Close {
 		t.Errorf("Content-Length with Transfer-Encoding: %d (close %v), want 400 closing the connection", resp.StatusCode, resp.Close)
 	}
+	// A folded header line, which net/http joins to the line before (a
+	// proxy may not), is refused as well: it would otherwise stop the
+	// check for the rest of the connection.
+	folded := "GET /v2/health/live HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n continued\r\n\r\n"
+	if resp := exchange(folded, 1)[0]; resp.StatusCode != http.StatusBadRequest || !resp.Close {
+		t.Errorf("a folded header line: %d (close %v), want 400 closing the connection", resp.StatusCode, resp.Close)
+	}
 }

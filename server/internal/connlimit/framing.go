@@ -25,9 +25,10 @@ import (
 // HTTP/1.1 head has Transfer-Encoding, else Content-Length bytes, else
 // empty; a chunk is a hex size line, the data and CRLF, the last one of
 // size 0 followed by trailer lines and an empty line. At anything it
-// cannot follow (a head over maxHeaderBytes, a folded header line, a size
-// it cannot read) it stops following the connection without marking it:
-// net/http refuses such requests itself.
+// cannot follow (a head over maxHeaderBytes, a size it cannot read) it
+// stops following the connection without marking it: net/http refuses
+// such requests itself. A folded header line, which net/http joins to
+// the line before, marks the connection as a conflict does.
 type framing struct {
 	state    int
 	head     []byte // the head read so far
@@ -132,7 +133,12 @@ func (f *framing) endHead() {
 	for _, l := range lines[1:] {
 		l = bytes.TrimRight(l, "\r")
 		if len(l) > 0 && (l[0] == ' ' || l[0] == '\t') {
-			f.off = true // a folded line
+			// A folded line (obsolete line folding), which net/http
+			// joins to the line before: a proxy may read it otherwise,
+			// and RFC 9112 section 5.2 lets a server refuse it. Marked,
+			// and not followed further.
+			f.conflict.Store(true)
+			f.off = true
 			return
 		}
 		name, value, ok := bytes.Cut(l, []byte{':'})
