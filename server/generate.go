@@ -230,6 +230,9 @@ func (m *seqModel) generate(ctx context.Context, g *GenerateRequest, emit func(G
 			finished = true
 		}
 	}
+	if g.Generated != nil {
+		g.Generated()
+	}
 	for drained := false; !drained; { // the lane sends every token before done
 		select {
 		case tok := <-gen.events:

@@ -283,7 +283,18 @@ func (s *Server) generate(c *gin.Context, stream bool) {
 		return
 	}
 	var out generateWriter
-	deadline := func() { s.writeDeadline(c.Writer) }
+	// Each token's write gets write_timeout while the model makes them;
+	// once it has made them all, the rest get one write_timeout together.
+	generated := false
+	deadline := func() {
+		if !generated {
+			s.writeDeadline(c.Writer)
+		}
+	}
+	g.Generated = func() {
+		s.writeDeadline(c.Writer)
+		generated = true
+	}
 	switch {
 	case strings.Contains(c.GetHeader("Accept"), "application/x-ndjson"):
 		out = &ndjsonWriter{c: c, deadline: deadline}

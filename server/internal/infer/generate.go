@@ -23,6 +23,12 @@ type GenerateRequest struct {
 
 	Protocol string    // metrics label: "rest" or "grpc"
 	Received time.Time // when the transport got the request
+
+	// Generated, when set, is called once the model has made every token
+	// it will, those not yet emitted waiting in memory: a transport then
+	// bounds the time the rest may take to write, so that a reader just
+	// fast enough for each token cannot hold its connection for hours.
+	Generated func()
 }
 
 // GenerateToken is one generated token.
