@@ -27,6 +27,18 @@ func (s *Server) GRPCListener(ln net.Listener) net.Listener {
 	return s.conns.Listener(ln, connlimit.GRPC)
 }
 
+// maxManagementConns caps the management listener's connections apart
+// from max_connections, so that a flood on the public ports cannot lock
+// operators out, nor the management port take the public ports' slots.
+const maxManagementConns = 64
+
+// ManagementListener wraps the management listener ln as Listener does
+// the REST one, against a cap of its own (maxManagementConns, three
+// quarters of which a protocol may hold).
+func (s *Server) ManagementListener(ln net.Listener) net.Listener {
+	return s.mgmtConns.Listener(ln, connlimit.REST)
+}
+
 // ConnState follows a REST connection's state for the choice of an idle
 // connection to close: set it as the http.Server's ConnState.
 func (s *Server) ConnState(c net.Conn, st http.ConnState) { connlimit.ConnState(c, st) }
@@ -43,4 +55,7 @@ func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
 // one): a connection on which a request has arrived unread is left to be
 // served (with Connection: close, in the lame-duck period), so a request
 // a client wrote in full is answered, not reset.
-func (s *Server) CloseIdle() { s.conns.CloseIdle() }
+func (s *Server) CloseIdle() {
+	s.conns.CloseIdle()
+	s.mgmtConns.CloseIdle()
+}

@@ -158,3 +158,47 @@ func TestContentLengthWithChunked(t *testing.T) {
 		t.Errorf("a folded header line: %d (close %v), want 400 closing the connection", resp.StatusCode, resp.Close)
 	}
 }
+
+// TestManagementConnsApart: the management listener's connections count
+// against a cap of their own, so with every public REST slot taken, an
+// operator's connection is served at once, not after one of the public
+// ones has been idle the second it takes to be closed for room.
+func TestManagementConnsApart(t *testing.T) {
+	s, _ := newTestServer(t, func(o *Options) { o.MaxConnections = 4 }, true) // 3 a protocol
+	serve := func(h http.Handler, wrap func(net.Listener) net.Listener) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := &http.Server{Handler: h, ConnState: s.ConnState, ConnContext: s.ConnContext}
+		go hs.Serve(wrap(ln))
+		t.Cleanup(func() { hs.Close() })
+		return ln.Addr().String()
+	}
+	public, mgmt := serve(s.Handler(), s.Listener), serve(s.ManagementHandler(), s.ManagementListener)
+	for range 3 { // the REST share, each in a request head: not idle
+		c, err := net.Dial("tcp", public)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "GET /v2/health/live HTTP/1.1\r\n")
+	}
+	waitFor(t, "three connections", func() bool { return testutil.ToFloat64(s.metrics.connections) == 3 })
+	c, err := net.Dial("tcp", mgmt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	fmt.Fprintf(c, "POST /v2/repository/index HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the management port with the public REST share taken: %v", err)
+	}
+	resp.Body.Close()
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("the management port with the public REST share taken answered after %v", took)
+	}
+}

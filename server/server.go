@@ -114,9 +114,10 @@ type Server struct {
 	streamsEnd     chan struct{}
 	streamsEndOnce sync.Once
 
-	budget   *limits.Budget // request bytes in flight (budget.go)
-	conns    *connlimit.Set // open connections (conns.go)
-	inflight inflight       // requests being served, for Cut (lameduck.go)
+	budget    *limits.Budget // request bytes in flight (budget.go)
+	conns     *connlimit.Set // open connections (conns.go)
+	mgmtConns *connlimit.Set // the management listener's, apart (conns.go)
+	inflight  inflight       // requests being served, for Cut (lameduck.go)
 
 	responses wire.Responses // REST response buffers and gzip writers, the server's own
 }
@@ -150,6 +151,7 @@ func New(entries []Entry, opts Options, deps Deps) (*Server, error) {
 	}, func() float64 { return float64(s.resident.Bytes()) }))
 	s.budget = newBudget(opts.Budget, opts.MaxBodyBytes, s.metrics)
 	s.conns = connlimit.New(opts.MaxConnections, s.budget, s.metrics.connections, s.metrics.connectionsClosedIdle)
+	s.mgmtConns = connlimit.New(maxManagementConns, s.budget, s.metrics.connections, s.metrics.connectionsClosedIdle)
 	s.streamsEnd = make(chan struct{})
 	s.metrics.connectionsLimit.Set(float64(opts.MaxConnections))
 	table := map[string]model{}

@@ -280,7 +280,7 @@ func run(args, environ []string, stdout io.Writer, stderr *os.File) error {
 			ln.Close()
 			return fmt.Errorf("management listener: %w", err)
 		}
-		mln = srv.Listener(mln)
+		mln = srv.ManagementListener(mln)
 	}
 	var accessLog *slog.Logger
 	if cfg.Log.Access {
