@@ -49,20 +49,6 @@ const (
 	GRPC                 // HTTP/2 gRPC calls, read by grpc-go
 )
 
-// minIdleToClose (a REST keep-alive connection between requests, a gRPC
-// connection without calls, or one that has sent nothing yet), to make
-// room, as nginx reuses its idle keep-alive connections; with none idle
-// that long it waits for a connection to close or to have been idle long
-// enough, and new clients wait in the kernel's accept queue (their
-// connect completes there; their requests are read once a slot frees).
-// golang.org/x/net/netutil.LimitListener caps one listener and waits;
-// this cap spans listeners, makes room, and feeds the
-// rnnserve_open_connections gauge.
-//
-// A per-address cap is not kept: behind a load balancer or a NAT every
-// client has the balancer's few addresses, and a cap on them would lock
-// everyone out together.
-
 // minIdleToClose is how long a connection must have been idle before it
 // may be closed to make room: a client between two requests in a row
 // keeps its connection, and does not meet the close (HTTP/1.1 cannot warn
