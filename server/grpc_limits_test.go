@@ -680,3 +680,39 @@ func TestGRPCContentsCharged(t *testing.T) {
 		})
 	}
 }
+
+// TestGRPCStalledReaderClosed: grpc-go has no write deadline, so a client
+// that reads its frames but opens no flow-control window holds the
+// response it asked for, and the connection, for as long as it likes
+// (answering the keepalive pings, it is never found dead). A connection
+// that owes responses and writes less than connlimit.StallBytes of them
+// in write_timeout is closed.
+func TestGRPCStalledReaderClosed(t *testing.T) {
+	s, _ := newTestServer(t, func(o *Options) { o.WriteTimeout = 300 * time.Millisecond }, true)
+	addr, _ := grpcServed(t, s)
+	row := make([]int64, 400) // logits of 400 x 256 floats: past the 64 KiB window
+	req, err := proto.Marshal(&pb.ModelInferRequest{ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{tokensInput([][]int64{row})},
+		Outputs: []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "logits"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dialH2(t, addr)
+	if err := c.headers(1, "/inference.GRPCInferenceService/ModelInfer", false); err != nil {
+		t.Fatal(err)
+	}
+	msg := append([]byte{0, byte(len(req) >> 24), byte(len(req) >> 16), byte(len(req) >> 8), byte(len(req))}, req...)
+	if err := c.fr.WriteData(1, true, msg); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = c.until(10*time.Second, func(f http2.Frame) bool {
+		if p, ok := f.(*http2.PingFrame); ok && !p.IsAck() {
+			c.fr.WritePing(true, p.Data) // alive, but never a window
+		}
+		return false
+	})
+	if !isClosed(err) {
+		t.Fatalf("a client that opens no window still connected after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	waitFor(t, "the budget to be given back", func() bool { return s.budget.InUse() == 0 })
+}

@@ -244,6 +244,7 @@ func (s *Server) Start() {
 	}
 	s.wg.Go(func() { s.janitor(s.stop) })
 	s.wg.Go(func() { s.returnMemory(s.stop) })
+	s.wg.Go(func() { s.closeStalled(s.stop) })
 	if s.measured != nil {
 		s.wg.Go(func() { s.measured.run(s.stop, s.table, s.opts.TrafficSteps) })
 	}
@@ -272,6 +273,22 @@ func (s *Server) janitor(stop <-chan struct{}) {
 				b.seqs.expire()
 				b.metrics.sequences.Set(float64(b.seqs.count()))
 			}
+		}
+	}
+}
+
+// closeStalled closes, until stop, the connections that hold responses
+// they have not taken for write_timeout (connlimit.Set.CloseStalled): a
+// REST response has a write deadline, but grpc-go has none.
+func (s *Server) closeStalled(stop <-chan struct{}) {
+	t := time.NewTicker(max(s.opts.WriteTimeout/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			s.conns.CloseStalled(s.opts.WriteTimeout)
 		}
 	}
 }

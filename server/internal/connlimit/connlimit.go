@@ -249,6 +249,12 @@ type Conn struct {
 	// written (Owe); shut is set once the connection is closed.
 	owed atomic.Int64
 	shut atomic.Bool
+	// repaid counts the owed bytes written; owing is when the current
+	// stretch of owing began (unix nanoseconds, 0: owes nothing) and
+	// repaidAt what repaid was then (CloseStalled).
+	repaid   atomic.Int64
+	owing    atomic.Int64
+	repaidAt atomic.Int64
 	// framing follows a REST connection's requests (framing.go), frames
 	// a gRPC connection's messages (h2frames.go).
 	framing *framing
@@ -288,6 +294,7 @@ func (c *Conn) repay(n int64) {
 			return
 		}
 		if c.owed.CompareAndSwap(o, o-r) {
+			c.repaid.Add(r)
 			c.s.budget.Release(r)
 			return
 		}
@@ -355,6 +362,45 @@ func (cs *Set) CloseIdle() {
 			c.Close()
 		}
 	}
+}
+
+// StallBytes is the least a connection that owes responses must write of
+// them in each stretch CloseStalled checks (all it owes, if less).
+const StallBytes = 64 << 10
+
+// CloseStalled closes every connection that has owed responses (Owe) for
+// stall or longer and written less than StallBytes of them in that time:
+// a gRPC client that reads its frames and answers the keepalive pings
+// but opens no flow-control window would hold its responses, and the
+// calls blocked sending them, for ever. A connection that repays enough
+// starts a new stretch. It returns how many it closed.
+func (cs *Set) CloseStalled(stall time.Duration) int {
+	now := time.Now().UnixNano()
+	cs.mu.Lock()
+	var stalled []*Conn
+	for c := range cs.conns {
+		owed := c.owed.Load()
+		since := c.owing.Load()
+		switch {
+		case owed <= 0:
+			c.owing.Store(0)
+		case since == 0:
+			c.owing.Store(now)
+			c.repaidAt.Store(c.repaid.Load())
+		case now-since >= int64(stall):
+			if c.repaid.Load()-c.repaidAt.Load() < min(owed, StallBytes) {
+				stalled = append(stalled, c)
+				continue
+			}
+			c.owing.Store(now)
+			c.repaidAt.Store(c.repaid.Load())
+		}
+	}
+	cs.mu.Unlock()
+	for _, c := range stalled {
+		c.Close()
+	}
+	return len(stalled)
 }
 
 // ConnState follows a REST connection's state for the choice of an idle
