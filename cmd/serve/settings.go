@@ -123,7 +123,7 @@ var settings = []setting{
 	{field: "Server.StrictReadiness", flag: "strict-readiness", usage: "ready only while every model that should be served is (one that failed to load makes it unready), as Triton's strict-readiness; off, ready once started"},
 	{field: "Server.MaxBodyBytes", flag: "max-body-bytes", arg: "SIZE", usage: "largest request body (inflated, if compressed) or gRPC message"},
 	{field: "Server.MaxResponseBytes", flag: "max-response-bytes", arg: "SIZE", usage: "largest response, in its encoding (JSON, binary tensor data, gRPC), sized before the request runs; a larger one is refused (400, gRPC RESOURCE_EXHAUSTED)"},
-	{field: "Server.WriteTimeout", flag: "write-timeout", usage: "a REST response (a streamed one: each of its events) must be written within this, else the connection closes"},
+	{field: "Server.WriteTimeout", flag: "write-timeout", usage: "a REST response (a streamed one: each of its events while the model makes them, and the rest together once it has made them all) must be written within this, else the connection closes; a gRPC connection that holds responses it does not take for this long is closed"},
 	{field: "Server.MaxSteps", flag: "max-steps", usage: "most time steps in one request"},
 	{field: "Server.MaxRequestRows", flag: "max-request-rows", usage: "largest batch B of one request"},
 	{field: "Server.MaxGenerateTokens", flag: "max-generate-tokens", usage: "largest max_tokens of a generate request"},
