@@ -7,19 +7,23 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// deadlineWriter is a ResponseWriter whose writes take a while, as to a
-// client that reads slowly, and that counts the write deadlines set on
-// it (http.ResponseController finds SetWriteDeadline).
+// deadlineWriter is a ResponseWriter whose first write waits at gate, as
+// to a client that has not started reading, and that counts the write
+// deadlines set on it (http.ResponseController finds SetWriteDeadline).
 type deadlineWriter struct {
 	*httptest.ResponseRecorder
+	gate      chan struct{}
+	once      sync.Once
 	mu        sync.Mutex
 	deadlines int
 }
 
 func (w *deadlineWriter) Write(b []byte) (int, error) {
-	time.Sleep(2 * time.Millisecond)
+	w.once.Do(func() { <-w.gate })
 	return w.ResponseRecorder.Write(b)
 }
 
@@ -34,19 +38,28 @@ func (w *deadlineWriter) SetWriteDeadline(time.Time) error {
 // while the model makes them, but once it has made them all (they wait in
 // memory) the rest get one write_timeout together: a reader just fast
 // enough for each event could otherwise hold its connection for hours
-// (4,096 tokens at 30 s each). The model makes 200 tokens long before a
-// reader at 2 ms an event has them, so the stream sets far fewer
-// deadlines than it writes events.
+// (4,096 tokens at 30 s each). With the first event held until the model
+// has made its 200 tokens, the stream sets a few deadlines, not one an
+// event.
 func TestGenerateStreamDeadline(t *testing.T) {
 	s, _ := newTestServer(t, nil, true)
+	steps := s.metrics.tokens.WithLabelValues("lm")
+	before := testutil.ToFloat64(steps)
 	req := httptest.NewRequest(http.MethodPost, "/v2/models/lm/generate_stream", strings.NewReader(`{"prompt": "ab", "max_tokens": 200}`))
-	w := &deadlineWriter{ResponseRecorder: httptest.NewRecorder()}
+	w := &deadlineWriter{ResponseRecorder: httptest.NewRecorder(), gate: make(chan struct{})}
+	go func() {
+		// The lane's steps, the prompt's and one a token fed back.
+		for start := time.Now(); testutil.ToFloat64(steps)-before < 200 && time.Since(start) < time.Minute; {
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(w.gate)
+	}()
 	s.Handler().ServeHTTP(w, req)
 	events := strings.Count(w.Body.String(), "data: ")
 	if w.Code != http.StatusOK || events != 201 {
 		t.Fatalf("%d, %d events: %.300s", w.Code, events, w.Body.String())
 	}
-	if w.deadlines > events/2 {
+	if w.deadlines > events/10 {
 		t.Errorf("%d write deadlines for %d events: each event got its own after the model had made every token", w.deadlines, events)
 	}
 }
