@@ -39,8 +39,8 @@ func (w *deadlineWriter) SetWriteDeadline(time.Time) error {
 // memory) the rest get one write_timeout together: a reader just fast
 // enough for each event could otherwise hold its connection for hours
 // (4,096 tokens at 30 s each). With the first event held until the model
-// has made its 200 tokens, the stream sets a few deadlines, not one an
-// event.
+// has made its 200 tokens (its steps have stopped), the stream sets a few
+// deadlines, not one an event.
 func TestGenerateStreamDeadline(t *testing.T) {
 	s, _ := newTestServer(t, nil, true)
 	steps := s.metrics.tokens.WithLabelValues("lm")
@@ -48,9 +48,15 @@ func TestGenerateStreamDeadline(t *testing.T) {
 	req := httptest.NewRequest(http.MethodPost, "/v2/models/lm/generate_stream", strings.NewReader(`{"prompt": "ab", "max_tokens": 200}`))
 	w := &deadlineWriter{ResponseRecorder: httptest.NewRecorder(), gate: make(chan struct{})}
 	go func() {
-		// The lane's steps, the prompt's and one a token fed back.
-		for start := time.Now(); testutil.ToFloat64(steps)-before < 200 && time.Since(start) < time.Minute; {
-			time.Sleep(5 * time.Millisecond)
+		// The lane's steps (the prompt's and one a token fed back) have
+		// run, and no step has come for 300 ms: the model has made them all.
+		last, changed := before, time.Now()
+		for start := time.Now(); time.Since(start) < time.Minute; time.Sleep(5 * time.Millisecond) {
+			if v := testutil.ToFloat64(steps); v != last {
+				last, changed = v, time.Now()
+			} else if last-before >= 150 && time.Since(changed) > 300*time.Millisecond {
+				break
+			}
 		}
 		close(w.gate)
 	}()
