@@ -51,15 +51,8 @@ func drainBody(r *http.Request, limit int64) {
 // and returns freed memory slowly, so the resident memory of an attack
 // would stay long after its connections closed.
 func (s *Server) returnMemory(stop <-chan struct{}) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
 	busy := false
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
+	every(stop, time.Second, func() {
 		peak, used := s.budget.TakePeak()
 		busy = busy || peak > memoryBurst
 		if busy && used <= memoryIdle {
@@ -67,7 +60,7 @@ func (s *Server) returnMemory(stop <-chan struct{}) {
 			debug.FreeOSMemory()
 			busy = false
 		}
-	}
+	})
 }
 
 // memoryBurst is the budget use after which a server that is back to

@@ -260,35 +260,35 @@ func (s *Server) startLocked(m model) {
 
 // janitor ends idle sequences and keeps the live-sequence gauge current.
 func (s *Server) janitor(stop <-chan struct{}) {
-	every := min(s.opts.Sequences.IdleTimeout/4, time.Second)
-	t := time.NewTicker(max(every, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			for _, m := range s.table() {
-				b := m.base()
-				b.seqs.expire()
-				b.metrics.sequences.Set(float64(b.seqs.count()))
-			}
+	period := min(s.opts.Sequences.IdleTimeout/4, time.Second)
+	every(stop, max(period, time.Millisecond), func() {
+		for _, m := range s.table() {
+			b := m.base()
+			b.seqs.expire()
+			b.metrics.sequences.Set(float64(b.seqs.count()))
 		}
-	}
+	})
 }
 
 // closeStalled closes, until stop, the connections that hold responses
 // they have not taken for write_timeout (connlimit.Set.CloseStalled): a
 // REST response has a write deadline, but grpc-go has none.
 func (s *Server) closeStalled(stop <-chan struct{}) {
-	t := time.NewTicker(max(s.opts.WriteTimeout/4, 10*time.Millisecond))
+	every(stop, max(s.opts.WriteTimeout/4, 10*time.Millisecond), func() {
+		s.conns.CloseStalled(s.opts.WriteTimeout)
+	})
+}
+
+// every calls f each period until stop is closed.
+func every(stop <-chan struct{}, period time.Duration, f func()) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
-			s.conns.CloseStalled(s.opts.WriteTimeout)
+			f()
 		}
 	}
 }
