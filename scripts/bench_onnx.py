@@ -28,6 +28,13 @@ within "tolerance" (1e-2: ONNX Runtime's activation rounding). ONNX
 Runtime has no dynamically quantized GRU operator, so GRU shapes get
 none.
 
+Beside each such graph --int8 writes DIR/lstm_h<H>_l<L>_int8w7.onnx,
+"precision": "int8w7": the same with 7-bit weights (scale max|w|/64,
+values in [-64, 64]), as ONNX Runtime's quantizer writes them when asked
+to reduce the range for CPUs without VNNI. There its products
+(VPMADDUBSW) add pairs of unsigned activation and signed weight bytes
+into int16 with saturation: 2·255·127 overflows it, 2·255·64 does not.
+
 Usage (Debian's PyTorch, which carries the exporter):
     /usr/bin/python3 scripts/bench_onnx.py --out /tmp/rnnserve-onnx --hidden 64,256 --layers 1,4
     /usr/bin/python3 scripts/bench_onnx.py --out /tmp/rnnserve-onnx --int8 --hidden 512,1024 --layers 1
@@ -69,12 +76,17 @@ def model_name(cell, hidden, layers, precision="f32"):
     return f"{cell}_h{hidden}_l{layers}{suffix}.onnx"
 
 
-def quantize_rows(np, w):
-    """w [rows, cols] as int8 per row, symmetric: (q, scales); q = round(w / scale)."""
+# The int8 precisions written with --int8: the largest weight value each takes.
+INT8_LEVELS = {"int8": 127, "int8w7": 64}
+
+
+def quantize_rows(np, w, levels=127):
+    """w [rows, cols] as int8 per row, symmetric, in [-levels, levels]:
+    (q, scales); q = round(w / scale)."""
     amax = np.abs(w).max(axis=1)
-    scale = (amax / 127).astype(np.float32)
+    scale = (amax / levels).astype(np.float32)
     safe = np.where(amax > 0, amax, 1.0)
-    q = np.clip(np.rint(w.astype(np.float64) * 127 / safe[:, None]), -127, 127).astype(np.int8)
+    q = np.clip(np.rint(w.astype(np.float64) * levels / safe[:, None]), -levels, levels).astype(np.int8)
     return q, scale
 
 
@@ -84,10 +96,10 @@ def onnx_order(np, m, hidden):
     return np.concatenate([i, o, f, g])
 
 
-def int8_lstm(torch, onnx, np, module, hidden, layers, path):
-    """Write module as DynamicQuantizeLSTM layers to path; return the module
-    with its weights replaced by their dequantized values (the check's
-    reference)."""
+def int8_lstm(torch, onnx, np, module, hidden, layers, path, levels=127):
+    """Write module as DynamicQuantizeLSTM layers to path, its weights in
+    [-levels, levels]; return the module with its weights replaced by their
+    dequantized values (the check's reference)."""
     from onnx import TensorProto, helper, numpy_helper
     nodes, inits = [], []
     ref = build(torch, "lstm", hidden, layers)
@@ -96,7 +108,7 @@ def int8_lstm(torch, onnx, np, module, hidden, layers, path):
         b = []
         for kind in ("ih", "hh"):
             w = onnx_order(np, getattr(module, f"weight_{kind}_l{k}").detach().numpy(), hidden)
-            q, scale = quantize_rows(np, w)
+            q, scale = quantize_rows(np, w, levels)
             name = "W" if kind == "ih" else "R"
             inits += [numpy_helper.from_array(q.T[None].copy(), f"{name}{k}"),
                       numpy_helper.from_array(scale[None], f"{name}{k}_scale"),
@@ -139,6 +151,36 @@ def export(torch, module, example, path, outputs, dynamic):
                           dynamic_axes=dynamic, opset_version=OPSET)
 
 
+def write_model(torch, args, old, cell, hidden, layers, precision):
+    """Export one shape in one precision (or keep it, written before by the
+    same torch); return its manifest entry."""
+    name = model_name(cell, hidden, layers, precision)
+    path = args.out / name
+    entry = {"file": name, "cell": cell, "hidden": hidden, "layers": layers,
+             "torch": torch.__version__, "opset": OPSET, "precision": precision}
+    prev = old.get(name)
+    if prev and path.exists() and all(prev.get(k, "f32" if k == "precision" else None) == v
+                                      for k, v in entry.items()):
+        return prev
+    module = build(torch, cell, hidden, layers)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.rand(CHECK_STEPS, 1, hidden, generator=gen) * 2 - 1
+    if precision != "f32":
+        import numpy as np
+        import onnx
+        y = int8_lstm(torch, onnx, np, module, hidden, layers, path, INT8_LEVELS[precision])(x)[0]
+        entry["tolerance"] = INT8_TOLERANCE
+    else:
+        y = module(x)[0]
+        outputs = ["y", "hn", "cn"] if cell == "lstm" else ["y", "hn"]
+        export(torch, module, x, path, outputs, {"x": {0: "T"}, "y": {0: "T"}})
+    entry["check"] = {"x": [round(v, 8) for v in x.flatten().tolist()],
+                      "y": [round(v, 8) for v in y.flatten().tolist()],
+                      "steps": CHECK_STEPS}
+    log(f"exported {name} ({path.stat().st_size} bytes)")
+    return entry
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
@@ -164,41 +206,18 @@ def main(argv=None):
         floor = args.out / "floor.onnx"
         if not floor.exists():
             export(torch, AddOne().eval(), torch.zeros(1, 1, FLOOR_WIDTH), floor, ["y"], None)
-        precision = "int8" if args.int8 else "f32"
-        for cell in args.cells:
-            if precision == "int8" and cell != "lstm":
-                log(f"{cell}: ONNX Runtime has no dynamically quantized {cell.upper()} operator; none written")
-                continue
-            for hidden in args.hidden:
-                for layers in args.layers:
-                    name = model_name(cell, hidden, layers, precision)
-                    path = args.out / name
-                    entry = {"file": name, "cell": cell, "hidden": hidden, "layers": layers,
-                             "torch": torch.__version__, "opset": OPSET, "precision": precision}
-                    prev = old.get(name)
-                    if prev and path.exists() and all(prev.get(k, "f32" if k == "precision" else None) == v
-                                                      for k, v in entry.items()):
-                        models.append(prev)
-                        continue
-                    module = build(torch, cell, hidden, layers)
-                    gen = torch.Generator().manual_seed(1)
-                    x = torch.rand(CHECK_STEPS, 1, hidden, generator=gen) * 2 - 1
+        precisions = list(INT8_LEVELS) if args.int8 else ["f32"]
+        for precision in precisions:
+            for cell in args.cells:
+                if precision != "f32" and cell != "lstm":
                     if precision == "int8":
-                        import numpy as np
-                        import onnx
-                        y = int8_lstm(torch, onnx, np, module, hidden, layers, path)(x)[0]
-                        entry["tolerance"] = INT8_TOLERANCE
-                    else:
-                        y = module(x)[0]
-                        outputs = ["y", "hn", "cn"] if cell == "lstm" else ["y", "hn"]
-                        export(torch, module, x, path, outputs, {"x": {0: "T"}, "y": {0: "T"}})
-                    entry["check"] = {"x": [round(v, 8) for v in x.flatten().tolist()],
-                                      "y": [round(v, 8) for v in y.flatten().tolist()],
-                                      "steps": CHECK_STEPS}
-                    models.append(entry)
-                    log(f"exported {name} ({path.stat().st_size} bytes)")
-        # Keep the other precision's models of the manifest.
-        models += [m for name, m in old.items() if m.get("precision", "f32") != precision
+                        log(f"{cell}: ONNX Runtime has no dynamically quantized {cell.upper()} operator; none written")
+                    continue
+                for hidden in args.hidden:
+                    for layers in args.layers:
+                        models.append(write_model(torch, args, old, cell, hidden, layers, precision))
+        # Keep the other precisions' models of the manifest.
+        models += [m for name, m in old.items() if m.get("precision", "f32") not in precisions
                    and (args.out / name).exists() and all(name != n["file"] for n in models)]
     tmp = manifest_path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"floor": {"file": "floor.onnx", "width": FLOOR_WIDTH}, "models": models}) + "\n")

@@ -41,7 +41,8 @@
 // instead of the lengths --lengths of the models --cells, --hidden and
 // --layers select. --precision int8 times the manifest's int8 models
 // (scripts/bench_onnx.py --int8: DynamicQuantizeLSTM) instead of the
-// float32 ones, and each result line says "precision": "int8".
+// float32 ones, and each result line says "precision": "int8"; --precision
+// int8w7 the same graphs with 7-bit weights (bench_onnx.py).
 //
 // Exit status: 0 on success, 2 on bad flags, 3 if onnxruntime-node cannot
 // be loaded, 4 if a model's output disagrees with PyTorch's.
@@ -106,7 +107,7 @@ function parseArgs(argv) {
       case '--min-time': o.minTime = Number(val); break;
       case '--warmup': o.warmup = Number(val); break;
       case '--precision':
-        if (!['f32', 'int8'].includes(val)) fail(EXIT_FLAGS, `--precision: want f32 or int8, got ${JSON.stringify(val)}`);
+        if (!['f32', 'int8', 'int8w7'].includes(val)) fail(EXIT_FLAGS, `--precision: want f32, int8 or int8w7, got ${JSON.stringify(val)}`);
         o.precision = val;
         break;
       default: fail(EXIT_FLAGS, `unknown flag ${flag}`);

@@ -613,6 +613,42 @@ def test_int8_runs_pass_the_flags():
     assert args.int8 and args.int8_check == 0.05
 
 
+def test_int8_ort_falls_back_to_7_bit_weights():
+    # ONNX Runtime's 8-bit graphs fail their check (its products saturate
+    # without VNNI): the 7-bit ones are timed instead, and the note says so;
+    # any other failure is ONNX Runtime's unavailability, as before.
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd[-1])
+        if cmd[-1] == "int8":
+            return mock.Mock(returncode=bench_compare.ORT_EXIT_MISMATCH, stdout="",
+                             stderr="ort_bench: lstm_h512_l1_int8.onnx: ONNX Runtime's output differs\n")
+        return mock.Mock(returncode=0, stdout='{"engine": "onnxruntime", "cell": "lstm"}\n', stderr="")
+
+    args = bench_compare.parse_args(["--int8", "--onnx", "--cells", "lstm", "--hidden", "512", "--layers", "1",
+                                     "--lengths", "100"])
+    shapes = [("lstm", 512, 1, 100)]
+    with mock.patch.object(bench_compare.subprocess, "run", fake_run), \
+            mock.patch.object(bench_compare.shutil, "which", lambda name: "/usr/bin/" + name):
+        text, reason = bench_compare.run_ort(args, shapes)
+        assert reason is None and "onnxruntime" in text, (text, reason)
+        assert calls == ["int8", "int8w7"], calls
+        assert args.ort_int8 == "int8w7" and "differs" in args.ort_int8_failed, vars(args)
+        calls.clear()
+        bench_compare.run_ort(args, shapes)  # later rounds go straight to the 7-bit graphs
+        assert calls == ["int8w7"], calls
+
+    def fail_other(cmd, **kw):
+        return mock.Mock(returncode=1, stdout="", stderr="ort_bench: cannot load onnxruntime-node\n")
+
+    args = bench_compare.parse_args(["--int8", "--onnx"])
+    with mock.patch.object(bench_compare.subprocess, "run", fail_other), \
+            mock.patch.object(bench_compare.shutil, "which", lambda name: "/usr/bin/" + name):
+        text, reason = bench_compare.run_ort(args, shapes)
+    assert text is None and reason == "cannot load onnxruntime-node" and args.ort_int8 == "int8", (text, reason)
+
+
 # Two threads: P on both cores, P1 on one; ONNX Runtime with 2 intra-op
 # threads and with 1.
 GO_OUTPUT_P1 = """\
