@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -374,5 +375,66 @@ func TestStructureBounded(t *testing.T) {
 	body := `{"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [2, 4096], "data": [` + row + "," + row + `]}], "outputs": [{"name": "hidden"}]}`
 	if code, resp, _ := send(t, hs.URL+"/v2/models/lm/infer", []byte(body)); code != 200 {
 		t.Errorf("8192 tokens: %d %.200s", code, resp)
+	}
+}
+
+// TestGenerationCharged: a generation takes what it holds while it lasts
+// (generationBytes: its tokens twice and the sampler's rows) from the
+// memory budget before its first step, on every way in: one larger than
+// the whole budget is a 400, one that finds no room a 503 after the
+// budget's wait, one with room is served with its bytes held while its
+// tokens come, and every byte comes back.
+func TestGenerationCharged(t *testing.T) {
+	s, hs := newTestServer(t, func(o *Options) {
+		o.MaxBodyBytes = 64 << 10
+		o.MaxGenerateTokens = 1 << 16
+		o.Budget = BudgetOptions{Bytes: 1 << 20, Wait: 50 * time.Millisecond}
+	}, true)
+	url := hs.URL + "/v2/models/lm/generate"
+	if need := generationBytes(2, 1<<16, 0); need <= s.budget.Size() {
+		t.Fatalf("a generation of 65536 tokens takes %d bytes: not over the %d-byte budget", need, s.budget.Size())
+	}
+	code, b, _ := send(t, url, []byte(`{"prompt_tokens": [1, 2], "max_tokens": 65536}`))
+	if code != http.StatusBadRequest || !strings.Contains(string(b), "whole memory budget") {
+		t.Errorf("65536 tokens: %d %s, want 400 naming the budget", code, b)
+	}
+	hold := s.budget.Reserve(context.Background())
+	if err := hold.Grow(s.budget.Size() - 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	code, b, h := send(t, url, []byte(`{"prompt_tokens": [1, 2], "max_tokens": 2000}`)) // 196 KB
+	if code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" || !strings.Contains(string(b), "memory budget") {
+		t.Errorf("2000 tokens with 64 KiB free: %d %s, want 503 naming the budget", code, b)
+	}
+	hold.Release()
+	if code, b, _ := send(t, url, []byte(`{"prompt_tokens": [1, 2], "max_tokens": 2000}`)); code != http.StatusOK {
+		t.Errorf("2000 tokens with room: %d %s, want 200", code, b)
+	}
+
+	// Through the API, with no share of its own: held while it runs.
+	g := &GenerateRequest{Model: "lm", PromptTokens: []int64{1, 2}, MaxTokens: 50}
+	var held int64
+	res, err := s.Generate(context.Background(), g, func(GenerateToken) error {
+		held = max(held, s.budget.InUse())
+		return nil
+	})
+	if err != nil || res.Tokens != 50 {
+		t.Fatalf("API generation: %+v, %v", res, err)
+	}
+	m, _ := s.lookup("lm", "")
+	if want := generationBytes(2, 50, m.(*seqModel).net.Vocab); held < want {
+		t.Errorf("the budget held %d bytes while the generation ran, want at least its %d", held, want)
+	}
+	_, err = s.Generate(context.Background(), &GenerateRequest{Model: "lm", PromptTokens: []int64{1}, MaxTokens: 1 << 16},
+		func(GenerateToken) error { return nil })
+	if !errors.Is(err, ErrBadRequest) {
+		t.Errorf("API generation of 65536 tokens: %v, want ErrBadRequest", err)
+	}
+	// A handler gives its share back just after its answer is written.
+	for end := time.Now().Add(5 * time.Second); s.budget.InUse() != 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	if n := s.budget.InUse(); n != 0 {
+		t.Errorf("%d bytes still held after every generation ended", n)
 	}
 }

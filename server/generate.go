@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"unicode/utf8"
+	"unsafe"
 
 	"rnnserve/rnn"
 	"rnnserve/schedule"
@@ -187,6 +188,9 @@ func (m *seqModel) generate(ctx context.Context, g *GenerateRequest, emit func(G
 		return GenerateResult{}, err
 	}
 	V := m.net.Vocab
+	if err := g.Charge(generationBytes(len(prompt), g.MaxTokens, V)); err != nil {
+		return GenerateResult{}, err
+	}
 	gen := &generation{maxTokens: g.MaxTokens, temperature: g.Temperature, topK: g.TopK, topP: g.TopP,
 		rng: rand.New(rand.NewPCG(g.Seed, 0x5eed)), events: make(chan GenerateToken, g.MaxTokens),
 		scratch: make([]float64, V), probs: make([]float32, V)}
@@ -252,6 +256,19 @@ func (m *seqModel) generate(ctx context.Context, g *GenerateRequest, emit func(G
 		}
 	}
 	return res, nil
+}
+
+// generationBytes is the memory a generation of maxTokens tokens from a
+// prompt of n tokens over a vocabulary of V holds while it lasts, taken
+// from the memory budget before it starts: the prompt's ids, its tokens
+// twice (waiting in the events channel, then in the transport's copy: a
+// whole answer's list, a stream's pending message) with their text, and
+// the sampler's rows (generation: scratch, probs, and top-p's masked and
+// order). A generation of the largest max_generate_tokens (2^20) holds
+// about 100 MiB, which the budget now sees.
+func generationBytes(n, maxTokens, V int) int64 {
+	token := int64(unsafe.Sizeof(GenerateToken{})) + 1
+	return 8*int64(n) + 2*token*int64(maxTokens) + int64(V)*(8+4+4+8)
 }
 
 // checkUTF8 refuses text that is not UTF-8 (gRPC's BYTES text_input and

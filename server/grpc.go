@@ -427,6 +427,10 @@ func (g *grpcService) generateWhole(ctx context.Context, req *pb.ModelInferReque
 	if err != nil {
 		return nil, grpcError(err)
 	}
+	// The generation's memory is held until its answer is built.
+	share := g.s.budget.Reserve(ctx)
+	defer share.Release()
+	gen.Charge = g.s.generationCharge(share)
 	var text []byte
 	var tokens []GenerateToken
 	res, err := g.s.Generate(ctx, &gen.GenerateRequest, func(t GenerateToken) error {

@@ -282,6 +282,11 @@ func (s *Server) generate(c *gin.Context, stream bool) {
 		s.fail(c, err)
 		return
 	}
+	// The generation's memory is the handler's to hold until its answer is
+	// written (a whole answer is written after Generate returns).
+	share := s.budget.Reserve(c.Request.Context())
+	defer share.Release()
+	g.Charge = s.generationCharge(share)
 	var out generateWriter
 	// Each token's write gets write_timeout while the model makes them;
 	// once it has made them all, the rest get one write_timeout together.

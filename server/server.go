@@ -513,6 +513,19 @@ func findOutput(outs []RequestedOutput, name string) *RequestedOutput {
 	return nil
 }
 
+// generationCharge is a generate request's Charge from share, its share
+// of the memory budget. A generation that would hold more than the whole
+// budget can never run (Reservation.Grow would let it take all): it is a
+// bad request, not one to retry.
+func (s *Server) generationCharge(share *limits.Reservation) func(int64) error {
+	return func(n int64) error {
+		if n > s.budget.Size() {
+			return infer.BadRequest("the generation would hold %d bytes, more than the whole memory budget (%d): lower max_tokens", n, s.budget.Size())
+		}
+		return share.Grow(n)
+	}
+}
+
 // Generate runs a generate request on its model, calling emit for each
 // token in order from the caller's goroutine; an error from emit (the
 // client went away) stops the generation. It returns an error when it
@@ -520,7 +533,10 @@ func findOutput(outs []RequestedOutput, name string) *RequestedOutput {
 // the drain timeout) ends the generation with GenerateResult.Err set. A
 // panic in the caller's own goroutine returns an error whenever it
 // happens: a transport that has started streaming ends its stream with
-// it.
+// it. The generation's memory (generationBytes) comes from the memory
+// budget through g.Charge, or from a share of it for the call when
+// g.Charge is nil; without room it fails with ErrOverBudget, and one that
+// would hold more than the whole budget with ErrBadRequest.
 func (s *Server) Generate(ctx context.Context, g *GenerateRequest, emit func(GenerateToken) error) (GenerateResult, error) {
 	m, err := s.acquire(g.Model, g.Version)
 	if err != nil {
@@ -535,6 +551,11 @@ func (s *Server) Generate(ctx context.Context, g *GenerateRequest, emit func(Gen
 	if s.draining.Load() {
 		c.end(ErrDraining)
 		return GenerateResult{}, ErrDraining
+	}
+	if g.Charge == nil { // a caller of this API: the share lasts the call
+		share := s.budget.Reserve(ctx)
+		defer share.Release()
+		g.Charge = s.generationCharge(share)
 	}
 	var res GenerateResult
 	err = b.protect("generation", func() (err error) {

@@ -29,6 +29,12 @@ type GenerateRequest struct {
 	// bounds the time the rest may take to write, so that a reader just
 	// fast enough for each token cannot hold its connection for hours.
 	Generated func()
+	// Charge, set by the transport to its request's share of the memory
+	// budget (or by the server when it is not), takes n bytes for as long
+	// as that share lasts: the generation's state, its tokens waiting to
+	// be written and a transport's copy of them. An error refuses the
+	// request.
+	Charge func(n int64) error
 }
 
 // GenerateToken is one generated token.
