@@ -716,3 +716,72 @@ func TestGRPCStalledReaderClosed(t *testing.T) {
 	}
 	waitFor(t, "the budget to be given back", func() bool { return s.budget.InUse() == 0 })
 }
+
+// TestGRPCGenerationCharged: over gRPC too, a generation's memory comes
+// from the budget before it starts: more than the whole budget is
+// INVALID_ARGUMENT, no room within the wait UNAVAILABLE, unary and on a
+// stream; with room it is served, and every byte comes back.
+func TestGRPCGenerationCharged(t *testing.T) {
+	g := newGRPCTest(t, func(o *Options) {
+		o.MaxBodyBytes = 64 << 10
+		o.MaxGenerateTokens = 1 << 16
+		o.Budget = BudgetOptions{Bytes: 1 << 20, Wait: 50 * time.Millisecond}
+	})
+	ctx := t.Context()
+	req := func(tokens int32) *pb.ModelInferRequest {
+		return &pb.ModelInferRequest{ModelName: "lm", Inputs: []*pb.ModelInferRequest_InferInputTensor{
+			{Name: "text_input", Datatype: "BYTES", Shape: []int64{1}, Contents: &pb.InferTensorContents{BytesContents: [][]byte{[]byte("Hi")}}},
+			{Name: "max_tokens", Datatype: "INT32", Shape: []int64{1}, Contents: &pb.InferTensorContents{IntContents: []int32{tokens}}},
+		}}
+	}
+	streamErr := func(r *pb.ModelInferRequest) string {
+		stream, err := g.c.ModelStreamInfer(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(r); err != nil {
+			t.Fatal(err)
+		}
+		stream.CloseSend()
+		msg := ""
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				return msg
+			}
+			if resp.ErrorMessage != "" {
+				msg = resp.ErrorMessage
+			}
+		}
+	}
+	_, err := g.c.ModelInfer(ctx, req(1<<16))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "whole memory budget") {
+		t.Errorf("65536 tokens: %v, want INVALID_ARGUMENT naming the budget", err)
+	}
+	if msg := streamErr(req(1 << 16)); !strings.Contains(msg, "whole memory budget") {
+		t.Errorf("65536 tokens on a stream: %q, want an error naming the budget", msg)
+	}
+	hold := g.s.budget.Reserve(context.Background())
+	if err := hold.Grow(g.s.budget.Size() - 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.c.ModelInfer(ctx, req(2000)); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "memory budget") {
+		t.Errorf("2000 tokens with 64 KiB free: %v, want UNAVAILABLE naming the budget", err)
+	}
+	if msg := streamErr(req(2000)); !strings.Contains(msg, "memory budget") {
+		t.Errorf("2000 tokens with 64 KiB free on a stream: %q, want an error naming the budget", msg)
+	}
+	hold.Release()
+	if _, err := g.c.ModelInfer(ctx, req(2000)); err != nil {
+		t.Errorf("2000 tokens with room: %v", err)
+	}
+	if msg := streamErr(req(2000)); msg != "" {
+		t.Errorf("2000 tokens with room on a stream: %q", msg)
+	}
+	for end := time.Now().Add(5 * time.Second); g.s.budget.InUse() != 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	if n := g.s.budget.InUse(); n != 0 {
+		t.Errorf("%d bytes still held after every generation ended", n)
+	}
+}
