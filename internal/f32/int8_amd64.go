@@ -44,6 +44,13 @@ func i8GemvAVX2(pairs, quads int, q *uint8, s float32, p *uint8, c *float32, bet
 func i8TileAVX2(rows, quads int, q *uint8, ldq int, s *float32, p *uint8, c *float32, ldc int, beta float32)
 
 //go:noescape
+func i8TilesAVX2(np, rows, quads int, q *uint8, ldq int, s *float32, p *uint8, c *float32, ldc int, beta float32)
+
+// i8TileQuads is the longest row, in quads, i8TilesAVX2 takes: its frame
+// holds four rows of |A8|, 4 KiB each.
+const i8TileQuads = 1024
+
+//go:noescape
 func absMaxAVX2(n int, x *float32) float32
 
 //go:noescape
@@ -56,7 +63,10 @@ func quantizeAVX2(n int, x *float32, inv float32, q *uint8)
 // go in tiles of four rows by four panels, W's panels outermost so that
 // four panels (64·kq bytes) stay in cache while every group of rows
 // passes them. AVX2: one row streams W two panels at a time; more rows in
-// tiles of four rows by one panel.
+// tiles of four rows by one panel, the rows' absolute values made once for
+// all of a tile's panels (i8TilesAVX2) where rows are at most
+// i8TileQuads quads long, each panel's quads made ready for it alone
+// (i8TileAVX2) where longer.
 func gemmI8Kernel(m, n, kq int, q []uint8, ldq int, s []float32, p []uint8, beta float32, c []float32, ldc int) {
 	path := i8Path
 	if path == i8Go {
@@ -70,6 +80,10 @@ func gemmI8Kernel(m, n, kq int, q []uint8, ldq int, s []float32, p []uint8, beta
 	tile := func(np, i0, rows, j0 int, c []float32, ldc int) {
 		if path == i8VNNI {
 			i8TileVNNI(np, rows, quads, &q[i0*ldq], ldq, &s[i0], &p[j0*pb], &c[0], ldc, beta)
+			return
+		}
+		if quads <= i8TileQuads {
+			i8TilesAVX2(np, rows, quads, &q[i0*ldq], ldq, &s[i0], &p[j0*pb], &c[0], ldc, beta)
 			return
 		}
 		for j := 0; j < np; j++ {

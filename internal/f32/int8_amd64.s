@@ -289,6 +289,20 @@ tv_done:
 	VPMADDWD Y14, T, T                \
 	VPADDD T, ACC, ACC
 
+// ABS32 writes |A8| of the 32 bytes at DX of the row at ROW (stored as
+// A8 + 128) to the frame's row at R10 + OFF; Y15 holds 0x80.
+#define ABS32(ROW, OFF) \
+	VPXOR (ROW)(DX*1), Y15, Y8        \
+	VPABSB Y8, Y8                     \
+	VMOVDQU Y8, OFF(R10)(DX*1)
+
+// ABS4 is ABS32 for the quad at DX.
+#define ABS4(ROW, OFF) \
+	VMOVD (ROW)(DX*1), X8             \
+	VPXOR X15, X8, X8                 \
+	VPABSB X8, X8                     \
+	VMOVD X8, OFF(R10)(DX*1)
+
 // AVX2 epilogue of eight rows: sums in ACC, scales at MEM, Y12 holds
 // s[i] broadcast, Y13 beta, Y11 all ones when beta != 0 (C is read
 // through it) and zero otherwise. C goes to OFF(DX). Clobbers Y8, Y9.
@@ -450,6 +464,146 @@ at_loop:
 	AEPI(Y6, 64(DI)(R8*1), 0)
 	AEPI(Y7, 96(DI)(R8*1), 32)
 at_done:
+	VZEROUPPER
+	RET
+
+// func i8TilesAVX2(np, rows, quads int, q *uint8, ldq int, s *float32, p *uint8, c *float32, ldc int, beta float32)
+//
+// rows (1..4) rows of A (ldq bytes apart) times np consecutive panels, into
+// C (ldc floats apart; panel j's sixteen columns from 16j), for rows of at
+// most i8TileQuads quads. It first writes each row's absolute values,
+// |A8|, into its frame (rows past rows repeat the last real one), so that
+// a quad of a row is two broadcasts for every panel where i8TileAVX2
+// makes it ready with three instructions per panel. The signs come from
+// the rows' bytes as stored, A8 + 128: read as signed bytes they are
+// -sign(A8) (and -128, a negative, for A8 = 0, whose |A8| is 0), so the
+// sums come out negated and the epilogue negates them back, exactly.
+TEXT ·i8TilesAVX2(SB), $16384-76
+	AVX2CONST
+	MOVQ quads+16(FP), R8
+	SHLQ $2, R8                       // R8: a row's bytes (quads·4)
+	MOVQ rows+8(FP), AX
+	MOVQ ldq+32(FP), DX
+	MOVQ q+24(FP), SI
+	MOVQ SI, BX
+	CMPQ AX, $2
+	JLT 2(PC)
+	ADDQ DX, BX
+	MOVQ BX, CX
+	CMPQ AX, $3
+	JLT 2(PC)
+	ADDQ DX, CX
+	MOVQ CX, R13
+	CMPQ AX, $4
+	JLT 2(PC)
+	ADDQ DX, R13
+	LEAQ 0(SP), R10                   // R10: |A8| of row r at r·4096
+
+	// |A8| of the four rows: 32 bytes at a time, then a quad at a time.
+	XORQ DX, DX
+at_abs32:
+	LEAQ 32(DX), AX
+	CMPQ AX, R8
+	JGT at_abs4
+	ABS32(SI, 0)
+	ABS32(BX, 4096)
+	ABS32(CX, 8192)
+	ABS32(R13, 12288)
+	MOVQ AX, DX
+	JMP at_abs32
+at_abs4:
+	CMPQ DX, R8
+	JGE at_panels
+	ABS4(SI, 0)
+	ABS4(BX, 4096)
+	ABS4(CX, 8192)
+	ABS4(R13, 12288)
+	ADDQ $4, DX
+	JMP at_abs4
+
+at_panels:
+	SHLQ $4, R8                       // R8: a panel's weight bytes (quads·64)
+	LEAQ 128(R8), R12                 // R12: panel stride
+	MOVQ p+48(FP), DI
+	MOVQ c+56(FP), R9
+	MOVQ ldc+64(FP), R14
+	SHLQ $2, R14
+	MOVQ np+0(FP), R11
+
+at_panel:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	XORQ AX, AX
+	XORQ DX, DX
+
+at_quad:
+	VMOVDQU (DI)(AX*1), Y8
+	VMOVDQU 32(DI)(AX*1), Y9
+	VPBROADCASTD (SI)(DX*1), Y10
+	VPBROADCASTD (R10)(DX*1), Y11
+	DOT(Y8, Y10, Y11, Y12, Y0)
+	DOT(Y9, Y10, Y11, Y13, Y1)
+	VPBROADCASTD (BX)(DX*1), Y10
+	VPBROADCASTD 4096(R10)(DX*1), Y11
+	DOT(Y8, Y10, Y11, Y12, Y2)
+	DOT(Y9, Y10, Y11, Y13, Y3)
+	VPBROADCASTD (CX)(DX*1), Y10
+	VPBROADCASTD 8192(R10)(DX*1), Y11
+	DOT(Y8, Y10, Y11, Y12, Y4)
+	DOT(Y9, Y10, Y11, Y13, Y5)
+	VPBROADCASTD (R13)(DX*1), Y10
+	VPBROADCASTD 12288(R10)(DX*1), Y11
+	DOT(Y8, Y10, Y11, Y12, Y6)
+	DOT(Y9, Y10, Y11, Y13, Y7)
+	ADDQ $64, AX
+	ADDQ $4, DX
+	CMPQ AX, R8
+	JLT at_quad
+
+	ABETA(beta+72(FP))
+	VPXOR Y10, Y10, Y10
+	MOVQ s+40(FP), AX
+	MOVQ R9, DX
+	VBROADCASTSS 0(AX), Y12
+	VPSUBD Y0, Y10, Y0
+	VPSUBD Y1, Y10, Y1
+	AEPI(Y0, 64(DI)(R8*1), 0)
+	AEPI(Y1, 96(DI)(R8*1), 32)
+	CMPQ rows+8(FP), $2
+	JLT at_next
+	ADDQ R14, DX
+	VBROADCASTSS 4(AX), Y12
+	VPSUBD Y2, Y10, Y2
+	VPSUBD Y3, Y10, Y3
+	AEPI(Y2, 64(DI)(R8*1), 0)
+	AEPI(Y3, 96(DI)(R8*1), 32)
+	CMPQ rows+8(FP), $3
+	JLT at_next
+	ADDQ R14, DX
+	VBROADCASTSS 8(AX), Y12
+	VPSUBD Y4, Y10, Y4
+	VPSUBD Y5, Y10, Y5
+	AEPI(Y4, 64(DI)(R8*1), 0)
+	AEPI(Y5, 96(DI)(R8*1), 32)
+	CMPQ rows+8(FP), $4
+	JLT at_next
+	ADDQ R14, DX
+	VBROADCASTSS 12(AX), Y12
+	VPSUBD Y6, Y10, Y6
+	VPSUBD Y7, Y10, Y7
+	AEPI(Y6, 64(DI)(R8*1), 0)
+	AEPI(Y7, 96(DI)(R8*1), 32)
+at_next:
+	ADDQ R12, DI
+	ADDQ $64, R9
+	DECQ R11
+	JNZ at_panel
 	VZEROUPPER
 	RET
 

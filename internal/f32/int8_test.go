@@ -29,6 +29,9 @@ var i8Shapes = [][3]int{
 	{1, 16, 4}, {1, 64, 64}, {1, 128, 128}, {1, 17, 5}, {1, 100, 33}, {1, 48, 1}, {1, 256, 512}, {1, 80, 7},
 	{2, 64, 64}, {3, 33, 19}, {4, 64, 128}, {5, 70, 31}, {7, 16, 1}, {8, 96, 40}, {9, 130, 67},
 	{1, 1, 1}, {2, 1, 3}, {4, 15, 3}, {13, 200, 260},
+	// Rows longer than the AVX2 tiles' frame holds (i8TileQuads), and
+	// rows at its edge.
+	{3, 40, 4100}, {5, 33, 4096}, {2, 17, 4093},
 }
 
 // randQuantized returns A [m][k] (lda) quantized, with scales, and W
