@@ -591,6 +591,14 @@ def test_clock_cpu():
             raise AssertionError("a Go output without CPU figures was accepted under --clock cpu")
 
 
+@contextlib.contextmanager
+def fake_commands(run):
+    """bench_compare's subprocesses go to run, and every command is found."""
+    with mock.patch.object(bench_compare.subprocess, "run", run), \
+            mock.patch.object(bench_compare.shutil, "which", lambda name: "/usr/bin/" + name):
+        yield
+
+
 def test_int8_runs_pass_the_flags():
     seen = {}
 
@@ -601,8 +609,7 @@ def test_int8_runs_pass_the_flags():
     args = bench_compare.parse_args(["--int8", "--onnx", "--cells", "lstm", "--hidden", "512", "--layers", "1",
                                      "--lengths", "100"])
     shapes = [("lstm", 512, 1, 100)]
-    with mock.patch.object(bench_compare.subprocess, "run", fake_run), \
-            mock.patch.object(bench_compare.shutil, "which", lambda name: "/usr/bin/" + name):
+    with fake_commands(fake_run):
         bench_compare.run_torch(args, shapes)
         bench_compare.export_onnx(args)
         bench_compare.run_ort(args, shapes)
@@ -629,8 +636,7 @@ def test_int8_ort_falls_back_to_7_bit_weights():
     args = bench_compare.parse_args(["--int8", "--onnx", "--cells", "lstm", "--hidden", "512", "--layers", "1",
                                      "--lengths", "100"])
     shapes = [("lstm", 512, 1, 100)]
-    with mock.patch.object(bench_compare.subprocess, "run", fake_run), \
-            mock.patch.object(bench_compare.shutil, "which", lambda name: "/usr/bin/" + name):
+    with fake_commands(fake_run):
         text, reason = bench_compare.run_ort(args, shapes)
         assert reason is None and "onnxruntime" in text, (text, reason)
         assert calls == ["int8", "int8w7"], calls
@@ -643,8 +649,7 @@ def test_int8_ort_falls_back_to_7_bit_weights():
         return mock.Mock(returncode=1, stdout="", stderr="ort_bench: cannot load onnxruntime-node\n")
 
     args = bench_compare.parse_args(["--int8", "--onnx"])
-    with mock.patch.object(bench_compare.subprocess, "run", fail_other), \
-            mock.patch.object(bench_compare.shutil, "which", lambda name: "/usr/bin/" + name):
+    with fake_commands(fail_other):
         text, reason = bench_compare.run_ort(args, shapes)
     assert text is None and reason == "cannot load onnxruntime-node" and args.ort_int8 == "int8", (text, reason)
 
@@ -716,8 +721,7 @@ def test_fewer_cores_runs_both_thread_counts():
 
     args = bench_compare.parse_args(["--onnx", "--threads", "2", "--cells", "lstm", "--hidden", "64",
                                      "--layers", "1", "--lengths", "100"])
-    with mock.patch.object(bench_compare.subprocess, "run", fake_run), \
-            mock.patch.object(bench_compare.shutil, "which", lambda name: "/usr/bin/" + name):
+    with fake_commands(fake_run):
         bench_compare.run_ort(args, [("lstm", 64, 1, 100)])
     threads = [c[c.index("--threads") + 1] for c in seen]
     assert threads == ["2", "1"], seen

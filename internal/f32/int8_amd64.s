@@ -40,6 +40,23 @@
 	JZ 2(PC)                          \
 	KXNORW K7, K7, K7
 
+// ROWPTRS points BX, CX and R13 at the second, third and fourth of AX
+// rows (1..4) of A, DX bytes apart from SI's; a row past AX is the last
+// real one (the tiles compute it again and do not store it).
+#define ROWPTRS \
+	MOVQ SI, BX                       \
+	CMPQ AX, $2                       \
+	JLT 2(PC)                         \
+	ADDQ DX, BX                       \
+	MOVQ BX, CX                       \
+	CMPQ AX, $3                       \
+	JLT 2(PC)                         \
+	ADDQ DX, CX                       \
+	MOVQ CX, R13                      \
+	CMPQ AX, $4                       \
+	JLT 2(PC)                         \
+	ADDQ DX, R13
+
 // func i8GemvVNNI(groups, quads int, q *uint8, s float32, p *uint8, c *float32, beta float32)
 //
 // One row of A (quads quads at q, scale s) times groups groups of four
@@ -149,18 +166,7 @@ TEXT ·i8TileVNNI(SB), NOSPLIT, $0-76
 	MOVQ rows+8(FP), AX
 	MOVQ ldq+32(FP), DX
 	MOVQ q+24(FP), SI
-	MOVQ SI, BX
-	CMPQ AX, $2
-	JLT 2(PC)
-	ADDQ DX, BX
-	MOVQ BX, CX
-	CMPQ AX, $3
-	JLT 2(PC)
-	ADDQ DX, CX
-	MOVQ CX, R13
-	CMPQ AX, $4
-	JLT 2(PC)
-	ADDQ DX, R13
+	ROWPTRS
 
 	ZEROZ8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
 	ZEROZ8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
@@ -391,27 +397,9 @@ TEXT ·i8TileAVX2(SB), NOSPLIT, $0-68
 	MOVQ rows+0(FP), AX
 	MOVQ ldq+24(FP), DX
 	MOVQ q+16(FP), SI
-	MOVQ SI, BX
-	CMPQ AX, $2
-	JLT 2(PC)
-	ADDQ DX, BX
-	MOVQ BX, CX
-	CMPQ AX, $3
-	JLT 2(PC)
-	ADDQ DX, CX
-	MOVQ CX, R13
-	CMPQ AX, $4
-	JLT 2(PC)
-	ADDQ DX, R13
+	ROWPTRS
 
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
+	ZERO8
 	XORQ AX, AX
 	XORQ DX, DX
 
@@ -467,6 +455,23 @@ at_done:
 	VZEROUPPER
 	RET
 
+// QROW adds a quad of the row at ROW (its |A8| at R10 + OFF) times the
+// panel's two halves in Y8, Y9 to the row's sums A, B (i8TilesAVX2).
+#define QROW(ROW, OFF, A, B) \
+	VPBROADCASTD (ROW)(DX*1), Y10     \
+	VPBROADCASTD OFF(R10)(DX*1), Y11  \
+	DOT(Y8, Y10, Y11, Y12, A)         \
+	DOT(Y9, Y10, Y11, Y13, B)
+
+// NEGEPI negates a row's sums A, B (Y10 zero) and writes them as
+// AEPI does, with the row's scale at SOFF(AX) (i8TilesAVX2).
+#define NEGEPI(SOFF, A, B) \
+	VBROADCASTSS SOFF(AX), Y12        \
+	VPSUBD A, Y10, A                  \
+	VPSUBD B, Y10, B                  \
+	AEPI(A, 64(DI)(R8*1), 0)          \
+	AEPI(B, 96(DI)(R8*1), 32)
+
 // func i8TilesAVX2(np, rows, quads int, q *uint8, ldq int, s *float32, p *uint8, c *float32, ldc int, beta float32)
 //
 // rows (1..4) rows of A (ldq bytes apart) times np consecutive panels, into
@@ -485,18 +490,7 @@ TEXT ·i8TilesAVX2(SB), $16384-76
 	MOVQ rows+8(FP), AX
 	MOVQ ldq+32(FP), DX
 	MOVQ q+24(FP), SI
-	MOVQ SI, BX
-	CMPQ AX, $2
-	JLT 2(PC)
-	ADDQ DX, BX
-	MOVQ BX, CX
-	CMPQ AX, $3
-	JLT 2(PC)
-	ADDQ DX, CX
-	MOVQ CX, R13
-	CMPQ AX, $4
-	JLT 2(PC)
-	ADDQ DX, R13
+	ROWPTRS
 	LEAQ 0(SP), R10                   // R10: |A8| of row r at r·4096
 
 	// |A8| of the four rows: 32 bytes at a time, then a quad at a time.
@@ -531,36 +525,17 @@ at_panels:
 	MOVQ np+0(FP), R11
 
 at_panel:
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
+	ZERO8
 	XORQ AX, AX
 	XORQ DX, DX
 
 at_quad:
 	VMOVDQU (DI)(AX*1), Y8
 	VMOVDQU 32(DI)(AX*1), Y9
-	VPBROADCASTD (SI)(DX*1), Y10
-	VPBROADCASTD (R10)(DX*1), Y11
-	DOT(Y8, Y10, Y11, Y12, Y0)
-	DOT(Y9, Y10, Y11, Y13, Y1)
-	VPBROADCASTD (BX)(DX*1), Y10
-	VPBROADCASTD 4096(R10)(DX*1), Y11
-	DOT(Y8, Y10, Y11, Y12, Y2)
-	DOT(Y9, Y10, Y11, Y13, Y3)
-	VPBROADCASTD (CX)(DX*1), Y10
-	VPBROADCASTD 8192(R10)(DX*1), Y11
-	DOT(Y8, Y10, Y11, Y12, Y4)
-	DOT(Y9, Y10, Y11, Y13, Y5)
-	VPBROADCASTD (R13)(DX*1), Y10
-	VPBROADCASTD 12288(R10)(DX*1), Y11
-	DOT(Y8, Y10, Y11, Y12, Y6)
-	DOT(Y9, Y10, Y11, Y13, Y7)
+	QROW(SI, 0, Y0, Y1)
+	QROW(BX, 4096, Y2, Y3)
+	QROW(CX, 8192, Y4, Y5)
+	QROW(R13, 12288, Y6, Y7)
 	ADDQ $64, AX
 	ADDQ $4, DX
 	CMPQ AX, R8
@@ -570,35 +545,19 @@ at_quad:
 	VPXOR Y10, Y10, Y10
 	MOVQ s+40(FP), AX
 	MOVQ R9, DX
-	VBROADCASTSS 0(AX), Y12
-	VPSUBD Y0, Y10, Y0
-	VPSUBD Y1, Y10, Y1
-	AEPI(Y0, 64(DI)(R8*1), 0)
-	AEPI(Y1, 96(DI)(R8*1), 32)
+	NEGEPI(0, Y0, Y1)
 	CMPQ rows+8(FP), $2
 	JLT at_next
 	ADDQ R14, DX
-	VBROADCASTSS 4(AX), Y12
-	VPSUBD Y2, Y10, Y2
-	VPSUBD Y3, Y10, Y3
-	AEPI(Y2, 64(DI)(R8*1), 0)
-	AEPI(Y3, 96(DI)(R8*1), 32)
+	NEGEPI(4, Y2, Y3)
 	CMPQ rows+8(FP), $3
 	JLT at_next
 	ADDQ R14, DX
-	VBROADCASTSS 8(AX), Y12
-	VPSUBD Y4, Y10, Y4
-	VPSUBD Y5, Y10, Y5
-	AEPI(Y4, 64(DI)(R8*1), 0)
-	AEPI(Y5, 96(DI)(R8*1), 32)
+	NEGEPI(8, Y4, Y5)
 	CMPQ rows+8(FP), $4
 	JLT at_next
 	ADDQ R14, DX
-	VBROADCASTSS 12(AX), Y12
-	VPSUBD Y6, Y10, Y6
-	VPSUBD Y7, Y10, Y7
-	AEPI(Y6, 64(DI)(R8*1), 0)
-	AEPI(Y7, 96(DI)(R8*1), 32)
+	NEGEPI(12, Y6, Y7)
 at_next:
 	ADDQ R12, DI
 	ADDQ $64, R9
