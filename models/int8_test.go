@@ -76,7 +76,7 @@ func TestUserGoldensInt8(t *testing.T) {
 	for _, prec := range precs {
 		t.Logf("%v against PyTorch float32 over %d models: largest |diff| %.4f, mean of the models' means %.5f", prec, len(dirs), stats[prec][0], stats[prec][1])
 	}
-	if worst, mean := stats[schedule.Int8][0], stats[schedule.Int8][1]; worst > 0.05 || mean > 0.004 || mean == 0 {
-		t.Errorf("int8 logits: largest difference %.4g (bound 0.05), mean %.4g (bound 0.004, nonzero)", worst, mean)
+	if worst, mean := stats[schedule.Int8][0], stats[schedule.Int8][1]; worst > 0.07 || mean > 0.004 || mean == 0 {
+		t.Errorf("int8 logits: largest difference %.4g (bound 0.07), mean %.4g (bound 0.004, nonzero)", worst, mean)
 	}
 }

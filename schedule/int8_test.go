@@ -62,8 +62,8 @@ func TestPartitionedInt8Golden(t *testing.T) {
 	for _, prec := range []Precision{Int8, BF16} {
 		t.Logf("%v against PyTorch float32 over %d cases: largest |diff| %.4f, mean of the cases' means %.5f", prec, len(gs), stats[prec][0], stats[prec][1])
 	}
-	if worst, mean := stats[Int8][0], stats[Int8][1]; worst > 0.08 || mean > 0.005 || mean == 0 {
-		t.Errorf("int8 logits: largest difference %.4g (bound 0.08), mean %.4g (bound 0.005, nonzero)", worst, mean)
+	if worst, mean := stats[Int8][0], stats[Int8][1]; worst > 0.09 || mean > 0.005 || mean == 0 {
+		t.Errorf("int8 logits: largest difference %.4g (bound 0.09), mean %.4g (bound 0.005, nonzero)", worst, mean)
 	}
 }
 

@@ -232,7 +232,8 @@ func TestRunSmall(t *testing.T) {
 
 // TestCoreClock checks the clock estimate where there is assembly to time
 // it: a sane frequency, and the same figure (within a factor 2, the
-// machine is shared) from the thread's CPU time and from the wall clock.
+// machine is shared) from the thread's CPU time and, in one of up to ten
+// tries, from the wall clock.
 // Without the assembly it must say so by returning 0.
 func TestCoreClock(t *testing.T) {
 	hz := coreClock(5*time.Millisecond, 3, true)
@@ -245,7 +246,14 @@ func TestCoreClock(t *testing.T) {
 	if hz < 0.3e9 || hz > 8e9 {
 		t.Fatalf("coreClock = %.3g Hz, outside 0.3-8 GHz", hz)
 	}
-	if wall := coreClock(5*time.Millisecond, 3, false); wall < hz/2 || wall > hz*2 {
+	// The wall clock counts time the thread was not running: under go
+	// test ./..., other packages' tests share the cores, so a run may
+	// lose its slices. The best of a few tries is the unhindered one.
+	var wall float64
+	for try := 0; try < 10 && (wall < hz/2 || wall > hz*2); try++ {
+		wall = coreClock(5*time.Millisecond, 5, false)
+	}
+	if wall < hz/2 || wall > hz*2 {
 		t.Errorf("coreClock: %.3g Hz from CPU time, %.3g from the wall clock", hz, wall)
 	}
 	if got := addChain(1000); got != chainAdds*1000 {

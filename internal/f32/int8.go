@@ -7,7 +7,7 @@ import (
 )
 
 // int8 weights: products whose W is quantized to int8 once, per output
-// row, and whose A is quantized to int8 per row as the product runs
+// row, and whose A is quantized to seven bits per row as the product runs
 // (dynamic quantization), multiplied and summed exactly in int32 and
 // scaled back to float32. A quarter of float32's bytes to stream.
 //
@@ -16,43 +16,49 @@ import (
 // Both sides are symmetric, with a float32 scale per row:
 //
 //	W row j:  sw[j] = max_k |W[j][k]| / 127,  W8[j][k] = round(W[j][k] / sw[j])
-//	A row i:  s[i]  = max_k |A[i][k]| / 127,  A8[i][k] = round(A[i][k] · (127 / max_k |A[i][k]|))
+//	A row i:  s[i]  = max_k |A[i][k]| / 63,   A7[i][k] = round(A[i][k] · (63 / max_k |A[i][k]|))
 //
-// rounding to nearest even, values in [-127, 127], a row of zeros has
-// scale 0. A row's scale is its own, so a row of C is the same alone or in
-// a batch, as GemmNT's is. The product is
+// rounding to nearest even, W8 in [-127, 127] and A7 in [-63, 63], a row
+// of zeros has scale 0. A row's scale is its own, so a row of C is the
+// same alone or in a batch, as GemmNT's is. The product is
 //
-//	acc = Σ_k A8[i][k]·W8[j][k]                        (exact, int32)
+//	acc = Σ_k A7[i][k]·W8[j][k]                        (exact, int32)
 //	C[i][j] = float32(acc)·float32(s[i]·sw[j]) + float32(beta·C[i][j])
 //
 // each operation rounded to float32 in that order (beta·C is +0 when beta
-// == 0, and C is not read), on every path, so the
-// AVX-512 VNNI, AVX2 and pure-Go kernels give the same bits (the tests
-// compare them bit for bit). Symmetric activations are what make the AVX2
-// path exact: VPMADDUBSW multiplies unsigned by signed bytes and adds
-// pairs into int16 with saturation; with |A8| ≤ 127 taken as the unsigned
-// side and the sign moved onto W8 (VPSIGNB), a pair is at most
-// 2·127·127 = 32258 and never saturates. VNNI's VPDPBUSD adds four
-// products into int32 and does not saturate; it takes A8 + 128 as its
-// unsigned bytes and subtracts 128·Σ_k W8[j][k], stored with the panel.
+// == 0, and C is not read), on every path, so the AVX-512 VNNI, AVX2 and
+// pure-Go kernels give the same bits on every CPU (the tests compare them
+// bit for bit).
 //
-// The accumulator is exact while 255·127·k < 2^31: k up to MaxI8K.
+// Why seven bits for A: the products take A7 + 64, in [1, 127], as their
+// unsigned bytes and subtract 64·Σ_k W8[j][k], stored with the panel.
+// VNNI's VPDPBUSD adds four products into int32 and would take eight bits;
+// AVX2's VPMADDUBSW adds pairs into int16 with saturation, and a pair of
+// 127·127 is 32258, under 32767: exact, with no instruction to move a sign
+// (eight-bit A on AVX2 needs a VPSIGNB for every multiply, and ran at 0.65
+// of this kernel's rate on a Zen 3 core). One quantization on every CPU
+// keeps a model's int8 results the same on hosts with and without VNNI.
+// ONNX Runtime, for the same saturation, gives its weights seven bits on
+// CPUs without VNNI; PyTorch's fbgemm, as here, its activations.
+//
+// The accumulator is exact while 127·127·k < 2^31: k up to MaxI8K.
 //
 // # Layout
 //
-// A quantized A row (QuantizeI8) is I8Stride(k) bytes, A8 + 128 as
-// unsigned bytes (128 is zero), its last I8Stride(k)-k bytes 128. A packed
+// A quantized A row (QuantizeI8) is I8Stride(k) bytes, A7 + 64 as
+// unsigned bytes (64 is zero), its last I8Stride(k)-k bytes 64. A packed
 // W (PackI8) is a sequence of panels of I8Panel rows (the last padded with
 // rows of zeros), each I8PanelBytes(k) bytes:
 //
 //	for each quad c < I8Stride(k)/4: 64 bytes, row r's W8[16p+r][4c..4c+3] at 4r
-//	then 16 int32 (little-endian): 128·Σ_k W8[16p+r][k], row r at 4r
+//	then 16 int32 (little-endian): 64·Σ_k W8[16p+r][k], row r at 4r
 //	then 16 float32 (little-endian): sw[16p+r]
 //
-// so a VPDPBUSD over one zmm register takes a quad of A8 broadcast to
-// every lane and adds it times sixteen rows' quads, one per lane: the
-// rows' sums build up in lanes with no horizontal sums, and W streams as
-// one sequence of whole cache lines.
+// so a VPDPBUSD over one zmm register takes a quad of A broadcast to
+// every lane and adds it times sixteen rows' quads, one per lane (AVX2:
+// each half of eight rows in a ymm register, VPMADDUBSW then VPMADDWD by
+// ones): the rows' sums build up in lanes with no horizontal sums, and W
+// streams as one sequence of whole cache lines.
 
 // I8Panel is the rows of a panel of a packed int8 W.
 const I8Panel = 16
@@ -69,6 +75,8 @@ const (
 	errLdq     = "f32: quantized row stride smaller than I8Stride(k)"
 	errI8Meta  = "f32: int8 panel metadata"
 	i8MetaSize = 2 * 4 * I8Panel // sums and scales after a panel's weights
+	i8AMax     = 63              // the largest |A7|
+	i8Zero     = 64              // the stored byte of A7 = 0
 )
 
 // I8Stride is the bytes of one quantized row of k values: k rounded up to
@@ -122,7 +130,7 @@ func PackI8(dst []uint8, n, k int, w []float32, ldw int) {
 				sum += int32(q)
 			}
 		}
-		binary.LittleEndian.PutUint32(p[16*kq+4*r:], uint32(128*sum))
+		binary.LittleEndian.PutUint32(p[16*kq+4*r:], uint32(i8Zero*sum))
 		binary.LittleEndian.PutUint32(p[16*kq+64+4*r:], math.Float32bits(float32(amax/127)))
 	}
 }
@@ -169,14 +177,14 @@ func QuantizeI8(m, k int, a []float32, lda int, q []uint8, ldq int, s []float32)
 		if amax == 0 {
 			s[i] = 0
 			for c := range qr {
-				qr[c] = 128
+				qr[c] = i8Zero
 			}
 			continue
 		}
-		s[i] = amax / 127
-		quantizeKernel(qr[:k], row, 127/amax)
+		s[i] = amax / i8AMax
+		quantizeKernel(qr[:k], row, i8AMax/amax)
 		for c := k; c < kq; c++ {
-			qr[c] = 128
+			qr[c] = i8Zero
 		}
 	}
 }
@@ -215,7 +223,7 @@ func GemmNTI8(m, n, k int, q []uint8, ldq int, s []float32, p []uint8, beta floa
 // gemmI8Go is
 //
 //	for i < m, j < n:
-//	    acc := Σ_{c < kq} (int32(q[i*ldq+c]) - 128) · W8[j][c]
+//	    acc := Σ_{c < kq} (int32(q[i*ldq+c]) - 64) · W8[j][c]
 //	    c[i*ldc+j] = float32(acc)·float32(s[i]·sw[j]) + float32(beta·c[i*ldc+j])
 //
 // with beta·c taken as +0 (c not read) when beta == 0, over a packed W
@@ -229,7 +237,7 @@ func gemmI8Go(m, n, kq int, q []uint8, ldq int, s []float32, p []uint8, beta flo
 			qr := q[i*ldq : i*ldq+kq]
 			var acc int32
 			for x, v := range qr {
-				acc += (int32(v) - 128) * int32(int8(panel[x/4*64+4*r+x%4]))
+				acc += (int32(v) - i8Zero) * int32(int8(panel[x/4*64+4*r+x%4]))
 			}
 			var bc float32 // +0 when beta == 0: C is not read
 			if beta != 0 {
@@ -251,12 +259,12 @@ func absMaxGo(x []float32) float32 {
 
 // quantizeGo is
 //
-//	for i, v := range x { q[i] = 128 + clamp(roundEven(v·inv), -127, 127) }
+//	for i, v := range x { q[i] = 64 + clamp(roundEven(v·inv), -63, 63) }
 func quantizeGo(q []uint8, x []float32, inv float32) {
 	q = q[:len(x)]
 	for i, v := range x {
 		t := math.RoundToEven(float64(v * inv))
-		q[i] = uint8(128 + int(max(-127, min(127, t))))
+		q[i] = uint8(i8Zero + int(max(-i8AMax, min(i8AMax, t))))
 	}
 }
 
@@ -284,7 +292,7 @@ func (k i8Kernel) String() string {
 func I8Impl() string { return i8Path.String() }
 
 // I8ReadsSums reports whether the int8 products in use read the sums a
-// packed W keeps after each panel's weights (128·Σ_k W8, VNNI's
-// correction for its unsigned A); the AVX2 and pure-Go products read
-// only the weights and the scales.
-func I8ReadsSums() bool { return i8Path == i8VNNI }
+// packed W keeps after each panel's weights (64·Σ_k W8, the correction
+// for their unsigned A): the AVX-512 VNNI and AVX2 products do; the pure-Go
+// one subtracts 64 from A and reads only the weights and the scales.
+func I8ReadsSums() bool { return i8Path != i8Go }

@@ -38,17 +38,10 @@ func i8GemvVNNI(groups, quads int, q *uint8, s float32, p *uint8, c *float32, be
 func i8TileVNNI(np, rows, quads int, q *uint8, ldq int, s *float32, p *uint8, c *float32, ldc int, beta float32)
 
 //go:noescape
-func i8GemvAVX2(pairs, quads int, q *uint8, s float32, p *uint8, c *float32, beta float32)
+func i8GemvAVX2(groups, quads int, q *uint8, s float32, p *uint8, c *float32, beta float32)
 
 //go:noescape
-func i8TileAVX2(rows, quads int, q *uint8, ldq int, s *float32, p *uint8, c *float32, ldc int, beta float32)
-
-//go:noescape
-func i8TilesAVX2(np, rows, quads int, q *uint8, ldq int, s *float32, p *uint8, c *float32, ldc int, beta float32)
-
-// i8TileQuads is the longest row, in quads, i8TilesAVX2 takes: its frame
-// holds four rows of |A8|, 4 KiB each.
-const i8TileQuads = 1024
+func i8TileAVX2(np, rows, quads int, q *uint8, ldq int, s *float32, p *uint8, c *float32, ldc int, beta float32)
 
 //go:noescape
 func absMaxAVX2(n int, x *float32) float32
@@ -59,14 +52,11 @@ func quantizeAVX2(n int, x *float32, inv float32, q *uint8)
 // gemmI8Kernel runs the whole panels of a packed W past A and the last
 // partial panel (n%16 rows) through a scratch C of sixteen columns.
 //
-// VNNI: one row streams W four panels at a time (i8GemvVNNI); more rows
-// go in tiles of four rows by four panels, W's panels outermost so that
-// four panels (64·kq bytes) stay in cache while every group of rows
-// passes them. AVX2: one row streams W two panels at a time; more rows in
-// tiles of four rows by one panel, the rows' absolute values made once for
-// all of a tile's panels (i8TilesAVX2) where rows are at most
-// i8TileQuads quads long, each panel's quads made ready for it alone
-// (i8TileAVX2) where longer.
+// One row streams W four panels at a time (i8GemvVNNI, i8GemvAVX2). More
+// rows go in tiles of up to four rows, W's panels outermost, four at a
+// time, so that they (64·kq bytes) stay in cache while every group of rows
+// passes them: VNNI's tiles are four rows by four panels, AVX2's four rows
+// by one panel at a time, for as many panels as it is given.
 func gemmI8Kernel(m, n, kq int, q []uint8, ldq int, s []float32, p []uint8, beta float32, c []float32, ldc int) {
 	path := i8Path
 	if path == i8Go {
@@ -82,32 +72,21 @@ func gemmI8Kernel(m, n, kq int, q []uint8, ldq int, s []float32, p []uint8, beta
 			i8TileVNNI(np, rows, quads, &q[i0*ldq], ldq, &s[i0], &p[j0*pb], &c[0], ldc, beta)
 			return
 		}
-		if quads <= i8TileQuads {
-			i8TilesAVX2(np, rows, quads, &q[i0*ldq], ldq, &s[i0], &p[j0*pb], &c[0], ldc, beta)
-			return
-		}
-		for j := 0; j < np; j++ {
-			i8TileAVX2(rows, quads, &q[i0*ldq], ldq, &s[i0], &p[(j0+j)*pb], &c[16*j:][0], ldc, beta)
-		}
+		i8TileAVX2(np, rows, quads, &q[i0*ldq], ldq, &s[i0], &p[j0*pb], &c[0], ldc, beta)
 	}
-	switch {
-	case m == 1 && path == i8VNNI:
+	if m == 1 {
 		g := full / 4
 		if g > 0 {
-			i8GemvVNNI(g, quads, &q[0], s[0], &p[0], &c[0], beta)
+			if path == i8VNNI {
+				i8GemvVNNI(g, quads, &q[0], s[0], &p[0], &c[0], beta)
+			} else {
+				i8GemvAVX2(g, quads, &q[0], s[0], &p[0], &c[0], beta)
+			}
 		}
 		if j0 := 4 * g; j0 < full {
 			tile(full-j0, 0, 1, j0, c[16*j0:], ldc)
 		}
-	case m == 1:
-		g := full / 2
-		if g > 0 {
-			i8GemvAVX2(g, quads, &q[0], s[0], &p[0], &c[0], beta)
-		}
-		if j0 := 2 * g; j0 < full {
-			tile(1, 0, 1, j0, c[16*j0:], ldc)
-		}
-	default:
+	} else {
 		for j0 := 0; j0 < full; j0 += 4 {
 			np := min(4, full-j0)
 			for i0 := 0; i0 < m; i0 += 4 {

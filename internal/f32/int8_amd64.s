@@ -8,16 +8,17 @@
 // bytes); the Go side hands the last partial panel over through a
 // sixteen-column scratch C.
 //
-// AVX-512 VNNI: a quad of A (A8+128, unsigned) is broadcast to all
+// AVX-512 VNNI: a quad of A (A7+64, unsigned) is broadcast to all
 // sixteen lanes and VPDPBUSD adds it times a panel's 64-byte quad, lane
-// r summing row r. The epilogue subtracts the panel's 128·Σ W8, converts
+// r summing row r. The epilogue subtracts the panel's 64·Σ W8, converts
 // to float32 and scales. C is read through a mask that is empty when
 // beta == 0, so C is then never read.
 //
-// AVX2: the same panels as two halves of eight rows. A's quad, back to
-// signed (xor 0x80), gives its absolute value as the unsigned side of
-// VPMADDUBSW and its sign to W's bytes (VPSIGNB); VPMADDWD by ones adds
-// the int16 pairs into int32.
+// AVX2: the same panels as two halves of eight rows. VPMADDUBSW takes
+// the broadcast quad of A as its unsigned bytes (at most 127, so a pair
+// of products never saturates its int16) and W's as the signed ones;
+// VPMADDWD by ones adds the int16 pairs into int32; the epilogue is
+// VNNI's.
 
 // VNNI epilogue of one accumulator: panel sums at (P)(R8*1), scales at
 // 64(P)(R8*1); Z24 holds s[i], Z29 beta, K7 is all lanes when beta != 0
@@ -271,55 +272,37 @@ tv_done:
 	VZEROUPPER
 	RET
 
-// AVX2 constants: Y15 0x80 in every byte, Y14 int16 ones.
-#define AVX2CONST \
-	MOVL $0x80808080, AX              \
-	VMOVD AX, X15                     \
-	VPBROADCASTD X15, Y15             \
+// AVX2ONES sets Y14 to int16 ones.
+#define AVX2ONES \
 	MOVL $0x00010001, AX              \
 	VMOVD AX, X14                     \
 	VPBROADCASTD X14, Y14
 
-// AQUAD loads the quad at MEM into A as signed bytes (broadcast) and
-// its absolute values into ABS.
-#define AQUAD(MEM, A, ABS) \
-	VPBROADCASTD MEM, A               \
-	VPXOR Y15, A, A                   \
-	VPABSB A, ABS
-
-// DOT adds the signed quad A (ABS its absolute values) times the 32
-// bytes in W to the eight int32 sums in ACC; clobbers W and T.
-#define DOT(W, A, ABS, T, ACC) \
-	VPSIGNB A, W, T                   \
-	VPMADDUBSW T, ABS, T              \
+// DOT adds the unsigned quad broadcast in A times the 32 signed bytes W
+// (a register or memory) to the eight int32 sums in ACC; clobbers T.
+#define DOT(W, A, T, ACC) \
+	VPMADDUBSW W, A, T                \
 	VPMADDWD Y14, T, T                \
 	VPADDD T, ACC, ACC
 
-// ABS32 writes |A8| of the 32 bytes at DX of the row at ROW (stored as
-// A8 + 128) to the frame's row at R10 + OFF; Y15 holds 0x80.
-#define ABS32(ROW, OFF) \
-	VPXOR (ROW)(DX*1), Y15, Y8        \
-	VPABSB Y8, Y8                     \
-	VMOVDQU Y8, OFF(R10)(DX*1)
-
-// ABS4 is ABS32 for the quad at DX.
-#define ABS4(ROW, OFF) \
-	VMOVD (ROW)(DX*1), X8             \
-	VPXOR X15, X8, X8                 \
-	VPABSB X8, X8                     \
-	VMOVD X8, OFF(R10)(DX*1)
-
-// AVX2 epilogue of eight rows: sums in ACC, scales at MEM, Y12 holds
-// s[i] broadcast, Y13 beta, Y11 all ones when beta != 0 (C is read
-// through it) and zero otherwise. C goes to OFF(DX). Clobbers Y8, Y9.
-#define AEPI(ACC, MEM, OFF) \
+// AVX2 epilogue of eight rows: sums in ACC, their 64·Σ W8 at SUMS and
+// scales at SC, Y12 holds s[i] broadcast, Y13 beta, Y11 all ones when
+// beta != 0 (C is read through it) and zero otherwise. C goes to
+// OFF(DX). Clobbers Y8, Y9.
+#define AEPI(ACC, SUMS, SC, OFF) \
+	VPSUBD SUMS, ACC, ACC             \
 	VCVTDQ2PS ACC, ACC                \
-	VMULPS MEM, Y12, Y8               \
+	VMULPS SC, Y12, Y8                \
 	VMULPS Y8, ACC, ACC               \
 	VMASKMOVPS OFF(DX), Y11, Y9       \
 	VMULPS Y9, Y13, Y9                \
 	VADDPS Y9, ACC, ACC               \
 	VMOVUPS ACC, OFF(DX)
+
+// APANEL is AEPI for both halves of the panel at P, into OFF(DX).
+#define APANEL(A, B, P, OFF) \
+	AEPI(A, (P)(R8*1), 64(P)(R8*1), OFF) \
+	AEPI(B, 32(P)(R8*1), 96(P)(R8*1), OFF+32)
 
 // ABETA sets Y11 to all ones when the float32 at MEM is not zero and
 // loads it into Y13.
@@ -328,13 +311,14 @@ tv_done:
 	VBROADCASTSS MEM, Y13             \
 	VCMPPS $4, Y11, Y13, Y11
 
-// func i8GemvAVX2(pairs, quads int, q *uint8, s float32, p *uint8, c *float32, beta float32)
+// func i8GemvAVX2(groups, quads int, q *uint8, s float32, p *uint8, c *float32, beta float32)
 //
-// One row of A times pairs pairs of panels, into c[0, 32·pairs): both
-// panels' halves (Y0..Y3) share each quad of A.
+// One row of A times groups groups of four panels, into c[0, 64·groups):
+// each quad of A is broadcast once for the eight halves (Y0..Y7), whose
+// weights VPMADDUBSW reads from memory.
 TEXT ·i8GemvAVX2(SB), NOSPLIT, $0-52
-	AVX2CONST
-	MOVQ pairs+0(FP), CX
+	AVX2ONES
+	MOVQ groups+0(FP), CX
 	MOVQ quads+8(FP), R8
 	MOVQ q+16(FP), SI
 	MOVQ p+32(FP), DI
@@ -342,27 +326,26 @@ TEXT ·i8GemvAVX2(SB), NOSPLIT, $0-52
 	SHLQ $6, R8                       // R8: a panel's weight bytes
 	LEAQ 128(R8), R12                 // R12: panel stride
 
-ag_pair:
+ag_group:
 	TESTQ CX, CX
 	JZ ag_done
 	LEAQ (DI)(R12*1), R9
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
+	LEAQ (R9)(R12*1), R10
+	LEAQ (R10)(R12*1), R11
+	ZERO8
 	XORQ AX, AX
 	MOVQ SI, R13
 
 ag_quad:
-	AQUAD((R13), Y10, Y11)
-	VMOVDQU (DI)(AX*1), Y4
-	VMOVDQU 32(DI)(AX*1), Y5
-	VMOVDQU (R9)(AX*1), Y6
-	VMOVDQU 32(R9)(AX*1), Y7
-	DOT(Y4, Y10, Y11, Y12, Y0)
-	DOT(Y5, Y10, Y11, Y13, Y1)
-	DOT(Y6, Y10, Y11, Y12, Y2)
-	DOT(Y7, Y10, Y11, Y13, Y3)
+	VPBROADCASTD (R13), Y10
+	DOT((DI)(AX*1), Y10, Y12, Y0)
+	DOT(32(DI)(AX*1), Y10, Y13, Y1)
+	DOT((R9)(AX*1), Y10, Y12, Y2)
+	DOT(32(R9)(AX*1), Y10, Y13, Y3)
+	DOT((R10)(AX*1), Y10, Y12, Y4)
+	DOT(32(R10)(AX*1), Y10, Y13, Y5)
+	DOT((R11)(AX*1), Y10, Y12, Y6)
+	DOT(32(R11)(AX*1), Y10, Y13, Y7)
 	ADDQ $4, R13
 	ADDQ $64, AX
 	CMPQ AX, R8
@@ -370,194 +353,122 @@ ag_quad:
 
 	ABETA(beta+48(FP))
 	VBROADCASTSS s+24(FP), Y12
-	AEPI(Y0, 64(DI)(R8*1), 0)
-	AEPI(Y1, 96(DI)(R8*1), 32)
-	AEPI(Y2, 64(R9)(R8*1), 64)
-	AEPI(Y3, 96(R9)(R8*1), 96)
-	SUBQ $-128, DX
-	LEAQ (R9)(R12*1), DI
+	APANEL(Y0, Y1, DI, 0)
+	APANEL(Y2, Y3, R9, 64)
+	APANEL(Y4, Y5, R10, 128)
+	APANEL(Y6, Y7, R11, 192)
+	ADDQ $256, DX
+	LEAQ (R11)(R12*1), DI
 	DECQ CX
-	JMP ag_pair
+	JMP ag_group
 
 ag_done:
 	VZEROUPPER
 	RET
 
-// func i8TileAVX2(rows, quads int, q *uint8, ldq int, s *float32, p *uint8, c *float32, ldc int, beta float32)
-//
-// rows (1..4) rows of A times one panel, into C (ldc floats apart): row
-// r's halves in Y(2r), Y(2r+1). Rows past rows read the last real one
-// and are not stored.
-TEXT ·i8TileAVX2(SB), NOSPLIT, $0-68
-	AVX2CONST
-	MOVQ quads+8(FP), R8
-	SHLQ $6, R8                       // R8: the panel's weight bytes
-	MOVQ p+40(FP), DI
-
-	MOVQ rows+0(FP), AX
-	MOVQ ldq+24(FP), DX
-	MOVQ q+16(FP), SI
-	ROWPTRS
-
-	ZERO8
-	XORQ AX, AX
-	XORQ DX, DX
-
-at_loop:
-	VMOVDQU (DI)(AX*1), Y8
-	VMOVDQU 32(DI)(AX*1), Y9
-	AQUAD((SI)(DX*1), Y10, Y11)
-	DOT(Y8, Y10, Y11, Y12, Y0)
-	DOT(Y9, Y10, Y11, Y13, Y1)
-	AQUAD((BX)(DX*1), Y10, Y11)
-	DOT(Y8, Y10, Y11, Y12, Y2)
-	DOT(Y9, Y10, Y11, Y13, Y3)
-	AQUAD((CX)(DX*1), Y10, Y11)
-	DOT(Y8, Y10, Y11, Y12, Y4)
-	DOT(Y9, Y10, Y11, Y13, Y5)
-	AQUAD((R13)(DX*1), Y10, Y11)
-	DOT(Y8, Y10, Y11, Y12, Y6)
-	DOT(Y9, Y10, Y11, Y13, Y7)
-	ADDQ $64, AX
-	ADDQ $4, DX
-	CMPQ AX, R8
-	JLT at_loop
-
-	ABETA(beta+64(FP))
-	MOVQ s+32(FP), SI
-	MOVQ c+48(FP), DX
-	MOVQ ldc+56(FP), BX
-	SHLQ $2, BX
-	MOVQ rows+0(FP), CX
-
-	VBROADCASTSS 0(SI), Y12
-	AEPI(Y0, 64(DI)(R8*1), 0)
-	AEPI(Y1, 96(DI)(R8*1), 32)
-	CMPQ CX, $2
-	JLT at_done
-	ADDQ BX, DX
-	VBROADCASTSS 4(SI), Y12
-	AEPI(Y2, 64(DI)(R8*1), 0)
-	AEPI(Y3, 96(DI)(R8*1), 32)
-	CMPQ CX, $3
-	JLT at_done
-	ADDQ BX, DX
-	VBROADCASTSS 8(SI), Y12
-	AEPI(Y4, 64(DI)(R8*1), 0)
-	AEPI(Y5, 96(DI)(R8*1), 32)
-	CMPQ CX, $4
-	JLT at_done
-	ADDQ BX, DX
-	VBROADCASTSS 12(SI), Y12
-	AEPI(Y6, 64(DI)(R8*1), 0)
-	AEPI(Y7, 96(DI)(R8*1), 32)
-at_done:
-	VZEROUPPER
-	RET
-
-// QROW adds a quad of the row at ROW (its |A8| at R10 + OFF) times the
-// panel's two halves in Y8, Y9 to the row's sums A, B (i8TilesAVX2).
-#define QROW(ROW, OFF, A, B) \
+// TROW adds a quad of the row at ROW times the panel's halves in Y8, Y9
+// to the row's sums A, B (i8TileAVX2).
+#define TROW(ROW, A, B) \
 	VPBROADCASTD (ROW)(DX*1), Y10     \
-	VPBROADCASTD OFF(R10)(DX*1), Y11  \
-	DOT(Y8, Y10, Y11, Y12, A)         \
-	DOT(Y9, Y10, Y11, Y13, B)
+	DOT(Y8, Y10, Y12, A)              \
+	DOT(Y9, Y10, Y13, B)
 
-// NEGEPI negates a row's sums A, B (Y10 zero) and writes them as
-// AEPI does, with the row's scale at SOFF(AX) (i8TilesAVX2).
-#define NEGEPI(SOFF, A, B) \
+// TQUAD loads the panel's quad at AX into Y8, Y9.
+#define TQUAD \
+	VMOVDQU (DI)(AX*1), Y8            \
+	VMOVDQU 32(DI)(AX*1), Y9
+
+// TNEXT moves to the next quad and compares with the panel's end.
+#define TNEXT \
+	ADDQ $64, AX                      \
+	ADDQ $4, DX                       \
+	CMPQ AX, R8
+
+// TEPI writes a row's sums A, B (its scale at SOFF(AX)) to C at DX.
+#define TEPI(SOFF, A, B) \
 	VBROADCASTSS SOFF(AX), Y12        \
-	VPSUBD A, Y10, A                  \
-	VPSUBD B, Y10, B                  \
-	AEPI(A, 64(DI)(R8*1), 0)          \
-	AEPI(B, 96(DI)(R8*1), 32)
+	APANEL(A, B, DI, 0)
 
-// func i8TilesAVX2(np, rows, quads int, q *uint8, ldq int, s *float32, p *uint8, c *float32, ldc int, beta float32)
+// func i8TileAVX2(np, rows, quads int, q *uint8, ldq int, s *float32, p *uint8, c *float32, ldc int, beta float32)
 //
-// rows (1..4) rows of A (ldq bytes apart) times np consecutive panels, into
-// C (ldc floats apart; panel j's sixteen columns from 16j), for rows of at
-// most i8TileQuads quads. It first writes each row's absolute values,
-// |A8|, into its frame (rows past rows repeat the last real one), so that
-// a quad of a row is two broadcasts for every panel where i8TileAVX2
-// makes it ready with three instructions per panel. The signs come from
-// the rows' bytes as stored, A8 + 128: read as signed bytes they are
-// -sign(A8) (and -128, a negative, for A8 = 0, whose |A8| is 0), so the
-// sums come out negated and the epilogue negates them back, exactly.
-TEXT ·i8TilesAVX2(SB), $16384-76
-	AVX2CONST
+// rows (1..4) rows of A (ldq bytes apart) times np consecutive panels,
+// into C (ldc floats apart; panel j's sixteen columns from 16j), a panel
+// at a time: row r's halves in Y(2r), Y(2r+1), each quad of the panel
+// loaded once for every row. Each row count has its own loop, so no work
+// is done for rows that are not there.
+TEXT ·i8TileAVX2(SB), NOSPLIT, $0-76
+	AVX2ONES
 	MOVQ quads+16(FP), R8
-	SHLQ $2, R8                       // R8: a row's bytes (quads·4)
+	SHLQ $6, R8                       // R8: a panel's weight bytes
+	LEAQ 128(R8), R12                 // R12: panel stride
 	MOVQ rows+8(FP), AX
 	MOVQ ldq+32(FP), DX
 	MOVQ q+24(FP), SI
 	ROWPTRS
-	LEAQ 0(SP), R10                   // R10: |A8| of row r at r·4096
-
-	// |A8| of the four rows: 32 bytes at a time, then a quad at a time.
-	XORQ DX, DX
-at_abs32:
-	LEAQ 32(DX), AX
-	CMPQ AX, R8
-	JGT at_abs4
-	ABS32(SI, 0)
-	ABS32(BX, 4096)
-	ABS32(CX, 8192)
-	ABS32(R13, 12288)
-	MOVQ AX, DX
-	JMP at_abs32
-at_abs4:
-	CMPQ DX, R8
-	JGE at_panels
-	ABS4(SI, 0)
-	ABS4(BX, 4096)
-	ABS4(CX, 8192)
-	ABS4(R13, 12288)
-	ADDQ $4, DX
-	JMP at_abs4
-
-at_panels:
-	SHLQ $4, R8                       // R8: a panel's weight bytes (quads·64)
-	LEAQ 128(R8), R12                 // R12: panel stride
 	MOVQ p+48(FP), DI
 	MOVQ c+56(FP), R9
 	MOVQ ldc+64(FP), R14
-	SHLQ $2, R14
+	SHLQ $2, R14                      // R14: C's row stride in bytes
 	MOVQ np+0(FP), R11
 
 at_panel:
 	ZERO8
 	XORQ AX, AX
 	XORQ DX, DX
+	MOVQ rows+8(FP), R10
+	CMPQ R10, $4
+	JEQ at_q4
+	CMPQ R10, $3
+	JEQ at_q3
+	CMPQ R10, $2
+	JEQ at_q2
+at_q1:
+	TQUAD
+	TROW(SI, Y0, Y1)
+	TNEXT
+	JLT at_q1
+	JMP at_epi
+at_q2:
+	TQUAD
+	TROW(SI, Y0, Y1)
+	TROW(BX, Y2, Y3)
+	TNEXT
+	JLT at_q2
+	JMP at_epi
+at_q3:
+	TQUAD
+	TROW(SI, Y0, Y1)
+	TROW(BX, Y2, Y3)
+	TROW(CX, Y4, Y5)
+	TNEXT
+	JLT at_q3
+	JMP at_epi
+at_q4:
+	TQUAD
+	TROW(SI, Y0, Y1)
+	TROW(BX, Y2, Y3)
+	TROW(CX, Y4, Y5)
+	TROW(R13, Y6, Y7)
+	TNEXT
+	JLT at_q4
 
-at_quad:
-	VMOVDQU (DI)(AX*1), Y8
-	VMOVDQU 32(DI)(AX*1), Y9
-	QROW(SI, 0, Y0, Y1)
-	QROW(BX, 4096, Y2, Y3)
-	QROW(CX, 8192, Y4, Y5)
-	QROW(R13, 12288, Y6, Y7)
-	ADDQ $64, AX
-	ADDQ $4, DX
-	CMPQ AX, R8
-	JLT at_quad
-
+at_epi:
 	ABETA(beta+72(FP))
-	VPXOR Y10, Y10, Y10
 	MOVQ s+40(FP), AX
 	MOVQ R9, DX
-	NEGEPI(0, Y0, Y1)
-	CMPQ rows+8(FP), $2
+	TEPI(0, Y0, Y1)
+	CMPQ R10, $2
 	JLT at_next
 	ADDQ R14, DX
-	NEGEPI(4, Y2, Y3)
-	CMPQ rows+8(FP), $3
+	TEPI(4, Y2, Y3)
+	CMPQ R10, $3
 	JLT at_next
 	ADDQ R14, DX
-	NEGEPI(8, Y4, Y5)
-	CMPQ rows+8(FP), $4
+	TEPI(8, Y4, Y5)
+	CMPQ R10, $4
 	JLT at_next
 	ADDQ R14, DX
-	NEGEPI(12, Y6, Y7)
+	TEPI(12, Y6, Y7)
 at_next:
 	ADDQ R12, DI
 	ADDQ $64, R9
@@ -606,20 +517,23 @@ am_loop:
 
 // func quantizeAVX2(n int, x *float32, inv float32, q *uint8)
 //
-// q[i] = 128 + clamp(roundEven(x[i]·inv), -127, 127) for n (a multiple
-// of 32) values: VCVTPS2DQ rounds to nearest even, the packs saturate
-// and keep the values in order after VPERMD, VPMAXSB clamps -128 up.
+// q[i] = 64 + clamp(roundEven(x[i]·inv), -63, 63) for n (a multiple of
+// 32) values: VCVTPS2DQ rounds to nearest even, the packs saturate and
+// keep the values in order after VPERMD, VPMAXSB and VPMINSB clamp.
 TEXT ·quantizeAVX2(SB), NOSPLIT, $0-32
 	MOVQ n+0(FP), CX
 	MOVQ x+8(FP), SI
 	VBROADCASTSS inv+16(FP), Y15
 	MOVQ q+24(FP), DI
-	MOVL $0x81818181, AX
+	MOVL $0xc1c1c1c1, AX
 	VMOVD AX, X14
-	VPBROADCASTD X14, Y14             // -127 in every byte
-	MOVL $0x80808080, AX
+	VPBROADCASTD X14, Y14             // -63 in every byte
+	MOVL $0x3f3f3f3f, AX
+	VMOVD AX, X9
+	VPBROADCASTD X9, Y9               // 63
+	MOVL $0x40404040, AX
 	VMOVD AX, X13
-	VPBROADCASTD X13, Y13
+	VPBROADCASTD X13, Y13             // 64
 	// VPERMD order: dwords 0,4,1,5,2,6,3,7
 	MOVQ $0x0000000400000000, AX
 	VMOVQ AX, X12
@@ -646,7 +560,8 @@ qz_loop:
 	VPACKSSWB Y2, Y0, Y0
 	VPERMD Y0, Y12, Y0
 	VPMAXSB Y14, Y0, Y0
-	VPXOR Y13, Y0, Y0
+	VPMINSB Y9, Y0, Y0
+	VPADDB Y13, Y0, Y0
 	VMOVDQU Y0, (DI)
 	SUBQ $-128, SI
 	ADDQ $32, DI

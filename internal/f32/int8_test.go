@@ -100,9 +100,9 @@ func TestGemmNTI8Paths(t *testing.T) {
 }
 
 // TestGemmNTI8Exact checks the integer sums on values that quantize
-// exactly: A8 and W8 of ±127 and everything between, so every product and
-// pair is at the largest magnitude VPMADDUBSW meets, and C is known
-// exactly (the scales are 1/127 and the sums below 2^24).
+// exactly: A7 of ±63, W8 of ±127 and everything between, so that pairs
+// reach the largest magnitude VPMADDUBSW meets (A7 + 64 = 127 times ±127,
+// twice), and C is known exactly (both scales are 1).
 func TestGemmNTI8Exact(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
 	for _, sh := range [][3]int{{1, 64, 256}, {4, 64, 256}, {5, 33, 1027}, {1, 16, 4096}} {
@@ -112,9 +112,9 @@ func TestGemmNTI8Exact(t *testing.T) {
 		a := make([]float32, m*k)
 		w := make([]float32, n*k)
 		for i := range a8 {
-			a8[i] = []int{127, -127, 127, r.IntN(255) - 127}[r.IntN(4)]
+			a8[i] = []int{63, -63, 63, r.IntN(127) - 63}[r.IntN(4)]
 			if i%k == 0 {
-				a8[i] = 127 // every row's largest magnitude is 127
+				a8[i] = 63 // every row's largest magnitude is 63
 			}
 			a[i] = float32(a8[i])
 		}
@@ -139,7 +139,7 @@ func TestGemmNTI8Exact(t *testing.T) {
 					for x := 0; x < k; x++ {
 						acc += a8[i*k+x] * w8[j*k+x]
 					}
-					// s = 127/127 = 1 on both sides.
+					// s = 63/63 and sw = 127/127: 1 on both sides.
 					if c[i*n+j] != float32(acc) {
 						t.Fatalf("m=%d n=%d k=%d: C[%d][%d] = %v, want %d", m, n, k, i, j, c[i*n+j], acc)
 					}
@@ -206,19 +206,19 @@ func TestQuantizeI8(t *testing.T) {
 			for _, v := range a[i*k : (i+1)*k] {
 				amax = math.Max(amax, math.Abs(float64(v)))
 			}
-			if float64(ws[i]) != float64(float32(amax)/127) {
-				t.Fatalf("k=%d row %d: scale %v, want max|a|/127 = %v", k, i, ws[i], float32(amax)/127)
+			if float64(ws[i]) != float64(float32(amax)/63) {
+				t.Fatalf("k=%d row %d: scale %v, want max|a|/63 = %v", k, i, ws[i], float32(amax)/63)
 			}
 			for c := 0; c < ldq; c++ {
-				v := int(want[i*ldq+c]) - 128
+				v := int(want[i*ldq+c]) - 64
 				if c >= k || amax == 0 {
 					if v != 0 {
 						t.Fatalf("k=%d row %d: byte %d = %d, want 0 (padding or a zero row)", k, i, c, v)
 					}
 					continue
 				}
-				inv := float32(127) / float32(amax)
-				if exp := math.RoundToEven(float64(a[i*k+c] * inv)); float64(v) != exp || v < -127 || v > 127 {
+				inv := float32(63) / float32(amax)
+				if exp := math.RoundToEven(float64(a[i*k+c] * inv)); float64(v) != exp || v < -63 || v > 63 {
 					t.Fatalf("k=%d row %d: byte %d = %d, want %v", k, i, c, v, exp)
 				}
 			}
@@ -284,8 +284,8 @@ func TestPackI8(t *testing.T) {
 			panel := p[j/I8Panel*I8PanelBytes(k):]
 			r := j % I8Panel
 			got := int32(uint32(panel[16*kq+4*r]) | uint32(panel[16*kq+4*r+1])<<8 | uint32(panel[16*kq+4*r+2])<<16 | uint32(panel[16*kq+4*r+3])<<24)
-			if got != int32(128*sum) {
-				t.Fatalf("n=%d k=%d row %d: stored sum %d, want 128·%d", n, k, j, got, sum)
+			if got != int32(64*sum) {
+				t.Fatalf("n=%d k=%d row %d: stored sum %d, want 64·%d", n, k, j, got, sum)
 			}
 			for c := k; c < kq; c++ {
 				if panel[c/4*64+4*r+c%4] != 0 {
