@@ -175,7 +175,7 @@ func TestPartitionedInt8Bytes(t *testing.T) {
 			rows := int64(G * u.n())
 			want += (rows + 15) / 16 * 16 * (40 + 8)
 			// The rows padding the last panel are not declared, nor the
-			// sums where the products do not read them (not VNNI).
+			// sums where the products do not read them (pure Go).
 			perRow := int64(40 + 4)
 			if f32.I8ReadsSums() {
 				perRow += 4

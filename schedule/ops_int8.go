@@ -81,11 +81,11 @@ func i8Regions(buf *Buffer, n, k int) []Mat {
 }
 
 // i8Panels is what a product reads of panels whole panels of k columns
-// from byte off. VNNI reads all of each: its weights, the columns that
-// pad the last quad (A's are 128 there, so they count) and the sums that
-// take the 128s back out. The AVX2 and pure-Go products multiply the
-// padding by A's zeros and read no sums: of each panel, its weights but
-// the padding, and its scales.
+// from byte off. The VNNI and AVX2 products read all of each: its
+// weights, the columns that pad the last quad (A's bytes are 64 there,
+// so they count) and the sums that take the 64s back out. The pure-Go
+// product multiplies the padding by A's zeros and reads no sums: of each
+// panel, its weights but the padding, and its scales.
 func i8Panels(buf *Buffer, off, panels, k int) []Mat {
 	pb, kq, q := f32.I8PanelBytes(k), f32.I8Stride(k), k/4
 	switch {

@@ -833,7 +833,7 @@ def main(argv=None, out=sys.stdout):
                          f"({args.ort_int8_failed}), so its column times the same graphs with 7-bit weights "
                          "(values in [-64, 64], bench_onnx.py's int8w7), as ONNX Runtime's quantizer writes them "
                          "for CPUs without VNNI, whose int8 products (VPMADDUBSW) saturate int16 pairs; "
-                         "ours take the sign onto the weights and do not.")
+                         "ours keep 8-bit weights and give the activations 7 bits instead.")
         if torch:
             notes.append("PyTorch int8: quantize_dynamic, int8 weights per output row (symmetric), "
                          f"quantized engine {', '.join(sorted(e for e in engines if e)) or 'unknown'}.")

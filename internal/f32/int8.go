@@ -35,8 +35,9 @@ import (
 // VNNI's VPDPBUSD adds four products into int32 and would take eight bits;
 // AVX2's VPMADDUBSW adds pairs into int16 with saturation, and a pair of
 // 127·127 is 32258, under 32767: exact, with no instruction to move a sign
-// (eight-bit A on AVX2 needs a VPSIGNB for every multiply, and ran at 0.65
-// of this kernel's rate on a Zen 3 core). One quantization on every CPU
+// (eight-bit A on AVX2 needs a VPSIGNB for every multiply: the one-row
+// product ran 1.27-1.47x faster without it on a Zen 3 core, as
+// docs/precision.md says). One quantization on every CPU
 // keeps a model's int8 results the same on hosts with and without VNNI.
 // ONNX Runtime, for the same saturation, gives its weights seven bits on
 // CPUs without VNNI; PyTorch's fbgemm, as here, its activations.

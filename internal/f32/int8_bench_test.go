@@ -58,7 +58,7 @@ func BenchmarkGemvI8(b *testing.B) {
 //	go test ./internal/f32/ -run '^$' -bench 'BenchmarkGemmI8' -count 5
 func BenchmarkGemmI8(b *testing.B) {
 	for _, h := range []int{256, 512, 1024} {
-		for _, m := range []int{4, 16, 100} {
+		for _, m := range []int{2, 3, 4, 16, 100} {
 			n, k := 4*h, h
 			r := rand.New(rand.NewPCG(1, 1))
 			w := newGuarded(r, n, k, k, 0, 0).s()
