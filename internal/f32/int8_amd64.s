@@ -373,6 +373,12 @@ ag_done:
 	DOT(Y8, Y10, Y12, A)              \
 	DOT(Y9, Y10, Y13, B)
 
+// TROWS3 is TROW for the first three rows.
+#define TROWS3 \
+	TROW(SI, Y0, Y1)                  \
+	TROW(BX, Y2, Y3)                  \
+	TROW(CX, Y4, Y5)
+
 // TQUAD loads the panel's quad at AX into Y8, Y9.
 #define TQUAD \
 	VMOVDQU (DI)(AX*1), Y8            \
@@ -437,17 +443,13 @@ at_q2:
 	JMP at_epi
 at_q3:
 	TQUAD
-	TROW(SI, Y0, Y1)
-	TROW(BX, Y2, Y3)
-	TROW(CX, Y4, Y5)
+	TROWS3
 	TNEXT
 	JLT at_q3
 	JMP at_epi
 at_q4:
 	TQUAD
-	TROW(SI, Y0, Y1)
-	TROW(BX, Y2, Y3)
-	TROW(CX, Y4, Y5)
+	TROWS3
 	TROW(R13, Y6, Y7)
 	TNEXT
 	JLT at_q4
