@@ -341,6 +341,28 @@ LOOP:                               \
 	IMULQ R14, DX                   \
 	ADDQ DX, DI
 
+// CELLIN is the first part of LSTMCELL: from the pre-activations i, f,
+// g, o in Y0..Y3 it updates c at CPTR and leaves the new c in Y10 and
+// σ(o) in Y11 for CELLOUT, which lstmStepAVX2 runs after the next
+// group's products so that the two parts' chains overlap.
+#define CELLIN(CPTR) \
+	SIGMOID(Y0, Y8, Y9)          \
+	SIGMOID(Y1, Y8, Y9)          \
+	TANH(Y2, Y8, Y9, Y10, Y11)   \
+	SIGMOID(Y3, Y8, Y9)          \
+	VMULPS Y2, Y0, Y0            \
+	VFMADD231PS CPTR, Y1, Y0     \
+	VMOVUPS Y0, CPTR             \
+	VMOVAPS Y0, Y10              \
+	VMOVAPS Y3, Y11
+
+// CELLOUT stores h = σ(o)·tanh(c) at HPTR from CELLIN's Y10 and Y11;
+// clobbers Y0..Y3.
+#define CELLOUT(HPTR) \
+	TANH(Y10, Y0, Y1, Y2, Y3)    \
+	VMULPS Y11, Y10, Y10         \
+	VMOVUPS Y10, HPTR
+
 // func lstmAVX2(n int, stride int, y *float32, bias *float32, c *float32, h *float32)
 //
 // One batch row of LSTMGates for the first n (a multiple of 8) units; y and
@@ -385,12 +407,16 @@ lstmdone:
 //
 // One LSTM time step of one batch row, units [lo, hi) of n (n, k, lo and
 // hi multiples of 8, k positive), eight units at a time: the four gate
-// panels (W rows
-// q*n+u .. q*n+u+7, ldw floats apart) against h, added to xp and stored
-// there, then the gates of those eight units as lstmAVX2 computes them,
-// from the sums still in Y12..Y15: c updated, hout written. So while one
-// group's gates are computed the next group's rows of W are already
-// being read. hout must not overlap h.
+// panels (W rows q*n+u .. q*n+u+7, ldw floats apart) against h, added to
+// xp and stored there, then the gates of those eight units as lstmAVX2
+// computes them, from the sums still in Y12..Y15, in two parts: c is
+// updated at once (CELLIN), and h = σ(o)·tanh(c) is written after the
+// next group's panels (CELLOUT), so that tanh(c), the second half of a
+// group's long chain of dependent operations, runs beside the next
+// group's first half rather than after it: at hidden 64, where the
+// gates are a quarter of a step, the step ran 1.07x faster on AMD's
+// Zen 3 (BenchmarkLSTMStep) and P 1.03-1.06x (docs/performance.md).
+// Every bit is as before. hout must not overlap h.
 //
 // Registers: SI the end of h; DI the panel's first W row; AX, BX,
 // R8..R13 the ends of its eight rows; DX their byte offset; CX the
@@ -416,6 +442,14 @@ stepgroup:
 	LSTMPANEL(1, Y13, steppf)
 	LSTMPANEL(2, Y14, steppg)
 	LSTMPANEL(3, Y15, steppo)
+	MOVQ hout+64(FP), R10
+	MOVQ lo+72(FP), DX
+	SHLQ $2, DX
+	CMPQ CX, DX
+	JEQ  stepfirst
+	CELLOUT(-32(R10)(CX*1))
+
+stepfirst:
 	MOVQ n+0(FP), AX
 	SHLQ $2, AX
 	MOVQ bias+48(FP), BX
@@ -426,12 +460,19 @@ stepgroup:
 	VADDPS (R8), Y14, Y2
 	VADDPS (R8)(AX*1), Y15, Y3
 	MOVQ c+56(FP), R9
-	MOVQ hout+64(FP), R10
-	LSTMCELL((R9)(CX*1), (R10)(CX*1))
+	CELLIN((R9)(CX*1))
 	ADDQ $32, CX
 	JMP  stepgroup
 
 stepdone:
+	MOVQ lo+72(FP), DX
+	SHLQ $2, DX
+	CMPQ CX, DX
+	JEQ  stepnone
+	MOVQ hout+64(FP), R10
+	CELLOUT(-32(R10)(CX*1))
+
+stepnone:
 	VZEROUPPER
 	RET
 
