@@ -298,17 +298,23 @@ GLOBL bias127<>(SB), RODATA|NOPTR, $32
 	VBLENDVPS T, U, X, X           \
 	VORPS S, X, X
 
-// LSTMCELL finishes eight units from the pre-activations (biases added)
-// i, f, g, o in Y0..Y3: c at CPTR is updated and h stored at HPTR.
-// Clobbers Y0..Y3 and Y8..Y11.
-#define LSTMCELL(CPTR, HPTR) \
+// CELLC updates c at CPTR from the pre-activations (biases added) i, f,
+// g, o of eight units in Y0..Y3, leaving the new c in Y0 and σ(o) in
+// Y3. Clobbers Y1, Y2 and Y8..Y11.
+#define CELLC(CPTR) \
 	SIGMOID(Y0, Y8, Y9)          \
 	SIGMOID(Y1, Y8, Y9)          \
 	TANH(Y2, Y8, Y9, Y10, Y11)   \
 	SIGMOID(Y3, Y8, Y9)          \
 	VMULPS Y2, Y0, Y0            \
 	VFMADD231PS CPTR, Y1, Y0     \
-	VMOVUPS Y0, CPTR             \
+	VMOVUPS Y0, CPTR
+
+// LSTMCELL finishes eight units from the pre-activations (biases added)
+// i, f, g, o in Y0..Y3: c at CPTR is updated and h stored at HPTR.
+// Clobbers Y0..Y3 and Y8..Y11.
+#define LSTMCELL(CPTR, HPTR) \
+	CELLC(CPTR)                  \
 	TANH(Y0, Y8, Y9, Y10, Y11)   \
 	VMULPS Y3, Y0, Y0            \
 	VMOVUPS Y0, HPTR
@@ -346,13 +352,7 @@ LOOP:                               \
 // σ(o) in Y11 for CELLOUT, which lstmStepAVX2 runs after the next
 // group's products so that the two parts' chains overlap.
 #define CELLIN(CPTR) \
-	SIGMOID(Y0, Y8, Y9)          \
-	SIGMOID(Y1, Y8, Y9)          \
-	TANH(Y2, Y8, Y9, Y10, Y11)   \
-	SIGMOID(Y3, Y8, Y9)          \
-	VMULPS Y2, Y0, Y0            \
-	VFMADD231PS CPTR, Y1, Y0     \
-	VMOVUPS Y0, CPTR             \
+	CELLC(CPTR)                  \
 	VMOVAPS Y0, Y10              \
 	VMOVAPS Y3, Y11
 
