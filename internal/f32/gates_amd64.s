@@ -415,12 +415,13 @@ lstmdone:
 // group's long chain of dependent operations, runs beside the next
 // group's first half rather than after it: at hidden 64, where the
 // gates are a quarter of a step, the step ran 1.07x faster on AMD's
-// Zen 3 (BenchmarkLSTMStep) and P 1.03-1.06x (docs/performance.md).
+// Zen 3 (BenchmarkLSTMStep) and P 1.03-1.07x (docs/performance.md).
 // Every bit is as before. hout must not overlap h.
 //
 // Registers: SI the end of h; DI the panel's first W row; AX, BX,
 // R8..R13 the ends of its eight rows; DX their byte offset; CX the
-// group's first unit, in bytes; R14 ldw in bytes.
+// group's first unit, in bytes; R14 ldw in bytes; Y10 and Y11 the group
+// before's new c and σ(o), from CELLIN to its CELLOUT.
 TEXT ·lstmStepAVX2(SB), NOSPLIT, $0-88
 	MOVQ k+8(FP), SI
 	SHLQ $2, SI
